@@ -1,0 +1,232 @@
+// Package embedded is the zero-setup tsubame.Store: one bbolt file in the data
+// directory. bbolt takes an exclusive file lock, so one process at a time may
+// open the file; a second one fails at once with an ECONFLICT error that says
+// so, instead of waiting on the lock.
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterr "go.etcd.io/bbolt/errors"
+
+	"tsubame"
+)
+
+// FileName is the store file's name inside the data directory.
+const FileName = "tsubame.db"
+
+var (
+	bucketPlacements = []byte("placements")
+	bucketMeta       = []byte("meta")
+	keySchema        = []byte("schema")
+	schemaVersion    = []byte("1")
+)
+
+// Options tune how the store file is opened.
+type Options struct {
+	// LockTimeout is how long Open waits for another process to release the
+	// file before it gives up with ECONFLICT. Zero means 100ms.
+	LockTimeout time.Duration
+	// ReadOnly opens the file with a shared lock and refuses writes.
+	ReadOnly bool
+}
+
+// Store is a bbolt-backed tsubame.Store. It is safe for concurrent use.
+type Store struct {
+	db  *bolt.DB
+	now func() time.Time
+}
+
+var _ tsubame.Store = (*Store)(nil)
+
+// Open opens (creating if needed, unless read-only) the store file at path.
+func Open(path string, opt Options) (*Store, error) {
+	if opt.LockTimeout <= 0 {
+		opt.LockTimeout = 100 * time.Millisecond
+	}
+	if !opt.ReadOnly {
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+			return nil, tsubame.WrapError(tsubame.EUNAVAILABLE, err, "cannot create data directory %q", filepath.Dir(path))
+		}
+	} else if _, err := os.Stat(path); err != nil {
+		return nil, tsubame.WrapError(tsubame.EUNAVAILABLE, err, "cannot open store %q", path)
+	}
+	db, err := bolt.Open(path, 0o640, &bolt.Options{Timeout: opt.LockTimeout, ReadOnly: opt.ReadOnly})
+	if errors.Is(err, bolterr.ErrTimeout) {
+		return nil, tsubame.Errorf(tsubame.ECONFLICT,
+			"store %q is in use by another process (a running tsubame server?): stop it, or change placements through its admin API", path)
+	}
+	if err != nil {
+		return nil, tsubame.WrapError(tsubame.EUNAVAILABLE, err, "cannot open store %q", path)
+	}
+	if !opt.ReadOnly {
+		err = db.Update(func(tx *bolt.Tx) error {
+			if _, err := tx.CreateBucketIfNotExists(bucketPlacements); err != nil {
+				return err
+			}
+			meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+			if err != nil {
+				return err
+			}
+			return checkSchema(meta, true)
+		})
+	} else {
+		err = db.View(func(tx *bolt.Tx) error {
+			meta := tx.Bucket(bucketMeta)
+			if meta == nil || tx.Bucket(bucketPlacements) == nil {
+				return errors.New("not a tsubame store")
+			}
+			return checkSchema(meta, false)
+		})
+	}
+	if err != nil {
+		_ = db.Close()
+		return nil, tsubame.WrapError(tsubame.EUNAVAILABLE, err, "cannot open store %q", path)
+	}
+	return &Store{db: db, now: time.Now}, nil
+}
+
+func checkSchema(meta *bolt.Bucket, write bool) error {
+	v := meta.Get(keySchema)
+	switch {
+	case v == nil && write:
+		return meta.Put(keySchema, schemaVersion)
+	case !bytes.Equal(v, schemaVersion):
+		return fmt.Errorf("unsupported schema version %q (this build reads %q)", v, schemaVersion)
+	}
+	return nil
+}
+
+// Get reads and decodes the placement with the given id.
+func (s *Store) Get(ctx context.Context, id string) (*tsubame.Placement, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, unavailable(err)
+	}
+	var p tsubame.Placement
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket(bucketPlacements).Get([]byte(id))
+		if v == nil {
+			return tsubame.Errorf(tsubame.ENOTFOUND, "placement %q not found", id)
+		}
+		// Unmarshal copies what it keeps, so nothing points into the mmap after the tx.
+		return decode(v, &p)
+	})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return &p, nil
+}
+
+// Put writes p in its own transaction.
+func (s *Store) Put(ctx context.Context, p *tsubame.Placement) error {
+	return s.PutMany(ctx, []*tsubame.Placement{p})
+}
+
+// PutMany writes every placement in ps in one transaction: all or nothing.
+func (s *Store) PutMany(ctx context.Context, ps []*tsubame.Placement) error {
+	if err := tsubame.ValidatePlacements(ps); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return unavailable(err)
+	}
+	now := s.now().UTC()
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketPlacements)
+		// Keys in order fill pages sequentially, which keeps large imports fast.
+		b.FillPercent = 0.9
+		for _, p := range ps {
+			p.UpdatedAt = now
+			v, err := json.Marshal(p)
+			if err != nil {
+				return err
+			}
+			if err := b.Put([]byte(p.ID), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return wrap(err)
+}
+
+// Delete removes the placement with the given id.
+func (s *Store) Delete(ctx context.Context, id string) error {
+	if err := ctx.Err(); err != nil {
+		return unavailable(err)
+	}
+	return wrap(s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketPlacements)
+		if b.Get([]byte(id)) == nil {
+			return tsubame.Errorf(tsubame.ENOTFOUND, "placement %q not found", id)
+		}
+		return b.Delete([]byte(id))
+	}))
+}
+
+// List returns up to limit placements with ids after the given one, in id order.
+func (s *Store) List(ctx context.Context, after string, limit int) ([]*tsubame.Placement, error) {
+	if limit <= 0 {
+		return nil, tsubame.Errorf(tsubame.EINVALID, "list limit must be positive")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, unavailable(err)
+	}
+	var out []*tsubame.Placement
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketPlacements).Cursor()
+		k, v := c.Seek([]byte(after))
+		if k != nil && after != "" && string(k) == after {
+			k, v = c.Next()
+		}
+		for ; k != nil && len(out) < limit; k, v = c.Next() {
+			var p tsubame.Placement
+			if err := decode(v, &p); err != nil {
+				return err
+			}
+			out = append(out, &p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return out, nil
+}
+
+// Close closes the file and releases its lock.
+func (s *Store) Close() error { return s.db.Close() }
+
+func decode(v []byte, p *tsubame.Placement) error {
+	if err := json.Unmarshal(v, p); err != nil {
+		return fmt.Errorf("corrupt placement record: %w", err)
+	}
+	return nil
+}
+
+// wrap turns bbolt failures into domain errors; domain errors pass through.
+func wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	var e *tsubame.Error
+	if errors.As(err, &e) {
+		return err
+	}
+	if errors.Is(err, bolterr.ErrDatabaseReadOnly) {
+		return tsubame.WrapError(tsubame.EINVALID, err, "store is open read-only")
+	}
+	return unavailable(err)
+}
+
+func unavailable(err error) error {
+	return tsubame.WrapError(tsubame.EUNAVAILABLE, err, "embedded store failed")
+}

@@ -1,0 +1,118 @@
+// Package memory is an in-memory tsubame.Store: the reference backend for
+// tests and for running without a data directory. Nothing survives Close.
+package memory
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"tsubame"
+)
+
+// Store is an in-memory tsubame.Store. It is safe for concurrent use.
+type Store struct {
+	mu     sync.RWMutex
+	byID   map[string]*tsubame.Placement
+	ids    []string // sorted, for List
+	closed bool
+	now    func() time.Time
+}
+
+var _ tsubame.Store = (*Store)(nil)
+
+// New returns an empty Store.
+func New() *Store {
+	return &Store{byID: make(map[string]*tsubame.Placement), now: time.Now}
+}
+
+// Get returns a copy of the placement with the given id.
+func (s *Store) Get(_ context.Context, id string) (*tsubame.Placement, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, errClosed
+	}
+	p, ok := s.byID[id]
+	if !ok {
+		return nil, tsubame.Errorf(tsubame.ENOTFOUND, "placement %q not found", id)
+	}
+	return p.Clone(), nil
+}
+
+// Put stores a copy of p.
+func (s *Store) Put(ctx context.Context, p *tsubame.Placement) error {
+	return s.PutMany(ctx, []*tsubame.Placement{p})
+}
+
+// PutMany stores copies of every placement in ps, or none if one is invalid.
+func (s *Store) PutMany(_ context.Context, ps []*tsubame.Placement) error {
+	if err := tsubame.ValidatePlacements(ps); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errClosed
+	}
+	now := s.now().UTC()
+	for _, p := range ps {
+		p.UpdatedAt = now
+		if _, ok := s.byID[p.ID]; !ok {
+			i, _ := slices.BinarySearch(s.ids, p.ID)
+			s.ids = slices.Insert(s.ids, i, p.ID)
+		}
+		s.byID[p.ID] = p.Clone()
+	}
+	return nil
+}
+
+// Delete removes the placement with the given id.
+func (s *Store) Delete(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errClosed
+	}
+	if _, ok := s.byID[id]; !ok {
+		return tsubame.Errorf(tsubame.ENOTFOUND, "placement %q not found", id)
+	}
+	delete(s.byID, id)
+	i, _ := slices.BinarySearch(s.ids, id)
+	s.ids = slices.Delete(s.ids, i, i+1)
+	return nil
+}
+
+// List returns copies of up to limit placements with ids after the given one.
+func (s *Store) List(_ context.Context, after string, limit int) ([]*tsubame.Placement, error) {
+	if limit <= 0 {
+		return nil, tsubame.Errorf(tsubame.EINVALID, "list limit must be positive")
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, errClosed
+	}
+	i, found := slices.BinarySearch(s.ids, after)
+	if found {
+		i++
+	}
+	end := min(i+limit, len(s.ids))
+	out := make([]*tsubame.Placement, 0, end-i)
+	for _, id := range s.ids[i:end] {
+		out = append(out, s.byID[id].Clone())
+	}
+	return out, nil
+}
+
+// Close empties the store; later calls fail.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	s.byID, s.ids = nil, nil
+	return nil
+}
+
+var errClosed = tsubame.Errorf(tsubame.EUNAVAILABLE, "store is closed")

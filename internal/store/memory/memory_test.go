@@ -1,0 +1,17 @@
+package memory_test
+
+import (
+	"testing"
+
+	"tsubame"
+	"tsubame/internal/store/memory"
+	"tsubame/internal/store/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) tsubame.Store {
+		s := memory.New()
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	})
+}
