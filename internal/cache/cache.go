@@ -1,0 +1,462 @@
+// Package cache is the in-process cache of placements: a decorator over a
+// tsubame.Store that implements tsubame.Store itself, so every backend gets
+// the same cache and the same conformance suite covers both.
+//
+// What it adds over a map with a TTL:
+//   - entries hold the ready-encoded payload, so a hit costs no encoding;
+//   - one loader per key: N concurrent misses on a key cause one store read;
+//   - negative caching: unknown ids are remembered (as the not-found payload);
+//   - stale-while-revalidate: an entry past its TTL is still served while one
+//     background read refreshes it;
+//   - stale-if-error: while the store fails, the last value keeps being served
+//     for up to StaleIfError past its TTL, and the failures are counted;
+//   - invalidation by id and by dependency key (e.g. "campaign:42");
+//   - a bound in bytes, with W-TinyLFU eviction (otter).
+package cache
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/maypok86/otter/v2"
+	"github.com/maypok86/otter/v2/stats"
+
+	"tsubame"
+)
+
+// Options configure a Cache. Zero values take the documented defaults.
+type Options struct {
+	// MaxBytes bounds the estimated memory held by entries. Default 100 MiB.
+	MaxBytes uint64
+	// TTL is how long a found placement is served without asking the store.
+	// Default 60s.
+	TTL time.Duration
+	// NegativeTTL is the same for unknown ids. Default 10s.
+	NegativeTTL time.Duration
+	// StaleIfError is how long past its TTL an entry may still be served
+	// while refreshing it fails. Default 10m.
+	StaleIfError time.Duration
+	// RetryInterval is the wait between refresh attempts of a stale entry
+	// whose last refresh failed. Default 1s.
+	RetryInterval time.Duration
+	// LoadTimeout bounds one store read. Default 1s.
+	LoadTimeout time.Duration
+	// Encode appends the payload of a found placement to dst. Required.
+	Encode func(dst []byte, p *tsubame.Placement) []byte
+	// NotFound is the payload cached for unknown ids. Required.
+	NotFound []byte
+	// Logger receives refresh failures. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o *Options) setDefaults() {
+	if o.MaxBytes == 0 {
+		o.MaxBytes = 100 << 20
+	}
+	if o.TTL <= 0 {
+		o.TTL = 60 * time.Second
+	}
+	if o.NegativeTTL <= 0 {
+		o.NegativeTTL = 10 * time.Second
+	}
+	if o.StaleIfError < 0 {
+		o.StaleIfError = 0
+	} else if o.StaleIfError == 0 {
+		o.StaleIfError = 10 * time.Minute
+	}
+	if o.RetryInterval <= 0 {
+		o.RetryInterval = time.Second
+	}
+	if o.LoadTimeout <= 0 {
+		o.LoadTimeout = time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Entry is the cached result of looking up one id. Entries are shared by all
+// readers and must not be modified.
+type Entry struct {
+	// Payload is the encoded document to write: the placement's payload, or
+	// Options.NotFound when Found is false.
+	Payload []byte
+	// Found reports whether the store had the placement.
+	Found bool
+
+	placement  *tsubame.Placement // nil when !Found
+	gen        uint64             // tells this load's dependency registrations apart from later ones
+	freshUntil int64              // monotonic nanoseconds, see now()
+}
+
+// Stats is a snapshot of the cache's counters.
+type Stats struct {
+	Hits          uint64 // lookups answered from a fresh entry
+	Misses        uint64 // lookups that found no entry and waited for a load
+	Stale         uint64 // lookups answered from an entry past its TTL
+	Loads         uint64 // store reads that succeeded (found or not found)
+	LoadErrors    uint64 // store reads that failed
+	RefreshErrors uint64 // background refreshes that failed (a stale value kept being served)
+	Evictions     uint64 // entries dropped for size or expiry
+	Invalidations uint64 // entries dropped by Invalidate or InvalidateDep
+	Entries       int    // current number of entries
+	Bytes         uint64 // current estimated weight of entries
+}
+
+// Cache is a tsubame.Store that caches another one. It is safe for
+// concurrent use. Writes go to the store and then invalidate the id, so a
+// reader in the same process never sees a replaced value after the write
+// returns.
+type Cache struct {
+	store  tsubame.Store
+	opt    Options
+	c      *otter.Cache[string, *Entry]
+	loader otter.Loader[string, *Entry]
+	deps   depIndex
+
+	gen           atomic.Uint64
+	counter       *stats.Counter // striped: hits and misses are counted on the hot path
+	stale         atomic.Uint64
+	refreshErrors atomic.Uint64
+	invalidations atomic.Uint64
+}
+
+var (
+	_ tsubame.Store       = (*Cache)(nil)
+	_ tsubame.Invalidator = (*Cache)(nil)
+)
+
+// entryOverhead approximates the bytes an entry costs beyond its payload and
+// placement strings: the otter node, the Entry and the Placement structs.
+const entryOverhead = 256
+
+// New returns a Cache over store.
+func New(store tsubame.Store, opt Options) (*Cache, error) {
+	opt.setDefaults()
+	if opt.Encode == nil || opt.NotFound == nil {
+		return nil, tsubame.Errorf(tsubame.EINVALID, "cache: Encode and NotFound are required")
+	}
+	c := &Cache{store: store, opt: opt, counter: stats.NewCounter()}
+	c.deps.m = make(map[string]map[string]uint64)
+	c.loader = loader{c}
+	oc, err := otter.New(&otter.Options[string, *Entry]{
+		MaximumWeight: opt.MaxBytes,
+		Weigher:       weigh,
+		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[string, *Entry]) time.Duration {
+			return c.ttl(e.Value) + opt.StaleIfError
+		}),
+		RefreshCalculator: refresher{c},
+		OnDeletion:        c.onDeletion,
+		Logger:            &otterLogger{l: opt.Logger},
+	})
+	if err != nil {
+		return nil, tsubame.WrapError(tsubame.EINVALID, err, "cache: bad options")
+	}
+	c.c = oc
+	return c, nil
+}
+
+func weigh(key string, e *Entry) uint32 {
+	w := entryOverhead + len(key) + len(e.Payload)
+	if p := e.placement; p != nil {
+		w += len(p.ID) + len(p.Name)
+		for _, u := range p.URLs {
+			w += 16 + len(u)
+		}
+		for _, d := range p.Deps {
+			w += 16 + len(d)
+		}
+	}
+	return uint32(min(w, 1<<31))
+}
+
+func (c *Cache) ttl(e *Entry) time.Duration {
+	if e.Found {
+		return c.opt.TTL
+	}
+	return c.opt.NegativeTTL
+}
+
+// epoch anchors now(): time.Since reads the monotonic clock, so entry
+// freshness does not jump with the wall clock.
+var epoch = time.Now()
+
+func now() int64 { return int64(time.Since(epoch)) }
+
+// Lookup returns the entry for id. id is only read during the call (it may
+// point into a reused request buffer). A fresh entry costs no allocation; a
+// miss waits for the one load of id in flight; an entry past its TTL is
+// returned at once while a background refresh runs. The error is
+// EUNAVAILABLE when the store fails and nothing usable is cached.
+func (c *Cache) Lookup(ctx context.Context, id []byte) (*Entry, error) {
+	// The unsafe string only lives for this map probe: GetIfPresent neither
+	// keeps the key nor starts a refresh with it.
+	if e, ok := c.c.GetIfPresent(unsafe.String(unsafe.SliceData(id), len(id))); ok && now() < e.freshUntil {
+		c.counter.RecordHits(1)
+		return e, nil
+	}
+	return c.slowLookup(ctx, string(id))
+}
+
+// slowLookup goes through otter's Get, which owns the key, joins or starts
+// the single load of a missing key and refreshes an entry past its TTL.
+func (c *Cache) slowLookup(ctx context.Context, id string) (*Entry, error) {
+	e, err := c.c.Get(ctx, id, c.loader)
+	if err != nil {
+		c.counter.RecordMisses(1)
+		return nil, err
+	}
+	if now() < e.freshUntil {
+		// Loaded for us, or refreshed by someone else meanwhile.
+		c.counter.RecordMisses(1)
+	} else {
+		c.stale.Add(1)
+	}
+	return e, nil
+}
+
+// loader reads placements from the store for otter. Load runs for missing
+// keys (one call per key at a time), Reload for refreshes of stale ones.
+type loader struct{ c *Cache }
+
+func (l loader) Load(ctx context.Context, id string) (*Entry, error) {
+	return l.c.load(ctx, id)
+}
+
+func (l loader) Reload(ctx context.Context, id string, _ *Entry) (*Entry, error) {
+	e, err := l.c.load(ctx, id)
+	if err != nil {
+		l.c.refreshErrors.Add(1)
+	}
+	return e, err
+}
+
+func (c *Cache) load(ctx context.Context, id string) (*Entry, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opt.LoadTimeout)
+	defer cancel()
+	start := time.Now()
+	p, err := c.store.Get(ctx, id)
+	if err != nil && !tsubame.IsNotFound(err) {
+		c.counter.RecordLoadFailure(time.Since(start))
+		return nil, tsubame.WrapError(tsubame.EUNAVAILABLE, err, "placement store unavailable")
+	}
+	c.counter.RecordLoadSuccess(time.Since(start))
+	e := &Entry{gen: c.gen.Add(1)}
+	if err != nil {
+		e.Payload = c.opt.NotFound
+	} else {
+		e.Found, e.placement = true, p
+		e.Payload = c.opt.Encode(nil, p)
+		// Registered before otter stores the entry: an InvalidateDep racing
+		// with this load invalidates the key, and otter then discards the load.
+		c.deps.add(id, e.gen, p.Deps)
+	}
+	e.freshUntil = now() + int64(c.ttl(e))
+	return e, nil
+}
+
+// refresher tells otter when an entry is due for a background refresh: at
+// the end of its TTL, and RetryInterval after a failed refresh, so a failing
+// store sees one attempt per key per interval rather than one per request.
+type refresher struct{ c *Cache }
+
+func (r refresher) RefreshAfterCreate(e otter.Entry[string, *Entry]) time.Duration {
+	return r.c.ttl(e.Value)
+}
+
+func (r refresher) RefreshAfterUpdate(e otter.Entry[string, *Entry], _ *Entry) time.Duration {
+	return r.c.ttl(e.Value)
+}
+
+func (r refresher) RefreshAfterReload(e otter.Entry[string, *Entry], _ *Entry) time.Duration {
+	return r.c.ttl(e.Value)
+}
+
+func (r refresher) RefreshAfterReloadFailure(otter.Entry[string, *Entry], error) time.Duration {
+	return r.c.opt.RetryInterval
+}
+
+func (c *Cache) onDeletion(ev otter.DeletionEvent[string, *Entry]) {
+	if ev.WasEvicted() {
+		c.counter.RecordEviction(weigh(ev.Key, ev.Value))
+	}
+	if p := ev.Value.placement; p != nil {
+		c.deps.remove(ev.Key, ev.Value.gen, p.Deps)
+	}
+}
+
+// Invalidate drops the entry for id, so the next lookup reads the store.
+func (c *Cache) Invalidate(id string) {
+	if _, ok := c.c.Invalidate(id); ok {
+		c.invalidations.Add(1)
+	}
+}
+
+// InvalidateDep drops every entry whose placement declared dep.
+func (c *Cache) InvalidateDep(dep string) {
+	for _, id := range c.deps.take(dep) {
+		c.Invalidate(id)
+	}
+}
+
+// InvalidateAll drops every entry.
+func (c *Cache) InvalidateAll() {
+	n := c.c.EstimatedSize()
+	c.c.InvalidateAll()
+	c.invalidations.Add(uint64(n))
+}
+
+// Stats returns a snapshot of the counters.
+func (c *Cache) Stats() Stats {
+	s := c.counter.Snapshot()
+	return Stats{
+		Hits:          s.Hits,
+		Misses:        s.Misses,
+		Stale:         c.stale.Load(),
+		Loads:         s.LoadSuccesses,
+		LoadErrors:    s.LoadFailures,
+		RefreshErrors: c.refreshErrors.Load(),
+		Evictions:     s.Evictions,
+		Invalidations: c.invalidations.Load(),
+		Entries:       c.c.EstimatedSize(),
+		Bytes:         c.c.WeightedSize(),
+	}
+}
+
+// Get returns a copy of the placement with the given id, through the cache.
+func (c *Cache) Get(ctx context.Context, id string) (*tsubame.Placement, error) {
+	if err := tsubame.ValidID(id); err != nil {
+		return nil, err
+	}
+	e, err := c.Lookup(ctx, []byte(id))
+	if err != nil {
+		return nil, err
+	}
+	if !e.Found {
+		return nil, tsubame.Errorf(tsubame.ENOTFOUND, "placement %q not found", id)
+	}
+	return e.placement.Clone(), nil
+}
+
+// Put writes p to the store, then drops its cached entry.
+func (c *Cache) Put(ctx context.Context, p *tsubame.Placement) error {
+	err := c.store.Put(ctx, p)
+	if err == nil {
+		c.Invalidate(p.ID)
+	}
+	return err
+}
+
+// PutMany writes ps to the store, then drops their cached entries.
+func (c *Cache) PutMany(ctx context.Context, ps []*tsubame.Placement) error {
+	err := c.store.PutMany(ctx, ps)
+	if err == nil {
+		for _, p := range ps {
+			c.Invalidate(p.ID)
+		}
+	}
+	return err
+}
+
+// Delete removes the placement from the store, then drops its cached entry.
+func (c *Cache) Delete(ctx context.Context, id string) error {
+	err := c.store.Delete(ctx, id)
+	if err == nil || tsubame.IsNotFound(err) {
+		c.Invalidate(id)
+	}
+	return err
+}
+
+// List reads the store directly: pages are not cached.
+func (c *Cache) List(ctx context.Context, after string, limit int) ([]*tsubame.Placement, error) {
+	return c.store.List(ctx, after, limit)
+}
+
+// Close stops the cache's goroutines and closes the store.
+func (c *Cache) Close() error {
+	c.c.InvalidateAll()
+	c.c.StopAllGoroutines()
+	return c.store.Close()
+}
+
+// depIndex maps dependency keys to the ids whose cached placements declared
+// them. Each registration carries the generation of the load that made it,
+// so the deletion of an old entry never removes a newer entry's registration.
+// It is touched on loads, deletions and InvalidateDep, never on hits.
+type depIndex struct {
+	mu sync.Mutex
+	m  map[string]map[string]uint64 // dep -> id -> gen
+}
+
+func (d *depIndex) add(id string, gen uint64, deps []string) {
+	if len(deps) == 0 {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, dep := range deps {
+		ids := d.m[dep]
+		if ids == nil {
+			ids = make(map[string]uint64)
+			d.m[dep] = ids
+		}
+		ids[id] = gen
+	}
+}
+
+func (d *depIndex) remove(id string, gen uint64, deps []string) {
+	if len(deps) == 0 {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, dep := range deps {
+		if ids := d.m[dep]; ids != nil && ids[id] == gen {
+			delete(ids, id)
+			if len(ids) == 0 {
+				delete(d.m, dep)
+			}
+		}
+	}
+}
+
+func (d *depIndex) take(dep string) []string {
+	d.mu.Lock()
+	ids := d.m[dep]
+	delete(d.m, dep)
+	d.mu.Unlock()
+	out := make([]string, 0, len(ids))
+	for id := range ids {
+		out = append(out, id)
+	}
+	return out
+}
+
+// otterLogger routes otter's internal reports (swallowed refresh errors,
+// recovered panics) to slog. Warnings are refresh failures, one per key per
+// RetryInterval while a store is down: they are counted in Stats and logged
+// at most once per logEvery, with the number left out.
+type otterLogger struct {
+	l          *slog.Logger
+	last       atomic.Int64 // now() of the last warning logged
+	suppressed atomic.Uint64
+}
+
+const logEvery = 5 * time.Second
+
+func (o *otterLogger) Warn(ctx context.Context, msg string, err error) {
+	t, last := now(), o.last.Load()
+	if last != 0 && t-last < int64(logEvery) || !o.last.CompareAndSwap(last, t) {
+		o.suppressed.Add(1)
+		return
+	}
+	o.l.WarnContext(ctx, msg, "err", err, "suppressed", o.suppressed.Swap(0))
+}
+
+func (o *otterLogger) Error(ctx context.Context, msg string, err error) {
+	o.l.ErrorContext(ctx, msg, "err", err)
+}

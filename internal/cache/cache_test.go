@@ -1,0 +1,381 @@
+package cache_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"tsubame"
+	"tsubame/internal/cache"
+	"tsubame/internal/render"
+	"tsubame/internal/store/memory"
+	"tsubame/internal/store/storetest"
+)
+
+// flakyStore wraps a real memory store, counting reads and failing or
+// slowing them on demand. It is the only stand-in here: it models a backend
+// outage, which a memory store cannot have by itself.
+type flakyStore struct {
+	tsubame.Store
+	gets  atomic.Int64
+	fail  atomic.Bool
+	delay atomic.Int64 // nanoseconds
+}
+
+func (s *flakyStore) Get(ctx context.Context, id string) (*tsubame.Placement, error) {
+	s.gets.Add(1)
+	if d := time.Duration(s.delay.Load()); d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	if s.fail.Load() {
+		return nil, errors.New("connection refused")
+	}
+	return s.Store.Get(ctx, id)
+}
+
+func options() cache.Options {
+	return cache.Options{
+		Encode:   render.AppendPayload,
+		NotFound: render.NotFoundPayload,
+		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+}
+
+func newCache(t testing.TB, opt cache.Options) (*cache.Cache, *flakyStore) {
+	t.Helper()
+	fs := &flakyStore{Store: memory.New()}
+	c, err := cache.New(fs, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, fs
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) tsubame.Store {
+		c, _ := newCache(t, options())
+		return c
+	})
+}
+
+func lookup(t *testing.T, c *cache.Cache, id string) *cache.Entry {
+	t.Helper()
+	e, err := c.Lookup(t.Context(), []byte(id))
+	if err != nil {
+		t.Fatalf("Lookup(%q): %v", id, err)
+	}
+	return e
+}
+
+func TestHitServesEncodedPayload(t *testing.T) {
+	c, fs := newCache(t, options())
+	if err := fs.Store.Put(t.Context(), storetest.Placement("1", 2)); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		e := lookup(t, c, "1")
+		want := `{"urls":["http://ad1.example.com/1/tag.js","http://ad2.example.com/1/tag.js"]}`
+		if !e.Found || string(e.Payload) != want {
+			t.Fatalf("entry = %v %s", e.Found, e.Payload)
+		}
+	}
+	if n := fs.gets.Load(); n != 1 {
+		t.Fatalf("store read %d times for 5 lookups, want 1", n)
+	}
+	st := c.Stats()
+	if st.Hits != 4 || st.Misses != 1 || st.Loads != 1 {
+		t.Fatalf("stats = %+v, want 4 hits, 1 miss, 1 load", st)
+	}
+}
+
+// 1000 concurrent misses on one key cause exactly one store read.
+func TestStampedeOneRead(t *testing.T) {
+	c, fs := newCache(t, options())
+	if err := fs.Store.Put(t.Context(), storetest.Placement("hot", 1)); err != nil {
+		t.Fatal(err)
+	}
+	fs.delay.Store(int64(50 * time.Millisecond))
+	const n = 1000
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make(chan error, n)
+	for range n {
+		wg.Go(func() {
+			<-start
+			e, err := c.Lookup(context.Background(), []byte("hot"))
+			if err == nil && !e.Found {
+				err = errors.New("not found")
+			}
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got := fs.gets.Load(); got != 1 {
+		t.Fatalf("%d concurrent misses caused %d store reads, want 1", n, got)
+	}
+}
+
+func TestNegativeCaching(t *testing.T) {
+	opt := options()
+	opt.NegativeTTL = 50 * time.Millisecond
+	opt.StaleIfError = -1
+	c, fs := newCache(t, opt)
+	for range 3 {
+		if e := lookup(t, c, "missing"); e.Found || string(e.Payload) != string(render.NotFoundPayload) {
+			t.Fatalf("entry for unknown id = %+v", e)
+		}
+	}
+	if n := fs.gets.Load(); n != 1 {
+		t.Fatalf("unknown id read %d times, want 1 (negative entry)", n)
+	}
+	// A placement created through the cache is visible at once.
+	if err := c.Put(t.Context(), storetest.Placement("missing", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if e := lookup(t, c, "missing"); !e.Found {
+		t.Fatal("Put through the cache did not invalidate the negative entry")
+	}
+	// Created behind the cache's back: visible once the negative TTL is over.
+	if err := fs.Store.Put(t.Context(), storetest.Placement("later", 1)); err != nil {
+		t.Fatal(err)
+	}
+	_ = fs.Store.Delete(t.Context(), "later")
+	lookup(t, c, "later")
+	if err := fs.Store.Put(t.Context(), storetest.Placement("later", 1)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return lookup(t, c, "later").Found })
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestWritesInvalidate(t *testing.T) {
+	c, _ := newCache(t, options())
+	ctx := t.Context()
+	if err := c.Put(ctx, storetest.Placement("1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	lookup(t, c, "1")
+	if err := c.Put(ctx, storetest.Placement("1", 3)); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := c.Get(ctx, "1"); err != nil || len(p.URLs) != 3 {
+		t.Fatalf("after Put, Get = %+v, %v", p, err)
+	}
+	if err := c.PutMany(ctx, []*tsubame.Placement{storetest.Placement("1", 2)}); err != nil {
+		t.Fatal(err)
+	}
+	if e := lookup(t, c, "1"); string(e.Payload) != string(render.AppendPayload(nil, storetest.Placement("1", 2))) {
+		t.Fatalf("after PutMany payload = %s", e.Payload)
+	}
+	if err := c.Delete(ctx, "1"); err != nil {
+		t.Fatal(err)
+	}
+	if e := lookup(t, c, "1"); e.Found {
+		t.Fatal("deleted placement still served")
+	}
+}
+
+func TestInvalidateDep(t *testing.T) {
+	c, fs := newCache(t, options())
+	ctx := t.Context()
+	for i := range 10 {
+		p := storetest.Placement(fmt.Sprint(i), 1)
+		if i%2 == 0 {
+			p.Deps = []string{"campaign:42"}
+		}
+		if err := fs.Store.Put(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		lookup(t, c, p.ID)
+	}
+	before := fs.gets.Load()
+	c.InvalidateDep("campaign:42")
+	for i := range 10 {
+		lookup(t, c, fmt.Sprint(i))
+	}
+	if got := fs.gets.Load() - before; got != 5 {
+		t.Fatalf("after InvalidateDep %d ids were reloaded, want the 5 that declared the dep", got)
+	}
+	// Reloaded entries registered again: a second invalidation works too.
+	c.InvalidateDep("campaign:42")
+	lookup(t, c, "0")
+	if got := fs.gets.Load() - before; got != 6 {
+		t.Fatalf("second InvalidateDep did not drop id 0 (reads %d)", got)
+	}
+	c.InvalidateDep("campaign:unknown") // no-op
+}
+
+// Past its TTL an entry is served at once while one background read refreshes it.
+func TestStaleWhileRevalidate(t *testing.T) {
+	opt := options()
+	opt.TTL = 30 * time.Millisecond
+	c, fs := newCache(t, opt)
+	ctx := t.Context()
+	if err := fs.Store.Put(ctx, storetest.Placement("1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	lookup(t, c, "1")
+	if err := fs.Store.Put(ctx, storetest.Placement("1", 2)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(40 * time.Millisecond)
+	fs.delay.Store(int64(200 * time.Millisecond))
+	start := time.Now()
+	if e := lookup(t, c, "1"); string(e.Payload) != string(render.AppendPayload(nil, storetest.Placement("1", 1))) {
+		t.Fatalf("stale lookup returned %s, want the old value", e.Payload)
+	}
+	if d := time.Since(start); d > 150*time.Millisecond {
+		t.Fatalf("stale lookup waited %v for the refresh", d)
+	}
+	fresh := string(render.AppendPayload(nil, storetest.Placement("1", 2)))
+	waitFor(t, func() bool { return string(lookup(t, c, "1").Payload) == fresh })
+	if st := c.Stats(); st.Stale == 0 {
+		t.Fatalf("stale lookups not counted: %+v", st)
+	}
+}
+
+// While the store fails, the last value keeps being served and failures are
+// counted; an id never seen gets EUNAVAILABLE; recovery is automatic.
+func TestStaleIfError(t *testing.T) {
+	opt := options()
+	opt.TTL = 20 * time.Millisecond
+	opt.RetryInterval = 10 * time.Millisecond
+	opt.StaleIfError = time.Minute
+	c, fs := newCache(t, opt)
+	ctx := t.Context()
+	if err := fs.Store.Put(ctx, storetest.Placement("1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	want := string(lookup(t, c, "1").Payload)
+	fs.fail.Store(true)
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if e := lookup(t, c, "1"); string(e.Payload) != want {
+			t.Fatalf("during the outage got %s", e.Payload)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	st := c.Stats()
+	if st.RefreshErrors == 0 || st.Stale == 0 {
+		t.Fatalf("outage not visible in stats: %+v", st)
+	}
+	// Retries are paced: about one per RetryInterval, not one per lookup.
+	if st.RefreshErrors > 60 {
+		t.Fatalf("%d refresh attempts in 300ms with a 10ms retry interval", st.RefreshErrors)
+	}
+	_, err := c.Lookup(ctx, []byte("never-seen"))
+	if tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {
+		t.Fatalf("unknown id during outage: %v, want EUNAVAILABLE", err)
+	}
+	if err := fs.Store.Put(ctx, storetest.Placement("1", 2)); err != nil {
+		t.Fatal(err)
+	}
+	fs.fail.Store(false)
+	waitFor(t, func() bool { return len(lookup(t, c, "1").Payload) > len(want) })
+}
+
+// Past TTL+StaleIfError an entry is gone: the outage becomes visible.
+func TestStaleIfErrorBound(t *testing.T) {
+	opt := options()
+	opt.TTL = 10 * time.Millisecond
+	opt.StaleIfError = 30 * time.Millisecond
+	c, fs := newCache(t, opt)
+	if err := fs.Store.Put(t.Context(), storetest.Placement("1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	lookup(t, c, "1")
+	fs.fail.Store(true)
+	waitFor(t, func() bool {
+		_, err := c.Lookup(t.Context(), []byte("1"))
+		return tsubame.ErrorCode(err) == tsubame.EUNAVAILABLE
+	})
+}
+
+func TestBoundedByBytes(t *testing.T) {
+	opt := options()
+	opt.MaxBytes = 64 << 10
+	c, fs := newCache(t, opt)
+	var batch []*tsubame.Placement
+	for i := range 2000 {
+		batch = append(batch, storetest.Placement(fmt.Sprint(i), 4))
+	}
+	if err := fs.Store.PutMany(t.Context(), batch); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range batch {
+		lookup(t, c, p.ID)
+	}
+	waitFor(t, func() bool { return c.Stats().Bytes <= opt.MaxBytes })
+	if st := c.Stats(); st.Evictions == 0 || st.Entries >= 2000 {
+		t.Fatalf("64 KiB cache holds %d entries (%d bytes), %d evictions", st.Entries, st.Bytes, st.Evictions)
+	}
+}
+
+func TestLoadTimeout(t *testing.T) {
+	opt := options()
+	opt.LoadTimeout = 20 * time.Millisecond
+	c, fs := newCache(t, opt)
+	fs.delay.Store(int64(time.Second))
+	start := time.Now()
+	_, err := c.Lookup(t.Context(), []byte("slow"))
+	if tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {
+		t.Fatalf("slow store: %v, want EUNAVAILABLE", err)
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Fatalf("lookup waited %v despite a 20ms load timeout", d)
+	}
+}
+
+var sink atomic.Pointer[cache.Entry]
+
+func BenchmarkLookupHit(b *testing.B) {
+	c, fs := newCache(b, options())
+	if err := fs.Store.Put(b.Context(), storetest.Placement("1", 2)); err != nil {
+		b.Fatal(err)
+	}
+	id := []byte("1")
+	ctx := context.Background()
+	if _, err := c.Lookup(ctx, id); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		var last *cache.Entry
+		for pb.Next() {
+			e, err := c.Lookup(ctx, id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			last = e
+		}
+		sink.Store(last)
+	})
+}

@@ -1,0 +1,209 @@
+// Package render turns placements into response bytes: the JSON payload, its
+// JSONP and JSON framings, and the validation of the request values that end
+// up in a response (the JSONP callback). It knows nothing of HTTP servers:
+// adapters hand it an io.Writer and take a status from HTTPStatus.
+package render
+
+import (
+	"io"
+	"net/http"
+	"unicode/utf8"
+
+	"tsubame"
+)
+
+// Format is the framing of a response.
+type Format uint8
+
+// Formats, chosen by the request path's extension.
+const (
+	FormatJSONP Format = iota + 1 // .js: callback(payload);
+	FormatJSON                    // .json: payload
+)
+
+// ParseFormat maps a path extension (without the dot) to its Format.
+func ParseFormat(ext []byte) (Format, bool) {
+	switch string(ext) {
+	case "js":
+		return FormatJSONP, true
+	case "json":
+		return FormatJSON, true
+	}
+	return 0, false
+}
+
+// String returns the extension the format is served under.
+func (f Format) String() string {
+	switch f {
+	case FormatJSONP:
+		return "js"
+	case FormatJSON:
+		return "json"
+	}
+	return "unknown"
+}
+
+// ContentType is the Content-Type header value for responses in f.
+func (f Format) ContentType() string {
+	if f == FormatJSONP {
+		return ContentTypeJS
+	}
+	return ContentTypeJSON
+}
+
+// Content types written by the public listener.
+const (
+	ContentTypeJS   = "application/javascript; charset=utf-8"
+	ContentTypeJSON = "application/json; charset=utf-8"
+	ContentTypeText = "text/plain; charset=utf-8"
+)
+
+// MaxCallbackLength bounds the callback parameter, which is echoed into the body.
+const MaxCallbackLength = 128
+
+// NotFoundPayload is the payload for an unknown placement: still a valid
+// document of the usual shape, so a page's callback sees no ads rather than
+// a script error.
+var NotFoundPayload = []byte(`{"urls":[],"error":"placement not found"}`)
+
+// ValidCallback reports whether cb is a JavaScript identifier path
+// ([A-Za-z_$][\w$]*(\.[A-Za-z_$][\w$]*)*) of at most MaxCallbackLength bytes.
+// Anything else could inject script, so the server refuses it.
+func ValidCallback(cb []byte) bool {
+	if len(cb) == 0 || len(cb) > MaxCallbackLength {
+		return false
+	}
+	start := true
+	for _, c := range cb {
+		switch {
+		case c == '.':
+			if start {
+				return false
+			}
+			start = true
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c == '_', c == '$':
+			start = false
+		case c >= '0' && c <= '9':
+			if start {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return !start
+}
+
+// Write writes payload framed for f: "callback(payload);" for JSONP, the bare
+// payload for JSON. The callback must have passed ValidCallback.
+func Write(w io.Writer, f Format, callback, payload []byte) {
+	if f == FormatJSONP {
+		_, _ = w.Write(callback)
+		_, _ = w.Write(openParen)
+		_, _ = w.Write(payload)
+		_, _ = w.Write(closeParen)
+		return
+	}
+	_, _ = w.Write(payload)
+}
+
+var (
+	openParen  = []byte("(")
+	closeParen = []byte(");")
+)
+
+// AppendPayload appends p's payload, {"urls":[...]}, to dst.
+func AppendPayload(dst []byte, p *tsubame.Placement) []byte {
+	return AppendURLs(dst, p.URLs)
+}
+
+// AppendURLs appends the payload {"urls":[...]} for the given URLs to dst.
+func AppendURLs(dst []byte, urls []string) []byte {
+	dst = append(dst, `{"urls":[`...)
+	for i, u := range urls {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendJSONString(dst, u)
+	}
+	return append(dst, "]}"...)
+}
+
+const hex = "0123456789abcdef"
+
+// AppendJSONString appends s as a JSON string that is also safe inside an
+// HTML <script> element and as JavaScript source: '<', '>' and '&' are
+// escaped as \u003c etc., U+2028 and U+2029 (line terminators in older
+// JavaScript) as \u2028 and \u2029, control characters as \u00XX, and invalid
+// UTF-8 is replaced by U+FFFD. It matches encoding/json's output for s.
+// Hand-written because encoding/json cannot append into a caller's buffer, and
+// the uncached read path encodes on every request.
+func AppendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				dst = append(dst, '\\', c)
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// HTTPStatus maps a domain error to its HTTP status. It is the one place where
+// that mapping lives; both listeners use it.
+func HTTPStatus(err error) int {
+	switch tsubame.ErrorCode(err) {
+	case "":
+		return http.StatusOK
+	case tsubame.EINVALID:
+		return http.StatusBadRequest
+	case tsubame.ENOTFOUND:
+		return http.StatusNotFound
+	case tsubame.ECONFLICT:
+		return http.StatusConflict
+	case tsubame.EUNAVAILABLE:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}

@@ -1,0 +1,126 @@
+package render_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"tsubame"
+	"tsubame/internal/render"
+)
+
+func TestValidCallback(t *testing.T) {
+	good := []string{"cb", "Example.process", "$", "_a.$b.c9", "jQuery1234_5678", "a." + strings.Repeat("b", 126)}
+	bad := []string{"", ".a", "a.", "a..b", "9a", "a.9b", "a-b", "a b", "alert(1)", "a;b", "a[0]", "a/*", "<script>",
+		"a\x00", "é", "a." + strings.Repeat("b", 127)}
+	for _, cb := range good {
+		if !render.ValidCallback([]byte(cb)) {
+			t.Errorf("ValidCallback(%q) = false, want true", cb)
+		}
+	}
+	for _, cb := range bad {
+		if render.ValidCallback([]byte(cb)) {
+			t.Errorf("ValidCallback(%q) = true, want false", cb)
+		}
+	}
+}
+
+func TestWrite(t *testing.T) {
+	p := &tsubame.Placement{ID: "1", URLs: []string{"http://ad1.example.com/tag.js", "http://ad2.example.com/tag.js"}}
+	payload := render.AppendPayload(nil, p)
+	var b bytes.Buffer
+	render.Write(&b, render.FormatJSONP, []byte("Example.process"), payload)
+	const want = `Example.process({"urls":["http://ad1.example.com/tag.js","http://ad2.example.com/tag.js"]});`
+	if b.String() != want {
+		t.Fatalf("JSONP = %s\nwant    %s", b.String(), want)
+	}
+	b.Reset()
+	render.Write(&b, render.FormatJSON, nil, payload)
+	if b.String() != want[len("Example.process("):len(want)-2] {
+		t.Fatalf("JSON = %s", b.String())
+	}
+	if !json.Valid(render.NotFoundPayload) {
+		t.Fatal("NotFoundPayload is not valid JSON")
+	}
+}
+
+func TestPayloadEscapesForScript(t *testing.T) {
+	p := &tsubame.Placement{URLs: []string{"http://a.example.com/?q=</script><b>&amp;\u2028\u2029\"\\"}}
+	got := string(render.AppendPayload(nil, p))
+	for _, raw := range []string{"<", ">", "&", "\u2028", "\u2029"} {
+		if strings.Contains(got, raw) {
+			t.Errorf("payload %s contains raw %q", got, raw)
+		}
+	}
+	var back struct{ URLs []string }
+	if err := json.Unmarshal([]byte(got), &back); err != nil || back.URLs[0] != p.URLs[0] {
+		t.Fatalf("payload does not decode back: %v %q", err, back.URLs)
+	}
+}
+
+func TestParseFormat(t *testing.T) {
+	for ext, want := range map[string]render.Format{"js": render.FormatJSONP, "json": render.FormatJSON} {
+		f, ok := render.ParseFormat([]byte(ext))
+		if !ok || f != want || f.String() != ext {
+			t.Errorf("ParseFormat(%q) = %v, %v", ext, f, ok)
+		}
+	}
+	for _, ext := range []string{"", "JS", "html", "js.map"} {
+		if _, ok := render.ParseFormat([]byte(ext)); ok {
+			t.Errorf("ParseFormat(%q) accepted", ext)
+		}
+	}
+	if render.FormatJSONP.ContentType() != "application/javascript; charset=utf-8" ||
+		render.FormatJSON.ContentType() != "application/json; charset=utf-8" {
+		t.Fatal("content types changed")
+	}
+}
+
+func TestHTTPStatus(t *testing.T) {
+	cases := map[string]int{
+		tsubame.EINVALID: http.StatusBadRequest, tsubame.ENOTFOUND: http.StatusNotFound,
+		tsubame.ECONFLICT: http.StatusConflict, tsubame.EUNAVAILABLE: http.StatusServiceUnavailable,
+		tsubame.EINTERNAL: http.StatusInternalServerError,
+	}
+	for code, want := range cases {
+		if got := render.HTTPStatus(tsubame.Errorf(code, "x")); got != want {
+			t.Errorf("HTTPStatus(%s) = %d, want %d", code, got, want)
+		}
+	}
+	if render.HTTPStatus(nil) != http.StatusOK {
+		t.Fatal("nil error is not 200")
+	}
+}
+
+// AppendJSONString must produce exactly what encoding/json produces (which
+// escapes for HTML and JavaScript too), for any input.
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range []string{"", "plain", "<>&\"\\", "\x00\x1f\b\f\n\r\t", "\u2028\u2029", "\xff\xfe", "日本語", "a\xc3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := render.AppendJSONString(nil, s)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("AppendJSONString(%q) = %s, encoding/json gives %s", s, got, want)
+		}
+		if !utf8.Valid(got) {
+			t.Fatalf("output is not UTF-8: %q", got)
+		}
+	})
+}
+
+func BenchmarkAppendPayload(b *testing.B) {
+	p := &tsubame.Placement{URLs: []string{"http://ad1.example.com/tag.js", "http://ad2.example.com/tag.js"}}
+	buf := make([]byte, 0, 256)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = render.AppendPayload(buf[:0], p)
+	}
+}
