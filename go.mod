@@ -2,10 +2,21 @@ module tsubame
 
 go 1.26.8
 
-require go.etcd.io/bbolt v1.5.0
+require (
+	github.com/go-viper/mapstructure/v2 v2.4.0
+	github.com/knadh/koanf/parsers/yaml v1.1.1
+	github.com/knadh/koanf/providers/file v1.2.1
+	github.com/knadh/koanf/providers/rawbytes v1.0.0
+	github.com/knadh/koanf/v2 v2.4.1
+	github.com/maypok86/otter/v2 v2.4.0
+	go.etcd.io/bbolt v1.5.0
+)
 
 require (
-	github.com/maypok86/otter/v2 v2.4.0 // indirect
-	github.com/stretchr/testify v1.12.1 // indirect
+	github.com/fsnotify/fsnotify v1.9.0 // indirect
+	github.com/knadh/koanf/maps v0.1.2 // indirect
+	github.com/mitchellh/copystructure v1.2.0 // indirect
+	github.com/mitchellh/reflectwalk v1.0.2 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 )

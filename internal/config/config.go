@@ -1,0 +1,392 @@
+// Package config loads Tsubame's configuration: the defaults in
+// defaults.yaml, then an optional YAML file, then TSUBAME_* environment
+// variables, into a typed Config whose Validate reports every problem at once.
+package config
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"net"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/providers/rawbytes"
+	"github.com/knadh/koanf/v2"
+
+	"tsubame"
+)
+
+// DefaultsYAML is the documented default configuration.
+//
+//go:embed defaults.yaml
+var DefaultsYAML []byte
+
+// EnvPrefix starts every environment variable the configuration reads.
+const EnvPrefix = "TSUBAME_"
+
+// EnvConfigFile names the config file when -config is not given.
+const EnvConfigFile = EnvPrefix + "CONFIG"
+
+// Config is the whole configuration. Field tags name the YAML keys; the env
+// tag, where present, is an extra, shorter environment variable name.
+type Config struct {
+	Listen    string              `koanf:"listen"`
+	DataDir   string              `koanf:"data_dir"`
+	Admin     Admin               `koanf:"admin"`
+	Log       Log                 `koanf:"log"`
+	Store     Store               `koanf:"store"`
+	Cache     Cache               `koanf:"cache"`
+	Server    Server              `koanf:"server"`
+	Endpoints map[string]Endpoint `koanf:"endpoints"`
+}
+
+// Admin configures the admin listener.
+type Admin struct {
+	Listen string `koanf:"listen"`
+}
+
+// Log configures the process log.
+type Log struct {
+	Level  string `koanf:"level"`
+	Format string `koanf:"format"`
+}
+
+// Store selects and configures the placement store.
+type Store struct {
+	Type     string        `koanf:"type" env:"TSUBAME_STORE"`
+	Embedded EmbeddedStore `koanf:"embedded"`
+}
+
+// EmbeddedStore configures the bbolt store.
+type EmbeddedStore struct {
+	Path        string        `koanf:"path"`
+	LockTimeout time.Duration `koanf:"lock_timeout"`
+}
+
+// Cache configures the in-process placement cache.
+type Cache struct {
+	MaxBytes      ByteSize      `koanf:"max_bytes"`
+	TTL           time.Duration `koanf:"ttl"`
+	NegativeTTL   time.Duration `koanf:"negative_ttl"`
+	StaleIfError  time.Duration `koanf:"stale_if_error"`
+	RetryInterval time.Duration `koanf:"retry_interval"`
+	LoadTimeout   time.Duration `koanf:"load_timeout"`
+}
+
+// Server configures the public listener.
+type Server struct {
+	Name            string        `koanf:"name"`
+	ReadTimeout     time.Duration `koanf:"read_timeout"`
+	WriteTimeout    time.Duration `koanf:"write_timeout"`
+	IdleTimeout     time.Duration `koanf:"idle_timeout"`
+	MaxHeaderBytes  ByteSize      `koanf:"max_header_bytes"`
+	MaxBodyBytes    ByteSize      `koanf:"max_body_bytes"`
+	MaxConns        int           `koanf:"max_conns"`
+	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
+	HelloJSON       bool          `koanf:"hello_json"`
+}
+
+// Endpoint sources.
+const (
+	SourceFixed = "fixed"
+	SourceStore = "store"
+)
+
+// Endpoint declares one /api/<name>.<ext> endpoint.
+type Endpoint struct {
+	Source       string   `koanf:"source"`
+	URLs         []string `koanf:"urls"`
+	Cache        bool     `koanf:"cache"`
+	Formats      []string `koanf:"formats"`
+	CacheControl string   `koanf:"cache_control"`
+}
+
+// StorePath is the embedded store file: store.embedded.path, or tsubame.db
+// in the data directory.
+func (c *Config) StorePath() string {
+	if c.Store.Embedded.Path != "" {
+		return c.Store.Embedded.Path
+	}
+	return strings.TrimSuffix(c.DataDir, "/") + "/tsubame.db"
+}
+
+// Load builds the configuration from the defaults, the YAML file at path (if
+// path is not empty) and the TSUBAME_* variables in environ (as os.Environ
+// returns them). It returns warnings for TSUBAME_* variables it does not
+// know, and an error for an unreadable file, an unknown key or a value of the
+// wrong type. Call Validate on the result for the rules between values.
+func Load(path string, environ []string) (*Config, []string, error) {
+	k := koanf.New(".")
+	if err := k.Load(rawbytes.Provider(DefaultsYAML), yaml.Parser()); err != nil {
+		return nil, nil, fmt.Errorf("cannot parse built-in defaults: %w", err)
+	}
+	if path != "" {
+		f := koanf.New(".")
+		if err := f.Load(file.Provider(path), yaml.Parser()); err != nil {
+			return nil, nil, fmt.Errorf("cannot read config file %q: %w", path, err)
+		}
+		if f.Exists("endpoints") {
+			k.Delete("endpoints") // a file's endpoints replace the default list
+		}
+		if err := k.Merge(f); err != nil {
+			return nil, nil, fmt.Errorf("cannot merge config file %q: %w", path, err)
+		}
+	}
+	warnings := applyEnv(k, environ)
+
+	var cfg Config
+	dc := &mapstructure.DecoderConfig{
+		TagName:          "koanf",
+		Result:           &cfg,
+		ErrorUnused:      true,
+		WeaklyTypedInput: true,
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.TextUnmarshallerHookFunc(),
+			mapstructure.StringToSliceHookFunc(","),
+		),
+	}
+	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{DecoderConfig: dc}); err != nil {
+		return nil, warnings, fmt.Errorf("invalid configuration: %w", err)
+	}
+	for name, ep := range cfg.Endpoints {
+		if !k.Exists("endpoints." + name + ".cache") {
+			ep.Cache = ep.Source == SourceStore
+		}
+		if len(ep.Formats) == 0 {
+			ep.Formats = []string{"js", "json"}
+		}
+		cfg.Endpoints[name] = ep
+	}
+	return &cfg, warnings, nil
+}
+
+// applyEnv sets every TSUBAME_* variable it knows onto k.
+func applyEnv(k *koanf.Koanf, environ []string) []string {
+	keys := EnvKeys()
+	epFields := leafKeys(reflect.TypeFor[Endpoint](), "")
+	var warnings []string
+	for _, kv := range environ {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, EnvPrefix) || name == EnvConfigFile {
+			continue
+		}
+		if key, ok := keys[name]; ok {
+			_ = k.Set(key, val)
+			continue
+		}
+		if rest, ok := strings.CutPrefix(name, EnvPrefix+"ENDPOINTS_"); ok {
+			if ep, field, ok := splitEndpointVar(rest, epFields); ok {
+				_ = k.Set("endpoints."+ep+"."+field, val)
+				continue
+			}
+		}
+		warnings = append(warnings, fmt.Sprintf("unknown environment variable %s ignored", name))
+	}
+	sort.Strings(warnings)
+	return warnings
+}
+
+// splitEndpointVar splits "SAMPLE3_CACHE_CONTROL" into ("sample3",
+// "cache_control"), preferring the longest field name that matches.
+func splitEndpointVar(rest string, fields []string) (name, field string, ok bool) {
+	best := ""
+	for _, f := range fields {
+		suffix := "_" + strings.ToUpper(f)
+		if strings.HasSuffix(rest, suffix) && len(rest) > len(suffix) && len(f) > len(best) {
+			best = f
+		}
+	}
+	if best == "" {
+		return "", "", false
+	}
+	return strings.ToLower(strings.TrimSuffix(rest, "_"+strings.ToUpper(best))), best, true
+}
+
+// EnvKeys maps every environment variable the configuration reads to its key
+// path: TSUBAME_ + the upper-cased path with "_" for ".", plus the short names
+// of env tags. Endpoints are set with TSUBAME_ENDPOINTS_<NAME>_<FIELD>.
+func EnvKeys() map[string]string {
+	out := make(map[string]string)
+	var walk func(t reflect.Type, prefix string)
+	walk = func(t reflect.Type, prefix string) {
+		for f := range t.Fields() {
+			tag := f.Tag.Get("koanf")
+			if tag == "" || tag == "endpoints" {
+				continue
+			}
+			path := prefix + tag
+			if f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeFor[time.Time]() {
+				walk(f.Type, path+".")
+				continue
+			}
+			out[EnvPrefix+strings.ToUpper(strings.ReplaceAll(path, ".", "_"))] = path
+			if alias := f.Tag.Get("env"); alias != "" {
+				out[alias] = path
+			}
+		}
+	}
+	walk(reflect.TypeFor[Config](), "")
+	return out
+}
+
+func leafKeys(t reflect.Type, prefix string) []string {
+	var out []string
+	for f := range t.Fields() {
+		if tag := f.Tag.Get("koanf"); tag != "" {
+			out = append(out, prefix+tag)
+		}
+	}
+	return out
+}
+
+// Validate reports every rule the configuration breaks.
+func (c *Config) Validate() []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	if err := checkAddr(c.Listen); err != nil {
+		add("listen: %v", err)
+	}
+	if c.Admin.Listen != "" {
+		if err := checkAddr(c.Admin.Listen); err != nil {
+			add("admin.listen: %v", err)
+		} else if c.Admin.Listen == c.Listen {
+			add("admin.listen: must differ from listen (%s)", c.Listen)
+		}
+	}
+	if c.DataDir == "" {
+		add("data_dir: must not be empty")
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		add("log.level: %q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		add("log.format: %q is not one of text, json", c.Log.Format)
+	}
+	switch c.Store.Type {
+	case "embedded", "memory":
+	default:
+		add("store.type: %q is not one of embedded, memory", c.Store.Type)
+	}
+	positive := func(key string, d time.Duration) {
+		if d <= 0 {
+			add("%s: must be a positive duration such as 1s (got %v)", key, d)
+		}
+	}
+	positive("store.embedded.lock_timeout", c.Store.Embedded.LockTimeout)
+	positive("cache.ttl", c.Cache.TTL)
+	positive("cache.negative_ttl", c.Cache.NegativeTTL)
+	positive("cache.retry_interval", c.Cache.RetryInterval)
+	positive("cache.load_timeout", c.Cache.LoadTimeout)
+	if c.Cache.StaleIfError < 0 {
+		add("cache.stale_if_error: must not be negative")
+	}
+	if c.Cache.MaxBytes < 1<<20 {
+		add("cache.max_bytes: must be at least 1MiB (got %v)", c.Cache.MaxBytes)
+	}
+	positive("server.read_timeout", c.Server.ReadTimeout)
+	positive("server.write_timeout", c.Server.WriteTimeout)
+	positive("server.idle_timeout", c.Server.IdleTimeout)
+	positive("server.shutdown_timeout", c.Server.ShutdownTimeout)
+	if c.Server.MaxHeaderBytes < 1<<10 || c.Server.MaxHeaderBytes > 1<<20 {
+		add("server.max_header_bytes: must be between 1KiB and 1MiB (got %v)", c.Server.MaxHeaderBytes)
+	}
+	if c.Server.MaxBodyBytes > 1<<30 {
+		add("server.max_body_bytes: must be at most 1GiB (got %v)", c.Server.MaxBodyBytes)
+	}
+	if c.Server.MaxConns <= 0 {
+		add("server.max_conns: must be positive")
+	}
+	if !printableASCII(c.Server.Name) {
+		add("server.name: must be printable ASCII")
+	}
+
+	names := make([]string, 0, len(c.Endpoints))
+	for name := range c.Endpoints {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		errs = append(errs, c.Endpoints[name].validate(name)...)
+	}
+	return errs
+}
+
+func (e Endpoint) validate(name string) []error {
+	var errs []error
+	add := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("endpoints.%s: "+format, append([]any{name}, args...)...))
+	}
+	if !validEndpointName(name) {
+		errs = append(errs, fmt.Errorf("endpoints: name %q must be 1 to 64 characters of a-z, 0-9, '-' and '_'", name))
+	}
+	switch e.Source {
+	case SourceFixed:
+		p := tsubame.Placement{ID: "fixed", URLs: e.URLs}
+		if err := p.Validate(); err != nil {
+			add("urls: %s", strings.TrimPrefix(tsubame.ErrorMessage(err), `placement "fixed" `))
+		}
+		if e.Cache {
+			add("cache: a fixed endpoint has nothing to cache")
+		}
+	case SourceStore:
+		if len(e.URLs) > 0 {
+			add("urls: only a fixed endpoint takes urls")
+		}
+	default:
+		add("source: %q is not one of fixed, store", e.Source)
+	}
+	for _, f := range e.Formats {
+		if f != "js" && f != "json" {
+			add("formats: %q is not one of js, json", f)
+		}
+	}
+	if !printableASCII(e.CacheControl) {
+		add("cache_control: must be printable ASCII")
+	}
+	return errs
+}
+
+func validEndpointName(name string) bool {
+	if name == "" || len(name) > 64 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func checkAddr(addr string) error {
+	if addr == "" {
+		return errors.New("must not be empty")
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", addr)
+	}
+	if port == "" {
+		return fmt.Errorf("%q has no port", addr)
+	}
+	return nil
+}

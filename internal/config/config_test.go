@@ -1,0 +1,229 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/rawbytes"
+	"github.com/knadh/koanf/v2"
+
+	"tsubame/internal/config"
+)
+
+func load(t *testing.T, yamlText string, env ...string) *config.Config {
+	t.Helper()
+	path := ""
+	if yamlText != "" {
+		path = filepath.Join(t.TempDir(), "tsubame.yaml")
+		if err := os.WriteFile(path, []byte(yamlText), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg, _, err := config.Load(path, env)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	return cfg
+}
+
+func TestDefaults(t *testing.T) {
+	cfg := load(t, "")
+	if errs := cfg.Validate(); len(errs) != 0 {
+		t.Fatalf("defaults do not validate: %v", errs)
+	}
+	if cfg.Listen != ":4000" || cfg.Admin.Listen != "127.0.0.1:4001" || cfg.DataDir != "./data" || cfg.Store.Type != "embedded" {
+		t.Fatalf("defaults = %+v", cfg)
+	}
+	if cfg.Cache.MaxBytes != 100<<20 || cfg.Cache.TTL != time.Minute {
+		t.Fatalf("cache defaults = %+v", cfg.Cache)
+	}
+	if cfg.StorePath() != "./data/tsubame.db" {
+		t.Fatalf("StorePath = %q", cfg.StorePath())
+	}
+	want := map[string]config.Endpoint{
+		"sample1": {Source: "fixed", URLs: []string{"http://ad1.example.com/tag.js", "http://ad2.example.com/tag.js"}, Formats: []string{"js", "json"}},
+		"sample2": {Source: "store", Cache: false, Formats: []string{"js", "json"}},
+		"sample3": {Source: "store", Cache: true, Formats: []string{"js", "json"}},
+	}
+	if len(cfg.Endpoints) != len(want) {
+		t.Fatalf("endpoints = %+v", cfg.Endpoints)
+	}
+	for name, w := range want {
+		g := cfg.Endpoints[name]
+		if g.Source != w.Source || g.Cache != w.Cache || !slices.Equal(g.URLs, w.URLs) || !slices.Equal(g.Formats, w.Formats) {
+			t.Errorf("endpoint %s = %+v, want %+v", name, g, w)
+		}
+	}
+}
+
+func TestFileOverrides(t *testing.T) {
+	cfg := load(t, `
+listen: 127.0.0.1:9000
+cache:
+  ttl: 5s
+  max_bytes: 2MiB
+endpoints:
+  banner:
+    source: store
+  tags:
+    source: store
+    formats: [js]
+`)
+	if cfg.Listen != "127.0.0.1:9000" || cfg.Cache.TTL != 5*time.Second || cfg.Cache.MaxBytes != 2<<20 {
+		t.Fatalf("file values not applied: %+v", cfg)
+	}
+	if cfg.Cache.NegativeTTL != 10*time.Second {
+		t.Fatalf("defaults for keys the file omits are lost: %v", cfg.Cache.NegativeTTL)
+	}
+	if _, ok := cfg.Endpoints["sample1"]; ok || len(cfg.Endpoints) != 2 {
+		t.Fatalf("a file's endpoints must replace the defaults: %+v", cfg.Endpoints)
+	}
+	if !cfg.Endpoints["banner"].Cache {
+		t.Fatal("a store endpoint must default to cache: true")
+	}
+	if !slices.Equal(cfg.Endpoints["tags"].Formats, []string{"js"}) {
+		t.Fatalf("formats = %v", cfg.Endpoints["tags"].Formats)
+	}
+}
+
+func TestEnvOverrides(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("listen: 127.0.0.1:9000\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, warnings, err := config.Load(path, []string{
+		"TSUBAME_LISTEN=127.0.0.1:7000",
+		"TSUBAME_ADMIN_LISTEN=127.0.0.1:7001",
+		"TSUBAME_DATA_DIR=/var/lib/tsubame",
+		"TSUBAME_STORE=memory",
+		"TSUBAME_CACHE_TTL=2s",
+		"TSUBAME_CACHE_MAX_BYTES=64MiB",
+		"TSUBAME_SERVER_HELLO_JSON=false",
+		"TSUBAME_ENDPOINTS_SAMPLE3_CACHE=false",
+		"TSUBAME_ENDPOINTS_SAMPLE3_CACHE_CONTROL=no-store",
+		"TSUBAME_ENDPOINTS_SAMPLE1_URLS=http://x.example.com/a.js,http://y.example.com/b.js",
+		"TSUBAME_CONFIG=ignored-here",
+		"TSUBAME_LISTN=typo",
+		"PATH=/bin",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Listen != "127.0.0.1:7000" || cfg.Admin.Listen != "127.0.0.1:7001" || cfg.DataDir != "/var/lib/tsubame" ||
+		cfg.Store.Type != "memory" || cfg.Cache.TTL != 2*time.Second || cfg.Cache.MaxBytes != 64<<20 || cfg.Server.HelloJSON {
+		t.Fatalf("env not applied: %+v", cfg)
+	}
+	ep := cfg.Endpoints["sample3"]
+	if ep.Cache || ep.CacheControl != "no-store" || ep.Source != "store" {
+		t.Fatalf("endpoint env not applied over defaults: %+v", ep)
+	}
+	if got := cfg.Endpoints["sample1"].URLs; !slices.Equal(got, []string{"http://x.example.com/a.js", "http://y.example.com/b.js"}) {
+		t.Fatalf("comma-separated list = %v", got)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "TSUBAME_LISTN") {
+		t.Fatalf("warnings = %v, want one for TSUBAME_LISTN", warnings)
+	}
+	if errs := cfg.Validate(); len(errs) != 0 {
+		t.Fatal(errs)
+	}
+}
+
+func TestUnknownKeyIsAnError(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(path, []byte("cache:\n  tll: 5s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := config.Load(path, nil)
+	if err == nil || !strings.Contains(err.Error(), "tll") {
+		t.Fatalf("unknown key: err = %v", err)
+	}
+	if _, _, err := config.Load(filepath.Join(t.TempDir(), "none.yaml"), nil); err == nil {
+		t.Fatal("missing file accepted")
+	}
+}
+
+func TestValidateReportsEverything(t *testing.T) {
+	cfg := load(t, `
+listen: "nonsense"
+admin: {listen: "nonsense2"}
+log: {level: loud}
+store: {type: cassandra}
+cache: {ttl: -1s, max_bytes: 1KiB}
+endpoints:
+  "Bad Name": {source: store}
+  fixed-bad: {source: fixed, urls: ["javascript:alert(1)"]}
+  fixed-empty: {source: fixed}
+  store-urls: {source: store, urls: ["http://a.example.com/"]}
+  odd: {source: ldap, formats: [xml]}
+`)
+	errs := cfg.Validate()
+	text := ""
+	for _, e := range errs {
+		text += e.Error() + "\n"
+	}
+	for _, want := range []string{"listen:", "admin.listen:", "log.level:", "store.type:", "cache.ttl:", "cache.max_bytes:",
+		`"Bad Name"`, "endpoints.fixed-bad: urls:", "endpoints.fixed-empty: urls:", "endpoints.store-urls: urls:",
+		"endpoints.odd: source:", "endpoints.odd: formats:"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("Validate does not report %q; got:\n%s", want, text)
+		}
+	}
+}
+
+// Every key has an environment variable (two keys mapping to one name would
+// leave one without), and every variable's key is documented in defaults.yaml.
+func TestEnvKeysCoverDefaults(t *testing.T) {
+	k := koanf.New(".")
+	if err := k.Load(rawbytes.Provider(config.DefaultsYAML), yaml.Parser()); err != nil {
+		t.Fatal(err)
+	}
+	keys := config.EnvKeys()
+	paths := map[string]string{}
+	for env, path := range keys {
+		if !k.Exists(path) {
+			t.Errorf("%s sets %s, which defaults.yaml does not document", env, path)
+		}
+		paths[path] = env
+	}
+	for _, path := range k.Keys() {
+		if strings.HasPrefix(path, "endpoints.") {
+			continue
+		}
+		if _, ok := paths[path]; !ok {
+			t.Errorf("key %s has no environment variable", path)
+		}
+	}
+	for _, must := range []string{"TSUBAME_LISTEN", "TSUBAME_ADMIN_LISTEN", "TSUBAME_DATA_DIR", "TSUBAME_STORE"} {
+		if _, ok := keys[must]; !ok {
+			t.Errorf("%s missing", must)
+		}
+	}
+}
+
+func TestByteSize(t *testing.T) {
+	good := map[string]config.ByteSize{"512": 512, "512B": 512, "64KiB": 64 << 10, "100MiB": 100 << 20, "1GiB": 1 << 30,
+		"10KB": 10000, "2MB": 2e6, "1GB": 1e9, " 3 MiB ": 3 << 20}
+	for in, want := range good {
+		var b config.ByteSize
+		if err := b.UnmarshalText([]byte(in)); err != nil || b != want {
+			t.Errorf("ByteSize(%q) = %d, %v; want %d", in, b, err, want)
+		}
+	}
+	for _, in := range []string{"", "MiB", "-1", "1.5MiB", "10XB", "99999999999999999999GiB"} {
+		var b config.ByteSize
+		if err := b.UnmarshalText([]byte(in)); err == nil {
+			t.Errorf("ByteSize(%q) accepted as %d", in, b)
+		}
+	}
+	if s := config.ByteSize(100 << 20).String(); s != "100MiB" {
+		t.Errorf("String = %s", s)
+	}
+	if s := config.ByteSize(1000).String(); s != "1000B" {
+		t.Errorf("String = %s", s)
+	}
+}
