@@ -1,0 +1,234 @@
+// Package server is the public HTTP listener: ad-tag endpoints under
+// /api/<name>.<ext> and GET /json, on fasthttp. It is a thin adapter: request
+// values are validated here, payloads come from a Source, framing from
+// internal/render, and no fasthttp type leaves this package.
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"tsubame"
+	"tsubame/internal/render"
+)
+
+// Endpoint is one /api/<Name>.<ext> endpoint.
+type Endpoint struct {
+	Name         string
+	Source       Source
+	Formats      []render.Format // served formats; empty means all
+	CacheControl string          // Cache-Control value; empty sends none
+}
+
+// Options configure the listener.
+type Options struct {
+	Name           string // Server header; empty sends none
+	ReadTimeout    time.Duration
+	WriteTimeout   time.Duration
+	IdleTimeout    time.Duration
+	MaxHeaderBytes int
+	MaxBodyBytes   int
+	MaxConns       int
+	HelloJSON      bool // serve GET /json
+	Logger         *slog.Logger
+}
+
+// Server serves the public endpoints. Create it with New, run it with Serve
+// and stop it with Shutdown.
+type Server struct {
+	srv       *fasthttp.Server
+	endpoints map[string]*endpoint
+	hello     bool
+	log       *slog.Logger
+}
+
+type endpoint struct {
+	source       Source
+	formats      [3]bool // indexed by render.Format
+	cacheControl string
+}
+
+// New returns a Server for the given endpoints.
+func New(opt Options, endpoints []Endpoint) (*Server, error) {
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	s := &Server{endpoints: make(map[string]*endpoint, len(endpoints)), hello: opt.HelloJSON, log: opt.Logger}
+	for _, e := range endpoints {
+		if _, dup := s.endpoints[e.Name]; dup {
+			return nil, tsubame.Errorf(tsubame.EINVALID, "endpoint %q declared twice", e.Name)
+		}
+		if e.Source == nil {
+			return nil, tsubame.Errorf(tsubame.EINVALID, "endpoint %q has no source", e.Name)
+		}
+		ep := &endpoint{source: e.Source, cacheControl: e.CacheControl}
+		if len(e.Formats) == 0 {
+			e.Formats = []render.Format{render.FormatJSONP, render.FormatJSON}
+		}
+		for _, f := range e.Formats {
+			ep.formats[f] = true
+		}
+		s.endpoints[e.Name] = ep
+	}
+	s.srv = &fasthttp.Server{
+		Handler:               s.handle,
+		Name:                  opt.Name,
+		NoDefaultServerHeader: opt.Name == "",
+		NoDefaultContentType:  true,
+		ReadTimeout:           opt.ReadTimeout,
+		WriteTimeout:          opt.WriteTimeout,
+		IdleTimeout:           opt.IdleTimeout,
+		ReadBufferSize:        opt.MaxHeaderBytes, // also the largest request head fasthttp accepts
+		MaxRequestBodySize:    opt.MaxBodyBytes,
+		Concurrency:           opt.MaxConns,
+		CloseOnShutdown:       true,
+		SecureErrorLogMessage: true,
+		Logger:                fasthttpLogger{opt.Logger},
+	}
+	return s, nil
+}
+
+// Serve accepts connections on ln until Shutdown. It returns nil after a
+// Shutdown and the accept error otherwise.
+func (s *Server) Serve(ln net.Listener) error {
+	err := s.srv.Serve(ln)
+	if errors.Is(err, net.ErrClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting, lets in-flight requests finish and closes idle
+// connections; it returns when all are done or ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	return s.srv.ShutdownWithContext(ctx)
+}
+
+var (
+	apiPrefix = []byte("/api/")
+	helloPath = []byte("/json")
+	helloBody = []byte(`{"message":"Hello, World!"}`)
+	argID     = "id"
+	argCB     = "callback"
+)
+
+// bufPool holds scratch buffers for sources that encode per request.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	ctx.Response.Header.Set("X-Content-Type-Options", "nosniff")
+	path := ctx.Path()
+	switch {
+	case bytes.HasPrefix(path, apiPrefix):
+		s.serveAPI(ctx, path[len(apiPrefix):])
+	case s.hello && bytes.Equal(path, helloPath):
+		if !allowRead(ctx) {
+			return
+		}
+		ctx.SetContentType(render.ContentTypeJSON)
+		ctx.SetBody(helloBody)
+	default:
+		plain(ctx, fasthttp.StatusNotFound, "not found")
+	}
+}
+
+func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, rest []byte) {
+	dot := bytes.LastIndexByte(rest, '.')
+	if dot < 0 {
+		plain(ctx, fasthttp.StatusNotFound, "unknown endpoint")
+		return
+	}
+	ep := s.endpoints[string(rest[:dot])]
+	format, ok := render.ParseFormat(rest[dot+1:])
+	if ep == nil || !ok || !ep.formats[format] {
+		plain(ctx, fasthttp.StatusNotFound, "unknown endpoint")
+		return
+	}
+	if !allowRead(ctx) {
+		return
+	}
+	args := ctx.QueryArgs()
+	id := args.Peek(argID)
+	if msg := checkID(id); msg != "" {
+		plain(ctx, fasthttp.StatusBadRequest, msg)
+		return
+	}
+	var callback []byte
+	if format == render.FormatJSONP {
+		callback = args.Peek(argCB)
+		if len(callback) == 0 {
+			plain(ctx, fasthttp.StatusBadRequest, "missing callback")
+			return
+		}
+		if !render.ValidCallback(callback) {
+			plain(ctx, fasthttp.StatusBadRequest, "callback must be a JavaScript identifier path such as Example.process")
+			return
+		}
+	}
+
+	bp := bufPool.Get().(*[]byte)
+	defer bufPool.Put(bp)
+	payload, found, err := ep.source.Payload(context.Background(), id, (*bp)[:0])
+	if err != nil {
+		status := render.HTTPStatus(err)
+		if status == fasthttp.StatusServiceUnavailable {
+			ctx.Response.Header.Set("Retry-After", "1")
+		}
+		plain(ctx, status, tsubame.ErrorMessage(err))
+		return
+	}
+	if !found {
+		ctx.SetStatusCode(fasthttp.StatusNotFound)
+	}
+	ctx.SetContentType(format.ContentType())
+	if ep.cacheControl != "" {
+		ctx.Response.Header.Set("Cache-Control", ep.cacheControl)
+	}
+	render.Write(ctx, format, callback, payload)
+}
+
+// checkID returns why id cannot name a placement, or "" if it can.
+func checkID(id []byte) string {
+	if len(id) == 0 {
+		return "missing placement id"
+	}
+	if len(id) > tsubame.MaxIDLength {
+		return "placement id too long"
+	}
+	for _, c := range id {
+		if !tsubame.IDChar(c) {
+			return "placement id may contain only letters, digits and -_.:@"
+		}
+	}
+	return ""
+}
+
+func allowRead(ctx *fasthttp.RequestCtx) bool {
+	if ctx.IsGet() || ctx.IsHead() {
+		return true
+	}
+	ctx.Response.Header.Set("Allow", "GET, HEAD")
+	plain(ctx, fasthttp.StatusMethodNotAllowed, "method not allowed")
+	return false
+}
+
+func plain(ctx *fasthttp.RequestCtx, status int, msg string) {
+	ctx.SetStatusCode(status)
+	ctx.SetContentType(render.ContentTypeText)
+	ctx.SetBodyString(msg + "\n")
+}
+
+// fasthttpLogger sends fasthttp's own reports (connection errors) to slog.
+type fasthttpLogger struct{ l *slog.Logger }
+
+func (f fasthttpLogger) Printf(format string, args ...any) {
+	f.l.Debug("fasthttp", "msg", fmt.Sprintf(format, args...))
+}
