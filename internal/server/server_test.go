@@ -227,7 +227,7 @@ func TestBackendDownIs503WithoutInternals(t *testing.T) {
 }
 
 // FuzzRequest sends arbitrary ids and callbacks through the real handler:
-// every answer is 200, 400 or 404, and a 200 JSONP body is exactly
+// every answer is 200, 400 or 404 (431 for a head over the limit), and a 200 JSONP body is exactly
 // callback(payload); with the callback as sent.
 func FuzzRequest(f *testing.F) {
 	for _, s := range [][2]string{{"1", "Example.process"}, {"", "cb"}, {"1", ""}, {"<x>", "a.b"}, {"1", "a(1)"}, {"1\x00", "é"}} {
@@ -250,6 +250,10 @@ func FuzzRequest(f *testing.F) {
 			}
 			if !bytes.HasPrefix(body, []byte(cb+"(")) || !bytes.HasSuffix(body, []byte(");")) {
 				t.Fatalf("body %q does not frame callback %q", body, cb)
+			}
+		case 431:
+			if len(q) < 4<<10 {
+				t.Fatalf("a %d-byte query refused as too large", len(q))
 			}
 		case 400:
 			if render.ValidCallback([]byte(cb)) && tsubame.ValidID(id) == nil {
