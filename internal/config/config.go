@@ -258,7 +258,7 @@ func (c *Config) Validate() []error {
 	if c.Admin.Listen != "" {
 		if err := checkAddr(c.Admin.Listen); err != nil {
 			add("admin.listen: %v", err)
-		} else if c.Admin.Listen == c.Listen {
+		} else if c.Admin.Listen == c.Listen && !strings.HasSuffix(c.Listen, ":0") {
 			add("admin.listen: must differ from listen (%s)", c.Listen)
 		}
 	}

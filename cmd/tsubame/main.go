@@ -1,0 +1,169 @@
+// Command tsubame is the Tsubame ad delivery server and its tools.
+//
+//	tsubame serve [-config FILE] [-demo]      run the server
+//	tsubame check-config [-config FILE] [-print]
+//	tsubame placements import|export|get|put|delete ...
+//	tsubame version
+//
+// It is the only place where the packages of Tsubame are wired together.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"tsubame"
+	"tsubame/internal/bulk"
+	"tsubame/internal/config"
+)
+
+// version is set at build time (-ldflags "-X main.version=...").
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Environ())
+	stop()
+	os.Exit(code)
+}
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitFailed = 1 // the command ran and failed
+	exitUsage  = 2 // the command line, the configuration or the input is wrong
+)
+
+const usage = `Tsubame: an ad delivery server.
+
+Usage:
+  tsubame serve [-config FILE] [-demo]
+        Run the server. -demo loads placements 1..1000 into an empty store.
+  tsubame check-config [-config FILE] [-print]
+        Validate the configuration and report every problem; -print shows
+        the effective configuration.
+  tsubame placements import [-config FILE] [-format auto|jsonl|json|csv] [FILE|-]
+  tsubame placements export [-config FILE] [FILE|-]
+  tsubame placements get    [-config FILE] ID
+  tsubame placements put    [-config FILE] [-name NAME] [-dep KEY]... ID URL...
+  tsubame placements delete [-config FILE] ID
+        Manage placements in the configured store. The embedded store can be
+        used by one process at a time: stop the server first.
+  tsubame version
+
+The configuration file is -config, else $TSUBAME_CONFIG, else none (built-in
+defaults); TSUBAME_* variables override any key (see docs/configuration.md).
+`
+
+// run executes one command line and returns the process exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	cmd, rest := args[0], args[1:]
+	var err error
+	switch cmd {
+	case "serve":
+		err = runServe(ctx, rest, stdout, stderr, environ)
+	case "check-config":
+		err = runCheckConfig(rest, stdout, stderr, environ)
+	case "placements":
+		err = runPlacements(ctx, rest, stdin, stdout, stderr, environ)
+	case "version", "-version", "--version":
+		fmt.Fprintln(stdout, versionString())
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "tsubame: unknown command %q\n\n%s", cmd, usage)
+		return exitUsage
+	}
+	return exitCode(err, stderr)
+}
+
+// usageError marks errors in the command line or configuration.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return exitOK
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "tsubame: %v\n", err)
+	var (
+		ue *usageError
+		be *bulk.Error
+	)
+	if errors.As(err, &ue) || errors.As(err, &be) || tsubame.ErrorCode(err) == tsubame.EINVALID {
+		return exitUsage
+	}
+	return exitFailed
+}
+
+func versionString() string {
+	goVersion := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		goVersion = bi.GoVersion
+	}
+	return fmt.Sprintf("tsubame %s (%s)", version, goVersion)
+}
+
+// newFlagSet returns a flag set for a command with the -config flag.
+func newFlagSet(name string, stderr io.Writer) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "configuration file (default $"+config.EnvConfigFile+")")
+	return fs, path
+}
+
+// loadConfig loads and validates the configuration, from -config or
+// $TSUBAME_CONFIG, and writes warnings to stderr.
+func loadConfig(path string, environ []string, stderr io.Writer) (*config.Config, error) {
+	if path == "" {
+		path = lookupEnv(environ, config.EnvConfigFile)
+	}
+	cfg, warnings, err := config.Load(path, environ)
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "tsubame: warning: %s\n", w)
+	}
+	if err != nil {
+		return nil, &usageError{msg: err.Error()}
+	}
+	if errs := cfg.Validate(); len(errs) > 0 {
+		return nil, &usageError{msg: joinErrors("invalid configuration", errs)}
+	}
+	return cfg, nil
+}
+
+func joinErrors(title string, errs []error) string {
+	msg := fmt.Sprintf("%s (%d problem(s)):", title, len(errs))
+	for _, e := range errs {
+		msg += "\n  " + e.Error()
+	}
+	return msg
+}
+
+func lookupEnv(environ []string, name string) string {
+	for i := len(environ) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(environ[i], name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,358 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"tsubame"
+	"tsubame/internal/config"
+)
+
+const wantID1 = `Example.process({"urls":["http://ad1.example.com/tag.js","http://ad2.example.com/tag.js"]});`
+
+// testEnv is a configuration for a server on random loopback ports with its
+// data in a fresh temporary directory.
+func testEnv(t *testing.T) []string {
+	return []string{
+		"TSUBAME_LISTEN=127.0.0.1:0",
+		"TSUBAME_ADMIN_LISTEN=127.0.0.1:0",
+		"TSUBAME_DATA_DIR=" + t.TempDir(),
+	}
+}
+
+// openMain starts the real Main, as serve does, and closes it with the test.
+func openMain(t *testing.T, env []string, demo bool) *Main {
+	t.Helper()
+	cfg, err := loadConfig("", env, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Main{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Demo: demo}
+	if err := m.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+func TestMainServesDemoPlacements(t *testing.T) {
+	m := openMain(t, testEnv(t), true)
+	base := "http://" + m.PublicAddr()
+	for _, ep := range []string{"sample1", "sample2", "sample3"} {
+		if code, body := get(t, base+"/api/"+ep+".js?id=1&callback=Example.process"); code != 200 || body != wantID1 {
+			t.Errorf("%s: %d %s", ep, code, body)
+		}
+	}
+	if _, body := get(t, base+"/api/sample3.js?id=1000&callback=cb"); body != `cb({"urls":["http://ad1999.example.com/tag.js","http://ad2000.example.com/tag.js"]});` {
+		t.Errorf("id 1000: %s", body)
+	}
+	if code, body := get(t, base+"/api/sample1.js?id=555&callback=Example.process"); code != 200 || body != wantID1 {
+		t.Errorf("sample1 must serve the fixed value whatever the id: %d %s", code, body)
+	}
+	if code, _ := get(t, base+"/api/sample3.js?id=1001&callback=cb"); code != 404 {
+		t.Errorf("id 1001: %d, want 404", code)
+	}
+	if _, body := get(t, base+"/json"); body != `{"message":"Hello, World!"}` {
+		t.Errorf("/json: %s", body)
+	}
+	admin := "http://" + m.AdminAddr()
+	if code, _ := get(t, admin+"/healthz"); code != 200 {
+		t.Errorf("healthz %d", code)
+	}
+	if code, _ := get(t, admin+"/readyz"); code != 200 {
+		t.Errorf("readyz %d", code)
+	}
+
+	// A write in the server's process reaches the cached endpoint at once.
+	get(t, base+"/api/sample3.js?id=1&callback=cb")
+	if err := m.Store.Put(t.Context(), &tsubame.Placement{ID: "1", URLs: []string{"https://changed.example.com/t.js"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, body := get(t, base+"/api/sample3.js?id=1&callback=cb"); body != `cb({"urls":["https://changed.example.com/t.js"]});` {
+		t.Errorf("after a write sample3 serves %s", body)
+	}
+}
+
+func TestDemoLeavesAFilledStoreAlone(t *testing.T) {
+	env := testEnv(t)
+	code, _, stderr := runCmd(t, env, "", "placements", "put", "1", "https://mine.example.com/a.js")
+	if code != 0 {
+		t.Fatalf("put: %s", stderr)
+	}
+	m := openMain(t, env, true)
+	if _, body := get(t, "http://"+m.PublicAddr()+"/api/sample3.js?id=1&callback=cb"); body != `cb({"urls":["https://mine.example.com/a.js"]});` {
+		t.Fatalf("demo overwrote a placement: %s", body)
+	}
+	if code, _ := get(t, "http://"+m.PublicAddr()+"/api/sample3.js?id=2&callback=cb"); code != 404 {
+		t.Fatal("demo loaded into a store that was not empty")
+	}
+}
+
+func runCmd(t *testing.T, env []string, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(t.Context(), args, strings.NewReader(stdin), &out, &errb, env)
+	return code, out.String(), errb.String()
+}
+
+func TestPlacementsCLI(t *testing.T) {
+	env := testEnv(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "in.jsonl")
+	in := `{"id":"a","urls":["http://a.example.com/1.js"]}
+{"id":"b","urls":["http://b.example.com/1.js","http://b.example.com/2.js"],"deps":["campaign:9"]}
+`
+	if err := os.WriteFile(file, []byte(in), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCmd(t, env, "", "placements", "import", file); code != 0 || !strings.Contains(stderr, "imported 2") {
+		t.Fatalf("import: %d %s", code, stderr)
+	}
+	// CSV from standard input.
+	if code, _, stderr := runCmd(t, env, "c,http://c.example.com/x.js\n", "placements", "import", "-format", "csv", "-"); code != 0 {
+		t.Fatalf("csv import: %s", stderr)
+	}
+	code, out, _ := runCmd(t, env, "", "placements", "get", "b")
+	if code != 0 || !strings.Contains(out, `"campaign:9"`) || !strings.Contains(out, `"http://b.example.com/2.js"`) {
+		t.Fatalf("get: %d %s", code, out)
+	}
+	if code, _, stderr := runCmd(t, env, "", "placements", "put", "-name", "Top", "-dep", "site:1", "d", "https://d.example.com/t.js"); code != 0 {
+		t.Fatalf("put: %s", stderr)
+	}
+	if code, _, stderr := runCmd(t, env, "", "placements", "delete", "a"); code != 0 {
+		t.Fatalf("delete: %s", stderr)
+	}
+	if code, _, stderr := runCmd(t, env, "", "placements", "get", "a"); code != 1 || !strings.Contains(stderr, "not found") {
+		t.Fatalf("get deleted: %d %s", code, stderr)
+	}
+	code, out, _ = runCmd(t, env, "", "placements", "export")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 3 || !strings.Contains(lines[0], `"id":"b"`) || !strings.Contains(lines[2], `"name":"Top"`) {
+		t.Fatalf("export: %d\n%s", code, out)
+	}
+	exported := filepath.Join(dir, "out.jsonl")
+	if code, _, stderr := runCmd(t, env, "", "placements", "export", exported); code != 0 {
+		t.Fatalf("export to file: %s", stderr)
+	}
+	data, _ := os.ReadFile(exported)
+	if string(data) != out {
+		t.Fatalf("file export differs from stdout export")
+	}
+
+	// A file with bad lines is refused whole, with line numbers.
+	bad := `{"id":"e","urls":["http://e.example.com/1.js"]}
+{"id":"f","urls":["not a url"]}
+{"id":"g"
+`
+	code, _, stderr := runCmd(t, env, bad, "placements", "import")
+	if code != 2 || !strings.Contains(stderr, "line 2:") || !strings.Contains(stderr, "line 3:") || !strings.Contains(stderr, "nothing imported") {
+		t.Fatalf("bad import: %d %s", code, stderr)
+	}
+	if code, _, _ := runCmd(t, env, "", "placements", "get", "e"); code != 1 {
+		t.Fatal("a line of a refused file was imported")
+	}
+	// Invalid put.
+	if code, _, _ := runCmd(t, env, "", "placements", "put", "x", "javascript:alert(1)"); code != 2 {
+		t.Fatalf("invalid put exit %d, want 2", code)
+	}
+}
+
+// While a server holds the embedded store, the CLI says so at once.
+func TestCLIFailsFastWhileServerRuns(t *testing.T) {
+	env := testEnv(t)
+	openMain(t, env, true)
+	for _, args := range [][]string{{"placements", "get", "1"}, {"placements", "put", "1", "http://a.example.com/"}, {"placements", "export"}} {
+		start := time.Now()
+		code, _, stderr := runCmd(t, env, "", args...)
+		if code != 1 || !strings.Contains(stderr, "in use by another process") {
+			t.Fatalf("%v: %d %s", args, code, stderr)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Fatalf("%v took %v", args, d)
+		}
+	}
+}
+
+func TestCheckConfig(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("listen: nowhere\nstore: {type: oracle}\ncache: {ttl: 0s}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCmd(t, nil, "", "check-config", "-config", bad)
+	if code != 2 || !strings.Contains(stderr, "3 problem(s)") {
+		t.Fatalf("bad config: %d %s", code, stderr)
+	}
+	for _, key := range []string{"listen:", "store.type:", "cache.ttl:"} {
+		if !strings.Contains(stderr, key) {
+			t.Errorf("check-config does not report %s: %s", key, stderr)
+		}
+	}
+	// TSUBAME_CONFIG names the file when -config is absent.
+	if code, _, _ := runCmd(t, []string{config.EnvConfigFile + "=" + bad}, "", "check-config"); code != 2 {
+		t.Fatal("TSUBAME_CONFIG ignored")
+	}
+	code, out, stderr := runCmd(t, []string{"TSUBAME_LISTEN=127.0.0.1:9999"}, "", "check-config", "-print")
+	if code != 0 || !strings.Contains(out, "listen: 127.0.0.1:9999") || !strings.Contains(out, "ttl: 1m0s") || !strings.Contains(stderr, "configuration ok") {
+		t.Fatalf("check-config -print: %d\n%s\n%s", code, out, stderr)
+	}
+}
+
+func TestUsageAndVersion(t *testing.T) {
+	if code, _, _ := runCmd(t, nil, ""); code != 2 {
+		t.Fatal("no command: want exit 2")
+	}
+	if code, _, stderr := runCmd(t, nil, "", "frobnicate"); code != 2 || !strings.Contains(stderr, "unknown command") {
+		t.Fatal("unknown command")
+	}
+	if code, out, _ := runCmd(t, nil, "", "version"); code != 0 || !strings.HasPrefix(out, "tsubame ") {
+		t.Fatalf("version: %q", out)
+	}
+	if code, _, _ := runCmd(t, nil, "", "placements", "frob"); code != 2 {
+		t.Fatal("unknown placements subcommand")
+	}
+	if code, _, stderr := runCmd(t, []string{"TSUBAME_STORE=memory"}, "", "placements", "get", "1"); code != 2 || !strings.Contains(stderr, "memory") {
+		t.Fatalf("memory store CLI: %d %s", code, stderr)
+	}
+}
+
+// The real binary, started as a user would, serves under load and exits 0 on
+// SIGTERM without failing a request it accepted.
+func TestBinarySIGTERMUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary; skipped in -short mode")
+	}
+	bin := filepath.Join(t.TempDir(), "tsubame")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	port := freePort(t)
+	cmd := exec.Command(bin, "serve", "-demo")
+	cmd.Env = append(os.Environ(), "TSUBAME_LISTEN=127.0.0.1:"+port, "TSUBAME_ADMIN_LISTEN=", "TSUBAME_DATA_DIR="+t.TempDir())
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	url := "http://127.0.0.1:" + port + "/api/sample3.js?id=1&callback=Example.process"
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not come up:\n%s", logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// Four clients loop until the server goes away; every response they get
+	// must be complete and right.
+	var ok, bad atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for range 4 {
+		wg.Go(func() {
+			client := &http.Client{Timeout: 5 * time.Second}
+			for n := 0; n < 20000; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := client.Get(url)
+				if err != nil {
+					return // refused or closed: the server is stopping
+				}
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err == nil && resp.StatusCode == 200 && string(body) == wantID1 {
+					ok.Add(1)
+				} else if err == nil {
+					bad.Add(1)
+				}
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("server did not exit after SIGTERM:\n%s", logs.String())
+	}
+	close(stop)
+	wg.Wait()
+	if ok.Load() == 0 || bad.Load() != 0 {
+		t.Fatalf("%d good and %d bad responses", ok.Load(), bad.Load())
+	}
+	if !strings.Contains(logs.String(), "msg=stopped") {
+		t.Fatalf("no clean stop in the log:\n%s", logs.String())
+	}
+	t.Logf("%d responses served before and during shutdown", ok.Load())
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
+}
+
+func TestRunServeStopsOnContext(t *testing.T) {
+	env := append(testEnv(t), "TSUBAME_LISTEN=127.0.0.1:"+freePort(t))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan int, 1)
+	var errb bytes.Buffer
+	go func() { done <- run(ctx, []string{"serve"}, nil, io.Discard, &errb, env) }()
+	time.Sleep(300 * time.Millisecond)
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("serve exit %d: %s", code, errb.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+}

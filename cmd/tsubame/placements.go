@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"tsubame"
+	"tsubame/internal/bulk"
+	"tsubame/internal/config"
+)
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (s *stringList) String() string     { return fmt.Sprint(*s) }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func runPlacements(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) error {
+	if len(args) == 0 {
+		return usagef("placements needs a subcommand: import, export, get, put or delete")
+	}
+	sub, args := args[0], args[1:]
+	fs, path := newFlagSet("placements "+sub, stderr)
+	var (
+		format = new(string)
+		name   = new(string)
+		deps   stringList
+	)
+	switch sub {
+	case "import":
+		format = fs.String("format", "auto", "input format: auto, jsonl, json or csv")
+	case "put":
+		name = fs.String("name", "", "placement name")
+		fs.Var(&deps, "dep", "dependency key such as campaign:42 (repeatable)")
+	case "export", "get", "delete":
+	default:
+		return usagef("unknown placements subcommand %q: want import, export, get, put or delete", sub)
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*path, environ, stderr)
+	if err != nil {
+		return err
+	}
+	readOnly := sub == "export" || sub == "get"
+	store, err := openCLIStore(cfg, readOnly)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	switch sub {
+	case "import":
+		return importPlacements(ctx, store, fs.Args(), *format, stdin, stderr)
+	case "export":
+		return exportPlacements(ctx, store, fs.Args(), stdout, stderr)
+	case "get":
+		if fs.NArg() != 1 {
+			return usagef("usage: tsubame placements get ID")
+		}
+		p, err := store.Get(ctx, fs.Arg(0))
+		if err != nil {
+			return err
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(p)
+	case "put":
+		if fs.NArg() < 2 {
+			return usagef("usage: tsubame placements put [-name NAME] [-dep KEY]... ID URL...")
+		}
+		p := &tsubame.Placement{ID: fs.Arg(0), URLs: fs.Args()[1:], Name: *name, Deps: deps}
+		if err := store.Put(ctx, p); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "placement %q saved\n", p.ID)
+		return nil
+	default: // delete
+		if fs.NArg() != 1 {
+			return usagef("usage: tsubame placements delete ID")
+		}
+		if err := store.Delete(ctx, fs.Arg(0)); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "placement %q deleted\n", fs.Arg(0))
+		return nil
+	}
+}
+
+func openCLIStore(cfg *config.Config, readOnly bool) (tsubame.Store, error) {
+	if cfg.Store.Type == "memory" {
+		return nil, usagef("store.type is memory: placements live inside a running server; there is nothing to manage from here")
+	}
+	if readOnly {
+		if _, err := os.Stat(cfg.StorePath()); os.IsNotExist(err) {
+			return nil, tsubame.Errorf(tsubame.ENOTFOUND, "no store at %s yet (run tsubame serve or import first)", cfg.StorePath())
+		}
+	}
+	return openStore(cfg, readOnly)
+}
+
+func importPlacements(ctx context.Context, store tsubame.Store, args []string, format string, stdin io.Reader, stderr io.Writer) error {
+	f, err := bulk.ParseFormat(format)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if len(args) > 1 {
+		return usagef("usage: tsubame placements import [-format F] [FILE|-]")
+	}
+	in, label := stdin, "standard input"
+	if len(args) == 1 && args[0] != "-" {
+		file, err := os.Open(args[0])
+		if err != nil {
+			return err
+		}
+		defer file.Close()
+		in, label = file, args[0]
+	}
+	ps, err := bulk.Read(in, f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", label, err)
+	}
+	if err := store.PutMany(ctx, ps); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "imported %d placement(s) from %s\n", len(ps), label)
+	return nil
+}
+
+func exportPlacements(ctx context.Context, store tsubame.Store, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 1 {
+		return usagef("usage: tsubame placements export [FILE|-]")
+	}
+	out := stdout
+	if len(args) == 1 && args[0] != "-" {
+		// Written beside the target and renamed, so a failed export never
+		// leaves a truncated file under the final name.
+		tmp, err := os.CreateTemp(filepath.Dir(args[0]), ".tsubame-export-*")
+		if err != nil {
+			return err
+		}
+		defer os.Remove(tmp.Name())
+		n, err := bulk.Write(ctx, tmp, store)
+		if err == nil {
+			err = tmp.Sync()
+		}
+		if cerr := tmp.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = os.Rename(tmp.Name(), args[0])
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "exported %d placement(s) to %s\n", n, args[0])
+		return nil
+	}
+	n, err := bulk.Write(ctx, out, store)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "exported %d placement(s)\n", n)
+	return nil
+}

@@ -1,0 +1,308 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	"tsubame"
+	"tsubame/internal/admin"
+	"tsubame/internal/cache"
+	"tsubame/internal/config"
+	"tsubame/internal/render"
+	"tsubame/internal/server"
+	"tsubame/internal/store/embedded"
+	"tsubame/internal/store/memory"
+)
+
+// Main is the running server: the store, the cache over it and the two
+// listeners. Open builds and starts it; Close stops it in order.
+type Main struct {
+	Config *config.Config
+	Logger *slog.Logger
+	// Demo loads the demo placements into an empty store on Open.
+	Demo bool
+
+	Store tsubame.Store // the cache over the backend: writes here invalidate
+	Cache *cache.Cache
+
+	public     *server.Server
+	publicLn   net.Listener
+	admin      *admin.Server
+	adminLn    net.Listener
+	served     chan error
+	nListeners int
+}
+
+// PublicAddr is the address the public listener is bound to.
+func (m *Main) PublicAddr() string { return m.publicLn.Addr().String() }
+
+// AdminAddr is the address the admin listener is bound to, or "" if disabled.
+func (m *Main) AdminAddr() string {
+	if m.adminLn == nil {
+		return ""
+	}
+	return m.adminLn.Addr().String()
+}
+
+// Open opens the store, builds the cache and endpoints, binds both listeners
+// and starts serving. On error everything opened so far is closed.
+func (m *Main) Open(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			m.closeAll(context.Background())
+		}
+	}()
+	cfg := m.Config
+	backend, err := openStore(cfg, false)
+	if err != nil {
+		return err
+	}
+	m.Cache, err = cache.New(backend, cache.Options{
+		MaxBytes:      uint64(cfg.Cache.MaxBytes),
+		TTL:           cfg.Cache.TTL,
+		NegativeTTL:   cfg.Cache.NegativeTTL,
+		StaleIfError:  staleIfError(cfg.Cache.StaleIfError),
+		RetryInterval: cfg.Cache.RetryInterval,
+		LoadTimeout:   cfg.Cache.LoadTimeout,
+		Encode:        render.AppendPayload,
+		NotFound:      render.NotFoundPayload,
+		Logger:        m.Logger,
+	})
+	if err != nil {
+		_ = backend.Close()
+		return err
+	}
+	m.Store = m.Cache
+	if m.Demo {
+		if err := loadDemo(ctx, m.Store, m.Logger); err != nil {
+			return err
+		}
+	}
+
+	m.public, err = server.New(server.Options{
+		Name:           cfg.Server.Name,
+		ReadTimeout:    cfg.Server.ReadTimeout,
+		WriteTimeout:   cfg.Server.WriteTimeout,
+		IdleTimeout:    cfg.Server.IdleTimeout,
+		MaxHeaderBytes: int(cfg.Server.MaxHeaderBytes),
+		MaxBodyBytes:   int(cfg.Server.MaxBodyBytes),
+		MaxConns:       cfg.Server.MaxConns,
+		HelloJSON:      cfg.Server.HelloJSON,
+		Logger:         m.Logger,
+	}, m.endpoints(backend))
+	if err != nil {
+		return err
+	}
+	if m.publicLn, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return fmt.Errorf("cannot listen on %s: %w", cfg.Listen, err)
+	}
+	if cfg.Admin.Listen != "" {
+		m.admin = admin.New(admin.Options{Logger: m.Logger, Probe: func(ctx context.Context) error {
+			_, err := backend.List(ctx, "", 1)
+			return err
+		}})
+		if m.adminLn, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
+			return fmt.Errorf("cannot listen on %s (admin): %w", cfg.Admin.Listen, err)
+		}
+	}
+
+	m.served = make(chan error, 2)
+	m.nListeners = 1
+	go func() { m.served <- m.public.Serve(m.publicLn) }()
+	if m.admin != nil {
+		m.nListeners++
+		go func() { m.served <- m.admin.Serve(m.adminLn) }()
+		m.admin.SetReady(true)
+	}
+	m.Logger.Info("serving", "listen", m.PublicAddr(), "admin", m.AdminAddr(), "store", cfg.Store.Type,
+		"endpoints", len(cfg.Endpoints), "version", version)
+	return nil
+}
+
+// staleIfError maps the config's "0 means none" onto the cache's "negative
+// means none, 0 means default".
+func staleIfError(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+func (m *Main) endpoints(backend tsubame.Store) []server.Endpoint {
+	var out []server.Endpoint
+	for name, ec := range m.Config.Endpoints {
+		ep := server.Endpoint{Name: name, CacheControl: ec.CacheControl}
+		switch {
+		case ec.Source == config.SourceFixed:
+			ep.Source = server.FixedURLs(ec.URLs)
+		case ec.Cache:
+			ep.Source = server.Cached{Cache: m.Cache}
+		default:
+			ep.Source = server.Direct{Store: backend}
+		}
+		for _, f := range ec.Formats {
+			format, _ := render.ParseFormat([]byte(f))
+			ep.Formats = append(ep.Formats, format)
+		}
+		out = append(out, ep)
+	}
+	return out
+}
+
+// Wait blocks until a listener fails or ctx ends. It returns the listener's
+// error, or nil when ctx ended.
+func (m *Main) Wait(ctx context.Context) error {
+	select {
+	case err := <-m.served:
+		m.nListeners--
+		if err == nil {
+			err = errors.New("listener stopped")
+		}
+		return err
+	case <-ctx.Done():
+		return nil
+	}
+}
+
+// Close drains and stops the server: readiness goes false, the public
+// listener stops accepting and finishes in-flight requests (bounded by
+// server.shutdown_timeout), then the store is closed and the admin listener
+// stops.
+func (m *Main) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), m.Config.Server.ShutdownTimeout)
+	defer cancel()
+	return m.closeAll(ctx)
+}
+
+func (m *Main) closeAll(ctx context.Context) error {
+	var errs []error
+	if m.admin != nil {
+		m.admin.SetReady(false)
+	}
+	if m.public != nil && m.publicLn != nil {
+		if err := m.public.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("public listener: %w", err))
+		}
+	} else if m.publicLn != nil {
+		_ = m.publicLn.Close()
+	}
+	if m.Store != nil {
+		if err := m.Store.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("store: %w", err))
+		}
+	}
+	if m.admin != nil && m.adminLn != nil {
+		if err := m.admin.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("admin listener: %w", err))
+		}
+	} else if m.adminLn != nil {
+		_ = m.adminLn.Close()
+	}
+	for ; m.nListeners > 0; m.nListeners-- {
+		if err := <-m.served; err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// openStore opens the configured backend (without the cache).
+func openStore(cfg *config.Config, readOnly bool) (tsubame.Store, error) {
+	switch cfg.Store.Type {
+	case "embedded":
+		return embedded.Open(cfg.StorePath(), embedded.Options{LockTimeout: cfg.Store.Embedded.LockTimeout, ReadOnly: readOnly})
+	case "memory":
+		return memory.New(), nil
+	}
+	return nil, usagef("unknown store type %q", cfg.Store.Type)
+}
+
+// DemoPlacements is the size of the demo set: ids 1..1000, id n serving
+// http://ad{2n-1}.example.com/tag.js and http://ad{2n}.example.com/tag.js.
+const DemoPlacements = 1000
+
+func loadDemo(ctx context.Context, s tsubame.Store, log *slog.Logger) error {
+	page, err := s.List(ctx, "", 1)
+	if err != nil {
+		return err
+	}
+	if len(page) > 0 {
+		log.Info("store is not empty: demo placements not loaded")
+		return nil
+	}
+	ps := make([]*tsubame.Placement, 0, DemoPlacements)
+	for n := 1; n <= DemoPlacements; n++ {
+		ps = append(ps, &tsubame.Placement{
+			ID:   fmt.Sprint(n),
+			Name: fmt.Sprintf("demo %d", n),
+			URLs: []string{fmt.Sprintf("http://ad%d.example.com/tag.js", 2*n-1), fmt.Sprintf("http://ad%d.example.com/tag.js", 2*n)},
+		})
+	}
+	if err := s.PutMany(ctx, ps); err != nil {
+		return err
+	}
+	log.Info("demo placements loaded", "count", DemoPlacements)
+	return nil
+}
+
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(strings.ToUpper(cfg.Log.Level)))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer, environ []string) error {
+	fs, path := newFlagSet("serve", stderr)
+	demo := fs.Bool("demo", false, "load the demo placements (ids 1..1000) if the store is empty")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("serve takes no arguments (got %q)", fs.Args())
+	}
+	cfg, err := loadConfig(*path, environ, stderr)
+	if err != nil {
+		return err
+	}
+	m := &Main{Config: cfg, Logger: newLogger(cfg, stderr), Demo: *demo}
+	if err := m.Open(ctx); err != nil {
+		return err
+	}
+	waitErr := m.Wait(ctx)
+	m.Logger.Info("shutting down", "timeout", cfg.Server.ShutdownTimeout)
+	closeErr := m.Close()
+	if err := errors.Join(waitErr, closeErr); err != nil {
+		return err
+	}
+	m.Logger.Info("stopped")
+	return nil
+}
+
+func runCheckConfig(args []string, stdout, stderr io.Writer, environ []string) error {
+	fs, path := newFlagSet("check-config", stderr)
+	show := fs.Bool("print", false, "print the effective configuration")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*path, environ, stderr)
+	if err != nil {
+		return err
+	}
+	if *show {
+		if err := printConfig(stdout, cfg); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(stderr, "configuration ok")
+	return nil
+}
