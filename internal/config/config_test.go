@@ -227,3 +227,20 @@ func TestByteSize(t *testing.T) {
 		t.Errorf("String = %s", s)
 	}
 }
+
+// docs/configuration.md documents every environment variable and carries the
+// built-in defaults verbatim.
+func TestDocsCoverConfig(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for env := range config.EnvKeys() {
+		if !strings.Contains(string(doc), "`"+env+"`") {
+			t.Errorf("docs/configuration.md does not document %s", env)
+		}
+	}
+	if !strings.Contains(string(doc), string(config.DefaultsYAML)) {
+		t.Error("docs/configuration.md does not carry internal/config/defaults.yaml verbatim")
+	}
+}

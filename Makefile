@@ -1,0 +1,59 @@
+# Tsubame: the two commands a new user needs are `make run` and `make test`.
+
+GO            ?= go
+BIN           := bin/tsubame
+VERSION       ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS       := -s -w -X main.version=$(VERSION)
+STATICCHECK_VERSION := v0.8.2
+GOBIN         := $(shell $(GO) env GOPATH 2>/dev/null)/bin
+# Packages on the request path, for the micro-benchmarks.
+HOT_PKGS      := ./internal/server ./internal/cache ./internal/render
+BENCHTIME     ?= 1s
+COUNT         ?= 6
+
+.PHONY: all build run test check-go fmt-check vet lint race verify bench-micro clean
+
+all: build
+
+check-go:
+	@command -v $(GO) >/dev/null 2>&1 || { echo "Go 1.26 or newer is required (https://go.dev/dl/); 'go' is not on PATH" >&2; exit 1; }
+
+## build: compile bin/tsubame
+build: check-go
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/tsubame
+
+## run: build, load the demo placements into ./data if it is empty, and serve on :4000
+run: build
+	./$(BIN) serve -demo
+
+## test: everything CI checks: formatting, vet, staticcheck, and the race-enabled test suite
+test: fmt-check vet lint race
+
+fmt-check: check-go
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet: check-go
+	$(GO) vet ./...
+
+lint: check-go
+	@if [ ! -x "$(GOBIN)/staticcheck" ] || ! "$(GOBIN)/staticcheck" -version 2>/dev/null | grep -q "$(STATICCHECK_VERSION:v%=%)"; then \
+		echo "installing staticcheck $(STATICCHECK_VERSION)"; \
+		$(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) || \
+			{ echo "staticcheck could not be installed (module proxy unreachable?): lint step skipped" >&2; exit 0; }; \
+	fi; \
+	if [ -x "$(GOBIN)/staticcheck" ]; then "$(GOBIN)/staticcheck" ./...; fi
+
+race: check-go
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+## verify: check that downloaded modules match go.sum
+verify: check-go
+	$(GO) mod verify
+
+## bench-micro: hot-path micro-benchmarks with allocs/op, benchstat-friendly
+bench-micro: check-go
+	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(COUNT) $(HOT_PKGS)
+
+clean:
+	rm -rf bin
