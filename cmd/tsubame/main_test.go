@@ -90,6 +90,9 @@ func TestMainServesDemoPlacements(t *testing.T) {
 	if code, _ := get(t, admin+"/readyz"); code != 200 {
 		t.Errorf("readyz %d", code)
 	}
+	if code, body := get(t, admin+"/metrics"); code != 200 || !strings.Contains(body, `tsubame_cache_lookups_total{result="hit"}`) {
+		t.Errorf("metrics %d:\n%.500s", code, body)
+	}
 
 	// A write in the server's process reaches the cached endpoint at once.
 	get(t, base+"/api/sample3.js?id=1&callback=cb")

@@ -14,6 +14,7 @@ import (
 	"tsubame/internal/admin"
 	"tsubame/internal/cache"
 	"tsubame/internal/config"
+	"tsubame/internal/metrics"
 	"tsubame/internal/render"
 	"tsubame/internal/server"
 	"tsubame/internal/store/embedded"
@@ -103,7 +104,9 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		return fmt.Errorf("cannot listen on %s: %w", cfg.Listen, err)
 	}
 	if cfg.Admin.Listen != "" {
-		m.admin = admin.New(admin.Options{Logger: m.Logger, Probe: func(ctx context.Context) error {
+		reg := metrics.NewRegistry(version)
+		reg.MustRegister(metrics.NewCacheCollector(m.Cache.Stats))
+		m.admin = admin.New(admin.Options{Logger: m.Logger, Metrics: reg, Probe: func(ctx context.Context) error {
 			_, err := backend.List(ctx, "", 1)
 			return err
 		}})

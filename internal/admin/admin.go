@@ -1,6 +1,6 @@
 // Package admin is the admin listener, on net/http and separate from the
 // public one: health and readiness now; the placement API, metrics and the
-// dashboard build on it. It listens on loopback by default.
+// dashboard build on it. /metrics serves Prometheus metrics. It listens on loopback by default.
 package admin
 
 import (
@@ -11,14 +11,20 @@ import (
 	"net/http"
 	"sync/atomic"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Options configure the admin listener.
 type Options struct {
 	// Probe checks the backends a ready server needs (the store). It is
 	// called by /readyz with a short deadline; nil means always healthy.
-	Probe  func(ctx context.Context) error
-	Logger *slog.Logger
+	Probe func(ctx context.Context) error
+	// Metrics is served at /metrics in the Prometheus text format; nil
+	// disables the route.
+	Metrics prometheus.Gatherer
+	Logger  *slog.Logger
 }
 
 // Server is the admin listener.
@@ -38,6 +44,12 @@ func New(opt Options) *Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
+	if opt.Metrics != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(opt.Metrics, promhttp.HandlerOpts{
+			ErrorLog:            slog.NewLogLogger(opt.Logger.Handler(), slog.LevelWarn),
+			MaxRequestsInFlight: 4,
+		}))
+	}
 	s.http = &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,
