@@ -53,3 +53,15 @@ func ValidatePlacements(ps []*Placement) error {
 	}
 	return nil
 }
+
+// LogStore keeps access-log lines in a store, in a keyspace of their own
+// (endpoints with access_log: store). Implementations must be safe for
+// concurrent use.
+type LogStore interface {
+	// AppendLog stores lines (each without its newline) after those already
+	// stored, all or none. The store copies what it keeps.
+	AppendLog(ctx context.Context, lines [][]byte) error
+	// ScanLog calls fn with each stored line in order. The line is only
+	// valid during the call.
+	ScanLog(ctx context.Context, fn func(line []byte) error) error
+}

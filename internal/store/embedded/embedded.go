@@ -7,6 +7,7 @@ package embedded
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ const FileName = "tsubame.db"
 var (
 	bucketPlacements = []byte("placements")
 	bucketMeta       = []byte("meta")
+	bucketAccessLog  = []byte("accesslog")
 	keySchema        = []byte("schema")
 	schemaVersion    = []byte("1")
 )
@@ -45,7 +47,10 @@ type Store struct {
 	now func() time.Time
 }
 
-var _ tsubame.Store = (*Store)(nil)
+var (
+	_ tsubame.Store    = (*Store)(nil)
+	_ tsubame.LogStore = (*Store)(nil)
+)
 
 // Open opens (creating if needed, unless read-only) the store file at path.
 func Open(path string, opt Options) (*Store, error) {
@@ -69,8 +74,10 @@ func Open(path string, opt Options) (*Store, error) {
 	}
 	if !opt.ReadOnly {
 		err = db.Update(func(tx *bolt.Tx) error {
-			if _, err := tx.CreateBucketIfNotExists(bucketPlacements); err != nil {
-				return err
+			for _, b := range [][]byte{bucketPlacements, bucketAccessLog} {
+				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+					return err
+				}
 			}
 			meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 			if err != nil {
@@ -200,6 +207,44 @@ func (s *Store) List(ctx context.Context, after string, limit int) ([]*tsubame.P
 		return nil, wrap(err)
 	}
 	return out, nil
+}
+
+// AppendLog stores lines under increasing sequence numbers, in one
+// transaction (one fsync per batch).
+func (s *Store) AppendLog(ctx context.Context, lines [][]byte) error {
+	if err := ctx.Err(); err != nil {
+		return unavailable(err)
+	}
+	return wrap(s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketAccessLog)
+		b.FillPercent = 1 // keys only ever grow: pack pages full
+		var key [8]byte
+		for _, l := range lines {
+			seq, err := b.NextSequence()
+			if err != nil {
+				return err
+			}
+			binary.BigEndian.PutUint64(key[:], seq)
+			if err := b.Put(key[:], l); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+}
+
+// ScanLog calls fn for each stored line in order.
+func (s *Store) ScanLog(ctx context.Context, fn func(line []byte) error) error {
+	if err := ctx.Err(); err != nil {
+		return unavailable(err)
+	}
+	return s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketAccessLog)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(_, v []byte) error { return fn(v) })
+	})
 }
 
 // Close closes the file and releases its lock.

@@ -88,3 +88,14 @@ func TestRejectsForeignFile(t *testing.T) {
 		t.Fatal("opened a file that is not a store")
 	}
 }
+
+func TestLogConformance(t *testing.T) {
+	storetest.RunLog(t, func(t *testing.T) tsubame.LogStore {
+		s, err := embedded.Open(filepath.Join(t.TempDir(), embedded.FileName), embedded.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	})
+}

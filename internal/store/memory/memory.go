@@ -18,9 +18,13 @@ type Store struct {
 	ids    []string // sorted, for List
 	closed bool
 	now    func() time.Time
+	log    [][]byte
 }
 
-var _ tsubame.Store = (*Store)(nil)
+var (
+	_ tsubame.Store    = (*Store)(nil)
+	_ tsubame.LogStore = (*Store)(nil)
+)
 
 // New returns an empty Store.
 func New() *Store {
@@ -112,6 +116,36 @@ func (s *Store) Close() error {
 	defer s.mu.Unlock()
 	s.closed = true
 	s.byID, s.ids = nil, nil
+	return nil
+}
+
+// AppendLog keeps copies of lines.
+func (s *Store) AppendLog(_ context.Context, lines [][]byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errClosed
+	}
+	for _, l := range lines {
+		s.log = append(s.log, slices.Clone(l))
+	}
+	return nil
+}
+
+// ScanLog calls fn for each stored line in order.
+func (s *Store) ScanLog(_ context.Context, fn func(line []byte) error) error {
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return errClosed
+	}
+	lines := s.log[:len(s.log):len(s.log)]
+	s.mu.RUnlock()
+	for _, l := range lines {
+		if err := fn(l); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -15,3 +15,11 @@ func TestConformance(t *testing.T) {
 		return s
 	})
 }
+
+func TestLogConformance(t *testing.T) {
+	storetest.RunLog(t, func(t *testing.T) tsubame.LogStore {
+		s := memory.New()
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	})
+}

@@ -279,3 +279,54 @@ func testClosed(t *testing.T, s tsubame.Store) {
 		t.Fatal("Put after Close succeeded")
 	}
 }
+
+// RunLog runs the LogStore part of the suite.
+func RunLog(t *testing.T, newStore func(t *testing.T) tsubame.LogStore) {
+	t.Run("AppendScanInOrder", func(t *testing.T) {
+		s := newStore(t)
+		var want []string
+		for b := range 5 {
+			var batch [][]byte
+			for i := range 100 {
+				line := fmt.Sprintf("time:x\tbatch:%d\tn:%d", b, i)
+				want = append(want, line)
+				batch = append(batch, []byte(line))
+			}
+			if err := s.AppendLog(ctx(t), batch); err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range batch {
+				copy(l, "XXXX") // the store must have copied
+			}
+		}
+		var got []string
+		if err := s.ScanLog(ctx(t), func(l []byte) error { got = append(got, string(l)); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("scanned %d lines, want %d in order (first %q)", len(got), len(want), got[:min(1, len(got))])
+		}
+	})
+	t.Run("ConcurrentAppends", func(t *testing.T) {
+		s := newStore(t)
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Go(func() {
+				for i := range 20 {
+					if err := s.AppendLog(ctx(t), [][]byte{[]byte(fmt.Sprint(w, "-", i))}); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		n := 0
+		if err := s.ScanLog(ctx(t), func([]byte) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if n != 160 {
+			t.Fatalf("%d lines after 160 appends", n)
+		}
+	})
+}

@@ -1,0 +1,472 @@
+package accesslog
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// FileOptions configure a FileSink.
+type FileOptions struct {
+	// Dir holds the active file and the closed ones. Created if missing.
+	Dir string
+	// Name is the active file's name. Default "access.log". Closed files are
+	// named after it with their time range: access.20261122T000000Z-20261122T000500Z.log.
+	Name string
+	// RotateEvery closes the active file at each multiple of this duration
+	// (aligned to the wall clock: 5m rotates at :00, :05, ...). 0 disables.
+	RotateEvery time.Duration
+	// MaxSize closes the active file before it would grow past this many bytes. 0 disables.
+	MaxSize int64
+	// Gzip compresses closed files (to .log.gz) before they get their final name.
+	Gzip bool
+	// OnClose is a command (and arguments) run for each closed file, with the
+	// file's path appended as the last argument; not through a shell.
+	OnClose []string
+	// HookTimeout bounds one OnClose run. Default 5m.
+	HookTimeout time.Duration
+	// KeepFiles deletes the oldest closed files beyond this count. 0 keeps all.
+	KeepFiles int
+	// KeepFor deletes closed files older than this. 0 keeps all.
+	KeepFor time.Duration
+	Logger  *slog.Logger
+}
+
+const timeLayout = "20060102T150405Z"
+
+// FileSink writes to an active file in a directory and rotates it. Closed
+// files are fsynced and renamed atomically to their final name, so a shipper
+// that picks up files matching <prefix>.*<ext>[.gz] only ever sees complete
+// files. Files whose name starts with "." are work in progress.
+type FileSink struct {
+	opt        FileOptions
+	prefix     string // "access"
+	ext        string // ".log"
+	active     string // full path of the active file
+	f          *os.File
+	size       int64
+	start      time.Time // start of the active file's time range
+	nextRotate time.Time
+
+	jobs      chan closedFile
+	closerWG  sync.WaitGroup
+	rotations atomic.Uint64
+	hookFails atomic.Uint64
+	now       func() time.Time
+}
+
+type closedFile struct {
+	path  string // where the closed file is now (final name, or staging name when gzip is on)
+	final string // its final name
+}
+
+// OpenFile opens (creating) the active file in opt.Dir. A non-empty active
+// file left by an earlier run is closed out first, and closed files left half
+// processed (by a crash during gzip) are finished.
+func OpenFile(opt FileOptions) (*FileSink, error) {
+	if opt.Name == "" {
+		opt.Name = "access.log"
+	}
+	if opt.HookTimeout <= 0 {
+		opt.HookTimeout = 5 * time.Minute
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	if strings.ContainsRune(opt.Name, '/') || strings.HasPrefix(opt.Name, ".") {
+		return nil, fmt.Errorf("access log file name %q must be a plain name", opt.Name)
+	}
+	ext := filepath.Ext(opt.Name)
+	s := &FileSink{
+		opt:    opt,
+		prefix: strings.TrimSuffix(opt.Name, ext),
+		ext:    ext,
+		active: filepath.Join(opt.Dir, opt.Name),
+		jobs:   make(chan closedFile, 64),
+		now:    time.Now,
+	}
+	if err := os.MkdirAll(opt.Dir, 0o750); err != nil {
+		return nil, fmt.Errorf("cannot create access log directory: %w", err)
+	}
+	s.closerWG.Add(1)
+	go s.closer()
+	s.resumeStaging()
+	if st, err := os.Stat(s.active); err == nil && st.Size() > 0 {
+		start := firstLineTime(s.active, st.ModTime())
+		if err := s.closeOut(start, st.ModTime()); err != nil {
+			close(s.jobs)
+			return nil, fmt.Errorf("cannot close out the access log left by an earlier run: %w", err)
+		}
+	}
+	if err := s.open(); err != nil {
+		close(s.jobs)
+		return nil, err
+	}
+	s.start = s.now()
+	s.nextRotate = s.boundaryAfter(s.start)
+	return s, nil
+}
+
+func (s *FileSink) boundaryAfter(t time.Time) time.Time {
+	if s.opt.RotateEvery <= 0 {
+		return time.Time{}
+	}
+	return t.Truncate(s.opt.RotateEvery).Add(s.opt.RotateEvery)
+}
+
+func (s *FileSink) open() error {
+	if err := os.MkdirAll(s.opt.Dir, 0o750); err != nil {
+		return fmt.Errorf("cannot create access log directory: %w", err)
+	}
+	f, err := os.OpenFile(s.active, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	if err != nil {
+		return fmt.Errorf("cannot open access log: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("cannot stat access log: %w", err)
+	}
+	s.f, s.size = f, st.Size()
+	return nil
+}
+
+// Write appends p, rotating first when MaxSize would be passed. A partial
+// write is truncated away, so a retry neither splits nor repeats a line.
+func (s *FileSink) Write(p []byte) error {
+	if s.opt.MaxSize > 0 && s.size > 0 && s.size+int64(len(p)) > s.opt.MaxSize {
+		if err := s.rotate(s.now()); err != nil {
+			return err
+		}
+	}
+	if s.f == nil {
+		if err := s.open(); err != nil {
+			return err
+		}
+	}
+	n, err := s.f.Write(p)
+	if err != nil {
+		if n > 0 {
+			if terr := s.f.Truncate(s.size); terr != nil {
+				err = fmt.Errorf("%w (and the partial line could not be removed: %v)", err, terr)
+			}
+		}
+		return err
+	}
+	s.size += int64(n)
+	return nil
+}
+
+// Sync fsyncs the active file.
+func (s *FileSink) Sync() error {
+	if s.f == nil {
+		return errors.New("access log is not open")
+	}
+	return s.f.Sync()
+}
+
+// Tick rotates at the time boundary. An empty file is kept, not shipped.
+func (s *FileSink) Tick(now time.Time) error {
+	if s.nextRotate.IsZero() || now.Before(s.nextRotate) {
+		return nil
+	}
+	if s.size == 0 {
+		s.start, s.nextRotate = now, s.boundaryAfter(now)
+		return nil
+	}
+	return s.rotate(now)
+}
+
+// rotate closes the active file out under its time range and opens a new one.
+func (s *FileSink) rotate(now time.Time) error {
+	if s.f == nil {
+		if err := s.open(); err != nil {
+			return err
+		}
+	}
+	if err := s.f.Sync(); err != nil {
+		return fmt.Errorf("cannot sync access log before rotation: %w", err)
+	}
+	end := now
+	if !s.nextRotate.IsZero() && !now.Before(s.nextRotate) && now.Sub(s.nextRotate) < time.Second {
+		end = s.nextRotate // name the file after the boundary it was closed at
+	}
+	if err := s.closeOut(s.start, end); err != nil {
+		return err
+	}
+	old := s.f
+	s.f = nil
+	if err := old.Close(); err != nil {
+		s.opt.Logger.Warn("closing rotated access log", "err", err)
+	}
+	s.start, s.size = end, 0
+	s.nextRotate = s.boundaryAfter(now)
+	s.rotations.Add(1)
+	return s.open()
+}
+
+// closeOut renames the active file to its final (or, with gzip, staging)
+// name and queues it for the closer.
+func (s *FileSink) closeOut(start, end time.Time) error {
+	final := s.finalName(start, end)
+	target := final
+	if s.opt.Gzip {
+		target = filepath.Join(s.opt.Dir, "."+filepath.Base(final))
+	}
+	if err := os.Rename(s.active, target); err != nil {
+		return fmt.Errorf("cannot rename access log: %w", err)
+	}
+	if err := syncDir(s.opt.Dir); err != nil {
+		s.opt.Logger.Warn("cannot sync access log directory", "err", err)
+	}
+	s.jobs <- closedFile{path: target, final: final}
+	return nil
+}
+
+// finalName is the closed file's name; a counter is added when two files
+// would share a time range (size rotations within one second).
+func (s *FileSink) finalName(start, end time.Time) string {
+	base := fmt.Sprintf("%s.%s-%s", s.prefix, start.UTC().Format(timeLayout), end.UTC().Format(timeLayout))
+	for i := 0; ; i++ {
+		name := base + s.ext
+		if i > 0 {
+			name = fmt.Sprintf("%s.%d%s", base, i, s.ext)
+		}
+		p := filepath.Join(s.opt.Dir, name)
+		if !exists(p) && !exists(p+".gz") && !exists(filepath.Join(s.opt.Dir, "."+name)) {
+			return p
+		}
+	}
+}
+
+func exists(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// Reopen closes the active file and opens the same path again.
+func (s *FileSink) Reopen() error {
+	if s.f != nil {
+		_ = s.f.Sync()
+		_ = s.f.Close()
+		s.f = nil
+	}
+	if err := s.open(); err != nil {
+		return err
+	}
+	s.start = s.now()
+	return nil
+}
+
+// Recover reopens the active file after a failed write.
+func (s *FileSink) Recover() error {
+	if s.f != nil {
+		_ = s.f.Close()
+		s.f = nil
+	}
+	return s.open()
+}
+
+// Close fsyncs the active file, closes it out if it holds anything, and
+// waits (until ctx ends) for closed files to be compressed and hooked.
+func (s *FileSink) Close(ctx context.Context) error {
+	var errs []error
+	if s.f != nil {
+		if err := s.f.Sync(); err != nil {
+			errs = append(errs, err)
+		}
+		if err := s.f.Close(); err != nil {
+			errs = append(errs, err)
+		}
+		s.f = nil
+		if s.size > 0 && len(errs) == 0 {
+			if err := s.closeOut(s.start, s.now()); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	close(s.jobs)
+	done := make(chan struct{})
+	go func() { s.closerWG.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("access log: closed files still being processed: %w", ctx.Err()))
+	}
+	return errors.Join(errs...)
+}
+
+// Rotations counts the files closed out so far.
+func (s *FileSink) Rotations() uint64 { return s.rotations.Load() }
+
+// HookFailures counts OnClose runs that failed.
+func (s *FileSink) HookFailures() uint64 { return s.hookFails.Load() }
+
+// closer compresses, hooks and prunes closed files, in order, off the writer's path.
+func (s *FileSink) closer() {
+	defer s.closerWG.Done()
+	for job := range s.jobs {
+		path := job.final
+		if s.opt.Gzip {
+			var err error
+			if path, err = compress(job.path, job.final+".gz"); err != nil {
+				s.opt.Logger.Error("cannot compress closed access log; it is kept as is", "file", job.path, "err", err)
+				continue
+			}
+		}
+		if len(s.opt.OnClose) > 0 {
+			s.runHook(path)
+		}
+		s.prune()
+	}
+}
+
+// compress writes src gzipped to dst (via a hidden temporary name), fsyncs
+// it, renames it into place and removes src.
+func compress(src, dst string) (string, error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp")
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return "", err
+	}
+	zw := gzip.NewWriter(out)
+	_, err = io.Copy(zw, in)
+	if err == nil {
+		err = zw.Close()
+	}
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, dst)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return "", err
+	}
+	_ = syncDir(filepath.Dir(dst))
+	return dst, os.Remove(src)
+}
+
+func (s *FileSink) runHook(path string) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opt.HookTimeout)
+	defer cancel()
+	args := append(slices.Clone(s.opt.OnClose[1:]), path)
+	cmd := exec.CommandContext(ctx, s.opt.OnClose[0], args...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		s.hookFails.Add(1)
+		s.opt.Logger.Error("access log on_close hook failed", "file", path, "err", err,
+			"output", string(out[:min(len(out), 2048)]))
+	}
+}
+
+// closedFiles lists the final closed files, oldest first.
+func (s *FileSink) closedFiles() []string {
+	entries, err := os.ReadDir(s.opt.Dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range entries {
+		n := e.Name()
+		if e.Type().IsRegular() && n != s.opt.Name && strings.HasPrefix(n, s.prefix+".") &&
+			(strings.HasSuffix(n, s.ext) || strings.HasSuffix(n, s.ext+".gz")) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out) // names start with the range's start time
+	return out
+}
+
+func (s *FileSink) prune() {
+	if s.opt.KeepFiles <= 0 && s.opt.KeepFor <= 0 {
+		return
+	}
+	files := s.closedFiles()
+	for i, n := range files {
+		p := filepath.Join(s.opt.Dir, n)
+		drop := s.opt.KeepFiles > 0 && i < len(files)-s.opt.KeepFiles
+		if !drop && s.opt.KeepFor > 0 {
+			if st, err := os.Stat(p); err == nil && s.now().Sub(st.ModTime()) > s.opt.KeepFor {
+				drop = true
+			}
+		}
+		if drop {
+			if err := os.Remove(p); err != nil {
+				s.opt.Logger.Warn("cannot remove old access log", "file", p, "err", err)
+			}
+		}
+	}
+}
+
+// resumeStaging queues closed files that a crash left under their hidden
+// staging name, so they are compressed and given their final name.
+func (s *FileSink) resumeStaging() {
+	entries, _ := os.ReadDir(s.opt.Dir)
+	for _, e := range entries {
+		n := e.Name()
+		if !strings.HasPrefix(n, "."+s.prefix+".") {
+			continue
+		}
+		p := filepath.Join(s.opt.Dir, n)
+		if strings.HasSuffix(n, ".tmp") {
+			_ = os.Remove(p) // a half-written compressed copy; its source is still here
+			continue
+		}
+		final := filepath.Join(s.opt.Dir, strings.TrimPrefix(n, "."))
+		if s.opt.Gzip {
+			s.jobs <- closedFile{path: p, final: final}
+		} else if err := os.Rename(p, final); err == nil {
+			s.jobs <- closedFile{path: final, final: final}
+		}
+	}
+}
+
+// firstLineTime reads the time of the first record in the file, or returns def.
+func firstLineTime(path string, def time.Time) time.Time {
+	f, err := os.Open(path)
+	if err != nil {
+		return def
+	}
+	defer f.Close()
+	line, _ := bufio.NewReaderSize(f, 4096).ReadSlice('\n')
+	for _, key := range [][]byte{[]byte("time:"), []byte(`{"time":"`)} {
+		if rest, ok := bytes.CutPrefix(line, key); ok && len(rest) >= 27 {
+			if t, err := time.Parse("2006-01-02T15:04:05.000000Z", string(rest[:27])); err == nil {
+				return t
+			}
+		}
+	}
+	return def
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

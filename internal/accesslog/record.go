@@ -1,0 +1,191 @@
+package accesslog
+
+import (
+	"net/netip"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"tsubame/internal/render"
+)
+
+// Record is one served request. Byte-slice fields may point into request
+// buffers: Append copies what it needs before it returns.
+type Record struct {
+	Time      time.Time     // when the request arrived
+	Duration  time.Duration // time to produce the response
+	Remote    netip.Addr    // client address
+	Host      []byte        // Host header
+	Method    []byte
+	Path      []byte
+	Endpoint  string
+	ID        []byte // placement id
+	Callback  []byte
+	Status    int
+	Size      int // response body bytes
+	UserAgent []byte
+	Referer   []byte
+	RequestID []byte
+}
+
+// Format is the line format of an access log.
+type Format uint8
+
+// Line formats. LTSV (labelled tab-separated values) is read natively by
+// Fluentd and Fluent Bit; JSON lines by nearly everything else.
+const (
+	LTSV Format = iota
+	JSON
+)
+
+// ParseFormat maps "ltsv" and "json" to their Format.
+func ParseFormat(s string) (Format, bool) {
+	switch s {
+	case "ltsv":
+		return LTSV, true
+	case "json":
+		return JSON, true
+	}
+	return 0, false
+}
+
+// timeCache remembers the formatted second of the last record, so most
+// records format their time with one copy and six digits.
+type timeCache struct {
+	sec    int64
+	prefix []byte // "2006-01-02T15:04:05."
+}
+
+func (c *timeCache) append(dst []byte, t time.Time) []byte {
+	t = t.UTC()
+	if s := t.Unix(); s != c.sec || c.prefix == nil {
+		c.sec = s
+		c.prefix = t.AppendFormat(c.prefix[:0], "2006-01-02T15:04:05.")
+	}
+	dst = append(dst, c.prefix...)
+	us := t.Nanosecond() / 1000
+	var d [6]byte
+	for i := 5; i >= 0; i-- {
+		d[i] = byte('0' + us%10)
+		us /= 10
+	}
+	dst = append(dst, d[:]...)
+	return append(dst, 'Z')
+}
+
+// appendRecord appends r as one line in format f.
+func appendRecord(dst []byte, f Format, r *Record, tc *timeCache) []byte {
+	if f == JSON {
+		return appendJSON(dst, r, tc)
+	}
+	return appendLTSV(dst, r, tc)
+}
+
+func appendLTSV(dst []byte, r *Record, tc *timeCache) []byte {
+	dst = append(dst, "time:"...)
+	dst = tc.append(dst, r.Time)
+	dst = append(dst, "\thost:"...)
+	dst = appendAddr(dst, r.Remote)
+	dst = ltsvField(dst, "\tvhost:", r.Host)
+	dst = ltsvField(dst, "\tmethod:", r.Method)
+	dst = ltsvField(dst, "\turi:", r.Path)
+	dst = append(dst, "\tendpoint:"...)
+	dst = appendLTSVValue(dst, r.Endpoint)
+	dst = ltsvField(dst, "\tid:", r.ID)
+	dst = ltsvField(dst, "\tcallback:", r.Callback)
+	dst = append(dst, "\tstatus:"...)
+	dst = strconv.AppendInt(dst, int64(r.Status), 10)
+	dst = append(dst, "\tsize:"...)
+	dst = strconv.AppendInt(dst, int64(r.Size), 10)
+	dst = append(dst, "\treqtime_microsec:"...)
+	dst = strconv.AppendInt(dst, r.Duration.Microseconds(), 10)
+	dst = ltsvField(dst, "\tua:", r.UserAgent)
+	dst = ltsvField(dst, "\treferer:", r.Referer)
+	dst = ltsvField(dst, "\treqid:", r.RequestID)
+	return append(dst, '\n')
+}
+
+func ltsvField(dst []byte, label string, v []byte) []byte {
+	dst = append(dst, label...)
+	return appendLTSVValue(dst, v)
+}
+
+// appendLTSVValue appends v so that it cannot break the line format: tab,
+// newline and other control characters, the backslash, and bytes that are
+// not UTF-8 are written as \t, \n, \r, \\ or \xHH; an empty value is "-".
+func appendLTSVValue[T string | []byte](dst []byte, v T) []byte {
+	if len(v) == 0 {
+		return append(dst, '-')
+	}
+	start := 0
+	for i := 0; i < len(v); {
+		c := v[i]
+		if c >= 0x20 && c < 0x7f && c != '\\' {
+			i++
+			continue
+		}
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(string(v[i:min(i+utf8.UTFMax, len(v))]))
+			if r != utf8.RuneError && r != '\u2028' && r != '\u2029' && !(r >= 0x80 && r < 0xa0) {
+				i += size
+				continue
+			}
+		}
+		dst = append(dst, v[start:i]...)
+		switch c {
+		case '\t':
+			dst = append(dst, '\\', 't')
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\\':
+			dst = append(dst, '\\', '\\')
+		default:
+			dst = append(dst, '\\', 'x', hex[c>>4], hex[c&0xf])
+		}
+		i++
+		start = i
+	}
+	return append(dst, v[start:]...)
+}
+
+const hex = "0123456789abcdef"
+
+func appendAddr(dst []byte, a netip.Addr) []byte {
+	if !a.IsValid() {
+		return append(dst, '-')
+	}
+	return a.Unmap().AppendTo(dst)
+}
+
+func appendJSON(dst []byte, r *Record, tc *timeCache) []byte {
+	dst = append(dst, `{"time":"`...)
+	dst = tc.append(dst, r.Time)
+	dst = append(dst, `","remote":"`...)
+	dst = appendAddr(dst, r.Remote)
+	dst = append(dst, '"')
+	dst = jsonField(dst, `,"host":`, r.Host)
+	dst = jsonField(dst, `,"method":`, r.Method)
+	dst = jsonField(dst, `,"uri":`, r.Path)
+	dst = append(dst, `,"endpoint":`...)
+	dst = render.AppendJSONString(dst, r.Endpoint)
+	dst = jsonField(dst, `,"id":`, r.ID)
+	dst = jsonField(dst, `,"callback":`, r.Callback)
+	dst = append(dst, `,"status":`...)
+	dst = strconv.AppendInt(dst, int64(r.Status), 10)
+	dst = append(dst, `,"size":`...)
+	dst = strconv.AppendInt(dst, int64(r.Size), 10)
+	dst = append(dst, `,"reqtime_microsec":`...)
+	dst = strconv.AppendInt(dst, r.Duration.Microseconds(), 10)
+	dst = jsonField(dst, `,"ua":`, r.UserAgent)
+	dst = jsonField(dst, `,"referer":`, r.Referer)
+	dst = jsonField(dst, `,"reqid":`, r.RequestID)
+	return append(dst, "}\n"...)
+}
+
+func jsonField(dst []byte, key string, v []byte) []byte {
+	dst = append(dst, key...)
+	// The conversion does not allocate: AppendJSONString only reads it.
+	return render.AppendJSONString(dst, unsafeString(v))
+}
