@@ -280,8 +280,8 @@ func (s *FileSink) Recover() error {
 	return s.open()
 }
 
-// Close fsyncs the active file, closes it out if it holds anything, and
-// waits (until ctx ends) for closed files to be compressed and hooked.
+// Close fsyncs the active file, closes it out if it holds anything (an
+// empty one is removed), and waits (until ctx ends) for closed files to be compressed and hooked.
 func (s *FileSink) Close(ctx context.Context) error {
 	var errs []error
 	if s.f != nil {
@@ -292,10 +292,14 @@ func (s *FileSink) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 		s.f = nil
-		if s.size > 0 && len(errs) == 0 {
+		switch {
+		case len(errs) > 0:
+		case s.size > 0:
 			if err := s.closeOut(s.start, s.now()); err != nil {
 				errs = append(errs, err)
 			}
+		default:
+			_ = os.Remove(s.active) // nothing to ship
 		}
 	}
 	close(s.jobs)

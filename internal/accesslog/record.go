@@ -169,7 +169,7 @@ func appendJSON(dst []byte, r *Record, tc *timeCache) []byte {
 	dst = jsonField(dst, `,"method":`, r.Method)
 	dst = jsonField(dst, `,"uri":`, r.Path)
 	dst = append(dst, `,"endpoint":`...)
-	dst = render.AppendJSONString(dst, r.Endpoint)
+	dst = render.AppendJSONLogString(dst, r.Endpoint)
 	dst = jsonField(dst, `,"id":`, r.ID)
 	dst = jsonField(dst, `,"callback":`, r.Callback)
 	dst = append(dst, `,"status":`...)
@@ -187,5 +187,5 @@ func appendJSON(dst []byte, r *Record, tc *timeCache) []byte {
 func jsonField(dst []byte, key string, v []byte) []byte {
 	dst = append(dst, key...)
 	// The conversion does not allocate: AppendJSONString only reads it.
-	return render.AppendJSONString(dst, unsafeString(v))
+	return render.AppendJSONLogString(dst, unsafeString(v))
 }

@@ -139,12 +139,23 @@ const hex = "0123456789abcdef"
 // Hand-written because encoding/json cannot append into a caller's buffer, and
 // the uncached read path encodes on every request.
 func AppendJSONString(dst []byte, s string) []byte {
+	return appendJSONString(dst, s, false)
+}
+
+// AppendJSONLogString is AppendJSONString for log lines: it also escapes DEL
+// and the C1 control characters (U+0080 to U+009F), which JSON allows raw but
+// a terminal reading the log may act on.
+func AppendJSONLogString(dst []byte, s string) []byte {
+	return appendJSONString(dst, s, true)
+}
+
+func appendJSONString(dst []byte, s string, strict bool) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' && (c != 0x7f || !strict) {
 				i++
 				continue
 			}
@@ -180,6 +191,13 @@ func AppendJSONString(dst []byte, s string) []byte {
 		if r == '\u2028' || r == '\u2029' {
 			dst = append(dst, s[start:i]...)
 			dst = append(dst, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		if strict && r < 0xa0 {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
 			i += size
 			start = i
 			continue

@@ -1,0 +1,196 @@
+package accesslog
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var closedName = regexp.MustCompile(`^access\.\d{8}T\d{6}Z-\d{8}T\d{6}Z(\.\d+)?\.log(\.gz)?$`)
+
+// Under continuous load with a rotation every second, every record is in
+// exactly one closed file, and each file is complete and well named.
+func TestRotationUnderLoadLosesNothing(t *testing.T) {
+	dir := t.TempDir()
+	sink := openSink(t, FileOptions{Dir: dir, RotateEvery: time.Second})
+	l := New(sink, Options{Logger: quiet, FlushInterval: 20 * time.Millisecond})
+	var taken atomic.Int64
+	var wg sync.WaitGroup
+	stop := time.Now().Add(3500 * time.Millisecond)
+	for g := range 4 {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(stop); i++ {
+				if err := l.Append(rec(i), uint64(g)); err != nil {
+					t.Error(err)
+					return
+				}
+				taken.Add(1)
+				if i%64 == 0 {
+					time.Sleep(time.Millisecond)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := l.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got, per := countLines(t, dir)
+	if int64(got) != taken.Load() {
+		t.Fatalf("%d lines in %d files for %d records", got, len(per), taken.Load())
+	}
+	if len(per) < 3 || sink.Rotations() < 3 {
+		t.Fatalf("expected >= 3 files from 1s rotation over 3.5s, got %d (%v)", len(per), per)
+	}
+	for name := range per {
+		if !closedName.MatchString(name) {
+			t.Errorf("unexpected file %q", name)
+		}
+	}
+	t.Logf("%d records in %d files", got, len(per))
+}
+
+func TestBoundaryAlignment(t *testing.T) {
+	s := &FileSink{opt: FileOptions{RotateEvery: 5 * time.Minute}}
+	at := time.Date(2026, 11, 22, 10, 7, 31, 0, time.UTC)
+	if got := s.boundaryAfter(at); !got.Equal(time.Date(2026, 11, 22, 10, 10, 0, 0, time.UTC)) {
+		t.Fatalf("next boundary after %v = %v", at, got)
+	}
+}
+
+func TestSizeRotationGzipHookAndRetention(t *testing.T) {
+	dir := t.TempDir()
+	hookOut := filepath.Join(t.TempDir(), "hook.txt")
+	hook := filepath.Join(t.TempDir(), "hook.sh")
+	if err := os.WriteFile(hook, []byte("#!/bin/sh\necho \"$1\" >> "+hookOut+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sink := openSink(t, FileOptions{Dir: dir, MaxSize: 8 << 10, Gzip: true, OnClose: []string{hook}, KeepFiles: 3})
+	l := New(sink, Options{Logger: quiet, FlushInterval: 5 * time.Millisecond, BufferBytes: 4 << 10, Shards: 1})
+	for i := range 400 {
+		if err := l.Append(rec(i), 0); err != nil {
+			t.Fatal(err)
+		}
+		if i%20 == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if err := l.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+		if !strings.HasSuffix(e.Name(), ".log.gz") || !closedName.MatchString(e.Name()) {
+			t.Errorf("unexpected file %q (all should be final and gzipped)", e.Name())
+		}
+	}
+	if len(names) != 3 {
+		t.Fatalf("KeepFiles 3 left %v", names)
+	}
+	hooked, err := os.ReadFile(hookOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := strings.Split(strings.TrimSpace(string(hooked)), "\n")
+	if int(sink.Rotations())+1 != len(calls) || !strings.HasSuffix(calls[0], ".log.gz") {
+		t.Fatalf("hook ran %d times for %d closed files: %v", len(calls), sink.Rotations()+1, calls[:1])
+	}
+	if sink.HookFailures() != 0 {
+		t.Fatal("hook failures counted")
+	}
+}
+
+// A file left by a crashed run is closed out (named by its first record's
+// time) before the new active file opens.
+func TestLeftoverActiveFileIsClosedOut(t *testing.T) {
+	dir := t.TempDir()
+	line := "time:2026-11-21T23:59:58.000001Z\thost:-\tvhost:-\tmethod:GET\turi:/\tendpoint:x\tid:1\tcallback:-\tstatus:200\tsize:1\treqtime_microsec:1\tua:-\treferer:-\treqid:-\n"
+	if err := os.WriteFile(filepath.Join(dir, "access.log"), []byte(line+line), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	s := openSink(t, FileOptions{Dir: dir})
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 || !strings.HasPrefix(entries[0].Name(), "access.20261121T235958Z-") {
+		t.Fatalf("files %v", entries)
+	}
+	if n, _ := countLines(t, dir); n != 2 {
+		t.Fatalf("%d lines", n)
+	}
+}
+
+// The disk refuses writes (the active file becomes /dev/full: every write
+// fails with ENOSPC); requests keep being served from memory, the failure is
+// reported, and once the disk is back every record is in the log.
+func TestDiskFullThenRecovery(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full on this system: cannot make a real write fail")
+	}
+	dir := t.TempDir()
+	l := New(openSink(t, FileOptions{Dir: dir}), Options{Logger: quiet, FlushInterval: 10 * time.Millisecond,
+		RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond})
+	appendMany(t, l, 2, 50)
+	time.Sleep(100 * time.Millisecond)
+	active := filepath.Join(dir, "access.log")
+	if err := os.Rename(active, filepath.Join(dir, "before.log")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/dev/full", active); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Reopen(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	taken := 100 + appendMany(t, l, 2, 100)
+	deadline := time.Now().Add(5 * time.Second)
+	for l.Healthy() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("ENOSPC not reported")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	taken += appendMany(t, l, 2, 25) // still accepted while failing
+	if err := os.Remove(active); err != nil {
+		t.Fatal(err)
+	}
+	for l.Healthy() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("no recovery: %v", l.Healthy())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := l.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := countLines(t, dir); int64(got) != taken {
+		t.Fatalf("%d lines for %d records", got, taken)
+	}
+}
+
+func TestHookFailureCounted(t *testing.T) {
+	if _, err := exec.LookPath("false"); err != nil {
+		t.Skip("no false(1) on this system")
+	}
+	dir := t.TempDir()
+	s := openSink(t, FileOptions{Dir: dir, OnClose: []string{"false"}})
+	if err := s.Write([]byte("time:x\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if s.HookFailures() != 1 {
+		t.Fatalf("hook failures = %d", s.HookFailures())
+	}
+}
