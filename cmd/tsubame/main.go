@@ -3,6 +3,7 @@
 //	tsubame serve [-config FILE] [-demo]      run the server
 //	tsubame check-config [-config FILE] [-print]
 //	tsubame placements import|export|get|put|delete ...
+//	tsubame log reopen
 //	tsubame version
 //
 // It is the only place where the packages of Tsubame are wired together.
@@ -78,6 +79,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = runCheckConfig(rest, stdout, stderr, environ)
 	case "placements":
 		err = runPlacements(ctx, rest, stdin, stdout, stderr, environ)
+	case "log":
+		err = runLog(rest, stderr, environ)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, versionString())
 	case "help", "-h", "-help", "--help":

@@ -9,11 +9,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -31,6 +28,7 @@ func testEnv(t *testing.T) []string {
 		"TSUBAME_LISTEN=127.0.0.1:0",
 		"TSUBAME_ADMIN_LISTEN=127.0.0.1:0",
 		"TSUBAME_DATA_DIR=" + t.TempDir(),
+		"TSUBAME_ACCESS_LOG_DIR=" + t.TempDir(),
 	}
 }
 
@@ -250,86 +248,25 @@ func TestUsageAndVersion(t *testing.T) {
 // The real binary, started as a user would, serves under load and exits 0 on
 // SIGTERM without failing a request it accepted.
 func TestBinarySIGTERMUnderLoad(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary; skipped in -short mode")
-	}
-	bin := filepath.Join(t.TempDir(), "tsubame")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	port := freePort(t)
-	cmd := exec.Command(bin, "serve", "-demo")
-	cmd.Env = append(os.Environ(), "TSUBAME_LISTEN=127.0.0.1:"+port, "TSUBAME_ADMIN_LISTEN=", "TSUBAME_DATA_DIR="+t.TempDir())
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill() }()
-	url := "http://127.0.0.1:" + port + "/api/sample3.js?id=1&callback=Example.process"
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("server did not come up:\n%s", logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-
-	// Four clients loop until the server goes away; every response they get
-	// must be complete and right.
-	var ok, bad atomic.Int64
-	var wg sync.WaitGroup
+	p := startBinary(t)
+	url := p.base + "/api/sample3.js?id=1&callback=Example.process"
 	stop := make(chan struct{})
-	for range 4 {
-		wg.Go(func() {
-			client := &http.Client{Timeout: 5 * time.Second}
-			for n := 0; n < 20000; n++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				resp, err := client.Get(url)
-				if err != nil {
-					return // refused or closed: the server is stopping
-				}
-				body, err := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if err == nil && resp.StatusCode == 200 && string(body) == wantID1 {
-					ok.Add(1)
-				} else if err == nil {
-					bad.Add(1)
-				}
-			}
-		})
-	}
+	defer close(stop)
+	run := load([]string{url}, 4, stop)
 	time.Sleep(300 * time.Millisecond)
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v\n%s", err, logs.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatalf("server did not exit after SIGTERM:\n%s", logs.String())
+	if err := p.wait(t); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.logs)
 	}
-	close(stop)
-	wg.Wait()
-	if ok.Load() == 0 || bad.Load() != 0 {
-		t.Fatalf("%d good and %d bad responses", ok.Load(), bad.Load())
+	run.Wait()
+	if run.counts[url].Load() == 0 || run.bad.Load() != 0 {
+		t.Fatalf("%d good and %d bad responses", run.counts[url].Load(), run.bad.Load())
 	}
-	if !strings.Contains(logs.String(), "msg=stopped") {
-		t.Fatalf("no clean stop in the log:\n%s", logs.String())
+	if !strings.Contains(p.logs.String(), "msg=stopped") {
+		t.Fatalf("no clean stop in the log:\n%s", p.logs)
 	}
-	t.Logf("%d responses served before and during shutdown", ok.Load())
 }
 
 func freePort(t *testing.T) string {

@@ -7,10 +7,16 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"tsubame"
+	"tsubame/internal/accesslog"
 	"tsubame/internal/admin"
 	"tsubame/internal/cache"
 	"tsubame/internal/config"
@@ -31,6 +37,11 @@ type Main struct {
 
 	Store tsubame.Store // the cache over the backend: writes here invalidate
 	Cache *cache.Cache
+	// FileLog and StoreLog are the access logs of endpoints with
+	// access_log: file and store; nil when no endpoint uses them.
+	FileLog  *accesslog.Logger
+	StoreLog *accesslog.Logger
+	fileSink *accesslog.FileSink
 
 	public     *server.Server
 	publicLn   net.Listener
@@ -80,6 +91,9 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		return err
 	}
 	m.Store = m.Cache
+	if err := m.openLogs(backend); err != nil {
+		return err
+	}
 	if m.Demo {
 		if err := loadDemo(ctx, m.Store, m.Logger); err != nil {
 			return err
@@ -106,7 +120,23 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if cfg.Admin.Listen != "" {
 		reg := metrics.NewRegistry(version)
 		reg.MustRegister(metrics.NewCacheCollector(m.Cache.Stats))
+		for name, l := range map[string]*accesslog.Logger{"file": m.FileLog, "store": m.StoreLog} {
+			if l != nil {
+				var rotations func() uint64
+				if name == "file" {
+					rotations = m.fileSink.Rotations
+				}
+				reg.MustRegister(metrics.NewAccessLogCollector(name, l.Stats, rotations))
+			}
+		}
 		m.admin = admin.New(admin.Options{Logger: m.Logger, Metrics: reg, Probe: func(ctx context.Context) error {
+			for _, l := range []*accesslog.Logger{m.FileLog, m.StoreLog} {
+				if l != nil {
+					if err := l.Healthy(); err != nil {
+						return err
+					}
+				}
+			}
 			_, err := backend.List(ctx, "", 1)
 			return err
 		}})
@@ -141,6 +171,12 @@ func (m *Main) endpoints(backend tsubame.Store) []server.Endpoint {
 	var out []server.Endpoint
 	for name, ec := range m.Config.Endpoints {
 		ep := server.Endpoint{Name: name, CacheControl: ec.CacheControl}
+		switch ec.AccessLog {
+		case config.LogFile:
+			ep.Log = m.FileLog
+		case config.LogStore:
+			ep.Log = m.StoreLog
+		}
 		switch {
 		case ec.Source == config.SourceFixed:
 			ep.Source = server.FixedURLs(ec.URLs)
@@ -195,6 +231,15 @@ func (m *Main) closeAll(ctx context.Context) error {
 	} else if m.publicLn != nil {
 		_ = m.publicLn.Close()
 	}
+	// The public listener has drained: every record is appended. Write them
+	// all before the store (which may hold the store log) closes.
+	for _, l := range []*accesslog.Logger{m.FileLog, m.StoreLog} {
+		if l != nil {
+			if err := l.Close(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
 	if m.Store != nil {
 		if err := m.Store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("store: %w", err))
@@ -213,6 +258,55 @@ func (m *Main) closeAll(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// openLogs opens the access logs the endpoints use.
+func (m *Main) openLogs(backend tsubame.Store) error {
+	al := m.Config.AccessLog
+	format, _ := accesslog.ParseFormat(al.Format)
+	opts := accesslog.Options{
+		Format:        format,
+		FlushInterval: al.FlushInterval,
+		BufferBytes:   int(al.BufferBytes),
+		MaxWait:       al.MaxWait,
+		Sync:          al.Durability == "sync",
+		FallbackDir:   al.FallbackDir,
+		Logger:        m.Logger,
+	}
+	if m.Config.UsesLog(config.LogFile) {
+		sink, err := accesslog.OpenFile(accesslog.FileOptions{
+			Dir:         al.Dir,
+			Name:        al.FileName,
+			RotateEvery: al.RotateEvery,
+			MaxSize:     int64(al.MaxSize),
+			Gzip:        al.Gzip,
+			OnClose:     al.OnClose,
+			KeepFiles:   al.KeepFiles,
+			KeepFor:     time.Duration(al.KeepDays) * 24 * time.Hour,
+			Logger:      m.Logger,
+		})
+		if err != nil {
+			return err
+		}
+		m.fileSink = sink
+		m.FileLog = accesslog.New(sink, opts)
+	}
+	if m.Config.UsesLog(config.LogStore) {
+		ls, ok := backend.(tsubame.LogStore)
+		if !ok {
+			return usagef("store type %q cannot hold access logs (access_log: store)", m.Config.Store.Type)
+		}
+		m.StoreLog = accesslog.New(accesslog.NewStoreSink(ls, al.MaxWait+5*time.Second), opts)
+	}
+	return nil
+}
+
+// ReopenLogs reopens the file access log (after an external rotation).
+func (m *Main) ReopenLogs(ctx context.Context) error {
+	if m.FileLog == nil {
+		return nil
+	}
+	return m.FileLog.Reopen(ctx)
 }
 
 // openStore opens the configured backend (without the cache).
@@ -281,6 +375,30 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer,
 	if err := m.Open(ctx); err != nil {
 		return err
 	}
+	pidFile := filepath.Join(cfg.DataDir, PIDFile)
+	if err := writePIDFile(pidFile); err != nil {
+		m.Logger.Warn("cannot write pid file; tsubame log reopen will not find this server", "file", pidFile, "err", err)
+	}
+	defer removePIDFile(pidFile)
+
+	// SIGHUP reopens the access log, for external rotation (logrotate).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				if err := m.ReopenLogs(ctx); err != nil {
+					m.Logger.Error("reopening the access log failed", "err", err)
+				} else {
+					m.Logger.Info("access log reopened")
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	waitErr := m.Wait(ctx)
 	m.Logger.Info("shutting down", "timeout", cfg.Server.ShutdownTimeout)
 	closeErr := m.Close()
@@ -288,6 +406,54 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer,
 		return err
 	}
 	m.Logger.Info("stopped")
+	return nil
+}
+
+// PIDFile is the name of the file in the data directory that holds the
+// running server's process id, for tsubame log reopen.
+const PIDFile = "tsubame.pid"
+
+func writePIDFile(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+}
+
+// removePIDFile removes the file if it still names this process.
+func removePIDFile(path string) {
+	if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(os.Getpid()) {
+		_ = os.Remove(path)
+	}
+}
+
+// runLog implements "tsubame log reopen": signal the server named by the pid
+// file in the data directory to reopen its access log.
+func runLog(args []string, stderr io.Writer, environ []string) error {
+	if len(args) == 0 || args[0] != "reopen" {
+		return usagef("usage: tsubame log reopen [-config FILE]")
+	}
+	fs, path := newFlagSet("log reopen", stderr)
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*path, environ, stderr)
+	if err != nil {
+		return err
+	}
+	pidFile := filepath.Join(cfg.DataDir, PIDFile)
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		return fmt.Errorf("no running server found (%v)", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return fmt.Errorf("pid file %s does not hold a process id", pidFile)
+	}
+	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
+		return fmt.Errorf("cannot signal server process %d: %w", pid, err)
+	}
+	fmt.Fprintf(stderr, "asked server process %d to reopen its access log\n", pid)
 	return nil
 }
 

@@ -43,6 +43,7 @@ type Config struct {
 	Log       Log                 `koanf:"log"`
 	Store     Store               `koanf:"store"`
 	Cache     Cache               `koanf:"cache"`
+	AccessLog AccessLog           `koanf:"access_log"`
 	Server    Server              `koanf:"server"`
 	Endpoints map[string]Endpoint `koanf:"endpoints"`
 }
@@ -80,6 +81,31 @@ type Cache struct {
 	LoadTimeout   time.Duration `koanf:"load_timeout"`
 }
 
+// AccessLog configures the access logs.
+type AccessLog struct {
+	Dir           string        `koanf:"dir"`
+	Format        string        `koanf:"format"`
+	FileName      string        `koanf:"file_name"`
+	RotateEvery   time.Duration `koanf:"rotate_every"`
+	MaxSize       ByteSize      `koanf:"max_size"`
+	Gzip          bool          `koanf:"gzip"`
+	OnClose       []string      `koanf:"on_close"`
+	KeepFiles     int           `koanf:"keep_files"`
+	KeepDays      int           `koanf:"keep_days"`
+	FlushInterval time.Duration `koanf:"flush_interval"`
+	BufferBytes   ByteSize      `koanf:"buffer_bytes"`
+	MaxWait       time.Duration `koanf:"max_wait"`
+	Durability    string        `koanf:"durability"`
+	FallbackDir   string        `koanf:"fallback_dir"`
+}
+
+// Access log destinations of an endpoint.
+const (
+	LogNone  = "none"
+	LogFile  = "file"
+	LogStore = "store"
+)
+
 // Server configures the public listener.
 type Server struct {
 	Name            string        `koanf:"name"`
@@ -106,6 +132,17 @@ type Endpoint struct {
 	Cache        bool     `koanf:"cache"`
 	Formats      []string `koanf:"formats"`
 	CacheControl string   `koanf:"cache_control"`
+	AccessLog    string   `koanf:"access_log"`
+}
+
+// UsesLog reports whether any endpoint logs to the given destination.
+func (c *Config) UsesLog(dest string) bool {
+	for _, ep := range c.Endpoints {
+		if ep.AccessLog == dest {
+			return true
+		}
+	}
+	return false
 }
 
 // StorePath is the embedded store file: store.embedded.path, or tsubame.db
@@ -162,6 +199,9 @@ func Load(path string, environ []string) (*Config, []string, error) {
 		}
 		if len(ep.Formats) == 0 {
 			ep.Formats = []string{"js", "json"}
+		}
+		if ep.AccessLog == "" {
+			ep.AccessLog = LogNone
 		}
 		cfg.Endpoints[name] = ep
 	}
@@ -292,6 +332,36 @@ func (c *Config) Validate() []error {
 	if c.Cache.MaxBytes < 1<<20 {
 		add("cache.max_bytes: must be at least 1MiB (got %v)", c.Cache.MaxBytes)
 	}
+	al := c.AccessLog
+	if al.Dir == "" {
+		add("access_log.dir: must not be empty")
+	}
+	if al.Format != "ltsv" && al.Format != "json" {
+		add("access_log.format: %q is not one of ltsv, json", al.Format)
+	}
+	if al.FileName == "" || strings.ContainsAny(al.FileName, "/\\") || strings.HasPrefix(al.FileName, ".") {
+		add("access_log.file_name: %q must be a plain file name not starting with a dot", al.FileName)
+	}
+	if al.RotateEvery < 0 || (al.RotateEvery > 0 && al.RotateEvery < time.Second) {
+		add("access_log.rotate_every: must be 0 (off) or at least 1s (got %v)", al.RotateEvery)
+	}
+	if al.MaxSize != 0 && al.MaxSize < 64<<10 {
+		add("access_log.max_size: must be 0 (off) or at least 64KiB (got %v)", al.MaxSize)
+	}
+	if len(al.OnClose) > 0 && al.OnClose[0] == "" {
+		add("access_log.on_close: the command must not be empty")
+	}
+	if al.KeepFiles < 0 || al.KeepDays < 0 {
+		add("access_log.keep_files and keep_days: must not be negative")
+	}
+	positive("access_log.flush_interval", al.FlushInterval)
+	positive("access_log.max_wait", al.MaxWait)
+	if al.BufferBytes < 64<<10 {
+		add("access_log.buffer_bytes: must be at least 64KiB (got %v)", al.BufferBytes)
+	}
+	if al.Durability != "async" && al.Durability != "sync" {
+		add("access_log.durability: %q is not one of async, sync", al.Durability)
+	}
 	positive("server.read_timeout", c.Server.ReadTimeout)
 	positive("server.write_timeout", c.Server.WriteTimeout)
 	positive("server.idle_timeout", c.Server.IdleTimeout)
@@ -351,6 +421,11 @@ func (e Endpoint) validate(name string) []error {
 	}
 	if !printableASCII(e.CacheControl) {
 		add("cache_control: must be printable ASCII")
+	}
+	switch e.AccessLog {
+	case LogNone, LogFile, LogStore:
+	default:
+		add("access_log: %q is not one of none, file, store", e.AccessLog)
 	}
 	return errs
 }

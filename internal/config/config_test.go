@@ -42,6 +42,10 @@ func TestDefaults(t *testing.T) {
 	if cfg.Cache.MaxBytes != 100<<20 || cfg.Cache.TTL != time.Minute {
 		t.Fatalf("cache defaults = %+v", cfg.Cache)
 	}
+	if cfg.AccessLog.Dir != "./logs" || cfg.AccessLog.RotateEvery != 5*time.Minute || cfg.AccessLog.FlushInterval != 100*time.Millisecond ||
+		cfg.AccessLog.Format != "ltsv" || cfg.AccessLog.Durability != "async" {
+		t.Fatalf("access log defaults = %+v", cfg.AccessLog)
+	}
 	if cfg.StorePath() != "./data/tsubame.db" {
 		t.Fatalf("StorePath = %q", cfg.StorePath())
 	}
@@ -49,13 +53,18 @@ func TestDefaults(t *testing.T) {
 		"sample1": {Source: "fixed", URLs: []string{"http://ad1.example.com/tag.js", "http://ad2.example.com/tag.js"}, Formats: []string{"js", "json"}},
 		"sample2": {Source: "store", Cache: false, Formats: []string{"js", "json"}},
 		"sample3": {Source: "store", Cache: true, Formats: []string{"js", "json"}},
+		"sample4": {Source: "store", Cache: true, Formats: []string{"js", "json"}, AccessLog: "file"},
+		"sample5": {Source: "store", Cache: true, Formats: []string{"js", "json"}, AccessLog: "store"},
 	}
 	if len(cfg.Endpoints) != len(want) {
 		t.Fatalf("endpoints = %+v", cfg.Endpoints)
 	}
 	for name, w := range want {
 		g := cfg.Endpoints[name]
-		if g.Source != w.Source || g.Cache != w.Cache || !slices.Equal(g.URLs, w.URLs) || !slices.Equal(g.Formats, w.Formats) {
+		if w.AccessLog == "" {
+			w.AccessLog = "none"
+		}
+		if g.Source != w.Source || g.Cache != w.Cache || g.AccessLog != w.AccessLog || !slices.Equal(g.URLs, w.URLs) || !slices.Equal(g.Formats, w.Formats) {
 			t.Errorf("endpoint %s = %+v, want %+v", name, g, w)
 		}
 	}
@@ -104,6 +113,9 @@ func TestEnvOverrides(t *testing.T) {
 		"TSUBAME_CACHE_TTL=2s",
 		"TSUBAME_CACHE_MAX_BYTES=64MiB",
 		"TSUBAME_SERVER_HELLO_JSON=false",
+		"TSUBAME_ACCESS_LOG_DIR=/var/log/tsubame",
+		"TSUBAME_ACCESS_LOG_ROTATE_EVERY=1s",
+		"TSUBAME_ACCESS_LOG_ON_CLOSE=/usr/local/bin/ship,--bucket,logs",
 		"TSUBAME_ENDPOINTS_SAMPLE3_CACHE=false",
 		"TSUBAME_ENDPOINTS_SAMPLE3_CACHE_CONTROL=no-store",
 		"TSUBAME_ENDPOINTS_SAMPLE1_URLS=http://x.example.com/a.js,http://y.example.com/b.js",
@@ -117,6 +129,10 @@ func TestEnvOverrides(t *testing.T) {
 	if cfg.Listen != "127.0.0.1:7000" || cfg.Admin.Listen != "127.0.0.1:7001" || cfg.DataDir != "/var/lib/tsubame" ||
 		cfg.Store.Type != "memory" || cfg.Cache.TTL != 2*time.Second || cfg.Cache.MaxBytes != 64<<20 || cfg.Server.HelloJSON {
 		t.Fatalf("env not applied: %+v", cfg)
+	}
+	if cfg.AccessLog.Dir != "/var/log/tsubame" || cfg.AccessLog.RotateEvery != time.Second ||
+		!slices.Equal(cfg.AccessLog.OnClose, []string{"/usr/local/bin/ship", "--bucket", "logs"}) {
+		t.Fatalf("access log env not applied: %+v", cfg.AccessLog)
 	}
 	ep := cfg.Endpoints["sample3"]
 	if ep.Cache || ep.CacheControl != "no-store" || ep.Source != "store" {
@@ -159,7 +175,8 @@ endpoints:
   fixed-bad: {source: fixed, urls: ["javascript:alert(1)"]}
   fixed-empty: {source: fixed}
   store-urls: {source: store, urls: ["http://a.example.com/"]}
-  odd: {source: ldap, formats: [xml]}
+  odd: {source: ldap, formats: [xml], access_log: syslog}
+access_log: {format: csv, rotate_every: 10ms, durability: maybe}
 `)
 	errs := cfg.Validate()
 	text := ""
@@ -168,7 +185,8 @@ endpoints:
 	}
 	for _, want := range []string{"listen:", "admin.listen:", "log.level:", "store.type:", "cache.ttl:", "cache.max_bytes:",
 		`"Bad Name"`, "endpoints.fixed-bad: urls:", "endpoints.fixed-empty: urls:", "endpoints.store-urls: urls:",
-		"endpoints.odd: source:", "endpoints.odd: formats:"} {
+		"endpoints.odd: source:", "endpoints.odd: formats:", "endpoints.odd: access_log:",
+		"access_log.format:", "access_log.rotate_every:", "access_log.durability:"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("Validate does not report %q; got:\n%s", want, text)
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"tsubame/internal/accesslog"
 	"tsubame/internal/cache"
 )
 
@@ -81,4 +82,69 @@ func (c *CacheCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.descs.invalidations, s.Invalidations)
 	ch <- prometheus.MustNewConstMetric(c.descs.entries, prometheus.GaugeValue, float64(s.Entries))
 	ch <- prometheus.MustNewConstMetric(c.descs.bytes, prometheus.GaugeValue, float64(s.Bytes))
+}
+
+// AccessLogCollector exports an access log's Stats under a sink label.
+type AccessLogCollector struct {
+	sink      string
+	stats     func() accesslog.Stats
+	rotations func() uint64
+	d         map[string]*prometheus.Desc
+}
+
+// NewAccessLogCollector returns a collector over stats for the named sink
+// (file or store); rotations may be nil.
+func NewAccessLogCollector(sink string, stats func() accesslog.Stats, rotations func() uint64) *AccessLogCollector {
+	c := &AccessLogCollector{sink: sink, stats: stats, rotations: rotations, d: map[string]*prometheus.Desc{}}
+	for name, help := range map[string]string{
+		"records_total":         "Records appended by requests.",
+		"written_records_total": "Records the sink accepted.",
+		"written_bytes_total":   "Bytes the sink accepted.",
+		"flushes_total":         "Batches written (group commits).",
+		"write_errors_total":    "Failed attempts to write a batch; each is retried, nothing is dropped.",
+		"waits_total":           "Requests that waited for buffer room because the writer fell behind.",
+		"wait_seconds_total":    "Time requests spent waiting for buffer room.",
+		"reserve_used_total":    "Requests that used the reserve buffer after access_log.max_wait.",
+		"buffered_bytes":        "Bytes of records in memory, not yet written.",
+		"failing":               "1 while the last write to the sink failed.",
+		"rotations_total":       "Files closed out (file sink).",
+	} {
+		c.d[name] = prometheus.NewDesc(prometheus.BuildFQName(Namespace, "accesslog", name), help, nil,
+			prometheus.Labels{"sink": sink})
+	}
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *AccessLogCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.d {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *AccessLogCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	put := func(name string, t prometheus.ValueType, v float64) {
+		ch <- prometheus.MustNewConstMetric(c.d[name], t, v)
+	}
+	put("records_total", prometheus.CounterValue, float64(s.Appended))
+	put("written_records_total", prometheus.CounterValue, float64(s.Written))
+	put("written_bytes_total", prometheus.CounterValue, float64(s.Bytes))
+	put("flushes_total", prometheus.CounterValue, float64(s.Flushes))
+	put("write_errors_total", prometheus.CounterValue, float64(s.WriteErrors))
+	put("waits_total", prometheus.CounterValue, float64(s.Waits))
+	put("wait_seconds_total", prometheus.CounterValue, s.WaitTime.Seconds())
+	put("reserve_used_total", prometheus.CounterValue, float64(s.Overflows))
+	put("buffered_bytes", prometheus.GaugeValue, float64(s.Buffered))
+	failing := 0.0
+	if s.Failing {
+		failing = 1
+	}
+	put("failing", prometheus.GaugeValue, failing)
+	var rotations uint64
+	if c.rotations != nil {
+		rotations = c.rotations()
+	}
+	put("rotations_total", prometheus.CounterValue, float64(rotations))
 }

@@ -2,11 +2,14 @@ package server
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"testing"
 
 	"github.com/valyala/fasthttp"
 
 	"tsubame"
+	"tsubame/internal/accesslog"
 	"tsubame/internal/cache"
 	"tsubame/internal/render"
 	"tsubame/internal/store/memory"
@@ -15,7 +18,7 @@ import (
 // benchHandler measures one request through the real handler, without the
 // network: routing, validation, source and framing. It reports allocs/op, the
 // figure the hot path is held to (0 for a cache hit).
-func benchHandler(b *testing.B, uri string, src func(tsubame.Store, *cache.Cache) Source) {
+func benchHandler(b *testing.B, uri string, src func(tsubame.Store, *cache.Cache) Source, log ...*accesslog.Logger) {
 	store := memory.New()
 	if err := store.Put(context.Background(), &tsubame.Placement{ID: "1", URLs: []string{
 		"http://ad1.example.com/tag.js", "http://ad2.example.com/tag.js"}}); err != nil {
@@ -26,7 +29,11 @@ func benchHandler(b *testing.B, uri string, src func(tsubame.Store, *cache.Cache
 		b.Fatal(err)
 	}
 	defer c.Close()
-	s, err := New(Options{}, []Endpoint{{Name: "ep", Source: src(store, c)}})
+	ep := Endpoint{Name: "ep", Source: src(store, c)}
+	if len(log) > 0 {
+		ep.Log = log[0]
+	}
+	s, err := New(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, []Endpoint{ep})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -59,4 +66,15 @@ func BenchmarkHandlerFixed(b *testing.B) {
 
 func BenchmarkHandlerDirectMemory(b *testing.B) {
 	benchHandler(b, benchURI, func(s tsubame.Store, _ *cache.Cache) Source { return Direct{Store: s} })
+}
+
+// The same cache hit with its record appended to a file access log.
+func BenchmarkHandlerCacheHitLogged(b *testing.B) {
+	sink, err := accesslog.OpenFile(accesslog.FileOptions{Dir: b.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	l := accesslog.New(sink, accesslog.Options{})
+	defer l.Close(context.Background())
+	benchHandler(b, benchURI, func(_ tsubame.Store, c *cache.Cache) Source { return Cached{Cache: c} }, l)
 }

@@ -11,12 +11,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"tsubame"
+	"tsubame/internal/accesslog"
 	"tsubame/internal/render"
 )
 
@@ -26,6 +29,8 @@ type Endpoint struct {
 	Source       Source
 	Formats      []render.Format // served formats; empty means all
 	CacheControl string          // Cache-Control value; empty sends none
+	// Log receives a record of every response of this endpoint; nil logs nothing.
+	Log *accesslog.Logger
 }
 
 // Options configure the listener.
@@ -48,12 +53,15 @@ type Server struct {
 	endpoints map[string]*endpoint
 	hello     bool
 	log       *slog.Logger
+	bootID    string // prefixes generated request ids, so they differ across restarts
 }
 
 type endpoint struct {
+	name         string
 	source       Source
 	formats      [3]bool // indexed by render.Format
 	cacheControl string
+	log          *accesslog.Logger
 }
 
 // New returns a Server for the given endpoints.
@@ -61,7 +69,8 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	s := &Server{endpoints: make(map[string]*endpoint, len(endpoints)), hello: opt.HelloJSON, log: opt.Logger}
+	s := &Server{endpoints: make(map[string]*endpoint, len(endpoints)), hello: opt.HelloJSON, log: opt.Logger,
+		bootID: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	for _, e := range endpoints {
 		if _, dup := s.endpoints[e.Name]; dup {
 			return nil, tsubame.Errorf(tsubame.EINVALID, "endpoint %q declared twice", e.Name)
@@ -69,7 +78,7 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 		if e.Source == nil {
 			return nil, tsubame.Errorf(tsubame.EINVALID, "endpoint %q has no source", e.Name)
 		}
-		ep := &endpoint{source: e.Source, cacheControl: e.CacheControl}
+		ep := &endpoint{name: e.Name, source: e.Source, cacheControl: e.CacheControl, log: e.Log}
 		if len(e.Formats) == 0 {
 			e.Formats = []render.Format{render.FormatJSONP, render.FormatJSON}
 		}
@@ -152,25 +161,35 @@ func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, rest []byte) {
 		plain(ctx, fasthttp.StatusNotFound, "unknown endpoint")
 		return
 	}
+	id, callback := s.respond(ctx, ep, format)
+	if ep.log != nil {
+		s.logRequest(ctx, ep, id, callback)
+	}
+}
+
+// respond writes the response of ep to ctx and returns the id and callback
+// the request carried, for the access log.
+func (s *Server) respond(ctx *fasthttp.RequestCtx, ep *endpoint, format render.Format) (id, callback []byte) {
 	if !allowRead(ctx) {
-		return
+		return nil, nil
 	}
 	args := ctx.QueryArgs()
-	id := args.Peek(argID)
-	if msg := checkID(id); msg != "" {
-		plain(ctx, fasthttp.StatusBadRequest, msg)
-		return
-	}
-	var callback []byte
+	id = args.Peek(argID)
 	if format == render.FormatJSONP {
 		callback = args.Peek(argCB)
+	}
+	if msg := checkID(id); msg != "" {
+		plain(ctx, fasthttp.StatusBadRequest, msg)
+		return id, callback
+	}
+	if format == render.FormatJSONP {
 		if len(callback) == 0 {
 			plain(ctx, fasthttp.StatusBadRequest, "missing callback")
-			return
+			return id, callback
 		}
 		if !render.ValidCallback(callback) {
 			plain(ctx, fasthttp.StatusBadRequest, "callback must be a JavaScript identifier path such as Example.process")
-			return
+			return id, callback
 		}
 	}
 
@@ -183,7 +202,7 @@ func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, rest []byte) {
 			ctx.Response.Header.Set("Retry-After", "1")
 		}
 		plain(ctx, status, tsubame.ErrorMessage(err))
-		return
+		return id, callback
 	}
 	if !found {
 		ctx.SetStatusCode(fasthttp.StatusNotFound)
@@ -193,6 +212,48 @@ func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, rest []byte) {
 		ctx.Response.Header.Set("Cache-Control", ep.cacheControl)
 	}
 	render.Write(ctx, format, callback, payload)
+	return id, callback
+}
+
+// maxRequestID bounds a client-supplied X-Request-Id kept in the log.
+const maxRequestID = 128
+
+// logRequest appends the record of the response in ctx. If the log refuses
+// it (only after it was closed), the response becomes a 503: a response
+// that is not in the log must not be served.
+func (s *Server) logRequest(ctx *fasthttp.RequestCtx, ep *endpoint, id, callback []byte) {
+	start := ctx.Time()
+	remote, _ := netip.AddrFromSlice(ctx.RemoteIP())
+	reqID := ctx.Request.Header.Peek("X-Request-Id")
+	var idBuf [40]byte
+	if len(reqID) == 0 || len(reqID) > maxRequestID {
+		b := append(idBuf[:0], s.bootID...)
+		b = append(b, '-')
+		reqID = strconv.AppendUint(b, ctx.ID(), 36)
+	}
+	rec := accesslog.Record{
+		Time:      start,
+		Duration:  time.Since(start),
+		Remote:    remote,
+		Host:      ctx.Host(),
+		Method:    ctx.Method(),
+		Path:      ctx.Path(),
+		Endpoint:  ep.name,
+		ID:        id,
+		Callback:  callback,
+		Status:    ctx.Response.StatusCode(),
+		Size:      len(ctx.Response.Body()),
+		UserAgent: ctx.UserAgent(),
+		Referer:   ctx.Referer(),
+		RequestID: reqID,
+	}
+	if err := ep.log.Append(&rec, ctx.ConnID()); err != nil {
+		s.log.Error("access log refused a record; answering 503", "endpoint", ep.name, "err", err)
+		ctx.Response.ResetBody()
+		ctx.Response.Header.Del("Cache-Control")
+		ctx.Response.Header.Set("Retry-After", "1")
+		plain(ctx, fasthttp.StatusServiceUnavailable, "access log unavailable")
+	}
 }
 
 // checkID returns why id cannot name a placement, or "" if it can.

@@ -1,0 +1,303 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"tsubame/internal/store/embedded"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.Load() {
+		if bin, err := buildOnce(); err == nil {
+			_ = os.RemoveAll(filepath.Dir(bin))
+		}
+	}
+	os.Exit(code)
+}
+
+var built atomic.Bool
+
+// buildOnce builds the binary for this test run, once.
+var buildOnce = sync.OnceValues(func() (string, error) {
+	built.Store(true)
+	dir, err := os.MkdirTemp("", "tsubame-bin-")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "tsubame")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+type proc struct {
+	cmd     *exec.Cmd
+	base    string
+	logs    *bytes.Buffer
+	dataDir string
+	logDir  string
+	done    chan error
+}
+
+// startBinary runs the real server as a user would, on a random loopback
+// port, with extra environment, and waits until it answers.
+func startBinary(t *testing.T, env ...string) *proc {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs the real binary; skipped in -short mode")
+	}
+	bin, err := buildOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{base: "http://127.0.0.1:" + freePort(t), logs: &bytes.Buffer{}, dataDir: t.TempDir(), logDir: t.TempDir(), done: make(chan error, 1)}
+	p.cmd = exec.Command(bin, "serve", "-demo")
+	p.cmd.Env = append(os.Environ(), "TSUBAME_LISTEN="+strings.TrimPrefix(p.base, "http://"), "TSUBAME_ADMIN_LISTEN=",
+		"TSUBAME_DATA_DIR="+p.dataDir, "TSUBAME_ACCESS_LOG_DIR="+p.logDir)
+	p.cmd.Env = append(p.cmd.Env, env...)
+	p.cmd.Stderr = p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() { _ = p.cmd.Process.Kill() })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if resp, err := http.Get(p.base + "/json"); err == nil {
+			resp.Body.Close()
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not come up:\n%s", p.logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (p *proc) wait(t *testing.T) error {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		return err
+	case <-time.After(30 * time.Second):
+		t.Fatalf("server did not exit:\n%s", p.logs)
+		return nil
+	}
+}
+
+// loadRun is a running load: Wait returns once every client has stopped.
+type loadRun struct {
+	counts map[string]*atomic.Int64
+	bad    atomic.Int64 // complete responses that were wrong
+	wg     sync.WaitGroup
+}
+
+func (l *loadRun) Wait() { l.wg.Wait() }
+
+// load runs clients against each URL until stop is closed, the server goes
+// away, or a bound on requests is reached, and counts the complete, correct
+// responses per URL.
+func load(paths []string, clients int, stop <-chan struct{}) *loadRun {
+	run := &loadRun{counts: map[string]*atomic.Int64{}}
+	counts := run.counts
+	for _, p := range paths {
+		counts[p] = new(atomic.Int64)
+	}
+	for i := range clients {
+		path := paths[i%len(paths)]
+		run.wg.Go(func() {
+			client := &http.Client{Timeout: 10 * time.Second}
+			for n := 0; n < 200000; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := client.Get(path)
+				if err != nil {
+					return // the server is going away
+				}
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				switch {
+				case err != nil:
+				case resp.StatusCode == 200 && strings.HasPrefix(string(body), "Example.process("):
+					counts[path].Add(1)
+				default:
+					run.bad.Add(1)
+				}
+			}
+		})
+	}
+	return run
+}
+
+// countFileLines counts the records in every file of dir (gzipped or not).
+func countFileLines(t *testing.T, dir string) (int, int) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, files := 0, 0
+	for _, e := range entries {
+		f, err := os.Open(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r io.Reader = f
+		if strings.HasSuffix(e.Name(), ".gz") {
+			if r, err = gzip.NewReader(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			if !strings.HasPrefix(sc.Text(), "time:") || !strings.Contains(sc.Text(), "\tendpoint:sample4\t") {
+				t.Fatalf("%s: unexpected line %q", e.Name(), sc.Text())
+			}
+			lines++
+		}
+		f.Close()
+		files++
+	}
+	return lines, files
+}
+
+func countStoreLines(t *testing.T, dataDir string) int {
+	t.Helper()
+	s, err := embedded.Open(filepath.Join(dataDir, embedded.FileName), embedded.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	n := 0
+	if err := s.ScanLog(context.Background(), func([]byte) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// The seed's table, reproduced with equality: requests counted by the client
+// against lines in the log, for the file log (sample4, rotated every second)
+// and the store log (sample5), with SIGTERM sent while the load runs.
+func TestAccessLogLinesEqualResponsesAcrossRotationsAndSIGTERM(t *testing.T) {
+	p := startBinary(t, "TSUBAME_ACCESS_LOG_ROTATE_EVERY=1s")
+	s4 := p.base + "/api/sample4.js?id=1&callback=Example.process"
+	s5 := p.base + "/api/sample5.js?id=2&callback=Example.process"
+	stop := make(chan struct{})
+	defer close(stop)
+	run := load([]string{s4, s5}, 8, stop)
+	time.Sleep(3500 * time.Millisecond)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(t); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\n%s", err, p.logs)
+	}
+	run.Wait()
+	lines4, files := countFileLines(t, p.logDir)
+	lines5 := countStoreLines(t, p.dataDir)
+	req4, req5 := run.counts[s4].Load(), run.counts[s5].Load()
+	t.Logf("\n| endpoint | requests (client) | lines in log | files |\n|---|---|---|---|\n| sample4 | %d | %d | %d |\n| sample5 | %d | %d | store |",
+		req4, lines4, files, req5, lines5)
+	if req4 == 0 || req5 == 0 {
+		t.Fatalf("no load got through:\n%s", p.logs)
+	}
+	if int64(lines4) != req4 || int64(lines5) != req5 {
+		t.Fatalf("lines != responses: sample4 %d/%d, sample5 %d/%d", lines4, req4, lines5, req5)
+	}
+	if files < 3 {
+		t.Fatalf("want several rotations in 3.5s with rotate_every 1s, got %d files", files)
+	}
+}
+
+// A hard kill loses at most the last flush interval: records of responses
+// answered more than a flush interval before the kill are on disk.
+func TestAccessLogHardKillLosesAtMostOneFlushInterval(t *testing.T) {
+	p := startBinary(t)
+	s4 := p.base + "/api/sample4.js?id=3&callback=Example.process"
+	stop := make(chan struct{})
+	run := load([]string{s4}, 4, stop)
+	time.Sleep(time.Second)
+	close(stop)
+	run.Wait()
+	time.Sleep(300 * time.Millisecond) // > flush_interval (100ms)
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.wait(t)
+	lines, _ := countFileLines(t, p.logDir)
+	if req := run.counts[s4].Load(); int64(lines) != req || req == 0 {
+		t.Fatalf("after kill -9: %d lines for %d responses", lines, req)
+	}
+}
+
+// tsubame log reopen (SIGHUP) makes the server reopen its file after an
+// external rotation.
+func TestLogReopenCommand(t *testing.T) {
+	p := startBinary(t)
+	url := p.base + "/api/sample4.js?id=1&callback=Example.process"
+	get := func(n int) {
+		for range n {
+			resp, err := http.Get(url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+		}
+	}
+	get(5)
+	time.Sleep(300 * time.Millisecond)
+	active := filepath.Join(p.logDir, "access.log")
+	if err := os.Rename(active, filepath.Join(p.logDir, "moved.log")); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"TSUBAME_DATA_DIR=" + p.dataDir}
+	if code, _, stderr := runCmd(t, env, "", "log", "reopen"); code != 0 {
+		t.Fatalf("log reopen: %d %s", code, stderr)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !exists(active) {
+		if time.Now().After(deadline) {
+			t.Fatalf("active file not recreated:\n%s", p.logs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	get(3)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(t); err != nil {
+		t.Fatal(err)
+	}
+	if lines, _ := countFileLines(t, p.logDir); lines != 8 {
+		t.Fatalf("%d lines, want 8", lines)
+	}
+	if _, err := os.Stat(filepath.Join(p.dataDir, PIDFile)); !os.IsNotExist(err) {
+		t.Fatalf("pid file left behind: %v", err)
+	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
