@@ -57,3 +57,20 @@ bench-micro: check-go
 
 clean:
 	rm -rf bin
+
+# The load tools of make bench, from Debian's packages when missing.
+APT_GET := $(if $(filter 0,$(shell id -u)),,sudo) apt-get
+BENCH_DURATION ?= 10s
+BENCH_CONNECTIONS ?= 100
+BENCH_ROUNDS ?= 3
+BENCH_SCENARIOS ?=
+
+.PHONY: bench bench-tools
+bench-tools:
+	@command -v wrk >/dev/null 2>&1 && command -v nginx >/dev/null 2>&1 || \
+		{ $(APT_GET) update -qq && $(APT_GET) install -y -qq wrk nginx-light; }
+
+## bench: wrk against the real binary and a reference nginx, interleaved; writes BENCHMARKS.md
+bench: build bench-tools
+	$(GO) run ./bench -bin $(BIN) -duration $(BENCH_DURATION) -connections $(BENCH_CONNECTIONS) \
+		-rounds $(BENCH_ROUNDS) $(if $(BENCH_SCENARIOS),-scenarios $(BENCH_SCENARIOS))

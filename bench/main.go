@@ -1,0 +1,179 @@
+// Command bench measures Tsubame the way the seed write-ups did, with wrk,
+// against a reference peer (nginx answering the same URLs with a fixed body
+// and a buffered access log) started by the same run and measured
+// interleaved: Tsubame, nginx, Tsubame, nginx... for each scenario and
+// round. It writes BENCHMARKS.md and a chart, and prints the same table.
+//
+//	go run ./bench -bin bin/tsubame [-duration 10s] [-connections 100] [-rounds 3]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+const wantBody = `Example.process({"urls":["http://ad1.example.com/tag.js","http://ad2.example.com/tag.js"]});`
+
+// scenario is one load: a path on both servers, and what the seed measured.
+type scenario struct {
+	Name        string
+	Path        string
+	Conns       int // 0: the -connections flag
+	What        string
+	Seed        string // the seed's figure for the same scenario
+	SeedRPS     float64
+	TargetRatio float64 // DESIGN.md §3 target against the reference, 0 if none
+}
+
+var scenarios = []scenario{
+	{Name: "sample1", Path: "/api/sample1.js?id=1&callback=Example.process", What: "fixed value",
+		Seed: "12,636 req/s, 8.36 ms avg, σ 5.75 ms", SeedRPS: 12636.18},
+	{Name: "sample2", Path: "/api/sample2.js?id=1&callback=Example.process", What: "embedded store read per request, no cache",
+		Seed: "8,064 req/s, 12.42 ms, σ 3.10 ms (HBase)", SeedRPS: 8063.61},
+	{Name: "sample3", Path: "/api/sample3.js?id=1&callback=Example.process", What: "store + in-process cache",
+		Seed: "11,556 req/s, 9.07 ms, σ 5.91 ms", SeedRPS: 11556.05},
+	{Name: "sample4", Path: "/api/sample4.js?id=1&callback=Example.process", What: "+ lossless file access log",
+		Seed: "2,884 req/s, 34.70 ms, σ 4.96 ms", SeedRPS: 2883.61, TargetRatio: 1.0},
+	{Name: "sample5", Path: "/api/sample5.js?id=1&callback=Example.process", What: "+ access log into the store, batched",
+		Seed: "93 req/s, 1,070 ms, σ 129.72 ms", SeedRPS: 93.14},
+	{Name: "json", Path: "/json", What: `{"message":"Hello, World!"}`,
+		Seed: "seed 003 (c=3000, 4 cores): Zotonic 5,500 req/s with access log, Elli 38,000"},
+	{Name: "sample4-c3000", Path: "/api/sample4.js?id=1&callback=Example.process", Conns: 3000, What: "sample4 with 3000 connections",
+		Seed: "seed 003 runs wrk -c 3000 (on /json)"},
+}
+
+type run struct {
+	tsubame, ref []wrkResult
+}
+
+func main() {
+	var (
+		bin      = flag.String("bin", "bin/tsubame", "the tsubame binary to measure")
+		duration = flag.Duration("duration", 10*time.Second, "length of each wrk run")
+		conns    = flag.Int("connections", 100, "wrk connections (scenarios with their own count keep it)")
+		threads  = flag.Int("threads", 2, "wrk threads")
+		rounds   = flag.Int("rounds", 3, "interleaved rounds per scenario")
+		port     = flag.Int("port", 18080, "first of three loopback ports: tsubame, its admin listener, nginx")
+		only     = flag.String("scenarios", "", "comma-separated scenario names to run (default all)")
+		out      = flag.String("out", "BENCHMARKS.md", "report to write")
+		chart    = flag.String("chart", "bench/results.png", "chart to write")
+	)
+	flag.Parse()
+	if err := runBench(*bin, *duration, *conns, *threads, *rounds, *port, *only, *out, *chart); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func runBench(bin string, duration time.Duration, conns, threads, rounds, port int, only, out, chart string) error {
+	for _, tool := range []string{"wrk", "nginx"} {
+		if _, err := lookPath(tool); err != nil {
+			return fmt.Errorf("%s is not installed (make bench installs it with apt-get)", tool)
+		}
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return fmt.Errorf("binary %s: %w (run make build)", bin, err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	admin := "127.0.0.1:" + strconv.Itoa(port+1)
+	ref := "127.0.0.1:" + strconv.Itoa(port+2)
+	for _, a := range []string{addr, admin, ref} {
+		if err := portFree(a); err != nil {
+			return err
+		}
+	}
+	selected := scenarios
+	if only != "" {
+		selected = nil
+		for _, s := range scenarios {
+			if slices.Contains(strings.Split(only, ","), s.Name) {
+				selected = append(selected, s)
+			}
+		}
+		if len(selected) == 0 {
+			return fmt.Errorf("no scenario matches %q", only)
+		}
+	}
+	raiseFileLimit()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var p procs
+	defer p.stop()
+	dir, err := os.MkdirTemp("", "tsubame-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if err := startTsubame(ctx, &p, bin, dir, addr, admin); err != nil {
+		return err
+	}
+	if err := startNginx(ctx, &p, dir+"/nginx", ref, runtime.NumCPU()); err != nil {
+		return err
+	}
+	if err := checkBodies(addr, ref); err != nil {
+		return err
+	}
+
+	results := make([]run, len(selected))
+	for round := range rounds {
+		for i, s := range selected {
+			c := s.Conns
+			if c == 0 {
+				c = conns
+			}
+			for _, target := range []struct {
+				addr string
+				into *[]wrkResult
+			}{{addr, &results[i].tsubame}, {ref, &results[i].ref}} {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				r, err := runWrk(ctx, "http://"+target.addr+s.Path, threads, c, duration, "")
+				if err != nil {
+					return err
+				}
+				who := "tsubame"
+				if target.addr == ref {
+					who = "nginx"
+				}
+				fmt.Fprintf(os.Stderr, "round %d/%d %-14s %-7s %10.0f req/s  p99 %8v  errors %d\n",
+					round+1, rounds, s.Name, who, r.RPS, r.P99.Round(time.Microsecond), r.Errors)
+				*target.into = append(*target.into, r)
+			}
+		}
+	}
+	p.stop()
+
+	env := describeMachine(bin)
+	report := buildReport(selected, results, env, duration, conns, threads, rounds, chart)
+	fmt.Print(report.table)
+	if err := writeChart(chart, selected, results); err != nil {
+		return fmt.Errorf("chart: %w", err)
+	}
+	return os.WriteFile(out, []byte(report.markdown()), 0o644)
+}
+
+// checkBodies makes sure both servers answer the sample URL with the same
+// body before anything is measured.
+func checkBodies(addrs ...string) error {
+	for _, a := range addrs {
+		body, err := httpGet("http://" + a + scenarios[2].Path)
+		if err != nil {
+			return err
+		}
+		if body != wantBody {
+			return fmt.Errorf("%s answers %q, want %q", a, body, wantBody)
+		}
+	}
+	return nil
+}

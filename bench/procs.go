@@ -1,0 +1,151 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// procs tracks every process the bench starts, by PID, so each is stopped
+// on every exit path, interrupts included.
+type procs struct {
+	mu   sync.Mutex
+	list []*exec.Cmd
+}
+
+func (p *procs) start(cmd *exec.Cmd) error {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its own group: children die with it
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.list = append(p.list, cmd)
+	p.mu.Unlock()
+	return nil
+}
+
+// stop sends SIGTERM to each process group, waits a little, then SIGKILLs.
+func (p *procs) stop() {
+	p.mu.Lock()
+	list := p.list
+	p.list = nil
+	p.mu.Unlock()
+	for _, c := range list {
+		_ = syscall.Kill(-c.Process.Pid, syscall.SIGTERM)
+	}
+	for _, c := range list {
+		done := make(chan struct{})
+		go func() { _ = c.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+			<-done
+		}
+	}
+}
+
+// portFree reports an error if something listens on addr already.
+func portFree(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%s is in use (%v): stop what runs there, or pick other ports with -port", addr, err)
+	}
+	return ln.Close()
+}
+
+func waitHTTP(ctx context.Context, url string) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return errors.New("no answer from " + url)
+}
+
+const nginxConf = `worker_processes %d;
+worker_rlimit_nofile 16384;
+pid %[2]s/nginx.pid;
+error_log %[2]s/error.log warn;
+daemon off;
+events { worker_connections 8192; }
+http {
+  access_log %[2]s/access.log combined buffer=64k flush=100ms;
+  client_body_temp_path %[2]s/tmp;
+  proxy_temp_path %[2]s/tmp;
+  fastcgi_temp_path %[2]s/tmp;
+  uwsgi_temp_path %[2]s/tmp;
+  scgi_temp_path %[2]s/tmp;
+  keepalive_requests 1000000;
+  server {
+    listen %[3]s;
+    location = /json {
+      default_type application/json;
+      return 200 '{"message":"Hello, World!"}';
+    }
+    location /api/ {
+      default_type application/javascript;
+      return 200 '%[4]s';
+    }
+  }
+}
+`
+
+// startNginx runs the reference: nginx answering every /api/ path with the
+// id-1 body and /json with the hello body, with a buffered access log.
+func startNginx(ctx context.Context, p *procs, dir, addr string, workers int) error {
+	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o755); err != nil {
+		return err
+	}
+	conf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, workers, dir, addr, wantBody), 0o644); err != nil {
+		return err
+	}
+	cmd := exec.Command("nginx", "-c", conf, "-p", dir)
+	cmd.Stderr = os.Stderr
+	if err := p.start(cmd); err != nil {
+		return fmt.Errorf("nginx: %w", err)
+	}
+	return waitHTTP(ctx, "http://"+addr+"/json")
+}
+
+// startTsubame runs the binary with the built-in defaults on loopback
+// ports, its data and logs in dir, loaded with the demo placements.
+func startTsubame(ctx context.Context, p *procs, bin, dir, addr, admin string) error {
+	cmd := exec.Command(bin, "serve", "-demo")
+	cmd.Env = append(os.Environ(),
+		"TSUBAME_LISTEN="+addr,
+		"TSUBAME_ADMIN_LISTEN="+admin,
+		"TSUBAME_DATA_DIR="+filepath.Join(dir, "data"),
+		"TSUBAME_ACCESS_LOG_DIR="+filepath.Join(dir, "logs"),
+		"TSUBAME_LOG_LEVEL=warn",
+	)
+	cmd.Stderr = os.Stderr
+	if err := p.start(cmd); err != nil {
+		return fmt.Errorf("tsubame: %w", err)
+	}
+	return waitHTTP(ctx, "http://"+addr+"/json")
+}
+
+// raiseFileLimit lets wrk and the servers (which inherit it) hold 3000+ connections.
+func raiseFileLimit() {
+	var rl syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl) == nil && rl.Cur < 65536 {
+		rl.Cur = min(rl.Max, 65536)
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl)
+	}
+}

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// wrkResult is what one wrk run printed.
+type wrkResult struct {
+	RPS      float64
+	Avg      time.Duration
+	Stdev    time.Duration
+	P50      time.Duration
+	P99      time.Duration
+	Requests int64
+	Errors   int64 // socket errors plus non-2xx/3xx responses
+	Command  string
+}
+
+var (
+	reLatency  = regexp.MustCompile(`^\s*Latency\s+(\S+)\s+(\S+)\s+(\S+)`)
+	rePct      = regexp.MustCompile(`^\s*(50|99)%\s+(\S+)`)
+	reRPS      = regexp.MustCompile(`^Requests/sec:\s+([\d.]+)`)
+	reRequests = regexp.MustCompile(`^\s*(\d+) requests in`)
+	reSocket   = regexp.MustCompile(`Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)`)
+	reNon2xx   = regexp.MustCompile(`Non-2xx or 3xx responses: (\d+)`)
+)
+
+// runWrk runs wrk against url and parses its report.
+func runWrk(ctx context.Context, url string, threads, conns int, d time.Duration, script string) (wrkResult, error) {
+	args := []string{"-t" + strconv.Itoa(threads), "-c" + strconv.Itoa(conns), "-d" + d.String(), "--timeout", "5s", "--latency"}
+	if script != "" {
+		args = append(args, "-s", script)
+	}
+	args = append(args, url)
+	cmd := exec.CommandContext(ctx, "wrk", args...)
+	out, err := cmd.CombinedOutput()
+	res := wrkResult{Command: "wrk " + strings.Join(args, " ")}
+	if err != nil {
+		return res, fmt.Errorf("%s: %v\n%s", res.Command, err, out)
+	}
+	if err := parseWrk(string(out), &res); err != nil {
+		return res, fmt.Errorf("%s: %v\n%s", res.Command, err, out)
+	}
+	return res, nil
+}
+
+func parseWrk(out string, res *wrkResult) error {
+	sc := bufio.NewScanner(strings.NewReader(out))
+	seen := 0
+	for sc.Scan() {
+		line := sc.Text()
+		if m := reLatency.FindStringSubmatch(line); m != nil {
+			res.Avg, res.Stdev = parseDur(m[1]), parseDur(m[2])
+			seen++
+		} else if m := rePct.FindStringSubmatch(line); m != nil {
+			if m[1] == "50" {
+				res.P50 = parseDur(m[2])
+			} else {
+				res.P99 = parseDur(m[2])
+			}
+		} else if m := reRPS.FindStringSubmatch(line); m != nil {
+			res.RPS, _ = strconv.ParseFloat(m[1], 64)
+			seen++
+		} else if m := reRequests.FindStringSubmatch(line); m != nil {
+			res.Requests, _ = strconv.ParseInt(m[1], 10, 64)
+		} else if m := reSocket.FindStringSubmatch(line); m != nil {
+			for _, v := range m[1:] {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				res.Errors += n
+			}
+		} else if m := reNon2xx.FindStringSubmatch(line); m != nil {
+			n, _ := strconv.ParseInt(m[1], 10, 64)
+			res.Errors += n
+		}
+	}
+	if seen < 2 {
+		return fmt.Errorf("cannot read wrk's report")
+	}
+	return nil
+}
+
+// parseDur reads wrk's durations: 620.14us, 1.23ms, 2.01s, 1.00m.
+func parseDur(s string) time.Duration {
+	units := []struct {
+		suffix string
+		unit   time.Duration
+	}{{"us", time.Microsecond}, {"ms", time.Millisecond}, {"m", time.Minute}, {"s", time.Second}}
+	for _, u := range units {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0
+			}
+			return time.Duration(f * float64(u.unit))
+		}
+	}
+	return 0
+}

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+const sampleWrk = `Running 4s test @ http://127.0.0.1:4000/api/sample3.js?id=1&callback=Example.process
+  2 threads and 100 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency   620.14us    1.23ms  31.42ms   95.13%
+    Req/Sec    74.58k     5.43k   87.60k    73.75%
+  Latency Distribution
+     50%  371.00us
+     75%  592.00us
+     90%    1.01ms
+     99%    5.96ms
+  593456 requests in 4.00s, 99.05MB read
+  Socket errors: connect 1, read 2, write 0, timeout 3
+  Non-2xx or 3xx responses: 12
+Requests/sec: 148289.18
+Transfer/sec:     24.76MB
+`
+
+func TestParseWrk(t *testing.T) {
+	var r wrkResult
+	if err := parseWrk(sampleWrk, &r); err != nil {
+		t.Fatal(err)
+	}
+	want := wrkResult{RPS: 148289.18, Avg: 620140 * time.Nanosecond, Stdev: 1230 * time.Microsecond,
+		P50: 371 * time.Microsecond, P99: 5960 * time.Microsecond, Requests: 593456, Errors: 18}
+	if r != want {
+		t.Fatalf("parsed %+v\nwant   %+v", r, want)
+	}
+	if err := parseWrk("garbage", &r); err == nil {
+		t.Fatal("garbage parsed")
+	}
+	if parseDur("2.00s") != 2*time.Second || parseDur("1.00m") != time.Minute {
+		t.Fatal("units")
+	}
+}
