@@ -177,7 +177,7 @@ func buildReport(sc []scenario, results []run, m machine, d time.Duration, conns
 		if got < want {
 			mark = "**no**"
 		}
-		fmt.Fprintf(md, "| %s | %.2f× | %s |\n", name, got, mark)
+		fmt.Fprintf(md, "| %s | %.3f× | %s |\n", name, got, mark)
 	}
 	if i, ok := idx["sample4"]; ok {
 		a, b := summarize(results[i].tsubame), summarize(results[i].ref)

@@ -194,3 +194,55 @@ func TestHookFailureCounted(t *testing.T) {
 		t.Fatalf("hook failures = %d", s.HookFailures())
 	}
 }
+
+// The log directory and file become read-only: reopening for write fails, so
+// every write fails; once access is back, everything is written. Root is
+// not stopped by permissions, so this runs as an ordinary user only;
+// TestDiskFullThenRecovery drives the same path with ENOSPC for root.
+func TestReadOnlyDirThenRecovery(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("running as root, whom file permissions do not stop; TestDiskFullThenRecovery covers this path with a real ENOSPC")
+	}
+	dir := t.TempDir()
+	l := New(openSink(t, FileOptions{Dir: dir}), Options{Logger: quiet, FlushInterval: 10 * time.Millisecond,
+		RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond})
+	taken := appendMany(t, l, 2, 50)
+	time.Sleep(100 * time.Millisecond)
+	active := filepath.Join(dir, "access.log")
+	if err := os.Chmod(active, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(dir, 0o755)
+	if err := l.Reopen(context.Background()); err == nil {
+		t.Fatal("reopening a read-only file for write succeeded")
+	}
+	taken += appendMany(t, l, 2, 100)
+	deadline := time.Now().Add(5 * time.Second)
+	for l.Healthy() == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("read-only file not reported")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(active, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for l.Healthy() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("no recovery: %v", l.Healthy())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := l.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := countLines(t, dir); int64(got) != taken {
+		t.Fatalf("%d lines for %d records", got, taken)
+	}
+}
