@@ -1,6 +1,9 @@
 package tsubame
 
-import "context"
+import (
+	"bytes"
+	"context"
+)
 
 // Store keeps placements. Implementations must be safe for concurrent use.
 //
@@ -58,10 +61,26 @@ func ValidatePlacements(ps []*Placement) error {
 // (endpoints with access_log: store). Implementations must be safe for
 // concurrent use.
 type LogStore interface {
-	// AppendLog stores lines (each without its newline) after those already
-	// stored, all or none. The store copies what it keeps.
-	AppendLog(ctx context.Context, lines [][]byte) error
-	// ScanLog calls fn with each stored line in order. The line is only
-	// valid during the call.
+	// AppendLog stores a batch of whole lines, each ending in '\n', after
+	// those already stored, all or none. The store copies what it keeps.
+	AppendLog(ctx context.Context, batch []byte) error
+	// ScanLog calls fn with each stored line in order, without its '\n'.
+	// The line is only valid during the call.
 	ScanLog(ctx context.Context, fn func(line []byte) error) error
+}
+
+// EachLine calls fn for each '\n'-terminated line of batch, without the
+// '\n' (a last line without one is passed too), and stops at fn's first error.
+func EachLine(batch []byte, fn func(line []byte) error) error {
+	for len(batch) > 0 {
+		i := bytes.IndexByte(batch, '\n')
+		if i < 0 {
+			return fn(batch)
+		}
+		if err := fn(batch[:i]); err != nil {
+			return err
+		}
+		batch = batch[i+1:]
+	}
+	return nil
 }

@@ -1,7 +1,6 @@
 package accesslog
 
 import (
-	"bytes"
 	"context"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 type StoreSink struct {
 	store   tsubame.LogStore
 	timeout time.Duration
-	lines   [][]byte
 }
 
 // NewStoreSink returns a sink over store; each batch write is bounded by timeout.
@@ -24,21 +22,11 @@ func NewStoreSink(store tsubame.LogStore, timeout time.Duration) *StoreSink {
 	return &StoreSink{store: store, timeout: timeout}
 }
 
-// Write stores the lines of p (all or none, as the store guarantees).
+// Write stores the batch p in one store write (all or none, as the store guarantees).
 func (s *StoreSink) Write(p []byte) error {
-	s.lines = s.lines[:0]
-	for len(p) > 0 {
-		i := bytes.IndexByte(p, '\n')
-		if i < 0 { // records end in '\n'; a tail without one is still a line
-			s.lines = append(s.lines, p)
-			break
-		}
-		s.lines = append(s.lines, p[:i])
-		p = p[i+1:]
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
 	defer cancel()
-	return s.store.AppendLog(ctx, s.lines)
+	return s.store.AppendLog(ctx, p)
 }
 
 // Sync is a no-op: each store write is durable when it returns.

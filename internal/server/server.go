@@ -60,7 +60,7 @@ type endpoint struct {
 	name         string
 	source       Source
 	formats      [3]bool // indexed by render.Format
-	cacheControl string
+	cacheControl []byte
 	log          *accesslog.Logger
 }
 
@@ -78,7 +78,10 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 		if e.Source == nil {
 			return nil, tsubame.Errorf(tsubame.EINVALID, "endpoint %q has no source", e.Name)
 		}
-		ep := &endpoint{name: e.Name, source: e.Source, cacheControl: e.CacheControl, log: e.Log}
+		ep := &endpoint{name: e.Name, source: e.Source, log: e.Log}
+		if e.CacheControl != "" {
+			ep.cacheControl = []byte(e.CacheControl)
+		}
 		if len(e.Formats) == 0 {
 			e.Formats = []render.Format{render.FormatJSONP, render.FormatJSON}
 		}
@@ -127,13 +130,18 @@ var (
 	helloBody = []byte(`{"message":"Hello, World!"}`)
 	argID     = "id"
 	argCB     = "callback"
+
+	// Header names in canonical form, set without per-request normalisation.
+	hdrNosniff      = []byte("X-Content-Type-Options")
+	valNosniff      = []byte("nosniff")
+	hdrCacheControl = []byte("Cache-Control")
 )
 
 // bufPool holds scratch buffers for sources that encode per request.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
-	ctx.Response.Header.Set("X-Content-Type-Options", "nosniff")
+	ctx.Response.Header.SetCanonical(hdrNosniff, valNosniff)
 	path := ctx.Path()
 	switch {
 	case bytes.HasPrefix(path, apiPrefix):
@@ -208,8 +216,8 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, ep *endpoint, format render.F
 		ctx.SetStatusCode(fasthttp.StatusNotFound)
 	}
 	ctx.SetContentType(format.ContentType())
-	if ep.cacheControl != "" {
-		ctx.Response.Header.Set("Cache-Control", ep.cacheControl)
+	if ep.cacheControl != nil {
+		ctx.Response.Header.SetCanonical(hdrCacheControl, ep.cacheControl)
 	}
 	render.Write(ctx, format, callback, payload)
 	return id, callback

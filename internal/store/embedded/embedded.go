@@ -209,27 +209,22 @@ func (s *Store) List(ctx context.Context, after string, limit int) ([]*tsubame.P
 	return out, nil
 }
 
-// AppendLog stores lines under increasing sequence numbers, in one
-// transaction (one fsync per batch).
-func (s *Store) AppendLog(ctx context.Context, lines [][]byte) error {
+// AppendLog stores the batch as one value under the next sequence number:
+// one B+tree insert and one fsync per batch, however many lines it holds.
+func (s *Store) AppendLog(ctx context.Context, batch []byte) error {
 	if err := ctx.Err(); err != nil {
 		return unavailable(err)
 	}
 	return wrap(s.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketAccessLog)
 		b.FillPercent = 1 // keys only ever grow: pack pages full
-		var key [8]byte
-		for _, l := range lines {
-			seq, err := b.NextSequence()
-			if err != nil {
-				return err
-			}
-			binary.BigEndian.PutUint64(key[:], seq)
-			if err := b.Put(key[:], l); err != nil {
-				return err
-			}
+		seq, err := b.NextSequence()
+		if err != nil {
+			return err
 		}
-		return nil
+		var key [8]byte
+		binary.BigEndian.PutUint64(key[:], seq)
+		return b.Put(key[:], batch)
 	}))
 }
 
@@ -243,7 +238,7 @@ func (s *Store) ScanLog(ctx context.Context, fn func(line []byte) error) error {
 		if b == nil {
 			return nil
 		}
-		return b.ForEach(func(_, v []byte) error { return fn(v) })
+		return b.ForEach(func(_, v []byte) error { return tsubame.EachLine(v, fn) })
 	})
 }
 

@@ -18,7 +18,7 @@ type Store struct {
 	ids    []string // sorted, for List
 	closed bool
 	now    func() time.Time
-	log    [][]byte
+	log    [][]byte // batches of lines
 }
 
 var (
@@ -119,16 +119,14 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// AppendLog keeps copies of lines.
-func (s *Store) AppendLog(_ context.Context, lines [][]byte) error {
+// AppendLog keeps a copy of the batch.
+func (s *Store) AppendLog(_ context.Context, batch []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return errClosed
 	}
-	for _, l := range lines {
-		s.log = append(s.log, slices.Clone(l))
-	}
+	s.log = append(s.log, slices.Clone(batch))
 	return nil
 }
 
@@ -141,8 +139,8 @@ func (s *Store) ScanLog(_ context.Context, fn func(line []byte) error) error {
 	}
 	lines := s.log[:len(s.log):len(s.log)]
 	s.mu.RUnlock()
-	for _, l := range lines {
-		if err := fn(l); err != nil {
+	for _, b := range lines {
+		if err := tsubame.EachLine(b, fn); err != nil {
 			return err
 		}
 	}
