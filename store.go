@@ -69,6 +69,18 @@ type LogStore interface {
 	ScanLog(ctx context.Context, fn func(line []byte) error) error
 }
 
+// ResultStore keeps the outcome of each processed webhook message under the
+// message's id; writing the same id again replaces it, so a retried write is
+// harmless. Implementations must be safe for concurrent use and should
+// coalesce concurrent writes.
+type ResultStore interface {
+	PutResult(ctx context.Context, id string, result []byte) error
+	// GetResult returns the stored result, or an ENOTFOUND error.
+	GetResult(ctx context.Context, id string) ([]byte, error)
+	// CountResults returns how many results are stored.
+	CountResults(ctx context.Context) (int, error)
+}
+
 // EachLine calls fn for each '\n'-terminated line of batch, without the
 // '\n' (a last line without one is passed too), and stops at fn's first error.
 func EachLine(batch []byte, fn func(line []byte) error) error {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"reflect"
 	"slices"
 	"sort"
@@ -44,6 +45,7 @@ type Config struct {
 	Store     Store               `koanf:"store"`
 	Cache     Cache               `koanf:"cache"`
 	AccessLog AccessLog           `koanf:"access_log"`
+	Webhook   Webhook             `koanf:"webhook"`
 	Server    Server              `koanf:"server"`
 	Endpoints map[string]Endpoint `koanf:"endpoints"`
 }
@@ -97,6 +99,46 @@ type AccessLog struct {
 	MaxWait       time.Duration `koanf:"max_wait"`
 	Durability    string        `koanf:"durability"`
 	FallbackDir   string        `koanf:"fallback_dir"`
+}
+
+// Webhook configures the webhook receivers and their message processing.
+type Webhook struct {
+	Callback         bool          `koanf:"callback"`
+	LINE             LINE          `koanf:"line"`
+	MaxBodyBytes     ByteSize      `koanf:"max_body_bytes"`
+	QueueSize        int           `koanf:"queue_size"`
+	MaxInFlight      int           `koanf:"max_in_flight"`
+	DedupeWindow     time.Duration `koanf:"dedupe_window"`
+	DedupeMax        int           `koanf:"dedupe_max"`
+	DrainTimeout     time.Duration `koanf:"drain_timeout"`
+	DeadLetter       string        `koanf:"dead_letter"`
+	RecordResults    bool          `koanf:"record_results"`
+	StoreConcurrency int           `koanf:"store_concurrency"`
+	API              WebhookAPI    `koanf:"api"`
+}
+
+// LINE configures the LINE Messaging API receiver.
+type LINE struct {
+	ChannelSecret string `koanf:"channel_secret" env:"TSUBAME_LINE_CHANNEL_SECRET" secret:"true"`
+}
+
+// WebhookAPI configures the external API called for each message.
+type WebhookAPI struct {
+	URL        string        `koanf:"url"`
+	Token      string        `koanf:"token" secret:"true"`
+	Timeout    time.Duration `koanf:"timeout"`
+	Retries    int           `koanf:"retries"`
+	Backoff    time.Duration `koanf:"backoff"`
+	MaxBackoff time.Duration `koanf:"max_backoff"`
+	H2C        bool          `koanf:"h2c"`
+}
+
+// DeadLetterPath is webhook.dead_letter, or webhook-deadletter.jsonl in the data directory.
+func (c *Config) DeadLetterPath() string {
+	if c.Webhook.DeadLetter != "" {
+		return c.Webhook.DeadLetter
+	}
+	return strings.TrimSuffix(c.DataDir, "/") + "/webhook-deadletter.jsonl"
 }
 
 // Access log destinations of an endpoint.
@@ -361,6 +403,31 @@ func (c *Config) Validate() []error {
 	}
 	if al.Durability != "async" && al.Durability != "sync" {
 		add("access_log.durability: %q is not one of async, sync", al.Durability)
+	}
+	wh := c.Webhook
+	if wh.MaxBodyBytes < 1<<10 || wh.MaxBodyBytes > 64<<20 {
+		add("webhook.max_body_bytes: must be between 1KiB and 64MiB (got %v)", wh.MaxBodyBytes)
+	}
+	if wh.QueueSize <= 0 || wh.MaxInFlight <= 0 || wh.DedupeMax <= 0 || wh.StoreConcurrency <= 0 {
+		add("webhook.queue_size, max_in_flight, dedupe_max and store_concurrency: must be positive")
+	}
+	positive("webhook.dedupe_window", wh.DedupeWindow)
+	positive("webhook.drain_timeout", wh.DrainTimeout)
+	if u := wh.API.URL; u != "" {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			add("webhook.api.url: %q is not an absolute http or https URL", u)
+		}
+	}
+	positive("webhook.api.timeout", wh.API.Timeout)
+	positive("webhook.api.backoff", wh.API.Backoff)
+	if wh.API.MaxBackoff < wh.API.Backoff {
+		add("webhook.api.max_backoff: must be at least webhook.api.backoff")
+	}
+	if wh.API.Retries < 0 || wh.API.Retries > 20 {
+		add("webhook.api.retries: must be between 0 and 20")
+	}
+	if !printableASCII(wh.API.Token) || !printableASCII(wh.LINE.ChannelSecret) {
+		add("webhook.api.token and webhook.line.channel_secret: must be printable ASCII")
 	}
 	positive("server.read_timeout", c.Server.ReadTimeout)
 	positive("server.write_timeout", c.Server.WriteTimeout)

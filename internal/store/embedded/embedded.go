@@ -28,6 +28,7 @@ var (
 	bucketPlacements = []byte("placements")
 	bucketMeta       = []byte("meta")
 	bucketAccessLog  = []byte("accesslog")
+	bucketResults    = []byte("webhook_results")
 	keySchema        = []byte("schema")
 	schemaVersion    = []byte("1")
 )
@@ -49,7 +50,8 @@ type Store struct {
 
 var (
 	_ tsubame.Store    = (*Store)(nil)
-	_ tsubame.LogStore = (*Store)(nil)
+	_ tsubame.LogStore    = (*Store)(nil)
+	_ tsubame.ResultStore = (*Store)(nil)
 )
 
 // Open opens (creating if needed, unless read-only) the store file at path.
@@ -74,7 +76,7 @@ func Open(path string, opt Options) (*Store, error) {
 	}
 	if !opt.ReadOnly {
 		err = db.Update(func(tx *bolt.Tx) error {
-			for _, b := range [][]byte{bucketPlacements, bucketAccessLog} {
+			for _, b := range [][]byte{bucketPlacements, bucketAccessLog, bucketResults} {
 				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 					return err
 				}
@@ -240,6 +242,53 @@ func (s *Store) ScanLog(ctx context.Context, fn func(line []byte) error) error {
 		}
 		return b.ForEach(func(_, v []byte) error { return tsubame.EachLine(v, fn) })
 	})
+}
+
+// PutResult stores result under id. Concurrent calls are coalesced into
+// shared transactions (bbolt's Batch), so many writers cost few fsyncs.
+func (s *Store) PutResult(ctx context.Context, id string, result []byte) error {
+	if err := ctx.Err(); err != nil {
+		return unavailable(err)
+	}
+	return wrap(s.db.Batch(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketResults).Put([]byte(id), result)
+	}))
+}
+
+// GetResult returns a copy of the result stored under id.
+func (s *Store) GetResult(ctx context.Context, id string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, unavailable(err)
+	}
+	var out []byte
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketResults)
+		var v []byte
+		if b != nil {
+			v = b.Get([]byte(id))
+		}
+		if v == nil {
+			return tsubame.Errorf(tsubame.ENOTFOUND, "no result for %q", id)
+		}
+		out = bytes.Clone(v)
+		return nil
+	})
+	return out, wrap(err)
+}
+
+// CountResults returns the number of stored results.
+func (s *Store) CountResults(ctx context.Context) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, unavailable(err)
+	}
+	n := 0
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketResults); b != nil {
+			n = b.Stats().KeyN
+		}
+		return nil
+	})
+	return n, wrap(err)
 }
 
 // Close closes the file and releases its lock.

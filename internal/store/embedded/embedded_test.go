@@ -99,3 +99,14 @@ func TestLogConformance(t *testing.T) {
 		return s
 	})
 }
+
+func TestResultConformance(t *testing.T) {
+	storetest.RunResults(t, func(t *testing.T) tsubame.ResultStore {
+		s, err := embedded.Open(filepath.Join(t.TempDir(), embedded.FileName), embedded.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	})
+}

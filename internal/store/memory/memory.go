@@ -18,17 +18,19 @@ type Store struct {
 	ids    []string // sorted, for List
 	closed bool
 	now    func() time.Time
-	log    [][]byte // batches of lines
+	log     [][]byte // batches of lines
+	results map[string][]byte
 }
 
 var (
 	_ tsubame.Store    = (*Store)(nil)
-	_ tsubame.LogStore = (*Store)(nil)
+	_ tsubame.LogStore    = (*Store)(nil)
+	_ tsubame.ResultStore = (*Store)(nil)
 )
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{byID: make(map[string]*tsubame.Placement), now: time.Now}
+	return &Store{byID: make(map[string]*tsubame.Placement), results: make(map[string][]byte), now: time.Now}
 }
 
 // Get returns a copy of the placement with the given id.
@@ -145,6 +147,41 @@ func (s *Store) ScanLog(_ context.Context, fn func(line []byte) error) error {
 		}
 	}
 	return nil
+}
+
+// PutResult keeps a copy of result under id.
+func (s *Store) PutResult(_ context.Context, id string, result []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errClosed
+	}
+	s.results[id] = slices.Clone(result)
+	return nil
+}
+
+// GetResult returns a copy of the result stored under id.
+func (s *Store) GetResult(_ context.Context, id string) ([]byte, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, errClosed
+	}
+	r, ok := s.results[id]
+	if !ok {
+		return nil, tsubame.Errorf(tsubame.ENOTFOUND, "no result for %q", id)
+	}
+	return slices.Clone(r), nil
+}
+
+// CountResults returns the number of stored results.
+func (s *Store) CountResults(context.Context) (int, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return 0, errClosed
+	}
+	return len(s.results), nil
 }
 
 var errClosed = tsubame.Errorf(tsubame.EUNAVAILABLE, "store is closed")

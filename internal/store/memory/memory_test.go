@@ -23,3 +23,11 @@ func TestLogConformance(t *testing.T) {
 		return s
 	})
 }
+
+func TestResultConformance(t *testing.T) {
+	storetest.RunResults(t, func(t *testing.T) tsubame.ResultStore {
+		s := memory.New()
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	})
+}

@@ -328,3 +328,38 @@ func RunLog(t *testing.T, newStore func(t *testing.T) tsubame.LogStore) {
 		}
 	})
 }
+
+// RunResults runs the ResultStore part of the suite.
+func RunResults(t *testing.T, newStore func(t *testing.T) tsubame.ResultStore) {
+	t.Run("PutGetReplaceCount", func(t *testing.T) {
+		s := newStore(t)
+		if _, err := s.GetResult(ctx(t), "m1"); tsubame.ErrorCode(err) != tsubame.ENOTFOUND {
+			t.Fatalf("missing result: %v", err)
+		}
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Go(func() {
+				for i := range 25 {
+					v := fmt.Appendf(nil, `{"status":"ok","n":%d}`, i)
+					if err := s.PutResult(ctx(t), fmt.Sprintf("m%d-%d", w, i), v); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		buf := []byte(`{"status":"failed"}`)
+		if err := s.PutResult(ctx(t), "m0-0", buf); err != nil {
+			t.Fatal(err)
+		}
+		copy(buf, "XXXX")
+		got, err := s.GetResult(ctx(t), "m0-0")
+		if err != nil || string(got) != `{"status":"failed"}` {
+			t.Fatalf("replaced result = %s, %v", got, err)
+		}
+		if n, err := s.CountResults(ctx(t)); err != nil || n != 200 {
+			t.Fatalf("CountResults = %d, %v; want 200", n, err)
+		}
+	})
+}
