@@ -221,7 +221,11 @@ func TestCheckConfig(t *testing.T) {
 	if code, _, _ := runCmd(t, []string{config.EnvConfigFile + "=" + bad}, "", "check-config"); code != 2 {
 		t.Fatal("TSUBAME_CONFIG ignored")
 	}
-	code, out, stderr := runCmd(t, []string{"TSUBAME_LISTEN=127.0.0.1:9999"}, "", "check-config", "-print")
+	code, out, stderr := runCmd(t, []string{"TSUBAME_LISTEN=127.0.0.1:9999", "TSUBAME_LINE_CHANNEL_SECRET=s3cret-value",
+		"TSUBAME_WEBHOOK_API_TOKEN=t0ken-value"}, "", "check-config", "-print")
+	if strings.Contains(out, "s3cret-value") || strings.Contains(out, "t0ken-value") || strings.Count(out, "(redacted)") != 2 {
+		t.Fatalf("secrets not redacted:\n%s", out)
+	}
 	if code != 0 || !strings.Contains(out, "listen: 127.0.0.1:9999") || !strings.Contains(out, "ttl: 1m0s") || !strings.Contains(stderr, "configuration ok") {
 		t.Fatalf("check-config -print: %d\n%s\n%s", code, out, stderr)
 	}

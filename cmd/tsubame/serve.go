@@ -25,6 +25,7 @@ import (
 	"tsubame/internal/server"
 	"tsubame/internal/store/embedded"
 	"tsubame/internal/store/memory"
+	"tsubame/internal/webhook"
 )
 
 // Main is the running server: the store, the cache over it and the two
@@ -42,6 +43,9 @@ type Main struct {
 	FileLog  *accesslog.Logger
 	StoreLog *accesslog.Logger
 	fileSink *accesslog.FileSink
+	// Webhook processes the messages of /callback and /webhook/line; nil
+	// when neither is enabled.
+	Webhook *webhook.Processor
 
 	public     *server.Server
 	publicLn   net.Listener
@@ -99,6 +103,10 @@ func (m *Main) Open(ctx context.Context) (err error) {
 			return err
 		}
 	}
+	receiver, err := m.openWebhook(backend)
+	if err != nil {
+		return err
+	}
 
 	m.public, err = server.New(server.Options{
 		Name:           cfg.Server.Name,
@@ -109,6 +117,8 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		MaxBodyBytes:   int(cfg.Server.MaxBodyBytes),
 		MaxConns:       cfg.Server.MaxConns,
 		HelloJSON:      cfg.Server.HelloJSON,
+		Webhook:        receiver,
+		Callback:       cfg.Webhook.Callback,
 		Logger:         m.Logger,
 	}, m.endpoints(backend))
 	if err != nil {
@@ -120,6 +130,9 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if cfg.Admin.Listen != "" {
 		reg := metrics.NewRegistry(version)
 		reg.MustRegister(metrics.NewCacheCollector(m.Cache.Stats))
+		if m.Webhook != nil {
+			reg.MustRegister(metrics.NewWebhookCollector(m.Webhook.Stats))
+		}
 		for name, l := range map[string]*accesslog.Logger{"file": m.FileLog, "store": m.StoreLog} {
 			if l != nil {
 				var rotations func() uint64
@@ -231,8 +244,16 @@ func (m *Main) closeAll(ctx context.Context) error {
 	} else if m.publicLn != nil {
 		_ = m.publicLn.Close()
 	}
-	// The public listener has drained: every record is appended. Write them
-	// all before the store (which may hold the store log) closes.
+	// The public listener has drained: no message or record comes in any
+	// more. Process the queued messages (for up to webhook.drain_timeout),
+	// then write every access-log record, before the store closes.
+	if m.Webhook != nil {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.Config.Webhook.DrainTimeout)
+		if err := m.Webhook.Close(dctx); err != nil {
+			errs = append(errs, fmt.Errorf("webhook: %w", err))
+		}
+		cancel()
+	}
 	for _, l := range []*accesslog.Logger{m.FileLog, m.StoreLog} {
 		if l != nil {
 			if err := l.Close(ctx); err != nil {
@@ -299,6 +320,44 @@ func (m *Main) openLogs(backend tsubame.Store) error {
 		m.StoreLog = accesslog.New(accesslog.NewStoreSink(ls, al.MaxWait+5*time.Second), opts)
 	}
 	return nil
+}
+
+// openWebhook starts the message processor when a webhook receiver is enabled.
+func (m *Main) openWebhook(backend tsubame.Store) (*webhook.Receiver, error) {
+	wc := m.Config.Webhook
+	if !wc.Callback && wc.LINE.ChannelSecret == "" {
+		return nil, nil
+	}
+	var results tsubame.ResultStore
+	if wc.RecordResults {
+		rs, ok := backend.(tsubame.ResultStore)
+		if !ok {
+			return nil, usagef("store type %q cannot record webhook results (webhook.record_results)", m.Config.Store.Type)
+		}
+		results = rs
+	}
+	p, err := webhook.New(webhook.Options{
+		QueueSize:    wc.QueueSize,
+		MaxInFlight:  wc.MaxInFlight,
+		DedupeWindow: wc.DedupeWindow,
+		DedupeMax:    wc.DedupeMax,
+		API: webhook.APIOptions{
+			URL: wc.API.URL, Token: wc.API.Token, Timeout: wc.API.Timeout, Retries: wc.API.Retries,
+			Backoff: wc.API.Backoff, MaxBackoff: wc.API.MaxBackoff, H2C: wc.API.H2C,
+		},
+		Results:          results,
+		StoreConcurrency: wc.StoreConcurrency,
+		DeadLetterPath:   m.Config.DeadLetterPath(),
+		Logger:           m.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.Webhook = p
+	if wc.LINE.ChannelSecret == "" {
+		m.Logger.Info("POST /webhook/line is off: set webhook.line.channel_secret (TSUBAME_LINE_CHANNEL_SECRET) to serve it")
+	}
+	return webhook.NewReceiver(p, wc.LINE.ChannelSecret, int(wc.MaxBodyBytes), m.Logger), nil
 }
 
 // ReopenLogs reopens the file access log (after an external rotation).

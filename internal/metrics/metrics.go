@@ -9,6 +9,7 @@ import (
 
 	"tsubame/internal/accesslog"
 	"tsubame/internal/cache"
+	"tsubame/internal/webhook"
 )
 
 // Namespace prefixes every Tsubame metric.
@@ -147,4 +148,57 @@ func (c *AccessLogCollector) Collect(ch chan<- prometheus.Metric) {
 		rotations = c.rotations()
 	}
 	put("rotations_total", prometheus.CounterValue, float64(rotations))
+}
+
+// WebhookCollector exports the webhook processor's Stats.
+type WebhookCollector struct {
+	stats func() webhook.Stats
+	d     map[string]*prometheus.Desc
+}
+
+// NewWebhookCollector returns a collector over stats, called once per scrape.
+func NewWebhookCollector(stats func() webhook.Stats) *WebhookCollector {
+	c := &WebhookCollector{stats: stats, d: map[string]*prometheus.Desc{}}
+	for name, help := range map[string]string{
+		"messages_total":    "Webhook messages by outcome: accepted (queued), rejected (queue full, 503), duplicate (LINE redelivery), processed, failed (dead-lettered).",
+		"panics_total":      "Messages whose processing panicked (isolated and dead-lettered).",
+		"api_calls_total":   "Calls made to the external API, retries included.",
+		"api_retries_total": "Calls to the external API repeated after a failure.",
+		"api_seconds_total": "Time spent in external API calls, retries and backoff included.",
+		"queue_length":      "Messages waiting to be processed.",
+		"in_flight":         "Messages being processed.",
+	} {
+		labels := []string(nil)
+		if name == "messages_total" {
+			labels = []string{"outcome"}
+		}
+		c.d[name] = prometheus.NewDesc(prometheus.BuildFQName(Namespace, "webhook", name), help, labels, nil)
+	}
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *WebhookCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.d {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *WebhookCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	put := func(name string, t prometheus.ValueType, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(c.d[name], t, v, labels...)
+	}
+	put("messages_total", prometheus.CounterValue, float64(s.Accepted), "accepted")
+	put("messages_total", prometheus.CounterValue, float64(s.Rejected), "rejected")
+	put("messages_total", prometheus.CounterValue, float64(s.Duplicates), "duplicate")
+	put("messages_total", prometheus.CounterValue, float64(s.Processed), "processed")
+	put("messages_total", prometheus.CounterValue, float64(s.Failed), "failed")
+	put("panics_total", prometheus.CounterValue, float64(s.Panics))
+	put("api_calls_total", prometheus.CounterValue, float64(s.APICalls))
+	put("api_retries_total", prometheus.CounterValue, float64(s.Retries))
+	put("api_seconds_total", prometheus.CounterValue, s.APITime.Seconds())
+	put("queue_length", prometheus.GaugeValue, float64(s.Queued))
+	put("in_flight", prometheus.GaugeValue, float64(s.InFlight))
 }

@@ -1,5 +1,5 @@
 // Package server is the public HTTP listener: ad-tag endpoints under
-// /api/<name>.<ext> and GET /json, on fasthttp. It is a thin adapter: request
+// /api/<name>.<ext>, GET /json and the webhook receivers, on fasthttp. It is a thin adapter: request
 // values are validated here, payloads come from a Source, framing from
 // internal/render, and no fasthttp type leaves this package.
 package server
@@ -21,6 +21,7 @@ import (
 	"tsubame"
 	"tsubame/internal/accesslog"
 	"tsubame/internal/render"
+	"tsubame/internal/webhook"
 )
 
 // Endpoint is one /api/<Name>.<ext> endpoint.
@@ -43,7 +44,11 @@ type Options struct {
 	MaxBodyBytes   int
 	MaxConns       int
 	HelloJSON      bool // serve GET /json
-	Logger         *slog.Logger
+	// Webhook receives POST /callback and POST /webhook/line; nil serves neither.
+	Webhook *webhook.Receiver
+	// Callback serves POST /callback (with Webhook set).
+	Callback bool
+	Logger   *slog.Logger
 }
 
 // Server serves the public endpoints. Create it with New, run it with Serve
@@ -52,6 +57,8 @@ type Server struct {
 	srv       *fasthttp.Server
 	endpoints map[string]*endpoint
 	hello     bool
+	webhook   *webhook.Receiver
+	callback  bool
 	log       *slog.Logger
 	bootID    string // prefixes generated request ids, so they differ across restarts
 }
@@ -70,6 +77,7 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 		opt.Logger = slog.Default()
 	}
 	s := &Server{endpoints: make(map[string]*endpoint, len(endpoints)), hello: opt.HelloJSON, log: opt.Logger,
+		webhook: opt.Webhook, callback: opt.Callback && opt.Webhook != nil,
 		bootID: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	for _, e := range endpoints {
 		if _, dup := s.endpoints[e.Name]; dup {
@@ -128,6 +136,9 @@ var (
 	apiPrefix = []byte("/api/")
 	helloPath = []byte("/json")
 	helloBody = []byte(`{"message":"Hello, World!"}`)
+
+	callbackPath = []byte("/callback")
+	linePath     = []byte("/webhook/line")
 	argID     = "id"
 	argCB     = "callback"
 
@@ -146,6 +157,16 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	switch {
 	case bytes.HasPrefix(path, apiPrefix):
 		s.serveAPI(ctx, path[len(apiPrefix):])
+	case s.callback && bytes.Equal(path, callbackPath):
+		if allowPost(ctx) {
+			status, body := s.webhook.Callback(ctx.PostBody())
+			reply(ctx, status, body)
+		}
+	case s.webhook != nil && s.webhook.LINEEnabled() && bytes.Equal(path, linePath):
+		if allowPost(ctx) {
+			status, body := s.webhook.LINE(ctx.PostBody(), string(ctx.Request.Header.Peek("X-Line-Signature")))
+			reply(ctx, status, body)
+		}
 	case s.hello && bytes.Equal(path, helloPath):
 		if !allowRead(ctx) {
 			return
@@ -278,6 +299,25 @@ func checkID(id []byte) string {
 		}
 	}
 	return ""
+}
+
+// reply writes a webhook answer (always JSON).
+func reply(ctx *fasthttp.RequestCtx, status int, body []byte) {
+	ctx.SetStatusCode(status)
+	if status == fasthttp.StatusServiceUnavailable {
+		ctx.Response.Header.Set("Retry-After", "1")
+	}
+	ctx.SetContentType(render.ContentTypeJSON)
+	ctx.SetBody(body)
+}
+
+func allowPost(ctx *fasthttp.RequestCtx) bool {
+	if ctx.IsPost() {
+		return true
+	}
+	ctx.Response.Header.Set("Allow", "POST")
+	plain(ctx, fasthttp.StatusMethodNotAllowed, "method not allowed")
+	return false
 }
 
 func allowRead(ctx *fasthttp.RequestCtx) bool {

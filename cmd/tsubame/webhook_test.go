@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"tsubame/internal/store/embedded"
+	"tsubame/internal/webhook/fakeapi"
+)
+
+// The real binary takes /callback and LINE webhooks, answers at once, calls
+// the (fake) external API once per message although each call takes
+// 100–200 ms, records every result, and drains on SIGTERM.
+func TestBinaryWebhookEndToEnd(t *testing.T) {
+	api, err := fakeapi.Start(fakeapi.Options{MinDelay: 100 * time.Millisecond, MaxDelay: 200 * time.Millisecond, Token: "access-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	const secret = "line-channel-secret"
+	p := startBinary(t, "TSUBAME_WEBHOOK_API_URL="+api.URL, "TSUBAME_WEBHOOK_API_TOKEN=access-token",
+		"TSUBAME_WEBHOOK_API_H2C=true", "TSUBAME_LINE_CHANNEL_SECRET="+secret)
+
+	post := func(path, body string, header ...string) (int, string) {
+		req, _ := http.NewRequest("POST", p.base+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	var wg sync.WaitGroup
+	for c := range 4 {
+		wg.Go(func() {
+			for i := range 50 {
+				start := time.Now()
+				status, body := post("/callback", fmt.Sprintf(`{"messages":"%d-%d-a,%d-%d-b,%d-%d-c"}`, c, i, c, i, c, i))
+				if status != 200 || body != `{"ok":"ok"}` {
+					t.Errorf("callback: %d %s", status, body)
+					return
+				}
+				if d := time.Since(start); d > 100*time.Millisecond {
+					t.Errorf("callback answered after %v: it must not wait for the API", d)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	lineBody := `{"destination":"U1","events":[{"type":"message","webhookEventId":"01H0","replyToken":"rt","timestamp":1,` +
+		`"deliveryContext":{"isRedelivery":false},"message":{"id":"1","type":"text","text":"hi from LINE"}}]}`
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(lineBody))
+	sig := base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	if status, body := post("/webhook/line", lineBody, "X-Line-Signature", sig); status != 200 {
+		t.Fatalf("line: %d %s", status, body)
+	}
+	if status, _ := post("/webhook/line", lineBody, "X-Line-Signature", sig); status != 200 { // a redelivery
+		t.Fatalf("line redelivery: %d", status)
+	}
+	if status, _ := post("/webhook/line", lineBody, "X-Line-Signature", "bm9wZQ=="); status != 401 {
+		t.Fatalf("bad signature: %d", status)
+	}
+	if status, _ := post("/callback", `{"messages":`); status != 400 {
+		t.Fatal("malformed body accepted")
+	}
+	if resp, err := http.Get(p.base + "/callback"); err != nil || resp.StatusCode != 405 {
+		t.Fatalf("GET /callback: %v %v", resp, err)
+	}
+
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(t); err != nil {
+		t.Fatalf("exit: %v\n%s", err, p.logs)
+	}
+	const want = 4*50*3 + 1
+	distinct, maxAttempts := api.Keys()
+	if distinct != want || maxAttempts != 1 || api.Bad() != 0 {
+		t.Fatalf("API saw %d messages (max %d attempts, %d malformed), want %d each once\n%s", distinct, maxAttempts, api.Bad(), want, p.logs)
+	}
+	for text, n := range api.Texts() {
+		if n != 1 {
+			t.Fatalf("%q reached the API %d times", text, n)
+		}
+	}
+	s, err := embedded.Open(filepath.Join(p.dataDir, embedded.FileName), embedded.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if n, err := s.CountResults(context.Background()); err != nil || n != want {
+		t.Fatalf("%d results recorded (%v), want %d", n, err, want)
+	}
+	if bytes.Contains(p.logs.Bytes(), []byte(secret)) || bytes.Contains(p.logs.Bytes(), []byte("access-token")) {
+		t.Fatalf("a secret reached the process log:\n%s", p.logs)
+	}
+}

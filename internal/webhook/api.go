@@ -1,0 +1,137 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// APIOptions configure the external API client.
+type APIOptions struct {
+	URL        string
+	Token      string // Authorization: Bearer; never logged
+	Timeout    time.Duration
+	Retries    int
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+	H2C        bool // HTTP/2 without TLS to an http:// URL
+	MaxConns   int  // bound on connections (HTTP/1.1 needs one per call in flight)
+}
+
+// apiClient calls the external API once per message, LINE reply-style,
+// retrying what may succeed later.
+type apiClient struct {
+	opt    APIOptions
+	client *http.Client
+}
+
+func newAPIClient(opt APIOptions) *apiClient {
+	tr := &http.Transport{
+		Proxy:               nil, // loopback and private APIs must not go through an environment proxy
+		MaxIdleConns:        opt.MaxConns,
+		MaxIdleConnsPerHost: opt.MaxConns,
+		MaxConnsPerHost:     opt.MaxConns,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
+		ForceAttemptHTTP2:   true,
+	}
+	if opt.H2C {
+		var p http.Protocols
+		p.SetHTTP2(true)
+		p.SetUnencryptedHTTP2(true)
+		tr.Protocols = &p
+	}
+	return &apiClient{opt: opt, client: &http.Client{Transport: tr}}
+}
+
+type replyBody struct {
+	ReplyToken string        `json:"replyToken,omitempty"`
+	Messages   []textMessage `json:"messages"`
+}
+
+type textMessage struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// permanentError is a failure a retry cannot fix (a 4xx other than 408/429).
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// call sends m, retrying network errors, 408, 429 and 5xx with exponential
+// backoff and full jitter (honouring Retry-After up to MaxBackoff). It
+// returns the number of attempts made.
+func (c *apiClient) call(ctx context.Context, m *Message, onRetry func()) (int, error) {
+	body, err := json.Marshal(replyBody{ReplyToken: m.ReplyToken, Messages: []textMessage{{Type: "text", Text: m.Text}}})
+	if err != nil {
+		return 0, &permanentError{err}
+	}
+	backoff := c.opt.Backoff
+	for attempt := 1; ; attempt++ {
+		wait, err := c.once(ctx, m, body)
+		if err == nil {
+			return attempt, nil
+		}
+		var perm *permanentError
+		if errors.As(err, &perm) || attempt > c.opt.Retries || ctx.Err() != nil {
+			return attempt, err
+		}
+		if wait <= 0 {
+			wait = time.Duration(rand.Int64N(int64(backoff) + 1)) // full jitter
+		}
+		wait = min(wait, c.opt.MaxBackoff)
+		backoff = min(2*backoff, c.opt.MaxBackoff)
+		onRetry()
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return attempt, ctx.Err()
+		}
+	}
+}
+
+// once makes one attempt; on a retryable failure it may return how long
+// the API asked us to wait.
+func (c *apiClient) once(ctx context.Context, m *Message, body []byte) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.opt.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.opt.URL, bytes.NewReader(body))
+	if err != nil {
+		return 0, &permanentError{err}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Line-Retry-Key", m.RetryKey)
+	if c.opt.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.opt.Token)
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		return 0, nil
+	case resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+		var wait time.Duration
+		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+			wait = time.Duration(s) * time.Second
+		}
+		return wait, fmt.Errorf("external API answered %d", resp.StatusCode)
+	}
+	return 0, &permanentError{fmt.Errorf("external API refused the message with %d", resp.StatusCode)}
+}
+
+func (c *apiClient) close() { c.client.CloseIdleConnections() }

@@ -1,0 +1,182 @@
+package webhook
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Limits on what one webhook request may carry.
+const (
+	MaxMessagesPerRequest = 1000 // LINE sends at most 100 events; the seed up to 100 messages
+	MaxTextBytes          = 5000 // LINE's limit for a text message
+)
+
+// Source tells which receiver a message came through.
+type Source string
+
+// Sources.
+const (
+	SourceCallback Source = "callback"
+	SourceLINE     Source = "line"
+)
+
+// Message is one message to process.
+type Message struct {
+	ID         string    `json:"id"` // webhookEventId for LINE; generated otherwise
+	Source     Source    `json:"source"`
+	Text       string    `json:"text"`
+	ReplyToken string    `json:"reply_token,omitempty"`
+	RetryKey   string    `json:"retry_key"` // UUID sent as X-Line-Retry-Key: the API can drop repeats
+	Received   time.Time `json:"received"`
+}
+
+// BadRequest is a webhook body that cannot be accepted; Error is safe to
+// show to the sender.
+type BadRequest struct{ msg string }
+
+func (e *BadRequest) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &BadRequest{msg: fmt.Sprintf(format, args...)}
+}
+
+// ParseCallback reads the seed's body: {"messages":"1,2,3"} (comma-separated)
+// or {"messages":["1","2","3"]}. Empty items are skipped.
+func ParseCallback(body []byte) ([]string, error) {
+	var req struct {
+		Messages json.RawMessage `json:"messages"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return nil, badRequest("malformed JSON body: %v", err)
+	}
+	if dec.More() {
+		return nil, badRequest("malformed JSON body: more than one value")
+	}
+	var texts []string
+	switch {
+	case len(req.Messages) == 0:
+		return nil, badRequest(`missing "messages"`)
+	case req.Messages[0] == '"':
+		var s string
+		if err := json.Unmarshal(req.Messages, &s); err != nil {
+			return nil, badRequest(`"messages" must be a string or an array of strings`)
+		}
+		texts = strings.Split(s, ",")
+	default:
+		if err := json.Unmarshal(req.Messages, &texts); err != nil {
+			return nil, badRequest(`"messages" must be a string or an array of strings`)
+		}
+	}
+	out := texts[:0]
+	for _, t := range texts {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out, checkTexts(out)
+}
+
+func checkTexts(texts []string) error {
+	if len(texts) > MaxMessagesPerRequest {
+		return badRequest("%d messages in one request, more than the limit of %d", len(texts), MaxMessagesPerRequest)
+	}
+	for i, t := range texts {
+		if len(t) > MaxTextBytes {
+			return badRequest("message %d is longer than %d bytes", i+1, MaxTextBytes)
+		}
+		if !utf8.ValidString(t) {
+			return badRequest("message %d is not valid UTF-8", i+1)
+		}
+	}
+	return nil
+}
+
+// LINE webhook body, as documented by the Messaging API. Fields we do not
+// use are ignored, as LINE adds fields over time.
+type lineBody struct {
+	Destination string      `json:"destination"`
+	Events      []lineEvent `json:"events"`
+}
+
+type lineEvent struct {
+	Type            string `json:"type"`
+	WebhookEventID  string `json:"webhookEventId"`
+	ReplyToken      string `json:"replyToken"`
+	Timestamp       int64  `json:"timestamp"`
+	DeliveryContext struct {
+		IsRedelivery bool `json:"isRedelivery"`
+	} `json:"deliveryContext"`
+	Message *struct {
+		ID   string `json:"id"`
+		Type string `json:"type"`
+		Text string `json:"text"`
+	} `json:"message"`
+}
+
+// LINEEvent is a text message event taken from a LINE webhook.
+type LINEEvent struct {
+	EventID    string
+	ReplyToken string
+	Text       string
+}
+
+// ErrSignature is returned for a missing or wrong X-Line-Signature.
+var ErrSignature = errors.New("invalid X-Line-Signature")
+
+// VerifyLINE checks that signature is base64(HMAC-SHA256(secret, body)),
+// comparing in constant time.
+func VerifyLINE(secret, body []byte, signature string) error {
+	if len(secret) == 0 || signature == "" {
+		return ErrSignature
+	}
+	got, err := base64.StdEncoding.DecodeString(signature)
+	if err != nil {
+		return ErrSignature
+	}
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(body)
+	if !hmac.Equal(got, mac.Sum(nil)) {
+		return ErrSignature
+	}
+	return nil
+}
+
+// ParseLINE reads a (verified) LINE webhook body and returns its text
+// message events; other events (follow, postback, ...) are counted in
+// ignored. An empty events list is LINE's connectivity check.
+func ParseLINE(body []byte) (events []LINEEvent, ignored int, err error) {
+	var req lineBody
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, 0, badRequest("malformed JSON body: %v", err)
+	}
+	if len(req.Events) > MaxMessagesPerRequest {
+		return nil, 0, badRequest("%d events in one request, more than the limit of %d", len(req.Events), MaxMessagesPerRequest)
+	}
+	for i, e := range req.Events {
+		if e.Type != "message" || e.Message == nil || e.Message.Type != "text" {
+			ignored++
+			continue
+		}
+		if e.WebhookEventID == "" || len(e.WebhookEventID) > 128 {
+			return nil, 0, badRequest("event %d has no valid webhookEventId", i+1)
+		}
+		if len(e.ReplyToken) > 256 {
+			return nil, 0, badRequest("event %d has an oversized replyToken", i+1)
+		}
+		if err := checkTexts([]string{e.Message.Text}); err != nil {
+			return nil, 0, badRequest("event %d: %v", i+1, err)
+		}
+		events = append(events, LINEEvent{EventID: e.WebhookEventID, ReplyToken: e.ReplyToken, Text: e.Message.Text})
+	}
+	return events, ignored, nil
+}

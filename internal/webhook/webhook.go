@@ -1,0 +1,369 @@
+// Package webhook receives chat-bot webhooks (the seed's /callback and the
+// LINE Messaging API), answers at once, and processes each message
+// concurrently: a call to an external API (retried, bounded in concurrency),
+// then a result record in the store.
+//
+// Memory and goroutines are bounded: a request is accepted only if all its
+// messages fit the queue (else 503, nothing queued), and at most
+// MaxInFlight messages are being processed, each on its own goroutine that
+// exists only while it works. External latency therefore costs goroutines
+// up to that bound, not throughput. A panic or error in one message never
+// affects another; a message that fails after the last retry goes to the
+// dead-letter file, and so does whatever is left when Close's deadline
+// passes: nothing accepted is dropped.
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/maypok86/otter/v2"
+
+	"tsubame"
+)
+
+// Options configure a Processor.
+type Options struct {
+	QueueSize    int           // messages waiting; default 100000
+	MaxInFlight  int           // messages processed at once; default 20000
+	DedupeWindow time.Duration // default 10m
+	DedupeMax    int           // default 1,000,000
+	// API is the external API; an empty URL skips the call.
+	API APIOptions
+	// Results records each processed message; nil skips it.
+	Results          tsubame.ResultStore
+	StoreConcurrency int    // default 64
+	DeadLetterPath   string // required
+	Logger           *slog.Logger
+	// Handle, if set, replaces the external API call (for embedding and tests).
+	Handle func(ctx context.Context, m *Message) error
+}
+
+func (o *Options) setDefaults() {
+	if o.QueueSize <= 0 {
+		o.QueueSize = 100000
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = 20000
+	}
+	if o.DedupeWindow <= 0 {
+		o.DedupeWindow = 10 * time.Minute
+	}
+	if o.DedupeMax <= 0 {
+		o.DedupeMax = 1000000
+	}
+	if o.StoreConcurrency <= 0 {
+		o.StoreConcurrency = 64
+	}
+	if o.API.Timeout <= 0 {
+		o.API.Timeout = 5 * time.Second
+	}
+	if o.API.Backoff <= 0 {
+		o.API.Backoff = 200 * time.Millisecond
+	}
+	if o.API.MaxBackoff < o.API.Backoff {
+		o.API.MaxBackoff = max(5*time.Second, o.API.Backoff)
+	}
+	if o.API.MaxConns <= 0 {
+		o.API.MaxConns = o.MaxInFlight
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Errors of Enqueue.
+var (
+	ErrQueueFull = errors.New("webhook queue is full")
+	ErrClosed    = errors.New("webhook processor is stopping")
+)
+
+// Stats is a snapshot of a Processor's counters.
+type Stats struct {
+	Accepted   uint64 // messages queued
+	Duplicates uint64 // LINE events dropped as already seen
+	Rejected   uint64 // messages refused because the queue was full
+	Processed  uint64 // messages done successfully
+	Retries    uint64 // API attempts repeated
+	Failed     uint64 // messages written to the dead-letter file
+	Panics     uint64 // messages whose processing panicked
+	Queued     int    // messages waiting now
+	InFlight   int    // messages being processed now
+	APICalls   uint64 // API attempts made
+	APITime    time.Duration
+}
+
+// Processor queues and processes messages. Create it with New; Close drains it.
+type Processor struct {
+	opt     Options
+	api     *apiClient
+	dedupe  *otter.Cache[string, struct{}]
+	dl      *deadLetters
+	queue   chan *Message
+	sem     chan struct{}
+	storeSm chan struct{}
+
+	mu      sync.RWMutex // guards closed against Enqueue's send
+	closed  bool
+	reserve atomic.Int64 // messages queued or reserved
+
+	runCtx     context.Context // cancelled at Close's deadline: in-flight work gives up
+	cancelRun  context.CancelFunc
+	dispatched chan struct{}
+	inflight   sync.WaitGroup
+	nInFlight  atomic.Int64
+	seq        atomic.Uint64
+	bootID     string
+
+	accepted, duplicates, rejected, processed, retries, failed, panics, apiCalls, apiNanos atomic.Uint64
+}
+
+// New starts a Processor.
+func New(opt Options) (*Processor, error) {
+	opt.setDefaults()
+	if opt.DeadLetterPath == "" {
+		return nil, errors.New("webhook: a dead-letter path is required")
+	}
+	dl, err := openDeadLetters(opt.DeadLetterPath)
+	if err != nil {
+		return nil, err
+	}
+	dd, err := otter.New(&otter.Options[string, struct{}]{
+		MaximumSize:      opt.DedupeMax,
+		ExpiryCalculator: otter.ExpiryWriting[string, struct{}](opt.DedupeWindow),
+	})
+	if err != nil {
+		dl.close()
+		return nil, err
+	}
+	p := &Processor{
+		opt:        opt,
+		dedupe:     dd,
+		dl:         dl,
+		queue:      make(chan *Message, opt.QueueSize),
+		sem:        make(chan struct{}, opt.MaxInFlight),
+		storeSm:    make(chan struct{}, opt.StoreConcurrency),
+		dispatched: make(chan struct{}),
+		bootID:     strconv.FormatInt(time.Now().UnixNano(), 36),
+	}
+	if opt.API.URL != "" && opt.Handle == nil {
+		p.api = newAPIClient(opt.API)
+	}
+	p.runCtx, p.cancelRun = context.WithCancel(context.Background())
+	go p.dispatch()
+	return p, nil
+}
+
+// EnqueueTexts queues the messages of one /callback request: all or none.
+func (p *Processor) EnqueueTexts(texts []string) error {
+	now := time.Now().UTC()
+	msgs := make([]*Message, len(texts))
+	for i, t := range texts {
+		msgs[i] = &Message{ID: p.bootID + "-" + strconv.FormatUint(p.seq.Add(1), 36), Source: SourceCallback,
+			Text: t, RetryKey: uuid.NewString(), Received: now}
+	}
+	return p.enqueue(msgs)
+}
+
+// EnqueueLINE queues the text events of one LINE webhook: all or none.
+// Events whose webhookEventId was seen within the dedupe window are dropped
+// (LINE redelivers); it returns how many were.
+func (p *Processor) EnqueueLINE(events []LINEEvent) (dups int, err error) {
+	now := time.Now().UTC()
+	msgs := make([]*Message, 0, len(events))
+	seen := make(map[string]bool, len(events))
+	for _, e := range events {
+		if seen[e.EventID] {
+			dups++
+			continue
+		}
+		seen[e.EventID] = true
+		if _, ok := p.dedupe.GetIfPresent(e.EventID); ok {
+			dups++
+			continue
+		}
+		msgs = append(msgs, &Message{ID: e.EventID, Source: SourceLINE, Text: e.Text, ReplyToken: e.ReplyToken,
+			RetryKey: uuid.NewString(), Received: now})
+	}
+	if err := p.enqueue(msgs); err != nil {
+		return 0, err
+	}
+	// Marked only once queued: a refused request is redelivered and must
+	// not be taken for a duplicate. Two deliveries racing here both pass;
+	// the per-id result record keeps that harmless.
+	for _, m := range msgs {
+		p.dedupe.Set(m.ID, struct{}{})
+	}
+	p.duplicates.Add(uint64(dups))
+	return dups, nil
+}
+
+func (p *Processor) enqueue(msgs []*Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	n := int64(len(msgs))
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		return ErrClosed
+	}
+	if p.reserve.Add(n) > int64(p.opt.QueueSize) {
+		p.reserve.Add(-n)
+		p.rejected.Add(uint64(n))
+		return ErrQueueFull
+	}
+	for _, m := range msgs {
+		p.queue <- m // never blocks: room was reserved
+	}
+	p.accepted.Add(uint64(n))
+	return nil
+}
+
+// dispatch starts one goroutine per message, at most MaxInFlight at once.
+func (p *Processor) dispatch() {
+	defer close(p.dispatched)
+	for m := range p.queue {
+		p.sem <- struct{}{}
+		p.reserve.Add(-1)
+		p.inflight.Add(1)
+		p.nInFlight.Add(1)
+		go p.process(m)
+	}
+}
+
+func (p *Processor) process(m *Message) {
+	attempts := 0
+	defer func() {
+		if r := recover(); r != nil {
+			p.panics.Add(1)
+			p.opt.Logger.Error("webhook message processing panicked", "id", m.ID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			p.deadLetter(m, fmt.Errorf("panic: %v", r), attempts)
+		}
+		p.nInFlight.Add(-1)
+		<-p.sem
+		p.inflight.Done()
+	}()
+	ctx := p.runCtx
+	var err error
+	switch {
+	case ctx.Err() != nil:
+		err = errors.New("not processed before shutdown")
+	case p.opt.Handle != nil:
+		attempts = 1
+		err = p.opt.Handle(ctx, m)
+	case p.api != nil:
+		start := time.Now()
+		attempts, err = p.api.call(ctx, m, func() { p.retries.Add(1) })
+		p.apiCalls.Add(uint64(attempts))
+		p.apiNanos.Add(uint64(time.Since(start)))
+	}
+	if err == nil {
+		err = p.record(ctx, m, attempts)
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("interrupted by shutdown: %w", err)
+		}
+		p.deadLetter(m, err, attempts)
+		return
+	}
+	p.processed.Add(1)
+}
+
+// record writes the message's result, at most StoreConcurrency at a time.
+func (p *Processor) record(ctx context.Context, m *Message, attempts int) error {
+	if p.opt.Results == nil {
+		return nil
+	}
+	select {
+	case p.storeSm <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-p.storeSm }()
+	v, err := json.Marshal(struct {
+		Status    string    `json:"status"`
+		Source    Source    `json:"source"`
+		Attempts  int       `json:"attempts"`
+		Received  time.Time `json:"received"`
+		Processed time.Time `json:"processed"`
+	}{"ok", m.Source, attempts, m.Received, time.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := p.opt.Results.PutResult(wctx, m.ID, v); err != nil {
+		return fmt.Errorf("cannot record the result: %w", err)
+	}
+	return nil
+}
+
+func (p *Processor) deadLetter(m *Message, cause error, attempts int) {
+	p.failed.Add(1)
+	if err := p.dl.add(m, cause, attempts); err != nil {
+		// The file failed too: the process log is the last place the
+		// message can be kept.
+		b, _ := json.Marshal(m)
+		p.opt.Logger.Error("webhook message could not be processed nor dead-lettered", "err", err, "cause", cause, "message", string(b))
+		return
+	}
+	p.opt.Logger.Warn("webhook message dead-lettered", "id", m.ID, "source", m.Source, "attempts", attempts, "err", cause)
+}
+
+// Close stops taking messages and processes what is queued and in flight
+// until ctx ends; then it interrupts the rest, which goes to the
+// dead-letter file. It returns when every accepted message is either
+// processed or dead-lettered.
+func (p *Processor) Close(ctx context.Context) error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return ErrClosed
+	}
+	p.closed = true
+	close(p.queue)
+	p.mu.Unlock()
+
+	stop := context.AfterFunc(ctx, p.cancelRun)
+	defer stop()
+	<-p.dispatched // after a cancel, the rest is dispatched at once, to be dead-lettered
+	p.inflight.Wait()
+	p.cancelRun()
+	if p.api != nil {
+		p.api.close()
+	}
+	p.dedupe.StopAllGoroutines()
+	err := p.dl.close()
+	if f := p.failed.Load(); f > 0 {
+		p.opt.Logger.Warn("webhook messages in the dead-letter file", "count", f, "file", p.opt.DeadLetterPath)
+	}
+	return err
+}
+
+// Stats returns a snapshot of the counters.
+func (p *Processor) Stats() Stats {
+	return Stats{
+		Accepted:   p.accepted.Load(),
+		Duplicates: p.duplicates.Load(),
+		Rejected:   p.rejected.Load(),
+		Processed:  p.processed.Load(),
+		Retries:    p.retries.Load(),
+		Failed:     p.failed.Load(),
+		Panics:     p.panics.Load(),
+		Queued:     max(int(p.reserve.Load()), 0),
+		InFlight:   int(p.nInFlight.Load()),
+		APICalls:   p.apiCalls.Load(),
+		APITime:    time.Duration(p.apiNanos.Load()),
+	}
+}

@@ -1,0 +1,402 @@
+package webhook
+
+import (
+	"bufio"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"tsubame/internal/store/memory"
+	"tsubame/internal/webhook/fakeapi"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+const testSecret = "channel-secret-for-tests"
+
+func sign(body string) string {
+	m := hmac.New(sha256.New, []byte(testSecret))
+	m.Write([]byte(body))
+	return base64.StdEncoding.EncodeToString(m.Sum(nil))
+}
+
+// A vector computed independently (openssl dgst -sha256 -hmac ... | base64).
+func TestSignatureVectors(t *testing.T) {
+	body := []byte(`{"destination":"U0123456789abcdef","events":[]}`)
+	const good = "DUCSdTUm24b98iSmcIx08flSO1sWOz0Q8Uz3SBD7M+c="
+	if err := VerifyLINE([]byte(testSecret), body, good); err != nil {
+		t.Fatalf("good signature refused: %v", err)
+	}
+	tampered := []byte(`{"destination":"U0123456789abcdeF","events":[]}`)
+	for name, c := range map[string]struct {
+		secret, body []byte
+		sig          string
+	}{
+		"missing":         {[]byte(testSecret), body, ""},
+		"wrong":           {[]byte(testSecret), body, "AUCSdTUm24b98iSmcIx08flSO1sWOz0Q8Uz3SBD7M+c="},
+		"tampered body":   {[]byte(testSecret), tampered, good},
+		"not base64":      {[]byte(testSecret), body, "***"},
+		"truncated":       {[]byte(testSecret), body, good[:20]},
+		"other secret":    {[]byte("another"), body, good},
+		"no secret known": {nil, body, good},
+	} {
+		if err := VerifyLINE(c.secret, c.body, c.sig); !errors.Is(err, ErrSignature) {
+			t.Errorf("%s: VerifyLINE = %v, want ErrSignature", name, err)
+		}
+	}
+}
+
+func newProcessor(t *testing.T, opt Options) (*Processor, *memory.Store) {
+	t.Helper()
+	store := memory.New()
+	opt.Results = store
+	opt.Logger = quiet
+	if opt.DeadLetterPath == "" {
+		opt.DeadLetterPath = filepath.Join(t.TempDir(), "dead.jsonl")
+	}
+	p, err := New(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	return p, store
+}
+
+func lineBodyJSON(ids ...string) string {
+	var ev []string
+	for _, id := range ids {
+		ev = append(ev, fmt.Sprintf(`{"type":"message","mode":"active","timestamp":1,"webhookEventId":%q,"replyToken":"rt-%s",
+			"deliveryContext":{"isRedelivery":false},"source":{"type":"user","userId":"U1"},
+			"message":{"id":"m-%s","type":"text","text":"hello %s"}}`, id, id, id, id))
+	}
+	ev = append(ev, `{"type":"follow","webhookEventId":"f1","replyToken":"x","timestamp":1}`)
+	return `{"destination":"U0123456789abcdef","events":[` + strings.Join(ev, ",") + `]}`
+}
+
+func TestReceiverAnswers(t *testing.T) {
+	// Processing waits until the test ends, so the queue only fills.
+	hold := make(chan struct{})
+	defer close(hold)
+	p, _ := newProcessor(t, Options{QueueSize: 7, MaxInFlight: 1, Handle: func(ctx context.Context, m *Message) error {
+		<-hold
+		return nil
+	}})
+	r := NewReceiver(p, testSecret, 4096, quiet)
+	cases := []struct {
+		name       string
+		status     int
+		body       string
+		do         func() (int, []byte)
+		wantQueued uint64
+	}{
+		{"callback string", 200, `{"ok":"ok"}`, func() (int, []byte) { return r.Callback([]byte(`{"messages":"1,2,3"}`)) }, 3},
+		{"callback array", 200, `{"ok":"ok"}`, func() (int, []byte) { return r.Callback([]byte(`{"messages":["a","b"]}`)) }, 5},
+		{"callback malformed", 400, "", func() (int, []byte) { return r.Callback([]byte(`{"messages":`)) }, 5},
+		{"callback wrong type", 400, "", func() (int, []byte) { return r.Callback([]byte(`{"messages":42}`)) }, 5},
+		{"callback unknown field", 400, "", func() (int, []byte) { return r.Callback([]byte(`{"messages":"1","x":1}`)) }, 5},
+		{"callback oversized", 413, "", func() (int, []byte) {
+			return r.Callback([]byte(`{"messages":"` + strings.Repeat("a", 5000) + `"}`))
+		}, 5},
+		{"callback queue full, nothing queued", 503, "", func() (int, []byte) { return r.Callback([]byte(`{"messages":"1,2,3,4,5,6"}`)) }, 5},
+		{"line connectivity check", 200, `{}`, func() (int, []byte) {
+			b := `{"destination":"U0123456789abcdef","events":[]}`
+			return r.LINE([]byte(b), sign(b))
+		}, 5},
+		{"line missing signature", 401, "", func() (int, []byte) { return r.LINE([]byte(lineBodyJSON("e1")), "") }, 5},
+		{"line bad signature", 401, "", func() (int, []byte) { return r.LINE([]byte(lineBodyJSON("e1")), sign("other")) }, 5},
+		{"line malformed but signed", 400, "", func() (int, []byte) { return r.LINE([]byte(`{"events":[`), sign(`{"events":[`)) }, 5},
+		{"line signed", 200, `{}`, func() (int, []byte) { b := lineBodyJSON("e1", "e2"); return r.LINE([]byte(b), sign(b)) }, 7},
+	}
+	for _, c := range cases {
+		status, body := c.do()
+		if status != c.status || (c.body != "" && string(body) != c.body) {
+			t.Errorf("%s: %d %s, want %d %s", c.name, status, body, c.status, c.body)
+		}
+		if !json.Valid(body) {
+			t.Errorf("%s: body is not JSON: %s", c.name, body)
+		}
+		if got := p.Stats().Accepted; got != c.wantQueued {
+			t.Errorf("%s: %d accepted in all, want %d", c.name, got, c.wantQueued)
+		}
+	}
+	if NewReceiver(p, "", 4096, quiet).LINEEnabled() {
+		t.Fatal("LINE enabled without a secret")
+	}
+	if status, _ := NewReceiver(p, "", 4096, quiet).LINE([]byte(`{}`), sign(`{}`)); status != 404 {
+		t.Fatal("LINE served without a secret")
+	}
+}
+
+// Every message is processed exactly once through the real API client,
+// against a fake API that answers after 200–300 ms, and recorded in the store.
+func TestProcessesEachMessageOnceThroughTheAPI(t *testing.T) {
+	api, err := fakeapi.Start(fakeapi.Options{MinDelay: 200 * time.Millisecond, MaxDelay: 300 * time.Millisecond, Token: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	p, store := newProcessor(t, Options{QueueSize: 5000, MaxInFlight: 2000, API: APIOptions{URL: api.URL, Token: "tok", H2C: true}})
+	r := NewReceiver(p, testSecret, 1<<20, quiet)
+	for i := range 200 {
+		texts := make([]string, 10)
+		for j := range texts {
+			texts[j] = fmt.Sprintf("%d-%d", i, j)
+		}
+		body, _ := json.Marshal(map[string]any{"messages": strings.Join(texts, ",")})
+		if status, b := r.Callback(body); status != 200 {
+			t.Fatalf("callback %d: %d %s", i, status, b)
+		}
+	}
+	start := time.Now()
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := p.Stats()
+	distinct, maxAttempts := api.Keys()
+	if st.Accepted != 2000 || st.Processed != 2000 || st.Failed != 0 || distinct != 2000 || maxAttempts != 1 || api.Bad() != 0 {
+		t.Fatalf("stats %+v; API saw %d keys (max %d attempts), %d bad", st, distinct, maxAttempts, api.Bad())
+	}
+	for text, n := range api.Texts() {
+		if n != 1 {
+			t.Fatalf("text %q reached the API %d times", text, n)
+		}
+	}
+	if n, _ := store.CountResults(context.Background()); n != 2000 {
+		t.Fatalf("%d results recorded", n)
+	}
+	// 2000 messages of 200–300 ms each, 2000 at once: about one delay, not 2000.
+	t.Logf("2000 messages drained in %v; peak %d calls in flight", time.Since(start), api.PeakInFlight())
+}
+
+func TestRetriesThenSucceeds(t *testing.T) {
+	api, err := fakeapi.Start(fakeapi.Options{FailFirst: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	p, _ := newProcessor(t, Options{API: APIOptions{URL: api.URL, Retries: 3, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}})
+	if err := p.EnqueueTexts([]string{"a", "b", "c"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := p.Stats()
+	if _, maxAttempts := api.Keys(); st.Processed != 3 || st.Retries != 6 || maxAttempts != 3 {
+		t.Fatalf("stats %+v, max attempts %d", st, maxAttempts)
+	}
+}
+
+func readDeadLetters(t *testing.T, path string) []deadLetter {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []deadLetter
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var d deadLetter
+		if err := json.Unmarshal(sc.Bytes(), &d); err != nil {
+			t.Fatalf("dead letter %q: %v", sc.Text(), err)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// A permanent refusal is not retried; the message is dead-lettered.
+func TestPermanentFailureDeadLettered(t *testing.T) {
+	api, err := fakeapi.Start(fakeapi.Options{Reject: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	dl := filepath.Join(t.TempDir(), "dead.jsonl")
+	p, _ := newProcessor(t, Options{DeadLetterPath: dl, API: APIOptions{URL: api.URL, Retries: 3}})
+	if err := p.EnqueueTexts([]string{"x", "y"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Stats(); st.Failed != 2 || st.Retries != 0 || api.Calls() != 2 {
+		t.Fatalf("stats %+v, %d calls", st, api.Calls())
+	}
+	got := readDeadLetters(t, dl)
+	if len(got) != 2 || got[0].Attempts != 1 || !strings.Contains(got[0].Error, "400") {
+		t.Fatalf("dead letters %+v", got)
+	}
+}
+
+// A panic in one message is contained: the others are processed.
+func TestPanicIsolation(t *testing.T) {
+	dl := filepath.Join(t.TempDir(), "dead.jsonl")
+	p, _ := newProcessor(t, Options{DeadLetterPath: dl, Handle: func(_ context.Context, m *Message) error {
+		if m.Text == "boom" {
+			panic("bot logic exploded")
+		}
+		return nil
+	}})
+	if err := p.EnqueueTexts([]string{"1", "boom", "2", "boom", "3"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Stats(); st.Processed != 3 || st.Panics != 2 || st.Failed != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	if got := readDeadLetters(t, dl); len(got) != 2 || !strings.Contains(got[0].Error, "panic: bot logic exploded") {
+		t.Fatalf("dead letters %+v", got)
+	}
+}
+
+// Close drains what it can by its deadline; the rest is dead-lettered with
+// exact counts: processed + dead-lettered == accepted.
+func TestDrainOnShutdown(t *testing.T) {
+	var handled atomic.Int64
+	dl := filepath.Join(t.TempDir(), "dead.jsonl")
+	p, _ := newProcessor(t, Options{DeadLetterPath: dl, MaxInFlight: 10, Handle: func(ctx context.Context, m *Message) error {
+		select {
+		case <-time.After(50 * time.Millisecond):
+			handled.Add(1)
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}})
+	texts := make([]string, 100)
+	for i := range texts {
+		texts[i] = fmt.Sprint(i)
+	}
+	for range 5 {
+		if err := p.EnqueueTexts(texts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := p.Stats()
+	dead := readDeadLetters(t, dl)
+	if st.Accepted != 500 || st.Processed+st.Failed != 500 || uint64(len(dead)) != st.Failed || st.Processed != uint64(handled.Load()) {
+		t.Fatalf("stats %+v, %d dead letters, %d handled", st, len(dead), handled.Load())
+	}
+	if st.Processed == 0 || st.Failed == 0 {
+		t.Fatalf("want some processed and some left at the deadline: %+v", st)
+	}
+	if err := p.EnqueueTexts([]string{"late"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("enqueue after Close: %v", err)
+	}
+	t.Logf("drained %d, dead-lettered %d at the deadline", st.Processed, st.Failed)
+}
+
+// LINE redelivers: an event id seen within the window is processed once.
+func TestDedupe(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]int{}
+	p, _ := newProcessor(t, Options{Handle: func(_ context.Context, m *Message) error {
+		mu.Lock()
+		seen[m.ID]++
+		mu.Unlock()
+		return nil
+	}})
+	r := NewReceiver(p, testSecret, 1<<20, quiet)
+	b1 := lineBodyJSON("ev1", "ev2")
+	b2 := lineBodyJSON("ev2", "ev3", "ev3")
+	for _, b := range []string{b1, b2, b1} {
+		if status, body := r.LINE([]byte(b), sign(b)); status != http.StatusOK {
+			t.Fatalf("%d %s", status, body)
+		}
+	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 3 || seen["ev1"] != 1 || seen["ev2"] != 1 || seen["ev3"] != 1 {
+		t.Fatalf("processed %v", seen)
+	}
+	if st := p.Stats(); st.Duplicates != 4 || st.Accepted != 3 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// A request whose messages do not all fit is refused whole (503), and a
+// refused LINE event is not remembered as seen, so its redelivery is taken.
+func TestQueueFullAllOrNothing(t *testing.T) {
+	release := make(chan struct{})
+	p, _ := newProcessor(t, Options{QueueSize: 5, MaxInFlight: 1, Handle: func(ctx context.Context, m *Message) error {
+		<-release
+		return nil
+	}})
+	r := NewReceiver(p, testSecret, 1<<20, quiet)
+	if status, _ := r.Callback([]byte(`{"messages":"1,2,3"}`)); status != 200 {
+		t.Fatal(status)
+	}
+	time.Sleep(50 * time.Millisecond) // one message is taken into processing
+	b := lineBodyJSON("a", "b", "c", "d")
+	if status, _ := r.LINE([]byte(b), sign(b)); status != http.StatusServiceUnavailable {
+		t.Fatalf("4 events into a queue with room for 3: %d", status)
+	}
+	if st := p.Stats(); st.Accepted != 3 || st.Rejected != 4 || st.Queued != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+	close(release)
+	deadline := time.Now().Add(5 * time.Second)
+	for p.Stats().Processed != 3 {
+		if time.Now().After(deadline) {
+			t.Fatal("not drained")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if status, _ := r.LINE([]byte(b), sign(b)); status != 200 {
+		t.Fatalf("redelivery after room was made: %d", status)
+	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := p.Stats(); st.Processed != 7 || st.Duplicates != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func FuzzParseCallback(f *testing.F) {
+	f.Add([]byte(`{"messages":"1,2,3"}`))
+	f.Add([]byte(`{"messages":["a",""]}`))
+	f.Add([]byte(`{"messages":null}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		texts, err := ParseCallback(body)
+		if err != nil {
+			var br *BadRequest
+			if !errors.As(err, &br) {
+				t.Fatalf("error of the wrong kind: %v", err)
+			}
+			return
+		}
+		if len(texts) > MaxMessagesPerRequest {
+			t.Fatalf("%d messages accepted", len(texts))
+		}
+		for _, s := range texts {
+			if s == "" || len(s) > MaxTextBytes {
+				t.Fatalf("bad text accepted: %q", s)
+			}
+		}
+	})
+}
