@@ -139,8 +139,8 @@ var (
 
 	callbackPath = []byte("/callback")
 	linePath     = []byte("/webhook/line")
-	argID     = "id"
-	argCB     = "callback"
+	argID        = "id"
+	argCB        = "callback"
 
 	// Header names in canonical form, set without per-request normalisation.
 	hdrNosniff      = []byte("X-Content-Type-Options")

@@ -49,7 +49,7 @@ type Store struct {
 }
 
 var (
-	_ tsubame.Store    = (*Store)(nil)
+	_ tsubame.Store       = (*Store)(nil)
 	_ tsubame.LogStore    = (*Store)(nil)
 	_ tsubame.ResultStore = (*Store)(nil)
 )

@@ -13,17 +13,17 @@ import (
 
 // Store is an in-memory tsubame.Store. It is safe for concurrent use.
 type Store struct {
-	mu     sync.RWMutex
-	byID   map[string]*tsubame.Placement
-	ids    []string // sorted, for List
-	closed bool
-	now    func() time.Time
+	mu      sync.RWMutex
+	byID    map[string]*tsubame.Placement
+	ids     []string // sorted, for List
+	closed  bool
+	now     func() time.Time
 	log     [][]byte // batches of lines
 	results map[string][]byte
 }
 
 var (
-	_ tsubame.Store    = (*Store)(nil)
+	_ tsubame.Store       = (*Store)(nil)
 	_ tsubame.LogStore    = (*Store)(nil)
 	_ tsubame.ResultStore = (*Store)(nil)
 )
