@@ -19,6 +19,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"tsubame/internal/webhook/fakeapi"
 )
 
 const wantBody = `Example.process({"urls":["http://ad1.example.com/tag.js","http://ad2.example.com/tag.js"]});`
@@ -31,7 +33,10 @@ type scenario struct {
 	What        string
 	Seed        string // the seed's figure for the same scenario
 	SeedRPS     float64
-	TargetRatio float64 // DESIGN.md §3 target against the reference, 0 if none
+	// Webhook scenarios POST the seed's ten-message body; the fake external
+	// API answers after a delay drawn from [Delay[0], Delay[1]].
+	Webhook bool
+	Delay   [2]time.Duration
 }
 
 var scenarios = []scenario{
@@ -42,17 +47,22 @@ var scenarios = []scenario{
 	{Name: "sample3", Path: "/api/sample3.js?id=1&callback=Example.process", What: "store + in-process cache",
 		Seed: "11,556 req/s, 9.07 ms, σ 5.91 ms", SeedRPS: 11556.05},
 	{Name: "sample4", Path: "/api/sample4.js?id=1&callback=Example.process", What: "+ lossless file access log",
-		Seed: "2,884 req/s, 34.70 ms, σ 4.96 ms", SeedRPS: 2883.61, TargetRatio: 1.0},
+		Seed: "2,884 req/s, 34.70 ms, σ 4.96 ms", SeedRPS: 2883.61},
 	{Name: "sample5", Path: "/api/sample5.js?id=1&callback=Example.process", What: "+ access log into the store, batched",
 		Seed: "93 req/s, 1,070 ms, σ 129.72 ms", SeedRPS: 93.14},
 	{Name: "json", Path: "/json", What: `{"message":"Hello, World!"}`,
 		Seed: "seed 003 (c=3000, 4 cores): Zotonic 5,500 req/s with access log, Elli 38,000"},
 	{Name: "sample4-c3000", Path: "/api/sample4.js?id=1&callback=Example.process", Conns: 3000, What: "sample4 with 3000 connections",
 		Seed: "seed 003 runs wrk -c 3000 (on /json)"},
+	{Name: "webhook", Path: "/callback", Conns: 8, Webhook: true, What: "POST /callback, 10 messages, external API answers at once",
+		Seed: "seed 002: 4,800 req/s (8 vCPU, wrk -c 8)", SeedRPS: 4800},
+	{Name: "webhook-2-3s", Path: "/callback", Conns: 8, Webhook: true, Delay: [2]time.Duration{2 * time.Second, 3 * time.Second},
+		What: "the same, external API answers after 2–3 s", Seed: "seed 002: 750 req/s, all cores at 100 %", SeedRPS: 750},
 }
 
 type run struct {
 	tsubame, ref []wrkResult
+	checks       []webhookCheck // webhook scenarios: per Tsubame round
 }
 
 func main() {
@@ -114,7 +124,17 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port i
 		return err
 	}
 	defer os.RemoveAll(dir)
-	if err := startTsubame(ctx, &p, bin, dir, addr, admin); err != nil {
+	api, err := fakeapi.Start(fakeapi.Options{})
+	if err != nil {
+		return err
+	}
+	defer api.Close()
+	script, err := writeScript(dir)
+	if err != nil {
+		return err
+	}
+	tsubame, err := startTsubame(ctx, &p, bin, dir, addr, admin, api.URL)
+	if err != nil {
 		return err
 	}
 	if err := startNginx(ctx, &p, dir+"/nginx", ref, runtime.NumCPU()); err != nil {
@@ -138,7 +158,21 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port i
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				r, err := runWrk(ctx, "http://"+target.addr+s.Path, threads, c, duration, "")
+				sc := ""
+				if s.Webhook {
+					sc = script
+					api.SetDelay(s.Delay[0], s.Delay[1])
+				}
+				var before int64
+				var rss *rssSampler
+				if s.Webhook && target.addr == addr {
+					if before, _, _, err = scrape(admin); err != nil {
+						return err
+					}
+					rss = sampleRSS(tsubame.Process.Pid)
+				}
+				keysBefore, _ := api.Keys()
+				r, err := runWrk(ctx, "http://"+target.addr+s.Path, threads, c, duration, sc)
 				if err != nil {
 					return err
 				}
@@ -146,9 +180,25 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port i
 				if target.addr == ref {
 					who = "nginx"
 				}
-				fmt.Fprintf(os.Stderr, "round %d/%d %-14s %-7s %10.0f req/s  p99 %8v  errors %d\n",
-					round+1, rounds, s.Name, who, r.RPS, r.P99.Round(time.Microsecond), r.Errors)
+				fmt.Fprintf(os.Stderr, "round %d/%d %-14s %-7s %10.0f req/s (%.0f ok)  p99 %8v  errors %d\n",
+					round+1, rounds, s.Name, who, r.RPS, r.OKRate(), r.P99.Round(time.Microsecond), r.Errors)
 				*target.into = append(*target.into, r)
+				if rss != nil {
+					drain, err := waitDrained(admin, 5*time.Minute)
+					if err != nil {
+						return err
+					}
+					after, _, _, err := scrape(admin)
+					if err != nil {
+						return err
+					}
+					keysAfter, maxAttempts := api.Keys()
+					chk := webhookCheck{Accepted: after - before, Delivered: int64(keysAfter - keysBefore),
+						MaxAttempts: maxAttempts, PeakRSS: rss.Stop(), Drain: drain}
+					results[i].checks = append(results[i].checks, chk)
+					fmt.Fprintf(os.Stderr, "    %d messages accepted, %d delivered to the API (max %d attempts), peak RSS %d MiB, drained in %v\n",
+						chk.Accepted, chk.Delivered, chk.MaxAttempts, chk.PeakRSS>>20, drain.Round(time.Millisecond))
+				}
 			}
 		}
 	}

@@ -97,6 +97,10 @@ http {
       default_type application/json;
       return 200 '{"message":"Hello, World!"}';
     }
+    location = /callback {
+      default_type application/json;
+      return 200 '{"ok":"ok"}';
+    }
     location /api/ {
       default_type application/javascript;
       return 200 '%[4]s';
@@ -124,21 +128,24 @@ func startNginx(ctx context.Context, p *procs, dir, addr string, workers int) er
 }
 
 // startTsubame runs the binary with the built-in defaults on loopback
-// ports, its data and logs in dir, loaded with the demo placements.
-func startTsubame(ctx context.Context, p *procs, bin, dir, addr, admin string) error {
+// ports, its data and logs in dir, loaded with the demo placements, its
+// webhook messages sent to the fake API at apiURL.
+func startTsubame(ctx context.Context, p *procs, bin, dir, addr, admin, apiURL string) (*exec.Cmd, error) {
 	cmd := exec.Command(bin, "serve", "-demo")
 	cmd.Env = append(os.Environ(),
 		"TSUBAME_LISTEN="+addr,
 		"TSUBAME_ADMIN_LISTEN="+admin,
 		"TSUBAME_DATA_DIR="+filepath.Join(dir, "data"),
 		"TSUBAME_ACCESS_LOG_DIR="+filepath.Join(dir, "logs"),
-		"TSUBAME_LOG_LEVEL=warn",
+		"TSUBAME_LOG_LEVEL=error",
+		"TSUBAME_WEBHOOK_API_URL="+apiURL,
+		"TSUBAME_WEBHOOK_API_H2C=true",
 	)
 	cmd.Stderr = os.Stderr
 	if err := p.start(cmd); err != nil {
-		return fmt.Errorf("tsubame: %w", err)
+		return nil, fmt.Errorf("tsubame: %w", err)
 	}
-	return waitHTTP(ctx, "http://"+addr+"/json")
+	return cmd, waitHTTP(ctx, "http://"+addr+"/json")
 }
 
 // raiseFileLimit lets wrk and the servers (which inherit it) hold 3000+ connections.

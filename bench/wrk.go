@@ -19,15 +19,24 @@ type wrkResult struct {
 	P50      time.Duration
 	P99      time.Duration
 	Requests int64
-	Errors   int64 // socket errors plus non-2xx/3xx responses
+	Seconds  float64 // how long the run lasted
+	Errors   int64   // socket errors plus non-2xx/3xx responses
 	Command  string
+}
+
+// OKRate is the rate of successful (2xx/3xx, no socket error) responses.
+func (r wrkResult) OKRate() float64 {
+	if r.Seconds <= 0 {
+		return 0
+	}
+	return float64(max(r.Requests-r.Errors, 0)) / r.Seconds
 }
 
 var (
 	reLatency  = regexp.MustCompile(`^\s*Latency\s+(\S+)\s+(\S+)\s+(\S+)`)
 	rePct      = regexp.MustCompile(`^\s*(50|99)%\s+(\S+)`)
 	reRPS      = regexp.MustCompile(`^Requests/sec:\s+([\d.]+)`)
-	reRequests = regexp.MustCompile(`^\s*(\d+) requests in`)
+	reRequests = regexp.MustCompile(`^\s*(\d+) requests in (\S+),`)
 	reSocket   = regexp.MustCompile(`Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)`)
 	reNon2xx   = regexp.MustCompile(`Non-2xx or 3xx responses: (\d+)`)
 )
@@ -70,6 +79,7 @@ func parseWrk(out string, res *wrkResult) error {
 			seen++
 		} else if m := reRequests.FindStringSubmatch(line); m != nil {
 			res.Requests, _ = strconv.ParseInt(m[1], 10, 64)
+			res.Seconds = parseDur(m[2]).Seconds()
 		} else if m := reSocket.FindStringSubmatch(line); m != nil {
 			for _, v := range m[1:] {
 				n, _ := strconv.ParseInt(v, 10, 64)

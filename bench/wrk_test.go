@@ -28,9 +28,12 @@ func TestParseWrk(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := wrkResult{RPS: 148289.18, Avg: 620140 * time.Nanosecond, Stdev: 1230 * time.Microsecond,
-		P50: 371 * time.Microsecond, P99: 5960 * time.Microsecond, Requests: 593456, Errors: 18}
+		P50: 371 * time.Microsecond, P99: 5960 * time.Microsecond, Requests: 593456, Seconds: 4, Errors: 18}
 	if r != want {
 		t.Fatalf("parsed %+v\nwant   %+v", r, want)
+	}
+	if got := r.OKRate(); got != (593456-18)/4.0 {
+		t.Fatalf("OKRate = %v", got)
 	}
 	if err := parseWrk("garbage", &r); err == nil {
 		t.Fatal("garbage parsed")

@@ -41,7 +41,7 @@ type Options struct {
 	API APIOptions
 	// Results records each processed message; nil skips it.
 	Results          tsubame.ResultStore
-	StoreConcurrency int    // default 64
+	StoreConcurrency int    // default 1024
 	DeadLetterPath   string // required
 	Logger           *slog.Logger
 	// Handle, if set, replaces the external API call (for embedding and tests).
@@ -62,7 +62,7 @@ func (o *Options) setDefaults() {
 		o.DedupeMax = 1000000
 	}
 	if o.StoreConcurrency <= 0 {
-		o.StoreConcurrency = 64
+		o.StoreConcurrency = 1024
 	}
 	if o.API.Timeout <= 0 {
 		o.API.Timeout = 5 * time.Second

@@ -29,6 +29,8 @@ type Server struct {
 	URL string
 
 	opt      Options
+	delayMin atomic.Int64
+	delayMax atomic.Int64
 	srv      *http.Server
 	calls    atomic.Int64
 	bad      atomic.Int64
@@ -56,8 +58,15 @@ func Start(opt Options) (*Server, error) {
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 100000},
 		ReadHeaderTimeout: 10 * time.Second,
 	}
+	s.SetDelay(opt.MinDelay, opt.MaxDelay)
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
+}
+
+// SetDelay changes the answer delay range for the requests that follow.
+func (s *Server) SetDelay(minDelay, maxDelay time.Duration) {
+	s.delayMin.Store(int64(minDelay))
+	s.delayMax.Store(int64(max(minDelay, maxDelay)))
 }
 
 type replyBody struct {
@@ -85,8 +94,8 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"message":"The request body has 1 error(s)"}`, http.StatusBadRequest)
 		return
 	}
-	if d := s.opt.MaxDelay - s.opt.MinDelay; s.opt.MaxDelay > 0 {
-		time.Sleep(s.opt.MinDelay + time.Duration(rand.Int64N(int64(d)+1)))
+	if lo, hi := s.delayMin.Load(), s.delayMax.Load(); hi > 0 {
+		time.Sleep(time.Duration(lo + rand.Int64N(hi-lo+1)))
 	}
 	s.mu.Lock()
 	s.attempts[key]++
