@@ -27,12 +27,12 @@ const wantBody = `Example.process({"urls":["http://ad1.example.com/tag.js","http
 
 // scenario is one load: a path on both servers, and what the seed measured.
 type scenario struct {
-	Name        string
-	Path        string
-	Conns       int // 0: the -connections flag
-	What        string
-	Seed        string // the seed's figure for the same scenario
-	SeedRPS     float64
+	Name    string
+	Path    string
+	Conns   int // 0: the -connections flag
+	What    string
+	Seed    string // the seed's figure for the same scenario
+	SeedRPS float64
 	// Webhook scenarios POST the seed's ten-message body; the fake external
 	// API answers after a delay drawn from [Delay[0], Delay[1]].
 	Webhook bool
