@@ -243,7 +243,11 @@ func buildReport(sc []scenario, results []run, m machine, d time.Duration, conns
 			continue
 		}
 		a := summarize(results[i].tsubame)
-		fmt.Fprintf(md, "| %s | %s | %s | %.0f× |\n", s.Name, num(s.SeedRPS), num(a.rps), a.rps/s.SeedRPS)
+		ratio := fmt.Sprintf("%.0f×", a.rps/s.SeedRPS)
+		if a.rps/s.SeedRPS < 10 {
+			ratio = fmt.Sprintf("%.2f×", a.rps/s.SeedRPS)
+		}
+		fmt.Fprintf(md, "| %s | %s | %s | %s |\n", s.Name, num(s.SeedRPS), num(a.rps), ratio)
 	}
 
 	fmt.Fprintf(md, "\n## Every round\n\n| scenario | Tsubame req/s per round | nginx req/s per round |\n|---|---|---|\n")
