@@ -36,6 +36,15 @@ type Invalidator interface {
 	Invalidate(id string)
 	// InvalidateDep drops every cached placement that declared the dependency key.
 	InvalidateDep(dep string)
+	// InvalidateAll drops everything cached.
+	InvalidateAll()
+}
+
+// ChangeFeed is implemented by stores shared between processes (Redis):
+// Watch delivers to inv every write any process makes, so the in-process
+// cache of every node drops what changed. It runs until ctx ends.
+type ChangeFeed interface {
+	Watch(ctx context.Context, inv Invalidator) error
 }
 
 // ValidatePlacements validates every placement in ps and rejects duplicate ids,

@@ -45,6 +45,13 @@ type Options struct {
 	RetryInterval time.Duration
 	// LoadTimeout bounds one store read. Default 1s.
 	LoadTimeout time.Duration
+	// BreakerFailures consecutive failed store reads open the circuit: for
+	// BreakerCooldown, reads fail at once instead of waiting on a store that
+	// is down or hung, so requests for unknown ids do not pile up. Then one
+	// read is let through to probe. Defaults 5 and 1s; a negative
+	// BreakerFailures disables the breaker.
+	BreakerFailures int
+	BreakerCooldown time.Duration
 	// Encode appends the payload of a found placement to dst. Required.
 	Encode func(dst []byte, p *tsubame.Placement) []byte
 	// NotFound is the payload cached for unknown ids. Required.
@@ -73,6 +80,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.LoadTimeout <= 0 {
 		o.LoadTimeout = time.Second
+	}
+	if o.BreakerFailures == 0 {
+		o.BreakerFailures = 5
+	}
+	if o.BreakerCooldown <= 0 {
+		o.BreakerCooldown = time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -103,6 +116,8 @@ type Stats struct {
 	RefreshErrors uint64 // background refreshes that failed (a stale value kept being served)
 	Evictions     uint64 // entries dropped for size or expiry
 	Invalidations uint64 // entries dropped by Invalidate or InvalidateDep
+	ShortCircuits uint64 // store reads refused at once while the circuit was open
+	BreakerOpen   bool   // the circuit is open now
 	Entries       int    // current number of entries
 	Bytes         uint64 // current estimated weight of entries
 }
@@ -123,6 +138,10 @@ type Cache struct {
 	stale         atomic.Uint64
 	refreshErrors atomic.Uint64
 	invalidations atomic.Uint64
+
+	failures      atomic.Int64 // consecutive failed store reads
+	openUntil     atomic.Int64 // now() until which the circuit is open
+	shortCircuits atomic.Uint64
 }
 
 var (
@@ -235,15 +254,27 @@ func (l loader) Reload(ctx context.Context, id string, _ *Entry) (*Entry, error)
 	return e, err
 }
 
+// errCircuitOpen is returned while the breaker refuses store reads.
+var errCircuitOpen = tsubame.Errorf(tsubame.EUNAVAILABLE, "placement store unavailable")
+
 func (c *Cache) load(ctx context.Context, id string) (*Entry, error) {
+	if c.opt.BreakerFailures > 0 && now() < c.openUntil.Load() {
+		c.shortCircuits.Add(1)
+		return nil, errCircuitOpen
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.opt.LoadTimeout)
 	defer cancel()
 	start := time.Now()
 	p, err := c.store.Get(ctx, id)
 	if err != nil && !tsubame.IsNotFound(err) {
 		c.counter.RecordLoadFailure(time.Since(start))
+		if n := c.failures.Add(1); c.opt.BreakerFailures > 0 && n >= int64(c.opt.BreakerFailures) {
+			// Open (again, if this was the probe after a cooldown).
+			c.openUntil.Store(now() + int64(c.opt.BreakerCooldown))
+		}
 		return nil, tsubame.WrapError(tsubame.EUNAVAILABLE, err, "placement store unavailable")
 	}
+	c.failures.Store(0)
 	c.counter.RecordLoadSuccess(time.Since(start))
 	e := &Entry{gen: c.gen.Add(1)}
 	if err != nil {
@@ -322,6 +353,8 @@ func (c *Cache) Stats() Stats {
 		RefreshErrors: c.refreshErrors.Load(),
 		Evictions:     s.Evictions,
 		Invalidations: c.invalidations.Load(),
+		ShortCircuits: c.shortCircuits.Load(),
+		BreakerOpen:   c.opt.BreakerFailures > 0 && now() < c.openUntil.Load(),
 		Entries:       c.c.EstimatedSize(),
 		Bytes:         c.c.WeightedSize(),
 	}

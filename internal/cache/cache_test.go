@@ -379,3 +379,44 @@ func BenchmarkLookupHit(b *testing.B) {
 		sink.Store(last)
 	})
 }
+
+// After BreakerFailures failed reads, reads fail at once for the cooldown
+// (no pile-up behind a hung store), then one probe goes through; success
+// closes the circuit.
+func TestCircuitBreaker(t *testing.T) {
+	opt := options()
+	opt.LoadTimeout = 50 * time.Millisecond
+	opt.BreakerFailures = 3
+	opt.BreakerCooldown = 200 * time.Millisecond
+	c, fs := newCache(t, opt)
+	if err := fs.Store.Put(t.Context(), storetest.Placement("ok", 1)); err != nil {
+		t.Fatal(err)
+	}
+	fs.delay.Store(int64(time.Second)) // hung store: every read times out
+	for i := range 3 {
+		if _, err := c.Lookup(t.Context(), []byte(fmt.Sprint("u", i))); tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {
+			t.Fatalf("read %d: %v", i, err)
+		}
+	}
+	reads := fs.gets.Load()
+	start := time.Now()
+	for i := range 100 {
+		if _, err := c.Lookup(t.Context(), []byte(fmt.Sprint("v", i))); tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {
+			t.Fatalf("open circuit: %v", err)
+		}
+	}
+	if d := time.Since(start); d > 100*time.Millisecond || fs.gets.Load() != reads {
+		t.Fatalf("100 lookups with the circuit open took %v and reached the store %d times", d, fs.gets.Load()-reads)
+	}
+	if st := c.Stats(); !st.BreakerOpen || st.ShortCircuits != 100 {
+		t.Fatalf("stats %+v", st)
+	}
+	fs.delay.Store(0)
+	time.Sleep(250 * time.Millisecond)
+	if e, err := c.Lookup(t.Context(), []byte("ok")); err != nil || !e.Found {
+		t.Fatalf("after the cooldown the probe should succeed: %v", err)
+	}
+	if c.Stats().BreakerOpen {
+		t.Fatal("circuit still open after a successful probe")
+	}
+}

@@ -39,7 +39,7 @@ type CacheCollector struct {
 }
 
 type cacheDescs struct {
-	lookups, loads, refreshErrors, evictions, invalidations, entries, bytes *prometheus.Desc
+	lookups, loads, refreshErrors, evictions, invalidations, entries, bytes, shortCircuits, breakerOpen *prometheus.Desc
 }
 
 // NewCacheCollector returns a collector over stats, called once per scrape.
@@ -56,13 +56,15 @@ func NewCacheCollector(stats func() cache.Stats) *CacheCollector {
 		invalidations: d("invalidations_total", "Entries dropped by writes or explicit invalidation."),
 		entries:       d("entries", "Entries in the cache."),
 		bytes:         d("bytes", "Estimated memory held by cache entries."),
+		shortCircuits: d("short_circuits_total", "Store reads refused at once because the circuit breaker was open."),
+		breakerOpen:   d("breaker_open", "1 while the circuit breaker refuses store reads."),
 	}}
 }
 
 // Describe implements prometheus.Collector.
 func (c *CacheCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.descs.lookups, c.descs.loads, c.descs.refreshErrors,
-		c.descs.evictions, c.descs.invalidations, c.descs.entries, c.descs.bytes} {
+		c.descs.evictions, c.descs.invalidations, c.descs.entries, c.descs.bytes, c.descs.shortCircuits, c.descs.breakerOpen} {
 		ch <- d
 	}
 }
@@ -83,6 +85,12 @@ func (c *CacheCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.descs.invalidations, s.Invalidations)
 	ch <- prometheus.MustNewConstMetric(c.descs.entries, prometheus.GaugeValue, float64(s.Entries))
 	ch <- prometheus.MustNewConstMetric(c.descs.bytes, prometheus.GaugeValue, float64(s.Bytes))
+	counter(c.descs.shortCircuits, s.ShortCircuits)
+	open := 0.0
+	if s.BreakerOpen {
+		open = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.descs.breakerOpen, prometheus.GaugeValue, open)
 }
 
 // AccessLogCollector exports an access log's Stats under a sink label.

@@ -1,0 +1,479 @@
+// Package redis is the tsubame.Store on Redis, standalone or Redis Cluster,
+// through rueidis (auto-pipelining; the cluster topology is discovered from
+// the seed addresses and followed through failovers).
+//
+// Keys, all under Options.KeyPrefix:
+//
+//	p:<id>      a placement, as JSON
+//	ids         a sorted set of every id (score 0, so ordered by id): List pages through it
+//	accesslog   a list of access-log batches
+//	results     a hash of webhook results by message id
+//	invalidate  the pub/sub channel on which every write is announced
+//
+// Placements spread over the cluster's slots by id; the index, the log and
+// the results each live in one slot. A placement and its index entry are
+// two writes (value first, then index; on delete the reverse), so a crash
+// between them leaves at worst an index entry without a value, which List
+// skips.
+package redis
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"tsubame"
+)
+
+// Options configure the connection.
+type Options struct {
+	Addrs       []string // host:port; several addresses are cluster seeds
+	Username    string
+	Password    string // never logged
+	TLS         bool
+	TLSCAFile   string // PEM bundle to trust instead of the system roots
+	KeyPrefix   string // default "tsubame:"
+	DialTimeout time.Duration
+	// Timeout bounds one command when the caller's context has no deadline.
+	Timeout  time.Duration
+	PoolSize int // connections for blocking commands; default 100
+	Logger   *slog.Logger
+}
+
+// Store is a Redis-backed tsubame.Store, LogStore and ResultStore, and a
+// ChangeFeed. It is safe for concurrent use.
+type Store struct {
+	c       rueidis.Client
+	opt     Options
+	kIDs    string
+	kLog    string
+	kRes    string
+	channel string
+	now     func() time.Time
+	closed  atomic.Bool
+}
+
+var (
+	_ tsubame.Store       = (*Store)(nil)
+	_ tsubame.LogStore    = (*Store)(nil)
+	_ tsubame.ResultStore = (*Store)(nil)
+	_ tsubame.ChangeFeed  = (*Store)(nil)
+)
+
+// Open connects to Redis (and, for a cluster, learns its topology).
+func Open(opt Options) (*Store, error) {
+	if len(opt.Addrs) == 0 {
+		return nil, tsubame.Errorf(tsubame.EINVALID, "redis: no address given")
+	}
+	if opt.KeyPrefix == "" {
+		opt.KeyPrefix = "tsubame:"
+	}
+	if opt.DialTimeout <= 0 {
+		opt.DialTimeout = 2 * time.Second
+	}
+	if opt.Timeout <= 0 {
+		opt.Timeout = time.Second
+	}
+	if opt.PoolSize <= 0 {
+		opt.PoolSize = 100
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.Default()
+	}
+	co := rueidis.ClientOption{
+		InitAddress:      opt.Addrs,
+		Username:         opt.Username,
+		Password:         opt.Password,
+		ClientName:       "tsubame",
+		Dialer:           net.Dialer{Timeout: opt.DialTimeout, KeepAlive: 30 * time.Second},
+		BlockingPoolSize: opt.PoolSize,
+		ConnWriteTimeout: 5 * time.Second,
+		DisableCache:     true, // the in-process cache is ours, invalidated through pub/sub
+		ShuffleInit:      true,
+		// A dead master's slots move to its replica; rescan the topology
+		// every second so the client follows a failover promptly.
+		ClusterOption: rueidis.ClusterOption{ShardsRefreshInterval: time.Second},
+	}
+	if opt.TLS {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if opt.TLSCAFile != "" {
+			pem, err := os.ReadFile(opt.TLSCAFile)
+			if err != nil {
+				return nil, tsubame.WrapError(tsubame.EINVALID, err, "redis: cannot read tls_ca_file")
+			}
+			cfg.RootCAs = x509.NewCertPool()
+			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, tsubame.Errorf(tsubame.EINVALID, "redis: tls_ca_file holds no PEM certificate")
+			}
+		}
+		co.TLSConfig = cfg
+	}
+	c, err := rueidis.NewClient(co)
+	if err != nil {
+		return nil, tsubame.WrapError(tsubame.EUNAVAILABLE, err, "cannot connect to redis at %s", strings.Join(opt.Addrs, ","))
+	}
+	p := opt.KeyPrefix
+	return &Store{c: c, opt: opt, kIDs: p + "ids", kLog: p + "accesslog", kRes: p + "results", channel: p + "invalidate", now: time.Now}, nil
+}
+
+func (s *Store) key(id string) string { return s.opt.KeyPrefix + "p:" + id }
+
+// ctx bounds a command by Options.Timeout unless the caller set a deadline.
+func (s *Store) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.opt.Timeout)
+}
+
+func unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	var e *tsubame.Error
+	if errors.As(err, &e) {
+		return err
+	}
+	return tsubame.WrapError(tsubame.EUNAVAILABLE, err, "redis store failed")
+}
+
+func (s *Store) check() error {
+	if s.closed.Load() {
+		return tsubame.Errorf(tsubame.EUNAVAILABLE, "store is closed")
+	}
+	return nil
+}
+
+// Get reads the placement with the given id.
+func (s *Store) Get(ctx context.Context, id string) (*tsubame.Placement, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	b, err := s.c.Do(ctx, s.c.B().Get().Key(s.key(id)).Build()).AsBytes()
+	if rueidis.IsRedisNil(err) {
+		return nil, tsubame.Errorf(tsubame.ENOTFOUND, "placement %q not found", id)
+	}
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	return decode(b)
+}
+
+func firstError(rs []rueidis.RedisResult) error {
+	for _, r := range rs {
+		if err := r.Error(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func decode(b []byte) (*tsubame.Placement, error) {
+	var p tsubame.Placement
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, tsubame.WrapError(tsubame.EINTERNAL, err, "corrupt placement record")
+	}
+	return &p, nil
+}
+
+// Put writes p and announces the change.
+func (s *Store) Put(ctx context.Context, p *tsubame.Placement) error {
+	return s.PutMany(ctx, []*tsubame.Placement{p})
+}
+
+// putChunk bounds the commands of one pipelined round trip in PutMany.
+const putChunk = 1000
+
+// PutMany validates every placement first and writes none if one is
+// invalid; then it pipelines the writes in chunks. If Redis fails half-way,
+// the chunks written so far stay (Redis has no transaction across cluster
+// slots); the error says so, and re-running the import is safe.
+func (s *Store) PutMany(ctx context.Context, ps []*tsubame.Placement) error {
+	if err := tsubame.ValidatePlacements(ps); err != nil {
+		return err
+	}
+	if err := s.check(); err != nil {
+		return err
+	}
+	now := s.now().UTC()
+	written := 0
+	for start := 0; start < len(ps); start += putChunk {
+		chunk := ps[start:min(start+putChunk, len(ps))]
+		cmds := make(rueidis.Commands, 0, len(chunk)+2)
+		zadd := s.c.B().Zadd().Key(s.kIDs).ScoreMember()
+		ids := make([]string, 0, len(chunk))
+		for _, p := range chunk {
+			p.UpdatedAt = now
+			v, err := json.Marshal(p)
+			if err != nil {
+				return tsubame.WrapError(tsubame.EINTERNAL, err, "cannot encode placement %q", p.ID)
+			}
+			cmds = append(cmds, s.c.B().Set().Key(s.key(p.ID)).Value(rueidis.BinaryString(v)).Build())
+			zadd = zadd.ScoreMember(0, p.ID)
+			ids = append(ids, p.ID)
+		}
+		cmds = append(cmds, zadd.Build())
+		cctx, cancel := context.WithTimeout(ctx, 10*s.opt.Timeout)
+		err := firstError(s.c.DoMulti(cctx, cmds...))
+		if err == nil {
+			// A separate round trip: a cluster cannot mix PUBLISH (no slot)
+			// with keyed commands in one pipeline.
+			err = s.c.Do(cctx, s.publishCmd(ids...)).Error()
+		}
+		cancel()
+		if err != nil {
+			if written > 0 {
+				return tsubame.WrapError(tsubame.EUNAVAILABLE, err, "redis failed after %d of %d placements were written", written, len(ps))
+			}
+			return unavailable(err)
+		}
+		written += len(chunk)
+	}
+	return nil
+}
+
+// Delete removes the placement and announces it.
+func (s *Store) Delete(ctx context.Context, id string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	n, err := s.c.Do(ctx, s.c.B().Del().Key(s.key(id)).Build()).AsInt64()
+	if err != nil {
+		return unavailable(err)
+	}
+	if err := s.c.Do(ctx, s.c.B().Zrem().Key(s.kIDs).Member(id).Build()).Error(); err != nil {
+		return unavailable(err)
+	}
+	if err := s.c.Do(ctx, s.publishCmd(id)).Error(); err != nil {
+		return unavailable(err)
+	}
+	if n == 0 {
+		return tsubame.Errorf(tsubame.ENOTFOUND, "placement %q not found", id)
+	}
+	return nil
+}
+
+// List pages through the id index and reads the placements it names.
+func (s *Store) List(ctx context.Context, after string, limit int) ([]*tsubame.Placement, error) {
+	if limit <= 0 {
+		return nil, tsubame.Errorf(tsubame.EINVALID, "list limit must be positive")
+	}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var out []*tsubame.Placement
+	for len(out) < limit {
+		lo := "-"
+		if after != "" {
+			lo = "(" + after
+		}
+		want := int64(limit - len(out))
+		ids, err := s.c.Do(ctx, s.c.B().Zrange().Key(s.kIDs).Min(lo).Max("+").Bylex().Limit(0, want).Build()).AsStrSlice()
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		if len(ids) == 0 {
+			break
+		}
+		cmds := make(rueidis.Commands, len(ids))
+		for i, id := range ids {
+			cmds[i] = s.c.B().Get().Key(s.key(id)).Build()
+		}
+		for _, r := range s.c.DoMulti(ctx, cmds...) {
+			b, err := r.AsBytes()
+			if rueidis.IsRedisNil(err) {
+				continue // an index entry whose value is gone (see the package comment)
+			}
+			if err != nil {
+				return nil, unavailable(err)
+			}
+			p, err := decode(b)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, p)
+		}
+		after = ids[len(ids)-1]
+		if int64(len(ids)) < want {
+			break
+		}
+	}
+	return out, nil
+}
+
+// AppendLog pushes the batch as one list element.
+func (s *Store) AppendLog(ctx context.Context, batch []byte) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	return unavailable(s.c.Do(ctx, s.c.B().Rpush().Key(s.kLog).Element(rueidis.BinaryString(batch)).Build()).Error())
+}
+
+// ScanLog reads the log's batches in order, a page at a time.
+func (s *Store) ScanLog(ctx context.Context, fn func(line []byte) error) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	const page = 100
+	for start := int64(0); ; start += page {
+		cctx, cancel := s.ctx(ctx)
+		batches, err := s.c.Do(cctx, s.c.B().Lrange().Key(s.kLog).Start(start).Stop(start+page-1).Build()).AsStrSlice()
+		cancel()
+		if err != nil {
+			return unavailable(err)
+		}
+		for _, b := range batches {
+			if err := tsubame.EachLine([]byte(b), fn); err != nil {
+				return err
+			}
+		}
+		if len(batches) < page {
+			return nil
+		}
+	}
+}
+
+// PutResult stores result under id in the results hash.
+func (s *Store) PutResult(ctx context.Context, id string, result []byte) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	return unavailable(s.c.Do(ctx, s.c.B().Hset().Key(s.kRes).FieldValue().FieldValue(id, rueidis.BinaryString(result)).Build()).Error())
+}
+
+// GetResult reads the result stored under id.
+func (s *Store) GetResult(ctx context.Context, id string) ([]byte, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	b, err := s.c.Do(ctx, s.c.B().Hget().Key(s.kRes).Field(id).Build()).AsBytes()
+	if rueidis.IsRedisNil(err) {
+		return nil, tsubame.Errorf(tsubame.ENOTFOUND, "no result for %q", id)
+	}
+	return b, unavailable(err)
+}
+
+// CountResults returns the number of stored results.
+func (s *Store) CountResults(ctx context.Context) (int, error) {
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	n, err := s.c.Do(ctx, s.c.B().Hlen().Key(s.kRes).Build()).AsInt64()
+	return int(n), unavailable(err)
+}
+
+// Close closes the connections.
+func (s *Store) Close() error {
+	if s.closed.Swap(true) {
+		return nil
+	}
+	s.c.Close()
+	return nil
+}
+
+// Ping checks that Redis answers.
+func (s *Store) Ping(ctx context.Context) error {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	return unavailable(s.c.Do(ctx, s.c.B().Ping().Build()).Error())
+}
+
+// Invalidation messages on the channel: "p <id>" drops a placement, "d <key>"
+// every placement with that dependency key, "*" everything.
+func (s *Store) publishCmd(ids ...string) rueidis.Completed {
+	msg := "p " + strings.Join(ids, "\np ")
+	return s.c.B().Publish().Channel(s.channel).Message(msg).Build()
+}
+
+// PublishDep announces that every placement declaring dep must be dropped.
+func (s *Store) PublishDep(ctx context.Context, dep string) error {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	return unavailable(s.c.Do(ctx, s.c.B().Publish().Channel(s.channel).Message("d "+dep).Build()).Error())
+}
+
+// Watch delivers the invalidations announced by every process writing to
+// this Redis to inv, until ctx ends. Each time the subscription is
+// (re)established after the first, inv.InvalidateAll runs: announcements
+// made while it was down are lost, so nothing cached before may be trusted.
+// It returns ctx's error.
+func (s *Store) Watch(ctx context.Context, inv tsubame.Invalidator) error {
+	first := true
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		dc, release := s.c.Dedicate()
+		wait := dc.SetPubSubHooks(rueidis.PubSubHooks{
+			OnMessage: func(m rueidis.PubSubMessage) { apply(inv, m.Message) },
+			OnSubscription: func(sub rueidis.PubSubSubscription) {
+				if sub.Kind != "subscribe" {
+					return
+				}
+				if !first {
+					inv.InvalidateAll()
+					s.opt.Logger.Info("redis invalidation channel resubscribed; local cache flushed")
+				}
+				first = false
+				backoff = 50 * time.Millisecond
+			},
+		})
+		err := dc.Do(ctx, dc.B().Subscribe().Channel(s.channel).Build()).Error()
+		if err == nil {
+			select {
+			case err = <-wait:
+			case <-ctx.Done():
+			}
+		}
+		release()
+		if ctx.Err() != nil {
+			break
+		}
+		s.opt.Logger.Warn("redis invalidation channel lost; resubscribing", "err", err, "in", backoff)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+	return ctx.Err()
+}
+
+func apply(inv tsubame.Invalidator, msg string) {
+	for _, line := range strings.Split(msg, "\n") {
+		switch {
+		case strings.HasPrefix(line, "p "):
+			inv.Invalidate(line[2:])
+		case strings.HasPrefix(line, "d "):
+			inv.InvalidateDep(line[2:])
+		case line == "*":
+			inv.InvalidateAll()
+		}
+	}
+}
+
+// String describes the store for logs (never the password).
+func (s *Store) String() string { return fmt.Sprintf("redis %s", strings.Join(s.opt.Addrs, ",")) }

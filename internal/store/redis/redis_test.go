@@ -1,0 +1,255 @@
+package redis_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"tsubame"
+	"tsubame/internal/cache"
+	"tsubame/internal/render"
+	"tsubame/internal/store/redis"
+	"tsubame/internal/store/redis/redistest"
+	"tsubame/internal/store/storetest"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// open returns a store on addrs under a prefix of its own, so subtests
+// sharing one server do not see each other's keys.
+func open(t testing.TB, addrs []string, prefix string) *redis.Store {
+	t.Helper()
+	s, err := redis.Open(redis.Options{Addrs: addrs, KeyPrefix: prefix, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func uniquePrefix(t *testing.T) string {
+	return fmt.Sprintf("t%d:%s:", time.Now().UnixNano(), t.Name())
+}
+
+func runSuites(t *testing.T, addrs []string) {
+	storetest.Run(t, func(t *testing.T) tsubame.Store { return open(t, addrs, uniquePrefix(t)) })
+	storetest.RunLog(t, func(t *testing.T) tsubame.LogStore { return open(t, addrs, uniquePrefix(t)) })
+	storetest.RunResults(t, func(t *testing.T) tsubame.ResultStore { return open(t, addrs, uniquePrefix(t)) })
+}
+
+func TestConformanceStandalone(t *testing.T) {
+	srv := redistest.Start(t)
+	runSuites(t, []string{srv.Addr})
+}
+
+func TestConformanceCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 6-node cluster; skipped in -short mode")
+	}
+	c := redistest.StartCluster(t)
+	runSuites(t, c.Addrs()[:2]) // two seeds: the client finds the rest
+}
+
+// recorder is an Invalidator that remembers what it was told.
+type recorder struct {
+	mu   sync.Mutex
+	ids  []string
+	deps []string
+	all  int
+	got  chan struct{}
+}
+
+func newRecorder() *recorder { return &recorder{got: make(chan struct{}, 100)} }
+
+func (r *recorder) Invalidate(id string) {
+	r.mu.Lock()
+	r.ids = append(r.ids, id)
+	r.mu.Unlock()
+	r.got <- struct{}{}
+}
+
+func (r *recorder) InvalidateDep(dep string) {
+	r.mu.Lock()
+	r.deps = append(r.deps, dep)
+	r.mu.Unlock()
+	r.got <- struct{}{}
+}
+
+func (r *recorder) InvalidateAll() {
+	r.mu.Lock()
+	r.all++
+	r.mu.Unlock()
+	r.got <- struct{}{}
+}
+
+func (r *recorder) wait(t *testing.T, n int) {
+	t.Helper()
+	for range n {
+		select {
+		case <-r.got:
+		case <-time.After(5 * time.Second):
+			t.Fatal("invalidation not delivered within 5s")
+		}
+	}
+}
+
+// Writes by one process reach the watchers of others; after a reconnect the
+// watcher flushes everything.
+func TestWatchDeliversWritesAndFlushesAfterReconnect(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := uniquePrefix(t)
+	writer := open(t, []string{srv.Addr}, prefix)
+	watcher := open(t, []string{srv.Addr}, prefix)
+	rec := newRecorder()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- watcher.Watch(ctx, rec) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(200 * time.Millisecond) // let it subscribe
+
+	if err := writer.PutMany(ctx, []*tsubame.Placement{storetest.Placement("a", 1), storetest.Placement("b", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	rec.wait(t, 2)
+	if err := writer.Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := writer.PublishDep(ctx, "campaign:7"); err != nil {
+		t.Fatal(err)
+	}
+	rec.wait(t, 2)
+	rec.mu.Lock()
+	ids, deps := append([]string(nil), rec.ids...), append([]string(nil), rec.deps...)
+	rec.mu.Unlock()
+	sort.Strings(ids)
+	if fmt.Sprint(ids) != "[a a b]" || fmt.Sprint(deps) != "[campaign:7]" {
+		t.Fatalf("ids %v deps %v", ids, deps)
+	}
+
+	srv.Restart(t) // the subscription breaks; writes meanwhile are lost to it
+	rec.wait(t, 1)
+	rec.mu.Lock()
+	all := rec.all
+	rec.mu.Unlock()
+	if all != 1 {
+		t.Fatalf("InvalidateAll after resubscribing ran %d times, want 1", all)
+	}
+	// The writer's own connection broke too: its first write may fail once
+	// (a write is not retried blindly); a retry goes through.
+	deadline := time.Now().Add(5 * time.Second)
+	for err := writer.Put(ctx, storetest.Placement("c", 1)); err != nil; err = writer.Put(ctx, storetest.Placement("c", 1)) {
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	rec.wait(t, 1)
+}
+
+// Redis down: cached ids keep being served (stale-if-error), unknown ids get
+// a fast EUNAVAILABLE, and everything recovers by itself.
+func TestOutageStaleIfErrorAndRecovery(t *testing.T) {
+	srv := redistest.Start(t)
+	store := open(t, []string{srv.Addr}, uniquePrefix(t))
+	c, err := cache.New(store, cache.Options{Encode: render.AppendPayload, NotFound: render.NotFoundPayload,
+		TTL: 50 * time.Millisecond, RetryInterval: 20 * time.Millisecond, LoadTimeout: 200 * time.Millisecond,
+		BreakerFailures: 3, BreakerCooldown: 300 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Put(ctx, storetest.Placement("1", 2)); err != nil {
+		t.Fatal(err)
+	}
+	want := string(render.AppendPayload(nil, storetest.Placement("1", 2)))
+	if e, err := c.Lookup(ctx, []byte("1")); err != nil || string(e.Payload) != want {
+		t.Fatal(err)
+	}
+	for _, outage := range []struct {
+		name       string
+		down, back func()
+	}{
+		{"killed", srv.Kill, func() { srv.Restart(t); _ = store.Put(ctx, storetest.Placement("1", 2)) }},
+		{"hung", srv.Pause, srv.Resume},
+	} {
+		outage.down()
+		time.Sleep(100 * time.Millisecond) // past the TTL
+		for i := range 20 {
+			e, err := c.Lookup(ctx, []byte("1"))
+			if err != nil || string(e.Payload) != want {
+				t.Fatalf("%s: cached id during the outage: %v", outage.name, err)
+			}
+			start := time.Now()
+			_, err = c.Lookup(ctx, []byte(fmt.Sprint("unknown-", outage.name, i)))
+			if tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {
+				t.Fatalf("%s: unknown id during the outage: %v", outage.name, err)
+			}
+			if d := time.Since(start); i >= 5 && d > 50*time.Millisecond {
+				t.Fatalf("%s: lookup %d of an unknown id waited %v with the circuit open", outage.name, i, d)
+			}
+		}
+		outage.back()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, err := c.Lookup(ctx, []byte(fmt.Sprint("after-", outage.name)))
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no recovery: %v", outage.name, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if st := c.Stats(); st.ShortCircuits == 0 || st.RefreshErrors == 0 || st.Stale == 0 {
+		t.Fatalf("outage not visible in stats: %+v", st)
+	}
+}
+
+// Killing a master: the replica takes over and the store keeps working.
+func TestClusterFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 6-node cluster; skipped in -short mode")
+	}
+	cl := redistest.StartCluster(t)
+	prefix := uniquePrefix(t)
+	store := open(t, cl.Addrs()[:1], prefix)
+	ctx := context.Background()
+	var ps []*tsubame.Placement
+	for i := range 300 {
+		ps = append(ps, storetest.Placement(fmt.Sprint(i), 1))
+	}
+	if err := store.PutMany(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	victim := cl.MasterOf(t, prefix+"p:0")
+	victim.Kill()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		p, err := store.Get(ctx, "0")
+		if err == nil && p.ID == "0" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("placement 0 not readable after its master died: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, p := range ps {
+		if _, err := store.Get(ctx, p.ID); err != nil {
+			t.Fatalf("after failover: %v", err)
+		}
+	}
+	if err := store.Put(ctx, storetest.Placement("new", 1)); err != nil {
+		t.Fatalf("write after failover: %v", err)
+	}
+	page, err := store.List(ctx, "", 1000)
+	if err != nil || len(page) != 301 {
+		t.Fatalf("List after failover: %d, %v", len(page), err)
+	}
+}
