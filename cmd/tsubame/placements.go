@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"tsubame"
 	"tsubame/internal/bulk"
@@ -96,7 +97,7 @@ func openCLIStore(cfg *config.Config, readOnly bool) (tsubame.Store, error) {
 	if cfg.Store.Type == "memory" {
 		return nil, usagef("store.type is memory: placements live inside a running server; there is nothing to manage from here")
 	}
-	if readOnly {
+	if readOnly && cfg.Store.Type == "embedded" {
 		if _, err := os.Stat(cfg.StorePath()); os.IsNotExist(err) {
 			return nil, tsubame.Errorf(tsubame.ENOTFOUND, "no store at %s yet (run tsubame serve or import first)", cfg.StorePath())
 		}
@@ -125,10 +126,13 @@ func importPlacements(ctx context.Context, store tsubame.Store, args []string, f
 	if err != nil {
 		return fmt.Errorf("%s: %w", label, err)
 	}
+	start := time.Now()
 	if err := store.PutMany(ctx, ps); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "imported %d placement(s) from %s\n", len(ps), label)
+	d := time.Since(start)
+	fmt.Fprintf(stderr, "imported %d placement(s) from %s in %v (%.0f/s)\n", len(ps), label, d.Round(time.Millisecond),
+		float64(len(ps))/max(d.Seconds(), 1e-9))
 	return nil
 }
 

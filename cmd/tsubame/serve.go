@@ -25,6 +25,7 @@ import (
 	"tsubame/internal/server"
 	"tsubame/internal/store/embedded"
 	"tsubame/internal/store/memory"
+	"tsubame/internal/store/redis"
 	"tsubame/internal/webhook"
 )
 
@@ -53,6 +54,8 @@ type Main struct {
 	adminLn    net.Listener
 	served     chan error
 	nListeners int
+	stopWatch  context.CancelFunc
+	watching   chan struct{}
 }
 
 // PublicAddr is the address the public listener is bound to.
@@ -80,21 +83,33 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		return err
 	}
 	m.Cache, err = cache.New(backend, cache.Options{
-		MaxBytes:      uint64(cfg.Cache.MaxBytes),
-		TTL:           cfg.Cache.TTL,
-		NegativeTTL:   cfg.Cache.NegativeTTL,
-		StaleIfError:  staleIfError(cfg.Cache.StaleIfError),
-		RetryInterval: cfg.Cache.RetryInterval,
-		LoadTimeout:   cfg.Cache.LoadTimeout,
-		Encode:        render.AppendPayload,
-		NotFound:      render.NotFoundPayload,
-		Logger:        m.Logger,
+		MaxBytes:        uint64(cfg.Cache.MaxBytes),
+		TTL:             cfg.Cache.TTL,
+		NegativeTTL:     cfg.Cache.NegativeTTL,
+		StaleIfError:    staleIfError(cfg.Cache.StaleIfError),
+		RetryInterval:   cfg.Cache.RetryInterval,
+		LoadTimeout:     cfg.Cache.LoadTimeout,
+		BreakerFailures: cfg.Cache.BreakerFailures,
+		BreakerCooldown: cfg.Cache.BreakerCooldown,
+		Encode:          render.AppendPayload,
+		NotFound:        render.NotFoundPayload,
+		Logger:          m.Logger,
 	})
 	if err != nil {
 		_ = backend.Close()
 		return err
 	}
 	m.Store = m.Cache
+	if feed, ok := backend.(tsubame.ChangeFeed); ok {
+		// Writes by other nodes (and the CLI) drop entries from our cache.
+		wctx, cancel := context.WithCancel(context.Background())
+		m.stopWatch = cancel
+		m.watching = make(chan struct{})
+		go func() {
+			defer close(m.watching)
+			_ = feed.Watch(wctx, m.Cache)
+		}()
+	}
 	if err := m.openLogs(backend); err != nil {
 		return err
 	}
@@ -261,6 +276,10 @@ func (m *Main) closeAll(ctx context.Context) error {
 			}
 		}
 	}
+	if m.stopWatch != nil {
+		m.stopWatch()
+		<-m.watching
+	}
 	if m.Store != nil {
 		if err := m.Store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("store: %w", err))
@@ -375,6 +394,12 @@ func openStore(cfg *config.Config, readOnly bool) (tsubame.Store, error) {
 		return embedded.Open(cfg.StorePath(), embedded.Options{LockTimeout: cfg.Store.Embedded.LockTimeout, ReadOnly: readOnly})
 	case "memory":
 		return memory.New(), nil
+	case "redis":
+		r := cfg.Store.Redis
+		return redis.Open(redis.Options{
+			Addrs: r.Addrs, Username: r.Username, Password: r.Password, TLS: r.TLS, TLSCAFile: r.TLSCAFile,
+			KeyPrefix: r.KeyPrefix, DialTimeout: r.DialTimeout, Timeout: r.Timeout, PoolSize: r.PoolSize,
+		})
 	}
 	return nil, usagef("unknown store type %q", cfg.Store.Type)
 }

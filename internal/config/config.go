@@ -65,6 +65,20 @@ type Log struct {
 type Store struct {
 	Type     string        `koanf:"type" env:"TSUBAME_STORE"`
 	Embedded EmbeddedStore `koanf:"embedded"`
+	Redis    RedisStore    `koanf:"redis"`
+}
+
+// RedisStore configures the Redis store.
+type RedisStore struct {
+	Addrs       []string      `koanf:"addrs" env:"TSUBAME_REDIS_ADDRS"`
+	Username    string        `koanf:"username"`
+	Password    string        `koanf:"password" secret:"true"`
+	TLS         bool          `koanf:"tls"`
+	TLSCAFile   string        `koanf:"tls_ca_file"`
+	KeyPrefix   string        `koanf:"key_prefix"`
+	DialTimeout time.Duration `koanf:"dial_timeout"`
+	Timeout     time.Duration `koanf:"timeout"`
+	PoolSize    int           `koanf:"pool_size"`
 }
 
 // EmbeddedStore configures the bbolt store.
@@ -81,6 +95,9 @@ type Cache struct {
 	StaleIfError  time.Duration `koanf:"stale_if_error"`
 	RetryInterval time.Duration `koanf:"retry_interval"`
 	LoadTimeout   time.Duration `koanf:"load_timeout"`
+	// BreakerFailures < 0 disables the circuit breaker.
+	BreakerFailures int           `koanf:"breaker_failures"`
+	BreakerCooldown time.Duration `koanf:"breaker_cooldown"`
 }
 
 // AccessLog configures the access logs.
@@ -347,6 +364,11 @@ func (c *Config) Validate() []error {
 	if c.DataDir == "" {
 		add("data_dir: must not be empty")
 	}
+	positive := func(key string, d time.Duration) {
+		if d <= 0 {
+			add("%s: must be a positive duration such as 1s (got %v)", key, d)
+		}
+	}
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
 		add("log.level: %q is not one of debug, info, warn, error", c.Log.Level)
 	}
@@ -355,19 +377,39 @@ func (c *Config) Validate() []error {
 	}
 	switch c.Store.Type {
 	case "embedded", "memory":
-	default:
-		add("store.type: %q is not one of embedded, memory", c.Store.Type)
-	}
-	positive := func(key string, d time.Duration) {
-		if d <= 0 {
-			add("%s: must be a positive duration such as 1s (got %v)", key, d)
+	case "redis":
+		r := c.Store.Redis
+		if len(r.Addrs) == 0 {
+			add("store.redis.addrs: at least one host:port is needed")
 		}
+		for _, a := range r.Addrs {
+			if err := checkAddr(a); err != nil {
+				add("store.redis.addrs: %v", err)
+			}
+		}
+		positive("store.redis.dial_timeout", r.DialTimeout)
+		positive("store.redis.timeout", r.Timeout)
+		if r.PoolSize <= 0 {
+			add("store.redis.pool_size: must be positive")
+		}
+		if r.KeyPrefix == "" || !printableASCII(r.KeyPrefix) || strings.ContainsAny(r.KeyPrefix, " *?[]") {
+			add("store.redis.key_prefix: %q must be printable ASCII without spaces or glob characters", r.KeyPrefix)
+		}
+		if r.TLSCAFile != "" && !r.TLS {
+			add("store.redis.tls_ca_file: set store.redis.tls: true too")
+		}
+	default:
+		add("store.type: %q is not one of embedded, redis, memory", c.Store.Type)
 	}
 	positive("store.embedded.lock_timeout", c.Store.Embedded.LockTimeout)
 	positive("cache.ttl", c.Cache.TTL)
 	positive("cache.negative_ttl", c.Cache.NegativeTTL)
 	positive("cache.retry_interval", c.Cache.RetryInterval)
 	positive("cache.load_timeout", c.Cache.LoadTimeout)
+	positive("cache.breaker_cooldown", c.Cache.BreakerCooldown)
+	if c.Cache.BreakerFailures == 0 {
+		add("cache.breaker_failures: must be positive, or -1 to disable the breaker")
+	}
 	if c.Cache.StaleIfError < 0 {
 		add("cache.stale_if_error: must not be negative")
 	}
