@@ -10,8 +10,9 @@ GOBIN         := $(shell $(GO) env GOPATH 2>/dev/null)/bin
 HOT_PKGS      := ./internal/server ./internal/cache ./internal/render
 BENCHTIME     ?= 1s
 COUNT         ?= 6
+APT_GET       := $(if $(filter 0,$(shell id -u)),,sudo) apt-get
 
-.PHONY: all build run test check-go fmt-check vet lint race verify bench-micro clean
+.PHONY: all build run test check-go fmt-check vet lint race test-tools verify bench-micro clean
 
 all: build
 
@@ -44,8 +45,13 @@ lint: check-go
 	fi; \
 	if [ -x "$(GOBIN)/staticcheck" ]; then "$(GOBIN)/staticcheck" ./...; fi
 
-race: check-go
+race: check-go test-tools
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# The tests start real Redis servers: redis-server and redis-cli from Debian's packages.
+test-tools:
+	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 || \
+		{ $(APT_GET) update -qq && $(APT_GET) install -y -qq redis-server redis-tools; }
 
 ## verify: check that downloaded modules match go.sum
 verify: check-go
@@ -59,7 +65,6 @@ clean:
 	rm -rf bin
 
 # The load tools of make bench, from Debian's packages when missing.
-APT_GET := $(if $(filter 0,$(shell id -u)),,sudo) apt-get
 BENCH_DURATION ?= 10s
 BENCH_CONNECTIONS ?= 100
 BENCH_ROUNDS ?= 3

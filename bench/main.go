@@ -37,6 +37,8 @@ type scenario struct {
 	// API answers after a delay drawn from [Delay[0], Delay[1]].
 	Webhook bool
 	Delay   [2]time.Duration
+	// Redis scenarios run against a second Tsubame whose store is Redis.
+	Redis bool
 }
 
 var scenarios = []scenario{
@@ -46,6 +48,10 @@ var scenarios = []scenario{
 		Seed: "8,064 req/s, 12.42 ms, σ 3.10 ms (HBase)", SeedRPS: 8063.61},
 	{Name: "sample3", Path: "/api/sample3.js?id=1&callback=Example.process", What: "store + in-process cache",
 		Seed: "11,556 req/s, 9.07 ms, σ 5.91 ms", SeedRPS: 11556.05},
+	{Name: "sample2-redis", Path: "/api/sample2.js?id=1&callback=Example.process", Redis: true,
+		What: "Redis read per request, no cache", Seed: "8,064 req/s (HBase read per request)"},
+	{Name: "sample3-redis", Path: "/api/sample3.js?id=1&callback=Example.process", Redis: true,
+		What: "Redis store + in-process cache", Seed: "11,556 req/s"},
 	{Name: "sample4", Path: "/api/sample4.js?id=1&callback=Example.process", What: "+ lossless file access log",
 		Seed: "2,884 req/s, 34.70 ms, σ 4.96 ms", SeedRPS: 2883.61},
 	{Name: "sample5", Path: "/api/sample5.js?id=1&callback=Example.process", What: "+ access log into the store, batched",
@@ -72,7 +78,7 @@ func main() {
 		conns    = flag.Int("connections", 100, "wrk connections (scenarios with their own count keep it)")
 		threads  = flag.Int("threads", 2, "wrk threads")
 		rounds   = flag.Int("rounds", 3, "interleaved rounds per scenario")
-		port     = flag.Int("port", 18080, "first of three loopback ports: tsubame, its admin listener, nginx")
+		port     = flag.Int("port", 18080, "first of six loopback ports: tsubame, its admin listener, nginx, tsubame on redis, its admin listener, redis")
 		only     = flag.String("scenarios", "", "comma-separated scenario names to run (default all)")
 		out      = flag.String("out", "BENCHMARKS.md", "report to write")
 		chart    = flag.String("chart", "bench/results.png", "chart to write")
@@ -85,7 +91,7 @@ func main() {
 }
 
 func runBench(bin string, duration time.Duration, conns, threads, rounds, port int, only, out, chart string) error {
-	for _, tool := range []string{"wrk", "nginx"} {
+	for _, tool := range []string{"wrk", "nginx", "redis-server"} {
 		if _, err := lookPath(tool); err != nil {
 			return fmt.Errorf("%s is not installed (make bench installs it with apt-get)", tool)
 		}
@@ -96,7 +102,10 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port i
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	admin := "127.0.0.1:" + strconv.Itoa(port+1)
 	ref := "127.0.0.1:" + strconv.Itoa(port+2)
-	for _, a := range []string{addr, admin, ref} {
+	raddr := "127.0.0.1:" + strconv.Itoa(port+3)
+	radmin := "127.0.0.1:" + strconv.Itoa(port+4)
+	redisAddr := "127.0.0.1:" + strconv.Itoa(port+5)
+	for _, a := range []string{addr, admin, ref, raddr, radmin, redisAddr} {
 		if err := portFree(a); err != nil {
 			return err
 		}
@@ -133,9 +142,25 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port i
 	if err != nil {
 		return err
 	}
-	tsubame, err := startTsubame(ctx, &p, bin, dir, addr, admin, api.URL)
+	tsubame, err := startTsubame(ctx, &p, bin, dir+"/embedded", addr, admin, api.URL)
 	if err != nil {
 		return err
+	}
+	needRedis := false
+	for _, s := range selected {
+		needRedis = needRedis || s.Redis
+	}
+	if needRedis {
+		if err := startRedis(ctx, &p, dir+"/redis", redisAddr); err != nil {
+			return err
+		}
+		if _, err := startTsubame(ctx, &p, bin, dir+"/redis-node", raddr, radmin, api.URL,
+			"TSUBAME_STORE=redis", "TSUBAME_REDIS_ADDRS="+redisAddr); err != nil {
+			return err
+		}
+		if err := checkBodies(raddr); err != nil {
+			return err
+		}
 	}
 	if err := startNginx(ctx, &p, dir+"/nginx", ref, runtime.NumCPU()); err != nil {
 		return err
@@ -151,10 +176,14 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port i
 			if c == 0 {
 				c = conns
 			}
+			own := addr
+			if s.Redis {
+				own = raddr
+			}
 			for _, target := range []struct {
 				addr string
 				into *[]wrkResult
-			}{{addr, &results[i].tsubame}, {ref, &results[i].ref}} {
+			}{{own, &results[i].tsubame}, {ref, &results[i].ref}} {
 				if err := ctx.Err(); err != nil {
 					return err
 				}

@@ -130,7 +130,7 @@ func startNginx(ctx context.Context, p *procs, dir, addr string, workers int) er
 // startTsubame runs the binary with the built-in defaults on loopback
 // ports, its data and logs in dir, loaded with the demo placements, its
 // webhook messages sent to the fake API at apiURL.
-func startTsubame(ctx context.Context, p *procs, bin, dir, addr, admin, apiURL string) (*exec.Cmd, error) {
+func startTsubame(ctx context.Context, p *procs, bin, dir, addr, admin, apiURL string, env ...string) (*exec.Cmd, error) {
 	cmd := exec.Command(bin, "serve", "-demo")
 	cmd.Env = append(os.Environ(),
 		"TSUBAME_LISTEN="+addr,
@@ -141,11 +141,37 @@ func startTsubame(ctx context.Context, p *procs, bin, dir, addr, admin, apiURL s
 		"TSUBAME_WEBHOOK_API_URL="+apiURL,
 		"TSUBAME_WEBHOOK_API_H2C=true",
 	)
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	if err := p.start(cmd); err != nil {
 		return nil, fmt.Errorf("tsubame: %w", err)
 	}
 	return cmd, waitHTTP(ctx, "http://"+addr+"/json")
+}
+
+// startRedis runs a redis-server for the Redis scenarios, persistence off.
+func startRedis(ctx context.Context, p *procs, dir, addr string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	host, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command("redis-server", "--bind", host, "--port", port, "--dir", dir, "--save", "", "--appendonly", "no",
+		"--logfile", filepath.Join(dir, "redis.log"))
+	if err := p.start(cmd); err != nil {
+		return fmt.Errorf("redis-server: %w", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return errors.New("redis-server did not start")
 }
 
 // raiseFileLimit lets wrk and the servers (which inherit it) hold 3000+ connections.

@@ -143,7 +143,8 @@ func buildReport(sc []scenario, results []run, m machine, d time.Duration, conns
 	fmt.Fprintf(md, "**Reference peer:** %s with `worker_processes %d`, answering the same URLs with `return 200` and the\n", m.nginx, m.cores)
 	fmt.Fprintf(md, "same body (the id-1 JSONP, or the hello JSON for `/json`), with a buffered access log (`buffer=64k flush=100ms`):\n")
 	fmt.Fprintf(md, "the limit for a static answer on this box. Tsubame runs its built-in defaults (embedded store with the demo placements,\n")
-	fmt.Fprintf(md, "cache, file and store access logs).\n\n")
+	fmt.Fprintf(md, "cache, file and store access logs). The `-redis` scenarios run a second Tsubame whose store is a local\n")
+	fmt.Fprintf(md, "`redis-server` (persistence off), on the same box.\n\n")
 	fmt.Fprintf(md, "**Machine:** %d cores, %s, %s. **Versions:** %s, %s, %s, wrk %s.\n\n", m.cores, m.model, m.kernel, m.tsubame, m.goVer, m.nginx, m.wrkVer)
 	fmt.Fprintf(md, "![requests per second](%s)\n\n", filepath.ToSlash(chart))
 	fmt.Fprintf(md, "| scenario | what | Tsubame req/s | nginx req/s | ratio | avg ms (T / ref) | p50 ms (T / ref) | p99 ms (T / ref) | σ ms (T / ref) | errors (T / ref) | the seed's figure |\n")
@@ -197,6 +198,14 @@ func buildReport(sc []scenario, results []run, m machine, d time.Duration, conns
 	check("access logging costs ≤ 5 %: sample4 ≥ 0.95× sample3", s4/s3, 0.95, ok3 && ok4)
 	check("sample5 ≥ 0.9× sample4", s5/s4, 0.9, ok4 && ok5)
 	check("sample2 ≥ 0.7× sample3", s2/s3, 0.7, ok2 && ok3)
+	r2, okr2 := rps("sample2-redis")
+	r3, okr3 := rps("sample3-redis")
+	if okr2 && ok2 {
+		fmt.Fprintf(md, "| sample2 on Redis vs the embedded store (no target) | %.3f× | – |\n", r2/s2)
+	}
+	if okr3 && ok3 {
+		fmt.Fprintf(md, "| sample3 on Redis vs the embedded store (no target) | %.3f× | – |\n", r3/s3)
+	}
 	w0, okw0 := rps("webhook")
 	w1, okw1 := rps("webhook-2-3s")
 	check("webhook with 2–3 s external latency ≥ 0.9× without", w1/w0, 0.9, okw0 && okw1)
