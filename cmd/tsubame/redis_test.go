@@ -31,11 +31,24 @@ func body(t *testing.T, url string) string {
 	return string(b)
 }
 
-// Three nodes share one Redis. A write on one reaches the in-process cache
-// of the others through pub/sub; the delay is measured and reported.
+// Three nodes share one Redis (standalone, then a 6-node cluster). A write
+// on one reaches the in-process cache of the others through pub/sub; the
+// delay is measured and reported.
 func TestThreeNodeInvalidation(t *testing.T) {
-	srv := redistest.Start(t)
-	env := redisEnv(t, srv.Addr)
+	t.Run("standalone", func(t *testing.T) {
+		threeNodes(t, redistest.Start(t).Addr)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("starts a 6-node cluster; skipped in -short mode")
+		}
+		c := redistest.StartCluster(t)
+		threeNodes(t, strings.Join(c.Addrs()[:3], ","))
+	})
+}
+
+func threeNodes(t *testing.T, addrs string) {
+	env := redisEnv(t, addrs)
 	var nodes []*Main
 	for range 3 {
 		nodes = append(nodes, openMain(t, env, false))
