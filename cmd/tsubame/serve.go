@@ -91,6 +91,8 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		LoadTimeout:     cfg.Cache.LoadTimeout,
 		BreakerFailures: cfg.Cache.BreakerFailures,
 		BreakerCooldown: cfg.Cache.BreakerCooldown,
+		MaxLoads:        cfg.Cache.MaxLoads,
+		LoadWait:        cfg.Cache.LoadWait,
 		Encode:          render.AppendPayload,
 		NotFound:        render.NotFoundPayload,
 		Logger:          m.Logger,
@@ -124,17 +126,20 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}
 
 	m.public, err = server.New(server.Options{
-		Name:           cfg.Server.Name,
-		ReadTimeout:    cfg.Server.ReadTimeout,
-		WriteTimeout:   cfg.Server.WriteTimeout,
-		IdleTimeout:    cfg.Server.IdleTimeout,
-		MaxHeaderBytes: int(cfg.Server.MaxHeaderBytes),
-		MaxBodyBytes:   int(cfg.Server.MaxBodyBytes),
-		MaxConns:       cfg.Server.MaxConns,
-		HelloJSON:      cfg.Server.HelloJSON,
-		Webhook:        receiver,
-		Callback:       cfg.Webhook.Callback,
-		Logger:         m.Logger,
+		Name:             cfg.Server.Name,
+		ReadTimeout:      cfg.Server.ReadTimeout,
+		WriteTimeout:     cfg.Server.WriteTimeout,
+		IdleTimeout:      cfg.Server.IdleTimeout,
+		MaxHeaderBytes:   int(cfg.Server.MaxHeaderBytes),
+		MaxBodyBytes:     int(cfg.Server.MaxBodyBytes),
+		MaxConns:         cfg.Server.MaxConns,
+		MaxInFlightAds:   cfg.Server.MaxInFlightAds,
+		MaxInFlightHooks: cfg.Server.MaxInFlightHook,
+		LimitWait:        cfg.Server.LimitWait,
+		HelloJSON:        cfg.Server.HelloJSON,
+		Webhook:          receiver,
+		Callback:         cfg.Webhook.Callback,
+		Logger:           m.Logger,
 	}, m.endpoints(backend))
 	if err != nil {
 		return err
@@ -144,7 +149,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}
 	if cfg.Admin.Listen != "" {
 		reg := metrics.NewRegistry(version)
-		reg.MustRegister(metrics.NewCacheCollector(m.Cache.Stats))
+		reg.MustRegister(metrics.NewCacheCollector(m.Cache.Stats), metrics.NewServerCollector(m.public.Stats))
 		if m.Webhook != nil {
 			reg.MustRegister(metrics.NewWebhookCollector(m.Webhook.Stats))
 		}

@@ -52,6 +52,12 @@ type Options struct {
 	// BreakerFailures disables the breaker.
 	BreakerFailures int
 	BreakerCooldown time.Duration
+	// MaxLoads bounds the store reads in flight for distinct missing ids (an
+	// intentional bottleneck: a flood of unknown ids cannot swamp the
+	// store). A miss waits up to LoadWait for a slot, then fails with
+	// EUNAVAILABLE. Default 256 and 100ms.
+	MaxLoads int
+	LoadWait time.Duration
 	// Encode appends the payload of a found placement to dst. Required.
 	Encode func(dst []byte, p *tsubame.Placement) []byte
 	// NotFound is the payload cached for unknown ids. Required.
@@ -87,6 +93,12 @@ func (o *Options) setDefaults() {
 	if o.BreakerCooldown <= 0 {
 		o.BreakerCooldown = time.Second
 	}
+	if o.MaxLoads <= 0 {
+		o.MaxLoads = 256
+	}
+	if o.LoadWait <= 0 {
+		o.LoadWait = 100 * time.Millisecond
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -117,6 +129,7 @@ type Stats struct {
 	Evictions     uint64 // entries dropped for size or expiry
 	Invalidations uint64 // entries dropped by Invalidate or InvalidateDep
 	ShortCircuits uint64 // store reads refused at once while the circuit was open
+	LoadsRefused  uint64 // misses refused because MaxLoads reads were in flight for LoadWait
 	BreakerOpen   bool   // the circuit is open now
 	Entries       int    // current number of entries
 	Bytes         uint64 // current estimated weight of entries
@@ -139,6 +152,8 @@ type Cache struct {
 	refreshErrors atomic.Uint64
 	invalidations atomic.Uint64
 
+	loads         chan struct{} // slots for store reads in flight
+	loadsRefused  atomic.Uint64
 	failures      atomic.Int64 // consecutive failed store reads
 	openUntil     atomic.Int64 // now() until which the circuit is open
 	shortCircuits atomic.Uint64
@@ -159,7 +174,7 @@ func New(store tsubame.Store, opt Options) (*Cache, error) {
 	if opt.Encode == nil || opt.NotFound == nil {
 		return nil, tsubame.Errorf(tsubame.EINVALID, "cache: Encode and NotFound are required")
 	}
-	c := &Cache{store: store, opt: opt, counter: stats.NewCounter()}
+	c := &Cache{store: store, opt: opt, counter: stats.NewCounter(), loads: make(chan struct{}, opt.MaxLoads)}
 	c.deps.m = make(map[string]map[string]uint64)
 	c.loader = loader{c}
 	oc, err := otter.New(&otter.Options[string, *Entry]{
@@ -257,11 +272,37 @@ func (l loader) Reload(ctx context.Context, id string, _ *Entry) (*Entry, error)
 // errCircuitOpen is returned while the breaker refuses store reads.
 var errCircuitOpen = tsubame.Errorf(tsubame.EUNAVAILABLE, "placement store unavailable")
 
+// errTooManyLoads is returned when no store read slot frees in time.
+var errTooManyLoads = tsubame.Errorf(tsubame.EUNAVAILABLE, "too many placement reads at once, retry later")
+
+// acquireLoad takes a read slot, waiting up to LoadWait.
+func (c *Cache) acquireLoad(ctx context.Context) bool {
+	select {
+	case c.loads <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(c.opt.LoadWait)
+	defer t.Stop()
+	select {
+	case c.loads <- struct{}{}:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	c.loadsRefused.Add(1)
+	return false
+}
+
 func (c *Cache) load(ctx context.Context, id string) (*Entry, error) {
 	if c.opt.BreakerFailures > 0 && now() < c.openUntil.Load() {
 		c.shortCircuits.Add(1)
 		return nil, errCircuitOpen
 	}
+	if !c.acquireLoad(ctx) {
+		return nil, errTooManyLoads
+	}
+	defer func() { <-c.loads }()
 	ctx, cancel := context.WithTimeout(ctx, c.opt.LoadTimeout)
 	defer cancel()
 	start := time.Now()
@@ -354,6 +395,7 @@ func (c *Cache) Stats() Stats {
 		Evictions:     s.Evictions,
 		Invalidations: c.invalidations.Load(),
 		ShortCircuits: c.shortCircuits.Load(),
+		LoadsRefused:  c.loadsRefused.Load(),
 		BreakerOpen:   c.opt.BreakerFailures > 0 && now() < c.openUntil.Load(),
 		Entries:       c.c.EstimatedSize(),
 		Bytes:         c.c.WeightedSize(),

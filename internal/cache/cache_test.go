@@ -420,3 +420,36 @@ func TestCircuitBreaker(t *testing.T) {
 		t.Fatal("circuit still open after a successful probe")
 	}
 }
+
+// At most MaxLoads store reads run at once; a miss that finds no slot within
+// LoadWait fails fast instead of queueing behind a slow store.
+func TestLoadPoolBounds(t *testing.T) {
+	opt := options()
+	opt.MaxLoads = 4
+	opt.LoadWait = 20 * time.Millisecond
+	opt.BreakerFailures = -1
+	c, fs := newCache(t, opt)
+	fs.delay.Store(int64(300 * time.Millisecond))
+	var wg sync.WaitGroup
+	var ok, refused atomic.Int64
+	for i := range 40 {
+		wg.Go(func() {
+			_, err := c.Lookup(t.Context(), []byte(fmt.Sprint("id", i)))
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case tsubame.ErrorCode(err) == tsubame.EUNAVAILABLE:
+				refused.Add(1)
+			default:
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if ok.Load() != 4 || refused.Load() != 36 || fs.gets.Load() != 4 {
+		t.Fatalf("%d served, %d refused, %d store reads; want 4, 36, 4", ok.Load(), refused.Load(), fs.gets.Load())
+	}
+	if st := c.Stats(); st.LoadsRefused != 36 {
+		t.Fatalf("stats %+v", st)
+	}
+}

@@ -98,6 +98,8 @@ type Cache struct {
 	// BreakerFailures < 0 disables the circuit breaker.
 	BreakerFailures int           `koanf:"breaker_failures"`
 	BreakerCooldown time.Duration `koanf:"breaker_cooldown"`
+	MaxLoads        int           `koanf:"max_loads"`
+	LoadWait        time.Duration `koanf:"load_wait"`
 }
 
 // AccessLog configures the access logs.
@@ -174,6 +176,9 @@ type Server struct {
 	MaxHeaderBytes  ByteSize      `koanf:"max_header_bytes"`
 	MaxBodyBytes    ByteSize      `koanf:"max_body_bytes"`
 	MaxConns        int           `koanf:"max_conns"`
+	MaxInFlightAds  int           `koanf:"max_in_flight_ads"`
+	MaxInFlightHook int           `koanf:"max_in_flight_webhooks"`
+	LimitWait       time.Duration `koanf:"limit_wait"`
 	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
 	HelloJSON       bool          `koanf:"hello_json"`
 }
@@ -484,6 +489,16 @@ func (c *Config) Validate() []error {
 	if c.Server.MaxConns <= 0 {
 		add("server.max_conns: must be positive")
 	}
+	if c.Server.MaxInFlightAds < 0 || c.Server.MaxInFlightHook < 0 {
+		add("server.max_in_flight_ads and max_in_flight_webhooks: must not be negative (0: no bound)")
+	}
+	if c.Server.LimitWait < 0 {
+		add("server.limit_wait: must not be negative")
+	}
+	if c.Cache.MaxLoads <= 0 {
+		add("cache.max_loads: must be positive")
+	}
+	positive("cache.load_wait", c.Cache.LoadWait)
 	if !printableASCII(c.Server.Name) {
 		add("server.name: must be printable ASCII")
 	}

@@ -9,6 +9,7 @@ import (
 
 	"tsubame/internal/accesslog"
 	"tsubame/internal/cache"
+	"tsubame/internal/server"
 	"tsubame/internal/webhook"
 )
 
@@ -39,7 +40,7 @@ type CacheCollector struct {
 }
 
 type cacheDescs struct {
-	lookups, loads, refreshErrors, evictions, invalidations, entries, bytes, shortCircuits, breakerOpen *prometheus.Desc
+	lookups, loads, refreshErrors, evictions, invalidations, entries, bytes, shortCircuits, breakerOpen, loadsRefused *prometheus.Desc
 }
 
 // NewCacheCollector returns a collector over stats, called once per scrape.
@@ -57,6 +58,7 @@ func NewCacheCollector(stats func() cache.Stats) *CacheCollector {
 		entries:       d("entries", "Entries in the cache."),
 		bytes:         d("bytes", "Estimated memory held by cache entries."),
 		shortCircuits: d("short_circuits_total", "Store reads refused at once because the circuit breaker was open."),
+		loadsRefused:  d("loads_refused_total", "Misses refused because cache.max_loads store reads were in flight for cache.load_wait."),
 		breakerOpen:   d("breaker_open", "1 while the circuit breaker refuses store reads."),
 	}}
 }
@@ -64,7 +66,7 @@ func NewCacheCollector(stats func() cache.Stats) *CacheCollector {
 // Describe implements prometheus.Collector.
 func (c *CacheCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.descs.lookups, c.descs.loads, c.descs.refreshErrors,
-		c.descs.evictions, c.descs.invalidations, c.descs.entries, c.descs.bytes, c.descs.shortCircuits, c.descs.breakerOpen} {
+		c.descs.evictions, c.descs.invalidations, c.descs.entries, c.descs.bytes, c.descs.shortCircuits, c.descs.breakerOpen, c.descs.loadsRefused} {
 		ch <- d
 	}
 }
@@ -86,6 +88,7 @@ func (c *CacheCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.descs.entries, prometheus.GaugeValue, float64(s.Entries))
 	ch <- prometheus.MustNewConstMetric(c.descs.bytes, prometheus.GaugeValue, float64(s.Bytes))
 	counter(c.descs.shortCircuits, s.ShortCircuits)
+	counter(c.descs.loadsRefused, s.LoadsRefused)
 	open := 0.0
 	if s.BreakerOpen {
 		open = 1
@@ -209,4 +212,33 @@ func (c *WebhookCollector) Collect(ch chan<- prometheus.Metric) {
 	put("api_seconds_total", prometheus.CounterValue, s.APITime.Seconds())
 	put("queue_length", prometheus.GaugeValue, float64(s.Queued))
 	put("in_flight", prometheus.GaugeValue, float64(s.InFlight))
+}
+
+// ServerCollector exports the public listener's limit counters.
+type ServerCollector struct {
+	stats          func() server.Stats
+	refused, conns *prometheus.Desc
+}
+
+// NewServerCollector returns a collector over stats, called once per scrape.
+func NewServerCollector(stats func() server.Stats) *ServerCollector {
+	return &ServerCollector{
+		stats: stats,
+		refused: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "limits", "refused_total"),
+			"Requests or connections refused by a limit, by reason: max_conns, in_flight_ads, in_flight_hooks (503), "+
+				"header_too_large (431), body_too_large (413), read_timeout (408), malformed (400).", []string{"reason"}, nil),
+		conns: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "connections"), "Public connections open.", nil, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *ServerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.refused; ch <- c.conns }
+
+// Collect implements prometheus.Collector.
+func (c *ServerCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	for reason, n := range s.Refused {
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(n), reason)
+	}
+	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.Conns))
 }

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -43,7 +44,13 @@ type Options struct {
 	MaxHeaderBytes int
 	MaxBodyBytes   int
 	MaxConns       int
-	HelloJSON      bool // serve GET /json
+	// MaxInFlightAds and MaxInFlightHooks bound the /api and webhook
+	// requests handled at once (0: no bound); one over the bound waits up to
+	// LimitWait for a slot, then gets a 503.
+	MaxInFlightAds   int
+	MaxInFlightHooks int
+	LimitWait        time.Duration
+	HelloJSON        bool // serve GET /json
 	// Webhook receives POST /callback and POST /webhook/line; nil serves neither.
 	Webhook *webhook.Receiver
 	// Callback serves POST /callback (with Webhook set).
@@ -60,6 +67,11 @@ type Server struct {
 	webhook   *webhook.Receiver
 	callback  bool
 	log       *slog.Logger
+	maxConns  int
+	ads       *gate
+	hooks     *gate
+	counters  counters
+	ln        atomic.Pointer[limitListener]
 	bootID    string // prefixes generated request ids, so they differ across restarts
 }
 
@@ -77,7 +89,9 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 		opt.Logger = slog.Default()
 	}
 	s := &Server{endpoints: make(map[string]*endpoint, len(endpoints)), hello: opt.HelloJSON, log: opt.Logger,
-		webhook: opt.Webhook, callback: opt.Callback && opt.Webhook != nil,
+		webhook: opt.Webhook, callback: opt.Callback && opt.Webhook != nil, maxConns: opt.MaxConns,
+		ads:    &gate{max: int64(opt.MaxInFlightAds), wait: opt.LimitWait},
+		hooks:  &gate{max: int64(opt.MaxInFlightHooks), wait: opt.LimitWait},
 		bootID: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	for _, e := range endpoints {
 		if _, dup := s.endpoints[e.Name]; dup {
@@ -119,7 +133,9 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 // Serve accepts connections on ln until Shutdown. It returns nil after a
 // Shutdown and the accept error otherwise.
 func (s *Server) Serve(ln net.Listener) error {
-	err := s.srv.Serve(ln)
+	ll := &limitListener{Listener: ln, max: int64(s.maxConns), refused: &s.counters.conns}
+	s.ln.Store(ll)
+	err := s.srv.Serve(ll)
 	if errors.Is(err, net.ErrClosed) {
 		return nil
 	}
@@ -158,13 +174,15 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	case bytes.HasPrefix(path, apiPrefix):
 		s.serveAPI(ctx, path[len(apiPrefix):])
 	case s.callback && bytes.Equal(path, callbackPath):
-		if allowPost(ctx) {
+		if allowPost(ctx) && s.enter(ctx, s.hooks, &s.counters.hookLimit, "webhook") {
 			status, body := s.webhook.Callback(ctx.PostBody())
+			s.hooks.leave()
 			reply(ctx, status, body)
 		}
 	case s.webhook != nil && s.webhook.LINEEnabled() && bytes.Equal(path, linePath):
-		if allowPost(ctx) {
+		if allowPost(ctx) && s.enter(ctx, s.hooks, &s.counters.hookLimit, "webhook") {
 			status, body := s.webhook.LINE(ctx.PostBody(), string(ctx.Request.Header.Peek("X-Line-Signature")))
+			s.hooks.leave()
 			reply(ctx, status, body)
 		}
 	case s.hello && bytes.Equal(path, helloPath):
@@ -190,10 +208,24 @@ func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, rest []byte) {
 		plain(ctx, fasthttp.StatusNotFound, "unknown endpoint")
 		return
 	}
-	id, callback := s.respond(ctx, ep, format)
+	var id, callback []byte
+	if s.enter(ctx, s.ads, &s.counters.adsLimit, "ad") {
+		id, callback = s.respond(ctx, ep, format)
+		s.ads.leave()
+	}
 	if ep.log != nil {
 		s.logRequest(ctx, ep, id, callback)
 	}
+}
+
+// enter passes the request through g, or answers 503 and counts it.
+func (s *Server) enter(ctx *fasthttp.RequestCtx, g *gate, refused *atomic.Uint64, what string) bool {
+	if g.enter() {
+		return true
+	}
+	refused.Add(1)
+	overloaded(ctx, what)
+	return false
 }
 
 // respond writes the response of ep to ctx and returns the id and callback

@@ -1,0 +1,158 @@
+package server
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Reasons a request or connection was refused, as reported in Stats.
+const (
+	ReasonConns         = "max_conns"        // too many connections: 503 and close
+	ReasonInFlightAds   = "in_flight_ads"    // too many /api requests at once: 503
+	ReasonInFlightHooks = "in_flight_hooks"  // too many webhook requests at once: 503
+	ReasonHeader        = "header_too_large" // request head over max_header_bytes: 431
+	ReasonBody          = "body_too_large"   // body over max_body_bytes: 413
+	ReasonTimeout       = "read_timeout"     // request not read within read_timeout (slowloris): 408
+	ReasonMalformed     = "malformed"        // unparsable request: 400
+)
+
+// Stats counts what the limits refused, by reason.
+type Stats struct {
+	Refused map[string]uint64
+	Conns   int64 // connections open now
+}
+
+type counters struct {
+	conns, adsLimit, hookLimit, header, body, timeout, malformed atomic.Uint64
+}
+
+// gate bounds how many requests of one class run at once. Acquiring costs an
+// atomic add on the fast path; over the bound, the request waits up to wait
+// for a slot (polling, since slots free in microseconds) and is then refused.
+type gate struct {
+	max     int64
+	wait    time.Duration
+	current atomic.Int64
+}
+
+func (g *gate) enter() bool {
+	if g == nil || g.max <= 0 {
+		return true
+	}
+	if g.current.Add(1) <= g.max {
+		return true
+	}
+	g.current.Add(-1)
+	if g.wait <= 0 {
+		return false
+	}
+	deadline := time.Now().Add(g.wait)
+	for pause := 50 * time.Microsecond; time.Now().Before(deadline); pause = min(2*pause, 5*time.Millisecond) {
+		time.Sleep(pause)
+		if g.current.Add(1) <= g.max {
+			return true
+		}
+		g.current.Add(-1)
+	}
+	return false
+}
+
+func (g *gate) leave() {
+	if g != nil && g.max > 0 {
+		g.current.Add(-1)
+	}
+}
+
+// limitListener refuses connections over max with a fast 503 (rather than
+// letting them queue in a worker pool or hang), and counts open ones.
+type limitListener struct {
+	net.Listener
+	max     int64
+	open    atomic.Int64
+	refused *atomic.Uint64
+}
+
+var refusal = []byte("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain; charset=utf-8\r\n" +
+	"Content-Length: 31\r\nConnection: close\r\n\r\ntoo many connections, retry later")
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if l.max > 0 && l.open.Add(1) > l.max {
+			l.open.Add(-1)
+			l.refused.Add(1)
+			go func() {
+				_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+				_, _ = c.Write(refusal)
+				_ = c.Close()
+			}()
+			continue
+		}
+		if l.max <= 0 {
+			l.open.Add(1)
+		}
+		return &countedConn{Conn: c, l: l}, nil
+	}
+}
+
+type countedConn struct {
+	net.Conn
+	l    *limitListener
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(func() { c.l.open.Add(-1) })
+	return c.Conn.Close()
+}
+
+// errorHandler answers requests fasthttp could not read, and counts them.
+func (s *Server) errorHandler(ctx *fasthttp.RequestCtx, err error) {
+	var small *fasthttp.ErrSmallBuffer
+	var netErr net.Error
+	switch {
+	case errors.As(err, &small):
+		s.counters.header.Add(1)
+		plain(ctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "request head too large")
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		s.counters.body.Add(1)
+		plain(ctx, fasthttp.StatusRequestEntityTooLarge, "request body too large")
+	case errors.As(err, &netErr) && netErr.Timeout():
+		s.counters.timeout.Add(1)
+		plain(ctx, fasthttp.StatusRequestTimeout, "request not received in time")
+	default:
+		s.counters.malformed.Add(1)
+		plain(ctx, fasthttp.StatusBadRequest, "malformed request")
+	}
+}
+
+// Stats returns the refusal counters.
+func (s *Server) Stats() Stats {
+	st := Stats{Refused: map[string]uint64{
+		ReasonConns:         s.counters.conns.Load(),
+		ReasonInFlightAds:   s.counters.adsLimit.Load(),
+		ReasonInFlightHooks: s.counters.hookLimit.Load(),
+		ReasonHeader:        s.counters.header.Load(),
+		ReasonBody:          s.counters.body.Load(),
+		ReasonTimeout:       s.counters.timeout.Load(),
+		ReasonMalformed:     s.counters.malformed.Load(),
+	}}
+	if l := s.ln.Load(); l != nil {
+		st.Conns = l.open.Load()
+	}
+	return st
+}
+
+// overloaded answers a request refused by a gate.
+func overloaded(ctx *fasthttp.RequestCtx, what string) {
+	ctx.Response.Header.Set("Retry-After", "1")
+	plain(ctx, fasthttp.StatusServiceUnavailable, "too many "+what+" requests at once, retry later")
+}
