@@ -122,7 +122,10 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 		IdleTimeout:           opt.IdleTimeout,
 		ReadBufferSize:        opt.MaxHeaderBytes, // also the largest request head fasthttp accepts
 		MaxRequestBodySize:    opt.MaxBodyBytes,
-		Concurrency:           opt.MaxConns,
+		// Connections are bounded by limitListener, which answers a fast
+		// 503; fasthttp's own bound only backs it up.
+		Concurrency:           max(opt.MaxConns*2, 1024),
+		ErrorHandler:          s.errorHandler,
 		CloseOnShutdown:       true,
 		SecureErrorLogMessage: true,
 		Logger:                fasthttpLogger{opt.Logger},

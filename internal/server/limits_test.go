@@ -1,0 +1,221 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"tsubame/internal/server"
+)
+
+// slow is a Source that blocks until released: requests pile up in flight.
+type slow struct{ release chan struct{} }
+
+func (s slow) Payload(context.Context, []byte, []byte) ([]byte, bool, error) {
+	<-s.release
+	return []byte(`{"urls":[]}`), true, nil
+}
+
+func startWith(t *testing.T, opt server.Options, eps ...server.Endpoint) (*server.Server, string) {
+	t.Helper()
+	opt.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if opt.MaxHeaderBytes == 0 {
+		opt.MaxHeaderBytes = 4096
+	}
+	if opt.ReadTimeout == 0 {
+		opt.ReadTimeout = 5 * time.Second
+	}
+	srv, err := server.New(opt, eps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	return srv, ln.Addr().String()
+}
+
+func rawGet(t *testing.T, c net.Conn, path string) (int, string) {
+	t.Helper()
+	if _, err := io.WriteString(c, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, string(b)
+}
+
+func TestMaxConnsAnswers503(t *testing.T) {
+	srv, addr := startWith(t, server.Options{MaxConns: 5, HelloJSON: true})
+	var held []net.Conn
+	for range 5 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if code, _ := rawGet(t, c, "/json"); code != 200 {
+			t.Fatalf("connection within the bound: %d", code)
+		}
+		held = append(held, c)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil || resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" {
+		t.Fatalf("6th connection: %v %v", resp, err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("refusal took %v", d)
+	}
+	if n := srv.Stats().Refused[server.ReasonConns]; n != 1 {
+		t.Fatalf("refused %d", n)
+	}
+	held[0].Close()
+	time.Sleep(50 * time.Millisecond)
+	c2, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if code, _ := rawGet(t, c2, "/json"); code != 200 {
+		t.Fatalf("after a connection closed: %d", code)
+	}
+}
+
+func TestInFlightBoundAnswers503(t *testing.T) {
+	release := make(chan struct{})
+	srv, addr := startWith(t, server.Options{MaxConns: 100, MaxInFlightAds: 2, LimitWait: 20 * time.Millisecond},
+		server.Endpoint{Name: "s", Source: slow{release}})
+	url := "http://" + addr + "/api/s.json?id=1"
+	var wg sync.WaitGroup
+	var ok, refused atomic.Int64
+	for range 6 {
+		wg.Go(func() {
+			resp, err := http.Get(url)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			switch resp.StatusCode {
+			case 200:
+				ok.Add(1)
+			case 503:
+				refused.Add(1)
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	if ok.Load() != 2 || refused.Load() != 4 || srv.Stats().Refused[server.ReasonInFlightAds] != 4 {
+		t.Fatalf("%d ok, %d refused, stats %v", ok.Load(), refused.Load(), srv.Stats().Refused)
+	}
+}
+
+func TestOversizedRequestsCounted(t *testing.T) {
+	srv, addr := startWith(t, server.Options{MaxConns: 100, MaxBodyBytes: 1024, HelloJSON: true})
+	req, _ := http.NewRequest("GET", "http://"+addr+"/json", nil)
+	req.Header.Set("X-Big", strings.Repeat("a", 8192))
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != 431 {
+			t.Fatalf("big head: %d", resp.StatusCode)
+		}
+	}
+	resp, err := http.Post("http://"+addr+"/json", "text/plain", strings.NewReader(strings.Repeat("b", 4096)))
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != 413 {
+			t.Fatalf("big body: %d", resp.StatusCode)
+		}
+	}
+	st := srv.Stats().Refused
+	if st[server.ReasonHeader] != 1 || st[server.ReasonBody] != 1 {
+		t.Fatalf("stats %v", st)
+	}
+}
+
+// Slowloris: many connections trickling a request head are cut at
+// read_timeout and do not starve normal clients meanwhile.
+func TestSlowlorisDoesNotStarve(t *testing.T) {
+	srv, addr := startWith(t, server.Options{MaxConns: 1000, ReadTimeout: 500 * time.Millisecond, HelloJSON: true})
+	const slowConns = 300
+	var conns []net.Conn
+	for range slowConns {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := io.WriteString(c, "GET /json HTTP/1.1\r\nHost: x\r\n"); err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	stop := make(chan struct{})
+	go func() { // trickle a header byte now and then, as slowloris does
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			for _, c := range conns {
+				_, _ = io.WriteString(c, "X")
+			}
+		}
+	}()
+	defer close(stop)
+	client := &http.Client{Timeout: 2 * time.Second}
+	for i := range 50 {
+		start := time.Now()
+		resp, err := client.Get("http://" + addr + "/json")
+		if err != nil {
+			t.Fatalf("normal request %d during slowloris: %v", i, err)
+		}
+		resp.Body.Close()
+		if d := time.Since(start); resp.StatusCode != 200 || d > 500*time.Millisecond {
+			t.Fatalf("normal request %d: %d after %v", i, resp.StatusCode, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(700 * time.Millisecond)
+	closed := 0
+	for _, c := range conns {
+		_ = c.SetReadDeadline(time.Now().Add(time.Second))
+		if _, err := io.ReadAll(c); err == nil {
+			closed++ // the server answered (408) and closed
+		}
+	}
+	if closed != slowConns {
+		t.Fatalf("%d of %d slow connections closed by the server", closed, slowConns)
+	}
+	if n := srv.Stats().Refused[server.ReasonTimeout]; n != slowConns {
+		t.Fatalf("%d read timeouts counted, want %d: %v", n, slowConns, srv.Stats().Refused)
+	}
+}
