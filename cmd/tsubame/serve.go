@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -56,6 +57,11 @@ type Main struct {
 	nListeners int
 	stopWatch  context.CancelFunc
 	watching   chan struct{}
+	mu         sync.Mutex    // guards Config against a reload during Close
+	backend    tsubame.Store // the store under the cache
+	receiver   *webhook.Receiver
+	// Level is the process log's level, changed by a reload.
+	Level *slog.LevelVar
 }
 
 // PublicAddr is the address the public listener is bound to.
@@ -82,6 +88,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	m.backend = backend
 	m.Cache, err = cache.New(backend, cache.Options{
 		MaxBytes:        uint64(cfg.Cache.MaxBytes),
 		TTL:             cfg.Cache.TTL,
@@ -125,22 +132,8 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		return err
 	}
 
-	m.public, err = server.New(server.Options{
-		Name:             cfg.Server.Name,
-		ReadTimeout:      cfg.Server.ReadTimeout,
-		WriteTimeout:     cfg.Server.WriteTimeout,
-		IdleTimeout:      cfg.Server.IdleTimeout,
-		MaxHeaderBytes:   int(cfg.Server.MaxHeaderBytes),
-		MaxBodyBytes:     int(cfg.Server.MaxBodyBytes),
-		MaxConns:         cfg.Server.MaxConns,
-		MaxInFlightAds:   cfg.Server.MaxInFlightAds,
-		MaxInFlightHooks: cfg.Server.MaxInFlightHook,
-		LimitWait:        cfg.Server.LimitWait,
-		HelloJSON:        cfg.Server.HelloJSON,
-		Webhook:          receiver,
-		Callback:         cfg.Webhook.Callback,
-		Logger:           m.Logger,
-	}, m.endpoints(backend))
+	m.receiver = receiver
+	m.public, err = server.New(m.serverOptions(cfg), m.endpoints(cfg))
 	if err != nil {
 		return err
 	}
@@ -200,9 +193,29 @@ func staleIfError(d time.Duration) time.Duration {
 	return d
 }
 
-func (m *Main) endpoints(backend tsubame.Store) []server.Endpoint {
+func (m *Main) serverOptions(cfg *config.Config) server.Options {
+	return server.Options{
+		Name:             cfg.Server.Name,
+		ReadTimeout:      cfg.Server.ReadTimeout,
+		WriteTimeout:     cfg.Server.WriteTimeout,
+		IdleTimeout:      cfg.Server.IdleTimeout,
+		MaxHeaderBytes:   int(cfg.Server.MaxHeaderBytes),
+		MaxBodyBytes:     int(cfg.Server.MaxBodyBytes),
+		MaxConns:         cfg.Server.MaxConns,
+		MaxInFlightAds:   cfg.Server.MaxInFlightAds,
+		MaxInFlightHooks: cfg.Server.MaxInFlightHook,
+		LimitWait:        cfg.Server.LimitWait,
+		HelloJSON:        cfg.Server.HelloJSON,
+		Webhook:          m.receiver,
+		Callback:         cfg.Webhook.Callback,
+		Logger:           m.Logger,
+	}
+}
+
+func (m *Main) endpoints(cfg *config.Config) []server.Endpoint {
+	backend := m.backend
 	var out []server.Endpoint
-	for name, ec := range m.Config.Endpoints {
+	for name, ec := range cfg.Endpoints {
 		ep := server.Endpoint{Name: name, CacheControl: ec.CacheControl}
 		switch ec.AccessLog {
 		case config.LogFile:
@@ -247,7 +260,10 @@ func (m *Main) Wait(ctx context.Context) error {
 // server.shutdown_timeout), then the store is closed and the admin listener
 // stops.
 func (m *Main) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), m.Config.Server.ShutdownTimeout)
+	m.mu.Lock()
+	timeout := m.Config.Server.ShutdownTimeout
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	return m.closeAll(ctx)
 }
@@ -268,7 +284,10 @@ func (m *Main) closeAll(ctx context.Context) error {
 	// more. Process the queued messages (for up to webhook.drain_timeout),
 	// then write every access-log record, before the store closes.
 	if m.Webhook != nil {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.Config.Webhook.DrainTimeout)
+		m.mu.Lock()
+		drain := m.Config.Webhook.DrainTimeout
+		m.mu.Unlock()
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
 		if err := m.Webhook.Close(dctx); err != nil {
 			errs = append(errs, fmt.Errorf("webhook: %w", err))
 		}
@@ -437,14 +456,20 @@ func loadDemo(ctx context.Context, s tsubame.Store, log *slog.Logger) error {
 	return nil
 }
 
-func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(strings.ToUpper(cfg.Log.Level)))
+func newLogger(cfg *config.Config, w io.Writer) (*slog.Logger, *slog.LevelVar) {
+	level := new(slog.LevelVar)
+	level.Set(logLevel(cfg))
 	opts := &slog.HandlerOptions{Level: level}
 	if cfg.Log.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(slog.NewJSONHandler(w, opts)), level
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(slog.NewTextHandler(w, opts)), level
+}
+
+func logLevel(cfg *config.Config) slog.Level {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(strings.ToUpper(cfg.Log.Level)))
+	return level
 }
 
 func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer, environ []string) error {
@@ -460,7 +485,8 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer,
 	if err != nil {
 		return err
 	}
-	m := &Main{Config: cfg, Logger: newLogger(cfg, stderr), Demo: *demo}
+	logger, level := newLogger(cfg, stderr)
+	m := &Main{Config: cfg, Logger: logger, Level: level, Demo: *demo}
 	if err := m.Open(ctx); err != nil {
 		return err
 	}
@@ -470,7 +496,8 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer,
 	}
 	defer removePIDFile(pidFile)
 
-	// SIGHUP reopens the access log, for external rotation (logrotate).
+	// SIGHUP reopens the access log (for external rotation such as
+	// logrotate) and reloads the configuration.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -478,11 +505,7 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer,
 		for {
 			select {
 			case <-hup:
-				if err := m.ReopenLogs(ctx); err != nil {
-					m.Logger.Error("reopening the access log failed", "err", err)
-				} else {
-					m.Logger.Info("access log reopened")
-				}
+				m.hangup(ctx, *path, environ)
 			case <-ctx.Done():
 				return
 			}
@@ -496,6 +519,42 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer,
 	}
 	m.Logger.Info("stopped")
 	return nil
+}
+
+// hangup handles SIGHUP: reopen the access log, then reload the
+// configuration from where it was first read. A configuration with errors
+// is rejected, each error logged, and the running one stays.
+func (m *Main) hangup(ctx context.Context, path string, environ []string) {
+	if err := m.ReopenLogs(ctx); err != nil {
+		m.Logger.Error("reopening the access log failed", "err", err)
+	} else {
+		m.Logger.Info("access log reopened")
+	}
+	if path == "" {
+		path = lookupEnv(environ, config.EnvConfigFile)
+	}
+	cfg, warnings, err := config.Load(path, environ)
+	for _, w := range warnings {
+		m.Logger.Warn(w)
+	}
+	if err == nil {
+		if errs := cfg.Validate(); len(errs) > 0 {
+			err = errors.New(joinErrors("invalid configuration", errs))
+		}
+	}
+	if err != nil {
+		m.Logger.Error("configuration not reloaded; the running one stays", "err", err)
+		return
+	}
+	restart, err := m.Reload(cfg)
+	if err != nil {
+		m.Logger.Error("configuration not reloaded; the running one stays", "err", err)
+		return
+	}
+	m.Logger.Info("configuration reloaded", "endpoints", len(cfg.Endpoints))
+	if len(restart) > 0 {
+		m.Logger.Warn("changed keys that take effect only after a restart (SIGUSR2 or tsubame restart)", "keys", restart)
+	}
 }
 
 // PIDFile is the name of the file in the data directory that holds the

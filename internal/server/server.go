@@ -61,18 +61,24 @@ type Options struct {
 // Server serves the public endpoints. Create it with New, run it with Serve
 // and stop it with Shutdown.
 type Server struct {
-	srv       *fasthttp.Server
+	srv      *fasthttp.Server
+	routes   atomic.Pointer[routes] // swapped whole by Reload
+	webhook  *webhook.Receiver
+	callback bool
+	log      *slog.Logger
+	maxConns int
+	counters counters
+	ln       atomic.Pointer[limitListener]
+	bootID   string // prefixes generated request ids, so they differ across restarts
+}
+
+// routes is what a reload may change. A request reads it once, so it sees
+// either the old set or the new one, never a mix.
+type routes struct {
 	endpoints map[string]*endpoint
 	hello     bool
-	webhook   *webhook.Receiver
-	callback  bool
-	log       *slog.Logger
-	maxConns  int
 	ads       *gate
 	hooks     *gate
-	counters  counters
-	ln        atomic.Pointer[limitListener]
-	bootID    string // prefixes generated request ids, so they differ across restarts
 }
 
 type endpoint struct {
@@ -88,29 +94,10 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	s := &Server{endpoints: make(map[string]*endpoint, len(endpoints)), hello: opt.HelloJSON, log: opt.Logger,
-		webhook: opt.Webhook, callback: opt.Callback && opt.Webhook != nil, maxConns: opt.MaxConns,
-		ads:    &gate{max: int64(opt.MaxInFlightAds), wait: opt.LimitWait},
-		hooks:  &gate{max: int64(opt.MaxInFlightHooks), wait: opt.LimitWait},
-		bootID: strconv.FormatInt(time.Now().UnixNano(), 36)}
-	for _, e := range endpoints {
-		if _, dup := s.endpoints[e.Name]; dup {
-			return nil, tsubame.Errorf(tsubame.EINVALID, "endpoint %q declared twice", e.Name)
-		}
-		if e.Source == nil {
-			return nil, tsubame.Errorf(tsubame.EINVALID, "endpoint %q has no source", e.Name)
-		}
-		ep := &endpoint{name: e.Name, source: e.Source, log: e.Log}
-		if e.CacheControl != "" {
-			ep.cacheControl = []byte(e.CacheControl)
-		}
-		if len(e.Formats) == 0 {
-			e.Formats = []render.Format{render.FormatJSONP, render.FormatJSON}
-		}
-		for _, f := range e.Formats {
-			ep.formats[f] = true
-		}
-		s.endpoints[e.Name] = ep
+	s := &Server{log: opt.Logger, webhook: opt.Webhook, callback: opt.Callback && opt.Webhook != nil,
+		maxConns: opt.MaxConns, bootID: strconv.FormatInt(time.Now().UnixNano(), 36)}
+	if err := s.Reload(opt, endpoints); err != nil {
+		return nil, err
 	}
 	s.srv = &fasthttp.Server{
 		Handler:               s.handle,
@@ -131,6 +118,40 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 		Logger:                fasthttpLogger{opt.Logger},
 	}
 	return s, nil
+}
+
+// Reload replaces the endpoints and the reloadable options (HelloJSON and
+// the in-flight bounds) atomically; requests in flight finish on what they
+// started with. The listener's own options (timeouts, sizes, max_conns)
+// need a restart. An invalid set leaves the current one serving.
+func (s *Server) Reload(opt Options, endpoints []Endpoint) error {
+	r := &routes{
+		endpoints: make(map[string]*endpoint, len(endpoints)),
+		hello:     opt.HelloJSON,
+		ads:       &gate{max: int64(opt.MaxInFlightAds), wait: opt.LimitWait},
+		hooks:     &gate{max: int64(opt.MaxInFlightHooks), wait: opt.LimitWait},
+	}
+	for _, e := range endpoints {
+		if _, dup := r.endpoints[e.Name]; dup {
+			return tsubame.Errorf(tsubame.EINVALID, "endpoint %q declared twice", e.Name)
+		}
+		if e.Source == nil {
+			return tsubame.Errorf(tsubame.EINVALID, "endpoint %q has no source", e.Name)
+		}
+		ep := &endpoint{name: e.Name, source: e.Source, log: e.Log}
+		if e.CacheControl != "" {
+			ep.cacheControl = []byte(e.CacheControl)
+		}
+		if len(e.Formats) == 0 {
+			e.Formats = []render.Format{render.FormatJSONP, render.FormatJSON}
+		}
+		for _, f := range e.Formats {
+			ep.formats[f] = true
+		}
+		r.endpoints[e.Name] = ep
+	}
+	s.routes.Store(r)
+	return nil
 }
 
 // Serve accepts connections on ln until Shutdown. It returns nil after a
@@ -173,22 +194,23 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.SetCanonical(hdrNosniff, valNosniff)
 	path := ctx.Path()
+	r := s.routes.Load()
 	switch {
 	case bytes.HasPrefix(path, apiPrefix):
-		s.serveAPI(ctx, path[len(apiPrefix):])
+		s.serveAPI(ctx, r, path[len(apiPrefix):])
 	case s.callback && bytes.Equal(path, callbackPath):
-		if allowPost(ctx) && s.enter(ctx, s.hooks, &s.counters.hookLimit, "webhook") {
+		if allowPost(ctx) && s.enter(ctx, r.hooks, &s.counters.hookLimit, "webhook") {
 			status, body := s.webhook.Callback(ctx.PostBody())
-			s.hooks.leave()
+			r.hooks.leave()
 			reply(ctx, status, body)
 		}
 	case s.webhook != nil && s.webhook.LINEEnabled() && bytes.Equal(path, linePath):
-		if allowPost(ctx) && s.enter(ctx, s.hooks, &s.counters.hookLimit, "webhook") {
+		if allowPost(ctx) && s.enter(ctx, r.hooks, &s.counters.hookLimit, "webhook") {
 			status, body := s.webhook.LINE(ctx.PostBody(), string(ctx.Request.Header.Peek("X-Line-Signature")))
-			s.hooks.leave()
+			r.hooks.leave()
 			reply(ctx, status, body)
 		}
-	case s.hello && bytes.Equal(path, helloPath):
+	case r.hello && bytes.Equal(path, helloPath):
 		if !allowRead(ctx) {
 			return
 		}
@@ -199,22 +221,22 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	}
 }
 
-func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, rest []byte) {
+func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, r *routes, rest []byte) {
 	dot := bytes.LastIndexByte(rest, '.')
 	if dot < 0 {
 		plain(ctx, fasthttp.StatusNotFound, "unknown endpoint")
 		return
 	}
-	ep := s.endpoints[string(rest[:dot])]
+	ep := r.endpoints[string(rest[:dot])]
 	format, ok := render.ParseFormat(rest[dot+1:])
 	if ep == nil || !ok || !ep.formats[format] {
 		plain(ctx, fasthttp.StatusNotFound, "unknown endpoint")
 		return
 	}
 	var id, callback []byte
-	if s.enter(ctx, s.ads, &s.counters.adsLimit, "ad") {
+	if s.enter(ctx, r.ads, &s.counters.adsLimit, "ad") {
 		id, callback = s.respond(ctx, ep, format)
-		s.ads.leave()
+		r.ads.leave()
 	}
 	if ep.log != nil {
 		s.logRequest(ctx, ep, id, callback)

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+
+	"tsubame/internal/config"
+)
+
+// Reload applies cfg to the running server at once: the endpoints, the
+// in-flight bounds, hello_json and the log level. The other keys take
+// effect at the next restart (SIGUSR2 or tsubame restart); Reload returns
+// their names. An error leaves the running configuration untouched.
+func (m *Main) Reload(cfg *config.Config) (needsRestart []string, err error) {
+	if cfg.UsesLog(config.LogFile) && m.FileLog == nil {
+		return nil, fmt.Errorf("an endpoint now logs to the access-log file, which this process did not open: restart instead")
+	}
+	if cfg.UsesLog(config.LogStore) && m.StoreLog == nil {
+		return nil, fmt.Errorf("an endpoint now logs into the store, which this process did not set up: restart instead")
+	}
+	m.mu.Lock()
+	old := m.Config
+	m.mu.Unlock()
+	if err := m.public.Reload(m.serverOptions(cfg), m.endpoints(cfg)); err != nil {
+		return nil, err
+	}
+	m.Level.Set(logLevel(cfg))
+	m.mu.Lock()
+	m.Config = cfg
+	m.mu.Unlock()
+	return restartOnly(old, cfg), nil
+}
+
+// restartOnly lists the keys whose change a reload does not apply.
+func restartOnly(old, cfg *config.Config) []string {
+	a, b := *old, *cfg
+	// What Reload applies: make it equal so it does not show up.
+	b.Endpoints = a.Endpoints
+	b.Server.HelloJSON = a.Server.HelloJSON
+	b.Server.MaxInFlightAds = a.Server.MaxInFlightAds
+	b.Server.MaxInFlightHook = a.Server.MaxInFlightHook
+	b.Server.LimitWait = a.Server.LimitWait
+	b.Log.Level = a.Log.Level
+	var out []string
+	diff(reflect.ValueOf(a), reflect.ValueOf(b), "", &out)
+	sort.Strings(out)
+	return out
+}
+
+func diff(a, b reflect.Value, path string, out *[]string) {
+	if a.Kind() == reflect.Struct {
+		for i := range a.NumField() {
+			name := a.Type().Field(i).Tag.Get("koanf")
+			if path != "" {
+				name = path + "." + name
+			}
+			diff(a.Field(i), b.Field(i), name, out)
+		}
+		return
+	}
+	if !reflect.DeepEqual(a.Interface(), b.Interface()) {
+		*out = append(*out, path)
+	}
+}

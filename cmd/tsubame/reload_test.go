@@ -1,0 +1,110 @@
+package main
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"tsubame/internal/config"
+)
+
+func TestRestartOnlyKeys(t *testing.T) {
+	old, _, err := config.Load("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := config.Load("", []string{"TSUBAME_LISTEN=:9999", "TSUBAME_CACHE_TTL=5s", "TSUBAME_SERVER_HELLO_JSON=false",
+		"TSUBAME_LOG_LEVEL=debug", "TSUBAME_ENDPOINTS_SAMPLE3_CACHE_CONTROL=no-store", "TSUBAME_SERVER_MAX_IN_FLIGHT_ADS=5"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(restartOnly(old, cfg), ","); got != "cache.ttl,listen" {
+		t.Fatalf("restart-only keys = %s", got)
+	}
+}
+
+// SIGHUP under continuous load: a good configuration is applied at once
+// with no failed request; a bad one is rejected with every error logged and
+// the running one keeps serving; log lines still equal responses.
+func TestReloadUnderLoad(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tsubame.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(file, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`
+endpoints:
+  sample4: {source: store, access_log: file}
+`)
+	p := startBinary(t, "TSUBAME_CONFIG="+file)
+	s4 := p.base + "/api/sample4.js?id=5&callback=Example.process"
+	stop := make(chan struct{})
+	run := load([]string{s4}, 4, stop)
+	time.Sleep(300 * time.Millisecond)
+
+	write(`
+server: {hello_json: false}
+cache: {ttl: 5s}
+endpoints:
+  sample4: {source: store, access_log: file}
+  banner: {source: store, formats: [json]}
+`)
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	banner := p.base + "/api/banner.json?id=5"
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, err := http.Get(banner)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("new endpoint not served after SIGHUP:\n%s", p.logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if resp, err := http.Get(p.base + "/json"); err != nil || resp.StatusCode != 404 {
+		t.Fatalf("hello_json: false not applied: %v %v", resp, err)
+	}
+
+	write(`
+endpoints:
+  sample4: {source: store, access_log: file, formats: [xml]}
+  broken: {source: nowhere}
+`)
+	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if resp, err := http.Get(banner); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("a rejected configuration replaced the running one: %v %v", resp, err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	run.Wait()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(t); err != nil {
+		t.Fatal(err)
+	}
+	logs := p.logs.String()
+	for _, want := range []string{"configuration reloaded", "cache.ttl", "configuration not reloaded", "endpoints.broken: source", "endpoints.sample4: formats"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("log lacks %q:\n%s", want, logs)
+		}
+	}
+	lines, _ := countFileLines(t, p.logDir)
+	if ok := run.counts[s4].Load(); ok == 0 || run.bad.Load() != 0 || int64(lines) != ok {
+		t.Fatalf("%d ok, %d bad, %d log lines", ok, run.bad.Load(), lines)
+	}
+}
