@@ -107,6 +107,7 @@ func (p *proc) wait(t *testing.T) error {
 type loadRun struct {
 	counts map[string]*atomic.Int64
 	bad    atomic.Int64 // complete responses that were wrong
+	errs   atomic.Int64 // requests that got no response (the client then stops)
 	wg     sync.WaitGroup
 }
 
@@ -133,6 +134,7 @@ func load(paths []string, clients int, stop <-chan struct{}) *loadRun {
 				}
 				resp, err := client.Get(path)
 				if err != nil {
+					run.errs.Add(1)
 					return // the server is going away
 				}
 				body, err := io.ReadAll(resp.Body)

@@ -4,6 +4,7 @@
 //	tsubame check-config [-config FILE] [-print]
 //	tsubame placements import|export|get|put|delete ...
 //	tsubame log reopen
+//	tsubame restart
 //	tsubame version
 //
 // It is the only place where the packages of Tsubame are wired together.
@@ -81,6 +82,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = runPlacements(ctx, rest, stdin, stdout, stderr, environ)
 	case "log":
 		err = runLog(rest, stderr, environ)
+	case "restart":
+		err = runRestart(rest, stderr, environ)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, versionString())
 	case "help", "-h", "-help", "--help":

@@ -59,6 +59,8 @@ type Main struct {
 	watching   chan struct{}
 	mu         sync.Mutex    // guards Config against a reload during Close
 	backend    tsubame.Store // the store under the cache
+	handover   *handover     // set when this process succeeds another (restart.go)
+	serving    bool          // the listeners' Serve loops run
 	receiver   *webhook.Receiver
 	// Level is the process log's level, changed by a reload.
 	Level *slog.LevelVar
@@ -84,6 +86,15 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		}
 	}()
 	cfg := m.Config
+	// Listeners first: a successor (see restart.go) takes them over from its
+	// predecessor and must have them before it waits for the store.
+	if err := m.bindListeners(cfg); err != nil {
+		return err
+	}
+	if m.handover != nil {
+		m.handover.ready(m.Logger)
+		m.handover.waitRelease(m.Logger)
+	}
 	backend, err := openStore(cfg, false)
 	if err != nil {
 		return err
@@ -137,9 +148,6 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if m.publicLn, err = net.Listen("tcp", cfg.Listen); err != nil {
-		return fmt.Errorf("cannot listen on %s: %w", cfg.Listen, err)
-	}
 	if cfg.Admin.Listen != "" {
 		reg := metrics.NewRegistry(version)
 		reg.MustRegister(metrics.NewCacheCollector(m.Cache.Stats), metrics.NewServerCollector(m.public.Stats))
@@ -166,21 +174,46 @@ func (m *Main) Open(ctx context.Context) (err error) {
 			_, err := backend.List(ctx, "", 1)
 			return err
 		}})
-		if m.adminLn, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
-			return fmt.Errorf("cannot listen on %s (admin): %w", cfg.Admin.Listen, err)
-		}
 	}
 
 	m.served = make(chan error, 2)
+	m.serving = true
 	m.nListeners = 1
 	go func() { m.served <- m.public.Serve(m.publicLn) }()
-	if m.admin != nil {
+	if m.admin != nil && m.adminLn != nil {
 		m.nListeners++
 		go func() { m.served <- m.admin.Serve(m.adminLn) }()
 		m.admin.SetReady(true)
 	}
 	m.Logger.Info("serving", "listen", m.PublicAddr(), "admin", m.AdminAddr(), "store", cfg.Store.Type,
 		"endpoints", len(cfg.Endpoints), "version", version)
+	return nil
+}
+
+// bindListeners opens the public and admin listeners, or takes them over
+// from the process this one succeeds.
+func (m *Main) bindListeners(cfg *config.Config) error {
+	var err error
+	if m.handover != nil {
+		m.publicLn, m.adminLn, err = m.handover.listeners()
+		if err != nil {
+			return err
+		}
+		if m.adminLn == nil && cfg.Admin.Listen != "" {
+			if m.adminLn, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
+				return fmt.Errorf("cannot listen on %s (admin): %w", cfg.Admin.Listen, err)
+			}
+		}
+		return nil
+	}
+	if m.publicLn, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return fmt.Errorf("cannot listen on %s: %w", cfg.Listen, err)
+	}
+	if cfg.Admin.Listen != "" {
+		if m.adminLn, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
+			return fmt.Errorf("cannot listen on %s (admin): %w", cfg.Admin.Listen, err)
+		}
+	}
 	return nil
 }
 
@@ -273,7 +306,7 @@ func (m *Main) closeAll(ctx context.Context) error {
 	if m.admin != nil {
 		m.admin.SetReady(false)
 	}
-	if m.public != nil && m.publicLn != nil {
+	if m.public != nil && m.serving {
 		if err := m.public.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("public listener: %w", err))
 		}
@@ -309,7 +342,7 @@ func (m *Main) closeAll(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("store: %w", err))
 		}
 	}
-	if m.admin != nil && m.adminLn != nil {
+	if m.admin != nil && m.serving && m.adminLn != nil {
 		if err := m.admin.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("admin listener: %w", err))
 		}
@@ -487,8 +520,14 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer,
 	}
 	logger, level := newLogger(cfg, stderr)
 	m := &Main{Config: cfg, Logger: logger, Level: level, Demo: *demo}
+	if m.handover, err = inherited(environ); err != nil {
+		return err
+	}
 	if err := m.Open(ctx); err != nil {
 		return err
+	}
+	if m.handover != nil {
+		m.Logger.Info("took over from the previous process")
 	}
 	pidFile := filepath.Join(cfg.DataDir, PIDFile)
 	if err := writePIDFile(pidFile); err != nil {
@@ -501,17 +540,44 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer,
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	// SIGUSR2 starts a successor and hands over to it (restart.go).
+	usr2 := make(chan os.Signal, 1)
+	signal.Notify(usr2, syscall.SIGUSR2)
+	defer signal.Stop(usr2)
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	var succ *successor
 	go func() {
 		for {
 			select {
 			case <-hup:
 				m.hangup(ctx, *path, environ)
-			case <-ctx.Done():
+			case <-usr2:
+				m.Logger.Info("restart requested: starting the new process")
+				s, err := m.startSuccessor(os.Args[1:], environ, os.Stdout, os.Stderr)
+				if err != nil {
+					m.Logger.Error("restart failed; this process keeps serving", "err", err)
+					continue
+				}
+				succ = s
+				stopRun()
+				return
+			case <-runCtx.Done():
 				return
 			}
 		}
 	}()
-	waitErr := m.Wait(ctx)
+	waitErr := m.Wait(runCtx)
+	if succ != nil {
+		m.Logger.Info("handing over to the new process", "pid", succ.cmd.Process.Pid)
+		closeErr := m.Close()
+		succ.release()
+		if closeErr != nil {
+			return closeErr
+		}
+		m.Logger.Info("handed over")
+		return nil
+	}
 	m.Logger.Info("shutting down", "timeout", cfg.Server.ShutdownTimeout)
 	closeErr := m.Close()
 	if err := errors.Join(waitErr, closeErr); err != nil {

@@ -35,6 +35,10 @@ const EnvPrefix = "TSUBAME_"
 // EnvConfigFile names the config file when -config is not given.
 const EnvConfigFile = EnvPrefix + "CONFIG"
 
+// EnvInherit is set by a restarting server for its successor (the
+// listening sockets it hands over); it is not a configuration key.
+const EnvInherit = EnvPrefix + "INHERIT"
+
 // Config is the whole configuration. Field tags name the YAML keys; the env
 // tag, where present, is an extra, shorter environment variable name.
 type Config struct {
@@ -279,7 +283,7 @@ func applyEnv(k *koanf.Koanf, environ []string) []string {
 	var warnings []string
 	for _, kv := range environ {
 		name, val, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(name, EnvPrefix) || name == EnvConfigFile {
+		if !ok || !strings.HasPrefix(name, EnvPrefix) || name == EnvConfigFile || name == EnvInherit {
 			continue
 		}
 		if key, ok := keys[name]; ok {
