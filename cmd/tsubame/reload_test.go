@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -106,5 +109,34 @@ endpoints:
 	lines, _ := countFileLines(t, p.logDir)
 	if ok := run.counts[s4].Load(); ok == 0 || run.bad.Load() != 0 || int64(lines) != ok {
 		t.Fatalf("%d ok, %d bad, %d log lines", ok, run.bad.Load(), lines)
+	}
+}
+
+// A restarted node loads the ids its predecessor used most before it
+// serves, so its first requests do not all go to the store.
+func TestWarmRestart(t *testing.T) {
+	env := testEnv(t)
+	cfg, err := loadConfig("", env, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := &Main{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Demo: true}
+	if err := first.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 30; i++ {
+		get(t, fmt.Sprintf("http://%s/api/sample3.js?id=%d&callback=cb", first.PublicAddr(), i))
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second := openMain(t, env, false)
+	st := second.Cache.Stats()
+	if st.Loads != 30 {
+		t.Fatalf("warm-up loaded %d ids, want 30", st.Loads)
+	}
+	get(t, "http://"+second.PublicAddr()+"/api/sample3.js?id=7&callback=cb")
+	if after := second.Cache.Stats(); after.Loads != 30 || after.Hits != st.Hits+1 {
+		t.Fatalf("first request after the restart went to the store: %+v", after)
 	}
 }

@@ -138,6 +138,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 			return err
 		}
 	}
+	m.warm(ctx)
 	receiver, err := m.openWebhook(backend)
 	if err != nil {
 		return err
@@ -188,6 +189,57 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	m.Logger.Info("serving", "listen", m.PublicAddr(), "admin", m.AdminAddr(), "store", cfg.Store.Type,
 		"endpoints", len(cfg.Endpoints), "version", version)
 	return nil
+}
+
+// HotIDsFile is the file in the data directory that carries the most used
+// placement ids from one run to the next (cache.warm_ids).
+const HotIDsFile = "cache-hot-ids"
+
+// warm loads the ids the previous run used most, before serving.
+func (m *Main) warm(ctx context.Context) {
+	n := m.Config.Cache.WarmIDs
+	if n <= 0 {
+		return
+	}
+	b, err := os.ReadFile(filepath.Join(m.Config.DataDir, HotIDsFile))
+	if err != nil {
+		return // first start, or nothing recorded
+	}
+	var ids []string
+	for _, id := range strings.Fields(string(b)) {
+		if tsubame.ValidID(id) == nil && len(ids) < n {
+			ids = append(ids, id)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, m.Config.Cache.WarmTimeout)
+	defer cancel()
+	start := time.Now()
+	loaded := m.Cache.Warm(wctx, ids, 16)
+	m.Logger.Info("cache warmed", "ids", len(ids), "loaded", loaded, "in", time.Since(start).Round(time.Millisecond))
+}
+
+// saveHotIDs records the most used ids for the next run's warm-up.
+func (m *Main) saveHotIDs() {
+	m.mu.Lock()
+	n, dir := m.Config.Cache.WarmIDs, m.Config.DataDir
+	m.mu.Unlock()
+	if n <= 0 || m.Cache == nil {
+		return
+	}
+	ids := m.Cache.Hottest(n)
+	if len(ids) == 0 {
+		return
+	}
+	path := filepath.Join(dir, HotIDsFile)
+	tmp := path + ".tmp"
+	if err := os.MkdirAll(dir, 0o750); err == nil {
+		if err = os.WriteFile(tmp, []byte(strings.Join(ids, "\n")+"\n"), 0o640); err == nil {
+			err = os.Rename(tmp, path)
+		}
+		if err != nil {
+			m.Logger.Warn("cannot record the most used ids for the next start", "err", err)
+		}
+	}
 }
 
 // bindListeners opens the public and admin listeners, or takes them over
@@ -333,6 +385,7 @@ func (m *Main) closeAll(ctx context.Context) error {
 			}
 		}
 	}
+	m.saveHotIDs()
 	if m.stopWatch != nil {
 		m.stopWatch()
 		<-m.watching

@@ -535,3 +535,47 @@ func (o *otterLogger) Warn(ctx context.Context, msg string, err error) {
 func (o *otterLogger) Error(ctx context.Context, msg string, err error) {
 	o.l.ErrorContext(ctx, msg, "err", err)
 }
+
+// Hottest returns up to n ids of found placements, the most used first (by
+// the eviction policy's frequency estimate), for warming a restarted node.
+func (c *Cache) Hottest(n int) []string {
+	out := make([]string, 0, min(n, c.c.EstimatedSize()))
+	for e := range c.c.Hottest() {
+		if len(out) >= n {
+			break
+		}
+		if e.Value.Found {
+			out = append(out, e.Key)
+		}
+	}
+	return out
+}
+
+// Warm loads ids into the cache, workers at a time, until done or ctx ends,
+// so a restarted node does not send its whole traffic to the store at once.
+// It returns how many ids were loaded.
+func (c *Cache) Warm(ctx context.Context, ids []string, workers int) int {
+	var loaded atomic.Int64
+	next := make(chan string)
+	var wg sync.WaitGroup
+	for range max(workers, 1) {
+		wg.Go(func() {
+			for id := range next {
+				if _, err := c.Lookup(ctx, []byte(id)); err == nil {
+					loaded.Add(1)
+				}
+			}
+		})
+	}
+feed:
+	for _, id := range ids {
+		select {
+		case next <- id:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	return int(loaded.Load())
+}

@@ -453,3 +453,43 @@ func TestLoadPoolBounds(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+func TestHottestAndWarm(t *testing.T) {
+	c, fs := newCache(t, options())
+	var ps []*tsubame.Placement
+	for i := range 50 {
+		ps = append(ps, storetest.Placement(fmt.Sprint(i), 1))
+	}
+	if err := fs.Store.PutMany(t.Context(), ps); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		for range 1 + (i%5)*10 { // ids ending in 4 and 9 are used most
+			lookup(t, c, fmt.Sprint(i))
+		}
+	}
+	lookup(t, c, "missing") // negative entries are not worth warming
+	hot := c.Hottest(10)
+	if len(hot) != 10 {
+		t.Fatalf("Hottest(10) = %v", hot)
+	}
+	for _, id := range hot {
+		if id == "missing" {
+			t.Fatal("negative entry among the hottest")
+		}
+	}
+	fresh, fs2 := newCache(t, options())
+	if err := fs2.Store.PutMany(t.Context(), ps); err != nil {
+		t.Fatal(err)
+	}
+	if n := fresh.Warm(t.Context(), hot, 4); n != 10 {
+		t.Fatalf("warmed %d", n)
+	}
+	before := fs2.gets.Load()
+	for _, id := range hot {
+		lookup(t, fresh, id)
+	}
+	if fs2.gets.Load() != before {
+		t.Fatal("warmed ids still went to the store")
+	}
+}

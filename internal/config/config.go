@@ -104,6 +104,8 @@ type Cache struct {
 	BreakerCooldown time.Duration `koanf:"breaker_cooldown"`
 	MaxLoads        int           `koanf:"max_loads"`
 	LoadWait        time.Duration `koanf:"load_wait"`
+	WarmIDs         int           `koanf:"warm_ids"`
+	WarmTimeout     time.Duration `koanf:"warm_timeout"`
 }
 
 // AccessLog configures the access logs.
@@ -503,6 +505,10 @@ func (c *Config) Validate() []error {
 		add("cache.max_loads: must be positive")
 	}
 	positive("cache.load_wait", c.Cache.LoadWait)
+	if c.Cache.WarmIDs < 0 {
+		add("cache.warm_ids: must not be negative (0 disables)")
+	}
+	positive("cache.warm_timeout", c.Cache.WarmTimeout)
 	if !printableASCII(c.Server.Name) {
 		add("server.name: must be printable ASCII")
 	}
