@@ -25,7 +25,9 @@ func (m *Main) Reload(cfg *config.Config) (needsRestart []string, err error) {
 	if err := m.public.Reload(m.serverOptions(cfg), m.endpoints(cfg)); err != nil {
 		return nil, err
 	}
-	m.Level.Set(logLevel(cfg))
+	if m.Level != nil {
+		m.Level.Set(logLevel(cfg))
+	}
 	m.mu.Lock()
 	m.Config = cfg
 	m.mu.Unlock()
