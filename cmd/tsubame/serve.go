@@ -24,6 +24,7 @@ import (
 	"tsubame/internal/metrics"
 	"tsubame/internal/render"
 	"tsubame/internal/server"
+	"tsubame/internal/static"
 	"tsubame/internal/store/embedded"
 	"tsubame/internal/store/memory"
 	"tsubame/internal/store/redis"
@@ -62,6 +63,7 @@ type Main struct {
 	handover   *handover     // set when this process succeeds another (restart.go)
 	serving    bool          // the listeners' Serve loops run
 	receiver   *webhook.Receiver
+	static     *static.Server
 	// Level is the process log's level, changed by a reload.
 	Level *slog.LevelVar
 }
@@ -145,6 +147,12 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}
 
 	m.receiver = receiver
+	if cfg.Static.Root != "" {
+		if m.static, err = static.New(static.Options{Root: cfg.Static.Root, CacheBytes: uint64(cfg.Static.CacheBytes),
+			MaxFiles: cfg.Static.MaxFiles, MaxBytes: int64(cfg.Static.MaxBytes)}); err != nil {
+			return fmt.Errorf("cannot open static.root: %w", err)
+		}
+	}
 	m.public, err = server.New(m.serverOptions(cfg), m.endpoints(cfg))
 	if err != nil {
 		return err
@@ -293,6 +301,7 @@ func (m *Main) serverOptions(cfg *config.Config) server.Options {
 		HelloJSON:        cfg.Server.HelloJSON,
 		Webhook:          m.receiver,
 		Callback:         cfg.Webhook.Callback,
+		Static:           m.static,
 		Logger:           m.Logger,
 	}
 }
@@ -389,6 +398,9 @@ func (m *Main) closeAll(ctx context.Context) error {
 	if m.stopWatch != nil {
 		m.stopWatch()
 		<-m.watching
+	}
+	if m.static != nil {
+		_ = m.static.Close()
 	}
 	if m.Store != nil {
 		if err := m.Store.Close(); err != nil {

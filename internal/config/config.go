@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"reflect"
 	"slices"
 	"sort"
@@ -50,6 +51,7 @@ type Config struct {
 	Cache     Cache               `koanf:"cache"`
 	AccessLog AccessLog           `koanf:"access_log"`
 	Webhook   Webhook             `koanf:"webhook"`
+	Static    Static              `koanf:"static"`
 	Server    Server              `koanf:"server"`
 	Endpoints map[string]Endpoint `koanf:"endpoints"`
 }
@@ -164,6 +166,14 @@ func (c *Config) DeadLetterPath() string {
 		return c.Webhook.DeadLetter
 	}
 	return strings.TrimSuffix(c.DataDir, "/") + "/webhook-deadletter.jsonl"
+}
+
+// Static configures /lib/.
+type Static struct {
+	Root       string   `koanf:"root"`
+	CacheBytes ByteSize `koanf:"cache_bytes"`
+	MaxFiles   int      `koanf:"max_files"`
+	MaxBytes   ByteSize `koanf:"max_bytes"`
 }
 
 // Access log destinations of an endpoint.
@@ -481,6 +491,14 @@ func (c *Config) Validate() []error {
 	}
 	if !printableASCII(wh.API.Token) || !printableASCII(wh.LINE.ChannelSecret) {
 		add("webhook.api.token and webhook.line.channel_secret: must be printable ASCII")
+	}
+	if st := c.Static; st.Root != "" {
+		if fi, err := os.Stat(st.Root); err != nil || !fi.IsDir() {
+			add("static.root: %q is not a directory", st.Root)
+		}
+		if st.MaxFiles <= 0 || st.MaxBytes <= 0 || st.CacheBytes < st.MaxBytes {
+			add("static: max_files and max_bytes must be positive, and cache_bytes at least max_bytes")
+		}
 	}
 	positive("server.read_timeout", c.Server.ReadTimeout)
 	positive("server.write_timeout", c.Server.WriteTimeout)

@@ -22,6 +22,7 @@ import (
 	"tsubame"
 	"tsubame/internal/accesslog"
 	"tsubame/internal/render"
+	"tsubame/internal/static"
 	"tsubame/internal/webhook"
 )
 
@@ -55,7 +56,9 @@ type Options struct {
 	Webhook *webhook.Receiver
 	// Callback serves POST /callback (with Webhook set).
 	Callback bool
-	Logger   *slog.Logger
+	// Static serves GET /lib/...; nil serves nothing there.
+	Static *static.Server
+	Logger *slog.Logger
 }
 
 // Server serves the public endpoints. Create it with New, run it with Serve
@@ -65,6 +68,7 @@ type Server struct {
 	routes   atomic.Pointer[routes] // swapped whole by Reload
 	webhook  *webhook.Receiver
 	callback bool
+	static   *static.Server
 	log      *slog.Logger
 	maxConns int
 	counters counters
@@ -94,7 +98,7 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	s := &Server{log: opt.Logger, webhook: opt.Webhook, callback: opt.Callback && opt.Webhook != nil,
+	s := &Server{log: opt.Logger, webhook: opt.Webhook, callback: opt.Callback && opt.Webhook != nil, static: opt.Static,
 		maxConns: opt.MaxConns, bootID: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	if err := s.Reload(opt, endpoints); err != nil {
 		return nil, err
@@ -177,6 +181,7 @@ var (
 	helloPath = []byte("/json")
 	helloBody = []byte(`{"message":"Hello, World!"}`)
 
+	libPrefix    = []byte("/lib/")
 	callbackPath = []byte("/callback")
 	linePath     = []byte("/webhook/line")
 	argID        = "id"
@@ -209,6 +214,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			status, body := s.webhook.LINE(ctx.PostBody(), string(ctx.Request.Header.Peek("X-Line-Signature")))
 			r.hooks.leave()
 			reply(ctx, status, body)
+		}
+	case s.static != nil && bytes.HasPrefix(path, libPrefix):
+		if allowRead(ctx) {
+			s.serveStatic(ctx, path[len(libPrefix):])
 		}
 	case r.hello && bytes.Equal(path, helloPath):
 		if !allowRead(ctx) {
@@ -356,6 +365,41 @@ func checkID(id []byte) string {
 		}
 	}
 	return ""
+}
+
+var (
+	hdrVary           = []byte("Vary")
+	valAcceptEncoding = []byte("Accept-Encoding")
+	valImmutable      = []byte("public, max-age=31536000, immutable")
+)
+
+// serveStatic answers /lib/ requests: the combined asset, compressed as the
+// client accepts, with far-future caching and If-Modified-Since.
+func (s *Server) serveStatic(ctx *fasthttp.RequestCtx, rest []byte) {
+	a, err := s.static.Get(string(rest))
+	if err != nil {
+		plain(ctx, fasthttp.StatusNotFound, "not found")
+		return
+	}
+	h := &ctx.Response.Header
+	h.SetCanonical(hdrVary, valAcceptEncoding)
+	h.SetCanonical(hdrCacheControl, valImmutable)
+	h.SetLastModified(a.ModTime)
+	if !ctx.IfModifiedSince(a.ModTime) {
+		ctx.NotModified()
+		return
+	}
+	ctx.SetContentType(a.ContentType)
+	switch {
+	case a.Brotli != nil && ctx.Request.Header.HasAcceptEncoding("br"):
+		h.SetContentEncoding("br")
+		ctx.Response.SetBodyRaw(a.Brotli) // assets are immutable: no copy
+	case a.Gzip != nil && ctx.Request.Header.HasAcceptEncoding("gzip"):
+		h.SetContentEncoding("gzip")
+		ctx.Response.SetBodyRaw(a.Gzip)
+	default:
+		ctx.Response.SetBodyRaw(a.Body)
+	}
 }
 
 // reply writes a webhook answer (always JSON).
