@@ -58,6 +58,8 @@ var scenarios = []scenario{
 		Seed: "93 req/s, 1,070 ms, σ 129.72 ms", SeedRPS: 93.14},
 	{Name: "json", Path: "/json", What: `{"message":"Hello, World!"}`,
 		Seed: "seed 003 (c=3000, 4 cores): Zotonic 5,500 req/s with access log, Elli 38,000"},
+	{Name: "static", Path: "/lib/app.js", What: "a 20 KB script from static.root (nginx: the same file)",
+		Seed: "seed 003: Zotonic serves static files without a caching proxy"},
 	{Name: "sample4-c3000", Path: "/api/sample4.js?id=1&callback=Example.process", Conns: 3000, What: "sample4 with 3000 connections",
 		Seed: "seed 003 runs wrk -c 3000 (on /json)"},
 	{Name: "webhook", Path: "/callback", Conns: 8, Webhook: true, What: "POST /callback, 10 messages, external API answers at once",
@@ -133,6 +135,9 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port i
 		return err
 	}
 	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil { // nginx's workers (an unprivileged user) read the static file
+		return err
+	}
 	api, err := fakeapi.Start(fakeapi.Options{})
 	if err != nil {
 		return err
@@ -140,6 +145,9 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port i
 	defer api.Close()
 	script, err := writeScript(dir)
 	if err != nil {
+		return err
+	}
+	if err := writeStatic(dir); err != nil {
 		return err
 	}
 	tsubame, err := startTsubame(ctx, &p, bin, dir+"/embedded", addr, admin, api.URL)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -97,6 +98,10 @@ http {
       default_type application/json;
       return 200 '{"message":"Hello, World!"}';
     }
+    location /lib/ {
+      alias %[5]s/;
+      default_type application/javascript;
+    }
     location = /callback {
       default_type application/json;
       return 200 '{"ok":"ok"}';
@@ -116,7 +121,8 @@ func startNginx(ctx context.Context, p *procs, dir, addr string, workers int) er
 		return err
 	}
 	conf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, workers, dir, addr, wantBody), 0o644); err != nil {
+	staticDir := filepath.Join(filepath.Dir(dir), "static")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, workers, dir, addr, wantBody, staticDir), 0o644); err != nil {
 		return err
 	}
 	cmd := exec.Command("nginx", "-c", conf, "-p", dir)
@@ -140,6 +146,7 @@ func startTsubame(ctx context.Context, p *procs, bin, dir, addr, admin, apiURL s
 		"TSUBAME_LOG_LEVEL=error",
 		"TSUBAME_WEBHOOK_API_URL="+apiURL,
 		"TSUBAME_WEBHOOK_API_H2C=true",
+		"TSUBAME_STATIC_ROOT="+filepath.Join(filepath.Dir(dir), "static"),
 	)
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
@@ -147,6 +154,18 @@ func startTsubame(ctx context.Context, p *procs, bin, dir, addr, admin, apiURL s
 		return nil, fmt.Errorf("tsubame: %w", err)
 	}
 	return cmd, waitHTTP(ctx, "http://"+addr+"/json")
+}
+
+// writeStatic creates the file of the static scenario, served by both.
+func writeStatic(dir string) error {
+	if err := os.MkdirAll(filepath.Join(dir, "static"), 0o755); err != nil {
+		return err
+	}
+	var b strings.Builder
+	for i := 0; b.Len() < 20<<10; i++ {
+		fmt.Fprintf(&b, "function f%d(a, b) { return a * %d + b; }\n", i, i)
+	}
+	return os.WriteFile(filepath.Join(dir, "static", "app.js"), []byte(b.String()), 0o644)
 }
 
 // startRedis runs a redis-server for the Redis scenarios, persistence off.
