@@ -44,6 +44,23 @@ func restartOnly(old, cfg *config.Config) []string {
 	b.Server.MaxInFlightHook = a.Server.MaxInFlightHook
 	b.Server.LimitWait = a.Server.LimitWait
 	b.Log.Level = a.Log.Level
+	b.UnknownHosts = a.UnknownHosts
+	// Sites' hosts and endpoints are applied; a static root is not.
+	sites := map[string]config.Site{}
+	for name, sb := range b.Sites {
+		if sa, ok := a.Sites[name]; ok {
+			sb.Hosts, sb.Endpoints = sa.Hosts, sa.Endpoints
+		} else if sb.StaticRoot == "" {
+			continue // a new site without static files: fully applied
+		}
+		sites[name] = sb
+	}
+	for name, sa := range a.Sites {
+		if _, ok := b.Sites[name]; !ok && sa.StaticRoot == "" {
+			sites[name] = sa // a removed site without static files: fully applied
+		}
+	}
+	b.Sites = sites
 	var out []string
 	diff(reflect.ValueOf(a), reflect.ValueOf(b), "", &out)
 	sort.Strings(out)

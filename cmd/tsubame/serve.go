@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,7 +65,8 @@ type Main struct {
 	handover   *handover     // set when this process succeeds another (restart.go)
 	serving    bool          // the listeners' Serve loops run
 	receiver   *webhook.Receiver
-	static     *static.Server
+	static     *static.Server            // the default site's /lib/
+	siteStatic map[string]*static.Server // each site's /lib/, by site name
 	// Level is the process log's level, changed by a reload.
 	Level *slog.LevelVar
 }
@@ -147,11 +150,8 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}
 
 	m.receiver = receiver
-	if cfg.Static.Root != "" {
-		if m.static, err = static.New(static.Options{Root: cfg.Static.Root, CacheBytes: uint64(cfg.Static.CacheBytes),
-			MaxFiles: cfg.Static.MaxFiles, MaxBytes: int64(cfg.Static.MaxBytes)}); err != nil {
-			return fmt.Errorf("cannot open static.root: %w", err)
-		}
+	if err := m.openStatic(cfg); err != nil {
+		return err
 	}
 	m.public, err = server.New(m.serverOptions(cfg), m.endpoints(cfg))
 	if err != nil {
@@ -288,28 +288,70 @@ func staleIfError(d time.Duration) time.Duration {
 
 func (m *Main) serverOptions(cfg *config.Config) server.Options {
 	return server.Options{
-		Name:             cfg.Server.Name,
-		ReadTimeout:      cfg.Server.ReadTimeout,
-		WriteTimeout:     cfg.Server.WriteTimeout,
-		IdleTimeout:      cfg.Server.IdleTimeout,
-		MaxHeaderBytes:   int(cfg.Server.MaxHeaderBytes),
-		MaxBodyBytes:     int(cfg.Server.MaxBodyBytes),
-		MaxConns:         cfg.Server.MaxConns,
-		MaxInFlightAds:   cfg.Server.MaxInFlightAds,
-		MaxInFlightHooks: cfg.Server.MaxInFlightHook,
-		LimitWait:        cfg.Server.LimitWait,
-		HelloJSON:        cfg.Server.HelloJSON,
-		Webhook:          m.receiver,
-		Callback:         cfg.Webhook.Callback,
-		Static:           m.static,
-		Logger:           m.Logger,
+		Name:               cfg.Server.Name,
+		ReadTimeout:        cfg.Server.ReadTimeout,
+		WriteTimeout:       cfg.Server.WriteTimeout,
+		IdleTimeout:        cfg.Server.IdleTimeout,
+		MaxHeaderBytes:     int(cfg.Server.MaxHeaderBytes),
+		MaxBodyBytes:       int(cfg.Server.MaxBodyBytes),
+		MaxConns:           cfg.Server.MaxConns,
+		MaxInFlightAds:     cfg.Server.MaxInFlightAds,
+		MaxInFlightHooks:   cfg.Server.MaxInFlightHook,
+		LimitWait:          cfg.Server.LimitWait,
+		HelloJSON:          cfg.Server.HelloJSON,
+		Webhook:            m.receiver,
+		Callback:           cfg.Webhook.Callback,
+		Static:             m.static,
+		Sites:              m.sites(cfg),
+		RejectUnknownHosts: cfg.UnknownHosts == "reject",
+		Logger:             m.Logger,
 	}
 }
 
-func (m *Main) endpoints(cfg *config.Config) []server.Endpoint {
+func (m *Main) endpoints(cfg *config.Config) []server.Endpoint { return m.endpointsOf(cfg.Endpoints) }
+
+// sites builds the virtual hosts; their static roots were opened by Open
+// (a site added by a reload serves /lib/ only after a restart).
+func (m *Main) sites(cfg *config.Config) []server.Site {
+	var out []server.Site
+	for _, name := range slices.Sorted(maps.Keys(cfg.Sites)) {
+		sc := cfg.Sites[name]
+		out = append(out, server.Site{Name: name, Hosts: sc.Hosts, Endpoints: m.endpointsOf(sc.Endpoints), Static: m.siteStatic[name]})
+	}
+	return out
+}
+
+// openStatic opens the default site's and every site's static root.
+func (m *Main) openStatic(cfg *config.Config) error {
+	open := func(root string) (*static.Server, error) {
+		st, err := static.New(static.Options{Root: root, CacheBytes: uint64(cfg.Static.CacheBytes),
+			MaxFiles: cfg.Static.MaxFiles, MaxBytes: int64(cfg.Static.MaxBytes)})
+		if err != nil {
+			return nil, fmt.Errorf("cannot open static root %q: %w", root, err)
+		}
+		return st, nil
+	}
+	var err error
+	if cfg.Static.Root != "" {
+		if m.static, err = open(cfg.Static.Root); err != nil {
+			return err
+		}
+	}
+	m.siteStatic = map[string]*static.Server{}
+	for name, sc := range cfg.Sites {
+		if sc.StaticRoot != "" {
+			if m.siteStatic[name], err = open(sc.StaticRoot); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (m *Main) endpointsOf(eps map[string]config.Endpoint) []server.Endpoint {
 	backend := m.backend
 	var out []server.Endpoint
-	for name, ec := range cfg.Endpoints {
+	for name, ec := range eps {
 		ep := server.Endpoint{Name: name, CacheControl: ec.CacheControl}
 		switch ec.AccessLog {
 		case config.LogFile:
@@ -401,6 +443,9 @@ func (m *Main) closeAll(ctx context.Context) error {
 	}
 	if m.static != nil {
 		_ = m.static.Close()
+	}
+	for _, st := range m.siteStatic {
+		_ = st.Close()
 	}
 	if m.Store != nil {
 		if err := m.Store.Close(); err != nil {

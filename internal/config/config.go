@@ -54,6 +54,18 @@ type Config struct {
 	Static    Static              `koanf:"static"`
 	Server    Server              `koanf:"server"`
 	Endpoints map[string]Endpoint `koanf:"endpoints"`
+	// Sites are virtual hosts with endpoints and static files of their own.
+	// The top-level endpoints and static root make the default site, which
+	// answers hosts no site names unless UnknownHosts is "reject".
+	Sites        map[string]Site `koanf:"sites"`
+	UnknownHosts string          `koanf:"unknown_hosts"`
+}
+
+// Site is one virtual host.
+type Site struct {
+	Hosts      []string            `koanf:"hosts"` // exact names, or *.example.com for every subdomain
+	Endpoints  map[string]Endpoint `koanf:"endpoints"`
+	StaticRoot string              `koanf:"static_root"`
 }
 
 // Admin configures the admin listener.
@@ -222,6 +234,13 @@ func (c *Config) UsesLog(dest string) bool {
 			return true
 		}
 	}
+	for _, site := range c.Sites {
+		for _, ep := range site.Endpoints {
+			if ep.AccessLog == dest {
+				return true
+			}
+		}
+	}
 	return false
 }
 
@@ -273,8 +292,21 @@ func Load(path string, environ []string) (*Config, []string, error) {
 	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{DecoderConfig: dc}); err != nil {
 		return nil, warnings, fmt.Errorf("invalid configuration: %w", err)
 	}
-	for name, ep := range cfg.Endpoints {
-		if !k.Exists("endpoints." + name + ".cache") {
+	normalize(k, "endpoints.", cfg.Endpoints)
+	for name, site := range cfg.Sites {
+		normalize(k, "sites."+name+".endpoints.", site.Endpoints)
+		for i, h := range site.Hosts {
+			site.Hosts[i] = strings.ToLower(h)
+		}
+	}
+	return &cfg, warnings, nil
+}
+
+// normalize applies the per-endpoint defaults: cache on for a store
+// endpoint unless set, both formats, no access log.
+func normalize(k *koanf.Koanf, prefix string, eps map[string]Endpoint) {
+	for name, ep := range eps {
+		if !k.Exists(prefix + name + ".cache") {
 			ep.Cache = ep.Source == SourceStore
 		}
 		if len(ep.Formats) == 0 {
@@ -283,9 +315,8 @@ func Load(path string, environ []string) (*Config, []string, error) {
 		if ep.AccessLog == "" {
 			ep.AccessLog = LogNone
 		}
-		cfg.Endpoints[name] = ep
+		eps[name] = ep
 	}
-	return &cfg, warnings, nil
 }
 
 // applyEnv sets every TSUBAME_* variable it knows onto k.
@@ -305,6 +336,12 @@ func applyEnv(k *koanf.Koanf, environ []string) []string {
 		if rest, ok := strings.CutPrefix(name, EnvPrefix+"ENDPOINTS_"); ok {
 			if ep, field, ok := splitEndpointVar(rest, epFields); ok {
 				_ = k.Set("endpoints."+ep+"."+field, val)
+				continue
+			}
+		}
+		if rest, ok := strings.CutPrefix(name, EnvPrefix+"SITES_"); ok {
+			if site, field, ok := splitEndpointVar(rest, []string{"hosts", "static_root"}); ok {
+				_ = k.Set("sites."+site+"."+field, val)
 				continue
 			}
 		}
@@ -339,7 +376,7 @@ func EnvKeys() map[string]string {
 	walk = func(t reflect.Type, prefix string) {
 		for f := range t.Fields() {
 			tag := f.Tag.Get("koanf")
-			if tag == "" || tag == "endpoints" {
+			if tag == "" || tag == "endpoints" || tag == "sites" {
 				continue
 			}
 			path := prefix + tag
@@ -531,24 +568,76 @@ func (c *Config) Validate() []error {
 		add("server.name: must be printable ASCII")
 	}
 
-	names := make([]string, 0, len(c.Endpoints))
-	for name := range c.Endpoints {
-		names = append(names, name)
+	errs = append(errs, validateEndpoints("endpoints", c.Endpoints)...)
+	if c.UnknownHosts != "default" && c.UnknownHosts != "reject" {
+		add("unknown_hosts: %q is not one of default, reject", c.UnknownHosts)
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		errs = append(errs, c.Endpoints[name].validate(name)...)
+	owner := map[string]string{}
+	for _, name := range sortedKeys(c.Sites) {
+		site := c.Sites[name]
+		if !validEndpointName(name) {
+			add("sites: name %q must be 1 to 64 characters of a-z, 0-9, '-' and '_'", name)
+		}
+		if len(site.Hosts) == 0 {
+			add("sites.%s.hosts: a site needs at least one host name", name)
+		}
+		for _, h := range site.Hosts {
+			if !validHostPattern(h) {
+				add("sites.%s.hosts: %q is not a host name or *.domain pattern", name, h)
+			} else if other, dup := owner[h]; dup {
+				add("sites.%s.hosts: %q is already a host of site %s", name, h, other)
+			}
+			owner[h] = name
+		}
+		if site.StaticRoot != "" {
+			if fi, err := os.Stat(site.StaticRoot); err != nil || !fi.IsDir() {
+				add("sites.%s.static_root: %q is not a directory", name, site.StaticRoot)
+			}
+		}
+		errs = append(errs, validateEndpoints("sites."+name+".endpoints", site.Endpoints)...)
 	}
 	return errs
 }
 
-func (e Endpoint) validate(name string) []error {
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func validateEndpoints(prefix string, eps map[string]Endpoint) []error {
+	var errs []error
+	for _, name := range sortedKeys(eps) {
+		errs = append(errs, eps[name].validate(prefix, name)...)
+	}
+	return errs
+}
+
+// validHostPattern accepts a lower-case host name, or *. followed by one.
+func validHostPattern(h string) bool {
+	h = strings.TrimPrefix(h, "*.")
+	if h == "" || len(h) > 253 || strings.HasPrefix(h, ".") || strings.HasSuffix(h, ".") || strings.Contains(h, "..") {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func (e Endpoint) validate(prefix, name string) []error {
 	var errs []error
 	add := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("endpoints.%s: "+format, append([]any{name}, args...)...))
+		errs = append(errs, fmt.Errorf("%s.%s: "+format, append([]any{prefix, name}, args...)...))
 	}
 	if !validEndpointName(name) {
-		errs = append(errs, fmt.Errorf("endpoints: name %q must be 1 to 64 characters of a-z, 0-9, '-' and '_'", name))
+		errs = append(errs, fmt.Errorf("%s: name %q must be 1 to 64 characters of a-z, 0-9, '-' and '_'", prefix, name))
 	}
 	switch e.Source {
 	case SourceFixed:

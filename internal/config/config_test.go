@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -209,7 +210,7 @@ func TestEnvKeysCoverDefaults(t *testing.T) {
 		paths[path] = env
 	}
 	for _, path := range k.Keys() {
-		if strings.HasPrefix(path, "endpoints.") {
+		if strings.HasPrefix(path, "endpoints.") || path == "sites" || strings.HasPrefix(path, "sites.") {
 			continue
 		}
 		if _, ok := paths[path]; !ok {
@@ -260,5 +261,45 @@ func TestDocsCoverConfig(t *testing.T) {
 	}
 	if !strings.Contains(string(doc), string(config.DefaultsYAML)) {
 		t.Error("docs/configuration.md does not carry internal/config/defaults.yaml verbatim")
+	}
+}
+
+func TestSites(t *testing.T) {
+	root := t.TempDir()
+	cfg := load(t, `
+endpoints:
+  ads: {source: store}
+sites:
+  news:
+    hosts: [News.Example.com, "*.news.example.com"]
+    static_root: `+root+`
+    endpoints:
+      top: {source: store}
+  shop:
+    hosts: [shop.example.com]
+unknown_hosts: reject
+`, "TSUBAME_SITES_SHOP_HOSTS=shop.example.com,www.shop.example.com")
+	if errs := cfg.Validate(); len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	news := cfg.Sites["news"]
+	if news.Hosts[0] != "news.example.com" || !news.Endpoints["top"].Cache || news.StaticRoot != root {
+		t.Fatalf("site = %+v", news)
+	}
+	if got := cfg.Sites["shop"].Hosts; len(got) != 2 || got[1] != "www.shop.example.com" {
+		t.Fatalf("env hosts = %v", got)
+	}
+	bad := load(t, `
+sites:
+  a: {hosts: [x.example.com, "bad host"]}
+  b: {hosts: [x.example.com], static_root: /nonexistent, endpoints: {e: {source: nowhere}}}
+  c: {}
+unknown_hosts: maybe
+`)
+	text := fmt.Sprint(bad.Validate())
+	for _, want := range []string{`"bad host"`, "already a host of site a", "sites.b.static_root", "sites.b.endpoints.e: source", "sites.c.hosts", "unknown_hosts"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("missing %q in %s", want, text)
+		}
 	}
 }

@@ -78,3 +78,38 @@ func BenchmarkHandlerCacheHitLogged(b *testing.B) {
 	defer l.Close(context.Background())
 	benchHandler(b, benchURI, func(_ tsubame.Store, c *cache.Cache) Source { return Cached{Cache: c} }, l)
 }
+
+// The same cache hit when the server also has virtual hosts to choose from.
+func BenchmarkHandlerCacheHitWithSites(b *testing.B) {
+	store := memory.New()
+	if err := store.Put(context.Background(), &tsubame.Placement{ID: "1", URLs: []string{"http://ad1.example.com/tag.js"}}); err != nil {
+		b.Fatal(err)
+	}
+	c, err := cache.New(store, cache.Options{Encode: render.AppendPayload, NotFound: render.NotFoundPayload})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	eps := []Endpoint{{Name: "ep", Source: Cached{Cache: c}}}
+	s, err := New(Options{Sites: []Site{
+		{Name: "a", Hosts: []string{"a.example.com", "*.a.example.com"}, Endpoints: eps},
+		{Name: "b", Hosts: []string{"b.example.com"}, Endpoints: eps},
+	}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		var ctx fasthttp.RequestCtx
+		for pb.Next() {
+			ctx.Request.Reset()
+			ctx.Response.Reset()
+			ctx.Request.SetRequestURI(benchURI)
+			ctx.Request.Header.SetHost("www.A.example.com:4000")
+			s.handle(&ctx)
+			if ctx.Response.StatusCode() != fasthttp.StatusOK {
+				b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
+			}
+		}
+	})
+}

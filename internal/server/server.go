@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,14 @@ type Endpoint struct {
 	Log *accesslog.Logger
 }
 
+// Site is one virtual host.
+type Site struct {
+	Name      string
+	Hosts     []string // lower-case names, or *.example.com
+	Endpoints []Endpoint
+	Static    *static.Server // nil: no /lib/
+}
+
 // Options configure the listener.
 type Options struct {
 	Name           string // Server header; empty sends none
@@ -56,9 +65,14 @@ type Options struct {
 	Webhook *webhook.Receiver
 	// Callback serves POST /callback (with Webhook set).
 	Callback bool
-	// Static serves GET /lib/...; nil serves nothing there.
+	// Static serves GET /lib/... for the default site; nil serves nothing there.
 	Static *static.Server
-	Logger *slog.Logger
+	// Sites are virtual hosts picked by the Host header; the endpoints
+	// given beside the options, and Static, form the default site, which
+	// answers other hosts unless RejectUnknownHosts.
+	Sites              []Site
+	RejectUnknownHosts bool
+	Logger             *slog.Logger
 }
 
 // Server serves the public endpoints. Create it with New, run it with Serve
@@ -68,7 +82,6 @@ type Server struct {
 	routes   atomic.Pointer[routes] // swapped whole by Reload
 	webhook  *webhook.Receiver
 	callback bool
-	static   *static.Server
 	log      *slog.Logger
 	maxConns int
 	counters counters
@@ -79,10 +92,53 @@ type Server struct {
 // routes is what a reload may change. A request reads it once, so it sees
 // either the old set or the new one, never a mix.
 type routes struct {
+	def   *site            // the default site; nil rejects unknown hosts
+	exact map[string]*site // host -> site
+	wild  map[string]*site // ".example.com" -> site, from *.example.com
+	hello bool
+	ads   *gate
+	hooks *gate
+}
+
+type site struct {
 	endpoints map[string]*endpoint
-	hello     bool
-	ads       *gate
-	hooks     *gate
+	static    *static.Server
+}
+
+// maxHost bounds the Host header looked up (DNS names are at most 253 bytes).
+const maxHost = 256
+
+// site picks the site for a Host header: exact name first, then the
+// longest *.suffix, then the default. It allocates nothing.
+func (r *routes) site(host []byte) *site {
+	if len(r.exact) == 0 && len(r.wild) == 0 {
+		return r.def
+	}
+	if i := bytes.LastIndexByte(host, ':'); i >= 0 && bytes.IndexByte(host[i:], ']') < 0 {
+		host = host[:i] // drop the port (but not from an IPv6 literal's inside)
+	}
+	if len(host) > maxHost {
+		return r.def
+	}
+	var buf [maxHost]byte
+	h := buf[:len(host)]
+	for i, c := range host {
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		h[i] = c
+	}
+	if st, ok := r.exact[string(h)]; ok {
+		return st
+	}
+	for i, c := range h {
+		if c == '.' {
+			if st, ok := r.wild[string(h[i:])]; ok {
+				return st
+			}
+		}
+	}
+	return r.def
 }
 
 type endpoint struct {
@@ -98,7 +154,7 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	s := &Server{log: opt.Logger, webhook: opt.Webhook, callback: opt.Callback && opt.Webhook != nil, static: opt.Static,
+	s := &Server{log: opt.Logger, webhook: opt.Webhook, callback: opt.Callback && opt.Webhook != nil,
 		maxConns: opt.MaxConns, bootID: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	if err := s.Reload(opt, endpoints); err != nil {
 		return nil, err
@@ -130,17 +186,48 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 // need a restart. An invalid set leaves the current one serving.
 func (s *Server) Reload(opt Options, endpoints []Endpoint) error {
 	r := &routes{
-		endpoints: make(map[string]*endpoint, len(endpoints)),
-		hello:     opt.HelloJSON,
-		ads:       &gate{max: int64(opt.MaxInFlightAds), wait: opt.LimitWait},
-		hooks:     &gate{max: int64(opt.MaxInFlightHooks), wait: opt.LimitWait},
+		exact: map[string]*site{},
+		wild:  map[string]*site{},
+		hello: opt.HelloJSON,
+		ads:   &gate{max: int64(opt.MaxInFlightAds), wait: opt.LimitWait},
+		hooks: &gate{max: int64(opt.MaxInFlightHooks), wait: opt.LimitWait},
 	}
+	def, err := buildSite(endpoints, opt.Static)
+	if err != nil {
+		return err
+	}
+	if !opt.RejectUnknownHosts {
+		r.def = def
+	}
+	for _, sc := range opt.Sites {
+		st, err := buildSite(sc.Endpoints, sc.Static)
+		if err != nil {
+			return tsubame.WrapError(tsubame.EINVALID, err, "site %q", sc.Name)
+		}
+		for _, h := range sc.Hosts {
+			h = strings.ToLower(h)
+			m, key := r.exact, h
+			if suffix, ok := strings.CutPrefix(h, "*"); ok {
+				m, key = r.wild, suffix
+			}
+			if _, dup := m[key]; dup {
+				return tsubame.Errorf(tsubame.EINVALID, "host %q belongs to two sites", h)
+			}
+			m[key] = st
+		}
+	}
+	s.routes.Store(r)
+	return nil
+}
+
+func buildSite(endpoints []Endpoint, st *static.Server) (*site, error) {
+	out := &site{endpoints: make(map[string]*endpoint, len(endpoints)), static: st}
 	for _, e := range endpoints {
-		if _, dup := r.endpoints[e.Name]; dup {
-			return tsubame.Errorf(tsubame.EINVALID, "endpoint %q declared twice", e.Name)
+		if _, dup := out.endpoints[e.Name]; dup {
+			return nil, tsubame.Errorf(tsubame.EINVALID, "endpoint %q declared twice", e.Name)
 		}
 		if e.Source == nil {
-			return tsubame.Errorf(tsubame.EINVALID, "endpoint %q has no source", e.Name)
+			return nil, tsubame.Errorf(tsubame.EINVALID, "endpoint %q has no source", e.Name)
 		}
 		ep := &endpoint{name: e.Name, source: e.Source, log: e.Log}
 		if e.CacheControl != "" {
@@ -152,10 +239,9 @@ func (s *Server) Reload(opt Options, endpoints []Endpoint) error {
 		for _, f := range e.Formats {
 			ep.formats[f] = true
 		}
-		r.endpoints[e.Name] = ep
+		out.endpoints[e.Name] = ep
 	}
-	s.routes.Store(r)
-	return nil
+	return out, nil
 }
 
 // Serve accepts connections on ln until Shutdown. It returns nil after a
@@ -202,7 +288,12 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	r := s.routes.Load()
 	switch {
 	case bytes.HasPrefix(path, apiPrefix):
-		s.serveAPI(ctx, r, path[len(apiPrefix):])
+		st := r.site(ctx.Host())
+		if st == nil {
+			plain(ctx, fasthttp.StatusNotFound, "unknown host")
+			return
+		}
+		s.serveAPI(ctx, r, st, path[len(apiPrefix):])
 	case s.callback && bytes.Equal(path, callbackPath):
 		if allowPost(ctx) && s.enter(ctx, r.hooks, &s.counters.hookLimit, "webhook") {
 			status, body := s.webhook.Callback(ctx.PostBody())
@@ -215,9 +306,13 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 			r.hooks.leave()
 			reply(ctx, status, body)
 		}
-	case s.static != nil && bytes.HasPrefix(path, libPrefix):
-		if allowRead(ctx) {
-			s.serveStatic(ctx, path[len(libPrefix):])
+	case bytes.HasPrefix(path, libPrefix):
+		st := r.site(ctx.Host())
+		switch {
+		case st == nil || st.static == nil:
+			plain(ctx, fasthttp.StatusNotFound, "not found")
+		case allowRead(ctx):
+			s.serveStatic(ctx, st.static, path[len(libPrefix):])
 		}
 	case r.hello && bytes.Equal(path, helloPath):
 		if !allowRead(ctx) {
@@ -230,13 +325,13 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	}
 }
 
-func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, r *routes, rest []byte) {
+func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, r *routes, st *site, rest []byte) {
 	dot := bytes.LastIndexByte(rest, '.')
 	if dot < 0 {
 		plain(ctx, fasthttp.StatusNotFound, "unknown endpoint")
 		return
 	}
-	ep := r.endpoints[string(rest[:dot])]
+	ep := st.endpoints[string(rest[:dot])]
 	format, ok := render.ParseFormat(rest[dot+1:])
 	if ep == nil || !ok || !ep.formats[format] {
 		plain(ctx, fasthttp.StatusNotFound, "unknown endpoint")
@@ -375,8 +470,8 @@ var (
 
 // serveStatic answers /lib/ requests: the combined asset, compressed as the
 // client accepts, with far-future caching and If-Modified-Since.
-func (s *Server) serveStatic(ctx *fasthttp.RequestCtx, rest []byte) {
-	a, err := s.static.Get(string(rest))
+func (s *Server) serveStatic(ctx *fasthttp.RequestCtx, assets *static.Server, rest []byte) {
+	a, err := assets.Get(string(rest))
 	if err != nil {
 		plain(ctx, fasthttp.StatusNotFound, "not found")
 		return
