@@ -8,8 +8,9 @@ import (
 	"tsubame/internal/config"
 )
 
-// Reload applies cfg to the running server at once: the endpoints, the
-// in-flight bounds, hello_json and the log level. The other keys take
+// Reload applies cfg to the running server at once: the endpoints, sites'
+// hosts and endpoints, response templates, the in-flight bounds, hello_json
+// and the log level. The other keys take
 // effect at the next restart (SIGUSR2 or tsubame restart); Reload returns
 // their names. An error leaves the running configuration untouched.
 func (m *Main) Reload(cfg *config.Config) (needsRestart []string, err error) {
@@ -45,11 +46,12 @@ func restartOnly(old, cfg *config.Config) []string {
 	b.Server.LimitWait = a.Server.LimitWait
 	b.Log.Level = a.Log.Level
 	b.UnknownHosts = a.UnknownHosts
+	b.Templates = a.Templates
 	// Sites' hosts and endpoints are applied; a static root is not.
 	sites := map[string]config.Site{}
 	for name, sb := range b.Sites {
 		if sa, ok := a.Sites[name]; ok {
-			sb.Hosts, sb.Endpoints = sa.Hosts, sa.Endpoints
+			sb.Hosts, sb.Endpoints, sb.Templates = sa.Hosts, sa.Endpoints, sa.Templates
 		} else if sb.StaticRoot == "" {
 			continue // a new site without static files: fully applied
 		}

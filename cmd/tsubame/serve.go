@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"text/template"
 	"time"
 
 	"tsubame"
@@ -308,7 +309,26 @@ func (m *Main) serverOptions(cfg *config.Config) server.Options {
 	}
 }
 
-func (m *Main) endpoints(cfg *config.Config) []server.Endpoint { return m.endpointsOf(cfg.Endpoints) }
+func (m *Main) endpoints(cfg *config.Config) []server.Endpoint {
+	return m.endpointsOf(cfg.Endpoints, compileTemplates(cfg, ""))
+}
+
+// compileTemplates compiles the templates a site sees. Validate has
+// compiled them already, so an error here is unexpected; such a template
+// is left out and the endpoint using it answers JSONP.
+func compileTemplates(cfg *config.Config, site string) map[string]*template.Template {
+	out := map[string]*template.Template{}
+	for name, t := range cfg.TemplatesFor(site) {
+		text, err := t.Source()
+		if err != nil {
+			continue
+		}
+		if tmpl, err := render.CompileTemplate(name, text); err == nil {
+			out[name] = tmpl
+		}
+	}
+	return out
+}
 
 // sites builds the virtual hosts; their static roots were opened by Open
 // (a site added by a reload serves /lib/ only after a restart).
@@ -316,7 +336,8 @@ func (m *Main) sites(cfg *config.Config) []server.Site {
 	var out []server.Site
 	for _, name := range slices.Sorted(maps.Keys(cfg.Sites)) {
 		sc := cfg.Sites[name]
-		out = append(out, server.Site{Name: name, Hosts: sc.Hosts, Endpoints: m.endpointsOf(sc.Endpoints), Static: m.siteStatic[name]})
+		out = append(out, server.Site{Name: name, Hosts: sc.Hosts, Endpoints: m.endpointsOf(sc.Endpoints, compileTemplates(cfg, name)),
+			Static: m.siteStatic[name]})
 	}
 	return out
 }
@@ -348,11 +369,11 @@ func (m *Main) openStatic(cfg *config.Config) error {
 	return nil
 }
 
-func (m *Main) endpointsOf(eps map[string]config.Endpoint) []server.Endpoint {
+func (m *Main) endpointsOf(eps map[string]config.Endpoint, templates map[string]*template.Template) []server.Endpoint {
 	backend := m.backend
 	var out []server.Endpoint
 	for name, ec := range eps {
-		ep := server.Endpoint{Name: name, CacheControl: ec.CacheControl}
+		ep := server.Endpoint{Name: name, CacheControl: ec.CacheControl, Template: templates[ec.Template]}
 		switch ec.AccessLog {
 		case config.LogFile:
 			ep.Log = m.FileLog

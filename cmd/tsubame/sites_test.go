@@ -32,8 +32,8 @@ func hostGet(t *testing.T, base, host, path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// Two sites on one server: each Host gets its own endpoints and static
-// files; a reload adds a host to a site.
+// Two sites on one server: each Host gets its own endpoints, templates and
+// static files; a reload adds a host to a site.
 func TestTwoSites(t *testing.T) {
 	dir := t.TempDir()
 	for site, body := range map[string]string{"a": "console.log('site a');\n", "b": "console.log('site b');\n"} {
@@ -58,8 +58,11 @@ sites:
   b:
     hosts: ["*.b.example.com"]
     static_root: ` + filepath.Join(dir, "b") + `
+    templates:
+      inject: {text: "document.write({{.URLsJSON}});"}
     endpoints:
       top: {source: store, formats: [js]}
+      tags: {source: store, template: inject}
 `
 	}
 	if err := os.WriteFile(file, []byte(conf("")), 0o600); err != nil {
@@ -71,6 +74,7 @@ sites:
 		{"www.b.example.com", "/api/top.js?id=5&callback=cb", `cb({"urls":["http://ad9.example.com/tag.js","http://ad10.example.com/tag.js"]});`},
 		{"a.example.com", "/lib/app.js", "console.log('site a');\n"},
 		{"x.b.example.com", "/lib/app.js", "console.log('site b');\n"},
+		{"x.b.example.com", "/api/tags.js?id=2", `document.write(["http:\/\/ad3.example.com\/tag.js","http:\/\/ad4.example.com\/tag.js"]);`},
 		{"other.example.net", "/api/sample3.js?id=1&callback=Example.process", wantID1},
 	}
 	for _, c := range checks {

@@ -579,3 +579,8 @@ feed:
 	wg.Wait()
 	return int(loaded.Load())
 }
+
+// Placement returns the cached placement, nil for an unknown id. It is
+// shared by every reader and must not be modified; a new Entry (a new
+// pointer) replaces it when the placement changes.
+func (e *Entry) Placement() *tsubame.Placement { return e.placement }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"maps"
 	"net/url"
 	"os"
 	"reflect"
@@ -23,6 +24,7 @@ import (
 	"github.com/knadh/koanf/v2"
 
 	"tsubame"
+	"tsubame/internal/render"
 )
 
 // DefaultsYAML is the documented default configuration.
@@ -59,6 +61,36 @@ type Config struct {
 	// answers hosts no site names unless UnknownHosts is "reject".
 	Sites        map[string]Site `koanf:"sites"`
 	UnknownHosts string          `koanf:"unknown_hosts"`
+	// Templates are response templates by name, shared by every site.
+	Templates map[string]Template `koanf:"templates"`
+}
+
+// Template is a response template: its text, or a file holding it.
+type Template struct {
+	File string `koanf:"file"`
+	Text string `koanf:"text"`
+}
+
+// Source returns the template's text, reading the file if it has one.
+func (t Template) Source() (string, error) {
+	if t.File == "" {
+		return t.Text, nil
+	}
+	b, err := os.ReadFile(t.File)
+	return string(b), err
+}
+
+// TemplatesFor returns the templates a site sees: the shared ones, and the
+// site's own over them. site "" is the default site.
+func (c *Config) TemplatesFor(site string) map[string]Template {
+	out := maps.Clone(c.Templates)
+	if out == nil {
+		out = map[string]Template{}
+	}
+	for name, t := range c.Sites[site].Templates {
+		out[name] = t
+	}
+	return out
 }
 
 // Site is one virtual host.
@@ -66,6 +98,7 @@ type Site struct {
 	Hosts      []string            `koanf:"hosts"` // exact names, or *.example.com for every subdomain
 	Endpoints  map[string]Endpoint `koanf:"endpoints"`
 	StaticRoot string              `koanf:"static_root"`
+	Templates  map[string]Template `koanf:"templates"`
 }
 
 // Admin configures the admin listener.
@@ -225,6 +258,8 @@ type Endpoint struct {
 	Formats      []string `koanf:"formats"`
 	CacheControl string   `koanf:"cache_control"`
 	AccessLog    string   `koanf:"access_log"`
+	// Template names a response template: .js answers with it instead of JSONP.
+	Template string `koanf:"template"`
 }
 
 // UsesLog reports whether any endpoint logs to the given destination.
@@ -376,7 +411,7 @@ func EnvKeys() map[string]string {
 	walk = func(t reflect.Type, prefix string) {
 		for f := range t.Fields() {
 			tag := f.Tag.Get("koanf")
-			if tag == "" || tag == "endpoints" || tag == "sites" {
+			if tag == "" || tag == "endpoints" || tag == "sites" || tag == "templates" {
 				continue
 			}
 			path := prefix + tag
@@ -569,6 +604,7 @@ func (c *Config) Validate() []error {
 	}
 
 	errs = append(errs, validateEndpoints("endpoints", c.Endpoints)...)
+	errs = append(errs, c.validateTemplates("", "templates", c.Templates, c.Endpoints, "endpoints")...)
 	if c.UnknownHosts != "default" && c.UnknownHosts != "reject" {
 		add("unknown_hosts: %q is not one of default, reject", c.UnknownHosts)
 	}
@@ -595,6 +631,37 @@ func (c *Config) Validate() []error {
 			}
 		}
 		errs = append(errs, validateEndpoints("sites."+name+".endpoints", site.Endpoints)...)
+		errs = append(errs, c.validateTemplates(name, "sites."+name+".templates", site.Templates, site.Endpoints, "sites."+name+".endpoints")...)
+	}
+	return errs
+}
+
+// validateTemplates compiles own (the templates declared at prefix) and
+// checks that every endpoint's template exists for its site.
+func (c *Config) validateTemplates(site, prefix string, own map[string]Template, eps map[string]Endpoint, epPrefix string) []error {
+	var errs []error
+	for _, name := range sortedKeys(own) {
+		t := own[name]
+		if (t.File == "") == (t.Text == "") {
+			errs = append(errs, fmt.Errorf("%s.%s: give exactly one of file and text", prefix, name))
+			continue
+		}
+		text, err := t.Source()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s.%s: %v", prefix, name, err))
+			continue
+		}
+		if _, err := render.CompileTemplate(name, text); err != nil {
+			errs = append(errs, fmt.Errorf("%s.%s: %v", prefix, name, err))
+		}
+	}
+	visible := c.TemplatesFor(site)
+	for _, name := range sortedKeys(eps) {
+		if tn := eps[name].Template; tn != "" {
+			if _, ok := visible[tn]; !ok {
+				errs = append(errs, fmt.Errorf("%s.%s.template: no template named %q", epPrefix, name, tn))
+			}
+		}
 	}
 	return errs
 }

@@ -210,7 +210,7 @@ func TestEnvKeysCoverDefaults(t *testing.T) {
 		paths[path] = env
 	}
 	for _, path := range k.Keys() {
-		if strings.HasPrefix(path, "endpoints.") || path == "sites" || strings.HasPrefix(path, "sites.") {
+		if strings.HasPrefix(path, "endpoints.") || path == "sites" || path == "templates" {
 			continue
 		}
 		if _, ok := paths[path]; !ok {
@@ -298,6 +298,50 @@ unknown_hosts: maybe
 `)
 	text := fmt.Sprint(bad.Validate())
 	for _, want := range []string{`"bad host"`, "already a host of site a", "sites.b.static_root", "sites.b.endpoints.e: source", "sites.c.hosts", "unknown_hosts"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("missing %q in %s", want, text)
+		}
+	}
+}
+
+func TestTemplates(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "t.tmpl")
+	if err := os.WriteFile(file, []byte("{{.Callback}}({{.URLsJSON}});"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := load(t, `
+templates:
+  inject: {text: "document.write({{.URLsJSON}});"}
+  fromfile: {file: `+file+`}
+endpoints:
+  a: {source: store, template: inject}
+sites:
+  s:
+    hosts: [s.example.com]
+    templates:
+      own: {text: "{{.ID}}"}
+    endpoints:
+      b: {source: store, template: own}
+      c: {source: store, template: fromfile}
+`)
+	if errs := cfg.Validate(); len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	if got := cfg.TemplatesFor("s"); len(got) != 3 {
+		t.Fatalf("site s sees %d templates", len(got))
+	}
+	bad := load(t, `
+templates:
+  broken: {text: "{{.Nope"}
+  unknownfield: {text: "{{.Secret}}"}
+  both: {text: "x", file: /etc/hostname}
+  neither: {}
+  missingfile: {file: /nonexistent/t.tmpl}
+endpoints:
+  a: {source: store, template: ghost}
+`)
+	text := fmt.Sprint(bad.Validate())
+	for _, want := range []string{"templates.broken", "templates.unknownfield", "templates.both: give exactly one", "templates.neither", "templates.missingfile", `endpoints.a.template: no template named "ghost"`} {
 		if !strings.Contains(text, want) {
 			t.Errorf("missing %q in %s", want, text)
 		}

@@ -16,8 +16,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"text/template"
 	"time"
+	"unsafe"
 
+	"github.com/maypok86/otter/v2"
 	"github.com/valyala/fasthttp"
 
 	"tsubame"
@@ -35,6 +38,9 @@ type Endpoint struct {
 	CacheControl string          // Cache-Control value; empty sends none
 	// Log receives a record of every response of this endpoint; nil logs nothing.
 	Log *accesslog.Logger
+	// Template, if set, renders .js responses instead of JSONP; Source must
+	// then be a PlacementSource.
+	Template *template.Template
 }
 
 // Site is one virtual host.
@@ -147,7 +153,19 @@ type endpoint struct {
 	formats      [3]bool // indexed by render.Format
 	cacheControl []byte
 	log          *accesslog.Logger
+	tmpl         *template.Template
+	psource      PlacementSource
+	renders      *otter.Cache[string, *rendered] // template output by id
 }
+
+// rendered is a template's output for one placement version.
+type rendered struct {
+	version any
+	out     []byte
+}
+
+// renderCacheBytes bounds each template endpoint's cache of outputs.
+const renderCacheBytes = 8 << 20
 
 // New returns a Server for the given endpoints.
 func New(opt Options, endpoints []Endpoint) (*Server, error) {
@@ -229,9 +247,20 @@ func buildSite(endpoints []Endpoint, st *static.Server) (*site, error) {
 		if e.Source == nil {
 			return nil, tsubame.Errorf(tsubame.EINVALID, "endpoint %q has no source", e.Name)
 		}
-		ep := &endpoint{name: e.Name, source: e.Source, log: e.Log}
+		ep := &endpoint{name: e.Name, source: e.Source, log: e.Log, tmpl: e.Template}
 		if e.CacheControl != "" {
 			ep.cacheControl = []byte(e.CacheControl)
+		}
+		if e.Template != nil {
+			ps, ok := e.Source.(PlacementSource)
+			if !ok {
+				return nil, tsubame.Errorf(tsubame.EINVALID, "endpoint %q: its source cannot feed a template", e.Name)
+			}
+			ep.psource = ps
+			ep.renders = otter.Must(&otter.Options[string, *rendered]{
+				MaximumWeight: renderCacheBytes,
+				Weigher:       func(k string, r *rendered) uint32 { return uint32(min(len(k)+len(r.out)+64, 1<<31)) },
+			})
 		}
 		if len(e.Formats) == 0 {
 			e.Formats = []render.Format{render.FormatJSONP, render.FormatJSON}
@@ -372,6 +401,14 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, ep *endpoint, format render.F
 		plain(ctx, fasthttp.StatusBadRequest, msg)
 		return id, callback
 	}
+	if ep.tmpl != nil && format == render.FormatJSONP {
+		if len(callback) > 0 && !render.ValidCallback(callback) {
+			plain(ctx, fasthttp.StatusBadRequest, "callback must be a JavaScript identifier path such as Example.process")
+			return id, callback
+		}
+		s.respondTemplate(ctx, ep, id, callback)
+		return id, callback
+	}
 	if format == render.FormatJSONP {
 		if len(callback) == 0 {
 			plain(ctx, fasthttp.StatusBadRequest, "missing callback")
@@ -403,6 +440,49 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, ep *endpoint, format render.F
 	}
 	render.Write(ctx, format, callback, payload)
 	return id, callback
+}
+
+// respondTemplate answers with ep's template rendered for the placement.
+// An output is reused while the placement's version (its cache entry) and
+// the callback stay the same; a changed placement renders once more.
+func (s *Server) respondTemplate(ctx *fasthttp.RequestCtx, ep *endpoint, id, callback []byte) {
+	p, version, err := ep.psource.Placement(context.Background(), id)
+	if err != nil {
+		status := render.HTTPStatus(err)
+		if status == fasthttp.StatusServiceUnavailable {
+			ctx.Response.Header.Set("Retry-After", "1")
+		}
+		plain(ctx, status, tsubame.ErrorMessage(err))
+		return
+	}
+	var out []byte
+	// The callback is part of the output, so outputs are reused only for
+	// requests without one (the usual script-injection case).
+	if version != nil && len(callback) == 0 {
+		if r, ok := ep.renders.GetIfPresent(unsafe.String(unsafe.SliceData(id), len(id))); ok && r.version == version {
+			out = r.out
+		}
+	}
+	if out == nil {
+		var b bytes.Buffer
+		if err := ep.tmpl.Execute(&b, render.NewTemplateData(string(id), ep.name, p, callback)); err != nil {
+			s.log.Error("response template failed", "endpoint", ep.name, "template", ep.tmpl.Name(), "err", err)
+			plain(ctx, fasthttp.StatusInternalServerError, "internal error")
+			return
+		}
+		out = b.Bytes()
+		if version != nil && len(callback) == 0 {
+			ep.renders.Set(string(id), &rendered{version: version, out: out})
+		}
+	}
+	if p == nil {
+		ctx.SetStatusCode(fasthttp.StatusNotFound)
+	}
+	ctx.SetContentType(render.ContentTypeJS)
+	if ep.cacheControl != nil {
+		ctx.Response.Header.SetCanonical(hdrCacheControl, ep.cacheControl)
+	}
+	ctx.Response.SetBodyRaw(out) // outputs are never modified once made
 }
 
 // maxRequestID bounds a client-supplied X-Request-Id kept in the log.

@@ -16,15 +16,41 @@ type Source interface {
 	Payload(ctx context.Context, id []byte, buf []byte) (payload []byte, found bool, err error)
 }
 
-// Fixed serves the same payload whatever the id (the seed's sample1).
-type Fixed []byte
+// PlacementSource is a Source that also hands out the placement itself,
+// for response templates. The placement is nil for an unknown id; it is
+// shared and read-only. version tells placements apart: the same non-nil
+// version means the same placement, so a rendering may be reused; nil
+// means "do not reuse".
+type PlacementSource interface {
+	Source
+	Placement(ctx context.Context, id []byte) (p *tsubame.Placement, version any, err error)
+}
 
-// FixedURLs returns a Fixed source serving the given ad tag URLs.
-func FixedURLs(urls []string) Fixed { return Fixed(render.AppendURLs(nil, urls)) }
+// Fixed serves the same payload whatever the id.
+type Fixed []byte
 
 // Payload returns the fixed payload.
 func (f Fixed) Payload(context.Context, []byte, []byte) ([]byte, bool, error) {
 	return f, true, nil
+}
+
+// fixedURLs serves the same URLs whatever the id (the seed's sample1).
+type fixedURLs struct {
+	payload []byte
+	p       *tsubame.Placement
+}
+
+// FixedURLs returns a source serving the given ad tag URLs for every id.
+func FixedURLs(urls []string) PlacementSource {
+	return &fixedURLs{payload: render.AppendURLs(nil, urls), p: &tsubame.Placement{URLs: urls}}
+}
+
+func (f *fixedURLs) Payload(context.Context, []byte, []byte) ([]byte, bool, error) {
+	return f.payload, true, nil
+}
+
+func (f *fixedURLs) Placement(context.Context, []byte) (*tsubame.Placement, any, error) {
+	return f.p, f, nil
 }
 
 // Direct reads the store and encodes the placement on every request (the
@@ -43,6 +69,15 @@ func (d Direct) Payload(ctx context.Context, id []byte, buf []byte) ([]byte, boo
 	return nil, false, err
 }
 
+// Placement reads id from the store; nothing is reused across requests.
+func (d Direct) Placement(ctx context.Context, id []byte) (*tsubame.Placement, any, error) {
+	p, err := d.Store.Get(ctx, string(id))
+	if tsubame.IsNotFound(err) {
+		return nil, nil, nil
+	}
+	return p, nil, err
+}
+
 // Cached serves ready-encoded payloads from the in-process cache.
 type Cached struct{ Cache *cache.Cache }
 
@@ -53,4 +88,13 @@ func (c Cached) Payload(ctx context.Context, id []byte, _ []byte) ([]byte, bool,
 		return nil, false, err
 	}
 	return e.Payload, e.Found, nil
+}
+
+// Placement looks id up in the cache; the entry is the version.
+func (c Cached) Placement(ctx context.Context, id []byte) (*tsubame.Placement, any, error) {
+	e, err := c.Cache.Lookup(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	return e.Placement(), e, nil
 }
