@@ -1,4 +1,4 @@
-// Command bench measures Tsubame the way the seed write-ups did, with wrk,
+// Command bench measures Tsubame the way the published write-ups did, with wrk,
 // against a reference peer (nginx answering the same URLs with a fixed body
 // and a buffered access log) started by the same run and measured
 // interleaved: Tsubame, nginx, Tsubame, nginx... for each scenario and
@@ -25,15 +25,15 @@ import (
 
 const wantBody = `Example.process({"urls":["http://ad1.example.com/tag.js","http://ad2.example.com/tag.js"]});`
 
-// scenario is one load: a path on both servers, and what the seed measured.
+// scenario is one load: a path on both servers, and what was published for it.
 type scenario struct {
-	Name    string
-	Path    string
-	Conns   int // 0: the -connections flag
-	What    string
-	Seed    string // the seed's figure for the same scenario
-	SeedRPS float64
-	// Webhook scenarios POST the seed's ten-message body; the fake external
+	Name         string
+	Path         string
+	Conns        int // 0: the -connections flag
+	What         string
+	Published    string // the published figure for the same scenario
+	PublishedRPS float64
+	// Webhook scenarios POST the LINE-bot write-up's ten-message body; the fake external
 	// API answers after a delay drawn from [Delay[0], Delay[1]].
 	Webhook bool
 	Delay   [2]time.Duration
@@ -43,29 +43,29 @@ type scenario struct {
 
 var scenarios = []scenario{
 	{Name: "sample1", Path: "/api/sample1.js?id=1&callback=Example.process", What: "fixed value",
-		Seed: "12,636 req/s, 8.36 ms avg, σ 5.75 ms", SeedRPS: 12636.18},
+		Published: "12,636 req/s, 8.36 ms avg, σ 5.75 ms", PublishedRPS: 12636.18},
 	{Name: "sample2", Path: "/api/sample2.js?id=1&callback=Example.process", What: "embedded store read per request, no cache",
-		Seed: "8,064 req/s, 12.42 ms, σ 3.10 ms (HBase)", SeedRPS: 8063.61},
+		Published: "8,064 req/s, 12.42 ms, σ 3.10 ms (HBase)", PublishedRPS: 8063.61},
 	{Name: "sample3", Path: "/api/sample3.js?id=1&callback=Example.process", What: "store + in-process cache",
-		Seed: "11,556 req/s, 9.07 ms, σ 5.91 ms", SeedRPS: 11556.05},
+		Published: "11,556 req/s, 9.07 ms, σ 5.91 ms", PublishedRPS: 11556.05},
 	{Name: "sample2-redis", Path: "/api/sample2.js?id=1&callback=Example.process", Redis: true,
-		What: "Redis read per request, no cache", Seed: "8,064 req/s (HBase read per request)"},
+		What: "Redis read per request, no cache", Published: "8,064 req/s (HBase read per request)"},
 	{Name: "sample3-redis", Path: "/api/sample3.js?id=1&callback=Example.process", Redis: true,
-		What: "Redis store + in-process cache", Seed: "11,556 req/s"},
+		What: "Redis store + in-process cache", Published: "11,556 req/s"},
 	{Name: "sample4", Path: "/api/sample4.js?id=1&callback=Example.process", What: "+ lossless file access log",
-		Seed: "2,884 req/s, 34.70 ms, σ 4.96 ms", SeedRPS: 2883.61},
+		Published: "2,884 req/s, 34.70 ms, σ 4.96 ms", PublishedRPS: 2883.61},
 	{Name: "sample5", Path: "/api/sample5.js?id=1&callback=Example.process", What: "+ access log into the store, batched",
-		Seed: "93 req/s, 1,070 ms, σ 129.72 ms", SeedRPS: 93.14},
+		Published: "93 req/s, 1,070 ms, σ 129.72 ms", PublishedRPS: 93.14},
 	{Name: "json", Path: "/json", What: `{"message":"Hello, World!"}`,
-		Seed: "seed 003 (c=3000, 4 cores): Zotonic 5,500 req/s with access log, Elli 38,000"},
+		Published: "Zotonic chapter (c=3000, 4 cores): Zotonic 5,500 req/s with access log, Elli 38,000"},
 	{Name: "static", Path: "/lib/app.js", What: "a 20 KB script from static.root (nginx: the same file)",
-		Seed: "seed 003: Zotonic serves static files without a caching proxy"},
+		Published: "Zotonic chapter: static files served without a caching proxy"},
 	{Name: "sample4-c3000", Path: "/api/sample4.js?id=1&callback=Example.process", Conns: 3000, What: "sample4 with 3000 connections",
-		Seed: "seed 003 runs wrk -c 3000 (on /json)"},
+		Published: "Zotonic chapter runs wrk -c 3000 (on /json)"},
 	{Name: "webhook", Path: "/callback", Conns: 8, Webhook: true, What: "POST /callback, 10 messages, external API answers at once",
-		Seed: "seed 002: 4,800 req/s (8 vCPU, wrk -c 8)", SeedRPS: 4800},
+		Published: "LINE-bot write-up: 4,800 req/s (8 vCPU, wrk -c 8)", PublishedRPS: 4800},
 	{Name: "webhook-2-3s", Path: "/callback", Conns: 8, Webhook: true, Delay: [2]time.Duration{2 * time.Second, 3 * time.Second},
-		What: "the same, external API answers after 2–3 s", Seed: "seed 002: 750 req/s, all cores at 100 %", SeedRPS: 750},
+		What: "the same, external API answers after 2–3 s", Published: "LINE-bot write-up: 750 req/s, all cores at 100 %", PublishedRPS: 750},
 }
 
 type run struct {

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// The seed's wrk.lua: ten messages per request.
+// The LINE-bot write-up's wrk.lua: ten messages per request.
 const webhookScript = `wrk.method = "POST"
 wrk.body = '{"messages":"1,2,3,4,5,6,7,8,9,10"}'
 wrk.headers["Content-Type"] = "application/json"

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -50,7 +51,11 @@ func runWrk(ctx context.Context, url string, threads, conns int, d time.Duration
 	args = append(args, url)
 	cmd := exec.CommandContext(ctx, "wrk", args...)
 	out, err := cmd.CombinedOutput()
-	res := wrkResult{Command: "wrk " + strings.Join(args, " ")}
+	shown := strings.Join(args, " ")
+	if script != "" { // the script lives in a temporary directory: show its name only
+		shown = strings.Replace(shown, script, filepath.Base(script), 1)
+	}
+	res := wrkResult{Command: "wrk " + shown}
 	if err != nil {
 		return res, fmt.Errorf("%s: %v\n%s", res.Command, err, out)
 	}

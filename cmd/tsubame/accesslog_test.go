@@ -198,7 +198,7 @@ func countStoreLines(t *testing.T, dataDir string) int {
 	return n
 }
 
-// The seed's table, reproduced with equality: requests counted by the client
+// The benchmark's line-count table, reproduced with equality: requests counted by the client
 // against lines in the log, for the file log (sample4, rotated every second)
 // and the store log (sample5), with SIGTERM sent while the load runs.
 func TestAccessLogLinesEqualResponsesAcrossRotationsAndSIGTERM(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 )
 
 // StoreSink writes batches into a tsubame.LogStore: one store write per
-// batch (the seed's sample5 wrote one per request and fell to 93 req/s).
+// batch (the 2016 Phoenix ad server wrote one per request and fell to 93 req/s).
 type StoreSink struct {
 	store   tsubame.LogStore
 	timeout time.Duration

@@ -34,7 +34,7 @@ func (f Fixed) Payload(context.Context, []byte, []byte) ([]byte, bool, error) {
 	return f, true, nil
 }
 
-// fixedURLs serves the same URLs whatever the id (the seed's sample1).
+// fixedURLs serves the same URLs whatever the id (the benchmark's sample1).
 type fixedURLs struct {
 	payload []byte
 	p       *tsubame.Placement
@@ -54,7 +54,7 @@ func (f *fixedURLs) Placement(context.Context, []byte) (*tsubame.Placement, any,
 }
 
 // Direct reads the store and encodes the placement on every request (the
-// seed's sample2: no cache).
+// benchmark's sample2: no cache).
 type Direct struct{ Store tsubame.Store }
 
 // Payload reads id from the store and appends its payload to buf.

@@ -15,7 +15,7 @@ import (
 
 // Limits on what one webhook request may carry.
 const (
-	MaxMessagesPerRequest = 1000 // LINE sends at most 100 events; the seed up to 100 messages
+	MaxMessagesPerRequest = 1000 // LINE sends at most 100 events per request
 	MaxTextBytes          = 5000 // LINE's limit for a text message
 )
 
@@ -48,7 +48,7 @@ func badRequest(format string, args ...any) error {
 	return &BadRequest{msg: fmt.Sprintf(format, args...)}
 }
 
-// ParseCallback reads the seed's body: {"messages":"1,2,3"} (comma-separated)
+// ParseCallback reads the /callback body: {"messages":"1,2,3"} (comma-separated)
 // or {"messages":["1","2","3"]}. Empty items are skipped.
 func ParseCallback(body []byte) ([]string, error) {
 	var req struct {

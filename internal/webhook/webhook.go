@@ -1,4 +1,4 @@
-// Package webhook receives chat-bot webhooks (the seed's /callback and the
+// Package webhook receives chat-bot webhooks (/callback, as the Phoenix LINE-bot write-up had it, and the
 // LINE Messaging API), answers at once, and processes each message
 // concurrently: a call to an external API (retried, bounded in concurrency),
 // then a result record in the store.

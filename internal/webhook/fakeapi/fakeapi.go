@@ -1,7 +1,7 @@
 // Package fakeapi is a stand-in for the LINE Messaging API's reply endpoint,
 // for tests and benchmarks: it checks each request the way the platform
 // would (method, JSON shape, retry key, bearer token), answers after a
-// random delay (the seed's 2–3 s), counts calls per retry key, and can be
+// random delay (2–3 s in the LINE-bot stress test), counts calls per retry key, and can be
 // told to fail. It speaks HTTP/1.1 and HTTP/2 without TLS.
 package fakeapi
 
