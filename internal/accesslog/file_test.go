@@ -153,29 +153,13 @@ func TestDiskFullThenRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	taken := 100 + appendMany(t, l, 2, 100)
-	deadline := time.Now().Add(5 * time.Second)
-	for l.Healthy() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("ENOSPC not reported")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitHealth(t, l, false)
 	taken += appendMany(t, l, 2, 25) // still accepted while failing
 	if err := os.Remove(active); err != nil {
 		t.Fatal(err)
 	}
-	for l.Healthy() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("no recovery: %v", l.Healthy())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if err := l.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := countLines(t, dir); int64(got) != taken {
-		t.Fatalf("%d lines for %d records", got, taken)
-	}
+	waitHealth(t, l, true)
+	closeAndCount(t, l, dir, taken)
 }
 
 func TestHookFailureCounted(t *testing.T) {
@@ -220,29 +204,13 @@ func TestReadOnlyDirThenRecovery(t *testing.T) {
 		t.Fatal("reopening a read-only file for write succeeded")
 	}
 	taken += appendMany(t, l, 2, 100)
-	deadline := time.Now().Add(5 * time.Second)
-	for l.Healthy() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("read-only file not reported")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitHealth(t, l, false)
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(active, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for l.Healthy() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("no recovery: %v", l.Healthy())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if err := l.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := countLines(t, dir); int64(got) != taken {
-		t.Fatalf("%d lines for %d records", got, taken)
-	}
+	waitHealth(t, l, true)
+	closeAndCount(t, l, dir, taken)
 }

@@ -194,29 +194,13 @@ func TestWriteErrorsRetriedUntilRecovery(t *testing.T) {
 	appendMany(t, l, 2, 100)
 	sink.fail.Store(true)
 	taken := 200 + appendMany(t, l, 2, 100)
-	deadline := time.Now().Add(5 * time.Second)
-	for l.Healthy() == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("failure not reported")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitHealth(t, l, false)
 	if st := l.Stats(); st.WriteErrors == 0 || !st.Failing || !strings.Contains(st.LastError, "no space") {
 		t.Fatalf("stats during failure: %+v", st)
 	}
 	sink.fail.Store(false)
-	for l.Healthy() != nil {
-		if time.Now().After(deadline) {
-			t.Fatal("recovery not reported")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if err := l.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := countLines(t, dir); int64(got) != taken {
-		t.Fatalf("%d lines for %d records after recovery", got, taken)
-	}
+	waitHealth(t, l, true)
+	closeAndCount(t, l, dir, taken)
 }
 
 // If the disk is still failing at Close's deadline, the records go to the
@@ -288,5 +272,28 @@ func TestReopenAfterExternalRotation(t *testing.T) {
 	total, per := countLines(t, dir)
 	if total != 22 || per["rotated.1"] != 15 {
 		t.Fatalf("lines per file %v", per)
+	}
+}
+
+// waitHealth waits (up to 5 s) until l reports healthy, or failing.
+func waitHealth(t *testing.T, l *Logger, healthy bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for (l.Healthy() == nil) != healthy {
+		if time.Now().After(deadline) {
+			t.Fatalf("access log did not become healthy=%v within 5s: %v", healthy, l.Healthy())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// closeAndCount closes l and checks that dir holds exactly taken records.
+func closeAndCount(t *testing.T, l *Logger, dir string, taken int64) {
+	t.Helper()
+	if err := l.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := countLines(t, dir); int64(got) != taken {
+		t.Fatalf("%d lines for %d records", got, taken)
 	}
 }

@@ -37,6 +37,12 @@ func benchHandler(b *testing.B, uri string, src func(tsubame.Store, *cache.Cache
 	if err != nil {
 		b.Fatal(err)
 	}
+	serveLoop(b, s, uri, "")
+}
+
+// serveLoop runs the handler on uri (with a Host header, if given) in
+// parallel and fails on any status but 200.
+func serveLoop(b *testing.B, s *Server, uri, host string) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		var ctx fasthttp.RequestCtx
@@ -44,6 +50,9 @@ func benchHandler(b *testing.B, uri string, src func(tsubame.Store, *cache.Cache
 			ctx.Request.Reset()
 			ctx.Response.Reset()
 			ctx.Request.SetRequestURI(uri)
+			if host != "" {
+				ctx.Request.Header.SetHost(host)
+			}
 			s.handle(&ctx)
 			if ctx.Response.StatusCode() != fasthttp.StatusOK {
 				b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
@@ -98,18 +107,5 @@ func BenchmarkHandlerCacheHitWithSites(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		var ctx fasthttp.RequestCtx
-		for pb.Next() {
-			ctx.Request.Reset()
-			ctx.Response.Reset()
-			ctx.Request.SetRequestURI(benchURI)
-			ctx.Request.Header.SetHost("www.A.example.com:4000")
-			s.handle(&ctx)
-			if ctx.Response.StatusCode() != fasthttp.StatusOK {
-				b.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
-			}
-		}
-	})
+	serveLoop(b, s, benchURI, "www.A.example.com:4000")
 }
