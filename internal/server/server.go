@@ -154,6 +154,7 @@ type endpoint struct {
 	cacheControl []byte
 	log          *accesslog.Logger
 	tmpl         *template.Template
+	encodes      bool // the source encodes per request and wants a scratch buffer
 	psource      PlacementSource
 	renders      *otter.Cache[string, *rendered] // template output by id
 }
@@ -248,6 +249,9 @@ func buildSite(endpoints []Endpoint, st *static.Server) (*site, error) {
 			return nil, tsubame.Errorf(tsubame.EINVALID, "endpoint %q has no source", e.Name)
 		}
 		ep := &endpoint{name: e.Name, source: e.Source, log: e.Log, tmpl: e.Template}
+		if enc, ok := e.Source.(interface{ encodesPerRequest() bool }); ok {
+			ep.encodes = enc.encodesPerRequest()
+		}
 		if e.CacheControl != "" {
 			ep.cacheControl = []byte(e.CacheControl)
 		}
@@ -420,9 +424,13 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, ep *endpoint, format render.F
 		}
 	}
 
-	bp := bufPool.Get().(*[]byte)
-	defer bufPool.Put(bp)
-	payload, found, err := ep.source.Payload(context.Background(), id, (*bp)[:0])
+	var scratch []byte
+	if ep.encodes {
+		bp := bufPool.Get().(*[]byte)
+		defer bufPool.Put(bp)
+		scratch = (*bp)[:0]
+	}
+	payload, found, err := ep.source.Payload(context.Background(), id, scratch)
 	if err != nil {
 		status := render.HTTPStatus(err)
 		if status == fasthttp.StatusServiceUnavailable {
@@ -551,7 +559,7 @@ var (
 // serveStatic answers /lib/ requests: the combined asset, compressed as the
 // client accepts, with far-future caching and If-Modified-Since.
 func (s *Server) serveStatic(ctx *fasthttp.RequestCtx, assets *static.Server, rest []byte) {
-	a, err := assets.Get(string(rest))
+	a, err := assets.Get(unsafe.String(unsafe.SliceData(rest), len(rest))) // Get copies what it keeps
 	if err != nil {
 		plain(ctx, fasthttp.StatusNotFound, "not found")
 		return
@@ -615,5 +623,7 @@ func plain(ctx *fasthttp.RequestCtx, status int, msg string) {
 type fasthttpLogger struct{ l *slog.Logger }
 
 func (f fasthttpLogger) Printf(format string, args ...any) {
-	f.l.Debug("fasthttp", "msg", fmt.Sprintf(format, args...))
+	if f.l.Enabled(context.Background(), slog.LevelDebug) {
+		f.l.Debug("fasthttp", "msg", fmt.Sprintf(format, args...))
+	}
 }

@@ -10,8 +10,9 @@ import (
 
 // Source yields the payload an endpoint serves for a placement id. It must be
 // safe for concurrent use. id is only valid during the call. buf is scratch
-// space the source may append an encoded payload to; the returned payload is
-// only read until the response is written and is never modified.
+// space the source may append an encoded payload to (nil unless the source
+// says it encodes per request); the returned payload is only read until the
+// response is written and is never modified.
 type Source interface {
 	Payload(ctx context.Context, id []byte, buf []byte) (payload []byte, found bool, err error)
 }
@@ -68,6 +69,10 @@ func (d Direct) Payload(ctx context.Context, id []byte, buf []byte) ([]byte, boo
 	}
 	return nil, false, err
 }
+
+// encodesPerRequest tells the server to lend a scratch buffer (the other
+// sources return payloads they already hold).
+func (d Direct) encodesPerRequest() bool { return true }
 
 // Placement reads id from the store; nothing is reused across requests.
 func (d Direct) Placement(ctx context.Context, id []byte) (*tsubame.Placement, any, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -87,9 +86,6 @@ func TestTemplateGolden(t *testing.T) {
 	second := roundTrip(t, "GET", base+"/api/tags.js?id=1")
 	if first == second || !strings.Contains(second, "changed.example.com") {
 		t.Fatalf("output not re-rendered after the placement changed:\n%s", second)
-	}
-	if _, err := http.Get(base + "/api/tags.js?id=1"); err != nil {
-		t.Fatal(err)
 	}
 }
 

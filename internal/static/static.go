@@ -17,7 +17,7 @@ import (
 	"os"
 	"path"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/maypok86/otter/v2"
@@ -42,8 +42,7 @@ type Asset struct {
 	ModTime     time.Time // the newest of the files, to the second
 
 	files     []stamp
-	checkedAt time.Time
-	mu        sync.Mutex // guards checkedAt
+	checkedAt atomic.Int64 // unix nanoseconds of the last check of the files
 }
 
 type stamp struct {
@@ -168,16 +167,26 @@ func validPath(p string) bool {
 	return true
 }
 
-// Get returns the asset for the part of the URL after /lib/.
+// Get returns the asset for the part of the URL after /lib/. rest is only
+// read during the call. A cached asset costs no allocation: the cache key is
+// rest without its version, and a key is only ever stored once validated.
 func (s *Server) Get(rest string) (*Asset, error) {
+	key := rest
+	if i := strings.LastIndexByte(rest, '~'); i >= 0 {
+		key = rest[:i]
+	}
+	if a, ok := s.cache.GetIfPresent(key); ok && s.fresh(a) {
+		if key == rest || validVersion(rest[len(key)+1:]) && path.Ext(rest) == path.Ext(key) {
+			return a, nil
+		}
+		return nil, ErrNotFound
+	}
+	rest = strings.Clone(rest) // kept in the asset's file names
 	files, ext, err := Split(rest, s.opt.MaxFiles)
 	if err != nil {
 		return nil, err
 	}
-	key := strings.Join(files, "~")
-	if a, ok := s.cache.GetIfPresent(key); ok && s.fresh(a) {
-		return a, nil
-	}
+	key = strings.Join(files, "~")
 	a, err := s.build(files, ext)
 	if err != nil {
 		s.cache.Invalidate(key)
@@ -189,14 +198,9 @@ func (s *Server) Get(rest string) (*Asset, error) {
 
 // fresh re-reads the files' stamps at most once per CheckEvery.
 func (s *Server) fresh(a *Asset) bool {
-	a.mu.Lock()
-	due := time.Since(a.checkedAt) >= s.opt.CheckEvery
-	if due {
-		a.checkedAt = time.Now()
-	}
-	a.mu.Unlock()
-	if !due {
-		return true
+	now, last := time.Now().UnixNano(), a.checkedAt.Load()
+	if now-last < int64(s.opt.CheckEvery) || !a.checkedAt.CompareAndSwap(last, now) {
+		return true // checked lately, or another request is checking now
 	}
 	for _, f := range a.files {
 		st, err := s.root.Stat(f.name)
@@ -208,7 +212,8 @@ func (s *Server) fresh(a *Asset) bool {
 }
 
 func (s *Server) build(files []string, ext string) (*Asset, error) {
-	a := &Asset{ContentType: contentType(ext), checkedAt: time.Now()}
+	a := &Asset{ContentType: contentType(ext)}
+	a.checkedAt.Store(time.Now().UnixNano())
 	var body []byte
 	for _, name := range files {
 		f, err := s.root.Open(name)

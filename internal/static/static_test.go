@@ -178,3 +178,26 @@ func TestCacheBound(t *testing.T) {
 		t.Fatalf("over MaxBytes: %v", err)
 	}
 }
+
+// A cached asset is served without allocating (the request path reuses the
+// URL's bytes as the cache key).
+func TestHitDoesNotAllocate(t *testing.T) {
+	s := open(t, static.Options{Root: tree(t, map[string]string{"a.js": "a", "b.js": "b"}), CheckEvery: time.Hour})
+	if _, err := s.Get("a.js~b.js~v1.js"); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := s.Get("a.js~b.js~v2.js"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per cached Get", allocs)
+	}
+	if _, err := s.Get("a.js~b.js~bad version.js"); !errors.Is(err, static.ErrNotFound) {
+		t.Fatalf("a bad version on a cached key: %v", err)
+	}
+	if _, err := s.Get("a.js~b.js~v1.css"); !errors.Is(err, static.ErrNotFound) {
+		t.Fatalf("another extension on a cached key: %v", err)
+	}
+}
