@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
@@ -101,9 +102,40 @@ type Site struct {
 	Templates  map[string]Template `koanf:"templates"`
 }
 
-// Admin configures the admin listener.
+// Admin configures the admin listener, its users and its audit log.
 type Admin struct {
-	Listen string `koanf:"listen"`
+	Listen            string        `koanf:"listen"`
+	TLSCert           string        `koanf:"tls_cert"`
+	TLSKey            string        `koanf:"tls_key"`
+	Dir               string        `koanf:"dir"`
+	AuditLog          string        `koanf:"audit_log"`
+	SessionIdle       time.Duration `koanf:"session_idle"`
+	SessionMax        time.Duration `koanf:"session_max"`
+	MinPasswordLength int           `koanf:"min_password_length"`
+	RequireTOTP       bool          `koanf:"require_totp"`
+	LoginFreeFailures int           `koanf:"login_free_failures"`
+	LoginMaxDelay     time.Duration `koanf:"login_max_delay"`
+	LoginPerMinute    int           `koanf:"login_per_minute"`
+	AlertFailures     int           `koanf:"alert_failures"`
+	AlertWindow       time.Duration `koanf:"alert_window"`
+	MetricsPublic     bool          `koanf:"metrics_public"`
+	Pprof             bool          `koanf:"pprof"`
+}
+
+// AdminDir is where the admin users, tokens and audit log live.
+func (c *Config) AdminDir() string {
+	if c.Admin.Dir != "" {
+		return c.Admin.Dir
+	}
+	return filepath.Join(c.DataDir, "admin")
+}
+
+// AuditLogPath is the admin audit log's file.
+func (c *Config) AuditLogPath() string {
+	if c.Admin.AuditLog != "" {
+		return c.Admin.AuditLog
+	}
+	return filepath.Join(c.AdminDir(), "audit.log")
 }
 
 // Log configures the process log.
@@ -462,6 +494,7 @@ func (c *Config) Validate() []error {
 			add("%s: must be a positive duration such as 1s (got %v)", key, d)
 		}
 	}
+	c.validateAdmin(add, positive)
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
 		add("log.level: %q is not one of debug, info, warn, error", c.Log.Level)
 	}
@@ -772,4 +805,30 @@ func checkAddr(addr string) error {
 		return fmt.Errorf("%q has no port", addr)
 	}
 	return nil
+}
+
+func (c *Config) validateAdmin(add func(string, ...any), positive func(string, time.Duration)) {
+	a := &c.Admin
+	if (a.TLSCert == "") != (a.TLSKey == "") {
+		add("admin.tls_cert and admin.tls_key: give both or neither")
+	}
+	positive("admin.session_idle", a.SessionIdle)
+	positive("admin.session_max", a.SessionMax)
+	positive("admin.login_max_delay", a.LoginMaxDelay)
+	positive("admin.alert_window", a.AlertWindow)
+	if a.SessionIdle > a.SessionMax {
+		add("admin.session_idle: must not exceed admin.session_max (%v)", a.SessionMax)
+	}
+	if a.MinPasswordLength < 8 || a.MinPasswordLength > 64 {
+		add("admin.min_password_length: must be between 8 and 64 (got %d)", a.MinPasswordLength)
+	}
+	if a.LoginFreeFailures < 1 {
+		add("admin.login_free_failures: must be at least 1 (got %d)", a.LoginFreeFailures)
+	}
+	if a.LoginPerMinute < 1 {
+		add("admin.login_per_minute: must be at least 1 (got %d)", a.LoginPerMinute)
+	}
+	if a.AlertFailures < 1 {
+		add("admin.alert_failures: must be at least 1 (got %d)", a.AlertFailures)
+	}
 }
