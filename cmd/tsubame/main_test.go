@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"tsubame"
+	"tsubame/internal/admin"
 	"tsubame/internal/config"
 )
 
@@ -39,7 +40,7 @@ func openMain(t *testing.T, env []string, demo bool) *Main {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &Main{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Demo: demo}
+	m := &Main{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Demo: demo, Console: io.Discard}
 	if err := m.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -88,8 +89,24 @@ func TestMainServesDemoPlacements(t *testing.T) {
 	if code, _ := get(t, admin+"/readyz"); code != 200 {
 		t.Errorf("readyz %d", code)
 	}
-	if code, body := get(t, admin+"/metrics"); code != 200 || !strings.Contains(body, `tsubame_cache_lookups_total{result="hit"}`) {
-		t.Errorf("metrics %d:\n%.500s", code, body)
+	if code, _ := get(t, admin+"/metrics"); code != 401 {
+		t.Errorf("metrics without a token: %d, want 401", code)
+	}
+	token := adminToken(t, m)
+	req, _ := http.NewRequest("GET", admin+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`tsubame_cache_lookups_total{result="hit"}`, `tsubame_http_requests_total{code="200",endpoint="sample3"} 2`,
+		`tsubame_http_requests_total{code="404",endpoint="sample3"} 1`, `tsubame_http_request_duration_seconds_bucket{code="200",endpoint="json",le="+Inf"} 1`,
+		`tsubame_cache_load_seconds_total`, `tsubame_admin_auth_failures_total`, "go_goroutines"} {
+		if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
+			t.Errorf("metrics %d: no %s", resp.StatusCode, want)
+		}
 	}
 
 	// A write in the server's process reaches the cached endpoint at once.
@@ -299,4 +316,22 @@ func TestRunServeStopsOnContext(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("serve did not stop")
 	}
+}
+
+// adminToken creates an admin user and an API token for it, as `tsubame
+// admin create-user` and POST /api/v1/tokens would, and returns the token.
+func adminToken(t *testing.T, m *Main) string {
+	t.Helper()
+	accounts, err := admin.OpenAccounts(m.Config.AdminDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := accounts.CreateUser("ops", "correct horse battery staple", "", admin.PasswordPolicy{MinLength: 12}); err != nil {
+		t.Fatal(err)
+	}
+	token, _, err := accounts.CreateToken("ops", "test", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token
 }

@@ -24,7 +24,6 @@ import (
 	"tsubame/internal/admin"
 	"tsubame/internal/cache"
 	"tsubame/internal/config"
-	"tsubame/internal/metrics"
 	"tsubame/internal/render"
 	"tsubame/internal/server"
 	"tsubame/internal/static"
@@ -70,6 +69,10 @@ type Main struct {
 	siteStatic map[string]*static.Server // each site's /lib/, by site name
 	// Level is the process log's level, changed by a reload.
 	Level *slog.LevelVar
+	// Console receives what only the operator at the console may see: the
+	// admin bootstrap token. Nil means os.Stderr.
+	Console io.Writer
+	audit   *admin.Audit
 }
 
 // PublicAddr is the address the public listener is bound to.
@@ -159,31 +162,9 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		return err
 	}
 	if cfg.Admin.Listen != "" {
-		reg := metrics.NewRegistry(version)
-		reg.MustRegister(metrics.NewCacheCollector(m.Cache.Stats), metrics.NewServerCollector(m.public.Stats))
-		if m.Webhook != nil {
-			reg.MustRegister(metrics.NewWebhookCollector(m.Webhook.Stats))
-		}
-		for name, l := range map[string]*accesslog.Logger{"file": m.FileLog, "store": m.StoreLog} {
-			if l != nil {
-				var rotations func() uint64
-				if name == "file" {
-					rotations = m.fileSink.Rotations
-				}
-				reg.MustRegister(metrics.NewAccessLogCollector(name, l.Stats, rotations))
-			}
-		}
-		m.admin = admin.New(admin.Options{Logger: m.Logger, Metrics: reg, Probe: func(ctx context.Context) error {
-			for _, l := range []*accesslog.Logger{m.FileLog, m.StoreLog} {
-				if l != nil {
-					if err := l.Healthy(); err != nil {
-						return err
-					}
-				}
-			}
-			_, err := backend.List(ctx, "", 1)
+		if err := m.openAdmin(cfg, backend); err != nil {
 			return err
-		}})
+		}
 	}
 
 	m.served = make(chan error, 2)
@@ -479,6 +460,12 @@ func (m *Main) closeAll(ctx context.Context) error {
 		}
 	} else if m.adminLn != nil {
 		_ = m.adminLn.Close()
+	}
+	if m.audit != nil {
+		if err := m.audit.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("admin audit log: %w", err))
+		}
+		m.audit = nil
 	}
 	for ; m.nListeners > 0; m.nListeners-- {
 		if err := <-m.served; err != nil {

@@ -1,19 +1,31 @@
 // Package admin is the admin listener, on net/http and separate from the
-// public one: health and readiness now; the placement API, metrics and the
-// dashboard build on it. /metrics serves Prometheus metrics. It listens on loopback by default.
+// public one: the dashboard at /, a JSON API under /api/v1/ (placements,
+// cache purge, config, access-log status, live stats, API tokens), /metrics
+// (Prometheus), /debug/pprof, /healthz and /readyz. Everything but the
+// probes, the login and the page's assets takes a user: there are no default
+// credentials; the first user is created with a one-time bootstrap token or
+// `tsubame admin create-user`. It listens on loopback by default.
 package admin
 
 import (
 	"context"
+	"crypto/subtle"
+	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"tsubame"
 )
 
 // Options configure the admin listener.
@@ -22,39 +34,130 @@ type Options struct {
 	// called by /readyz with a short deadline; nil means always healthy.
 	Probe func(ctx context.Context) error
 	// Metrics is served at /metrics in the Prometheus text format; nil
-	// disables the route.
-	Metrics prometheus.Gatherer
-	Logger  *slog.Logger
+	// disables the route. MetricsPublic serves it without authentication.
+	Metrics       prometheus.Gatherer
+	MetricsPublic bool
+	// Pprof serves /debug/pprof to authenticated users.
+	Pprof  bool
+	Logger *slog.Logger
+
+	// Accounts holds the users and API tokens; Audit records every action.
+	// Both are required.
+	Accounts *Accounts
+	Audit    *Audit
+	Policy   PasswordPolicy
+	// RequireTOTP refuses to create users without a second factor.
+	RequireTOTP bool
+	SessionIdle time.Duration
+	SessionMax  time.Duration
+	// Login throttling (see throttle).
+	LoginFreeFailures int
+	LoginMaxDelay     time.Duration
+	LoginPerMinute    int
+	// TLS is the listener's TLS config, nil for plain HTTP.
+	TLS *tls.Config
+
+	// Placements is the store the API edits: the cache decorator, so that a
+	// write invalidates this node's cache and, on Redis, every node's.
+	Placements tsubame.Store
+	// Purge drops cached placements on every node: by id, by dependency key,
+	// or everything.
+	Purge func(ctx context.Context, ids, deps []string, all bool) error
+	// ConfigView returns the effective configuration with secrets redacted.
+	ConfigView func() any
+	// AccessLog returns the access logs' status.
+	AccessLog func() any
+	// Sample returns the counters the dashboard turns into rates.
+	Sample func() Sample
+	// MaxImportBytes bounds a bulk import's body.
+	MaxImportBytes int64
 }
 
 // Server is the admin listener.
 type Server struct {
-	http  *http.Server
-	probe func(ctx context.Context) error
-	log   *slog.Logger
-	ready atomic.Bool
+	opt       Options
+	http      *http.Server
+	probe     func(ctx context.Context) error
+	log       *slog.Logger
+	ready     atomic.Bool
+	accounts  *Accounts
+	auditLog  *Audit
+	sessions  *sessions
+	throttle  *throttle
+	now       func() time.Time
+	stats     *statsRing
+	stopStats context.CancelFunc
+
+	closing   chan struct{} // closed by Shutdown: ends the stats streams
+	closeOnce sync.Once
+
+	bootMu    sync.Mutex
+	bootstrap string // the one-time token while no user exists; "" once used
 }
 
 // New returns an admin Server; it reports not ready until SetReady(true).
+// If no user exists yet it makes a one-time bootstrap token, which
+// BootstrapToken returns for the caller to show once.
 func New(opt Options) *Server {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	s := &Server{probe: opt.Probe, log: opt.Logger}
+	if opt.MaxImportBytes <= 0 {
+		opt.MaxImportBytes = 64 << 20
+	}
+	s := &Server{opt: opt, probe: opt.Probe, log: opt.Logger, accounts: opt.Accounts, auditLog: opt.Audit,
+		sessions: &sessions{m: map[[32]byte]*session{}, idle: opt.SessionIdle, max: opt.SessionMax},
+		throttle: newThrottle(opt.LoginFreeFailures, opt.LoginMaxDelay, opt.LoginPerMinute),
+		now:      time.Now, closing: make(chan struct{})}
+	if opt.Accounts.Empty() {
+		s.bootstrap = randomToken(24)
+	}
+	if opt.Sample != nil {
+		s.stats = newStatsRing(opt.Sample)
+		ctx, cancel := context.WithCancel(context.Background())
+		s.stopStats = cancel
+		go s.stats.run(ctx, time.Second)
+	}
+
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	if opt.Metrics != nil {
-		mux.Handle("GET /metrics", promhttp.HandlerFor(opt.Metrics, promhttp.HandlerOpts{
+		var h http.Handler = promhttp.HandlerFor(opt.Metrics, promhttp.HandlerOpts{
 			ErrorLog:            slog.NewLogLogger(opt.Logger.Handler(), slog.LevelWarn),
 			MaxRequestsInFlight: 4,
-		}))
+		})
+		if !opt.MetricsPublic {
+			h = s.requireAuth(h.ServeHTTP)
+		}
+		mux.Handle("GET /metrics", h)
 	}
+	if opt.Pprof {
+		mux.HandleFunc("GET /debug/pprof/", s.requireAuth(pprof.Index))
+		mux.HandleFunc("GET /debug/pprof/cmdline", s.requireAuth(pprof.Cmdline))
+		mux.HandleFunc("GET /debug/pprof/profile", s.requireAuth(pprof.Profile))
+		mux.HandleFunc("GET /debug/pprof/symbol", s.requireAuth(pprof.Symbol))
+		mux.HandleFunc("GET /debug/pprof/trace", s.requireAuth(pprof.Trace))
+	}
+	mux.HandleFunc("GET /{$}", s.dashboard)
+	mux.HandleFunc("GET /assets/{file}", s.asset)
+	mux.HandleFunc("GET /api/v1/setup", s.setupStatus)
+	mux.HandleFunc("POST /api/v1/setup", s.setup)
+	mux.HandleFunc("POST /api/v1/login", s.login)
+	mux.HandleFunc("POST /api/v1/logout", s.requireAuth(s.logout))
+	mux.HandleFunc("GET /api/v1/session", s.requireAuth(s.session))
+	s.apiRoutes(mux)
+
+	// Cross-origin state-changing requests are refused by their
+	// Sec-Fetch-Site/Origin headers before any handler runs; the CSRF
+	// token (requireAuth) covers browsers that send neither.
+	cop := http.NewCrossOriginProtection()
 	s.http = &http.Server{
-		Handler:           mux,
+		Handler:           s.headers(cop.Handler(mux)),
+		TLSConfig:         opt.TLS,
 		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second,
+		ReadTimeout:       time.Minute, // bulk imports
+		WriteTimeout:      0,           // the stats stream and pprof profiles run long; handlers bound their own writes
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(opt.Logger.Handler(), slog.LevelDebug),
@@ -62,12 +165,42 @@ func New(opt Options) *Server {
 	return s
 }
 
+// BootstrapToken returns the one-time token that creates the first user,
+// or "" when users exist.
+func (s *Server) BootstrapToken() string {
+	s.bootMu.Lock()
+	defer s.bootMu.Unlock()
+	return s.bootstrap
+}
+
+// headers sets the security headers of every admin response.
+func (s *Server) headers(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
+			"connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		h.Set("Cache-Control", "no-store")
+		if s.opt.TLS != nil {
+			h.Set("Strict-Transport-Security", "max-age=31536000")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // SetReady sets what /readyz reports: true once serving, false while draining.
 func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
 
 // Serve accepts connections on ln until Shutdown; it returns nil after Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	err := s.http.Serve(ln)
+	var err error
+	if s.opt.TLS != nil {
+		err = s.http.Serve(tls.NewListener(ln, s.opt.TLS))
+	} else {
+		err = s.http.Serve(ln)
+	}
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -75,7 +208,13 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // Shutdown stops the listener and waits for in-flight requests until ctx ends.
-func (s *Server) Shutdown(ctx context.Context) error { return s.http.Shutdown(ctx) }
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.stopStats != nil {
+		s.stopStats()
+	}
+	s.closeOnce.Do(func() { close(s.closing) })
+	return s.http.Shutdown(ctx)
+}
 
 // healthz answers 200 while the process runs: for liveness checks.
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
@@ -103,8 +242,153 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 
 func text(w http.ResponseWriter, status int, msg string) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_, _ = w.Write([]byte(msg + "\n"))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}
+
+// audit records an action of the request r.
+func (s *Server) audit(r *http.Request, actor, action, target, result, detail string) {
+	s.auditLog.Record(AuditRecord{Actor: actor, Remote: remoteAddr(r).String(), Action: action, Target: target,
+		Result: result, Detail: detail})
+}
+
+// maxAuthBody bounds the login and setup bodies.
+const maxAuthBody = 4 << 10
+
+func decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return tsubame.Errorf(tsubame.EINVALID, "request body: %v", err)
+	}
+	return nil
+}
+
+type loginRequest struct {
+	User     string `json:"user"`
+	Password string `json:"password"`
+	TOTP     string `json:"totp"`
+}
+
+// login checks a name, password and TOTP code and starts a session. Every
+// failure answers the same 401, whichever part was wrong; throttled
+// attempts answer 429 with Retry-After, whether or not the name exists.
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	var req loginRequest
+	if err := decodeBody(w, r, maxAuthBody, &req); err != nil {
+		s.audit(r, "", "login", "", "invalid", "malformed request")
+		writeError(w, http.StatusBadRequest, "malformed login request")
+		return
+	}
+	client := clientPrefix(remoteAddr(r))
+	now := s.now()
+	if ok, wait := s.throttle.allow(client, req.User, now); !ok {
+		s.audit(r, req.User, "login", "", "throttled", "")
+		w.Header().Set("Retry-After", retryAfter(wait))
+		writeError(w, http.StatusTooManyRequests, "too many attempts; try again later")
+		return
+	}
+	u, err := s.accounts.Authenticate(req.User, req.Password, req.TOTP, now)
+	if err != nil {
+		if !errors.Is(err, errBadCredentials) {
+			s.log.Error("admin login: cannot read the accounts", "err", err)
+		}
+		s.throttle.fail(client, req.User, now)
+		s.audit(r, req.User, "login", "", "denied", "")
+		writeError(w, http.StatusUnauthorized, "invalid credentials")
+		return
+	}
+	s.throttle.succeed(client, u.Name)
+	// A new session id at every login (never reuse one the browser had).
+	if c, err := r.Cookie(SessionCookie); err == nil {
+		s.sessions.end(c.Value)
+	}
+	id, sess := s.sessions.create(u.Name, now)
+	s.setSessionCookie(w, id, s.opt.SessionMax)
+	s.audit(r, u.Name, "login", "", "ok", "")
+	writeJSON(w, http.StatusOK, map[string]string{"user": u.Name, "csrf_token": sess.csrf})
+}
+
+func retryAfter(d time.Duration) string {
+	secs := int((d + time.Second - 1) / time.Second)
+	return strconv.Itoa(max(secs, 1))
+}
+
+func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+	id := identityOf(r)
+	if c, err := r.Cookie(SessionCookie); err == nil {
+		s.sessions.end(c.Value)
+	}
+	s.setSessionCookie(w, "", -1)
+	s.audit(r, id.actor, "logout", "", "ok", "")
+	writeJSON(w, http.StatusOK, map[string]string{"ok": "logged out"})
+}
+
+func (s *Server) session(w http.ResponseWriter, r *http.Request) {
+	id := identityOf(r)
+	out := map[string]string{"user": id.user}
+	if id.sess != nil {
+		out["csrf_token"] = id.sess.csrf
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) setupStatus(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]bool{"needed": s.BootstrapToken() != "", "totp": s.opt.RequireTOTP})
+}
+
+type setupRequest struct {
+	Token    string `json:"token"`
+	User     string `json:"user"`
+	Password string `json:"password"`
+}
+
+// setup creates the first user with the bootstrap token, once. The answer
+// carries the user's TOTP secret, shown this once.
+func (s *Server) setup(w http.ResponseWriter, r *http.Request) {
+	var req setupRequest
+	if err := decodeBody(w, r, maxAuthBody, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "malformed setup request")
+		return
+	}
+	client := clientPrefix(remoteAddr(r))
+	now := s.now()
+	if ok, wait := s.throttle.allow(client, "", now); !ok {
+		s.audit(r, "", "setup", req.User, "throttled", "")
+		w.Header().Set("Retry-After", retryAfter(wait))
+		writeError(w, http.StatusTooManyRequests, "too many attempts; try again later")
+		return
+	}
+	s.bootMu.Lock()
+	defer s.bootMu.Unlock()
+	if s.bootstrap == "" || subtle.ConstantTimeCompare([]byte(req.Token), []byte(s.bootstrap)) != 1 {
+		s.throttle.fail(client, "", now)
+		s.audit(r, "", "setup", req.User, "denied", "wrong or used bootstrap token")
+		writeError(w, http.StatusUnauthorized, "invalid or used bootstrap token")
+		return
+	}
+	key, err := NewTOTP(req.User)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "cannot make a TOTP secret for this user name")
+		return
+	}
+	if err := s.accounts.CreateUser(req.User, req.Password, key.Secret(), s.opt.Policy); err != nil {
+		s.audit(r, "", "setup", req.User, "invalid", tsubame.ErrorMessage(err))
+		s.writeStoreError(w, err)
+		return
+	}
+	s.bootstrap = ""
+	s.audit(r, req.User, "setup", req.User, "ok", "first user created with the bootstrap token")
+	writeJSON(w, http.StatusCreated, map[string]string{"user": req.User, "totp_secret": key.Secret(), "totp_url": key.URL()})
 }

@@ -120,19 +120,20 @@ type Entry struct {
 
 // Stats is a snapshot of the cache's counters.
 type Stats struct {
-	Hits          uint64 // lookups answered from a fresh entry
-	Misses        uint64 // lookups that found no entry and waited for a load
-	Stale         uint64 // lookups answered from an entry past its TTL
-	Loads         uint64 // store reads that succeeded (found or not found)
-	LoadErrors    uint64 // store reads that failed
-	RefreshErrors uint64 // background refreshes that failed (a stale value kept being served)
-	Evictions     uint64 // entries dropped for size or expiry
-	Invalidations uint64 // entries dropped by Invalidate or InvalidateDep
-	ShortCircuits uint64 // store reads refused at once while the circuit was open
-	LoadsRefused  uint64 // misses refused because MaxLoads reads were in flight for LoadWait
-	BreakerOpen   bool   // the circuit is open now
-	Entries       int    // current number of entries
-	Bytes         uint64 // current estimated weight of entries
+	Hits          uint64        // lookups answered from a fresh entry
+	Misses        uint64        // lookups that found no entry and waited for a load
+	Stale         uint64        // lookups answered from an entry past its TTL
+	Loads         uint64        // store reads that succeeded (found or not found)
+	LoadErrors    uint64        // store reads that failed
+	RefreshErrors uint64        // background refreshes that failed (a stale value kept being served)
+	Evictions     uint64        // entries dropped for size or expiry
+	Invalidations uint64        // entries dropped by Invalidate or InvalidateDep
+	ShortCircuits uint64        // store reads refused at once while the circuit was open
+	LoadsRefused  uint64        // misses refused because MaxLoads reads were in flight for LoadWait
+	BreakerOpen   bool          // the circuit is open now
+	Entries       int           // current number of entries
+	Bytes         uint64        // current estimated weight of entries
+	LoadTime      time.Duration // total time spent in store reads
 }
 
 // Cache is a tsubame.Store that caches another one. It is safe for
@@ -399,6 +400,7 @@ func (c *Cache) Stats() Stats {
 		BreakerOpen:   c.opt.BreakerFailures > 0 && now() < c.openUntil.Load(),
 		Entries:       c.c.EstimatedSize(),
 		Bytes:         c.c.WeightedSize(),
+		LoadTime:      s.TotalLoadTime,
 	}
 }
 

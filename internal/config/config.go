@@ -120,6 +120,7 @@ type Admin struct {
 	AlertWindow       time.Duration `koanf:"alert_window"`
 	MetricsPublic     bool          `koanf:"metrics_public"`
 	Pprof             bool          `koanf:"pprof"`
+	MaxImportBytes    ByteSize      `koanf:"max_import_bytes"`
 }
 
 // AdminDir is where the admin users, tokens and audit log live.
@@ -827,6 +828,9 @@ func (c *Config) validateAdmin(add func(string, ...any), positive func(string, t
 	}
 	if a.LoginPerMinute < 1 {
 		add("admin.login_per_minute: must be at least 1 (got %d)", a.LoginPerMinute)
+	}
+	if a.MaxImportBytes < 1 {
+		add("admin.max_import_bytes: must be positive")
 	}
 	if a.AlertFailures < 1 {
 		add("admin.alert_failures: must be at least 1 (got %d)", a.AlertFailures)

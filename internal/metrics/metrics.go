@@ -6,6 +6,7 @@ package metrics
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"strconv"
 
 	"tsubame/internal/accesslog"
 	"tsubame/internal/cache"
@@ -40,7 +41,7 @@ type CacheCollector struct {
 }
 
 type cacheDescs struct {
-	lookups, loads, refreshErrors, evictions, invalidations, entries, bytes, shortCircuits, breakerOpen, loadsRefused *prometheus.Desc
+	lookups, loads, loadTime, refreshErrors, evictions, invalidations, entries, bytes, shortCircuits, breakerOpen, loadsRefused *prometheus.Desc
 }
 
 // NewCacheCollector returns a collector over stats, called once per scrape.
@@ -52,6 +53,7 @@ func NewCacheCollector(stats func() cache.Stats) *CacheCollector {
 		lookups: d("lookups_total", "Cache lookups by result: hit (fresh entry), stale (served past its TTL, "+
 			"during a refresh or while the store fails), miss (waited for a store read).", "result"),
 		loads:         d("loads_total", "Store reads made by the cache, by result.", "result"),
+		loadTime:      d("load_seconds_total", "Time spent in store reads made by the cache (divide by loads_total for the mean latency)."),
 		refreshErrors: d("refresh_errors_total", "Background refreshes that failed; the stale value kept being served."),
 		evictions:     d("evictions_total", "Entries dropped for size or age."),
 		invalidations: d("invalidations_total", "Entries dropped by writes or explicit invalidation."),
@@ -65,7 +67,7 @@ func NewCacheCollector(stats func() cache.Stats) *CacheCollector {
 
 // Describe implements prometheus.Collector.
 func (c *CacheCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.descs.lookups, c.descs.loads, c.descs.refreshErrors,
+	for _, d := range []*prometheus.Desc{c.descs.lookups, c.descs.loads, c.descs.loadTime, c.descs.refreshErrors,
 		c.descs.evictions, c.descs.invalidations, c.descs.entries, c.descs.bytes, c.descs.shortCircuits, c.descs.breakerOpen, c.descs.loadsRefused} {
 		ch <- d
 	}
@@ -82,6 +84,7 @@ func (c *CacheCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.descs.lookups, s.Misses, "miss")
 	counter(c.descs.loads, s.Loads, "ok")
 	counter(c.descs.loads, s.LoadErrors, "error")
+	ch <- prometheus.MustNewConstMetric(c.descs.loadTime, prometheus.CounterValue, s.LoadTime.Seconds())
 	counter(c.descs.refreshErrors, s.RefreshErrors)
 	counter(c.descs.evictions, s.Evictions)
 	counter(c.descs.invalidations, s.Invalidations)
@@ -241,4 +244,72 @@ func (c *ServerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(n), reason)
 	}
 	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.Conns))
+}
+
+// RequestCollector exports the public requests by endpoint (or route) and
+// status code: a counter and a latency histogram.
+type RequestCollector struct {
+	requests        func() []server.RouteCount
+	total, duration *prometheus.Desc
+}
+
+// NewRequestCollector returns a collector over requests, called once per scrape.
+func NewRequestCollector(requests func() []server.RouteCount) *RequestCollector {
+	labels := []string{"endpoint", "code"}
+	return &RequestCollector{requests: requests,
+		total: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "http", "requests_total"),
+			"Public requests answered, by endpoint (or route: callback, webhook_line, lib, json, other) and status code (0: any other).", labels, nil),
+		duration: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "http", "request_duration_seconds"),
+			"Time from reading a public request to writing its response, by endpoint and status code.", labels, nil),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *RequestCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.total; ch <- c.duration }
+
+// Collect implements prometheus.Collector.
+func (c *RequestCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, rc := range c.requests() {
+		code := strconv.Itoa(rc.Code)
+		buckets := make(map[float64]uint64, len(server.LatencyBounds))
+		var n uint64
+		for i, b := range server.LatencyBounds {
+			n += rc.Buckets[i]
+			buckets[b] = n
+		}
+		n += rc.Buckets[len(server.LatencyBounds)]
+		ch <- prometheus.MustNewConstMetric(c.total, prometheus.CounterValue, float64(n), rc.Route, code)
+		ch <- prometheus.MustNewConstHistogram(c.duration, n, rc.Sum.Seconds(), buckets, rc.Route, code)
+	}
+}
+
+// NewAdminCollector exports the admin listener's authentication failures
+// and alerts.
+func NewAdminCollector(stats func() (authFailures, alerts, auditErrors uint64)) prometheus.Collector {
+	return &adminCollector{stats: stats,
+		failures: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "admin", "auth_failures_total"),
+			"Failed admin logins, setups and requests with invalid credentials.", nil, nil),
+		alerts: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "admin", "alerts_total"),
+			"Bursts of admin authentication failures (admin.alert_failures within admin.alert_window).", nil, nil),
+		auditErrors: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "admin", "audit_write_errors_total"),
+			"Audit records that could not be written.", nil, nil),
+	}
+}
+
+type adminCollector struct {
+	stats                         func() (uint64, uint64, uint64)
+	failures, alerts, auditErrors *prometheus.Desc
+}
+
+func (c *adminCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.failures
+	ch <- c.alerts
+	ch <- c.auditErrors
+}
+
+func (c *adminCollector) Collect(ch chan<- prometheus.Metric) {
+	f, a, e := c.stats()
+	ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(f))
+	ch <- prometheus.MustNewConstMetric(c.alerts, prometheus.CounterValue, float64(a))
+	ch <- prometheus.MustNewConstMetric(c.auditErrors, prometheus.CounterValue, float64(e))
 }

@@ -92,7 +92,10 @@ type Server struct {
 	maxConns int
 	counters counters
 	ln       atomic.Pointer[limitListener]
-	bootID   string // prefixes generated request ids, so they differ across restarts
+	reqs     requestStats
+	// The routes that are not ad tags, counted apart.
+	statCallback, statLINE, statLib, statJSON, statOther *routeStats
+	bootID                                               string // prefixes generated request ids, so they differ across restarts
 }
 
 // routes is what a reload may change. A request reads it once, so it sees
@@ -155,6 +158,7 @@ type endpoint struct {
 	log          *accesslog.Logger
 	tmpl         *template.Template
 	encodes      bool // the source encodes per request and wants a scratch buffer
+	stats        *routeStats
 	psource      PlacementSource
 	renders      *otter.Cache[string, *rendered] // template output by id
 }
@@ -175,6 +179,8 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 	}
 	s := &Server{log: opt.Logger, webhook: opt.Webhook, callback: opt.Callback && opt.Webhook != nil,
 		maxConns: opt.MaxConns, bootID: strconv.FormatInt(time.Now().UnixNano(), 36)}
+	s.statCallback, s.statLINE, s.statLib = s.reqs.get(RouteCallback), s.reqs.get(RouteLINE), s.reqs.get(RouteLib)
+	s.statJSON, s.statOther = s.reqs.get(RouteJSON), s.reqs.get(RouteOther)
 	if err := s.Reload(opt, endpoints); err != nil {
 		return nil, err
 	}
@@ -211,7 +217,7 @@ func (s *Server) Reload(opt Options, endpoints []Endpoint) error {
 		ads:   &gate{max: int64(opt.MaxInFlightAds), wait: opt.LimitWait},
 		hooks: &gate{max: int64(opt.MaxInFlightHooks), wait: opt.LimitWait},
 	}
-	def, err := buildSite(endpoints, opt.Static)
+	def, err := s.buildSite(endpoints, opt.Static)
 	if err != nil {
 		return err
 	}
@@ -219,7 +225,7 @@ func (s *Server) Reload(opt Options, endpoints []Endpoint) error {
 		r.def = def
 	}
 	for _, sc := range opt.Sites {
-		st, err := buildSite(sc.Endpoints, sc.Static)
+		st, err := s.buildSite(sc.Endpoints, sc.Static)
 		if err != nil {
 			return tsubame.WrapError(tsubame.EINVALID, err, "site %q", sc.Name)
 		}
@@ -239,7 +245,7 @@ func (s *Server) Reload(opt Options, endpoints []Endpoint) error {
 	return nil
 }
 
-func buildSite(endpoints []Endpoint, st *static.Server) (*site, error) {
+func (s *Server) buildSite(endpoints []Endpoint, st *static.Server) (*site, error) {
 	out := &site{endpoints: make(map[string]*endpoint, len(endpoints)), static: st}
 	for _, e := range endpoints {
 		if _, dup := out.endpoints[e.Name]; dup {
@@ -248,7 +254,7 @@ func buildSite(endpoints []Endpoint, st *static.Server) (*site, error) {
 		if e.Source == nil {
 			return nil, tsubame.Errorf(tsubame.EINVALID, "endpoint %q has no source", e.Name)
 		}
-		ep := &endpoint{name: e.Name, source: e.Source, log: e.Log, tmpl: e.Template}
+		ep := &endpoint{name: e.Name, source: e.Source, log: e.Log, tmpl: e.Template, stats: s.reqs.get(e.Name)}
 		if enc, ok := e.Source.(interface{ encodesPerRequest() bool }); ok {
 			ep.encodes = enc.encodesPerRequest()
 		}
@@ -315,7 +321,14 @@ var (
 // bufPool holds scratch buffers for sources that encode per request.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
+// handle answers a request and counts it by route, status and latency.
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
+	rs := s.dispatch(ctx)
+	rs.observe(ctx.Response.StatusCode(), time.Since(ctx.Time()))
+}
+
+// dispatch answers a request and returns the stats of the route it took.
+func (s *Server) dispatch(ctx *fasthttp.RequestCtx) *routeStats {
 	ctx.Response.Header.SetCanonical(hdrNosniff, valNosniff)
 	path := ctx.Path()
 	r := s.routes.Load()
@@ -324,51 +337,56 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		st := r.site(ctx.Host())
 		if st == nil {
 			plain(ctx, fasthttp.StatusNotFound, "unknown host")
-			return
+			return s.statOther
 		}
-		s.serveAPI(ctx, r, st, path[len(apiPrefix):])
+		return s.serveAPI(ctx, r, st, path[len(apiPrefix):])
 	case s.callback && bytes.Equal(path, callbackPath):
 		if allowPost(ctx) && s.enter(ctx, r.hooks, &s.counters.hookLimit, "webhook") {
 			status, body := s.webhook.Callback(ctx.PostBody())
 			r.hooks.leave()
 			reply(ctx, status, body)
 		}
+		return s.statCallback
 	case s.webhook != nil && s.webhook.LINEEnabled() && bytes.Equal(path, linePath):
 		if allowPost(ctx) && s.enter(ctx, r.hooks, &s.counters.hookLimit, "webhook") {
 			status, body := s.webhook.LINE(ctx.PostBody(), string(ctx.Request.Header.Peek("X-Line-Signature")))
 			r.hooks.leave()
 			reply(ctx, status, body)
 		}
+		return s.statLINE
 	case bytes.HasPrefix(path, libPrefix):
 		st := r.site(ctx.Host())
 		switch {
 		case st == nil || st.static == nil:
 			plain(ctx, fasthttp.StatusNotFound, "not found")
+			return s.statOther
 		case allowRead(ctx):
 			s.serveStatic(ctx, st.static, path[len(libPrefix):])
 		}
+		return s.statLib
 	case r.hello && bytes.Equal(path, helloPath):
-		if !allowRead(ctx) {
-			return
+		if allowRead(ctx) {
+			ctx.SetContentType(render.ContentTypeJSON)
+			ctx.SetBody(helloBody)
 		}
-		ctx.SetContentType(render.ContentTypeJSON)
-		ctx.SetBody(helloBody)
+		return s.statJSON
 	default:
 		plain(ctx, fasthttp.StatusNotFound, "not found")
+		return s.statOther
 	}
 }
 
-func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, r *routes, st *site, rest []byte) {
+func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, r *routes, st *site, rest []byte) *routeStats {
 	dot := bytes.LastIndexByte(rest, '.')
 	if dot < 0 {
 		plain(ctx, fasthttp.StatusNotFound, "unknown endpoint")
-		return
+		return s.statOther
 	}
 	ep := st.endpoints[string(rest[:dot])]
 	format, ok := render.ParseFormat(rest[dot+1:])
 	if ep == nil || !ok || !ep.formats[format] {
 		plain(ctx, fasthttp.StatusNotFound, "unknown endpoint")
-		return
+		return s.statOther
 	}
 	var id, callback []byte
 	if s.enter(ctx, r.ads, &s.counters.adsLimit, "ad") {
@@ -378,6 +396,7 @@ func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, r *routes, st *site, rest []
 	if ep.log != nil {
 		s.logRequest(ctx, ep, id, callback)
 	}
+	return ep.stats
 }
 
 // enter passes the request through g, or answers 503 and counts it.

@@ -417,6 +417,28 @@ func (s *Store) PublishDep(ctx context.Context, dep string) error {
 	return unavailable(s.c.Do(ctx, s.c.B().Publish().Channel(s.channel).Message("d "+dep).Build()).Error())
 }
 
+// Publish announces, in one message, that every node must drop the given
+// placements, the placements declaring the given dependency keys, or (all)
+// everything cached.
+func (s *Store) Publish(ctx context.Context, ids, deps []string, all bool) error {
+	var lines []string
+	if all {
+		lines = append(lines, "*")
+	}
+	for _, id := range ids {
+		lines = append(lines, "p "+id)
+	}
+	for _, d := range deps {
+		lines = append(lines, "d "+d)
+	}
+	if len(lines) == 0 {
+		return nil
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	return unavailable(s.c.Do(ctx, s.c.B().Publish().Channel(s.channel).Message(strings.Join(lines, "\n")).Build()).Error())
+}
+
 // Watch delivers the invalidations announced by every process writing to
 // this Redis to inv, until ctx ends. Each time the subscription is
 // (re)established after the first, inv.InvalidateAll runs: announcements

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"os"
+	"reflect"
+
+	"tsubame"
+	"tsubame/internal/accesslog"
+	"tsubame/internal/admin"
+	"tsubame/internal/config"
+	"tsubame/internal/metrics"
+	"tsubame/internal/server"
+)
+
+// openAdmin builds the admin listener: its accounts and audit log, its
+// metrics registry, and the views it shows. With no user yet, it prints
+// the one-time bootstrap token to the console.
+func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
+	accounts, err := admin.OpenAccounts(cfg.AdminDir())
+	if err != nil {
+		return fmt.Errorf("admin accounts: %w", err)
+	}
+	m.audit, err = admin.OpenAudit(cfg.AuditLogPath(), cfg.Admin.AlertFailures, cfg.Admin.AlertWindow, m.Logger)
+	if err != nil {
+		return fmt.Errorf("admin audit log: %w", err)
+	}
+	var tlsConfig *tls.Config
+	if cfg.Admin.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.Admin.TLSCert, cfg.Admin.TLSKey)
+		if err != nil {
+			return fmt.Errorf("admin.tls_cert/tls_key: %w", err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+
+	reg := metrics.NewRegistry(version)
+	reg.MustRegister(metrics.NewCacheCollector(m.Cache.Stats), metrics.NewServerCollector(m.public.Stats),
+		metrics.NewRequestCollector(m.public.Requests), metrics.NewAdminCollector(func() (uint64, uint64, uint64) {
+			st := m.audit.Stats()
+			return st.AuthFailures, st.Alerts, st.WriteErrors
+		}))
+	if m.Webhook != nil {
+		reg.MustRegister(metrics.NewWebhookCollector(m.Webhook.Stats))
+	}
+	for name, l := range map[string]*accesslog.Logger{"file": m.FileLog, "store": m.StoreLog} {
+		if l != nil {
+			var rotations func() uint64
+			if name == "file" {
+				rotations = m.fileSink.Rotations
+			}
+			reg.MustRegister(metrics.NewAccessLogCollector(name, l.Stats, rotations))
+		}
+	}
+	a := cfg.Admin
+	m.admin = admin.New(admin.Options{
+		Logger: m.Logger, Metrics: reg, MetricsPublic: a.MetricsPublic, Pprof: a.Pprof,
+		Probe:    m.probe(backend),
+		Accounts: accounts, Audit: m.audit, Policy: admin.PasswordPolicy{MinLength: a.MinPasswordLength},
+		RequireTOTP: a.RequireTOTP, SessionIdle: a.SessionIdle, SessionMax: a.SessionMax,
+		LoginFreeFailures: a.LoginFreeFailures, LoginMaxDelay: a.LoginMaxDelay, LoginPerMinute: a.LoginPerMinute,
+		TLS:            tlsConfig,
+		Placements:     m.Cache,
+		Purge:          m.purge(backend),
+		ConfigView:     m.configView,
+		AccessLog:      m.accessLogStatus,
+		Sample:         m.sample,
+		MaxImportBytes: int64(a.MaxImportBytes),
+	})
+	if tok := m.admin.BootstrapToken(); tok != "" {
+		console := m.Console
+		if console == nil {
+			console = os.Stderr
+		}
+		scheme := "http"
+		if tlsConfig != nil {
+			scheme = "https"
+		}
+		fmt.Fprintf(console, "\nNo admin user exists yet. Open %s://%s/ and create one with this one-time bootstrap token\n"+
+			"(it works once, until this process stops; or run `tsubame admin create-user`):\n\n    %s\n\n",
+			scheme, m.AdminAddr(), tok)
+	}
+	return nil
+}
+
+// probe checks what a ready server needs: the access logs and the store.
+func (m *Main) probe(backend tsubame.Store) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		for _, l := range []*accesslog.Logger{m.FileLog, m.StoreLog} {
+			if l != nil {
+				if err := l.Healthy(); err != nil {
+					return err
+				}
+			}
+		}
+		_, err := backend.List(ctx, "", 1)
+		return err
+	}
+}
+
+// publisher is a store that tells every node to drop cached placements
+// (Redis); on the others the local cache is all there is.
+type publisher interface {
+	Publish(ctx context.Context, ids, deps []string, all bool) error
+}
+
+func (m *Main) purge(backend tsubame.Store) func(ctx context.Context, ids, deps []string, all bool) error {
+	return func(ctx context.Context, ids, deps []string, all bool) error {
+		if all {
+			m.Cache.InvalidateAll()
+		}
+		for _, id := range ids {
+			m.Cache.Invalidate(id)
+		}
+		for _, d := range deps {
+			m.Cache.InvalidateDep(d)
+		}
+		if p, ok := backend.(publisher); ok {
+			return p.Publish(ctx, ids, deps, all)
+		}
+		return nil
+	}
+}
+
+// configView is the effective configuration with secrets redacted, under
+// the file's key names.
+func (m *Main) configView() any {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return toYAML(reflect.ValueOf(*m.Config))
+}
+
+// accessLogStatus describes each access log sink.
+func (m *Main) accessLogStatus() any {
+	out := map[string]any{}
+	for name, l := range map[string]*accesslog.Logger{"file": m.FileLog, "store": m.StoreLog} {
+		if l == nil {
+			continue
+		}
+		st := l.Stats()
+		v := map[string]any{"appended": st.Appended, "written": st.Written, "bytes": st.Bytes, "flushes": st.Flushes,
+			"write_errors": st.WriteErrors, "waits": st.Waits, "overflows": st.Overflows, "buffered_bytes": st.Buffered,
+			"failing": st.Failing, "last_error": st.LastError, "healthy": l.Healthy() == nil}
+		if name == "file" && m.fileSink != nil {
+			v["rotations"] = m.fileSink.Rotations()
+			v["dir"] = m.Config.AccessLog.Dir
+		}
+		out[name] = v
+	}
+	return out
+}
+
+// sample gathers the counters the dashboard shows.
+func (m *Main) sample() admin.Sample {
+	s := admin.Sample{LatencyBounds: server.LatencyBounds, Latency: make([]uint64, len(server.LatencyBounds)+1)}
+	for _, rc := range m.public.Requests() {
+		for i, n := range rc.Buckets {
+			s.Latency[i] += n
+			s.Requests += n
+		}
+	}
+	cs := m.Cache.Stats()
+	s.CacheHits, s.CacheMisses = cs.Hits+cs.Stale, cs.Misses
+	for _, l := range []*accesslog.Logger{m.FileLog, m.StoreLog} {
+		if l != nil {
+			st := l.Stats()
+			s.LogBuffered += st.Buffered
+			s.LogFailing = s.LogFailing || st.Failing
+		}
+	}
+	if m.Webhook != nil {
+		ws := m.Webhook.Stats()
+		s.HookQueued, s.HookInFlight = ws.Queued, ws.InFlight
+	}
+	s.Conns = m.public.Stats().Conns
+	return s
+}

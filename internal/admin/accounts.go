@@ -1,0 +1,399 @@
+package admin
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/pquerna/otp"
+	"github.com/pquerna/otp/totp"
+
+	"tsubame"
+)
+
+// Accounts are the admin users and their API tokens, kept in one JSON file
+// (mode 0600) that the running server and the CLI (`tsubame admin
+// create-user`) share: every change takes an exclusive lock on a lock file
+// beside it, re-reads the file, and replaces it atomically. The server
+// re-reads it when its modification time changes. Passwords are stored as
+// argon2id hashes and tokens as SHA-256 hashes; TOTP secrets are stored as
+// they are (verification needs them), which is why the file is private.
+type Accounts struct {
+	path string
+	mu   sync.Mutex
+	data accountsFile
+	mod  time.Time // the file's modification time when last read
+	// lastStep is the last TOTP time step accepted per user: a code is
+	// accepted once (RFC 6238 §5.2).
+	lastStep map[string]int64
+}
+
+type accountsFile struct {
+	Users  []*User  `json:"users"`
+	Tokens []*Token `json:"tokens"`
+}
+
+// User is an admin user. Every user may do everything the admin API offers.
+type User struct {
+	Name     string    `json:"name"`
+	Password string    `json:"password"`       // PHC argon2id hash
+	TOTP     string    `json:"totp,omitempty"` // base32 secret
+	Created  time.Time `json:"created"`
+}
+
+// Token is an API token for automation, presented as "Authorization: Bearer
+// tsb_<id>_<secret>". Only the SHA-256 of the whole token is stored; the
+// token itself is shown once, when created.
+type Token struct {
+	ID      string    `json:"id"`
+	User    string    `json:"user"`
+	Name    string    `json:"name"`
+	Hash    string    `json:"hash"`
+	Created time.Time `json:"created"`
+	Expires time.Time `json:"expires,omitzero"`
+}
+
+// OpenAccounts reads the accounts file in dir, creating dir (0700) if needed.
+// A missing file is an empty set of accounts.
+func OpenAccounts(dir string) (*Accounts, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	a := &Accounts{path: filepath.Join(dir, "users.json"), lastStep: map[string]int64{}}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.refresh(); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// refresh re-reads the file if it changed since it was last read.
+func (a *Accounts) refresh() error {
+	fi, err := os.Stat(a.path)
+	if errors.Is(err, os.ErrNotExist) {
+		a.data, a.mod = accountsFile{}, time.Time{}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if fi.ModTime().Equal(a.mod) {
+		return nil
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("%s: must not be readable by group or others (mode %v); chmod 600 it", a.path, fi.Mode().Perm())
+	}
+	b, err := os.ReadFile(a.path)
+	if err != nil {
+		return err
+	}
+	var data accountsFile
+	if err := json.Unmarshal(b, &data); err != nil {
+		return fmt.Errorf("%s: %w", a.path, err)
+	}
+	a.data, a.mod = data, fi.ModTime()
+	return nil
+}
+
+// update applies fn to the current accounts under the file lock and writes
+// the result if fn succeeds.
+func (a *Accounts) update(fn func(d *accountsFile) error) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	lock, err := os.OpenFile(a.path+".lock", os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	a.mod = time.Time{} // re-read whatever another process wrote
+	if err := a.refresh(); err != nil {
+		return err
+	}
+	next := accountsFile{Users: slices.Clone(a.data.Users), Tokens: slices.Clone(a.data.Tokens)}
+	if err := fn(&next); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(next, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := a.path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(b, '\n'))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, a.path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	a.data = next
+	if fi, err := os.Stat(a.path); err == nil {
+		a.mod = fi.ModTime()
+	}
+	return nil
+}
+
+// ValidUserName reports whether name can name a user: 1 to 64 letters,
+// digits and . _ @ -.
+func ValidUserName(name string) error {
+	if name == "" || len(name) > 64 {
+		return tsubame.Errorf(tsubame.EINVALID, "user name must be 1 to 64 characters long")
+	}
+	for _, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '@' || c == '-') {
+			return tsubame.Errorf(tsubame.EINVALID, "user name may hold only letters, digits and . _ @ -")
+		}
+	}
+	return nil
+}
+
+// NewTOTP makes a TOTP secret for a user (SHA-1, 6 digits, 30 s: what
+// authenticator apps expect) and returns the key, whose URL an app can import.
+func NewTOTP(user string) (*otp.Key, error) {
+	return totp.Generate(totp.GenerateOpts{Issuer: "Tsubame", AccountName: user})
+}
+
+// CreateUser adds a user after checking the name and the password against
+// policy. totpSecret may be empty only when the caller allows users without
+// a second factor.
+func (a *Accounts) CreateUser(name, password, totpSecret string, policy PasswordPolicy) error {
+	if err := ValidUserName(name); err != nil {
+		return err
+	}
+	if err := policy.Check(name, password); err != nil {
+		return tsubame.WrapError(tsubame.EINVALID, err, "%v", err)
+	}
+	hash, err := hashPassword(password)
+	if err != nil {
+		return err
+	}
+	return a.update(func(d *accountsFile) error {
+		if slices.ContainsFunc(d.Users, func(u *User) bool { return u.Name == name }) {
+			return tsubame.Errorf(tsubame.ECONFLICT, "user %q exists", name)
+		}
+		d.Users = append(d.Users, &User{Name: name, Password: hash, TOTP: totpSecret, Created: time.Now().UTC()})
+		return nil
+	})
+}
+
+// DeleteUser removes a user and every token of theirs.
+func (a *Accounts) DeleteUser(name string) error {
+	return a.update(func(d *accountsFile) error {
+		n := len(d.Users)
+		d.Users = slices.DeleteFunc(d.Users, func(u *User) bool { return u.Name == name })
+		if len(d.Users) == n {
+			return tsubame.Errorf(tsubame.ENOTFOUND, "no user %q", name)
+		}
+		d.Tokens = slices.DeleteFunc(d.Tokens, func(t *Token) bool { return t.User == name })
+		return nil
+	})
+}
+
+// Users lists the users' names.
+func (a *Accounts) Users() ([]string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.refresh(); err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, u := range a.data.Users {
+		out = append(out, u.Name)
+	}
+	return out, nil
+}
+
+// Empty reports whether no user exists yet.
+func (a *Accounts) Empty() bool {
+	names, err := a.Users()
+	return err == nil && len(names) == 0
+}
+
+func (a *Accounts) user(name string) (*User, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.refresh(); err != nil {
+		return nil, err
+	}
+	for _, u := range a.data.Users {
+		if u.Name == name {
+			return u, nil
+		}
+	}
+	return nil, nil
+}
+
+// errBadCredentials is the one answer to every failed login, whichever part
+// was wrong: the caller cannot learn which names exist.
+var errBadCredentials = errors.New("invalid credentials")
+
+// Authenticate checks a name, password and TOTP code. Every failure returns
+// errBadCredentials after about the same work; only a broken accounts file
+// returns another error.
+func (a *Accounts) Authenticate(name, password, code string, now time.Time) (*User, error) {
+	if len(password) > MaxPasswordLength || len(name) > 64 || len(code) > 16 {
+		return nil, errBadCredentials
+	}
+	u, err := a.user(name)
+	if err != nil {
+		return nil, err
+	}
+	hash := dummyHash()
+	if u != nil {
+		hash = u.Password
+	}
+	ok, err := checkPassword(hash, password)
+	if err != nil {
+		return nil, err
+	}
+	if u == nil || !ok {
+		return nil, errBadCredentials
+	}
+	if u.TOTP != "" && !a.checkTOTP(u, code, now) {
+		return nil, errBadCredentials
+	}
+	return u, nil
+}
+
+// checkTOTP accepts a code of the current 30 s step or the one on either
+// side (clock drift), once.
+func (a *Accounts) checkTOTP(u *User, code string, now time.Time) bool {
+	if len(code) != 6 {
+		return false
+	}
+	opts := totp.ValidateOpts{Period: 30, Digits: otp.DigitsSix, Algorithm: otp.AlgorithmSHA1}
+	step := now.Unix() / 30
+	for _, s := range []int64{step - 1, step, step + 1} {
+		want, err := totp.GenerateCodeCustom(u.TOTP, time.Unix(s*30, 0), opts)
+		if err != nil || subtle.ConstantTimeCompare([]byte(want), []byte(code)) != 1 {
+			continue
+		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if s <= a.lastStep[u.Name] {
+			return false // replayed
+		}
+		a.lastStep[u.Name] = s
+		return true
+	}
+	return false
+}
+
+// tokenPrefix starts every API token, so secret scanners can spot one.
+const tokenPrefix = "tsb_"
+
+// CreateToken makes an API token for user; the returned string is the only
+// copy of the secret. ttl <= 0 means it never expires.
+func (a *Accounts) CreateToken(user, name string, ttl time.Duration) (string, *Token, error) {
+	if name == "" || len(name) > 64 || strings.ContainsFunc(name, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return "", nil, tsubame.Errorf(tsubame.EINVALID, "token name must be 1 to 64 printable characters")
+	}
+	idb := make([]byte, 6)
+	secret := make([]byte, 32)
+	if _, err := rand.Read(idb); err != nil {
+		return "", nil, err
+	}
+	if _, err := rand.Read(secret); err != nil {
+		return "", nil, err
+	}
+	id := hex.EncodeToString(idb)
+	plain := tokenPrefix + id + "_" + base64.RawURLEncoding.EncodeToString(secret)
+	sum := sha256.Sum256([]byte(plain))
+	t := &Token{ID: id, User: user, Name: name, Hash: hex.EncodeToString(sum[:]), Created: time.Now().UTC()}
+	if ttl > 0 {
+		t.Expires = t.Created.Add(ttl)
+	}
+	err := a.update(func(d *accountsFile) error {
+		if !slices.ContainsFunc(d.Users, func(u *User) bool { return u.Name == user }) {
+			return tsubame.Errorf(tsubame.ENOTFOUND, "no user %q", user)
+		}
+		d.Tokens = append(d.Tokens, t)
+		return nil
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	return plain, t, nil
+}
+
+// Tokens lists the tokens of user (every user's when user is "").
+func (a *Accounts) Tokens(user string) []Token {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_ = a.refresh()
+	var out []Token
+	for _, t := range a.data.Tokens {
+		if user == "" || t.User == user {
+			out = append(out, *t)
+		}
+	}
+	return out
+}
+
+// DeleteToken revokes the token with the given id if it belongs to user.
+func (a *Accounts) DeleteToken(user, id string) error {
+	return a.update(func(d *accountsFile) error {
+		n := len(d.Tokens)
+		d.Tokens = slices.DeleteFunc(d.Tokens, func(t *Token) bool { return t.ID == id && t.User == user })
+		if len(d.Tokens) == n {
+			return tsubame.Errorf(tsubame.ENOTFOUND, "no token %q", id)
+		}
+		return nil
+	})
+}
+
+// VerifyToken returns the user a presented token belongs to, or "" if it is
+// unknown, malformed or expired.
+func (a *Accounts) VerifyToken(plain string, now time.Time) string {
+	rest, ok := strings.CutPrefix(plain, tokenPrefix)
+	if !ok || len(plain) > 128 {
+		return ""
+	}
+	id, _, ok := strings.Cut(rest, "_")
+	if !ok {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(plain))
+	want := hex.EncodeToString(sum[:])
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_ = a.refresh()
+	for _, t := range a.data.Tokens {
+		if t.ID == id && subtle.ConstantTimeCompare([]byte(t.Hash), []byte(want)) == 1 {
+			if !t.Expires.IsZero() && now.After(t.Expires) {
+				return ""
+			}
+			if !slices.ContainsFunc(a.data.Users, func(u *User) bool { return u.Name == t.User }) {
+				return ""
+			}
+			return t.User
+		}
+	}
+	return ""
+}

@@ -1,0 +1,321 @@
+package admin
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"tsubame"
+	"tsubame/internal/bulk"
+	"tsubame/internal/render"
+)
+
+// Paging bounds for GET /api/v1/placements.
+const (
+	defaultPageSize = 50
+	maxPageSize     = 1000
+)
+
+// maxPlacementBody bounds the body of one placement's PUT.
+const maxPlacementBody = 256 << 10
+
+func (s *Server) apiRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /api/v1/placements", s.requireAuth(s.listPlacements))
+	mux.HandleFunc("GET /api/v1/placements/{id}", s.requireAuth(s.getPlacement))
+	mux.HandleFunc("PUT /api/v1/placements/{id}", s.requireAuth(s.putPlacement))
+	mux.HandleFunc("DELETE /api/v1/placements/{id}", s.requireAuth(s.deletePlacement))
+	mux.HandleFunc("POST /api/v1/import", s.requireAuth(s.importPlacements))
+	mux.HandleFunc("POST /api/v1/purge", s.requireAuth(s.purge))
+	mux.HandleFunc("GET /api/v1/config", s.requireAuth(s.config))
+	mux.HandleFunc("GET /api/v1/accesslog", s.requireAuth(s.accessLog))
+	mux.HandleFunc("GET /api/v1/stats", s.requireAuth(s.statsNow))
+	mux.HandleFunc("GET /api/v1/stats/stream", s.requireAuth(s.statsStream))
+	mux.HandleFunc("GET /api/v1/tokens", s.requireAuth(s.listTokens))
+	mux.HandleFunc("POST /api/v1/tokens", s.requireAuth(s.createToken))
+	mux.HandleFunc("DELETE /api/v1/tokens/{id}", s.requireAuth(s.deleteToken))
+	mux.HandleFunc("GET /api/v1/users", s.requireAuth(s.listUsers))
+	mux.HandleFunc("POST /api/v1/users", s.requireAuth(s.createUser))
+	mux.HandleFunc("DELETE /api/v1/users/{name}", s.requireAuth(s.deleteUser))
+}
+
+// writeStoreError answers err with the status of its kind and its safe
+// message (internal errors say only "internal error").
+func (s *Server) writeStoreError(w http.ResponseWriter, err error) {
+	status := render.HTTPStatus(err)
+	if status == http.StatusInternalServerError {
+		s.log.Error("admin API", "err", err)
+	}
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeError(w, status, tsubame.ErrorMessage(err))
+}
+
+// done audits an action by the request's user and answers its error, if any.
+func (s *Server) done(w http.ResponseWriter, r *http.Request, action, target string, err error) bool {
+	actor := identityOf(r).actor
+	if err != nil {
+		result := "error"
+		if k := tsubame.ErrorCode(err); k == tsubame.EINVALID || k == tsubame.ENOTFOUND || k == tsubame.ECONFLICT {
+			result = "invalid"
+		}
+		s.audit(r, actor, action, target, result, tsubame.ErrorMessage(err))
+		s.writeStoreError(w, err)
+		return false
+	}
+	s.audit(r, actor, action, target, "ok", "")
+	return true
+}
+
+func (s *Server) listPlacements(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	after := q.Get("after")
+	limit := defaultPageSize
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxPageSize {
+			writeError(w, http.StatusBadRequest, "limit must be 1 to "+strconv.Itoa(maxPageSize))
+			return
+		}
+		limit = n
+	}
+	if after != "" && tsubame.ValidID(after) != nil {
+		writeError(w, http.StatusBadRequest, "after must be a placement id")
+		return
+	}
+	ps, err := s.opt.Placements.List(r.Context(), after, limit+1)
+	if err != nil {
+		s.writeStoreError(w, err)
+		return
+	}
+	next := ""
+	if len(ps) > limit {
+		ps = ps[:limit]
+		next = ps[limit-1].ID
+	}
+	if ps == nil {
+		ps = []*tsubame.Placement{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"placements": ps, "next": next})
+}
+
+func (s *Server) getPlacement(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := tsubame.ValidID(id); err != nil {
+		s.writeStoreError(w, err)
+		return
+	}
+	p, err := s.opt.Placements.Get(r.Context(), id)
+	if err != nil {
+		s.writeStoreError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+// putPlacement creates or replaces a placement. The body is a placement;
+// its id, if given, must match the path's.
+func (s *Server) putPlacement(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var p tsubame.Placement
+	err := tsubame.ValidID(id)
+	if err == nil {
+		err = decodeBody(w, r, maxPlacementBody, &p)
+	}
+	if err == nil && p.ID != "" && p.ID != id {
+		err = tsubame.Errorf(tsubame.EINVALID, "the body's id %q differs from the path's", p.ID)
+	}
+	if err == nil {
+		p.ID = id
+		err = s.opt.Placements.Put(r.Context(), &p)
+	}
+	if s.done(w, r, "placement.put", id, err) {
+		writeJSON(w, http.StatusOK, &p)
+	}
+}
+
+func (s *Server) deletePlacement(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	err := tsubame.ValidID(id)
+	if err == nil {
+		err = s.opt.Placements.Delete(r.Context(), id)
+	}
+	if s.done(w, r, "placement.delete", id, err) {
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// importPlacements writes every placement of the body (JSON lines, a JSON
+// array or CSV, as ?format= says or sniffed), all or none.
+func (s *Server) importPlacements(w http.ResponseWriter, r *http.Request) {
+	var format bulk.Format
+	var err error
+	if f := r.URL.Query().Get("format"); f != "" {
+		if format, err = bulk.ParseFormat(f); err != nil {
+			err = tsubame.WrapError(tsubame.EINVALID, err, "%v", err)
+		}
+	}
+	var ps []*tsubame.Placement
+	if err == nil {
+		ps, err = bulk.Read(http.MaxBytesReader(w, r.Body, s.opt.MaxImportBytes), format)
+		if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
+			err = tsubame.Errorf(tsubame.EINVALID, "import body exceeds %d bytes (admin.max_import_bytes)", s.opt.MaxImportBytes)
+		} else if _, bad := errors.AsType[*bulk.Error](err); bad {
+			err = tsubame.WrapError(tsubame.EINVALID, err, "%v", err)
+		}
+	}
+	if err == nil {
+		err = s.opt.Placements.PutMany(r.Context(), ps)
+	}
+	if s.done(w, r, "placement.import", strconv.Itoa(len(ps))+" placements", err) {
+		writeJSON(w, http.StatusOK, map[string]int{"imported": len(ps)})
+	}
+}
+
+type purgeRequest struct {
+	IDs  []string `json:"ids"`
+	Deps []string `json:"deps"`
+	All  bool     `json:"all"`
+}
+
+// purge drops cached placements on every node.
+func (s *Server) purge(w http.ResponseWriter, r *http.Request) {
+	var req purgeRequest
+	err := decodeBody(w, r, maxPlacementBody, &req)
+	if err == nil && len(req.IDs) == 0 && len(req.Deps) == 0 && !req.All {
+		err = tsubame.Errorf(tsubame.EINVALID, "name ids, deps or all")
+	}
+	if err == nil && len(req.IDs)+len(req.Deps) > 10000 {
+		err = tsubame.Errorf(tsubame.EINVALID, "at most 10,000 ids and deps per purge")
+	}
+	for _, id := range req.IDs {
+		if err == nil {
+			err = tsubame.ValidID(id)
+		}
+	}
+	for _, d := range req.Deps {
+		if err == nil && (d == "" || len(d) > tsubame.MaxDepLength) {
+			err = tsubame.Errorf(tsubame.EINVALID, "a dependency key must be 1 to %d bytes", tsubame.MaxDepLength)
+		}
+	}
+	if err == nil {
+		err = s.opt.Purge(r.Context(), req.IDs, req.Deps, req.All)
+	}
+	target := strconv.Itoa(len(req.IDs)) + " ids, " + strconv.Itoa(len(req.Deps)) + " deps"
+	if req.All {
+		target = "all"
+	}
+	if s.done(w, r, "cache.purge", target, err) {
+		writeJSON(w, http.StatusOK, map[string]any{"purged": req})
+	}
+}
+
+func (s *Server) config(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.opt.ConfigView())
+}
+
+func (s *Server) accessLog(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, s.opt.AccessLog())
+}
+
+func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
+	ts := s.accounts.Tokens(identityOf(r).user)
+	out := make([]map[string]any, 0, len(ts))
+	for _, t := range ts {
+		m := map[string]any{"id": t.ID, "name": t.Name, "created": t.Created}
+		if !t.Expires.IsZero() {
+			m["expires"] = t.Expires
+		}
+		out = append(out, m)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tokens": out})
+}
+
+type tokenRequest struct {
+	Name string `json:"name"`
+	// TTL is a Go duration ("720h"); empty means the token never expires.
+	TTL string `json:"ttl"`
+}
+
+// createToken makes an API token for the request's user; the answer holds
+// the token, shown this once.
+func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
+	var req tokenRequest
+	var ttl time.Duration
+	err := decodeBody(w, r, maxAuthBody, &req)
+	if err == nil && req.TTL != "" {
+		if ttl, err = time.ParseDuration(req.TTL); err != nil || ttl <= 0 {
+			err = tsubame.Errorf(tsubame.EINVALID, "ttl must be a positive duration such as 720h")
+		}
+	}
+	var plain string
+	var t *Token
+	if err == nil {
+		plain, t, err = s.accounts.CreateToken(identityOf(r).user, req.Name, ttl)
+	}
+	target := req.Name
+	if t != nil {
+		target = t.ID
+	}
+	if s.done(w, r, "token.create", target, err) {
+		writeJSON(w, http.StatusCreated, map[string]any{"id": t.ID, "name": t.Name, "token": plain, "expires": t.Expires})
+	}
+}
+
+func (s *Server) deleteToken(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	err := s.accounts.DeleteToken(identityOf(r).user, id)
+	if s.done(w, r, "token.delete", id, err) {
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+func (s *Server) listUsers(w http.ResponseWriter, _ *http.Request) {
+	names, err := s.accounts.Users()
+	if err != nil {
+		s.writeStoreError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"users": names})
+}
+
+type userRequest struct {
+	User     string `json:"user"`
+	Password string `json:"password"`
+}
+
+// createUser adds a user; the answer holds their TOTP secret, shown once.
+func (s *Server) createUser(w http.ResponseWriter, r *http.Request) {
+	var req userRequest
+	err := decodeBody(w, r, maxAuthBody, &req)
+	var secret, url string
+	if err == nil {
+		err = ValidUserName(req.User)
+	}
+	if err == nil {
+		key, kerr := NewTOTP(req.User)
+		if kerr != nil {
+			err = kerr
+		} else {
+			secret, url = key.Secret(), key.URL()
+		}
+	}
+	if err == nil {
+		err = s.accounts.CreateUser(req.User, req.Password, secret, s.opt.Policy)
+	}
+	if s.done(w, r, "user.create", req.User, err) {
+		writeJSON(w, http.StatusCreated, map[string]string{"user": req.User, "totp_secret": secret, "totp_url": url})
+	}
+}
+
+func (s *Server) deleteUser(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	err := s.accounts.DeleteUser(name)
+	if err == nil {
+		s.sessions.endUser(name)
+	}
+	if s.done(w, r, "user.delete", name, err) {
+		w.WriteHeader(http.StatusNoContent)
+	}
+}

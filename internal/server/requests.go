@@ -1,0 +1,141 @@
+package server
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// LatencyBounds are the upper bounds, in seconds, of the request latency
+// histogram's buckets; a last bucket holds everything slower.
+var LatencyBounds = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
+
+var boundsNS = func() (out [15]int64) {
+	for i, b := range LatencyBounds {
+		out[i] = int64(b * 1e9)
+	}
+	return out
+}()
+
+// Codes are the status codes counted apart; any other is counted as 0.
+var Codes = []int{200, 204, 304, 400, 401, 403, 404, 405, 408, 413, 429, 431, 500, 503, 0}
+
+func codeIndex(code int) int {
+	switch code {
+	case 200:
+		return 0
+	case 204:
+		return 1
+	case 304:
+		return 2
+	case 400:
+		return 3
+	case 401:
+		return 4
+	case 403:
+		return 5
+	case 404:
+		return 6
+	case 405:
+		return 7
+	case 408:
+		return 8
+	case 413:
+		return 9
+	case 429:
+		return 10
+	case 431:
+		return 11
+	case 500:
+		return 12
+	case 503:
+		return 13
+	}
+	return 14
+}
+
+// routeStats counts one route's requests by status code and latency:
+// a few atomic adds per request, no allocation, no lock.
+type routeStats struct {
+	buckets [15][16]atomic.Uint64 // [code][bucket]
+	sumNS   [15]atomic.Int64
+}
+
+func (rs *routeStats) observe(code int, d time.Duration) {
+	c := codeIndex(code)
+	ns := int64(d)
+	b := 0
+	for b < len(boundsNS) && ns > boundsNS[b] {
+		b++
+	}
+	rs.buckets[c][b].Add(1)
+	rs.sumNS[c].Add(ns)
+}
+
+// Route names of the requests that are not ad tags.
+const (
+	RouteCallback = "callback"
+	RouteLINE     = "webhook_line"
+	RouteLib      = "lib"
+	RouteJSON     = "json"
+	RouteOther    = "other" // unknown paths, hosts and endpoints
+)
+
+// requestStats holds a routeStats per route name. Endpoints of the same name
+// (in several sites, or across reloads) share one.
+type requestStats struct {
+	mu     sync.Mutex
+	routes map[string]*routeStats
+}
+
+func (r *requestStats) get(name string) *routeStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.routes == nil {
+		r.routes = map[string]*routeStats{}
+	}
+	rs := r.routes[name]
+	if rs == nil {
+		rs = &routeStats{}
+		r.routes[name] = rs
+	}
+	return rs
+}
+
+// RouteCount is one route and status code's requests: how many fell in each
+// latency bucket (LatencyBounds, then the overflow) and their total time.
+type RouteCount struct {
+	Route   string
+	Code    int
+	Buckets []uint64
+	Sum     time.Duration
+}
+
+// Requests returns the request counts so far, by route (sorted) and code;
+// codes no request had are left out.
+func (s *Server) Requests() []RouteCount {
+	s.reqs.mu.Lock()
+	names := make([]string, 0, len(s.reqs.routes))
+	for name := range s.reqs.routes {
+		names = append(names, name)
+	}
+	s.reqs.mu.Unlock()
+	slices.Sort(names)
+	var out []RouteCount
+	for _, name := range names {
+		rs := s.reqs.get(name)
+		for c := range rs.buckets {
+			rc := RouteCount{Route: name, Code: Codes[c], Buckets: make([]uint64, 16), Sum: time.Duration(rs.sumNS[c].Load())}
+			var n uint64
+			for b := range rs.buckets[c] {
+				rc.Buckets[b] = rs.buckets[c][b].Load()
+				n += rc.Buckets[b]
+			}
+			if n > 0 {
+				out = append(out, rc)
+			}
+		}
+	}
+	return out
+}
