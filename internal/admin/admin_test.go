@@ -1,63 +1,1003 @@
-package admin_test
+package admin
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
-	"tsubame/internal/admin"
+	"github.com/pquerna/otp/totp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"tsubame"
+	"tsubame/internal/store/memory"
 )
 
-func TestHealthAndReadiness(t *testing.T) {
-	var storeDown atomic.Bool
-	s := admin.New(admin.Options{Probe: func(context.Context) error {
-		if storeDown.Load() {
-			return errors.New("down")
+const (
+	testUser     = "ops"
+	testPassword = "correct horse battery staple"
+)
+
+// harness is an admin Server on a loopback port with a memory store.
+type harness struct {
+	t        *testing.T
+	s        *Server
+	base     string
+	accounts *Accounts
+	store    tsubame.Store
+	dir      string
+	logBuf   *syncBuffer
+	secret   string // the test user's TOTP secret
+	clock    *fakeClock
+	purged   [][]string
+}
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func newHarness(t *testing.T, withUser bool, edit func(*Options)) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	h := &harness{t: t, dir: dir, logBuf: &syncBuffer{}, clock: &fakeClock{now: time.Now()}}
+	var err error
+	if h.accounts, err = OpenAccounts(dir); err != nil {
+		t.Fatal(err)
+	}
+	if withUser {
+		key, err := NewTOTP(testUser)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	}})
+		h.secret = key.Secret()
+		if err := h.accounts.CreateUser(testUser, testPassword, h.secret, PasswordPolicy{MinLength: 12}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	logger := slog.New(slog.NewTextHandler(h.logBuf, nil))
+	audit, err := OpenAudit(filepath.Join(dir, "audit.log"), 10, time.Minute, logger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit.now = h.clock.Now
+	h.store = memory.New()
+	opt := Options{
+		Logger: logger, Accounts: h.accounts, Audit: audit, Policy: PasswordPolicy{MinLength: 12}, RequireTOTP: true,
+		SessionIdle: 30 * time.Minute, SessionMax: 12 * time.Hour,
+		LoginFreeFailures: 3, LoginMaxDelay: 15 * time.Minute, LoginPerMinute: 100,
+		Metrics: prometheus.NewRegistry(), Pprof: true,
+		Placements: h.store,
+		Purge: func(_ context.Context, ids, deps []string, all bool) error {
+			h.purged = append(h.purged, append(append([]string{}, ids...), deps...))
+			return nil
+		},
+		ConfigView:     func() any { return map[string]any{"admin": map[string]any{"listen": "x"}} },
+		AccessLog:      func() any { return map[string]any{"file": map[string]any{"healthy": true}} },
+		MaxImportBytes: 1 << 20,
+	}
+	if edit != nil {
+		edit(&opt)
+	}
+	h.s = New(opt)
+	h.s.now = h.clock.Now
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = s.Serve(ln) }()
-	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
-	base := "http://" + ln.Addr().String()
+	h.s.SetReady(true)
+	go func() { _ = h.s.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = h.s.Shutdown(ctx)
+		_ = audit.Close()
+	})
+	h.base = "http://" + ln.Addr().String()
+	return h
+}
 
-	check := func(path string, wantStatus int, wantBody string) {
-		t.Helper()
-		resp, err := http.Get(base + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != wantStatus || strings.TrimSpace(string(body)) != wantBody {
-			t.Fatalf("GET %s = %d %q, want %d %q", path, resp.StatusCode, body, wantStatus, wantBody)
+// response is a finished request.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.body, &m); err != nil {
+		t.Fatalf("status %d, body %q: %v", r.status, r.body, err)
+	}
+	return m
+}
+
+// do sends a request; headers are name, value pairs.
+func (h *harness) do(method, path string, body any, headers ...string) response {
+	h.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		rd = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, h.base+path, rd)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return response{status: res.StatusCode, header: res.Header, body: b}
+}
+
+func (h *harness) code() string {
+	h.t.Helper()
+	c, err := totp.GenerateCode(h.secret, h.clock.Now())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return c
+}
+
+// login logs the test user in and returns the session cookie and CSRF token.
+func (h *harness) login() (cookie, csrf string) {
+	h.t.Helper()
+	r := h.do("POST", "/api/v1/login", map[string]string{"user": testUser, "password": testPassword, "totp": h.code()})
+	if r.status != 200 {
+		h.t.Fatalf("login: %d %s", r.status, r.body)
+	}
+	h.clock.Add(30 * time.Second) // the next login needs the next code
+	return sessionCookie(h.t, r), r.json(h.t)["csrf_token"].(string)
+}
+
+func sessionCookie(t *testing.T, r response) string {
+	t.Helper()
+	for _, c := range (&http.Response{Header: r.header}).Cookies() {
+		if c.Name == SessionCookie {
+			return c.Value
 		}
 	}
-	check("/healthz", 200, "ok")
-	check("/readyz", 503, "not ready")
-	s.SetReady(true)
-	check("/readyz", 200, "ready")
-	storeDown.Store(true)
-	check("/readyz", 503, "store unavailable")
-	storeDown.Store(false)
-	s.SetReady(false)
-	check("/readyz", 503, "not ready")
-	check("/nope", 404, "404 page not found")
+	t.Fatalf("no session cookie in %v", r.header)
+	return ""
+}
 
-	resp, err := http.Post(base+"/healthz", "text/plain", nil)
+func (h *harness) auditLines() []AuditRecord {
+	h.t.Helper()
+	b, err := os.ReadFile(filepath.Join(h.dir, "audit.log"))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var out []AuditRecord
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var rec AuditRecord
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			h.t.Fatalf("audit line %q: %v", line, err)
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+func TestPasswordPolicy(t *testing.T) {
+	p := PasswordPolicy{MinLength: 12}
+	for _, tc := range []struct{ user, pw, want string }{
+		{"ops", "short", "at least 12"},
+		{"ops", "1qaz2wsx3edc", "most common"}, // in the list of 10,000
+		{"ops", "123QWEasdZXC", "most common"}, // whatever the case
+		{"ops", "Password1234", ""},            // not in the list; long enough
+		{"ops", "qwertyuiop[]", ""},
+		{"alice", "xx-Alice-2026-xx", "user name"},
+		{"ops", "zzzzzzzzzzzzzzzzzz", "single character"},
+		{"ops", strings.Repeat("long pass ", 30), "at most"},
+		{"ops", "invalid \xff utf-8", "UTF-8"},
+		{"ops", "correct horse battery staple", ""},
+	} {
+		err := p.Check(tc.user, tc.pw)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%q: %v, want accepted", tc.pw, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q: %v, want an error containing %q", tc.pw, err, tc.want)
+		}
+	}
+	// The bundled list is the 10,000 (fewer once folded to lower case).
+	if lines := bytes.Count(commonPasswordsText, []byte("\n")); lines != 10000 {
+		t.Errorf("common passwords file: %d lines", lines)
+	}
+	if n := len(commonPasswords()); n < 9900 {
+		t.Errorf("common passwords: %d", n)
+	}
+	if err := (PasswordPolicy{MinLength: 8}).Check("x", "PASSWORD"); err == nil {
+		t.Error("PASSWORD accepted")
+	}
+}
+
+func TestPasswordHash(t *testing.T) {
+	h, err := hashPassword(testPassword)
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusMethodNotAllowed {
-		t.Fatalf("POST /healthz = %d", resp.StatusCode)
+	if !strings.HasPrefix(h, "$argon2id$v=19$m=19456,t=2,p=1$") {
+		t.Errorf("hash %q", h)
+	}
+	if h2, _ := hashPassword(testPassword); h2 == h {
+		t.Error("two hashes of one password are equal: no salt")
+	}
+	for pw, want := range map[string]bool{testPassword: true, testPassword + " ": false, "": false} {
+		if ok, err := checkPassword(h, pw); err != nil || ok != want {
+			t.Errorf("check %q: %v %v", pw, ok, err)
+		}
+	}
+	if _, err := checkPassword("$argon2id$v=19$m=99999999,t=2,p=1$AAAA$AAAA", "x"); err == nil {
+		t.Error("a hash asking for 95 GiB was accepted")
 	}
 }
+
+func TestAccountsFile(t *testing.T) {
+	dir := t.TempDir()
+	a, err := OpenAccounts(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.Empty() {
+		t.Fatal("new accounts not empty")
+	}
+	policy := PasswordPolicy{MinLength: 12}
+	if err := a.CreateUser("bad name", testPassword, "", policy); tsubame.ErrorCode(err) != tsubame.EINVALID {
+		t.Errorf("bad name: %v", err)
+	}
+	if err := a.CreateUser("ops", "password", "", policy); tsubame.ErrorCode(err) != tsubame.EINVALID {
+		t.Errorf("weak password: %v", err)
+	}
+	if err := a.CreateUser("ops", testPassword, "", policy); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CreateUser("ops", testPassword, "", policy); tsubame.ErrorCode(err) != tsubame.ECONFLICT {
+		t.Errorf("duplicate: %v", err)
+	}
+	fi, err := os.Stat(filepath.Join(dir, "users.json"))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("users.json: %v %v", fi.Mode(), err)
+	}
+	raw, _ := os.ReadFile(filepath.Join(dir, "users.json"))
+	if bytes.Contains(raw, []byte(testPassword)) {
+		t.Error("the password is stored in clear")
+	}
+	// Another process (the CLI) adds a user: the first sees it.
+	b, err := OpenAccounts(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond) // a distinct modification time
+	if err := b.CreateUser("dev", "another good passphrase", "", policy); err != nil {
+		t.Fatal(err)
+	}
+	if names, _ := a.Users(); len(names) != 2 {
+		t.Errorf("users seen by the first: %v", names)
+	}
+	// A file readable by others is refused.
+	if err := os.Chmod(filepath.Join(dir, "users.json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenAccounts(dir); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("world-readable file: %v", err)
+	}
+}
+
+func TestAuthenticate(t *testing.T) {
+	a, err := OpenAccounts(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := NewTOTP("ops")
+	if err := a.CreateUser("ops", testPassword, key.Secret(), PasswordPolicy{MinLength: 12}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	code, _ := totp.GenerateCode(key.Secret(), now)
+	for name, c := range map[string][3]string{
+		"unknown user":   {"nobody", testPassword, code},
+		"wrong password": {"ops", "wrong password here", code},
+		"no code":        {"ops", testPassword, ""},
+		"wrong code":     {"ops", testPassword, "000000"},
+	} {
+		if _, err := a.Authenticate(c[0], c[1], c[2], now); !errors.Is(err, errBadCredentials) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if u, err := a.Authenticate("ops", testPassword, code, now); err != nil || u.Name != "ops" {
+		t.Fatalf("good login: %v", err)
+	}
+	if _, err := a.Authenticate("ops", testPassword, code, now); !errors.Is(err, errBadCredentials) {
+		t.Error("a TOTP code was accepted twice")
+	}
+	// The previous step's code (clock drift) is accepted once, if not older
+	// than the last one used.
+	next := now.Add(30 * time.Second)
+	prev, _ := totp.GenerateCode(key.Secret(), next.Add(-30*time.Second))
+	if prev == code {
+		if _, err := a.Authenticate("ops", testPassword, prev, next); err == nil {
+			t.Error("the used step was accepted again")
+		}
+	}
+	nextCode, _ := totp.GenerateCode(key.Secret(), next)
+	if _, err := a.Authenticate("ops", testPassword, nextCode, next); err != nil {
+		t.Errorf("next step: %v", err)
+	}
+}
+
+func TestTokens(t *testing.T) {
+	dir := t.TempDir()
+	a, _ := OpenAccounts(dir)
+	if err := a.CreateUser("ops", testPassword, "", PasswordPolicy{MinLength: 12}); err != nil {
+		t.Fatal(err)
+	}
+	plain, tok, err := a.CreateToken("ops", "ci", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(plain, "tsb_"+tok.ID+"_") || len(plain) < 40 {
+		t.Errorf("token %q", plain)
+	}
+	raw, _ := os.ReadFile(filepath.Join(dir, "users.json"))
+	if bytes.Contains(raw, []byte(plain[len(plain)-20:])) {
+		t.Error("the token is stored in clear")
+	}
+	now := time.Now()
+	if u := a.VerifyToken(plain, now); u != "ops" {
+		t.Errorf("verify: %q", u)
+	}
+	for _, bad := range []string{"", plain + "x", plain[:len(plain)-1], "tsb_" + tok.ID, strings.Replace(plain, tok.ID, "000000000000", 1)} {
+		if u := a.VerifyToken(bad, now); u != "" {
+			t.Errorf("%q verified as %q", bad, u)
+		}
+	}
+	if u := a.VerifyToken(plain, now.Add(2*time.Hour)); u != "" {
+		t.Error("an expired token verified")
+	}
+	if err := a.DeleteToken("someone", tok.ID); tsubame.ErrorCode(err) != tsubame.ENOTFOUND {
+		t.Errorf("another user revoked the token: %v", err)
+	}
+	if err := a.DeleteToken("ops", tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	if u := a.VerifyToken(plain, now); u != "" {
+		t.Error("a revoked token verified")
+	}
+}
+
+func TestLoginAnswersAlikeForEveryFailure(t *testing.T) {
+	h := newHarness(t, true, nil)
+	var first response
+	for i, body := range []map[string]string{
+		{"user": "nobody", "password": testPassword, "totp": h.code()},
+		{"user": testUser, "password": "not the password", "totp": h.code()},
+		{"user": testUser, "password": testPassword, "totp": "123456"},
+		{"user": testUser, "password": testPassword},
+	} {
+		h.clock.Add(time.Hour) // past any delay
+		r := h.do("POST", "/api/v1/login", body)
+		if r.status != 401 || len(r.header.Values("Set-Cookie")) != 0 {
+			t.Errorf("case %d: %d %s", i, r.status, r.body)
+		}
+		if i == 0 {
+			first = r
+		} else if !bytes.Equal(r.body, first.body) {
+			t.Errorf("case %d answers %q, case 0 %q", i, r.body, first.body)
+		}
+	}
+	if r := h.do("POST", "/api/v1/login", `{"user":"ops","password":`); r.status != 400 {
+		t.Errorf("malformed: %d", r.status)
+	}
+	if r := h.do("POST", "/api/v1/login", `{"user":"ops","password":"x","admin":true}`); r.status != 400 {
+		t.Errorf("unknown field: %d", r.status)
+	}
+	denied := 0
+	for _, rec := range h.auditLines() {
+		if rec.Action == "login" && rec.Result == "denied" {
+			denied++
+			if rec.Remote != "127.0.0.1" {
+				t.Errorf("audit remote %q", rec.Remote)
+			}
+		}
+	}
+	if denied != 4 {
+		t.Errorf("audited login failures: %d, want 4", denied)
+	}
+}
+
+func TestSessionCookieAndLifecycle(t *testing.T) {
+	h := newHarness(t, true, nil)
+	r := h.do("POST", "/api/v1/login", map[string]string{"user": testUser, "password": testPassword, "totp": h.code()})
+	if r.status != 200 {
+		t.Fatalf("login %d %s", r.status, r.body)
+	}
+	h.clock.Add(30 * time.Second)
+	set := r.header.Get("Set-Cookie")
+	for _, attr := range []string{SessionCookie + "=", "Path=/", "HttpOnly", "Secure", "SameSite=Strict"} {
+		if !strings.Contains(set, attr) {
+			t.Errorf("Set-Cookie %q lacks %s", set, attr)
+		}
+	}
+	if strings.Contains(set, "Domain=") {
+		t.Errorf("Set-Cookie %q has a Domain", set)
+	}
+	id := sessionCookie(t, r)
+	if len(id) < 43 { // 256 bits in base64url
+		t.Errorf("session id %q is short", id)
+	}
+	cookie := SessionCookie + "=" + id
+	if r := h.do("GET", "/api/v1/session", nil, "Cookie", cookie); r.status != 200 || r.json(t)["user"] != testUser {
+		t.Fatalf("session: %d %s", r.status, r.body)
+	}
+	// Logging in again with the cookie rotates it: the old id stops working.
+	r = h.do("POST", "/api/v1/login", map[string]string{"user": testUser, "password": testPassword, "totp": h.code()}, "Cookie", cookie)
+	h.clock.Add(30 * time.Second)
+	id2 := sessionCookie(t, r)
+	if id2 == id {
+		t.Fatal("the session id was reused at login")
+	}
+	if r := h.do("GET", "/api/v1/session", nil, "Cookie", cookie); r.status != 401 {
+		t.Errorf("old session after a new login: %d", r.status)
+	}
+	cookie2 := SessionCookie + "=" + id2
+	csrf := r.json(t)["csrf_token"].(string)
+	// Logout ends it.
+	if r := h.do("POST", "/api/v1/logout", nil, "Cookie", cookie2, CSRFHeader, csrf); r.status != 200 {
+		t.Fatalf("logout: %d %s", r.status, r.body)
+	}
+	if r := h.do("GET", "/api/v1/session", nil, "Cookie", cookie2); r.status != 401 {
+		t.Errorf("session after logout: %d", r.status)
+	}
+	// Idle timeout and absolute lifetime.
+	cookie3, _ := h.login()
+	h.clock.Add(29 * time.Minute)
+	if r := h.do("GET", "/api/v1/session", nil, "Cookie", SessionCookie+"="+cookie3); r.status != 200 {
+		t.Errorf("session used within the idle timeout: %d", r.status)
+	}
+	h.clock.Add(31 * time.Minute)
+	if r := h.do("GET", "/api/v1/session", nil, "Cookie", SessionCookie+"="+cookie3); r.status != 401 {
+		t.Errorf("session idle for 31 minutes: %d", r.status)
+	}
+	cookie4, _ := h.login()
+	for range 25 {
+		h.clock.Add(29 * time.Minute)
+		h.do("GET", "/api/v1/session", nil, "Cookie", SessionCookie+"="+cookie4)
+	}
+	if r := h.do("GET", "/api/v1/session", nil, "Cookie", SessionCookie+"="+cookie4); r.status != 401 {
+		t.Errorf("session older than session_max: %d", r.status)
+	}
+}
+
+func TestCSRF(t *testing.T) {
+	h := newHarness(t, true, nil)
+	cookie, csrf := h.login()
+	c := SessionCookie + "=" + cookie
+	body := map[string]any{"urls": []string{"https://ad.example.com/a.js"}}
+	if r := h.do("PUT", "/api/v1/placements/7", body, "Cookie", c); r.status != 403 {
+		t.Errorf("PUT without the CSRF token: %d", r.status)
+	}
+	if r := h.do("PUT", "/api/v1/placements/7", body, "Cookie", c, CSRFHeader, "forged"); r.status != 403 {
+		t.Errorf("PUT with a wrong CSRF token: %d", r.status)
+	}
+	if _, err := h.store.Get(t.Context(), "7"); !tsubame.IsNotFound(err) {
+		t.Fatalf("a refused request wrote: %v", err)
+	}
+	// A cross-site request is refused whatever it carries.
+	if r := h.do("PUT", "/api/v1/placements/7", body, "Cookie", c, CSRFHeader, csrf, "Sec-Fetch-Site", "cross-site"); r.status != 403 {
+		t.Errorf("cross-site PUT: %d", r.status)
+	}
+	if r := h.do("PUT", "/api/v1/placements/7", body, "Cookie", c, CSRFHeader, csrf); r.status != 200 {
+		t.Errorf("PUT with the token: %d %s", r.status, r.body)
+	}
+	if r := h.do("GET", "/api/v1/placements/7", nil, "Cookie", c); r.status != 200 {
+		t.Errorf("GET needs no token: %d", r.status)
+	}
+	var csrfAudited bool
+	for _, rec := range h.auditLines() {
+		csrfAudited = csrfAudited || (rec.Action == "csrf" && rec.Result == "denied" && rec.Actor == testUser)
+	}
+	if !csrfAudited {
+		t.Error("CSRF failures are not in the audit log")
+	}
+}
+
+func TestThrottle(t *testing.T) {
+	th := newThrottle(3, 15*time.Minute, 1000)
+	now := time.Now()
+	attacker := clientPrefix(mustAddr("198.51.100.7"))
+	owner := clientPrefix(mustAddr("203.0.113.9"))
+	for i := range 3 {
+		if ok, _ := th.allow(attacker, "ops", now); !ok {
+			t.Fatalf("attempt %d refused within the free failures", i)
+		}
+		th.fail(attacker, "ops", now)
+	}
+	// The fourth waits 1 s, then each failure doubles the wait.
+	var waits []time.Duration
+	for range 4 {
+		ok, wait := th.allow(attacker, "ops", now)
+		if ok {
+			t.Fatal("no delay after the free failures")
+		}
+		waits = append(waits, wait)
+		now = now.Add(wait)
+		if ok, _ := th.allow(attacker, "ops", now); !ok {
+			t.Fatal("refused after waiting")
+		}
+		th.fail(attacker, "ops", now)
+	}
+	if waits[0] != time.Second || waits[1] != 2*time.Second || waits[2] != 4*time.Second || waits[3] != 8*time.Second {
+		t.Errorf("waits %v, want 1s 2s 4s 8s", waits)
+	}
+	// The owner, from their own address, is not locked out by the attacker.
+	if ok, wait := th.allow(owner, "ops", now); !ok {
+		t.Errorf("the owner waits %v because of another address's failures", wait)
+	}
+	// Another account from the attacker's address waits: the address is counted.
+	if ok, _ := th.allow(attacker, "other", now); ok {
+		t.Error("the attacking address may try another account at once")
+	}
+	// The delay is capped.
+	for range 40 {
+		th.fail(attacker, "x", now)
+	}
+	if _, wait := th.allow(attacker, "x", now); wait > 15*time.Minute {
+		t.Errorf("wait %v beyond the maximum", wait)
+	}
+	// Many addresses against one account slow it down by accountMaxDelay at most.
+	for i := range 200 {
+		p := clientPrefix(netipFrom4(10, 0, byte(i/250), byte(i%250)))
+		th.fail(p, "victim", now)
+	}
+	if ok, wait := th.allow(owner, "victim", now); !ok && wait > accountMaxDelay {
+		t.Errorf("the owner of an attacked account waits %v", wait)
+	}
+	// Success clears the owner's keys.
+	th.fail(owner, "ops", now)
+	th.succeed(owner, "ops")
+	if f := th.keys["a ops "+owner.String()]; f != nil {
+		t.Error("success left the failures")
+	}
+}
+
+func TestLoginThrottledOverHTTP(t *testing.T) {
+	h := newHarness(t, true, nil)
+	bad := map[string]string{"user": testUser, "password": "not the password"}
+	for range 3 {
+		if r := h.do("POST", "/api/v1/login", bad); r.status != 401 {
+			t.Fatalf("failure: %d", r.status)
+		}
+	}
+	r := h.do("POST", "/api/v1/login", map[string]string{"user": testUser, "password": testPassword, "totp": h.code()})
+	if r.status != 429 || r.header.Get("Retry-After") != "1" {
+		t.Fatalf("after 3 failures: %d Retry-After %q", r.status, r.header.Get("Retry-After"))
+	}
+	// The address is throttled too, with the same answer for a name that
+	// does not exist.
+	if r2 := h.do("POST", "/api/v1/login", map[string]string{"user": "ghost", "password": "x"}); r2.status != 429 || !bytes.Equal(r2.body, r.body) {
+		t.Errorf("unknown user from the address: %d %s", r2.status, r2.body)
+	}
+	h.clock.Add(time.Hour)
+	if _, csrf := h.login(); csrf == "" {
+		t.Error("no CSRF token")
+	}
+	var throttled int
+	for _, rec := range h.auditLines() {
+		if rec.Result == "throttled" {
+			throttled++
+		}
+	}
+	if throttled != 2 {
+		t.Errorf("throttled attempts audited: %d, want 2", throttled)
+	}
+}
+
+func TestLoginRatePerAddress(t *testing.T) {
+	h := newHarness(t, true, func(o *Options) { o.LoginPerMinute = 5; o.LoginFreeFailures = 100 })
+	codes := map[int]int{}
+	for i := range 8 {
+		r := h.do("POST", "/api/v1/login", map[string]string{"user": "user" + string(rune('a'+i)), "password": "x"})
+		codes[r.status]++
+	}
+	if codes[401] != 5 || codes[429] != 3 {
+		t.Errorf("answers %v, want 5 × 401 then 3 × 429", codes)
+	}
+}
+
+func TestBootstrap(t *testing.T) {
+	h := newHarness(t, false, nil)
+	tok := h.s.BootstrapToken()
+	if len(tok) < 32 {
+		t.Fatalf("bootstrap token %q", tok)
+	}
+	if r := h.do("GET", "/api/v1/setup", nil); r.json(t)["needed"] != true {
+		t.Errorf("setup status %s", r.body)
+	}
+	if r := h.do("POST", "/api/v1/setup", map[string]string{"token": "guess", "user": "first", "password": testPassword}); r.status != 401 {
+		t.Errorf("wrong token: %d", r.status)
+	}
+	if r := h.do("POST", "/api/v1/setup", map[string]string{"token": tok, "user": "first", "password": "password"}); r.status != 400 {
+		t.Errorf("weak password: %d %s", r.status, r.body)
+	}
+	r := h.do("POST", "/api/v1/setup", map[string]string{"token": tok, "user": "first", "password": testPassword})
+	if r.status != 201 {
+		t.Fatalf("setup: %d %s", r.status, r.body)
+	}
+	m := r.json(t)
+	secret, _ := m["totp_secret"].(string)
+	if secret == "" || !strings.HasPrefix(m["totp_url"].(string), "otpauth://totp/Tsubame:first?") {
+		t.Errorf("setup answer %s", r.body)
+	}
+	if r := h.do("POST", "/api/v1/setup", map[string]string{"token": tok, "user": "second", "password": testPassword}); r.status != 401 {
+		t.Errorf("the token worked twice: %d", r.status)
+	}
+	if h.s.BootstrapToken() != "" {
+		t.Error("the token outlived its use")
+	}
+	// The new user logs in with the secret.
+	code, _ := totp.GenerateCode(secret, h.clock.Now())
+	if r := h.do("POST", "/api/v1/login", map[string]string{"user": "first", "password": testPassword, "totp": code}); r.status != 200 {
+		t.Errorf("first login: %d %s", r.status, r.body)
+	}
+	// With users, no token is made at all.
+	h2 := newHarness(t, true, nil)
+	if h2.s.BootstrapToken() != "" {
+		t.Error("a bootstrap token exists beside users")
+	}
+	if r := h2.do("POST", "/api/v1/setup", map[string]string{"token": "", "user": "x", "password": testPassword}); r.status != 401 {
+		t.Errorf("setup with users: %d", r.status)
+	}
+}
+
+func TestAuditRecordsAndAlerts(t *testing.T) {
+	h := newHarness(t, true, nil)
+	// A name made to forge a second line or field stays in its field.
+	evil := "ops\n{\"actor\":\"root\",\"result\":\"ok\"}\x1b[31m"
+	for range 10 {
+		h.clock.Add(time.Second)
+		h.do("POST", "/api/v1/login", map[string]string{"user": evil, "password": "x"})
+	}
+	recs := h.auditLines()
+	if len(recs) != 10 {
+		t.Fatalf("%d audit lines, want 10", len(recs))
+	}
+	for _, rec := range recs {
+		if rec.Actor != evil || rec.Action != "login" || rec.Result == "ok" {
+			t.Errorf("record %+v", rec)
+		}
+	}
+	if st := h.s.auditLog.Stats(); st.Alerts != 1 || st.AuthFailures != 10 {
+		t.Errorf("stats %+v, want one alert after 10 failures", st)
+	}
+	if !strings.Contains(h.logBuf.String(), "ALERT: burst of admin authentication failures") {
+		t.Errorf("no alert in the log:\n%s", h.logBuf.String())
+	}
+	// One alert per burst: more failures inside it raise none.
+	h.do("POST", "/api/v1/login", map[string]string{"user": "x", "password": "x"})
+	if st := h.s.auditLog.Stats(); st.Alerts != 1 {
+		t.Errorf("alerts %d within one burst", st.Alerts)
+	}
+	// Actions are recorded with who did them.
+	h.clock.Add(time.Hour)
+	cookie, csrf := h.login()
+	h.do("DELETE", "/api/v1/placements/nope", nil, "Cookie", SessionCookie+"="+cookie, CSRFHeader, csrf)
+	last := h.auditLines()
+	rec := last[len(last)-1]
+	if rec.Actor != testUser || rec.Action != "placement.delete" || rec.Target != "nope" || rec.Result != "invalid" {
+		t.Errorf("last record %+v", rec)
+	}
+	if fi, _ := os.Stat(filepath.Join(h.dir, "audit.log")); fi.Mode().Perm() != 0o600 {
+		t.Errorf("audit.log mode %v", fi.Mode())
+	}
+}
+
+func TestPlacementAPI(t *testing.T) {
+	h := newHarness(t, true, nil)
+	plain, _, err := h.accounts.CreateToken(testUser, "ci", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := []string{"Authorization", "Bearer " + plain}
+	do := func(method, path string, body any) response {
+		return h.do(method, path, body, auth...)
+	}
+	if r := h.do("GET", "/api/v1/placements", nil); r.status != 401 {
+		t.Errorf("no credentials: %d", r.status)
+	}
+	if r := h.do("GET", "/api/v1/placements", nil, "Authorization", "Bearer tsb_0_0"); r.status != 401 {
+		t.Errorf("bad token: %d", r.status)
+	}
+	for i := range 5 {
+		id := string(rune('a' + i))
+		if r := do("PUT", "/api/v1/placements/"+id, map[string]any{"urls": []string{"https://ad.example.com/" + id + ".js"}}); r.status != 200 {
+			t.Fatalf("put %s: %d %s", id, r.status, r.body)
+		}
+	}
+	r := do("GET", "/api/v1/placements?limit=2", nil)
+	m := r.json(t)
+	if len(m["placements"].([]any)) != 2 || m["next"] != "b" {
+		t.Errorf("page 1: %s", r.body)
+	}
+	r = do("GET", "/api/v1/placements?limit=2&after=d", nil)
+	if m := r.json(t); len(m["placements"].([]any)) != 1 || m["next"] != "" {
+		t.Errorf("last page: %s", r.body)
+	}
+	for _, q := range []string{"limit=0", "limit=5000", "limit=x", "after=%00"} {
+		if r := do("GET", "/api/v1/placements?"+q, nil); r.status != 400 {
+			t.Errorf("%s: %d", q, r.status)
+		}
+	}
+	if r := do("GET", "/api/v1/placements/zz", nil); r.status != 404 {
+		t.Errorf("missing: %d", r.status)
+	}
+	for name, body := range map[string]any{
+		"bad url":     map[string]any{"urls": []string{"javascript:alert(1)"}},
+		"id mismatch": map[string]any{"id": "b", "urls": []string{"https://x.example.com/a.js"}},
+		"unknown key": map[string]any{"urls": []string{"https://x.example.com/a.js"}, "admin": true},
+		"not json":    "{",
+	} {
+		if r := do("PUT", "/api/v1/placements/a", body); r.status != 400 {
+			t.Errorf("%s: %d %s", name, r.status, r.body)
+		}
+	}
+	if r := do("DELETE", "/api/v1/placements/a", nil); r.status != 204 {
+		t.Errorf("delete: %d", r.status)
+	}
+	if r := do("DELETE", "/api/v1/placements/a", nil); r.status != 404 {
+		t.Errorf("delete twice: %d", r.status)
+	}
+	// Bulk import: all or nothing.
+	good := `{"id":"x1","urls":["https://ad.example.com/1.js"]}` + "\n" + `{"id":"x2","urls":["https://ad.example.com/2.js"]}` + "\n"
+	if r := do("POST", "/api/v1/import?format=jsonl", good); r.status != 200 || r.json(t)["imported"] != 2.0 {
+		t.Errorf("import: %d %s", r.status, r.body)
+	}
+	bad := `{"id":"y1","urls":["https://ad.example.com/1.js"]}` + "\n" + `{"id":"y2","urls":["ftp://nope"]}` + "\n"
+	if r := do("POST", "/api/v1/import?format=jsonl", bad); r.status != 400 || !strings.Contains(string(r.body), "line 2") {
+		t.Errorf("bad import: %d %s", r.status, r.body)
+	}
+	if _, err := h.store.Get(t.Context(), "y1"); !tsubame.IsNotFound(err) {
+		t.Error("a refused import wrote its good lines")
+	}
+	if r := do("POST", "/api/v1/import?format=xml", good); r.status != 400 {
+		t.Errorf("bad format: %d", r.status)
+	}
+	if r := do("POST", "/api/v1/import", strings.Repeat(good, (2<<20)/len(good))); r.status != 400 || !strings.Contains(string(r.body), "max_import_bytes") {
+		t.Errorf("oversized import: %d %s", r.status, r.body)
+	}
+	// Purge.
+	if r := do("POST", "/api/v1/purge", map[string]any{"ids": []string{"x1"}, "deps": []string{"campaign:1"}}); r.status != 200 {
+		t.Errorf("purge: %d %s", r.status, r.body)
+	}
+	if len(h.purged) != 1 || strings.Join(h.purged[0], ",") != "x1,campaign:1" {
+		t.Errorf("purged %v", h.purged)
+	}
+	if r := do("POST", "/api/v1/purge", map[string]any{}); r.status != 400 {
+		t.Errorf("empty purge: %d", r.status)
+	}
+	// Views.
+	if r := do("GET", "/api/v1/config", nil); r.status != 200 || !strings.Contains(string(r.body), `"listen":"x"`) {
+		t.Errorf("config: %d %s", r.status, r.body)
+	}
+	if r := do("GET", "/api/v1/accesslog", nil); r.status != 200 || !strings.Contains(string(r.body), `"healthy":true`) {
+		t.Errorf("accesslog: %d %s", r.status, r.body)
+	}
+	// Tokens: listed without their secret, revocable.
+	r = do("GET", "/api/v1/tokens", nil)
+	if r.status != 200 || strings.Contains(string(r.body), plain) || !strings.Contains(string(r.body), `"name":"ci"`) {
+		t.Errorf("tokens: %s", r.body)
+	}
+	r = do("POST", "/api/v1/tokens", map[string]string{"name": "deploy", "ttl": "1h"})
+	newTok, _ := r.json(t)["token"].(string)
+	if r.status != 201 || !strings.HasPrefix(newTok, "tsb_") {
+		t.Fatalf("create token: %d %s", r.status, r.body)
+	}
+	id := r.json(t)["id"].(string)
+	if r := do("DELETE", "/api/v1/tokens/"+id, nil); r.status != 204 {
+		t.Errorf("revoke: %d", r.status)
+	}
+	if r := h.do("GET", "/api/v1/placements", nil, "Authorization", "Bearer "+newTok); r.status != 401 {
+		t.Errorf("revoked token: %d", r.status)
+	}
+	// Users.
+	r = do("POST", "/api/v1/users", map[string]string{"user": "dev", "password": "another good passphrase"})
+	if r.status != 201 || r.json(t)["totp_secret"] == "" {
+		t.Errorf("create user: %d %s", r.status, r.body)
+	}
+	if r := do("POST", "/api/v1/users", map[string]string{"user": "dev2", "password": "qwerty"}); r.status != 400 {
+		t.Errorf("weak user password: %d", r.status)
+	}
+	if r := do("DELETE", "/api/v1/users/dev", nil); r.status != 204 {
+		t.Errorf("delete user: %d", r.status)
+	}
+}
+
+func TestProtectedRoutesAndHeaders(t *testing.T) {
+	h := newHarness(t, true, nil)
+	for _, path := range []string{"/metrics", "/debug/pprof/", "/debug/pprof/cmdline", "/api/v1/stats", "/api/v1/config", "/api/v1/users"} {
+		if r := h.do("GET", path, nil); r.status != 401 {
+			t.Errorf("%s without credentials: %d", path, r.status)
+		}
+	}
+	plain, _, _ := h.accounts.CreateToken(testUser, "ci", 0)
+	if r := h.do("GET", "/debug/pprof/cmdline", nil, "Authorization", "Bearer "+plain); r.status != 200 {
+		t.Errorf("pprof with a token: %d", r.status)
+	}
+	for _, path := range []string{"/healthz", "/readyz", "/", "/assets/dashboard.js", "/assets/dashboard.css"} {
+		if r := h.do("GET", path, nil); r.status != 200 {
+			t.Errorf("%s: %d", path, r.status)
+		}
+	}
+	if r := h.do("GET", "/assets/../admin.go", nil); r.status == 200 {
+		t.Error("an asset path escaped web/")
+	}
+	r := h.do("GET", "/", nil)
+	for name, want := range map[string]string{
+		"Content-Security-Policy": "script-src 'self'", "X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff",
+		"Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
+	} {
+		if got := r.header.Get(name); !strings.Contains(got, want) {
+			t.Errorf("%s: %q", name, got)
+		}
+	}
+	if bytes.Contains(r.body, []byte("<script>")) || bytes.Contains(r.body, []byte(" style=")) {
+		t.Error("the page has inline script or style, which its CSP refuses")
+	}
+	// Public metrics when configured.
+	h2 := newHarness(t, true, func(o *Options) { o.MetricsPublic = true; o.Pprof = false })
+	if r := h2.do("GET", "/metrics", nil); r.status != 200 {
+		t.Errorf("public metrics: %d", r.status)
+	}
+	if r := h2.do("GET", "/debug/pprof/", nil, "Authorization", "Bearer "+plain); r.status != 404 {
+		t.Errorf("pprof disabled: %d", r.status)
+	}
+}
+
+func TestStatsStream(t *testing.T) {
+	var mu sync.Mutex
+	var n uint64
+	h := newHarness(t, true, func(o *Options) {
+		o.Sample = func() Sample {
+			mu.Lock()
+			defer mu.Unlock()
+			n += 100
+			// 100 requests a tick: 98 under 1 ms, 2 near 50 ms.
+			return Sample{Requests: n, LatencyBounds: []float64{0.001, 0.1}, Latency: []uint64{n / 100 * 98, n / 100 * 2, 0},
+				CacheHits: n, CacheMisses: n / 100}
+		}
+	})
+	plain, _, _ := h.accounts.CreateToken(testUser, "ci", 0)
+	req, _ := http.NewRequest("GET", h.base+"/api/v1/stats/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+plain)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	buf := make([]byte, 4096)
+	var got string
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(got, "\n\n") && time.Now().Before(deadline) {
+		k, err := res.Body.Read(buf)
+		got += string(buf[:k])
+		if err != nil {
+			break
+		}
+	}
+	line, ok := strings.CutPrefix(strings.SplitN(got, "\n", 2)[0], "data: ")
+	if !ok {
+		t.Fatalf("stream: %q", got)
+	}
+	var p Point
+	if err := json.Unmarshal([]byte(line), &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.RPS < 50 || p.RPS > 200 || p.P50 <= 0 || p.P50 > 1 || p.P99 < 1 || p.P99 > 100 || p.HitRate < 0.98 || p.Goroutines == 0 || p.RSS == 0 {
+		t.Errorf("point %+v", p)
+	}
+	if cores, _ := readCPUTimes(); len(p.CPU) != len(cores) || len(cores) == 0 {
+		t.Errorf("cpu %v, %d cores", p.CPU, len(cores))
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	bounds := []float64{1, 2, 4}
+	for _, tc := range []struct {
+		counts []uint64
+		q      float64
+		want   float64
+	}{
+		{[]uint64{10, 0, 0, 0}, 0.5, 0.5},
+		{[]uint64{0, 10, 0, 0}, 0.5, 1.5},
+		{[]uint64{50, 50, 0, 0}, 0.99, 1.98},
+		{[]uint64{0, 0, 0, 5}, 0.5, 4},
+		{[]uint64{0, 0, 0, 0}, 0.5, 0},
+	} {
+		if got := quantile(bounds, tc.counts, tc.q); got < tc.want-1e-9 || got > tc.want+1e-9 {
+			t.Errorf("quantile(%v, %v) = %v, want %v", tc.counts, tc.q, got, tc.want)
+		}
+	}
+}
+
+func TestReadyz(t *testing.T) {
+	var down atomic.Bool
+	h := newHarness(t, true, func(o *Options) {
+		o.Probe = func(context.Context) error {
+			if down.Load() {
+				return errors.New("down")
+			}
+			return nil
+		}
+	})
+	if r := h.do("GET", "/readyz", nil); r.status != 200 {
+		t.Errorf("ready: %d", r.status)
+	}
+	down.Store(true)
+	if r := h.do("GET", "/readyz", nil); r.status != 503 {
+		t.Errorf("store down: %d", r.status)
+	}
+	down.Store(false)
+	h.s.SetReady(false)
+	if r := h.do("GET", "/readyz", nil); r.status != 503 {
+		t.Errorf("draining: %d", r.status)
+	}
+}
+
+func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
+
+func netipFrom4(a, b, c, d byte) netip.Addr { return netip.AddrFrom4([4]byte{a, b, c, d}) }

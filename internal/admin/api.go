@@ -149,7 +149,7 @@ func (s *Server) deletePlacement(w http.ResponseWriter, r *http.Request) {
 // importPlacements writes every placement of the body (JSON lines, a JSON
 // array or CSV, as ?format= says or sniffed), all or none.
 func (s *Server) importPlacements(w http.ResponseWriter, r *http.Request) {
-	var format bulk.Format
+	format := bulk.Auto
 	var err error
 	if f := r.URL.Query().Get("format"); f != "" {
 		if format, err = bulk.ParseFormat(f); err != nil {
@@ -161,7 +161,8 @@ func (s *Server) importPlacements(w http.ResponseWriter, r *http.Request) {
 		ps, err = bulk.Read(http.MaxBytesReader(w, r.Body, s.opt.MaxImportBytes), format)
 		if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
 			err = tsubame.Errorf(tsubame.EINVALID, "import body exceeds %d bytes (admin.max_import_bytes)", s.opt.MaxImportBytes)
-		} else if _, bad := errors.AsType[*bulk.Error](err); bad {
+		} else if err != nil {
+			// Everything else Read reports is about the body.
 			err = tsubame.WrapError(tsubame.EINVALID, err, "%v", err)
 		}
 	}

@@ -244,8 +244,8 @@ func (t *throttle) fail(client netip.Prefix, user string, now time.Time) {
 		f.n++
 		f.last = now
 		free, maxDelay := t.limit(k)
-		if over := f.n - free; over > 0 {
-			d := time.Second << min(over-1, 30)
+		if over := f.n - free; over >= 0 {
+			d := time.Second << min(over, 30)
 			f.next = now.Add(min(d, maxDelay))
 		}
 	}
