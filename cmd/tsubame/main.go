@@ -3,6 +3,7 @@
 //	tsubame serve [-config FILE] [-demo]      run the server
 //	tsubame check-config [-config FILE] [-print]
 //	tsubame placements import|export|get|put|delete ...
+//	tsubame admin create-user|delete-user|list-users|create-token ...
 //	tsubame log reopen
 //	tsubame restart
 //	tsubame version
@@ -59,6 +60,17 @@ Usage:
   tsubame placements delete [-config FILE] ID
         Manage placements in the configured store. The embedded store can be
         used by one process at a time: stop the server first.
+  tsubame admin create-user  [-config FILE] [-no-totp] NAME
+  tsubame admin delete-user  [-config FILE] NAME
+  tsubame admin list-users   [-config FILE]
+  tsubame admin create-token [-config FILE] -user NAME -name PURPOSE [-ttl 720h]
+        Manage the admin listener's users (the password is read from the
+        terminal, or the first line of standard input) and API tokens. A
+        running server sees the change at once.
+  tsubame log reopen
+        Reopen the access log (after an external rotation).
+  tsubame restart
+        Start a new server process that takes over the listeners.
   tsubame version
 
 The configuration file is -config, else $TSUBAME_CONFIG, else none (built-in
@@ -80,6 +92,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = runCheckConfig(rest, stdout, stderr, environ)
 	case "placements":
 		err = runPlacements(ctx, rest, stdin, stdout, stderr, environ)
+	case "admin":
+		err = runAdmin(ctx, rest, stdin, stdout, stderr, environ)
 	case "log":
 		err = runLog(rest, stderr, environ)
 	case "restart":

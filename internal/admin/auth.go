@@ -322,6 +322,10 @@ func (s *Server) authenticate(r *http.Request) (id *identity, presented bool) {
 	if sess == nil {
 		return nil, true
 	}
+	if u, err := s.accounts.user(sess.user); err != nil || u == nil {
+		s.sessions.end(c.Value) // the user was deleted (perhaps by the CLI)
+		return nil, true
+	}
 	return &identity{user: sess.user, actor: sess.user, sess: sess}, true
 }
 

@@ -410,13 +410,6 @@ func (s *Store) publishCmd(ids ...string) rueidis.Completed {
 	return s.c.B().Publish().Channel(s.channel).Message(msg).Build()
 }
 
-// PublishDep announces that every placement declaring dep must be dropped.
-func (s *Store) PublishDep(ctx context.Context, dep string) error {
-	ctx, cancel := s.ctx(ctx)
-	defer cancel()
-	return unavailable(s.c.Do(ctx, s.c.B().Publish().Channel(s.channel).Message("d "+dep).Build()).Error())
-}
-
 // Publish announces, in one message, that every node must drop the given
 // placements, the placements declaring the given dependency keys, or (all)
 // everything cached.

@@ -119,15 +119,15 @@ func TestWatchDeliversWritesAndFlushesAfterReconnect(t *testing.T) {
 	if err := writer.Delete(ctx, "a"); err != nil {
 		t.Fatal(err)
 	}
-	if err := writer.PublishDep(ctx, "campaign:7"); err != nil {
+	if err := writer.Publish(ctx, []string{"z"}, []string{"campaign:7"}, false); err != nil {
 		t.Fatal(err)
 	}
-	rec.wait(t, 2)
+	rec.wait(t, 3)
 	rec.mu.Lock()
 	ids, deps := append([]string(nil), rec.ids...), append([]string(nil), rec.deps...)
 	rec.mu.Unlock()
 	sort.Strings(ids)
-	if fmt.Sprint(ids) != "[a a b]" || fmt.Sprint(deps) != "[campaign:7]" {
+	if fmt.Sprint(ids) != "[a a b z]" || fmt.Sprint(deps) != "[campaign:7]" {
 		t.Fatalf("ids %v deps %v", ids, deps)
 	}
 

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+
+	"tsubame/internal/admin"
+	"tsubame/internal/config"
+)
+
+// runAdmin manages admin users and API tokens in the accounts file, which
+// a running server picks up at once.
+func runAdmin(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) error {
+	if len(args) == 0 {
+		return usagef("admin needs a subcommand: create-user, delete-user, list-users, create-token")
+	}
+	sub, rest := args[0], args[1:]
+	fs, path := newFlagSet("admin "+sub, stderr)
+	noTOTP := fs.Bool("no-totp", false, "create-user: no TOTP second factor (only with admin.require_totp: false)")
+	user := fs.String("user", "", "create-token: the user the token acts as")
+	name := fs.String("name", "", "create-token: what the token is for")
+	ttl := fs.Duration("ttl", 0, "create-token: lifetime (0: no expiry)")
+	if err := fs.Parse(rest); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*path, environ, stderr)
+	if err != nil {
+		return err
+	}
+	accounts, err := admin.OpenAccounts(cfg.AdminDir())
+	if err != nil {
+		return err
+	}
+	switch sub {
+	case "create-user":
+		if fs.NArg() != 1 {
+			return usagef("usage: tsubame admin create-user [-config FILE] [-no-totp] NAME (the password is read from standard input)")
+		}
+		return createUser(cfg, accounts, fs.Arg(0), *noTOTP, stdin, stdout, stderr)
+	case "delete-user":
+		if fs.NArg() != 1 {
+			return usagef("usage: tsubame admin delete-user [-config FILE] NAME")
+		}
+		if err := accounts.DeleteUser(fs.Arg(0)); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "deleted user %s and their API tokens\n", fs.Arg(0))
+		return auditCLI(cfg, fs.Arg(0), "user.delete")
+	case "list-users":
+		names, err := accounts.Users()
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			fmt.Fprintln(stdout, n)
+		}
+		return nil
+	case "create-token":
+		if *user == "" || *name == "" || fs.NArg() != 0 {
+			return usagef("usage: tsubame admin create-token [-config FILE] -user NAME -name PURPOSE [-ttl 720h]")
+		}
+		plain, tok, err := accounts.CreateToken(*user, *name, *ttl)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "API token %s for %s (shown once; send it as \"Authorization: Bearer ...\"):\n", tok.ID, *user)
+		fmt.Fprintln(stdout, plain)
+		return auditCLI(cfg, tok.ID, "token.create")
+	}
+	return usagef("unknown admin subcommand %q", sub)
+}
+
+func createUser(cfg *config.Config, accounts *admin.Accounts, name string, noTOTP bool, stdin io.Reader, stdout, stderr io.Writer) error {
+	if noTOTP && cfg.Admin.RequireTOTP {
+		return usagef("-no-totp: admin.require_totp is true")
+	}
+	if err := admin.ValidUserName(name); err != nil {
+		return err
+	}
+	password, err := readPassword(stdin, stderr)
+	if err != nil {
+		return err
+	}
+	var secret, url string
+	if !noTOTP {
+		key, err := admin.NewTOTP(name)
+		if err != nil {
+			return err
+		}
+		secret, url = key.Secret(), key.URL()
+	}
+	if err := accounts.CreateUser(name, password, secret, admin.PasswordPolicy{MinLength: cfg.Admin.MinPasswordLength}); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "created user %s\n", name)
+	if secret != "" {
+		fmt.Fprintf(stdout, "TOTP secret (add it to an authenticator app; shown once): %s\n%s\n", secret, url)
+	}
+	return auditCLI(cfg, name, "user.create")
+}
+
+// readPassword reads the password: typed twice without echo at a terminal,
+// else the first line of stdin (for scripts: never as an argument, which
+// other users could see in the process list).
+func readPassword(stdin io.Reader, stderr io.Writer) (string, error) {
+	if f, ok := stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		fmt.Fprint(stderr, "Password: ")
+		p1, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(stderr)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprint(stderr, "Again: ")
+		p2, err := term.ReadPassword(int(f.Fd()))
+		fmt.Fprintln(stderr)
+		if err != nil {
+			return "", err
+		}
+		if string(p1) != string(p2) {
+			return "", usagef("the passwords differ")
+		}
+		return string(p1), nil
+	}
+	line, err := bufio.NewReaderSize(stdin, 1024).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if line == "" {
+		return "", usagef("no password on standard input")
+	}
+	return line, nil
+}
+
+// auditCLI records a change made from the command line in the audit log.
+func auditCLI(cfg *config.Config, target, action string) error {
+	a, err := admin.OpenAudit(cfg.AuditLogPath(), cfg.Admin.AlertFailures, cfg.Admin.AlertWindow, nil)
+	if err != nil {
+		return fmt.Errorf("audit log: %w", err)
+	}
+	actor := "cli"
+	if u := os.Getenv("USER"); u != "" {
+		actor = "cli:" + u
+	}
+	a.Record(admin.AuditRecord{Time: time.Now(), Actor: actor, Remote: "local", Action: action, Target: target, Result: "ok"})
+	return a.Close()
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pquerna/otp/totp"
+
+	"tsubame/internal/admin"
+)
+
+// A user and a token made with the CLI work against a running server at
+// once, and the changes are in the audit log.
+func TestAdminCLI(t *testing.T) {
+	env := testEnv(t)
+	m := openMain(t, env, false)
+	if m.admin.BootstrapToken() == "" {
+		t.Fatal("no bootstrap token on a first start")
+	}
+	code, out, stderr := runCmd(t, env, "correct horse battery staple\n", "admin", "create-user", "alice")
+	if code != 0 {
+		t.Fatalf("create-user: %d %s", code, stderr)
+	}
+	secret := regexp.MustCompile(`TOTP secret .*: ([A-Z2-7]+)`).FindStringSubmatch(out)
+	if secret == nil || !strings.Contains(out, "otpauth://totp/Tsubame:alice?") {
+		t.Fatalf("create-user printed %q", out)
+	}
+	if code, _, stderr := runCmd(t, env, "correct horse battery staple\n", "admin", "create-user", "alice"); code == 0 || !strings.Contains(stderr, "exists") {
+		t.Errorf("duplicate user: %d %s", code, stderr)
+	}
+	if code, _, stderr := runCmd(t, env, "password\n", "admin", "create-user", "bob"); code != exitUsage || !strings.Contains(stderr, "at least 12") {
+		t.Errorf("weak password: %d %s", code, stderr)
+	}
+	if code, _, _ := runCmd(t, env, "", "admin", "create-user", "bob"); code != exitUsage {
+		t.Errorf("no password: %d", code)
+	}
+	if code, _, stderr := runCmd(t, env, "correct horse battery staple\n", "admin", "create-user", "-no-totp", "bob"); code != exitUsage || !strings.Contains(stderr, "require_totp") {
+		t.Errorf("-no-totp with require_totp: %d %s", code, stderr)
+	}
+	if code, out, _ := runCmd(t, env, "", "admin", "list-users"); code != 0 || out != "alice\n" {
+		t.Errorf("list-users: %d %q", code, out)
+	}
+
+	// The running server accepts the new user's login at once.
+	totpCode, _ := totp.GenerateCode(secret[1], time.Now())
+	body := `{"user":"alice","password":"correct horse battery staple","totp":"` + totpCode + `"}`
+	res, err := http.Post("http://"+m.AdminAddr()+"/api/v1/login", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Fatalf("login as the CLI's user: %d", res.StatusCode)
+	}
+	session := res.Cookies()[0]
+
+	code, token, stderr := runCmd(t, env, "", "admin", "create-token", "-user", "alice", "-name", "prometheus", "-ttl", "720h")
+	if code != 0 || !strings.HasPrefix(token, "tsb_") {
+		t.Fatalf("create-token: %d %q %s", code, token, stderr)
+	}
+	req, _ := http.NewRequest("GET", "http://"+m.AdminAddr()+"/api/v1/placements", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(token))
+	res, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 {
+		t.Errorf("the CLI's token: %d", res.StatusCode)
+	}
+
+	if code, _, stderr := runCmd(t, env, "", "admin", "delete-user", "alice"); code != 0 {
+		t.Fatalf("delete-user: %s", stderr)
+	}
+	res, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 401 {
+		t.Errorf("a deleted user's token: %d", res.StatusCode)
+	}
+	req, _ = http.NewRequest("GET", "http://"+m.AdminAddr()+"/api/v1/session", nil)
+	req.Header.Set("Cookie", session.Name+"="+session.Value)
+	if res, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 401 {
+		t.Errorf("a deleted user's session: %d", res.StatusCode)
+	}
+
+	b, err := os.ReadFile(m.Config.AuditLogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var rec admin.AuditRecord
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		actions = append(actions, rec.Action+":"+rec.Result)
+	}
+	if got := strings.Join(actions, " "); got != "user.create:ok login:ok token.create:ok user.delete:ok auth:denied auth:denied" {
+		t.Errorf("audit actions: %s", got)
+	}
+	if code, _, _ := runCmd(t, env, "", "admin", "frobnicate"); code != exitUsage {
+		t.Errorf("unknown subcommand: %d", code)
+	}
+}
