@@ -51,11 +51,31 @@ var buildOnce = sync.OnceValues(func() (string, error) {
 type proc struct {
 	cmd     *exec.Cmd
 	base    string
-	logs    *bytes.Buffer
+	logs    *lockedBuffer
 	dataDir string
 	logDir  string
 	done    chan error
 }
+
+// lockedBuffer collects a process's output while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (l *lockedBuffer) Bytes() []byte { return []byte(l.String()) }
 
 // startBinary runs the real server as a user would, on a random loopback
 // port, with extra environment, and waits until it answers.
@@ -68,7 +88,7 @@ func startBinary(t *testing.T, env ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{base: "http://127.0.0.1:" + freePort(t), logs: &bytes.Buffer{}, dataDir: t.TempDir(), logDir: t.TempDir(), done: make(chan error, 1)}
+	p := &proc{base: "http://127.0.0.1:" + freePort(t), logs: &lockedBuffer{}, dataDir: t.TempDir(), logDir: t.TempDir(), done: make(chan error, 1)}
 	p.cmd = exec.Command(bin, "serve", "-demo")
 	p.cmd.Env = append(os.Environ(), "TSUBAME_LISTEN="+strings.TrimPrefix(p.base, "http://"), "TSUBAME_ADMIN_LISTEN=",
 		"TSUBAME_DATA_DIR="+p.dataDir, "TSUBAME_ACCESS_LOG_DIR="+p.logDir)

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/pquerna/otp/totp"
+)
+
+// chromium finds the browser, or skips with the reason outside CI (in CI
+// it must be there: .ci/run installs Debian's chromium).
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{os.Getenv("TSUBAME_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"} {
+		if name == "" {
+			continue
+		}
+		if path, err := exec.LookPath(name); err == nil {
+			return path
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("no chromium on PATH; .ci/run installs it (apt-get install chromium)")
+	}
+	t.Skip("no chromium on PATH (apt-get install chromium); the dashboard's browser test needs it")
+	return ""
+}
+
+// The path a new user follows in README: start the server, open the admin
+// page, create the first user with the bootstrap token the console shows,
+// log in with the password and an authenticator code, watch the dashboard
+// move under load, edit a placement and see the public endpoint serve it.
+func TestDashboardInBrowser(t *testing.T) {
+	browser := chromium(t)
+	adminAddr := "127.0.0.1:" + freePort(t)
+	p := startBinary(t, "TSUBAME_ADMIN_LISTEN="+adminAddr)
+	adminURL := "http://" + adminAddr + "/"
+	token := regexp.MustCompile(`bootstrap token[^\n]*\n[^\n]*\n\s*\n    (\S+)\n`).FindStringSubmatch(p.logs.String())
+	if token == nil {
+		t.Fatalf("no bootstrap token on the console:\n%s", p.logs)
+	}
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(t.Context(),
+		chromedp.ExecPath(browser),
+		chromedp.Headless,
+		chromedp.NoSandbox, // CI runs as root
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+	)
+	defer cancelAlloc()
+	ctx, cancelCtx := chromedp.NewContext(alloc)
+	defer cancelCtx()
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+
+	const user, password = "ops", "correct horse battery staple"
+	b := &page{t: t, ctx: ctx}
+	b.do("create the first user",
+		chromedp.Navigate(adminURL),
+		chromedp.WaitVisible(css("#setup")),
+		chromedp.SendKeys(css("#setup-token"), token[1]),
+		chromedp.SendKeys(css("#setup-user"), user),
+		chromedp.SendKeys(css("#setup-password"), password),
+		chromedp.Click(css("#setup-submit")),
+		chromedp.WaitVisible(css("#setup-done")),
+	)
+	secret := b.text("#setup-secret")
+	if secret == "" {
+		t.Fatal("no TOTP secret shown")
+	}
+	b.do("go to the login form", chromedp.Click(css("#setup-continue")), chromedp.WaitVisible(css("#login")))
+
+	// A wrong code is refused with the one message for every failure.
+	b.do("a failed login",
+		chromedp.SendKeys(css("#login-password"), password),
+		chromedp.SendKeys(css("#login-totp"), "000000"),
+		chromedp.Click(css("#login-submit")),
+		b.until(`document.getElementById("login-error").textContent !== ""`, 10*time.Second),
+	)
+	if got := b.text("#login-error"); got != "Invalid credentials." {
+		t.Errorf("login error %q", got)
+	}
+	code, err := totp.GenerateCode(secret, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.do("log in",
+		chromedp.SendKeys(css("#login-password"), password),
+		chromedp.SendKeys(css("#login-totp"), code),
+		chromedp.Click(css("#login-submit")),
+		chromedp.WaitVisible(css("#dash")),
+	)
+
+	// A small, bounded load: the dashboard must show it within seconds.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			client := &http.Client{Timeout: 5 * time.Second}
+			for n := 0; n < 20000; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := client.Get(p.base + "/api/sample4.js?id=1&callback=Example.process")
+				if err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	b.do("see the load", b.until(`parseFloat(document.getElementById("rps").textContent.replace(/,/g, "")) > 10`, 20*time.Second))
+	rps := b.text("#rps")
+	close(stop)
+	wg.Wait()
+	cores, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#cores .core").length`))
+	if err != nil || cores != runtime.NumCPU() {
+		t.Errorf("the dashboard shows %d cores (%v), the machine has %d", cores, err, runtime.NumCPU())
+	}
+	hit, p99 := b.text("#hit"), b.text("#p99")
+	if !strings.HasSuffix(hit, "%") || !strings.HasSuffix(p99, "ms") {
+		t.Errorf("hit rate %q, p99 %q", hit, p99)
+	}
+	t.Logf("dashboard: %s req/s, p99 %s, hit rate %s", rps, p99, hit)
+	if path := os.Getenv("TSUBAME_SCREENSHOT"); path != "" {
+		if png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
+			_ = os.WriteFile(path, png, 0o644)
+		}
+	}
+
+	// Edit placement 1 from the table and see the public endpoint serve it.
+	const newURL = "https://edited.example.com/tag.js"
+	b.do("pick placement 1",
+		chromedp.WaitVisible(css("#placements tbody tr")),
+		chromedp.Click(css("#placements tbody tr:first-child")),
+	)
+	if id, err := chromedp.Run(ctx, chromedp.Value(css("#edit-id"))); err != nil || id != "1" {
+		t.Fatalf("the editor shows id %q (%v)", id, err)
+	}
+	b.do("edit placement 1",
+		chromedp.SetValue(css("#edit-urls"), newURL),
+		chromedp.Click(css("#edit-save")),
+		b.until(`document.getElementById("edit-status").textContent !== ""`, 10*time.Second),
+	)
+	if status := b.text("#edit-status"); status != "Saved 1." {
+		t.Fatalf("edit status %q", status)
+	}
+	for _, ep := range []string{"sample3", "sample4"} {
+		resp, err := http.Get(p.base + "/api/" + ep + ".js?id=1&callback=cb")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if want := fmt.Sprintf(`cb({"urls":[%q]});`, newURL); string(body) != want {
+			t.Errorf("%s after the edit: %s, want %s", ep, body, want)
+		}
+	}
+
+	// Log out: the page returns to the login form and the session is gone.
+	b.do("log out", chromedp.Click(css("#logout")), chromedp.WaitVisible(css("#login")))
+	status, err := chromedp.Run(ctx, chromedp.Evaluate[int](`fetch("/api/v1/session").then(r => r.status)`, chromedp.EvalAwaitPromise))
+	if err != nil || status != 401 {
+		t.Errorf("session after logout: %d (%v)", status, err)
+	}
+}
+
+func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
+
+// page drives one browser tab, failing the test on the first error.
+type page struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+func (b *page) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, steps...); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func (b *page) text(sel string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Text(css(sel)))
+	if err != nil {
+		b.t.Fatalf("text of %s: %v", sel, err)
+	}
+	return s
+}
+
+// until waits for a JavaScript condition to hold.
+func (b *page) until(cond string, timeout time.Duration) chromedp.Action[chromedp.Void] {
+	poll := chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(timeout))
+	return func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		_, err := poll(ctx, t)
+		return chromedp.Void{}, err
+	}
+}
