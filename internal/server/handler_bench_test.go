@@ -46,6 +46,7 @@ func serveLoop(b *testing.B, s *Server, uri, host string) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		var ctx fasthttp.RequestCtx
+		ctx.Init(&fasthttp.Request{}, nil, nil) // a connection of its own, as in the server
 		for pb.Next() {
 			ctx.Request.Reset()
 			ctx.Response.Reset()

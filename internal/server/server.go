@@ -324,7 +324,7 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b 
 // handle answers a request and counts it by route, status and latency.
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	rs := s.dispatch(ctx)
-	rs.observe(ctx.Response.StatusCode(), time.Since(ctx.Time()))
+	rs.observe(ctx.ConnID(), ctx.Response.StatusCode(), time.Since(ctx.Time()))
 }
 
 // dispatch answers a request and returns the stats of the route it took.
