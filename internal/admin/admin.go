@@ -152,6 +152,10 @@ func New(opt Options) *Server {
 	// Sec-Fetch-Site/Origin headers before any handler runs; the CSRF
 	// token (requireAuth) covers browsers that send neither.
 	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.audit(r, "", "csrf", r.URL.Path, "denied", "cross-origin request")
+		writeError(w, http.StatusForbidden, "cross-origin request refused")
+	}))
 	s.http = &http.Server{
 		Handler:           s.headers(cop.Handler(mux)),
 		TLSConfig:         opt.TLS,
