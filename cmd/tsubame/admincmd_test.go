@@ -1,9 +1,21 @@
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -112,5 +124,54 @@ func TestAdminCLI(t *testing.T) {
 	}
 	if code, _, _ := runCmd(t, env, "", "admin", "frobnicate"); code != exitUsage {
 		t.Errorf("unknown subcommand: %d", code)
+	}
+}
+
+// With admin.tls_cert and admin.tls_key the admin listener speaks TLS only,
+// and says so with Strict-Transport-Security.
+func TestAdminTLS(t *testing.T) {
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalECPrivateKey(key)
+	certFile, keyFile := filepath.Join(dir, "admin.crt"), filepath.Join(dir, "admin.key")
+	_ = os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	_ = os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
+
+	m := openMain(t, append(testEnv(t), "TSUBAME_ADMIN_TLS_CERT="+certFile, "TSUBAME_ADMIN_TLS_KEY="+keyFile), false)
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	res, err := client.Get("https://" + m.AdminAddr() + "/api/v1/setup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 || res.Header.Get("Strict-Transport-Security") == "" {
+		t.Errorf("over TLS: %d, HSTS %q", res.StatusCode, res.Header.Get("Strict-Transport-Security"))
+	}
+	if res, err := http.Get("http://" + m.AdminAddr() + "/healthz"); err == nil {
+		res.Body.Close()
+		if res.StatusCode == 200 {
+			t.Error("plain HTTP served beside TLS")
+		}
+	}
+	// A missing key file stops the start with the key's name.
+	cfg, err := loadConfig("", append(testEnv(t), "TSUBAME_ADMIN_TLS_CERT="+certFile, "TSUBAME_ADMIN_TLS_KEY="+keyFile+".missing"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2 := &Main{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Console: io.Discard}
+	if err := m2.Open(t.Context()); err == nil || !strings.Contains(err.Error(), "admin.tls_cert") {
+		t.Errorf("missing key: %v", err)
 	}
 }
