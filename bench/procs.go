@@ -144,6 +144,7 @@ func startTsubame(ctx context.Context, p *procs, bin, dir, addr, admin, apiURL s
 		"TSUBAME_DATA_DIR="+filepath.Join(dir, "data"),
 		"TSUBAME_ACCESS_LOG_DIR="+filepath.Join(dir, "logs"),
 		"TSUBAME_LOG_LEVEL=error",
+		"TSUBAME_ADMIN_METRICS_PUBLIC=true", // scraped for the webhook counters; loopback only
 		"TSUBAME_WEBHOOK_API_URL="+apiURL,
 		"TSUBAME_WEBHOOK_API_H2C=true",
 		"TSUBAME_STATIC_ROOT="+filepath.Join(filepath.Dir(dir), "static"),
