@@ -22,7 +22,8 @@ type APIOptions struct {
 	Backoff    time.Duration
 	MaxBackoff time.Duration
 	H2C        bool // HTTP/2 without TLS to an http:// URL
-	MaxConns   int  // bound on connections (HTTP/1.1 needs one per call in flight)
+	MaxConns   int  // bound on HTTP/1.1 connections (one per call in flight)
+	H2Conns    int  // bound on HTTP/2 connections (each carries many calls)
 }
 
 // apiClient calls the external API once per message, LINE reply-style,
@@ -71,7 +72,7 @@ func (e *permanentError) Unwrap() error { return e.err }
 // backoff and full jitter (honouring Retry-After up to MaxBackoff). It
 // returns the number of attempts made.
 func (c *apiClient) call(ctx context.Context, m *Message, onRetry func()) (int, error) {
-	body, err := json.Marshal(replyBody{ReplyToken: m.ReplyToken, Messages: []textMessage{{Type: "text", Text: m.Text}}})
+	body, err := replyJSON(m)
 	if err != nil {
 		return 0, &permanentError{err}
 	}
@@ -121,17 +122,28 @@ func (c *apiClient) once(ctx context.Context, m *Message, body []byte) (time.Dur
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
-	switch {
-	case resp.StatusCode >= 200 && resp.StatusCode < 300:
-		return 0, nil
-	case resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
-		var wait time.Duration
-		if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-			wait = time.Duration(s) * time.Second
-		}
-		return wait, fmt.Errorf("external API answered %d", resp.StatusCode)
+	var wait time.Duration
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+		wait = time.Duration(s) * time.Second
 	}
-	return 0, &permanentError{fmt.Errorf("external API refused the message with %d", resp.StatusCode)}
+	return wait, statusError(resp.StatusCode)
+}
+
+// replyJSON is the LINE reply-style body for m.
+func replyJSON(m *Message) ([]byte, error) {
+	return json.Marshal(replyBody{ReplyToken: m.ReplyToken, Messages: []textMessage{{Type: "text", Text: m.Text}}})
+}
+
+// statusError classifies an answer: nil for 2xx, a retryable error for
+// 408, 429 and 5xx, a permanentError for the rest.
+func statusError(status int) error {
+	switch {
+	case status >= 200 && status < 300:
+		return nil
+	case status == http.StatusRequestTimeout || status == http.StatusTooManyRequests || status >= 500:
+		return fmt.Errorf("external API answered %d", status)
+	}
+	return &permanentError{fmt.Errorf("external API refused the message with %d", status)}
 }
 
 func (c *apiClient) close() { c.client.CloseIdleConnections() }

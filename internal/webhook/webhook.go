@@ -5,9 +5,11 @@
 //
 // Memory and goroutines are bounded: a request is accepted only if all its
 // messages fit the queue (else 503, nothing queued), and at most
-// MaxInFlight messages are being processed, each on its own goroutine that
-// exists only while it works. External latency therefore costs goroutines
-// up to that bound, not throughput. A panic or error in one message never
+// MaxInFlight messages are being processed. When the API speaks HTTP/2
+// (https, or http with h2c) a message waiting on it is a stream of the
+// event-driven client in h2client.go, about a kilobyte and no goroutine, so
+// external latency costs neither throughput nor much memory; over HTTP/1.1
+// each message in flight holds a goroutine and a connection. A panic or error in one message never
 // affects another; a message that fails after the last retry goes to the
 // dead-letter file, and so does whatever is left when Close's deadline
 // passes: nothing accepted is dropped.
@@ -19,14 +21,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/maypok86/otter/v2"
+	"golang.org/x/net/http2/hpack"
 
 	"tsubame"
 )
@@ -73,6 +78,9 @@ func (o *Options) setDefaults() {
 	if o.API.MaxBackoff < o.API.Backoff {
 		o.API.MaxBackoff = max(5*time.Second, o.API.Backoff)
 	}
+	if o.API.H2Conns <= 0 {
+		o.API.H2Conns = min(max(2, o.MaxInFlight/1000), 256)
+	}
 	if o.API.MaxConns <= 0 {
 		o.API.MaxConns = o.MaxInFlight
 	}
@@ -105,7 +113,8 @@ type Stats struct {
 // Processor queues and processes messages. Create it with New; Close drains it.
 type Processor struct {
 	opt     Options
-	api     *apiClient
+	api     *apiClient // net/http: HTTP/1.1, and the fallback when a TLS API refuses HTTP/2
+	h2      *h2Client  // event-driven HTTP/2, when the API speaks it
 	dedupe  *otter.Cache[string, struct{}]
 	dl      *deadLetters
 	queue   chan *Message
@@ -125,6 +134,9 @@ type Processor struct {
 	bootID     string
 
 	accepted, duplicates, rejected, processed, retries, failed, panics, apiCalls, apiNanos atomic.Uint64
+
+	retryMu   sync.Mutex
+	retryWait map[*asyncMsg]*time.Timer // HTTP/2 messages waiting to be sent again
 }
 
 // New starts a Processor.
@@ -157,8 +169,20 @@ func New(opt Options) (*Processor, error) {
 	}
 	if opt.API.URL != "" && opt.Handle == nil {
 		p.api = newAPIClient(opt.API)
+		if opt.API.H2C || strings.HasPrefix(opt.API.URL, "https://") {
+			if p.h2, err = newH2Client(opt.API.URL, opt.API.H2C, opt.API.H2Conns, opt.Logger); err != nil {
+				dl.close()
+				return nil, err
+			}
+			p.retryWait = map[*asyncMsg]*time.Timer{}
+		}
 	}
 	p.runCtx, p.cancelRun = context.WithCancel(context.Background())
+	if p.h2 != nil {
+		// Past Close's deadline every call still out ends at once (and goes
+		// to the dead-letter file).
+		context.AfterFunc(p.runCtx, p.abortAsync)
+	}
 	go p.dispatch()
 	return p, nil
 }
@@ -237,21 +261,36 @@ func (p *Processor) dispatch() {
 		p.reserve.Add(-1)
 		p.inflight.Add(1)
 		p.nInFlight.Add(1)
-		go p.process(m)
+		if p.h2 != nil && p.h2.usable() && p.runCtx.Err() == nil {
+			p.startAsync(m)
+		} else {
+			go p.process(m)
+		}
 	}
 }
 
+// release ends a message's time in flight.
+func (p *Processor) release() {
+	p.nInFlight.Add(-1)
+	<-p.sem
+	p.inflight.Done()
+}
+
+// panicked turns a panic r in m's processing into a dead letter.
+func (p *Processor) panicked(m *Message, r any, attempts int) {
+	p.panics.Add(1)
+	p.opt.Logger.Error("webhook message processing panicked", "id", m.ID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+	p.deadLetter(m, fmt.Errorf("panic: %v", r), attempts)
+}
+
+// process handles m on its own goroutine (Handle, and the API over net/http).
 func (p *Processor) process(m *Message) {
 	attempts := 0
+	defer p.release()
 	defer func() {
 		if r := recover(); r != nil {
-			p.panics.Add(1)
-			p.opt.Logger.Error("webhook message processing panicked", "id", m.ID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			p.deadLetter(m, fmt.Errorf("panic: %v", r), attempts)
+			p.panicked(m, r, attempts)
 		}
-		p.nInFlight.Add(-1)
-		<-p.sem
-		p.inflight.Done()
 	}()
 	ctx := p.runCtx
 	var err error
@@ -267,6 +306,12 @@ func (p *Processor) process(m *Message) {
 		p.apiCalls.Add(uint64(attempts))
 		p.apiNanos.Add(uint64(time.Since(start)))
 	}
+	p.complete(m, attempts, err)
+}
+
+// complete records m's result after a successful call, or dead-letters it.
+func (p *Processor) complete(m *Message, attempts int, err error) {
+	ctx := p.runCtx
 	if err == nil {
 		err = p.record(ctx, m, attempts)
 	}
@@ -278,6 +323,124 @@ func (p *Processor) process(m *Message) {
 		return
 	}
 	p.processed.Add(1)
+}
+
+// asyncMsg is a message on its way through the HTTP/2 client.
+type asyncMsg struct {
+	m        *Message
+	header   []hpack.HeaderField
+	body     []byte
+	attempts int
+	backoff  time.Duration
+	start    time.Time
+}
+
+// startAsync sends m through the event-driven client; its completion
+// callback carries it on (retry, record, dead letter) without a goroutine
+// waiting in between.
+func (p *Processor) startAsync(m *Message) {
+	body, err := replyJSON(m)
+	if err != nil {
+		go func() { defer p.release(); p.complete(m, 0, &permanentError{err}) }()
+		return
+	}
+	header := []hpack.HeaderField{{Name: "content-type", Value: "application/json"}, {Name: "x-line-retry-key", Value: m.RetryKey}}
+	if p.opt.API.Token != "" {
+		header = append(header, hpack.HeaderField{Name: "authorization", Value: "Bearer " + p.opt.API.Token, Sensitive: true})
+	}
+	p.sendAsync(&asyncMsg{m: m, header: header, body: body, backoff: p.opt.API.Backoff, start: time.Now()})
+}
+
+func (p *Processor) sendAsync(a *asyncMsg) {
+	if p.runCtx.Err() != nil {
+		go p.finishAsync(a, errors.New("not processed before shutdown"))
+		return
+	}
+	a.attempts++
+	p.apiCalls.Add(1)
+	p.h2.do(&h2Call{header: a.header, body: a.body, done: func(status int, retryAfter time.Duration, err error) {
+		p.onAsyncDone(a, status, retryAfter, err)
+	}}, p.opt.API.Timeout)
+}
+
+// onAsyncDone runs on the client's reader (or a timer): it must not block.
+func (p *Processor) onAsyncDone(a *asyncMsg, status int, retryAfter time.Duration, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			// Counted and logged here; finishAsync dead-letters the message.
+			p.panics.Add(1)
+			p.opt.Logger.Error("webhook message processing panicked", "id", a.m.ID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			go p.finishAsync(a, fmt.Errorf("panic: %v", r))
+		}
+	}()
+	if errors.Is(err, errNoH2) {
+		// The API refused HTTP/2: this and later messages go over net/http.
+		a.attempts--
+		p.apiCalls.Add(^uint64(0))
+		go p.process(a.m)
+		return
+	}
+	if err == nil {
+		err = statusError(status)
+		if err == nil {
+			p.apiNanos.Add(uint64(time.Since(a.start)))
+			go p.finishAsync(a, nil)
+			return
+		}
+	}
+	var perm *permanentError
+	if errors.As(err, &perm) || a.attempts > p.opt.API.Retries || p.runCtx.Err() != nil {
+		p.apiNanos.Add(uint64(time.Since(a.start)))
+		go p.finishAsync(a, err)
+		return
+	}
+	wait := retryAfter
+	if wait <= 0 {
+		wait = time.Duration(rand.Int64N(int64(a.backoff) + 1)) // full jitter
+	}
+	wait = min(wait, p.opt.API.MaxBackoff)
+	a.backoff = min(2*a.backoff, p.opt.API.MaxBackoff)
+	p.retries.Add(1)
+	p.retryMu.Lock()
+	defer p.retryMu.Unlock()
+	if p.runCtx.Err() != nil {
+		go p.finishAsync(a, err)
+		return
+	}
+	p.retryWait[a] = time.AfterFunc(wait, func() {
+		p.retryMu.Lock()
+		_, mine := p.retryWait[a]
+		delete(p.retryWait, a)
+		p.retryMu.Unlock()
+		if mine {
+			p.sendAsync(a)
+		}
+	})
+}
+
+// finishAsync records or dead-letters an HTTP/2 message and frees its slot.
+func (p *Processor) finishAsync(a *asyncMsg, err error) {
+	defer p.release()
+	defer func() {
+		if r := recover(); r != nil {
+			p.panicked(a.m, r, a.attempts)
+		}
+	}()
+	p.complete(a.m, a.attempts, err)
+}
+
+// abortAsync ends every HTTP/2 call out and every retry waiting, at Close's
+// deadline: they go to the dead-letter file.
+func (p *Processor) abortAsync() {
+	p.h2.abort(errors.New("not answered before shutdown"))
+	p.retryMu.Lock()
+	defer p.retryMu.Unlock()
+	for a, t := range p.retryWait {
+		if t.Stop() {
+			go p.finishAsync(a, errors.New("retry not made before shutdown"))
+		}
+		delete(p.retryWait, a)
+	}
 }
 
 // record writes the message's result, at most StoreConcurrency at a time.

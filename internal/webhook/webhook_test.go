@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -182,23 +183,32 @@ func TestProcessesEachMessageOnceThroughTheAPI(t *testing.T) {
 	t.Logf("2000 messages drained in %v; peak %d calls in flight", time.Since(start), api.PeakInFlight())
 }
 
+// transports runs f over HTTP/1.1 (net/http) and HTTP/2 (the event-driven client).
+func transports(t *testing.T, f func(t *testing.T, h2c bool)) {
+	for _, h2c := range []bool{false, true} {
+		t.Run(map[bool]string{false: "http1", true: "h2c"}[h2c], func(t *testing.T) { f(t, h2c) })
+	}
+}
+
 func TestRetriesThenSucceeds(t *testing.T) {
-	api, err := fakeapi.Start(fakeapi.Options{FailFirst: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer api.Close()
-	p, _ := newProcessor(t, Options{API: APIOptions{URL: api.URL, Retries: 3, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}})
-	if err := p.EnqueueTexts([]string{"a", "b", "c"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	st := p.Stats()
-	if _, maxAttempts := api.Keys(); st.Processed != 3 || st.Retries != 6 || maxAttempts != 3 {
-		t.Fatalf("stats %+v, max attempts %d", st, maxAttempts)
-	}
+	transports(t, func(t *testing.T, h2c bool) {
+		api, err := fakeapi.Start(fakeapi.Options{FailFirst: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer api.Close()
+		p, _ := newProcessor(t, Options{API: APIOptions{URL: api.URL, H2C: h2c, Retries: 3, Backoff: time.Millisecond, MaxBackoff: 5 * time.Millisecond}})
+		if err := p.EnqueueTexts([]string{"a", "b", "c"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		st := p.Stats()
+		if _, maxAttempts := api.Keys(); st.Processed != 3 || st.Retries != 6 || maxAttempts != 3 || st.APICalls != 9 {
+			t.Fatalf("stats %+v, max attempts %d", st, maxAttempts)
+		}
+	})
 }
 
 func readDeadLetters(t *testing.T, path string) []deadLetter {
@@ -222,26 +232,165 @@ func readDeadLetters(t *testing.T, path string) []deadLetter {
 
 // A permanent refusal is not retried; the message is dead-lettered.
 func TestPermanentFailureDeadLettered(t *testing.T) {
-	api, err := fakeapi.Start(fakeapi.Options{Reject: true})
+	transports(t, func(t *testing.T, h2c bool) {
+		api, err := fakeapi.Start(fakeapi.Options{Reject: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer api.Close()
+		dl := filepath.Join(t.TempDir(), "dead.jsonl")
+		p, _ := newProcessor(t, Options{DeadLetterPath: dl, API: APIOptions{URL: api.URL, H2C: h2c, Retries: 3}})
+		if err := p.EnqueueTexts([]string{"x", "y"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if st := p.Stats(); st.Failed != 2 || st.Retries != 0 || api.Calls() != 2 {
+			t.Fatalf("stats %+v, %d calls", st, api.Calls())
+		}
+		got := readDeadLetters(t, dl)
+		if len(got) != 2 || got[0].Attempts != 1 || !strings.Contains(got[0].Error, "400") {
+			t.Fatalf("dead letters %+v", got)
+		}
+	})
+}
+
+// A call slower than api.timeout is cut (its stream reset), retried, and
+// dead-lettered after the last retry.
+func TestAPITimeout(t *testing.T) {
+	transports(t, func(t *testing.T, h2c bool) {
+		api, err := fakeapi.Start(fakeapi.Options{MinDelay: 2 * time.Second, MaxDelay: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer api.Close()
+		dl := filepath.Join(t.TempDir(), "dead.jsonl")
+		p, _ := newProcessor(t, Options{DeadLetterPath: dl, API: APIOptions{URL: api.URL, H2C: h2c, Timeout: 100 * time.Millisecond,
+			Retries: 1, Backoff: time.Millisecond, MaxBackoff: time.Millisecond}})
+		if err := p.EnqueueTexts([]string{"slow"}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if err := p.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d > 1500*time.Millisecond {
+			t.Errorf("two 100 ms attempts took %v", d)
+		}
+		got := readDeadLetters(t, dl)
+		if st := p.Stats(); st.Failed != 1 || st.APICalls != 2 || len(got) != 1 || got[0].Attempts != 2 ||
+			!strings.Contains(got[0].Error, "deadline") {
+			t.Fatalf("stats %+v, dead letters %+v", st, got)
+		}
+		if api.Calls() != 2 {
+			t.Errorf("the API saw %d calls, want 2", api.Calls())
+		}
+	})
+}
+
+// Over HTTP/2, thousands of calls wait on a slow API at once without a
+// goroutine each, the server's stream limit is kept, and every message is
+// delivered once.
+func TestHTTP2CallsInFlightCostNoGoroutines(t *testing.T) {
+	api, err := fakeapi.Start(fakeapi.Options{MinDelay: 500 * time.Millisecond, MaxDelay: 700 * time.Millisecond, MaxStreams: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	p, store := newProcessor(t, Options{QueueSize: 20000, MaxInFlight: 8000,
+		API: APIOptions{URL: api.URL, H2C: true, H2Conns: 8}})
+	base := runtime.NumGoroutine()
+	texts := make([]string, 1000)
+	for i := range 8 {
+		for j := range texts {
+			texts[j] = fmt.Sprintf("%d-%d", i, j)
+		}
+		if err := p.EnqueueTexts(texts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// At most 8 connections × 500 streams are in flight; the rest wait.
+	deadline := time.Now().Add(5 * time.Second)
+	for p.Stats().InFlight < 8000 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if g := runtime.NumGoroutine() - base; g > 200 {
+		t.Errorf("%d goroutines more with 8000 messages in flight", g)
+	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := p.Stats()
+	distinct, maxAttempts := api.Keys()
+	if st.Processed != 8000 || st.Failed != 0 || distinct != 8000 || maxAttempts != 1 || api.Bad() != 0 {
+		t.Fatalf("stats %+v; API saw %d keys (max %d attempts), %d bad", st, distinct, maxAttempts, api.Bad())
+	}
+	if peak := api.PeakInFlight(); peak > 8*500 || peak < 1000 {
+		t.Errorf("peak %d calls at the API, want 1000..4000 (8 connections × 500 streams)", peak)
+	}
+	if n, _ := store.CountResults(context.Background()); n != 8000 {
+		t.Fatalf("%d results recorded", n)
+	}
+}
+
+// The API going away mid-flight fails the calls on the connection; they are
+// retried on a new one, or dead-lettered when there is none.
+func TestHTTP2ConnectionLost(t *testing.T) {
+	api, err := fakeapi.Start(fakeapi.Options{MinDelay: time.Second, MaxDelay: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dl := filepath.Join(t.TempDir(), "dead.jsonl")
+	p, _ := newProcessor(t, Options{DeadLetterPath: dl, API: APIOptions{URL: api.URL, H2C: true, Retries: 2,
+		Backoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}})
+	if err := p.EnqueueTexts([]string{"a", "b", "c"}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	_ = api.Close() // connections dropped, nothing listens any more
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := readDeadLetters(t, dl)
+	if st := p.Stats(); st.Failed != 3 || len(got) != 3 || st.APICalls != 9 {
+		t.Fatalf("stats %+v, dead letters %+v", st, got)
+	}
+}
+
+// Past Close's deadline, calls still out over HTTP/2 and retries waiting
+// are dead-lettered at once: none is lost, none waits for the API.
+func TestHTTP2DrainDeadline(t *testing.T) {
+	api, err := fakeapi.Start(fakeapi.Options{MinDelay: 100 * time.Millisecond, MaxDelay: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer api.Close()
 	dl := filepath.Join(t.TempDir(), "dead.jsonl")
-	p, _ := newProcessor(t, Options{DeadLetterPath: dl, API: APIOptions{URL: api.URL, Retries: 3}})
-	if err := p.EnqueueTexts([]string{"x", "y"}); err != nil {
+	p, _ := newProcessor(t, Options{DeadLetterPath: dl, API: APIOptions{URL: api.URL, H2C: true}})
+	texts := make([]string, 500)
+	for i := range texts {
+		texts[i] = fmt.Sprint(i)
+	}
+	if err := p.EnqueueTexts(texts); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Close(context.Background()); err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	if err := p.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if st := p.Stats(); st.Failed != 2 || st.Retries != 0 || api.Calls() != 2 {
-		t.Fatalf("stats %+v, %d calls", st, api.Calls())
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Close took %v with a 1 s deadline", d)
 	}
-	got := readDeadLetters(t, dl)
-	if len(got) != 2 || got[0].Attempts != 1 || !strings.Contains(got[0].Error, "400") {
-		t.Fatalf("dead letters %+v", got)
+	st := p.Stats()
+	dead := readDeadLetters(t, dl)
+	if st.Processed+st.Failed != 500 || uint64(len(dead)) != st.Failed || st.Processed == 0 || st.Failed == 0 {
+		t.Fatalf("stats %+v, %d dead letters", st, len(dead))
 	}
+	t.Logf("processed %d, dead-lettered %d at the deadline", st.Processed, st.Failed)
 }
 
 // A panic in one message is contained: the others are processed.

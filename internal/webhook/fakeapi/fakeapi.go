@@ -2,7 +2,10 @@
 // for tests and benchmarks: it checks each request the way the platform
 // would (method, JSON shape, retry key, bearer token), answers after a
 // random delay (2–3 s in the LINE-bot stress test), counts calls per retry key, and can be
-// told to fail. It speaks HTTP/1.1 and HTTP/2 without TLS.
+// told to fail. It speaks HTTP/1.1 and HTTP/2 without TLS. Over HTTP/2 a
+// request waiting out its delay is a timer, not a goroutine, so the fake
+// can hold the tens of thousands of calls a benchmark puts in flight
+// without taking the cores and memory the server under test needs.
 package fakeapi
 
 import (
@@ -14,6 +17,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http2"
 )
 
 // Options shape the fake's behaviour.
@@ -22,6 +27,7 @@ type Options struct {
 	Token              string        // if set, Authorization must be "Bearer <Token>"
 	FailFirst          int           // answer 500 to the first FailFirst attempts of each retry key
 	Reject             bool          // answer 400 to everything (a permanent failure)
+	MaxStreams         uint32        // HTTP/2 streams per connection at once; default 100,000
 }
 
 // Server is a running fake API.
@@ -31,7 +37,11 @@ type Server struct {
 	opt      Options
 	delayMin atomic.Int64
 	delayMax atomic.Int64
+	ln       net.Listener
+	h1       *chanListener
 	srv      *http.Server
+	connMu   sync.Mutex
+	conns    map[*h2Conn]bool
 	calls    atomic.Int64
 	bad      atomic.Int64
 	inflight atomic.Int64
@@ -47,20 +57,36 @@ func Start(opt Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{URL: "http://" + ln.Addr().String() + "/v2/bot/message/reply", opt: opt,
-		attempts: map[string]int{}, texts: map[string]string{}}
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
-	s.srv = &http.Server{
-		Handler:           http.HandlerFunc(s.handle),
-		Protocols:         &protocols,
-		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 100000},
-		ReadHeaderTimeout: 10 * time.Second,
-	}
+	s := &Server{URL: "http://" + ln.Addr().String() + "/v2/bot/message/reply", opt: opt, ln: ln,
+		attempts: map[string]int{}, texts: map[string]string{}, h1: newChanListener(ln.Addr()), conns: map[*h2Conn]bool{}}
+	s.srv = &http.Server{Handler: http.HandlerFunc(s.handle), ReadHeaderTimeout: 10 * time.Second}
 	s.SetDelay(opt.MinDelay, opt.MaxDelay)
-	go func() { _ = s.srv.Serve(ln) }()
+	go func() { _ = s.srv.Serve(s.h1) }()
+	go s.accept()
 	return s, nil
+}
+
+// accept sends HTTP/2 connections (those opening with the client preface)
+// to the event-driven server and the rest to net/http.
+func (s *Server) accept() {
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			s.h1.close()
+			return
+		}
+		go func() {
+			buf := make([]byte, len(http2.ClientPreface))
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			n, err := io.ReadFull(c, buf)
+			_ = c.SetReadDeadline(time.Time{})
+			if err == nil && string(buf) == http2.ClientPreface {
+				s.serveH2(c)
+				return
+			}
+			s.h1.deliver(&prefixConn{Conn: c, prefix: buf[:n]})
+		}()
+	}
 }
 
 // SetDelay changes the answer delay range for the requests that follow.
@@ -77,37 +103,62 @@ type replyBody struct {
 	} `json:"messages"`
 }
 
+// HTTP/1.1: a goroutine per request, asleep for the delay.
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
-	s.calls.Add(1)
-	n := s.inflight.Add(1)
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	text, ok := s.begin(r.Method, r.Header.Get("X-Line-Retry-Key"), r.Header.Get("Authorization"), body)
 	defer s.inflight.Add(-1)
-	for p := s.peak.Load(); n > p && !s.peak.CompareAndSwap(p, n); p = s.peak.Load() {
-	}
-	var body replyBody
-	key := r.Header.Get("X-Line-Retry-Key")
-	ok := r.Method == http.MethodPost && key != "" &&
-		json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&body) == nil &&
-		len(body.Messages) == 1 && body.Messages[0].Type == "text" &&
-		(s.opt.Token == "" || r.Header.Get("Authorization") == "Bearer "+s.opt.Token)
-	if !ok || s.opt.Reject {
-		s.bad.Add(1)
-		http.Error(w, `{"message":"The request body has 1 error(s)"}`, http.StatusBadRequest)
+	if !ok {
+		http.Error(w, badBody, http.StatusBadRequest)
 		return
 	}
-	if lo, hi := s.delayMin.Load(), s.delayMax.Load(); hi > 0 {
-		time.Sleep(time.Duration(lo + rand.Int64N(hi-lo+1)))
-	}
-	s.mu.Lock()
-	s.attempts[key]++
-	attempt := s.attempts[key]
-	s.texts[key] = body.Messages[0].Text
-	s.mu.Unlock()
-	if attempt <= s.opt.FailFirst {
-		http.Error(w, `{"message":"Internal error"}`, http.StatusInternalServerError)
+	time.Sleep(s.delay())
+	if !s.answer(r.Header.Get("X-Line-Retry-Key"), text) {
+		http.Error(w, internalError, http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write([]byte("{}"))
+}
+
+const (
+	badBody       = `{"message":"The request body has 1 error(s)"}`
+	internalError = `{"message":"Internal error"}`
+)
+
+// begin counts a request and checks it as the platform would; it returns
+// the message text and whether the request is well-formed.
+func (s *Server) begin(method, key, auth string, raw []byte) (string, bool) {
+	s.calls.Add(1)
+	n := s.inflight.Add(1)
+	for p := s.peak.Load(); n > p && !s.peak.CompareAndSwap(p, n); p = s.peak.Load() {
+	}
+	var body replyBody
+	ok := method == http.MethodPost && key != "" && json.Unmarshal(raw, &body) == nil &&
+		len(body.Messages) == 1 && body.Messages[0].Type == "text" &&
+		(s.opt.Token == "" || auth == "Bearer "+s.opt.Token) && !s.opt.Reject
+	if !ok {
+		s.bad.Add(1)
+		return "", false
+	}
+	return body.Messages[0].Text, true
+}
+
+func (s *Server) delay() time.Duration {
+	if lo, hi := s.delayMin.Load(), s.delayMax.Load(); hi > 0 {
+		return time.Duration(lo + rand.Int64N(hi-lo+1))
+	}
+	return 0
+}
+
+// answer records an attempt after the delay; false means answer 500
+// (FailFirst).
+func (s *Server) answer(key, text string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.attempts[key]++
+	s.texts[key] = text
+	return s.attempts[key] > s.opt.FailFirst
 }
 
 // Calls is the number of requests received.
@@ -141,5 +192,18 @@ func (s *Server) Texts() map[string]int {
 	return out
 }
 
-// Close stops the server.
-func (s *Server) Close() error { return s.srv.Close() }
+// Close stops the server and drops every connection.
+func (s *Server) Close() error {
+	err := s.ln.Close()
+	s.connMu.Lock()
+	conns := s.conns
+	s.conns = map[*h2Conn]bool{}
+	s.connMu.Unlock()
+	for c := range conns {
+		c.close()
+	}
+	if cerr := s.srv.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}

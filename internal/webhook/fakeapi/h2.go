@@ -1,0 +1,236 @@
+package fakeapi
+
+import (
+	"bufio"
+	"bytes"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// h2Conn serves one HTTP/2 connection: one goroutine reads frames, answers
+// wait on timers, and a second goroutine flushes coalesced writes.
+type h2Conn struct {
+	s     *Server
+	nc    net.Conn
+	bw    *bufio.Writer
+	fr    *http2.Framer
+	flush chan struct{}
+	stop  chan struct{}
+
+	mu          sync.Mutex
+	henc        *hpack.Encoder
+	hbuf        bytes.Buffer
+	streams     map[uint32]*h2Req
+	sendWindow  int64
+	recvUnacked uint32
+	closed      bool
+}
+
+type h2Req struct {
+	method, key, auth string
+	body              []byte
+}
+
+func (s *Server) serveH2(nc net.Conn) {
+	c := &h2Conn{s: s, nc: nc, flush: make(chan struct{}, 1), stop: make(chan struct{}),
+		streams: map[uint32]*h2Req{}, sendWindow: 65535}
+	c.bw = bufio.NewWriterSize(nc, 32<<10)
+	c.fr = http2.NewFramer(c.bw, bufio.NewReaderSize(nc, 32<<10))
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.henc = hpack.NewEncoder(&c.hbuf)
+	maxStreams := s.opt.MaxStreams
+	if maxStreams == 0 {
+		maxStreams = 100000
+	}
+	s.connMu.Lock()
+	s.conns[c] = true
+	s.connMu.Unlock()
+	c.mu.Lock()
+	err := c.fr.WriteSettings(http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: maxStreams},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20})
+	if err == nil {
+		err = c.fr.WriteWindowUpdate(0, 1<<30-65535)
+	}
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	c.mu.Unlock()
+	if err != nil {
+		c.close()
+		return
+	}
+	go c.flushLoop()
+	c.readLoop()
+}
+
+func (c *h2Conn) readLoop() {
+	defer c.close()
+	for {
+		f, err := c.fr.ReadFrame()
+		if err != nil {
+			return
+		}
+		c.mu.Lock()
+		var ready []uint32
+		switch f := f.(type) {
+		case *http2.MetaHeadersFrame:
+			r := &h2Req{method: f.PseudoValue("method")}
+			for _, hf := range f.RegularFields() {
+				switch hf.Name {
+				case "x-line-retry-key":
+					r.key = hf.Value
+				case "authorization":
+					r.auth = hf.Value
+				}
+			}
+			c.streams[f.StreamID] = r
+			if f.StreamEnded() {
+				ready = append(ready, f.StreamID)
+			}
+		case *http2.DataFrame:
+			c.recvUnacked += f.Length
+			if c.recvUnacked >= 1<<19 {
+				err = c.fr.WriteWindowUpdate(0, c.recvUnacked)
+				c.recvUnacked = 0
+			}
+			if r := c.streams[f.StreamID]; r != nil {
+				if len(r.body)+len(f.Data()) <= 1<<20 {
+					r.body = append(r.body, f.Data()...)
+				}
+				if f.StreamEnded() {
+					ready = append(ready, f.StreamID)
+				} else if err == nil && f.Length > 0 {
+					err = c.fr.WriteWindowUpdate(f.StreamID, f.Length)
+				}
+			}
+		case *http2.SettingsFrame:
+			if !f.IsAck() {
+				err = c.fr.WriteSettingsAck()
+			}
+		case *http2.PingFrame:
+			if !f.IsAck() {
+				err = c.fr.WritePing(true, f.Data)
+			}
+		case *http2.WindowUpdateFrame:
+			if f.StreamID == 0 {
+				c.sendWindow += int64(f.Increment)
+			}
+		case *http2.RSTStreamFrame:
+			delete(c.streams, f.StreamID) // the client gave up: no answer
+		case *http2.GoAwayFrame:
+			c.mu.Unlock()
+			return
+		}
+		reqs := make([]*h2Req, len(ready))
+		for i, id := range ready {
+			reqs[i] = c.streams[id]
+		}
+		c.mu.Unlock()
+		c.kick()
+		if err != nil {
+			return
+		}
+		for i, id := range ready {
+			c.serve(id, reqs[i])
+		}
+	}
+}
+
+// serve checks a complete request and answers it after the delay, on a
+// timer.
+func (c *h2Conn) serve(id uint32, r *h2Req) {
+	text, ok := c.s.begin(r.method, r.key, r.auth, r.body)
+	if !ok {
+		c.s.inflight.Add(-1)
+		c.respond(id, 400, badBody)
+		return
+	}
+	time.AfterFunc(c.s.delay(), func() {
+		defer c.s.inflight.Add(-1)
+		if c.s.answer(r.key, text) {
+			c.respond(id, 200, "{}")
+		} else {
+			c.respond(id, 500, internalError)
+		}
+	})
+}
+
+func (c *h2Conn) respond(id uint32, status int, body string) {
+	c.mu.Lock()
+	defer c.kick()
+	defer c.mu.Unlock()
+	if c.closed || c.streams[id] == nil {
+		return // reset by the client, or the connection is gone
+	}
+	delete(c.streams, id)
+	// Answers are tiny; past the client's window the body is left out.
+	withBody := int64(len(body)) <= c.sendWindow
+	c.hbuf.Reset()
+	_ = c.henc.WriteField(hpack.HeaderField{Name: ":status", Value: itoa(status)})
+	_ = c.henc.WriteField(hpack.HeaderField{Name: "content-type", Value: "application/json"})
+	if err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: c.hbuf.Bytes(),
+		EndHeaders: true, EndStream: !withBody}); err != nil {
+		return
+	}
+	if withBody {
+		c.sendWindow -= int64(len(body))
+		_ = c.fr.WriteData(id, true, []byte(body))
+	}
+}
+
+func itoa(n int) string {
+	switch n {
+	case 200:
+		return "200"
+	case 400:
+		return "400"
+	}
+	return "500"
+}
+
+func (c *h2Conn) kick() {
+	select {
+	case c.flush <- struct{}{}:
+	default:
+	}
+}
+
+func (c *h2Conn) flushLoop() {
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-c.flush:
+		}
+		c.mu.Lock()
+		var err error
+		if !c.closed {
+			_ = c.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			err = c.bw.Flush()
+		}
+		c.mu.Unlock()
+		if err != nil {
+			c.close()
+			return
+		}
+	}
+}
+
+func (c *h2Conn) close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	c.mu.Unlock()
+	close(c.stop)
+	_ = c.nc.Close()
+	c.s.connMu.Lock()
+	delete(c.s.conns, c)
+	c.s.connMu.Unlock()
+}

@@ -1,0 +1,671 @@
+package webhook
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+// h2Client is an event-driven HTTP/2 client for one origin: a call in flight
+// is a stream and a small struct, not a goroutine. Each connection has one
+// goroutine reading frames and one flushing coalesced writes; completions
+// are callbacks run by the reader. This is what lets tens of thousands of
+// calls wait on a slow API at a few hundred bytes each, where net/http
+// holds two goroutines (and their stacks) per call.
+//
+// net/http has no such mode, and no maintained library offers one, so the
+// client is written here on x/net's Framer and HPACK codec, which do the
+// wire format; this file does the connection and stream state (RFC 9113
+// §5, §6.5, §6.8, §6.9).
+type h2Client struct {
+	scheme, authority, path string
+	addr                    string
+	tls                     *tls.Config // nil: h2c with prior knowledge
+	maxConns                int
+	dialTimeout             time.Duration
+	log                     *slog.Logger
+
+	mu      sync.Mutex
+	conns   []*h2Conn
+	dialing int
+	waiting []*h2Call // calls with no stream yet, oldest first
+	closed  bool
+	noH2    atomic.Bool // the server does not speak HTTP/2 (TLS without "h2")
+}
+
+// maxDialing bounds the connections being dialed at once.
+const maxDialing = 4
+
+// errNoH2 reports a TLS server that did not agree to HTTP/2.
+var errNoH2 = errors.New("the API server does not speak HTTP/2")
+
+// errConnLost is a call whose connection broke before its answer: it may or
+// may not have been processed, like any network error.
+var errConnLost = errors.New("connection to the API lost")
+
+// h2Call is one request: a POST of body with extra headers. done runs once,
+// with the status and the Retry-After the answer carried, or an error.
+type h2Call struct {
+	header []hpack.HeaderField
+	body   []byte
+	done   func(status int, retryAfter time.Duration, err error)
+
+	finished   atomic.Bool
+	timer      *time.Timer
+	conn       atomic.Pointer[h2Conn]
+	id         uint32 // stream id; guarded by conn.mu
+	status     int    // guarded by conn.mu
+	retryAfter time.Duration
+	sent       int // body bytes sent; guarded by conn.mu
+}
+
+// finish runs done once; later calls do nothing.
+func (c *h2Call) finish(status int, retryAfter time.Duration, err error) {
+	if !c.finished.CompareAndSwap(false, true) {
+		return
+	}
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.done(status, retryAfter, err)
+}
+
+func newH2Client(rawURL string, h2c bool, maxConns int, log *slog.Logger) (*h2Client, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	c := &h2Client{scheme: u.Scheme, authority: u.Host, path: u.RequestURI(), maxConns: max(maxConns, 1),
+		dialTimeout: 10 * time.Second, log: log}
+	port := u.Port()
+	switch {
+	case u.Scheme == "https":
+		c.tls = &tls.Config{ServerName: u.Hostname(), NextProtos: []string{"h2"}, MinVersion: tls.VersionTLS12}
+		if port == "" {
+			port = "443"
+		}
+	case u.Scheme == "http" && h2c:
+		if port == "" {
+			port = "80"
+		}
+	default:
+		return nil, fmt.Errorf("%s: HTTP/2 needs https, or http with h2c", rawURL)
+	}
+	c.addr = net.JoinHostPort(u.Hostname(), port)
+	return c, nil
+}
+
+// do starts call; call.done runs when it ends, after at most timeout.
+func (c *h2Client) do(call *h2Call, timeout time.Duration) {
+	call.timer = time.AfterFunc(timeout, func() { c.cancel(call, context.DeadlineExceeded) })
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		call.finish(0, 0, errors.New("API client closed"))
+		return
+	}
+	if c.noH2.Load() {
+		c.mu.Unlock()
+		call.finish(0, 0, errNoH2)
+		return
+	}
+	c.waiting = append(c.waiting, call)
+	c.scheduleLocked()
+	c.mu.Unlock()
+}
+
+// scheduleLocked gives waiting calls to connections with free streams and
+// dials more connections while calls wait and the bound allows.
+func (c *h2Client) scheduleLocked() {
+	if c.closed {
+		return
+	}
+	for len(c.waiting) > 0 {
+		call := c.waiting[0]
+		if call.finished.Load() { // timed out while waiting
+			c.waiting[0] = nil
+			c.waiting = c.waiting[1:]
+			continue
+		}
+		var conn *h2Conn
+		for _, cc := range c.conns {
+			if cc.reserve() {
+				conn = cc
+				break
+			}
+		}
+		if conn == nil {
+			break
+		}
+		c.waiting[0] = nil
+		c.waiting = c.waiting[1:]
+		conn.start(call)
+	}
+	if len(c.waiting) == 0 {
+		c.waiting = nil // let the backing array go
+		return
+	}
+	// Dial one connection per ~100 waiting calls, within the bound, a few
+	// at a time.
+	want := min(c.maxConns-len(c.conns), (len(c.waiting)+99)/100, maxDialing) - c.dialing
+	for range max(want, 0) {
+		c.dialing++
+		go c.dial()
+	}
+}
+
+func (c *h2Client) dial() {
+	conn, err := c.connect()
+	c.mu.Lock()
+	c.dialing--
+	if err != nil {
+		var fail []*h2Call
+		if errors.Is(err, errNoH2) {
+			c.noH2.Store(true)
+		}
+		if len(c.conns) == 0 && c.dialing == 0 {
+			// Nothing will serve the waiting calls: fail them (they are retried).
+			fail, c.waiting = c.waiting, nil
+		}
+		c.mu.Unlock()
+		c.log.Warn("webhook API: cannot connect", "addr", c.addr, "err", err)
+		for _, call := range fail {
+			call.finish(0, 0, err)
+		}
+		return
+	}
+	if c.closed {
+		c.mu.Unlock()
+		conn.close(errors.New("API client closed"))
+		return
+	}
+	c.conns = append(c.conns, conn)
+	c.scheduleLocked()
+	c.mu.Unlock()
+}
+
+// connect dials, negotiates and sends the connection preface.
+func (c *h2Client) connect() (*h2Conn, error) {
+	d := net.Dialer{Timeout: c.dialTimeout, KeepAlive: 30 * time.Second}
+	var nc net.Conn
+	var err error
+	if c.tls != nil {
+		td := tls.Dialer{NetDialer: &d, Config: c.tls}
+		nc, err = td.Dial("tcp", c.addr)
+		if err == nil && nc.(*tls.Conn).ConnectionState().NegotiatedProtocol != "h2" {
+			nc.Close()
+			return nil, errNoH2
+		}
+	} else {
+		nc, err = d.Dial("tcp", c.addr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	cc := &h2Conn{client: c, nc: nc, streams: map[uint32]*h2Call{}, nextID: 1,
+		maxStreams: 100, // until the server's SETTINGS say otherwise (RFC 9113 §6.5.2 suggests ≥ 100)
+		sendWindow: 65535, initialWindow: 65535, maxFrame: 16384, flush: make(chan struct{}, 1), stop: make(chan struct{})}
+	cc.bw = bufio.NewWriterSize(nc, 32<<10)
+	cc.fr = http2.NewFramer(cc.bw, bufio.NewReaderSize(nc, 32<<10))
+	cc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	cc.fr.MaxHeaderListSize = 64 << 10
+	cc.henc = hpack.NewEncoder(&cc.hbuf)
+	_ = nc.SetWriteDeadline(time.Now().Add(c.dialTimeout))
+	if _, err := cc.bw.WriteString(http2.ClientPreface); err == nil {
+		err = cc.fr.WriteSettings(
+			http2.Setting{ID: http2.SettingEnablePush, Val: 0},
+			http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20},
+			http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: 64 << 10},
+		)
+		if err == nil {
+			err = cc.fr.WriteWindowUpdate(0, 1<<30-65535)
+		}
+		if err == nil {
+			err = cc.bw.Flush()
+		}
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+	}
+	_ = nc.SetWriteDeadline(time.Time{})
+	go cc.readLoop()
+	go cc.flushLoop()
+	return cc, nil
+}
+
+// cancel ends call with err, resetting its stream if it has one.
+func (c *h2Client) cancel(call *h2Call, err error) {
+	if call.finished.Load() {
+		return
+	}
+	if conn := call.conn.Load(); conn != nil {
+		conn.reset(call)
+	}
+	call.finish(0, 0, err)
+	c.mu.Lock()
+	c.scheduleLocked()
+	c.mu.Unlock()
+}
+
+// abort ends every call waiting or in flight with err (a shutdown past its
+// deadline) and closes the connections.
+func (c *h2Client) abort(err error) {
+	c.mu.Lock()
+	c.closed = true
+	waiting, conns := c.waiting, c.conns
+	c.waiting, c.conns = nil, nil
+	c.mu.Unlock()
+	for _, call := range waiting {
+		call.finish(0, 0, err)
+	}
+	for _, cc := range conns {
+		cc.close(err)
+	}
+}
+
+// usable reports whether the client can carry calls (false after the
+// server refused HTTP/2).
+func (c *h2Client) usable() bool { return !c.noH2.Load() }
+
+func (c *h2Client) removeConn(cc *h2Conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, x := range c.conns {
+		if x == cc {
+			c.conns = append(c.conns[:i], c.conns[i+1:]...)
+			break
+		}
+	}
+	c.scheduleLocked()
+}
+
+// h2Conn is one connection. mu guards everything but the read half of the
+// framer, which only readLoop uses.
+type h2Conn struct {
+	client *h2Client
+	nc     net.Conn
+	bw     *bufio.Writer
+	fr     *http2.Framer
+	flush  chan struct{} // a write is buffered
+	stop   chan struct{} // closed with the connection
+
+	mu            sync.Mutex
+	henc          *hpack.Encoder
+	hbuf          bytes.Buffer
+	streams       map[uint32]*h2Call
+	reserved      int // streams promised by reserve, not yet started
+	nextID        uint32
+	maxStreams    uint32
+	sendWindow    int64 // connection-level flow-control window for our DATA
+	initialWindow int64 // the server's per-stream window
+	windows       map[uint32]int64
+	pending       []*h2Call // streams with body bytes waiting for window
+	maxFrame      uint32
+	recvUnacked   uint32 // response bytes read since the last connection WINDOW_UPDATE
+	goingAway     bool
+	closed        bool
+}
+
+// reserve takes a stream slot if the connection can open another stream.
+func (cc *h2Conn) reserve() bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.closed || cc.goingAway || uint32(len(cc.streams)+cc.reserved) >= cc.maxStreams || cc.nextID > 1<<31-2 {
+		return false
+	}
+	cc.reserved++
+	return true
+}
+
+// start opens a stream for call on a reserved slot and writes its request.
+// It runs under the client's lock, so it never runs a callback itself.
+func (cc *h2Conn) start(call *h2Call) {
+	cc.mu.Lock()
+	cc.reserved--
+	if cc.closed {
+		cc.mu.Unlock()
+		go call.finish(0, 0, errConnLost)
+		return
+	}
+	id := cc.nextID
+	cc.nextID += 2
+	if cc.nextID > 1<<31-2 {
+		cc.goingAway = true // stream ids used up: new calls go to another connection
+	}
+	call.id = id
+	cc.streams[id] = call
+	call.conn.Store(cc)
+	cc.hbuf.Reset()
+	enc := func(name, value string) { _ = cc.henc.WriteField(hpack.HeaderField{Name: name, Value: value}) }
+	enc(":method", "POST")
+	enc(":scheme", cc.client.scheme)
+	enc(":authority", cc.client.authority)
+	enc(":path", cc.client.path)
+	for _, f := range call.header {
+		_ = cc.henc.WriteField(f)
+	}
+	enc("content-length", strconv.Itoa(len(call.body)))
+	err := cc.writeHeaders(id, cc.hbuf.Bytes(), len(call.body) == 0)
+	if err == nil && len(call.body) > 0 {
+		if cc.windows == nil {
+			cc.windows = map[uint32]int64{}
+		}
+		cc.windows[id] = cc.initialWindow
+		cc.pending = append(cc.pending, call)
+		err = cc.pump()
+	}
+	if call.finished.Load() { // timed out on the way here
+		delete(cc.streams, id)
+		delete(cc.windows, id)
+		_ = cc.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+	}
+	cc.mu.Unlock()
+	if err != nil {
+		go cc.close(err)
+		return
+	}
+	cc.kick()
+}
+
+// writeHeaders writes a header block, split into CONTINUATION frames when
+// longer than a frame.
+func (cc *h2Conn) writeHeaders(id uint32, block []byte, endStream bool) error {
+	first := true
+	for len(block) > 0 || first {
+		n := min(len(block), int(cc.maxFrame))
+		chunk := block[:n]
+		block = block[n:]
+		var err error
+		if first {
+			err = cc.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: chunk,
+				EndStream: endStream, EndHeaders: len(block) == 0})
+			first = false
+		} else {
+			err = cc.fr.WriteContinuation(id, len(block) == 0, chunk)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pump sends the body bytes the flow-control windows allow.
+func (cc *h2Conn) pump() error {
+	rest := cc.pending[:0]
+	for _, call := range cc.pending {
+		if call.finished.Load() {
+			continue
+		}
+		for call.sent < len(call.body) && cc.sendWindow > 0 && cc.windows[call.id] > 0 {
+			n := min(int64(len(call.body)-call.sent), cc.sendWindow, cc.windows[call.id], int64(cc.maxFrame))
+			end := call.sent+int(n) == len(call.body)
+			if err := cc.fr.WriteData(call.id, end, call.body[call.sent:call.sent+int(n)]); err != nil {
+				return err
+			}
+			call.sent += int(n)
+			cc.sendWindow -= n
+			cc.windows[call.id] -= n
+		}
+		if call.sent < len(call.body) {
+			rest = append(rest, call)
+		} else {
+			delete(cc.windows, call.id)
+		}
+	}
+	for i := len(rest); i < len(cc.pending); i++ {
+		cc.pending[i] = nil
+	}
+	cc.pending = rest
+	return nil
+}
+
+// kick asks the flusher to write what is buffered; bursts of calls share
+// one write.
+func (cc *h2Conn) kick() {
+	select {
+	case cc.flush <- struct{}{}:
+	default:
+	}
+}
+
+func (cc *h2Conn) flushLoop() {
+	for {
+		select {
+		case <-cc.stop:
+			return
+		case <-cc.flush:
+		}
+		cc.mu.Lock()
+		if cc.closed {
+			cc.mu.Unlock()
+			return
+		}
+		_ = cc.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		err := cc.bw.Flush()
+		cc.mu.Unlock()
+		if err != nil {
+			cc.close(err)
+			return
+		}
+	}
+}
+
+// reset drops call's stream (it timed out) and tells the server.
+func (cc *h2Conn) reset(call *h2Call) {
+	cc.mu.Lock()
+	if cc.streams[call.id] == call {
+		delete(cc.streams, call.id)
+		delete(cc.windows, call.id)
+		_ = cc.fr.WriteRSTStream(call.id, http2.ErrCodeCancel)
+	}
+	cc.mu.Unlock()
+	cc.kick()
+}
+
+// readLoop reads frames until the connection fails, completing calls.
+func (cc *h2Conn) readLoop() {
+	for {
+		f, err := cc.fr.ReadFrame()
+		if err != nil {
+			cc.close(err)
+			return
+		}
+		var done []ending
+		cc.mu.Lock()
+		err = cc.handle(f, &done)
+		writes := cc.bw.Buffered() > 0
+		cc.mu.Unlock()
+		for _, e := range done {
+			if e.err != nil {
+				e.call.finish(0, 0, e.err)
+			} else {
+				e.call.finish(e.call.status, e.call.retryAfter, nil)
+			}
+		}
+		if len(done) > 0 {
+			cc.client.mu.Lock()
+			cc.client.scheduleLocked()
+			cc.client.mu.Unlock()
+		}
+		if writes {
+			cc.kick()
+		}
+		if err != nil {
+			cc.close(err)
+			return
+		}
+		if cc.drained() {
+			cc.close(errors.New("server closed the connection (GOAWAY)"))
+			return
+		}
+	}
+}
+
+// drained reports a connection going away with no stream left.
+func (cc *h2Conn) drained() bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.goingAway && len(cc.streams) == 0 && cc.reserved == 0
+}
+
+// ending is a call that a frame completed, with an error if it failed.
+type ending struct {
+	call *h2Call
+	err  error
+}
+
+// handle applies one frame; it appends the calls it ends to done, whose
+// callbacks run after the lock is released.
+func (cc *h2Conn) handle(f http2.Frame, done *[]ending) error {
+	switch f := f.(type) {
+	case *http2.MetaHeadersFrame:
+		call := cc.streams[f.StreamID]
+		if call == nil {
+			return nil // a stream we reset
+		}
+		if call.status == 0 {
+			status, err := strconv.Atoi(f.PseudoValue("status"))
+			if err != nil {
+				return fmt.Errorf("malformed :status %q", f.PseudoValue("status"))
+			}
+			if status < 200 {
+				return nil // informational
+			}
+			call.status = status
+			for _, hf := range f.RegularFields() {
+				if hf.Name == "retry-after" {
+					if s, err := strconv.Atoi(hf.Value); err == nil && s > 0 {
+						call.retryAfter = time.Duration(s) * time.Second
+					}
+				}
+			}
+		}
+		if f.StreamEnded() {
+			cc.endStream(call, done)
+		}
+	case *http2.DataFrame:
+		n := uint32(len(f.Data()))
+		cc.recvUnacked += f.Length
+		if cc.recvUnacked >= 1<<19 {
+			if err := cc.fr.WriteWindowUpdate(0, cc.recvUnacked); err != nil {
+				return err
+			}
+			cc.recvUnacked = 0
+		}
+		call := cc.streams[f.StreamID]
+		if call == nil {
+			return nil
+		}
+		if f.StreamEnded() {
+			cc.endStream(call, done)
+		} else if n > 0 {
+			if err := cc.fr.WriteWindowUpdate(f.StreamID, f.Length); err != nil {
+				return err
+			}
+		}
+	case *http2.RSTStreamFrame:
+		if call := cc.streams[f.StreamID]; call != nil {
+			delete(cc.streams, f.StreamID)
+			delete(cc.windows, f.StreamID)
+			*done = append(*done, ending{call, fmt.Errorf("API reset the stream: %v", f.ErrCode)})
+		}
+	case *http2.SettingsFrame:
+		if f.IsAck() {
+			return nil
+		}
+		err := f.ForeachSetting(func(s http2.Setting) error {
+			switch s.ID {
+			case http2.SettingMaxConcurrentStreams:
+				cc.maxStreams = s.Val
+			case http2.SettingInitialWindowSize:
+				delta := int64(s.Val) - cc.initialWindow
+				cc.initialWindow = int64(s.Val)
+				for id := range cc.windows {
+					cc.windows[id] += delta
+				}
+			case http2.SettingMaxFrameSize:
+				cc.maxFrame = s.Val
+			case http2.SettingHeaderTableSize:
+				cc.henc.SetMaxDynamicTableSizeLimit(s.Val)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if err := cc.fr.WriteSettingsAck(); err != nil {
+			return err
+		}
+		return cc.pump()
+	case *http2.WindowUpdateFrame:
+		if f.StreamID == 0 {
+			cc.sendWindow += int64(f.Increment)
+		} else if _, ok := cc.windows[f.StreamID]; ok {
+			cc.windows[f.StreamID] += int64(f.Increment)
+		}
+		return cc.pump()
+	case *http2.PingFrame:
+		if !f.IsAck() {
+			return cc.fr.WritePing(true, f.Data)
+		}
+	case *http2.GoAwayFrame:
+		cc.goingAway = true
+		for id, call := range cc.streams {
+			if id > f.LastStreamID {
+				// Never processed (RFC 9113 §6.8): safe to send again.
+				delete(cc.streams, id)
+				delete(cc.windows, id)
+				*done = append(*done, ending{call, fmt.Errorf("API closed the connection before the request (GOAWAY %v)", f.ErrCode)})
+			}
+		}
+	}
+	return nil
+}
+
+func (cc *h2Conn) endStream(call *h2Call, done *[]ending) {
+	delete(cc.streams, call.id)
+	delete(cc.windows, call.id)
+	if call.status == 0 {
+		call.status = 502 // ended without a response head
+	}
+	*done = append(*done, ending{call: call})
+}
+
+// close fails every stream of the connection and drops it from the pool.
+func (cc *h2Conn) close(err error) {
+	cc.mu.Lock()
+	if cc.closed {
+		cc.mu.Unlock()
+		return
+	}
+	cc.closed = true
+	streams := cc.streams
+	cc.streams = map[uint32]*h2Call{}
+	cc.pending = nil
+	cc.mu.Unlock()
+	_ = cc.nc.Close()
+	close(cc.stop)
+	if errors.Is(err, io.EOF) {
+		err = errConnLost
+	}
+	for _, call := range streams {
+		call.finish(0, 0, fmt.Errorf("%w: %v", errConnLost, err))
+	}
+	cc.client.removeConn(cc)
+}
