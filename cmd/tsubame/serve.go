@@ -538,6 +538,7 @@ func (m *Main) openWebhook(backend tsubame.Store) (*webhook.Receiver, error) {
 		API: webhook.APIOptions{
 			URL: wc.API.URL, Token: wc.API.Token, Timeout: wc.API.Timeout, Retries: wc.API.Retries,
 			Backoff: wc.API.Backoff, MaxBackoff: wc.API.MaxBackoff, H2C: wc.API.H2C,
+			MaxConns: wc.API.MaxConns, H2Conns: wc.API.MaxConns,
 		},
 		Results:          results,
 		StoreConcurrency: wc.StoreConcurrency,

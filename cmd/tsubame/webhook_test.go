@@ -24,7 +24,7 @@ import (
 // the (fake) external API once per message although each call takes
 // 100–200 ms, records every result, and drains on SIGTERM.
 func TestBinaryWebhookEndToEnd(t *testing.T) {
-	api, err := fakeapi.Start(fakeapi.Options{MinDelay: 100 * time.Millisecond, MaxDelay: 200 * time.Millisecond, Token: "access-token"})
+	api, err := fakeapi.Start(fakeapi.Options{MinDelay: 100 * time.Millisecond, MaxDelay: 200 * time.Millisecond, Token: "access-token", RecordTexts: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -236,6 +236,7 @@ type WebhookAPI struct {
 	Backoff    time.Duration `koanf:"backoff"`
 	MaxBackoff time.Duration `koanf:"max_backoff"`
 	H2C        bool          `koanf:"h2c"`
+	MaxConns   int           `koanf:"max_conns"`
 }
 
 // DeadLetterPath is webhook.dead_letter, or webhook-deadletter.jsonl in the data directory.
@@ -577,8 +578,11 @@ func (c *Config) Validate() []error {
 	if wh.MaxBodyBytes < 1<<10 || wh.MaxBodyBytes > 64<<20 {
 		add("webhook.max_body_bytes: must be between 1KiB and 64MiB (got %v)", wh.MaxBodyBytes)
 	}
-	if wh.QueueSize <= 0 || wh.MaxInFlight <= 0 || wh.DedupeMax <= 0 || wh.StoreConcurrency <= 0 {
-		add("webhook.queue_size, max_in_flight, dedupe_max and store_concurrency: must be positive")
+	if wh.QueueSize <= 0 || wh.DedupeMax <= 0 || wh.StoreConcurrency <= 0 {
+		add("webhook.queue_size, dedupe_max and store_concurrency: must be positive")
+	}
+	if wh.MaxInFlight < 0 || wh.API.MaxConns < 0 {
+		add("webhook.max_in_flight and webhook.api.max_conns: must not be negative (0: chosen by the API's protocol)")
 	}
 	positive("webhook.dedupe_window", wh.DedupeWindow)
 	positive("webhook.drain_timeout", wh.DrainTimeout)

@@ -39,7 +39,7 @@ import (
 // Options configure a Processor.
 type Options struct {
 	QueueSize    int           // messages waiting; default 100000
-	MaxInFlight  int           // messages processed at once; default 20000
+	MaxInFlight  int           // messages processed at once; default 200000 over HTTP/2, 20000 otherwise
 	DedupeWindow time.Duration // default 10m
 	DedupeMax    int           // default 1,000,000
 	// API is the external API; an empty URL skips the call.
@@ -59,6 +59,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = 20000
+		if o.Handle == nil && o.API.URL != "" && (o.API.H2C || strings.HasPrefix(o.API.URL, "https://")) {
+			o.MaxInFlight = 200000
+		}
 	}
 	if o.DedupeWindow <= 0 {
 		o.DedupeWindow = 10 * time.Minute
@@ -137,6 +140,16 @@ type Processor struct {
 
 	retryMu   sync.Mutex
 	retryWait map[*asyncMsg]*time.Timer // HTTP/2 messages waiting to be sent again
+	// finished carries HTTP/2 messages whose call ended to the workers that
+	// record or dead-letter them. It has room for every message in flight,
+	// so a completion callback never blocks.
+	finished chan finishedMsg
+	workers  sync.WaitGroup
+}
+
+type finishedMsg struct {
+	a   *asyncMsg
+	err error
 }
 
 // New starts a Processor.
@@ -175,6 +188,14 @@ func New(opt Options) (*Processor, error) {
 				return nil, err
 			}
 			p.retryWait = map[*asyncMsg]*time.Timer{}
+			p.finished = make(chan finishedMsg, opt.MaxInFlight)
+			for range min(opt.StoreConcurrency, opt.MaxInFlight) {
+				p.workers.Go(func() {
+					for f := range p.finished {
+						p.finishAsync(f.a, f.err)
+					}
+				})
+			}
 		}
 	}
 	p.runCtx, p.cancelRun = context.WithCancel(context.Background())
@@ -353,7 +374,7 @@ func (p *Processor) startAsync(m *Message) {
 
 func (p *Processor) sendAsync(a *asyncMsg) {
 	if p.runCtx.Err() != nil {
-		go p.finishAsync(a, errors.New("not processed before shutdown"))
+		p.finish(a, errors.New("not processed before shutdown"))
 		return
 	}
 	a.attempts++
@@ -370,7 +391,7 @@ func (p *Processor) onAsyncDone(a *asyncMsg, status int, retryAfter time.Duratio
 			// Counted and logged here; finishAsync dead-letters the message.
 			p.panics.Add(1)
 			p.opt.Logger.Error("webhook message processing panicked", "id", a.m.ID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			go p.finishAsync(a, fmt.Errorf("panic: %v", r))
+			p.finish(a, fmt.Errorf("panic: %v", r))
 		}
 	}()
 	if errors.Is(err, errNoH2) {
@@ -384,14 +405,14 @@ func (p *Processor) onAsyncDone(a *asyncMsg, status int, retryAfter time.Duratio
 		err = statusError(status)
 		if err == nil {
 			p.apiNanos.Add(uint64(time.Since(a.start)))
-			go p.finishAsync(a, nil)
+			p.finish(a, nil)
 			return
 		}
 	}
 	var perm *permanentError
 	if errors.As(err, &perm) || a.attempts > p.opt.API.Retries || p.runCtx.Err() != nil {
 		p.apiNanos.Add(uint64(time.Since(a.start)))
-		go p.finishAsync(a, err)
+		p.finish(a, err)
 		return
 	}
 	wait := retryAfter
@@ -404,7 +425,7 @@ func (p *Processor) onAsyncDone(a *asyncMsg, status int, retryAfter time.Duratio
 	p.retryMu.Lock()
 	defer p.retryMu.Unlock()
 	if p.runCtx.Err() != nil {
-		go p.finishAsync(a, err)
+		p.finish(a, err)
 		return
 	}
 	p.retryWait[a] = time.AfterFunc(wait, func() {
@@ -417,6 +438,9 @@ func (p *Processor) onAsyncDone(a *asyncMsg, status int, retryAfter time.Duratio
 		}
 	})
 }
+
+// finish hands a message whose call ended to the workers.
+func (p *Processor) finish(a *asyncMsg, err error) { p.finished <- finishedMsg{a, err} }
 
 // finishAsync records or dead-letters an HTTP/2 message and frees its slot.
 func (p *Processor) finishAsync(a *asyncMsg, err error) {
@@ -437,7 +461,7 @@ func (p *Processor) abortAsync() {
 	defer p.retryMu.Unlock()
 	for a, t := range p.retryWait {
 		if t.Stop() {
-			go p.finishAsync(a, errors.New("retry not made before shutdown"))
+			p.finish(a, errors.New("retry not made before shutdown"))
 		}
 		delete(p.retryWait, a)
 	}
@@ -503,6 +527,10 @@ func (p *Processor) Close(ctx context.Context) error {
 	<-p.dispatched // after a cancel, the rest is dispatched at once, to be dead-lettered
 	p.inflight.Wait()
 	p.cancelRun()
+	if p.finished != nil {
+		close(p.finished) // every message is done: the workers stop
+		p.workers.Wait()
+	}
 	if p.api != nil {
 		p.api.close()
 	}

@@ -66,7 +66,9 @@ func Open(path string, opt Options) (*Store, error) {
 	} else if _, err := os.Stat(path); err != nil {
 		return nil, tsubame.WrapError(tsubame.EUNAVAILABLE, err, "cannot open store %q", path)
 	}
-	db, err := bolt.Open(path, 0o640, &bolt.Options{Timeout: opt.LockTimeout, ReadOnly: opt.ReadOnly})
+	// The hashmap freelist keeps commits fast as the file grows (millions of
+	// webhook results); the array default sorts every free page per commit.
+	db, err := bolt.Open(path, 0o640, &bolt.Options{Timeout: opt.LockTimeout, ReadOnly: opt.ReadOnly, FreelistType: bolt.FreelistMapType})
 	if errors.Is(err, bolterr.ErrTimeout) {
 		return nil, tsubame.Errorf(tsubame.ECONFLICT,
 			"store %q is in use by another process (a running tsubame server?): stop it, or change placements through its admin API", path)

@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"golang.org/x/net/http2"
 )
 
@@ -28,6 +29,7 @@ type Options struct {
 	FailFirst          int           // answer 500 to the first FailFirst attempts of each retry key
 	Reject             bool          // answer 400 to everything (a permanent failure)
 	MaxStreams         uint32        // HTTP/2 streams per connection at once; default 100,000
+	RecordTexts        bool          // keep each retry key's text, for Texts
 }
 
 // Server is a running fake API.
@@ -47,8 +49,9 @@ type Server struct {
 	inflight atomic.Int64
 	peak     atomic.Int64
 	mu       sync.Mutex
-	attempts map[string]int // retry key -> attempts
-	texts    map[string]string
+	attempts map[[16]byte]uint32 // retry key (a UUID) -> attempts; no pointers for the GC to scan
+	texts    map[[16]byte]string // with RecordTexts
+	wheel    wheel               // HTTP/2 answers waiting out their delay
 }
 
 // Start listens on a random loopback port.
@@ -58,7 +61,8 @@ func Start(opt Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{URL: "http://" + ln.Addr().String() + "/v2/bot/message/reply", opt: opt, ln: ln,
-		attempts: map[string]int{}, texts: map[string]string{}, h1: newChanListener(ln.Addr()), conns: map[*h2Conn]bool{}}
+		attempts: map[[16]byte]uint32{}, texts: map[[16]byte]string{}, h1: newChanListener(ln.Addr()), conns: map[*h2Conn]bool{}}
+	s.wheel.start(s)
 	s.srv = &http.Server{Handler: http.HandlerFunc(s.handle), ReadHeaderTimeout: 10 * time.Second}
 	s.SetDelay(opt.MinDelay, opt.MaxDelay)
 	go func() { _ = s.srv.Serve(s.h1) }()
@@ -113,7 +117,8 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	time.Sleep(s.delay())
-	if !s.answer(r.Header.Get("X-Line-Retry-Key"), text) {
+	key, _ := uuid.Parse(r.Header.Get("X-Line-Retry-Key"))
+	if !s.answer(key, text) {
 		http.Error(w, internalError, http.StatusInternalServerError)
 		return
 	}
@@ -134,7 +139,8 @@ func (s *Server) begin(method, key, auth string, raw []byte) (string, bool) {
 	for p := s.peak.Load(); n > p && !s.peak.CompareAndSwap(p, n); p = s.peak.Load() {
 	}
 	var body replyBody
-	ok := method == http.MethodPost && key != "" && json.Unmarshal(raw, &body) == nil &&
+	_, keyErr := uuid.Parse(key) // LINE requires a UUID
+	ok := method == http.MethodPost && keyErr == nil && json.Unmarshal(raw, &body) == nil &&
 		len(body.Messages) == 1 && body.Messages[0].Type == "text" &&
 		(s.opt.Token == "" || auth == "Bearer "+s.opt.Token) && !s.opt.Reject
 	if !ok {
@@ -153,12 +159,14 @@ func (s *Server) delay() time.Duration {
 
 // answer records an attempt after the delay; false means answer 500
 // (FailFirst).
-func (s *Server) answer(key, text string) bool {
+func (s *Server) answer(key [16]byte, text string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.attempts[key]++
-	s.texts[key] = text
-	return s.attempts[key] > s.opt.FailFirst
+	if s.opt.RecordTexts {
+		s.texts[key] = text
+	}
+	return s.attempts[key] > uint32(s.opt.FailFirst)
 }
 
 // Calls is the number of requests received.
@@ -176,12 +184,13 @@ func (s *Server) Keys() (distinct, maxAttempts int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, n := range s.attempts {
-		maxAttempts = max(maxAttempts, n)
+		maxAttempts = max(maxAttempts, int(n))
 	}
 	return len(s.attempts), maxAttempts
 }
 
-// Texts returns how often each message text was received (by distinct retry key).
+// Texts returns how often each message text was received (by distinct
+// retry key); it needs Options.RecordTexts.
 func (s *Server) Texts() map[string]int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -195,6 +204,7 @@ func (s *Server) Texts() map[string]int {
 // Close stops the server and drops every connection.
 func (s *Server) Close() error {
 	err := s.ln.Close()
+	s.wheel.stop()
 	s.connMu.Lock()
 	conns := s.conns
 	s.conns = map[*h2Conn]bool{}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -149,20 +150,18 @@ func (c *h2Conn) serve(id uint32, r *h2Req) {
 		c.respond(id, 400, badBody)
 		return
 	}
-	time.AfterFunc(c.s.delay(), func() {
-		defer c.s.inflight.Add(-1)
-		if c.s.answer(r.key, text) {
-			c.respond(id, 200, "{}")
-		} else {
-			c.respond(id, 500, internalError)
-		}
-	})
+	key, _ := uuid.Parse(r.key) // checked by begin
+	c.s.wheel.add(time.Now().Add(c.s.delay()), pending{c: c, id: id, key: key, text: text})
 }
 
 func (c *h2Conn) respond(id uint32, status int, body string) {
 	c.mu.Lock()
 	defer c.kick()
 	defer c.mu.Unlock()
+	c.respondLocked(id, status, body)
+}
+
+func (c *h2Conn) respondLocked(id uint32, status int, body string) {
 	if c.closed || c.streams[id] == nil {
 		return // reset by the client, or the connection is gone
 	}
