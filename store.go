@@ -78,12 +78,22 @@ type LogStore interface {
 	ScanLog(ctx context.Context, fn func(line []byte) error) error
 }
 
+// Result is one message's stored outcome.
+type Result struct {
+	ID    string
+	Value []byte
+}
+
 // ResultStore keeps the outcome of each processed webhook message under the
 // message's id; writing the same id again replaces it, so a retried write is
 // harmless. Implementations must be safe for concurrent use and should
 // coalesce concurrent writes.
 type ResultStore interface {
 	PutResult(ctx context.Context, id string, result []byte) error
+	// PutResults writes a batch of results in one store operation (one
+	// transaction, one command): all of them, or with an error none is
+	// known to be written.
+	PutResults(ctx context.Context, results []Result) error
 	// GetResult returns the stored result, or an ENOTFOUND error.
 	GetResult(ctx context.Context, id string) ([]byte, error)
 	// CountResults returns how many results are stored.

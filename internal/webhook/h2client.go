@@ -34,6 +34,9 @@ import (
 type h2Client struct {
 	scheme, authority, path string
 	addr                    string
+	header                  []hpack.HeaderField // sent with every call
+	keyHeader               string              // the name of each call's key header
+	timeout                 time.Duration       // every call's bound, from do to its end
 	tls                     *tls.Config // nil: h2c with prior knowledge
 	maxConns                int
 	dialTimeout             time.Duration
@@ -45,7 +48,24 @@ type h2Client struct {
 	waiting []*h2Call // calls with no stream yet, oldest first
 	closed  bool
 	noH2    atomic.Bool // the server does not speak HTTP/2 (TLS without "h2")
+
+	// Calls in the order they started, which is the order of their
+	// deadlines since they share one timeout: a sweeper cancels the
+	// expired ones from the front, so a call needs no timer of its own.
+	tqMu  sync.Mutex
+	tq    []deadlined
+	tqHd  int
+	stopT chan struct{}
 }
+
+type deadlined struct {
+	call *h2Call
+	at   int64 // monotonic nanoseconds
+}
+
+// sweepEvery is how often expired calls are looked for: a call is cut
+// between timeout and timeout + sweepEvery after it started.
+const sweepEvery = 20 * time.Millisecond
 
 // maxDialing bounds the connections being dialed at once.
 const maxDialing = 4
@@ -57,15 +77,16 @@ var errNoH2 = errors.New("the API server does not speak HTTP/2")
 // may not have been processed, like any network error.
 var errConnLost = errors.New("connection to the API lost")
 
-// h2Call is one request: a POST of body with extra headers. done runs once,
-// with the status and the Retry-After the answer carried, or an error.
+// h2Call is one request: a POST of body, with the client's headers and
+// the call's key header. owner.h2Done runs once, with the status and the
+// Retry-After the answer carried, or an error. A caller embeds the h2Call
+// in its own record, so a call in flight is one allocation.
 type h2Call struct {
-	header []hpack.HeaderField
-	body   []byte
-	done   func(status int, retryAfter time.Duration, err error)
+	key   string // the value of the client's key header (X-Line-Retry-Key)
+	body  []byte
+	owner h2Owner
 
 	finished   atomic.Bool
-	timer      *time.Timer
 	conn       atomic.Pointer[h2Conn]
 	id         uint32 // stream id; guarded by conn.mu
 	status     int    // guarded by conn.mu
@@ -73,24 +94,30 @@ type h2Call struct {
 	sent       int // body bytes sent; guarded by conn.mu
 }
 
-// finish runs done once; later calls do nothing.
+// h2Owner learns how a call ended.
+type h2Owner interface {
+	h2Done(status int, retryAfter time.Duration, err error)
+}
+
+// finish tells the owner once; later calls do nothing.
 func (c *h2Call) finish(status int, retryAfter time.Duration, err error) {
 	if !c.finished.CompareAndSwap(false, true) {
 		return
 	}
-	if c.timer != nil {
-		c.timer.Stop()
-	}
-	c.done(status, retryAfter, err)
+	c.owner.h2Done(status, retryAfter, err)
 }
 
-func newH2Client(rawURL string, h2c bool, maxConns int, log *slog.Logger) (*h2Client, error) {
+// newH2Client makes a client for the origin of rawURL; every call carries
+// header and its key under keyHeader, and ends within timeout.
+func newH2Client(rawURL string, h2c bool, maxConns int, header []hpack.HeaderField, keyHeader string,
+	timeout time.Duration, log *slog.Logger) (*h2Client, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, err
 	}
 	c := &h2Client{scheme: u.Scheme, authority: u.Host, path: u.RequestURI(), maxConns: max(maxConns, 1),
-		dialTimeout: 10 * time.Second, log: log}
+		header: header, keyHeader: keyHeader, timeout: timeout, dialTimeout: 10 * time.Second, log: log,
+		stopT: make(chan struct{})}
 	port := u.Port()
 	switch {
 	case u.Scheme == "https":
@@ -106,12 +133,52 @@ func newH2Client(rawURL string, h2c bool, maxConns int, log *slog.Logger) (*h2Cl
 		return nil, fmt.Errorf("%s: HTTP/2 needs https, or http with h2c", rawURL)
 	}
 	c.addr = net.JoinHostPort(u.Hostname(), port)
+	go c.sweep()
 	return c, nil
 }
 
-// do starts call; call.done runs when it ends, after at most timeout.
-func (c *h2Client) do(call *h2Call, timeout time.Duration) {
-	call.timer = time.AfterFunc(timeout, func() { c.cancel(call, context.DeadlineExceeded) })
+// monotonic is a clock for deadlines.
+var epoch = time.Now()
+
+func monotonic() int64 { return int64(time.Since(epoch)) }
+
+// sweep cancels calls past their deadline until the client closes.
+func (c *h2Client) sweep() {
+	t := time.NewTicker(sweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stopT:
+			return
+		case <-t.C:
+		}
+		now := monotonic()
+		var expired []*h2Call
+		c.tqMu.Lock()
+		for c.tqHd < len(c.tq) && c.tq[c.tqHd].at <= now {
+			if call := c.tq[c.tqHd].call; !call.finished.Load() {
+				expired = append(expired, call)
+			}
+			c.tq[c.tqHd] = deadlined{}
+			c.tqHd++
+		}
+		if c.tqHd > len(c.tq)/2 { // reclaim the consumed front
+			n := copy(c.tq, c.tq[c.tqHd:])
+			clear(c.tq[n:])
+			c.tq, c.tqHd = c.tq[:n], 0
+		}
+		c.tqMu.Unlock()
+		for _, call := range expired {
+			c.cancel(call, context.DeadlineExceeded)
+		}
+	}
+}
+
+// do starts call; its owner hears when it ends, within the client's timeout.
+func (c *h2Client) do(call *h2Call) {
+	c.tqMu.Lock()
+	c.tq = append(c.tq, deadlined{call: call, at: monotonic() + int64(c.timeout)})
+	c.tqMu.Unlock()
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -266,6 +333,9 @@ func (c *h2Client) cancel(call *h2Call, err error) {
 // deadline) and closes the connections.
 func (c *h2Client) abort(err error) {
 	c.mu.Lock()
+	if !c.closed {
+		close(c.stopT)
+	}
 	c.closed = true
 	waiting, conns := c.waiting, c.conns
 	c.waiting, c.conns = nil, nil
@@ -356,9 +426,10 @@ func (cc *h2Conn) start(call *h2Call) {
 	enc(":scheme", cc.client.scheme)
 	enc(":authority", cc.client.authority)
 	enc(":path", cc.client.path)
-	for _, f := range call.header {
+	for _, f := range cc.client.header {
 		_ = cc.henc.WriteField(f)
 	}
+	enc(cc.client.keyHeader, call.key)
 	enc("content-length", strconv.Itoa(len(call.body)))
 	err := cc.writeHeaders(id, cc.hbuf.Bytes(), len(call.body) == 0)
 	if err == nil && len(call.body) > 0 {

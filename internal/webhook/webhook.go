@@ -46,7 +46,7 @@ type Options struct {
 	API APIOptions
 	// Results records each processed message; nil skips it.
 	Results          tsubame.ResultStore
-	StoreConcurrency int    // default 1024
+	StoreConcurrency int    // result batches written at once; default 2
 	DeadLetterPath   string // required
 	Logger           *slog.Logger
 	// Handle, if set, replaces the external API call (for embedding and tests).
@@ -70,7 +70,7 @@ func (o *Options) setDefaults() {
 		o.DedupeMax = 1000000
 	}
 	if o.StoreConcurrency <= 0 {
-		o.StoreConcurrency = 1024
+		o.StoreConcurrency = 2
 	}
 	if o.API.Timeout <= 0 {
 		o.API.Timeout = 5 * time.Second
@@ -122,7 +122,10 @@ type Processor struct {
 	dl      *deadLetters
 	queue   chan *Message
 	sem     chan struct{}
-	storeSm chan struct{}
+	// recordQ carries processed messages to the batchers that write their
+	// results; it has room for every message in flight, so it never blocks.
+	recordQ  chan recordJob
+	batchers sync.WaitGroup
 
 	mu      sync.RWMutex // guards closed against Enqueue's send
 	closed  bool
@@ -176,26 +179,35 @@ func New(opt Options) (*Processor, error) {
 		dl:         dl,
 		queue:      make(chan *Message, opt.QueueSize),
 		sem:        make(chan struct{}, opt.MaxInFlight),
-		storeSm:    make(chan struct{}, opt.StoreConcurrency),
 		dispatched: make(chan struct{}),
 		bootID:     strconv.FormatInt(time.Now().UnixNano(), 36),
 	}
 	if opt.API.URL != "" && opt.Handle == nil {
 		p.api = newAPIClient(opt.API)
 		if opt.API.H2C || strings.HasPrefix(opt.API.URL, "https://") {
-			if p.h2, err = newH2Client(opt.API.URL, opt.API.H2C, opt.API.H2Conns, opt.Logger); err != nil {
+			header := []hpack.HeaderField{{Name: "content-type", Value: "application/json"}}
+			if opt.API.Token != "" {
+				header = append(header, hpack.HeaderField{Name: "authorization", Value: "Bearer " + opt.API.Token, Sensitive: true})
+			}
+			if p.h2, err = newH2Client(opt.API.URL, opt.API.H2C, opt.API.H2Conns, header, "x-line-retry-key", opt.API.Timeout, opt.Logger); err != nil {
 				dl.close()
 				return nil, err
 			}
 			p.retryWait = map[*asyncMsg]*time.Timer{}
 			p.finished = make(chan finishedMsg, opt.MaxInFlight)
-			for range min(opt.StoreConcurrency, opt.MaxInFlight) {
+			for range failureWorkers {
 				p.workers.Go(func() {
 					for f := range p.finished {
 						p.finishAsync(f.a, f.err)
 					}
 				})
 			}
+		}
+	}
+	if opt.Results != nil {
+		p.recordQ = make(chan recordJob, opt.MaxInFlight)
+		for range opt.StoreConcurrency {
+			p.batchers.Go(p.batcher)
 		}
 	}
 	p.runCtx, p.cancelRun = context.WithCancel(context.Background())
@@ -213,10 +225,25 @@ func (p *Processor) EnqueueTexts(texts []string) error {
 	now := time.Now().UTC()
 	msgs := make([]*Message, len(texts))
 	for i, t := range texts {
-		msgs[i] = &Message{ID: p.bootID + "-" + strconv.FormatUint(p.seq.Add(1), 36), Source: SourceCallback,
+		msgs[i] = &Message{ID: p.messageID(), Source: SourceCallback,
 			Text: t, RetryKey: uuid.NewString(), Received: now}
 	}
 	return p.enqueue(msgs)
+}
+
+// messageID names a /callback message: the process's boot id and a
+// sequence number, fixed-width so that ids sort in the order they were made
+// (results then append to the store's index instead of landing all over it).
+func (p *Processor) messageID() string {
+	var b [64]byte
+	var num [16]byte
+	id := append(b[:0], p.bootID...)
+	id = append(id, '-')
+	seq := strconv.AppendUint(num[:0], p.seq.Add(1), 36)
+	for range 12 - len(seq) {
+		id = append(id, '0')
+	}
+	return string(append(id, seq...))
 }
 
 // EnqueueLINE queues the text events of one LINE webhook: all or none.
@@ -346,14 +373,20 @@ func (p *Processor) complete(m *Message, attempts int, err error) {
 	p.processed.Add(1)
 }
 
-// asyncMsg is a message on its way through the HTTP/2 client.
+// asyncMsg is a message on its way through the HTTP/2 client, with its
+// first call (one allocation for both; a retry makes a call of its own, as
+// the client may still hold the last one).
 type asyncMsg struct {
+	first    h2Call
+	p        *Processor
 	m        *Message
-	header   []hpack.HeaderField
-	body     []byte
 	attempts int
 	backoff  time.Duration
 	start    time.Time
+}
+
+func (a *asyncMsg) h2Done(status int, retryAfter time.Duration, err error) {
+	a.p.onAsyncDone(a, status, retryAfter, err)
 }
 
 // startAsync sends m through the event-driven client; its completion
@@ -365,11 +398,9 @@ func (p *Processor) startAsync(m *Message) {
 		go func() { defer p.release(); p.complete(m, 0, &permanentError{err}) }()
 		return
 	}
-	header := []hpack.HeaderField{{Name: "content-type", Value: "application/json"}, {Name: "x-line-retry-key", Value: m.RetryKey}}
-	if p.opt.API.Token != "" {
-		header = append(header, hpack.HeaderField{Name: "authorization", Value: "Bearer " + p.opt.API.Token, Sensitive: true})
-	}
-	p.sendAsync(&asyncMsg{m: m, header: header, body: body, backoff: p.opt.API.Backoff, start: time.Now()})
+	a := &asyncMsg{p: p, m: m, backoff: p.opt.API.Backoff, start: time.Now()}
+	a.first = h2Call{key: m.RetryKey, body: body, owner: a}
+	p.sendAsync(a)
 }
 
 func (p *Processor) sendAsync(a *asyncMsg) {
@@ -379,9 +410,11 @@ func (p *Processor) sendAsync(a *asyncMsg) {
 	}
 	a.attempts++
 	p.apiCalls.Add(1)
-	p.h2.do(&h2Call{header: a.header, body: a.body, done: func(status int, retryAfter time.Duration, err error) {
-		p.onAsyncDone(a, status, retryAfter, err)
-	}}, p.opt.API.Timeout)
+	call := &a.first
+	if a.attempts > 1 {
+		call = &h2Call{key: a.first.key, body: a.first.body, owner: a}
+	}
+	p.h2.do(call)
 }
 
 // onAsyncDone runs on the client's reader (or a timer): it must not block.
@@ -405,7 +438,7 @@ func (p *Processor) onAsyncDone(a *asyncMsg, status int, retryAfter time.Duratio
 		err = statusError(status)
 		if err == nil {
 			p.apiNanos.Add(uint64(time.Since(a.start)))
-			p.finish(a, nil)
+			p.recordAsync(a)
 			return
 		}
 	}
@@ -439,6 +472,24 @@ func (p *Processor) onAsyncDone(a *asyncMsg, status int, retryAfter time.Duratio
 	})
 }
 
+// recordAsync queues a successful HTTP/2 message's result; the batcher
+// that writes it ends the message.
+func (p *Processor) recordAsync(a *asyncMsg) {
+	if p.recordQ == nil {
+		p.processed.Add(1)
+		p.release()
+		return
+	}
+	p.recordQ <- recordJob{m: a.m, attempts: a.attempts, done: func(err error) {
+		defer p.release()
+		if err != nil {
+			p.deadLetter(a.m, err, a.attempts)
+			return
+		}
+		p.processed.Add(1)
+	}}
+}
+
 // finish hands a message whose call ended to the workers.
 func (p *Processor) finish(a *asyncMsg, err error) { p.finished <- finishedMsg{a, err} }
 
@@ -467,33 +518,110 @@ func (p *Processor) abortAsync() {
 	}
 }
 
-// record writes the message's result, at most StoreConcurrency at a time.
-func (p *Processor) record(ctx context.Context, m *Message, attempts int) error {
+// record writes the message's result through the batchers and waits for it.
+func (p *Processor) record(_ context.Context, m *Message, attempts int) error {
 	if p.opt.Results == nil {
 		return nil
 	}
-	select {
-	case p.storeSm <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+	done := make(chan error, 1)
+	p.recordQ <- recordJob{m: m, attempts: attempts, done: func(err error) { done <- err }}
+	return <-done
+}
+
+// recordJob is a result to write; done learns how the write went.
+type recordJob struct {
+	m        *Message
+	attempts int
+	done     func(err error)
+}
+
+// Result batches: at most maxBatch results per write; a batch smaller than
+// smallBatch waits up to batchWait for more, so that a trickle of results
+// still shares transactions.
+const (
+	maxBatch   = 4096
+	smallBatch = 256
+	batchWait  = 2 * time.Millisecond
+	// failureWorkers dead-letter HTTP/2 messages whose call failed.
+	failureWorkers = 16
+)
+
+// batcher writes results in batches: one transaction (or pipelined
+// command) for up to maxBatch messages.
+func (p *Processor) batcher() {
+	batch := make([]recordJob, 0, maxBatch)
+	results := make([]tsubame.Result, 0, maxBatch)
+	wait := time.NewTimer(time.Hour)
+	wait.Stop()
+	for job := range p.recordQ {
+		batch = append(batch[:0], job)
+		waited := false
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case j, ok := <-p.recordQ:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, j)
+				continue
+			default:
+			}
+			if waited || len(batch) >= smallBatch {
+				break
+			}
+			waited = true
+			wait.Reset(batchWait)
+			select {
+			case j, ok := <-p.recordQ:
+				wait.Stop()
+				if !ok {
+					break fill
+				}
+				batch = append(batch, j)
+			case <-wait.C:
+			}
+		}
+		now := time.Now().UTC()
+		results = results[:0]
+		for _, j := range batch {
+			results = append(results, tsubame.Result{ID: j.m.ID, Value: resultJSON(j.m, j.attempts, now)})
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := p.opt.Results.PutResults(ctx, results)
+		cancel()
+		if err != nil {
+			err = fmt.Errorf("cannot record the result: %w", err)
+		}
+		for _, j := range batch {
+			p.safely(j, err)
+		}
+		clear(batch)
 	}
-	defer func() { <-p.storeSm }()
-	v, err := json.Marshal(struct {
-		Status    string    `json:"status"`
-		Source    Source    `json:"source"`
-		Attempts  int       `json:"attempts"`
-		Received  time.Time `json:"received"`
-		Processed time.Time `json:"processed"`
-	}{"ok", m.Source, attempts, m.Received, time.Now().UTC()})
-	if err != nil {
-		return err
-	}
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := p.opt.Results.PutResult(wctx, m.ID, v); err != nil {
-		return fmt.Errorf("cannot record the result: %w", err)
-	}
-	return nil
+}
+
+// safely runs a job's completion, containing a panic to that message.
+func (p *Processor) safely(j recordJob, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.panicked(j.m, r, j.attempts)
+		}
+	}()
+	j.done(err)
+}
+
+// resultJSON is the stored outcome of a processed message.
+func resultJSON(m *Message, attempts int, processed time.Time) []byte {
+	b := make([]byte, 0, 128)
+	b = append(b, `{"status":"ok","source":`...)
+	b = strconv.AppendQuote(b, string(m.Source))
+	b = append(b, `,"attempts":`...)
+	b = strconv.AppendInt(b, int64(attempts), 10)
+	b = append(b, `,"received":"`...)
+	b = m.Received.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","processed":"`...)
+	b = processed.AppendFormat(b, time.RFC3339Nano)
+	return append(b, `"}`...)
 }
 
 func (p *Processor) deadLetter(m *Message, cause error, attempts int) {
@@ -530,6 +658,10 @@ func (p *Processor) Close(ctx context.Context) error {
 	if p.finished != nil {
 		close(p.finished) // every message is done: the workers stop
 		p.workers.Wait()
+	}
+	if p.recordQ != nil {
+		close(p.recordQ)
+		p.batchers.Wait()
 	}
 	if p.api != nil {
 		p.api.close()

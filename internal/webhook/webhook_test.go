@@ -549,3 +549,16 @@ func FuzzParseCallback(f *testing.F) {
 		}
 	})
 }
+
+// /callback message ids sort in the order they were made.
+func TestMessageIDsSortInOrder(t *testing.T) {
+	p, _ := newProcessor(t, Options{})
+	prev := p.messageID()
+	for range 5000 {
+		id := p.messageID()
+		if id <= prev || len(id) != len(prev) {
+			t.Fatalf("%q after %q", id, prev)
+		}
+		prev = id
+	}
+}

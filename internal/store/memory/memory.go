@@ -160,6 +160,19 @@ func (s *Store) PutResult(_ context.Context, id string, result []byte) error {
 	return nil
 }
 
+// PutResults writes the batch at once.
+func (s *Store) PutResults(_ context.Context, results []tsubame.Result) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errClosed
+	}
+	for _, r := range results {
+		s.results[r.ID] = slices.Clone(r.Value)
+	}
+	return nil
+}
+
 // GetResult returns a copy of the result stored under id.
 func (s *Store) GetResult(_ context.Context, id string) ([]byte, error) {
 	s.mu.RLock()

@@ -362,6 +362,26 @@ func (s *Store) PutResult(ctx context.Context, id string, result []byte) error {
 	return unavailable(s.c.Do(ctx, s.c.B().Hset().Key(s.kRes).FieldValue().FieldValue(id, rueidis.BinaryString(result)).Build()).Error())
 }
 
+// PutResults writes the batch with one HSET per 1,000 results, pipelined.
+func (s *Store) PutResults(ctx context.Context, results []tsubame.Result) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	var cmds rueidis.Commands
+	for len(results) > 0 {
+		n := min(len(results), 1000)
+		fv := s.c.B().Hset().Key(s.kRes).FieldValue()
+		for _, r := range results[:n] {
+			fv = fv.FieldValue(r.ID, rueidis.BinaryString(r.Value))
+		}
+		cmds = append(cmds, fv.Build())
+		results = results[n:]
+	}
+	return unavailable(firstError(s.c.DoMulti(ctx, cmds...)))
+}
+
 // GetResult reads the result stored under id.
 func (s *Store) GetResult(ctx context.Context, id string) ([]byte, error) {
 	if err := s.check(); err != nil {

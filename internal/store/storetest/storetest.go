@@ -361,5 +361,24 @@ func RunResults(t *testing.T, newStore func(t *testing.T) tsubame.ResultStore) {
 		if n, err := s.CountResults(ctx(t)); err != nil || n != 200 {
 			t.Fatalf("CountResults = %d, %v; want 200", n, err)
 		}
+		// A batch, larger than one Redis command, replacing one result.
+		batch := make([]tsubame.Result, 2500)
+		for i := range batch {
+			batch[i] = tsubame.Result{ID: fmt.Sprintf("b%d", i), Value: fmt.Appendf(nil, `{"n":%d}`, i)}
+		}
+		batch[0].ID = "m0-0"
+		if err := s.PutResults(ctx(t), batch); err != nil {
+			t.Fatal(err)
+		}
+		batch[1].Value[0] = 'X' // the store kept its own copy
+		if got, err := s.GetResult(ctx(t), "b1"); err != nil || string(got) != `{"n":1}` {
+			t.Fatalf("batched result = %s, %v", got, err)
+		}
+		if got, _ := s.GetResult(ctx(t), "m0-0"); string(got) != `{"n":0}` {
+			t.Fatalf("replaced by a batch = %s", got)
+		}
+		if n, err := s.CountResults(ctx(t)); err != nil || n != 2699 {
+			t.Fatalf("CountResults after the batch = %d, %v; want 2699", n, err)
+		}
 	})
 }
