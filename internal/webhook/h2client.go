@@ -37,7 +37,7 @@ type h2Client struct {
 	header                  []hpack.HeaderField // sent with every call
 	keyHeader               string              // the name of each call's key header
 	timeout                 time.Duration       // every call's bound, from do to its end
-	tls                     *tls.Config // nil: h2c with prior knowledge
+	tls                     *tls.Config         // nil: h2c with prior knowledge
 	maxConns                int
 	dialTimeout             time.Duration
 	log                     *slog.Logger

@@ -115,13 +115,13 @@ type Stats struct {
 
 // Processor queues and processes messages. Create it with New; Close drains it.
 type Processor struct {
-	opt     Options
-	api     *apiClient // net/http: HTTP/1.1, and the fallback when a TLS API refuses HTTP/2
-	h2      *h2Client  // event-driven HTTP/2, when the API speaks it
-	dedupe  *otter.Cache[string, struct{}]
-	dl      *deadLetters
-	queue   chan *Message
-	sem     chan struct{}
+	opt    Options
+	api    *apiClient // net/http: HTTP/1.1, and the fallback when a TLS API refuses HTTP/2
+	h2     *h2Client  // event-driven HTTP/2, when the API speaks it
+	dedupe *otter.Cache[string, struct{}]
+	dl     *deadLetters
+	queue  chan *Message
+	sem    chan struct{}
 	// recordQ carries processed messages to the batchers that write their
 	// results; it has room for every message in flight, so it never blocks.
 	recordQ  chan recordJob
