@@ -174,13 +174,14 @@ type WebhookCollector struct {
 func NewWebhookCollector(stats func() webhook.Stats) *WebhookCollector {
 	c := &WebhookCollector{stats: stats, d: map[string]*prometheus.Desc{}}
 	for name, help := range map[string]string{
-		"messages_total":    "Webhook messages by outcome: accepted (queued), rejected (queue full, 503), duplicate (LINE redelivery), processed, failed (dead-lettered).",
-		"panics_total":      "Messages whose processing panicked (isolated and dead-lettered).",
-		"api_calls_total":   "Calls made to the external API, retries included.",
-		"api_retries_total": "Calls to the external API repeated after a failure.",
-		"api_seconds_total": "Time spent in external API calls, retries and backoff included.",
-		"queue_length":      "Messages waiting to be processed.",
-		"in_flight":         "Messages being processed.",
+		"messages_total":         "Webhook messages by outcome: accepted (queued), rejected (queue full, 503), duplicate (LINE redelivery), processed, failed (dead-lettered).",
+		"panics_total":           "Messages whose processing panicked (isolated and dead-lettered).",
+		"api_calls_total":        "Calls made to the external API, retries included.",
+		"api_retries_total":      "Calls to the external API repeated after a failure.",
+		"api_seconds_total":      "Time spent in external API calls, retries and backoff included.",
+		"queue_length":           "Messages waiting to be processed.",
+		"requests_refused_total": "Webhook requests refused unread (503) because the queue was full; their messages are not counted.",
+		"in_flight":              "Messages being processed.",
 	} {
 		labels := []string(nil)
 		if name == "messages_total" {
@@ -210,6 +211,7 @@ func (c *WebhookCollector) Collect(ch chan<- prometheus.Metric) {
 	put("messages_total", prometheus.CounterValue, float64(s.Processed), "processed")
 	put("messages_total", prometheus.CounterValue, float64(s.Failed), "failed")
 	put("panics_total", prometheus.CounterValue, float64(s.Panics))
+	put("requests_refused_total", prometheus.CounterValue, float64(s.Refused))
 	put("api_calls_total", prometheus.CounterValue, float64(s.APICalls))
 	put("api_retries_total", prometheus.CounterValue, float64(s.Retries))
 	put("api_seconds_total", prometheus.CounterValue, s.APITime.Seconds())

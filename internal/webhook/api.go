@@ -112,7 +112,7 @@ func (c *apiClient) once(ctx context.Context, m *Message, body []byte) (time.Dur
 		return 0, &permanentError{err}
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Line-Retry-Key", m.RetryKey)
+	req.Header.Set("X-Line-Retry-Key", m.RetryKey.String())
 	if c.opt.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.opt.Token)
 	}

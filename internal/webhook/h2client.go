@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 )
@@ -82,8 +83,8 @@ var errConnLost = errors.New("connection to the API lost")
 // Retry-After the answer carried, or an error. A caller embeds the h2Call
 // in its own record, so a call in flight is one allocation.
 type h2Call struct {
-	key   string // the value of the client's key header (X-Line-Retry-Key)
-	body  []byte
+	key   uuid.UUID // the value of the client's key header (X-Line-Retry-Key)
+	body  []byte    // dropped once sent
 	owner h2Owner
 
 	finished   atomic.Bool
@@ -429,7 +430,7 @@ func (cc *h2Conn) start(call *h2Call) {
 	for _, f := range cc.client.header {
 		_ = cc.henc.WriteField(f)
 	}
-	enc(cc.client.keyHeader, call.key)
+	enc(cc.client.keyHeader, call.key.String())
 	enc("content-length", strconv.Itoa(len(call.body)))
 	err := cc.writeHeaders(id, cc.hbuf.Bytes(), len(call.body) == 0)
 	if err == nil && len(call.body) > 0 {
@@ -497,6 +498,7 @@ func (cc *h2Conn) pump() error {
 			rest = append(rest, call)
 		} else {
 			delete(cc.windows, call.id)
+			call.body = nil // sent: the wait for the answer holds no copy
 		}
 	}
 	for i := len(rest); i < len(cc.pending); i++ {

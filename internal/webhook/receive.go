@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/google/uuid"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -34,7 +35,7 @@ type Message struct {
 	Source     Source    `json:"source"`
 	Text       string    `json:"text"`
 	ReplyToken string    `json:"reply_token,omitempty"`
-	RetryKey   string    `json:"retry_key"` // UUID sent as X-Line-Retry-Key: the API can drop repeats
+	RetryKey   uuid.UUID `json:"retry_key"` // sent as X-Line-Retry-Key: the API can drop repeats
 	Received   time.Time `json:"received"`
 }
 

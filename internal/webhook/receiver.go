@@ -40,6 +40,9 @@ func (r *Receiver) Callback(body []byte) (int, []byte) {
 	if len(body) > r.maxBody {
 		return http.StatusRequestEntityTooLarge, errorBody("request body too large")
 	}
+	if r.p.Full() { // refused before parsing: a burst against a full queue costs little
+		return unavailable(ErrQueueFull)
+	}
 	texts, err := ParseCallback(body)
 	if err != nil {
 		return http.StatusBadRequest, errorBody(err.Error())
@@ -60,6 +63,9 @@ func (r *Receiver) LINE(body []byte, signature string) (int, []byte) {
 	}
 	if err := VerifyLINE(r.lineSecret, body, signature); err != nil {
 		return http.StatusUnauthorized, errorBody("invalid signature")
+	}
+	if r.p.Full() {
+		return unavailable(ErrQueueFull)
 	}
 	events, _, err := ParseLINE(body)
 	if err != nil {

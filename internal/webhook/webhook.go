@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,7 +40,7 @@ import (
 // Options configure a Processor.
 type Options struct {
 	QueueSize    int           // messages waiting; default 100000
-	MaxInFlight  int           // messages processed at once; default 200000 over HTTP/2, 20000 otherwise
+	MaxInFlight  int           // messages processed at once; default 400000 over HTTP/2, 20000 otherwise
 	DedupeWindow time.Duration // default 10m
 	DedupeMax    int           // default 1,000,000
 	// API is the external API; an empty URL skips the call.
@@ -60,7 +61,7 @@ func (o *Options) setDefaults() {
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = 20000
 		if o.Handle == nil && o.API.URL != "" && (o.API.H2C || strings.HasPrefix(o.API.URL, "https://")) {
-			o.MaxInFlight = 200000
+			o.MaxInFlight = 400000
 		}
 	}
 	if o.DedupeWindow <= 0 {
@@ -103,6 +104,7 @@ type Stats struct {
 	Accepted   uint64 // messages queued
 	Duplicates uint64 // LINE events dropped as already seen
 	Rejected   uint64 // messages refused because the queue was full
+	Refused    uint64 // requests refused unread because the queue was full
 	Processed  uint64 // messages done successfully
 	Retries    uint64 // API attempts repeated
 	Failed     uint64 // messages written to the dead-letter file
@@ -140,6 +142,7 @@ type Processor struct {
 	bootID     string
 
 	accepted, duplicates, rejected, processed, retries, failed, panics, apiCalls, apiNanos atomic.Uint64
+	refused                                                                                atomic.Uint64 // requests refused unread (queue full)
 
 	retryMu   sync.Mutex
 	retryWait map[*asyncMsg]*time.Timer // HTTP/2 messages waiting to be sent again
@@ -221,14 +224,23 @@ func New(opt Options) (*Processor, error) {
 }
 
 // EnqueueTexts queues the messages of one /callback request: all or none.
+// Room is reserved before any message is made: a refused request (the queue
+// full under a burst) costs no allocation.
 func (p *Processor) EnqueueTexts(texts []string) error {
 	now := time.Now().UTC()
-	msgs := make([]*Message, len(texts))
-	for i, t := range texts {
-		msgs[i] = &Message{ID: p.messageID(), Source: SourceCallback,
-			Text: t, RetryKey: uuid.NewString(), Received: now}
+	return p.enqueueN(len(texts), func(i int) *Message {
+		return &Message{ID: p.messageID(), Source: SourceCallback, Text: texts[i], RetryKey: uuid.New(), Received: now}
+	})
+}
+
+// Full reports whether the queue has no room at all, so that a receiver can
+// refuse a request before reading it.
+func (p *Processor) Full() bool {
+	if p.reserve.Load() >= int64(p.opt.QueueSize) {
+		p.refused.Add(1)
+		return true
 	}
-	return p.enqueue(msgs)
+	return false
 }
 
 // messageID names a /callback message: the process's boot id and a
@@ -264,7 +276,7 @@ func (p *Processor) EnqueueLINE(events []LINEEvent) (dups int, err error) {
 			continue
 		}
 		msgs = append(msgs, &Message{ID: e.EventID, Source: SourceLINE, Text: e.Text, ReplyToken: e.ReplyToken,
-			RetryKey: uuid.NewString(), Received: now})
+			RetryKey: uuid.New(), Received: now})
 	}
 	if err := p.enqueue(msgs); err != nil {
 		return 0, err
@@ -280,22 +292,27 @@ func (p *Processor) EnqueueLINE(events []LINEEvent) (dups int, err error) {
 }
 
 func (p *Processor) enqueue(msgs []*Message) error {
-	if len(msgs) == 0 {
+	return p.enqueueN(len(msgs), func(i int) *Message { return msgs[i] })
+}
+
+// enqueueN reserves room for n messages, all or none, then queues build(i)
+// for each.
+func (p *Processor) enqueueN(n int, build func(i int) *Message) error {
+	if n == 0 {
 		return nil
 	}
-	n := int64(len(msgs))
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if p.closed {
 		return ErrClosed
 	}
-	if p.reserve.Add(n) > int64(p.opt.QueueSize) {
-		p.reserve.Add(-n)
+	if p.reserve.Add(int64(n)) > int64(p.opt.QueueSize) {
+		p.reserve.Add(-int64(n))
 		p.rejected.Add(uint64(n))
 		return ErrQueueFull
 	}
-	for _, m := range msgs {
-		p.queue <- m // never blocks: room was reserved
+	for i := range n {
+		p.queue <- build(i) // never blocks: room was reserved
 	}
 	p.accepted.Add(uint64(n))
 	return nil
@@ -412,7 +429,9 @@ func (p *Processor) sendAsync(a *asyncMsg) {
 	p.apiCalls.Add(1)
 	call := &a.first
 	if a.attempts > 1 {
-		call = &h2Call{key: a.first.key, body: a.first.body, owner: a}
+		// The last call let its body go once sent: make it again.
+		body, _ := replyJSON(a.m) // it encoded the first time
+		call = &h2Call{key: a.m.RetryKey, body: body, owner: a}
 	}
 	p.h2.do(call)
 }
@@ -480,8 +499,17 @@ func (p *Processor) recordAsync(a *asyncMsg) {
 		p.release()
 		return
 	}
+	// The API call is over: its slot goes to the next message while this
+	// one waits for its batch (up to batchWindow), so recording does not
+	// eat into the calls max_in_flight allows. Messages waiting to be
+	// recorded are bounded by recordQ's room (max_in_flight too); when it
+	// is full, this send holds the connection's reader: backpressure.
+	<-p.sem
 	p.recordQ <- recordJob{m: a.m, attempts: a.attempts, done: func(err error) {
-		defer p.release()
+		defer func() {
+			p.nInFlight.Add(-1)
+			p.inflight.Done()
+		}()
 		if err != nil {
 			p.deadLetter(a.m, err, a.attempts)
 			return
@@ -535,13 +563,14 @@ type recordJob struct {
 	done     func(err error)
 }
 
-// Result batches: at most maxBatch results per write; a batch smaller than
-// smallBatch waits up to batchWait for more, so that a trickle of results
-// still shares transactions.
+// Result batches: a batch takes what arrives within batchWindow of its
+// first result, up to maxBatch. Large batches matter when answers come back
+// out of order (an API taking 2–3 s returns a second's worth of messages
+// shuffled): their ids spread over thousands of index pages, and only a
+// batch much larger than that spread writes each page for many results.
 const (
-	maxBatch   = 4096
-	smallBatch = 256
-	batchWait  = 2 * time.Millisecond
+	maxBatch    = 65536
+	batchWindow = 250 * time.Millisecond
 	// failureWorkers dead-letter HTTP/2 messages whose call failed.
 	failureWorkers = 16
 )
@@ -549,13 +578,13 @@ const (
 // batcher writes results in batches: one transaction (or pipelined
 // command) for up to maxBatch messages.
 func (p *Processor) batcher() {
-	batch := make([]recordJob, 0, maxBatch)
-	results := make([]tsubame.Result, 0, maxBatch)
-	wait := time.NewTimer(time.Hour)
-	wait.Stop()
+	var batch []recordJob
+	var results []tsubame.Result
+	window := time.NewTimer(time.Hour)
+	window.Stop()
 	for job := range p.recordQ {
 		batch = append(batch[:0], job)
-		waited := false
+		window.Reset(batchWindow)
 	fill:
 		for len(batch) < maxBatch {
 			select {
@@ -564,29 +593,18 @@ func (p *Processor) batcher() {
 					break fill
 				}
 				batch = append(batch, j)
-				continue
-			default:
-			}
-			if waited || len(batch) >= smallBatch {
-				break
-			}
-			waited = true
-			wait.Reset(batchWait)
-			select {
-			case j, ok := <-p.recordQ:
-				wait.Stop()
-				if !ok {
-					break fill
-				}
-				batch = append(batch, j)
-			case <-wait.C:
+			case <-window.C:
+				break fill
 			}
 		}
+		window.Stop()
 		now := time.Now().UTC()
 		results = results[:0]
 		for _, j := range batch {
 			results = append(results, tsubame.Result{ID: j.m.ID, Value: resultJSON(j.m, j.attempts, now)})
 		}
+		// In key order: the store walks its index once, left to right.
+		slices.SortFunc(results, func(a, b tsubame.Result) int { return strings.Compare(a.ID, b.ID) })
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := p.opt.Results.PutResults(ctx, results)
 		cancel()
@@ -596,7 +614,8 @@ func (p *Processor) batcher() {
 		for _, j := range batch {
 			p.safely(j, err)
 		}
-		clear(batch)
+		clear(batch) // let the messages and their encoded results go
+		clear(results)
 	}
 }
 
@@ -612,7 +631,7 @@ func (p *Processor) safely(j recordJob, err error) {
 
 // resultJSON is the stored outcome of a processed message.
 func resultJSON(m *Message, attempts int, processed time.Time) []byte {
-	b := make([]byte, 0, 128)
+	b := make([]byte, 0, 160)
 	b = append(b, `{"status":"ok","source":`...)
 	b = strconv.AppendQuote(b, string(m.Source))
 	b = append(b, `,"attempts":`...)
@@ -680,6 +699,7 @@ func (p *Processor) Stats() Stats {
 		Accepted:   p.accepted.Load(),
 		Duplicates: p.duplicates.Load(),
 		Rejected:   p.rejected.Load(),
+		Refused:    p.refused.Load(),
 		Processed:  p.processed.Load(),
 		Retries:    p.retries.Load(),
 		Failed:     p.failed.Load(),

@@ -507,9 +507,19 @@ func TestQueueFullAllOrNothing(t *testing.T) {
 	if st := p.Stats(); st.Accepted != 3 || st.Rejected != 4 || st.Queued != 2 {
 		t.Fatalf("stats %+v", st)
 	}
+	// Filled up: a request is refused before it is even read.
+	if status, _ := r.Callback([]byte(`{"messages":"4,5,6"}`)); status != 200 {
+		t.Fatal(status)
+	}
+	if status, _ := r.Callback([]byte(`not even json`)); status != http.StatusServiceUnavailable {
+		t.Fatalf("a request against a full queue: %d", status)
+	}
+	if st := p.Stats(); st.Refused != 1 || st.Accepted != 6 {
+		t.Fatalf("stats %+v", st)
+	}
 	close(release)
 	deadline := time.Now().Add(5 * time.Second)
-	for p.Stats().Processed != 3 {
+	for p.Stats().Processed != 6 {
 		if time.Now().After(deadline) {
 			t.Fatal("not drained")
 		}
@@ -521,7 +531,7 @@ func TestQueueFullAllOrNothing(t *testing.T) {
 	if err := p.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if st := p.Stats(); st.Processed != 7 || st.Duplicates != 0 {
+	if st := p.Stats(); st.Processed != 10 || st.Duplicates != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 }
