@@ -31,7 +31,7 @@ const (
 
 // Message is one message to process.
 type Message struct {
-	ID         string    `json:"id"` // webhookEventId for LINE; generated otherwise
+	ID         string    `json:"id"` // webhookEventId for LINE; otherwise given when the message is done
 	Source     Source    `json:"source"`
 	Text       string    `json:"text"`
 	ReplyToken string    `json:"reply_token,omitempty"`

@@ -40,7 +40,7 @@ import (
 // Options configure a Processor.
 type Options struct {
 	QueueSize    int           // messages waiting; default 100000
-	MaxInFlight  int           // messages processed at once; default 400000 over HTTP/2, 20000 otherwise
+	MaxInFlight  int           // messages processed at once; default 600000 over HTTP/2, 20000 otherwise
 	DedupeWindow time.Duration // default 10m
 	DedupeMax    int           // default 1,000,000
 	// API is the external API; an empty URL skips the call.
@@ -61,7 +61,7 @@ func (o *Options) setDefaults() {
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = 20000
 		if o.Handle == nil && o.API.URL != "" && (o.API.H2C || strings.HasPrefix(o.API.URL, "https://")) {
-			o.MaxInFlight = 400000
+			o.MaxInFlight = 600000
 		}
 	}
 	if o.DedupeWindow <= 0 {
@@ -229,7 +229,8 @@ func New(opt Options) (*Processor, error) {
 func (p *Processor) EnqueueTexts(texts []string) error {
 	now := time.Now().UTC()
 	return p.enqueueN(len(texts), func(i int) *Message {
-		return &Message{ID: p.messageID(), Source: SourceCallback, Text: texts[i], RetryKey: uuid.New(), Received: now}
+		// The id is given when the message is done (see ensureID).
+		return &Message{Source: SourceCallback, Text: texts[i], RetryKey: uuid.New(), Received: now}
 	})
 }
 
@@ -244,14 +245,27 @@ func (p *Processor) Full() bool {
 }
 
 // messageID names a /callback message: the process's boot id and a
-// sequence number, fixed-width so that ids sort in the order they were made
-// (results then append to the store's index instead of landing all over it).
-func (p *Processor) messageID() string {
+// sequence number, fixed-width so that ids sort in the order they were
+// given.
+func (p *Processor) messageID() string { return p.messageIDAt(p.seq.Add(1)) }
+
+// ensureID names a /callback message that has no id yet. Ids are given
+// when messages are done (recorded, dead-lettered, or handed to Handle),
+// not when they arrive: an API answers out of order, and results keyed in
+// the order they are written append to the store's index instead of
+// landing all over it (which cost four times as much per message).
+func (p *Processor) ensureID(m *Message) {
+	if m.ID == "" {
+		m.ID = p.messageID()
+	}
+}
+
+func (p *Processor) messageIDAt(n uint64) string {
 	var b [64]byte
 	var num [16]byte
 	id := append(b[:0], p.bootID...)
 	id = append(id, '-')
-	seq := strconv.AppendUint(num[:0], p.seq.Add(1), 36)
+	seq := strconv.AppendUint(num[:0], n, 36)
 	for range 12 - len(seq) {
 		id = append(id, '0')
 	}
@@ -343,6 +357,7 @@ func (p *Processor) release() {
 
 // panicked turns a panic r in m's processing into a dead letter.
 func (p *Processor) panicked(m *Message, r any, attempts int) {
+	p.ensureID(m)
 	p.panics.Add(1)
 	p.opt.Logger.Error("webhook message processing panicked", "id", m.ID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 	p.deadLetter(m, fmt.Errorf("panic: %v", r), attempts)
@@ -364,6 +379,7 @@ func (p *Processor) process(m *Message) {
 		err = errors.New("not processed before shutdown")
 	case p.opt.Handle != nil:
 		attempts = 1
+		p.ensureID(m)
 		err = p.opt.Handle(ctx, m)
 	case p.api != nil:
 		start := time.Now()
@@ -442,7 +458,7 @@ func (p *Processor) onAsyncDone(a *asyncMsg, status int, retryAfter time.Duratio
 		if r := recover(); r != nil {
 			// Counted and logged here; finishAsync dead-letters the message.
 			p.panics.Add(1)
-			p.opt.Logger.Error("webhook message processing panicked", "id", a.m.ID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			p.opt.Logger.Error("webhook message processing panicked", "retry_key", a.m.RetryKey, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
 			p.finish(a, fmt.Errorf("panic: %v", r))
 		}
 	}()
@@ -598,6 +614,19 @@ func (p *Processor) batcher() {
 			}
 		}
 		window.Stop()
+		unnamed := uint64(0)
+		for _, j := range batch {
+			if j.m.ID == "" {
+				unnamed++
+			}
+		}
+		next := p.seq.Add(unnamed) - unnamed // a block of ids: this batch's are consecutive
+		for _, j := range batch {
+			if j.m.ID == "" {
+				next++
+				j.m.ID = p.messageIDAt(next)
+			}
+		}
 		now := time.Now().UTC()
 		results = results[:0]
 		for _, j := range batch {
@@ -644,6 +673,7 @@ func resultJSON(m *Message, attempts int, processed time.Time) []byte {
 }
 
 func (p *Processor) deadLetter(m *Message, cause error, attempts int) {
+	p.ensureID(m)
 	p.failed.Add(1)
 	if err := p.dl.add(m, cause, attempts); err != nil {
 		// The file failed too: the process log is the last place the
