@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,8 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"tsubame/internal/webhook/internal/streams"
 )
 
 // h2Client is an event-driven HTTP/2 client for one origin: a call in flight
@@ -50,22 +53,15 @@ type h2Client struct {
 	closed  bool
 	noH2    atomic.Bool // the server does not speak HTTP/2 (TLS without "h2")
 
-	// Calls in the order they started, which is the order of their
-	// deadlines since they share one timeout: a sweeper cancels the
-	// expired ones from the front, so a call needs no timer of its own.
-	tqMu  sync.Mutex
-	tq    []deadlined
-	tqHd  int
+	// Every call has the same timeout from do, and waiting calls take
+	// streams in order, so deadlines grow along the waiting list and along
+	// each connection's stream ids: a sweeper cancels the expired calls
+	// from those fronts, and a call needs no timer of its own.
 	stopT chan struct{}
 }
 
-type deadlined struct {
-	call *h2Call
-	at   int64 // monotonic nanoseconds
-}
-
 // sweepEvery is how often expired calls are looked for: a call is cut
-// between timeout and timeout + sweepEvery after it started.
+// between timeout and timeout + sweepEvery after do.
 const sweepEvery = 20 * time.Millisecond
 
 // maxDialing bounds the connections being dialed at once.
@@ -83,16 +79,18 @@ var errConnLost = errors.New("connection to the API lost")
 // Retry-After the answer carried, or an error. A caller embeds the h2Call
 // in its own record, so a call in flight is one allocation.
 type h2Call struct {
-	key   uuid.UUID // the value of the client's key header (X-Line-Retry-Key)
-	body  []byte    // dropped once sent
-	owner h2Owner
-
+	// What an answer reads first, together: it arrives when the call has
+	// long left the CPU's caches.
+	owner      h2Owner
 	finished   atomic.Bool
-	conn       atomic.Pointer[h2Conn]
-	id         uint32 // stream id; guarded by conn.mu
-	status     int    // guarded by conn.mu
+	id         uint32 // stream id; id and the fields below are guarded by the connection's lock
+	status     int
 	retryAfter time.Duration
-	sent       int // body bytes sent; guarded by conn.mu
+	deadline   int64     // monotonic nanoseconds; set by do under the client's lock
+	window     int64     // the stream's flow-control window for the body
+	sent       int       // body bytes sent
+	key        uuid.UUID // the value of the client's key header (X-Line-Retry-Key)
+	body       []byte    // dropped once sent
 }
 
 // h2Owner learns how a call ended.
@@ -147,6 +145,7 @@ func monotonic() int64 { return int64(time.Since(epoch)) }
 func (c *h2Client) sweep() {
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
+	var expired []*h2Call
 	for {
 		select {
 		case <-c.stopT:
@@ -154,32 +153,32 @@ func (c *h2Client) sweep() {
 		case <-t.C:
 		}
 		now := monotonic()
-		var expired []*h2Call
-		c.tqMu.Lock()
-		for c.tqHd < len(c.tq) && c.tq[c.tqHd].at <= now {
-			if call := c.tq[c.tqHd].call; !call.finished.Load() {
-				expired = append(expired, call)
-			}
-			c.tq[c.tqHd] = deadlined{}
-			c.tqHd++
+		c.mu.Lock()
+		for len(c.waiting) > 0 && c.waiting[0].deadline <= now {
+			expired = append(expired, c.waiting[0])
+			c.waiting[0] = nil
+			c.waiting = c.waiting[1:]
 		}
-		if c.tqHd > len(c.tq)/2 { // reclaim the consumed front
-			n := copy(c.tq, c.tq[c.tqHd:])
-			clear(c.tq[n:])
-			c.tq, c.tqHd = c.tq[:n], 0
+		conns := slices.Clone(c.conns)
+		c.mu.Unlock()
+		for _, cc := range conns {
+			expired = cc.expire(now, expired)
 		}
-		c.tqMu.Unlock()
 		for _, call := range expired {
-			c.cancel(call, context.DeadlineExceeded)
+			call.finish(0, 0, context.DeadlineExceeded)
+		}
+		if len(expired) > 0 {
+			clear(expired)
+			expired = expired[:0]
+			c.mu.Lock()
+			c.scheduleLocked()
+			c.mu.Unlock()
 		}
 	}
 }
 
 // do starts call; its owner hears when it ends, within the client's timeout.
 func (c *h2Client) do(call *h2Call) {
-	c.tqMu.Lock()
-	c.tq = append(c.tq, deadlined{call: call, at: monotonic() + int64(c.timeout)})
-	c.tqMu.Unlock()
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -191,6 +190,7 @@ func (c *h2Client) do(call *h2Call) {
 		call.finish(0, 0, errNoH2)
 		return
 	}
+	call.deadline = monotonic() + int64(c.timeout)
 	c.waiting = append(c.waiting, call)
 	c.scheduleLocked()
 	c.mu.Unlock()
@@ -284,7 +284,7 @@ func (c *h2Client) connect() (*h2Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	cc := &h2Conn{client: c, nc: nc, streams: map[uint32]*h2Call{}, nextID: 1,
+	cc := &h2Conn{client: c, nc: nc, nextID: 1,
 		maxStreams: 100, // until the server's SETTINGS say otherwise (RFC 9113 §6.5.2 suggests ≥ 100)
 		sendWindow: 65535, initialWindow: 65535, maxFrame: 16384, flush: make(chan struct{}, 1), stop: make(chan struct{})}
 	cc.bw = bufio.NewWriterSize(nc, 32<<10)
@@ -314,20 +314,6 @@ func (c *h2Client) connect() (*h2Conn, error) {
 	go cc.readLoop()
 	go cc.flushLoop()
 	return cc, nil
-}
-
-// cancel ends call with err, resetting its stream if it has one.
-func (c *h2Client) cancel(call *h2Call, err error) {
-	if call.finished.Load() {
-		return
-	}
-	if conn := call.conn.Load(); conn != nil {
-		conn.reset(call)
-	}
-	call.finish(0, 0, err)
-	c.mu.Lock()
-	c.scheduleLocked()
-	c.mu.Unlock()
 }
 
 // abort ends every call waiting or in flight with err (a shutdown past its
@@ -378,13 +364,12 @@ type h2Conn struct {
 	mu            sync.Mutex
 	henc          *hpack.Encoder
 	hbuf          bytes.Buffer
-	streams       map[uint32]*h2Call
+	streams       streams.Table[h2Call]
 	reserved      int // streams promised by reserve, not yet started
 	nextID        uint32
 	maxStreams    uint32
-	sendWindow    int64 // connection-level flow-control window for our DATA
-	initialWindow int64 // the server's per-stream window
-	windows       map[uint32]int64
+	sendWindow    int64     // connection-level flow-control window for our DATA
+	initialWindow int64     // the server's per-stream window
 	pending       []*h2Call // streams with body bytes waiting for window
 	maxFrame      uint32
 	recvUnacked   uint32 // response bytes read since the last connection WINDOW_UPDATE
@@ -396,7 +381,7 @@ type h2Conn struct {
 func (cc *h2Conn) reserve() bool {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if cc.closed || cc.goingAway || uint32(len(cc.streams)+cc.reserved) >= cc.maxStreams || cc.nextID > 1<<31-2 {
+	if cc.closed || cc.goingAway || uint32(cc.streams.Len()+cc.reserved) >= cc.maxStreams || cc.nextID > 1<<31-2 {
 		return false
 	}
 	cc.reserved++
@@ -419,8 +404,7 @@ func (cc *h2Conn) start(call *h2Call) {
 		cc.goingAway = true // stream ids used up: new calls go to another connection
 	}
 	call.id = id
-	cc.streams[id] = call
-	call.conn.Store(cc)
+	cc.streams.Add(id, call) // ids only grow: it always takes them
 	cc.hbuf.Reset()
 	enc := func(name, value string) { _ = cc.henc.WriteField(hpack.HeaderField{Name: name, Value: value}) }
 	enc(":method", "POST")
@@ -430,20 +414,18 @@ func (cc *h2Conn) start(call *h2Call) {
 	for _, f := range cc.client.header {
 		_ = cc.henc.WriteField(f)
 	}
-	enc(cc.client.keyHeader, call.key.String())
+	// Each call's key is new: sent as a literal never put in HPACK's
+	// table, where it would only push out the fields that repeat.
+	_ = cc.henc.WriteField(hpack.HeaderField{Name: cc.client.keyHeader, Value: call.key.String(), Sensitive: true})
 	enc("content-length", strconv.Itoa(len(call.body)))
 	err := cc.writeHeaders(id, cc.hbuf.Bytes(), len(call.body) == 0)
 	if err == nil && len(call.body) > 0 {
-		if cc.windows == nil {
-			cc.windows = map[uint32]int64{}
-		}
-		cc.windows[id] = cc.initialWindow
+		call.window = cc.initialWindow
 		cc.pending = append(cc.pending, call)
 		err = cc.pump()
 	}
-	if call.finished.Load() { // timed out on the way here
-		delete(cc.streams, id)
-		delete(cc.windows, id)
+	if call.finished.Load() { // ended on the way here
+		cc.streams.Delete(id)
 		_ = cc.fr.WriteRSTStream(id, http2.ErrCodeCancel)
 	}
 	cc.mu.Unlock()
@@ -484,20 +466,19 @@ func (cc *h2Conn) pump() error {
 		if call.finished.Load() {
 			continue
 		}
-		for call.sent < len(call.body) && cc.sendWindow > 0 && cc.windows[call.id] > 0 {
-			n := min(int64(len(call.body)-call.sent), cc.sendWindow, cc.windows[call.id], int64(cc.maxFrame))
+		for call.sent < len(call.body) && cc.sendWindow > 0 && call.window > 0 {
+			n := min(int64(len(call.body)-call.sent), cc.sendWindow, call.window, int64(cc.maxFrame))
 			end := call.sent+int(n) == len(call.body)
 			if err := cc.fr.WriteData(call.id, end, call.body[call.sent:call.sent+int(n)]); err != nil {
 				return err
 			}
 			call.sent += int(n)
 			cc.sendWindow -= n
-			cc.windows[call.id] -= n
+			call.window -= n
 		}
 		if call.sent < len(call.body) {
 			rest = append(rest, call)
 		} else {
-			delete(cc.windows, call.id)
 			call.body = nil // sent: the wait for the answer holds no copy
 		}
 	}
@@ -539,27 +520,39 @@ func (cc *h2Conn) flushLoop() {
 	}
 }
 
-// reset drops call's stream (it timed out) and tells the server.
-func (cc *h2Conn) reset(call *h2Call) {
+// expire ends the streams whose deadline passed by now (the oldest ones:
+// deadlines grow with stream ids), tells the server, and appends their
+// calls to out for the caller to finish.
+func (cc *h2Conn) expire(now int64, out []*h2Call) []*h2Call {
+	n := len(out)
 	cc.mu.Lock()
-	if cc.streams[call.id] == call {
-		delete(cc.streams, call.id)
-		delete(cc.windows, call.id)
-		_ = cc.fr.WriteRSTStream(call.id, http2.ErrCodeCancel)
+	for {
+		id, call := cc.streams.Oldest()
+		if call == nil || call.deadline > now {
+			break
+		}
+		cc.streams.Delete(id)
+		_ = cc.fr.WriteRSTStream(id, http2.ErrCodeCancel)
+		out = append(out, call)
 	}
 	cc.mu.Unlock()
-	cc.kick()
+	if len(out) > n {
+		cc.kick()
+	}
+	return out
 }
 
 // readLoop reads frames until the connection fails, completing calls.
 func (cc *h2Conn) readLoop() {
+	var done []ending // reused: most frames end one call
 	for {
 		f, err := cc.fr.ReadFrame()
 		if err != nil {
 			cc.close(err)
 			return
 		}
-		var done []ending
+		clear(done)
+		done = done[:0]
 		cc.mu.Lock()
 		err = cc.handle(f, &done)
 		writes := cc.bw.Buffered() > 0
@@ -594,7 +587,7 @@ func (cc *h2Conn) readLoop() {
 func (cc *h2Conn) drained() bool {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	return cc.goingAway && len(cc.streams) == 0 && cc.reserved == 0
+	return cc.goingAway && cc.streams.Len() == 0 && cc.reserved == 0
 }
 
 // ending is a call that a frame completed, with an error if it failed.
@@ -608,7 +601,7 @@ type ending struct {
 func (cc *h2Conn) handle(f http2.Frame, done *[]ending) error {
 	switch f := f.(type) {
 	case *http2.MetaHeadersFrame:
-		call := cc.streams[f.StreamID]
+		call := cc.streams.Get(f.StreamID)
 		if call == nil {
 			return nil // a stream we reset
 		}
@@ -641,7 +634,7 @@ func (cc *h2Conn) handle(f http2.Frame, done *[]ending) error {
 			}
 			cc.recvUnacked = 0
 		}
-		call := cc.streams[f.StreamID]
+		call := cc.streams.Get(f.StreamID)
 		if call == nil {
 			return nil
 		}
@@ -653,9 +646,7 @@ func (cc *h2Conn) handle(f http2.Frame, done *[]ending) error {
 			}
 		}
 	case *http2.RSTStreamFrame:
-		if call := cc.streams[f.StreamID]; call != nil {
-			delete(cc.streams, f.StreamID)
-			delete(cc.windows, f.StreamID)
+		if call := cc.streams.Delete(f.StreamID); call != nil {
 			*done = append(*done, ending{call, fmt.Errorf("API reset the stream: %v", f.ErrCode)})
 		}
 	case *http2.SettingsFrame:
@@ -669,8 +660,8 @@ func (cc *h2Conn) handle(f http2.Frame, done *[]ending) error {
 			case http2.SettingInitialWindowSize:
 				delta := int64(s.Val) - cc.initialWindow
 				cc.initialWindow = int64(s.Val)
-				for id := range cc.windows {
-					cc.windows[id] += delta
+				for _, call := range cc.pending {
+					call.window += delta
 				}
 			case http2.SettingMaxFrameSize:
 				cc.maxFrame = s.Val
@@ -689,8 +680,8 @@ func (cc *h2Conn) handle(f http2.Frame, done *[]ending) error {
 	case *http2.WindowUpdateFrame:
 		if f.StreamID == 0 {
 			cc.sendWindow += int64(f.Increment)
-		} else if _, ok := cc.windows[f.StreamID]; ok {
-			cc.windows[f.StreamID] += int64(f.Increment)
+		} else if call := cc.streams.Get(f.StreamID); call != nil {
+			call.window += int64(f.Increment)
 		}
 		return cc.pump()
 	case *http2.PingFrame:
@@ -699,21 +690,23 @@ func (cc *h2Conn) handle(f http2.Frame, done *[]ending) error {
 		}
 	case *http2.GoAwayFrame:
 		cc.goingAway = true
-		for id, call := range cc.streams {
+		var unprocessed []uint32
+		for id := range cc.streams.All() {
 			if id > f.LastStreamID {
-				// Never processed (RFC 9113 §6.8): safe to send again.
-				delete(cc.streams, id)
-				delete(cc.windows, id)
-				*done = append(*done, ending{call, fmt.Errorf("API closed the connection before the request (GOAWAY %v)", f.ErrCode)})
+				unprocessed = append(unprocessed, id)
 			}
+		}
+		for _, id := range unprocessed {
+			// Never processed (RFC 9113 §6.8): safe to send again.
+			call := cc.streams.Delete(id)
+			*done = append(*done, ending{call, fmt.Errorf("API closed the connection before the request (GOAWAY %v)", f.ErrCode)})
 		}
 	}
 	return nil
 }
 
 func (cc *h2Conn) endStream(call *h2Call, done *[]ending) {
-	delete(cc.streams, call.id)
-	delete(cc.windows, call.id)
+	cc.streams.Delete(call.id)
 	if call.status == 0 {
 		call.status = 502 // ended without a response head
 	}
@@ -728,8 +721,11 @@ func (cc *h2Conn) close(err error) {
 		return
 	}
 	cc.closed = true
-	streams := cc.streams
-	cc.streams = map[uint32]*h2Call{}
+	var calls []*h2Call
+	for _, call := range cc.streams.All() {
+		calls = append(calls, call)
+	}
+	cc.streams.Reset()
 	cc.pending = nil
 	cc.mu.Unlock()
 	_ = cc.nc.Close()
@@ -737,7 +733,7 @@ func (cc *h2Conn) close(err error) {
 	if errors.Is(err, io.EOF) {
 		err = errConnLost
 	}
-	for _, call := range streams {
+	for _, call := range calls {
 		call.finish(0, 0, fmt.Errorf("%w: %v", errConnLost, err))
 	}
 	cc.client.removeConn(cc)

@@ -122,7 +122,7 @@ type Processor struct {
 	h2     *h2Client  // event-driven HTTP/2, when the API speaks it
 	dedupe *otter.Cache[string, struct{}]
 	dl     *deadLetters
-	queue  chan *Message
+	queue  chan *task
 	sem    chan struct{}
 	// recordQ carries processed messages to the batchers that write their
 	// results; it has room for every message in flight, so it never blocks.
@@ -145,7 +145,7 @@ type Processor struct {
 	refused                                                                                atomic.Uint64 // requests refused unread (queue full)
 
 	retryMu   sync.Mutex
-	retryWait map[*asyncMsg]*time.Timer // HTTP/2 messages waiting to be sent again
+	retryWait map[*task]*time.Timer // HTTP/2 messages waiting to be sent again
 	// finished carries HTTP/2 messages whose call ended to the workers that
 	// record or dead-letter them. It has room for every message in flight,
 	// so a completion callback never blocks.
@@ -154,7 +154,7 @@ type Processor struct {
 }
 
 type finishedMsg struct {
-	a   *asyncMsg
+	t   *task
 	err error
 }
 
@@ -180,7 +180,7 @@ func New(opt Options) (*Processor, error) {
 		opt:        opt,
 		dedupe:     dd,
 		dl:         dl,
-		queue:      make(chan *Message, opt.QueueSize),
+		queue:      make(chan *task, opt.QueueSize),
 		sem:        make(chan struct{}, opt.MaxInFlight),
 		dispatched: make(chan struct{}),
 		bootID:     strconv.FormatInt(time.Now().UnixNano(), 36),
@@ -196,12 +196,12 @@ func New(opt Options) (*Processor, error) {
 				dl.close()
 				return nil, err
 			}
-			p.retryWait = map[*asyncMsg]*time.Timer{}
+			p.retryWait = map[*task]*time.Timer{}
 			p.finished = make(chan finishedMsg, opt.MaxInFlight)
 			for range failureWorkers {
 				p.workers.Go(func() {
 					for f := range p.finished {
-						p.finishAsync(f.a, f.err)
+						p.finishAsync(f.t, f.err)
 					}
 				})
 			}
@@ -228,9 +228,9 @@ func New(opt Options) (*Processor, error) {
 // full under a burst) costs no allocation.
 func (p *Processor) EnqueueTexts(texts []string) error {
 	now := time.Now().UTC()
-	return p.enqueueN(len(texts), func(i int) *Message {
+	return p.enqueueN(len(texts), func(i int) *task {
 		// The id is given when the message is done (see ensureID).
-		return &Message{Source: SourceCallback, Text: texts[i], RetryKey: uuid.New(), Received: now}
+		return &task{msg: Message{Source: SourceCallback, Text: texts[i], RetryKey: uuid.New(), Received: now}}
 	})
 }
 
@@ -277,7 +277,7 @@ func (p *Processor) messageIDAt(n uint64) string {
 // (LINE redelivers); it returns how many were.
 func (p *Processor) EnqueueLINE(events []LINEEvent) (dups int, err error) {
 	now := time.Now().UTC()
-	msgs := make([]*Message, 0, len(events))
+	tasks := make([]*task, 0, len(events))
 	seen := make(map[string]bool, len(events))
 	for _, e := range events {
 		if seen[e.EventID] {
@@ -289,29 +289,25 @@ func (p *Processor) EnqueueLINE(events []LINEEvent) (dups int, err error) {
 			dups++
 			continue
 		}
-		msgs = append(msgs, &Message{ID: e.EventID, Source: SourceLINE, Text: e.Text, ReplyToken: e.ReplyToken,
-			RetryKey: uuid.New(), Received: now})
+		tasks = append(tasks, &task{msg: Message{ID: e.EventID, Source: SourceLINE, Text: e.Text, ReplyToken: e.ReplyToken,
+			RetryKey: uuid.New(), Received: now}})
 	}
-	if err := p.enqueue(msgs); err != nil {
+	if err := p.enqueueN(len(tasks), func(i int) *task { return tasks[i] }); err != nil {
 		return 0, err
 	}
 	// Marked only once queued: a refused request is redelivered and must
 	// not be taken for a duplicate. Two deliveries racing here both pass;
 	// the per-id result record keeps that harmless.
-	for _, m := range msgs {
-		p.dedupe.Set(m.ID, struct{}{})
+	for _, t := range tasks {
+		p.dedupe.Set(t.msg.ID, struct{}{})
 	}
 	p.duplicates.Add(uint64(dups))
 	return dups, nil
 }
 
-func (p *Processor) enqueue(msgs []*Message) error {
-	return p.enqueueN(len(msgs), func(i int) *Message { return msgs[i] })
-}
-
 // enqueueN reserves room for n messages, all or none, then queues build(i)
 // for each.
-func (p *Processor) enqueueN(n int, build func(i int) *Message) error {
+func (p *Processor) enqueueN(n int, build func(i int) *task) error {
 	if n == 0 {
 		return nil
 	}
@@ -335,15 +331,15 @@ func (p *Processor) enqueueN(n int, build func(i int) *Message) error {
 // dispatch starts one goroutine per message, at most MaxInFlight at once.
 func (p *Processor) dispatch() {
 	defer close(p.dispatched)
-	for m := range p.queue {
+	for t := range p.queue {
 		p.sem <- struct{}{}
 		p.reserve.Add(-1)
 		p.inflight.Add(1)
 		p.nInFlight.Add(1)
 		if p.h2 != nil && p.h2.usable() && p.runCtx.Err() == nil {
-			p.startAsync(m)
+			p.startAsync(t)
 		} else {
-			go p.process(m)
+			go p.process(t)
 		}
 	}
 }
@@ -363,8 +359,9 @@ func (p *Processor) panicked(m *Message, r any, attempts int) {
 	p.deadLetter(m, fmt.Errorf("panic: %v", r), attempts)
 }
 
-// process handles m on its own goroutine (Handle, and the API over net/http).
-func (p *Processor) process(m *Message) {
+// process handles t on its own goroutine (Handle, and the API over net/http).
+func (p *Processor) process(t *task) {
+	m := &t.msg
 	attempts := 0
 	defer p.release()
 	defer func() {
@@ -406,110 +403,111 @@ func (p *Processor) complete(m *Message, attempts int, err error) {
 	p.processed.Add(1)
 }
 
-// asyncMsg is a message on its way through the HTTP/2 client, with its
-// first call (one allocation for both; a retry makes a call of its own, as
-// the client may still hold the last one).
-type asyncMsg struct {
-	first    h2Call
+// task is a message and its processing, one allocation from the request
+// that brings it to its result. With a slow API each answer finds its task
+// long gone from the CPU's caches, so what the answer's path reads (the
+// call's state, then the counters) comes first, and the message last.
+type task struct {
+	call     h2Call // the HTTP/2 call; a retry makes a call of its own, as the client may still hold the last one
 	p        *Processor
-	m        *Message
-	attempts int
+	attempts int32
 	backoff  time.Duration
-	start    time.Time
+	start    int64 // monotonic nanoseconds of the first call
+	msg      Message
 }
 
-func (a *asyncMsg) h2Done(status int, retryAfter time.Duration, err error) {
-	a.p.onAsyncDone(a, status, retryAfter, err)
+func (t *task) h2Done(status int, retryAfter time.Duration, err error) {
+	t.p.onAsyncDone(t, status, retryAfter, err)
 }
 
-// startAsync sends m through the event-driven client; its completion
+// startAsync sends t through the event-driven client; its completion
 // callback carries it on (retry, record, dead letter) without a goroutine
 // waiting in between.
-func (p *Processor) startAsync(m *Message) {
-	body, err := replyJSON(m)
+func (p *Processor) startAsync(t *task) {
+	body, err := replyJSON(&t.msg)
 	if err != nil {
-		go func() { defer p.release(); p.complete(m, 0, &permanentError{err}) }()
+		go func() { defer p.release(); p.complete(&t.msg, 0, &permanentError{err}) }()
 		return
 	}
-	a := &asyncMsg{p: p, m: m, backoff: p.opt.API.Backoff, start: time.Now()}
-	a.first = h2Call{key: m.RetryKey, body: body, owner: a}
-	p.sendAsync(a)
+	t.p, t.backoff, t.start = p, p.opt.API.Backoff, monotonic()
+	t.call = h2Call{key: t.msg.RetryKey, body: body, owner: t}
+	p.sendAsync(t)
 }
 
-func (p *Processor) sendAsync(a *asyncMsg) {
+func (p *Processor) sendAsync(t *task) {
 	if p.runCtx.Err() != nil {
-		p.finish(a, errors.New("not processed before shutdown"))
+		p.finish(t, errors.New("not processed before shutdown"))
 		return
 	}
-	a.attempts++
+	t.attempts++
 	p.apiCalls.Add(1)
-	call := &a.first
-	if a.attempts > 1 {
+	call := &t.call
+	if t.attempts > 1 {
 		// The last call let its body go once sent: make it again.
-		body, _ := replyJSON(a.m) // it encoded the first time
-		call = &h2Call{key: a.m.RetryKey, body: body, owner: a}
+		body, _ := replyJSON(&t.msg) // it encoded the first time
+		call = &h2Call{key: t.msg.RetryKey, body: body, owner: t}
 	}
 	p.h2.do(call)
 }
 
 // onAsyncDone runs on the client's reader (or a timer): it must not block.
-func (p *Processor) onAsyncDone(a *asyncMsg, status int, retryAfter time.Duration, err error) {
+func (p *Processor) onAsyncDone(t *task, status int, retryAfter time.Duration, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			// Counted and logged here; finishAsync dead-letters the message.
 			p.panics.Add(1)
-			p.opt.Logger.Error("webhook message processing panicked", "retry_key", a.m.RetryKey, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-			p.finish(a, fmt.Errorf("panic: %v", r))
+			p.opt.Logger.Error("webhook message processing panicked", "retry_key", t.msg.RetryKey, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			p.finish(t, fmt.Errorf("panic: %v", r))
 		}
 	}()
 	if errors.Is(err, errNoH2) {
 		// The API refused HTTP/2: this and later messages go over net/http.
-		a.attempts--
+		t.attempts--
 		p.apiCalls.Add(^uint64(0))
-		go p.process(a.m)
+		go p.process(t)
 		return
 	}
 	if err == nil {
 		err = statusError(status)
 		if err == nil {
-			p.apiNanos.Add(uint64(time.Since(a.start)))
-			p.recordAsync(a)
+			p.apiNanos.Add(uint64(monotonic() - t.start))
+			p.recordAsync(t)
 			return
 		}
 	}
 	var perm *permanentError
-	if errors.As(err, &perm) || a.attempts > p.opt.API.Retries || p.runCtx.Err() != nil {
-		p.apiNanos.Add(uint64(time.Since(a.start)))
-		p.finish(a, err)
+	if errors.As(err, &perm) || int(t.attempts) > p.opt.API.Retries || p.runCtx.Err() != nil {
+		p.apiNanos.Add(uint64(monotonic() - t.start))
+		p.finish(t, err)
 		return
 	}
 	wait := retryAfter
 	if wait <= 0 {
-		wait = time.Duration(rand.Int64N(int64(a.backoff) + 1)) // full jitter
+		wait = time.Duration(rand.Int64N(int64(t.backoff) + 1)) // full jitter
 	}
 	wait = min(wait, p.opt.API.MaxBackoff)
-	a.backoff = min(2*a.backoff, p.opt.API.MaxBackoff)
+	t.backoff = min(2*t.backoff, p.opt.API.MaxBackoff)
 	p.retries.Add(1)
 	p.retryMu.Lock()
 	defer p.retryMu.Unlock()
 	if p.runCtx.Err() != nil {
-		p.finish(a, err)
+		p.finish(t, err)
 		return
 	}
-	p.retryWait[a] = time.AfterFunc(wait, func() {
+	p.retryWait[t] = time.AfterFunc(wait, func() {
 		p.retryMu.Lock()
-		_, mine := p.retryWait[a]
-		delete(p.retryWait, a)
+		_, mine := p.retryWait[t]
+		delete(p.retryWait, t)
 		p.retryMu.Unlock()
 		if mine {
-			p.sendAsync(a)
+			p.sendAsync(t)
 		}
 	})
 }
 
 // recordAsync queues a successful HTTP/2 message's result; the batcher
-// that writes it ends the message.
-func (p *Processor) recordAsync(a *asyncMsg) {
+// that writes it ends the message (see recorded).
+func (p *Processor) recordAsync(t *task) {
 	if p.recordQ == nil {
 		p.processed.Add(1)
 		p.release()
@@ -521,31 +519,35 @@ func (p *Processor) recordAsync(a *asyncMsg) {
 	// recorded are bounded by recordQ's room (max_in_flight too); when it
 	// is full, this send holds the connection's reader: backpressure.
 	<-p.sem
-	p.recordQ <- recordJob{m: a.m, attempts: a.attempts, done: func(err error) {
-		defer func() {
-			p.nInFlight.Add(-1)
-			p.inflight.Done()
-		}()
-		if err != nil {
-			p.deadLetter(a.m, err, a.attempts)
-			return
-		}
-		p.processed.Add(1)
-	}}
+	p.recordQ <- recordJob{t: t, attempts: int(t.attempts)}
+}
+
+// recorded ends an HTTP/2 message whose result the batcher wrote (or
+// failed to).
+func (p *Processor) recorded(t *task, attempts int, err error) {
+	defer func() {
+		p.nInFlight.Add(-1)
+		p.inflight.Done()
+	}()
+	if err != nil {
+		p.deadLetter(&t.msg, err, attempts)
+		return
+	}
+	p.processed.Add(1)
 }
 
 // finish hands a message whose call ended to the workers.
-func (p *Processor) finish(a *asyncMsg, err error) { p.finished <- finishedMsg{a, err} }
+func (p *Processor) finish(t *task, err error) { p.finished <- finishedMsg{t, err} }
 
 // finishAsync records or dead-letters an HTTP/2 message and frees its slot.
-func (p *Processor) finishAsync(a *asyncMsg, err error) {
+func (p *Processor) finishAsync(t *task, err error) {
 	defer p.release()
 	defer func() {
 		if r := recover(); r != nil {
-			p.panicked(a.m, r, a.attempts)
+			p.panicked(&t.msg, r, int(t.attempts))
 		}
 	}()
-	p.complete(a.m, a.attempts, err)
+	p.complete(&t.msg, int(t.attempts), err)
 }
 
 // abortAsync ends every HTTP/2 call out and every retry waiting, at Close's
@@ -554,11 +556,11 @@ func (p *Processor) abortAsync() {
 	p.h2.abort(errors.New("not answered before shutdown"))
 	p.retryMu.Lock()
 	defer p.retryMu.Unlock()
-	for a, t := range p.retryWait {
-		if t.Stop() {
-			p.finish(a, errors.New("retry not made before shutdown"))
+	for t, timer := range p.retryWait {
+		if timer.Stop() {
+			p.finish(t, errors.New("retry not made before shutdown"))
 		}
-		delete(p.retryWait, a)
+		delete(p.retryWait, t)
 	}
 }
 
@@ -568,15 +570,24 @@ func (p *Processor) record(_ context.Context, m *Message, attempts int) error {
 		return nil
 	}
 	done := make(chan error, 1)
-	p.recordQ <- recordJob{m: m, attempts: attempts, done: func(err error) { done <- err }}
+	p.recordQ <- recordJob{m: m, attempts: attempts, wait: done}
 	return <-done
 }
 
-// recordJob is a result to write; done learns how the write went.
+// recordJob is a result to write: m's, waited for on wait, or t's (an
+// HTTP/2 message), ended by recorded.
 type recordJob struct {
+	t        *task
 	m        *Message
 	attempts int
-	done     func(err error)
+	wait     chan<- error
+}
+
+func (j *recordJob) msg() *Message {
+	if j.t != nil {
+		return &j.t.msg
+	}
+	return j.m
 }
 
 // Result batches: a batch takes what arrives within batchWindow of its
@@ -615,22 +626,21 @@ func (p *Processor) batcher() {
 		}
 		window.Stop()
 		unnamed := uint64(0)
-		for _, j := range batch {
-			if j.m.ID == "" {
+		for i := range batch {
+			if batch[i].msg().ID == "" {
 				unnamed++
 			}
 		}
 		next := p.seq.Add(unnamed) - unnamed // a block of ids: this batch's are consecutive
-		for _, j := range batch {
-			if j.m.ID == "" {
-				next++
-				j.m.ID = p.messageIDAt(next)
-			}
-		}
 		now := time.Now().UTC()
 		results = results[:0]
-		for _, j := range batch {
-			results = append(results, tsubame.Result{ID: j.m.ID, Value: resultJSON(j.m, j.attempts, now)})
+		for i := range batch {
+			m := batch[i].msg()
+			if m.ID == "" {
+				next++
+				m.ID = p.messageIDAt(next)
+			}
+			results = append(results, tsubame.Result{ID: m.ID, Value: resultJSON(m, batch[i].attempts, now)})
 		}
 		// In key order: the store walks its index once, left to right.
 		slices.SortFunc(results, func(a, b tsubame.Result) int { return strings.Compare(a.ID, b.ID) })
@@ -650,12 +660,16 @@ func (p *Processor) batcher() {
 
 // safely runs a job's completion, containing a panic to that message.
 func (p *Processor) safely(j recordJob, err error) {
+	if j.wait != nil {
+		j.wait <- err
+		return
+	}
 	defer func() {
 		if r := recover(); r != nil {
-			p.panicked(j.m, r, j.attempts)
+			p.panicked(&j.t.msg, r, j.attempts)
 		}
 	}()
-	j.done(err)
+	p.recorded(j.t, j.attempts, err)
 }
 
 // resultJSON is the stored outcome of a processed message.
