@@ -110,15 +110,14 @@ type replyBody struct {
 // HTTP/1.1: a goroutine per request, asleep for the delay.
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	text, ok := s.begin(r.Method, r.Header.Get("X-Line-Retry-Key"), r.Header.Get("Authorization"), body)
+	fail, ok := s.begin(r.Method, r.Header.Get("X-Line-Retry-Key"), r.Header.Get("Authorization"), body)
 	defer s.inflight.Add(-1)
 	if !ok {
 		http.Error(w, badBody, http.StatusBadRequest)
 		return
 	}
 	time.Sleep(s.delay())
-	key, _ := uuid.Parse(r.Header.Get("X-Line-Retry-Key"))
-	if !s.answer(key, text) {
+	if fail {
 		http.Error(w, internalError, http.StatusInternalServerError)
 		return
 	}
@@ -132,22 +131,30 @@ const (
 )
 
 // begin counts a request and checks it as the platform would; it returns
-// the message text and whether the request is well-formed.
-func (s *Server) begin(method, key, auth string, raw []byte) (string, bool) {
+// whether the request is well-formed and, if it is, whether to answer 500
+// (Options.FailFirst). A well-formed request counts as an attempt of its
+// retry key when it arrives: the API has it, whatever becomes of the answer.
+func (s *Server) begin(method, key, auth string, raw []byte) (fail, ok bool) {
 	s.calls.Add(1)
 	n := s.inflight.Add(1)
 	for p := s.peak.Load(); n > p && !s.peak.CompareAndSwap(p, n); p = s.peak.Load() {
 	}
 	var body replyBody
-	_, keyErr := uuid.Parse(key) // LINE requires a UUID
-	ok := method == http.MethodPost && keyErr == nil && json.Unmarshal(raw, &body) == nil &&
+	id, keyErr := uuid.Parse(key) // LINE requires a UUID
+	ok = method == http.MethodPost && keyErr == nil && json.Unmarshal(raw, &body) == nil &&
 		len(body.Messages) == 1 && body.Messages[0].Type == "text" &&
 		(s.opt.Token == "" || auth == "Bearer "+s.opt.Token) && !s.opt.Reject
 	if !ok {
 		s.bad.Add(1)
-		return "", false
+		return false, false
 	}
-	return body.Messages[0].Text, true
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.attempts[id]++
+	if s.opt.RecordTexts {
+		s.texts[id] = body.Messages[0].Text
+	}
+	return s.attempts[id] <= uint32(s.opt.FailFirst), true
 }
 
 func (s *Server) delay() time.Duration {
@@ -155,18 +162,6 @@ func (s *Server) delay() time.Duration {
 		return time.Duration(lo + rand.Int64N(hi-lo+1))
 	}
 	return 0
-}
-
-// answer records an attempt after the delay; false means answer 500
-// (FailFirst).
-func (s *Server) answer(key [16]byte, text string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.attempts[key]++
-	if s.opt.RecordTexts {
-		s.texts[key] = text
-	}
-	return s.attempts[key] > uint32(s.opt.FailFirst)
 }
 
 // Calls is the number of requests received.

@@ -7,9 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+
+	"tsubame/internal/webhook/internal/streams"
 )
 
 // h2Conn serves one HTTP/2 connection: one goroutine reads frames, answers
@@ -25,7 +26,7 @@ type h2Conn struct {
 	mu          sync.Mutex
 	henc        *hpack.Encoder
 	hbuf        bytes.Buffer
-	streams     map[uint32]*h2Req
+	streams     streams.Table[h2Req] // a request being read, or served once it is waiting for its answer
 	sendWindow  int64
 	recvUnacked uint32
 	closed      bool
@@ -36,9 +37,12 @@ type h2Req struct {
 	body              []byte
 }
 
+// served stands for every request read and waiting for its answer: what
+// it carried is no longer needed.
+var served = &h2Req{}
+
 func (s *Server) serveH2(nc net.Conn) {
-	c := &h2Conn{s: s, nc: nc, flush: make(chan struct{}, 1), stop: make(chan struct{}),
-		streams: map[uint32]*h2Req{}, sendWindow: 65535}
+	c := &h2Conn{s: s, nc: nc, flush: make(chan struct{}, 1), stop: make(chan struct{}), sendWindow: 65535}
 	c.bw = bufio.NewWriterSize(nc, 32<<10)
 	c.fr = http2.NewFramer(c.bw, bufio.NewReaderSize(nc, 32<<10))
 	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
@@ -88,8 +92,9 @@ func (c *h2Conn) readLoop() {
 					r.auth = hf.Value
 				}
 			}
-			c.streams[f.StreamID] = r
-			if f.StreamEnded() {
+			if !c.streams.Add(f.StreamID, r) {
+				err = http2.ConnectionError(http2.ErrCodeProtocol) // a stream id not above the last one
+			} else if f.StreamEnded() {
 				ready = append(ready, f.StreamID)
 			}
 		case *http2.DataFrame:
@@ -98,7 +103,7 @@ func (c *h2Conn) readLoop() {
 				err = c.fr.WriteWindowUpdate(0, c.recvUnacked)
 				c.recvUnacked = 0
 			}
-			if r := c.streams[f.StreamID]; r != nil {
+			if r := c.streams.Get(f.StreamID); r != nil && r != served {
 				if len(r.body)+len(f.Data()) <= 1<<20 {
 					r.body = append(r.body, f.Data()...)
 				}
@@ -121,14 +126,15 @@ func (c *h2Conn) readLoop() {
 				c.sendWindow += int64(f.Increment)
 			}
 		case *http2.RSTStreamFrame:
-			delete(c.streams, f.StreamID) // the client gave up: no answer
+			c.streams.Delete(f.StreamID) // the client gave up: no answer
 		case *http2.GoAwayFrame:
 			c.mu.Unlock()
 			return
 		}
 		reqs := make([]*h2Req, len(ready))
 		for i, id := range ready {
-			reqs[i] = c.streams[id]
+			reqs[i] = c.streams.Get(id)
+			c.streams.Set(id, served)
 		}
 		c.mu.Unlock()
 		c.kick()
@@ -144,14 +150,13 @@ func (c *h2Conn) readLoop() {
 // serve checks a complete request and answers it after the delay, on a
 // timer.
 func (c *h2Conn) serve(id uint32, r *h2Req) {
-	text, ok := c.s.begin(r.method, r.key, r.auth, r.body)
+	fail, ok := c.s.begin(r.method, r.key, r.auth, r.body)
 	if !ok {
 		c.s.inflight.Add(-1)
 		c.respond(id, 400, badBody)
 		return
 	}
-	key, _ := uuid.Parse(r.key) // checked by begin
-	c.s.wheel.add(time.Now().Add(c.s.delay()), pending{c: c, id: id, key: key, text: text})
+	c.s.wheel.add(time.Now().Add(c.s.delay()), pending{c: c, id: id, fail: fail})
 }
 
 func (c *h2Conn) respond(id uint32, status int, body string) {
@@ -162,10 +167,9 @@ func (c *h2Conn) respond(id uint32, status int, body string) {
 }
 
 func (c *h2Conn) respondLocked(id uint32, status int, body string) {
-	if c.closed || c.streams[id] == nil {
+	if c.closed || c.streams.Delete(id) == nil {
 		return // reset by the client, or the connection is gone
 	}
-	delete(c.streams, id)
 	// Answers are tiny; past the client's window the body is left out.
 	withBody := int64(len(body)) <= c.sendWindow
 	c.hbuf.Reset()

@@ -73,6 +73,17 @@ func (t *Table[T]) Get(id uint32) *T {
 	return nil
 }
 
+// Set replaces the value under id, which the table must hold; it returns
+// false (and changes nothing) otherwise.
+func (t *Table[T]) Set(id uint32, v *T) bool {
+	i := t.index(id)
+	if i < 0 || t.slots[i] == nil || v == nil {
+		return false
+	}
+	t.slots[i] = v
+	return true
+}
+
 // Delete removes id and returns what it held (nil if nothing).
 func (t *Table[T]) Delete(id uint32) *T {
 	i := t.index(id)

@@ -118,6 +118,13 @@ func TestTableRefusals(t *testing.T) {
 	if !tab.Add(7+2*maxGap, &a) || tab.Get(7+2*maxGap) != &a {
 		t.Error("a new id after emptying failed")
 	}
+	c := "c"
+	if tab.Set(5, &c) || tab.Set(7+2*maxGap, nil) {
+		t.Error("Set of an id not held, or of nil, succeeded")
+	}
+	if !tab.Set(7+2*maxGap, &c) || tab.Get(7+2*maxGap) != &c || tab.Len() != 1 {
+		t.Error("Set did not replace the value")
+	}
 	tab.Reset()
 	if tab.Len() != 0 || !tab.Add(1, &a) {
 		t.Error("Reset did not empty the table")
