@@ -215,7 +215,10 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port i
 					}
 					rss = sampleRSS(tsubame.Process.Pid)
 				}
-				keysBefore, _ := api.Keys()
+				if rss != nil {
+					// Tsubame drained the last run: every key from here on is this run's.
+					api.ResetKeys()
+				}
 				d := duration
 				if s.Duration > 0 {
 					d = s.Duration
@@ -241,7 +244,7 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port i
 						return err
 					}
 					keysAfter, maxAttempts := api.Keys()
-					chk := webhookCheck{Accepted: after - before, Delivered: int64(keysAfter - keysBefore),
+					chk := webhookCheck{Accepted: after - before, Delivered: int64(keysAfter),
 						MaxAttempts: maxAttempts, PeakRSS: rss.Stop(), Drain: drain}
 					results[i].checks = append(results[i].checks, chk)
 					fmt.Fprintf(os.Stderr, "    %d messages accepted, %d delivered to the API (max %d attempts), peak RSS %d MiB, drained in %v\n",

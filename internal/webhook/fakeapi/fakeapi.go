@@ -164,6 +164,16 @@ func (s *Server) delay() time.Duration {
 	return 0
 }
 
+// ResetKeys forgets the retry keys seen (and the texts recorded), so that
+// Keys and Texts describe what follows; counters are kept. Call it when no
+// request is on its way, or those in flight count for what follows.
+func (s *Server) ResetKeys() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.attempts = map[[16]byte]uint32{}
+	s.texts = map[[16]byte]string{}
+}
+
 // Calls is the number of requests received.
 func (s *Server) Calls() int64 { return s.calls.Load() }
 

@@ -1,0 +1,71 @@
+package fakeapi
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"golang.org/x/net/http2"
+)
+
+// post sends one reply-style call with key and returns the status.
+func post(t *testing.T, c *http.Client, url, key string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"messages":[{"type":"text","text":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Line-Retry-Key", key)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestFakeCountsKeysOverBothProtocols(t *testing.T) {
+	s, err := Start(Options{FailFirst: 1, MinDelay: time.Millisecond, MaxDelay: 3 * time.Millisecond, RecordTexts: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	h2c := &http.Client{Transport: &http2.Transport{AllowHTTP: true,
+		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}}}
+	for name, c := range map[string]*http.Client{"HTTP/1.1": {}, "h2c": h2c} {
+		s.ResetKeys()
+		a, b := uuid.NewString(), uuid.NewString()
+		// FailFirst: 1 — each key's first attempt gets a 500, the second a 200.
+		for i, want := range []int{500, 200, 200} {
+			if got := post(t, c, s.URL, a); got != want {
+				t.Fatalf("%s: attempt %d of a key answered %d, want %d", name, i+1, got, want)
+			}
+		}
+		if got := post(t, c, s.URL, b); got != 500 {
+			t.Fatalf("%s: a new key's first attempt answered %d, want 500", name, got)
+		}
+		if got := post(t, c, s.URL, "not-a-uuid"); got != 400 {
+			t.Fatalf("%s: a malformed key answered %d, want 400", name, got)
+		}
+		if distinct, maxAttempts := s.Keys(); distinct != 2 || maxAttempts != 3 {
+			t.Fatalf("%s: Keys() = %d, %d; want 2 keys, at most 3 attempts", name, distinct, maxAttempts)
+		}
+		if texts := s.Texts(); texts["hi"] != 2 {
+			t.Fatalf("%s: Texts() = %v", name, texts)
+		}
+	}
+	if s.Calls() != 10 || s.Bad() != 2 {
+		t.Errorf("Calls() = %d, Bad() = %d; want 10 and 2 (kept across ResetKeys)", s.Calls(), s.Bad())
+	}
+	s.ResetKeys()
+	if distinct, _ := s.Keys(); distinct != 0 || len(s.Texts()) != 0 {
+		t.Errorf("ResetKeys left %d keys", distinct)
+	}
+}
