@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"tsubame/internal/store/memory"
 	"tsubame/internal/webhook/fakeapi"
@@ -570,5 +571,63 @@ func TestMessageIDsSortInOrder(t *testing.T) {
 			t.Fatalf("%q after %q", id, prev)
 		}
 		prev = id
+	}
+}
+
+func TestResultRecords(t *testing.T) {
+	// What is stored for each message, whichever way it went: its source,
+	// the attempts it took (FailFirst: 1 makes it two), when it arrived and
+	// when it was done, under its id (given when done for /callback).
+	transports(t, func(t *testing.T, h2c bool) {
+		api, err := fakeapi.Start(fakeapi.Options{FailFirst: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer api.Close()
+		p, store := newProcessor(t, Options{API: APIOptions{URL: api.URL, H2C: h2c, Retries: 3, Backoff: time.Millisecond}})
+		before := time.Now().UTC()
+		if err := p.EnqueueTexts([]string{"a", "b"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.EnqueueLINE([]LINEEvent{{EventID: "ev1", ReplyToken: "rt", Text: "c"}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		after := time.Now().UTC()
+		ctx := context.Background()
+		if n, _ := store.CountResults(ctx); n != 3 {
+			t.Fatalf("%d results, want 3", n)
+		}
+		for id, source := range map[string]Source{p.messageIDAt(1): SourceCallback, p.messageIDAt(2): SourceCallback, "ev1": SourceLINE} {
+			b, err := store.GetResult(ctx, id)
+			if err != nil {
+				t.Fatalf("result %s: %v", id, err)
+			}
+			var r struct {
+				Status              string
+				Source              Source
+				Attempts            int
+				Received, Processed time.Time
+			}
+			if err := json.Unmarshal(b, &r); err != nil {
+				t.Fatalf("result %s: %v: %s", id, err, b)
+			}
+			if r.Status != "ok" || r.Source != source || r.Attempts != 2 ||
+				r.Received.Before(before) || r.Processed.Before(r.Received) || r.Processed.After(after) {
+				t.Errorf("result %s = %s; want source %s, 2 attempts, received after %v, processed by %v", id, b, source, before, after)
+			}
+		}
+	})
+}
+
+func TestTaskLayout(t *testing.T) {
+	// task's comment explains why its size matters.
+	if size := unsafe.Sizeof(task{}); size != taskSize {
+		t.Errorf("task is %d bytes, its layout counts on %d", size, taskSize)
+	}
+	if end := unsafe.Offsetof(task{}.call) + unsafe.Offsetof(h2Call{}.deadline); end > 128 {
+		t.Errorf("what an answer reads ends at byte %d of task, past the first 128", end)
 	}
 }
