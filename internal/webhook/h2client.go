@@ -204,11 +204,6 @@ func (c *h2Client) scheduleLocked() {
 	}
 	for len(c.waiting) > 0 {
 		call := c.waiting[0]
-		if call.finished.Load() { // timed out while waiting
-			c.waiting[0] = nil
-			c.waiting = c.waiting[1:]
-			continue
-		}
 		var conn *h2Conn
 		for _, cc := range c.conns {
 			if cc.reserve() {

@@ -7,7 +7,7 @@
 // messages fit the queue (else 503, nothing queued), and at most
 // MaxInFlight messages are being processed. When the API speaks HTTP/2
 // (https, or http with h2c) a message waiting on it is a stream of the
-// event-driven client in h2client.go, about a kilobyte and no goroutine, so
+// event-driven client in h2client.go, a 256-byte task and no goroutine, so
 // external latency costs neither throughput nor much memory; over HTTP/1.1
 // each message in flight holds a goroutine and a connection. A panic or error in one message never
 // affects another; a message that fails after the last retry goes to the

@@ -631,3 +631,49 @@ func TestTaskLayout(t *testing.T) {
 		t.Errorf("what an answer reads ends at byte %d of task, past the first 128", end)
 	}
 }
+
+// Over HTTP/2 a call that waits for a stream (the server allows one at a
+// time) times out like one on the wire: its timeout runs from the call.
+func TestHTTP2TimeoutWaitingForAStream(t *testing.T) {
+	api, err := fakeapi.Start(fakeapi.Options{MaxStreams: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	dl := filepath.Join(t.TempDir(), "dead.jsonl")
+	p, _ := newProcessor(t, Options{DeadLetterPath: dl, API: APIOptions{URL: api.URL, H2C: true, H2Conns: 1,
+		Timeout: 300 * time.Millisecond}})
+	// A first message opens the connection and learns the server's limit.
+	if err := p.EnqueueTexts([]string{"warm"}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); p.Stats().Processed != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the first message was not processed: %+v", p.Stats())
+		}
+	}
+	api.SetDelay(5*time.Second, 5*time.Second)
+	if err := p.EnqueueTexts([]string{"a", "b", "c"}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second { // 5 s and more without the timeouts
+		t.Errorf("three 300 ms calls took %v", d)
+	}
+	got := readDeadLetters(t, dl)
+	if st := p.Stats(); st.Failed != 3 || len(got) != 3 {
+		t.Fatalf("stats %+v, dead letters %+v", st, got)
+	}
+	for _, d := range got {
+		if !strings.Contains(d.Error, "deadline") {
+			t.Errorf("dead letter %+v: want a deadline error", d)
+		}
+	}
+	// One stream at a time: at least one call timed out before it had one.
+	if calls := api.Calls(); calls > 3 {
+		t.Errorf("the API saw %d calls, want at most 3 (1 + 2)", calls)
+	}
+}
