@@ -1,20 +1,17 @@
 package fakeapi
 
 import (
-	"context"
-	"crypto/tls"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"golang.org/x/net/http2"
 )
 
-// post sends one reply-style call with key and returns the status.
-func post(t *testing.T, c *http.Client, url, key string) int {
+// post sends one reply-style call with key and returns the status; it
+// fails the test if the call did not use HTTP/major.
+func post(t *testing.T, c *http.Client, major int, url, key string) int {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"messages":[{"type":"text","text":"hi"}]}`))
 	if err != nil {
@@ -26,6 +23,9 @@ func post(t *testing.T, c *http.Client, url, key string) int {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
+	if resp.ProtoMajor != major {
+		t.Fatalf("the call went over %s, want HTTP/%d", resp.Proto, major)
+	}
 	return resp.StatusCode
 }
 
@@ -35,23 +35,23 @@ func TestFakeCountsKeysOverBothProtocols(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	h2c := &http.Client{Transport: &http2.Transport{AllowHTTP: true,
-		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		}}}
+	var h2only http.Protocols
+	h2only.SetUnencryptedHTTP2(true) // HTTP/2 with prior knowledge, as Tsubame's client speaks it
+	h2c := &http.Client{Transport: &http.Transport{Protocols: &h2only}}
 	for name, c := range map[string]*http.Client{"HTTP/1.1": {}, "h2c": h2c} {
+		major := map[string]int{"HTTP/1.1": 1, "h2c": 2}[name]
 		s.ResetKeys()
 		a, b := uuid.NewString(), uuid.NewString()
 		// FailFirst: 1 — each key's first attempt gets a 500, the second a 200.
 		for i, want := range []int{500, 200, 200} {
-			if got := post(t, c, s.URL, a); got != want {
+			if got := post(t, c, major, s.URL, a); got != want {
 				t.Fatalf("%s: attempt %d of a key answered %d, want %d", name, i+1, got, want)
 			}
 		}
-		if got := post(t, c, s.URL, b); got != 500 {
+		if got := post(t, c, major, s.URL, b); got != 500 {
 			t.Fatalf("%s: a new key's first attempt answered %d, want 500", name, got)
 		}
-		if got := post(t, c, s.URL, "not-a-uuid"); got != 400 {
+		if got := post(t, c, major, s.URL, "not-a-uuid"); got != 400 {
 			t.Fatalf("%s: a malformed key answered %d, want 400", name, got)
 		}
 		if distinct, maxAttempts := s.Keys(); distinct != 2 || maxAttempts != 3 {
