@@ -70,11 +70,13 @@ func ValidatePlacements(ps []*Placement) error {
 // (endpoints with access_log: store). Implementations must be safe for
 // concurrent use.
 type LogStore interface {
-	// AppendLog stores a batch of whole lines, each ending in '\n', after
-	// those already stored, all or none. The store copies what it keeps.
+	// AppendLog stores a batch after those already stored, all or none:
+	// whole lines, each ending in '\n', or such lines compressed by
+	// internal/logbatch. The store copies what it keeps.
 	AppendLog(ctx context.Context, batch []byte) error
-	// ScanLog calls fn with each stored line in order, without its '\n'.
-	// The line is only valid during the call.
+	// ScanLog calls fn with each stored line in order, without its '\n',
+	// decompressing the batches that are compressed. The line is only
+	// valid during the call.
 	ScanLog(ctx context.Context, fn func(line []byte) error) error
 }
 

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,8 +16,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"tsubame/internal/store/embedded"
 )
 
 func TestMain(m *testing.M) {
@@ -204,16 +201,29 @@ func countFileLines(t *testing.T, dir string) (int, int) {
 	return lines, files
 }
 
+// countStoreLines exports the store's access log with the CLI (the
+// batches are compressed by default) and checks that every line is one of
+// sample5's, whole.
 func countStoreLines(t *testing.T, dataDir string) int {
 	t.Helper()
-	s, err := embedded.Open(filepath.Join(dataDir, embedded.FileName), embedded.Options{ReadOnly: true})
+	out := filepath.Join(t.TempDir(), "exported.log")
+	code, _, stderr := runCmd(t, []string{"TSUBAME_DATA_DIR=" + dataDir}, "", "log", "export", out)
+	if code != 0 {
+		t.Fatalf("log export: exit %d: %s", code, stderr)
+	}
+	b, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
 	n := 0
-	if err := s.ScanLog(context.Background(), func([]byte) error { n++; return nil }); err != nil {
-		t.Fatal(err)
+	for line := range strings.Lines(string(b)) {
+		if !strings.HasPrefix(line, "time:") || !strings.Contains(line, "\tendpoint:sample5\t") || !strings.HasSuffix(line, "\n") {
+			t.Fatalf("exported line %q", line)
+		}
+		n++
+	}
+	if want := fmt.Sprintf("exported %d line(s) to %s", n, out); !strings.Contains(stderr, want) {
+		t.Errorf("log export said %q, want %q", stderr, want)
 	}
 	return n
 }

@@ -69,6 +69,10 @@ Usage:
         running server sees the change at once.
   tsubame log reopen
         Reopen the access log (after an external rotation).
+  tsubame log export [-config FILE] [FILE|-]
+        Write the lines of access_log: store endpoints kept in the store
+        (compressed or not), oldest first. The embedded store can be used by
+        one process at a time: stop the server first.
   tsubame restart
         Start a new server process that takes over the listeners.
   tsubame version
@@ -95,7 +99,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "admin":
 		err = runAdmin(ctx, rest, stdin, stdout, stderr, environ)
 	case "log":
-		err = runLog(rest, stderr, environ)
+		err = runLog(ctx, rest, stdout, stderr, environ)
 	case "restart":
 		err = runRestart(rest, stderr, environ)
 	case "version", "-version", "--version":

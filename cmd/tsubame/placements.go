@@ -95,7 +95,7 @@ func runPlacements(ctx context.Context, args []string, stdin io.Reader, stdout, 
 
 func openCLIStore(cfg *config.Config, readOnly bool) (tsubame.Store, error) {
 	if cfg.Store.Type == "memory" {
-		return nil, usagef("store.type is memory: placements live inside a running server; there is nothing to manage from here")
+		return nil, usagef("store.type is memory: its data lives inside a running server; there is nothing to manage from here")
 	}
 	if readOnly && cfg.Store.Type == "embedded" {
 		if _, err := os.Stat(cfg.StorePath()); os.IsNotExist(err) {

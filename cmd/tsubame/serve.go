@@ -511,7 +511,7 @@ func (m *Main) openLogs(backend tsubame.Store) error {
 		if !ok {
 			return usagef("store type %q cannot hold access logs (access_log: store)", m.Config.Store.Type)
 		}
-		m.StoreLog = accesslog.New(accesslog.NewStoreSink(ls, al.MaxWait+5*time.Second), opts)
+		m.StoreLog = accesslog.New(accesslog.NewStoreSink(ls, al.MaxWait+5*time.Second, al.StoreCompression == "s2"), opts)
 	}
 	return nil
 }
@@ -762,9 +762,12 @@ func removePIDFile(path string) {
 
 // runLog implements "tsubame log reopen": signal the server named by the pid
 // file in the data directory to reopen its access log.
-func runLog(args []string, stderr io.Writer, environ []string) error {
+func runLog(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) error {
+	if len(args) > 0 && args[0] == "export" {
+		return runLogExport(ctx, args[1:], stdout, stderr, environ)
+	}
 	if len(args) == 0 || args[0] != "reopen" {
-		return usagef("usage: tsubame log reopen [-config FILE]")
+		return usagef("usage: tsubame log reopen [-config FILE] | tsubame log export [-config FILE] [FILE|-]")
 	}
 	fs, path := newFlagSet("log reopen", stderr)
 	if err := fs.Parse(args[1:]); err != nil {

@@ -204,6 +204,8 @@ type AccessLog struct {
 	MaxWait       time.Duration `koanf:"max_wait"`
 	Durability    string        `koanf:"durability"`
 	FallbackDir   string        `koanf:"fallback_dir"`
+	// StoreCompression is how access_log: store batches are kept: s2 or none.
+	StoreCompression string `koanf:"store_compression"`
 }
 
 // Webhook configures the webhook receivers and their message processing.
@@ -573,6 +575,9 @@ func (c *Config) Validate() []error {
 	}
 	if al.Durability != "async" && al.Durability != "sync" {
 		add("access_log.durability: %q is not one of async, sync", al.Durability)
+	}
+	if al.StoreCompression != "s2" && al.StoreCompression != "none" {
+		add("access_log.store_compression: %q is not one of s2, none", al.StoreCompression)
 	}
 	wh := c.Webhook
 	if wh.MaxBodyBytes < 1<<10 || wh.MaxBodyBytes > 64<<20 {

@@ -19,6 +19,7 @@ import (
 	bolterr "go.etcd.io/bbolt/errors"
 
 	"tsubame"
+	"tsubame/internal/logbatch"
 )
 
 // FileName is the store file's name inside the data directory.
@@ -242,7 +243,8 @@ func (s *Store) ScanLog(ctx context.Context, fn func(line []byte) error) error {
 		if b == nil {
 			return nil
 		}
-		return b.ForEach(func(_, v []byte) error { return tsubame.EachLine(v, fn) })
+		var d logbatch.Decoder
+		return b.ForEach(func(_, v []byte) error { return d.Each(v, fn) })
 	})
 }
 

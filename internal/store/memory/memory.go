@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"tsubame"
+	"tsubame/internal/logbatch"
 )
 
 // Store is an in-memory tsubame.Store. It is safe for concurrent use.
@@ -141,8 +142,9 @@ func (s *Store) ScanLog(_ context.Context, fn func(line []byte) error) error {
 	}
 	lines := s.log[:len(s.log):len(s.log)]
 	s.mu.RUnlock()
+	var d logbatch.Decoder
 	for _, b := range lines {
-		if err := tsubame.EachLine(b, fn); err != nil {
+		if err := d.Each(b, fn); err != nil {
 			return err
 		}
 	}

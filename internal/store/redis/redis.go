@@ -34,6 +34,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"tsubame"
+	"tsubame/internal/logbatch"
 )
 
 // Options configure the connection.
@@ -334,6 +335,7 @@ func (s *Store) ScanLog(ctx context.Context, fn func(line []byte) error) error {
 		return err
 	}
 	const page = 100
+	var d logbatch.Decoder
 	for start := int64(0); ; start += page {
 		cctx, cancel := s.ctx(ctx)
 		batches, err := s.c.Do(cctx, s.c.B().Lrange().Key(s.kLog).Start(start).Stop(start+page-1).Build()).AsStrSlice()
@@ -342,7 +344,7 @@ func (s *Store) ScanLog(ctx context.Context, fn func(line []byte) error) error {
 			return unavailable(err)
 		}
 		for _, b := range batches {
-			if err := tsubame.EachLine([]byte(b), fn); err != nil {
+			if err := d.Each([]byte(b), fn); err != nil {
 				return err
 			}
 		}

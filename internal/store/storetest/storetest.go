@@ -5,6 +5,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"tsubame"
+	"tsubame/internal/logbatch"
 )
 
 // Run runs the suite. newStore returns an empty store; it is called once per
@@ -303,6 +305,42 @@ func RunLog(t *testing.T, newStore func(t *testing.T) tsubame.LogStore) {
 		}
 		if !slices.Equal(got, want) {
 			t.Fatalf("scanned %d lines, want %d in order (first %q)", len(got), len(want), got[:min(1, len(got))])
+		}
+	})
+	t.Run("CompressedAndPlainBatches", func(t *testing.T) {
+		// The store sink compresses batches (internal/logbatch); batches
+		// written before, or with store_compression: none, are plain lines.
+		s := newStore(t)
+		var want []string
+		for b := range 4 {
+			var batch []byte
+			for i := range 500 {
+				line := fmt.Sprintf("time:x\tbatch:%d\tn:%d", b, i)
+				want = append(want, line)
+				batch = append(batch, line+"\n"...)
+			}
+			if b%2 == 0 {
+				batch = logbatch.Compress(nil, batch)
+			}
+			if err := s.AppendLog(ctx(t), batch); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got []string
+		if err := s.ScanLog(ctx(t), func(l []byte) error { got = append(got, string(l)); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("scanned %d lines, want %d in order", len(got), len(want))
+		}
+		// A compressed batch damaged at rest stops the scan with an error.
+		bad := logbatch.Compress(nil, []byte("time:y\n"))
+		bad[len(bad)-1] ^= 0xff
+		if err := s.AppendLog(ctx(t), bad); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ScanLog(ctx(t), func([]byte) error { return nil }); !errors.Is(err, logbatch.ErrCorrupt) {
+			t.Fatalf("ScanLog over a damaged batch = %v, want ErrCorrupt", err)
 		}
 	})
 	t.Run("ConcurrentAppends", func(t *testing.T) {

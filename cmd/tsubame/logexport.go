@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"tsubame"
+)
+
+// runLogExport writes the access-log lines kept in the store (access_log:
+// store), one per line, oldest first: to FILE (written beside it and
+// renamed, so a failed export never leaves a truncated file under its
+// name) or standard output.
+func runLogExport(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) error {
+	fs, path := newFlagSet("log export", stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 1 {
+		return usagef("usage: tsubame log export [-config FILE] [FILE|-]")
+	}
+	cfg, err := loadConfig(*path, environ, stderr)
+	if err != nil {
+		return err
+	}
+	store, err := openCLIStore(cfg, true)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	ls, ok := store.(tsubame.LogStore)
+	if !ok {
+		return usagef("store type %q holds no access log", cfg.Store.Type)
+	}
+	target := fs.Arg(0)
+	if target == "" || target == "-" {
+		n, err := exportLog(ctx, ls, stdout)
+		if err == nil {
+			fmt.Fprintf(stderr, "exported %d line(s)\n", n)
+		}
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(target), ".tsubame-log-export-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	n, err := exportLog(ctx, ls, tmp)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), target)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "exported %d line(s) to %s\n", n, target)
+	return nil
+}
+
+func exportLog(ctx context.Context, ls tsubame.LogStore, w io.Writer) (int, error) {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	n := 0
+	err := ls.ScanLog(ctx, func(line []byte) error {
+		n++
+		if _, err := bw.Write(line); err != nil {
+			return err
+		}
+		return bw.WriteByte('\n')
+	})
+	if err == nil {
+		err = bw.Flush()
+	}
+	return n, err
+}
