@@ -5,16 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 
 	"tsubame"
 )
 
 // runLogExport writes the access-log lines kept in the store (access_log:
-// store), one per line, oldest first: to FILE (written beside it and
-// renamed, so a failed export never leaves a truncated file under its
-// name) or standard output.
+// store), one per line, oldest first: to FILE (see writeFileAtomically)
+// or standard output.
 func runLogExport(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) error {
 	fs, path := newFlagSet("log export", stderr)
 	if err := fs.Parse(args); err != nil {
@@ -44,21 +41,7 @@ func runLogExport(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		}
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(target), ".tsubame-log-export-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	n, err := exportLog(ctx, ls, tmp)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), target)
-	}
+	n, err := writeFileAtomically(target, func(w io.Writer) (int, error) { return exportLog(ctx, ls, w) })
 	if err != nil {
 		return err
 	}

@@ -140,35 +140,40 @@ func exportPlacements(ctx context.Context, store tsubame.Store, args []string, s
 	if len(args) > 1 {
 		return usagef("usage: tsubame placements export [FILE|-]")
 	}
-	out := stdout
 	if len(args) == 1 && args[0] != "-" {
-		// Written beside the target and renamed, so a failed export never
-		// leaves a truncated file under the final name.
-		tmp, err := os.CreateTemp(filepath.Dir(args[0]), ".tsubame-export-*")
-		if err != nil {
-			return err
-		}
-		defer os.Remove(tmp.Name())
-		n, err := bulk.Write(ctx, tmp, store)
-		if err == nil {
-			err = tmp.Sync()
-		}
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(tmp.Name(), args[0])
-		}
+		n, err := writeFileAtomically(args[0], func(w io.Writer) (int, error) { return bulk.Write(ctx, w, store) })
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "exported %d placement(s) to %s\n", n, args[0])
 		return nil
 	}
-	n, err := bulk.Write(ctx, out, store)
+	n, err := bulk.Write(ctx, stdout, store)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "exported %d placement(s)\n", n)
 	return nil
+}
+
+// writeFileAtomically writes target through write: into a file beside it,
+// fsynced, then renamed, so a failed export never leaves a truncated file
+// under the final name. It returns what write counted.
+func writeFileAtomically(target string, write func(w io.Writer) (int, error)) (int, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(target), ".tsubame-export-*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(tmp.Name())
+	n, err := write(tmp)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), target)
+	}
+	return n, err
 }
