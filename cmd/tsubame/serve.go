@@ -575,6 +575,7 @@ func openStore(cfg *config.Config, readOnly bool) (tsubame.Store, error) {
 		return redis.Open(redis.Options{
 			Addrs: r.Addrs, Username: r.Username, Password: r.Password, TLS: r.TLS, TLSCAFile: r.TLSCAFile,
 			KeyPrefix: r.KeyPrefix, DialTimeout: r.DialTimeout, Timeout: r.Timeout, PoolSize: r.PoolSize,
+			MaxFlushDelay: r.MaxFlushDelay,
 		})
 	}
 	return nil, usagef("unknown store type %q", cfg.Store.Type)

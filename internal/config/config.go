@@ -163,6 +163,9 @@ type RedisStore struct {
 	DialTimeout time.Duration `koanf:"dial_timeout"`
 	Timeout     time.Duration `koanf:"timeout"`
 	PoolSize    int           `koanf:"pool_size"`
+	// MaxFlushDelay lets commands from concurrent requests gather into one
+	// write to Redis (0: every command is written at once).
+	MaxFlushDelay time.Duration `koanf:"max_flush_delay"`
 }
 
 // EmbeddedStore configures the bbolt store.
@@ -521,6 +524,9 @@ func (c *Config) Validate() []error {
 		positive("store.redis.timeout", r.Timeout)
 		if r.PoolSize <= 0 {
 			add("store.redis.pool_size: must be positive")
+		}
+		if r.MaxFlushDelay < 0 || r.MaxFlushDelay > 10*time.Millisecond {
+			add("store.redis.max_flush_delay: %v is not between 0 and 10ms", r.MaxFlushDelay)
 		}
 		if r.KeyPrefix == "" || !printableASCII(r.KeyPrefix) || strings.ContainsAny(r.KeyPrefix, " *?[]") {
 			add("store.redis.key_prefix: %q must be printable ASCII without spaces or glob characters", r.KeyPrefix)

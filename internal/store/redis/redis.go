@@ -49,7 +49,11 @@ type Options struct {
 	// Timeout bounds one command when the caller's context has no deadline.
 	Timeout  time.Duration
 	PoolSize int // connections for blocking commands; default 100
-	Logger   *slog.Logger
+	// MaxFlushDelay lets the commands of concurrent callers gather into one
+	// write (rueidis pauses its write loop up to this long after a flush);
+	// 0 writes every command at once.
+	MaxFlushDelay time.Duration
+	Logger        *slog.Logger
 }
 
 // Store is a Redis-backed tsubame.Store, LogStore and ResultStore, and a
@@ -63,6 +67,17 @@ type Store struct {
 	channel string
 	now     func() time.Time
 	closed  atomic.Bool
+	// bound is the context shared by commands whose callers set no deadline.
+	bound atomic.Pointer[sharedDeadline]
+}
+
+// sharedDeadline is one context with a deadline, handed to every command
+// that starts before until: a timer per command cost more than the command's
+// own work on the store's hottest path (an uncached read per request).
+type sharedDeadline struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	until  int64 // unix nanoseconds
 }
 
 var (
@@ -102,6 +117,7 @@ func Open(opt Options) (*Store, error) {
 		ConnWriteTimeout: 5 * time.Second,
 		DisableCache:     true, // the in-process cache is ours, invalidated through pub/sub
 		ShuffleInit:      true,
+		MaxFlushDelay:    opt.MaxFlushDelay,
 		// A dead master's slots move to its replica; rescan the topology
 		// every second so the client follows a failover promptly.
 		ClusterOption: rueidis.ClusterOption{ShardsRefreshInterval: time.Second},
@@ -130,12 +146,29 @@ func Open(opt Options) (*Store, error) {
 
 func (s *Store) key(id string) string { return s.opt.KeyPrefix + "p:" + id }
 
+func noCancel() {}
+
 // ctx bounds a command by Options.Timeout unless the caller set a deadline.
+// A caller's context that can never be cancelled is replaced by a shared one
+// renewed every tenth of the timeout, so such a command is bounded by
+// between one and 1.1 timeouts.
 func (s *Store) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
+		return ctx, noCancel
 	}
-	return context.WithTimeout(ctx, s.opt.Timeout)
+	if ctx.Done() != nil {
+		return context.WithTimeout(ctx, s.opt.Timeout)
+	}
+	now := time.Now()
+	if b := s.bound.Load(); b != nil && now.UnixNano() < b.until {
+		return b.ctx, noCancel
+	}
+	step := max(s.opt.Timeout/10, time.Millisecond)
+	c, cancel := context.WithDeadline(context.Background(), now.Add(s.opt.Timeout+step))
+	// Callers racing here make a context each; all are valid, and each
+	// timer ends its own context at its deadline.
+	s.bound.Store(&sharedDeadline{ctx: c, cancel: cancel, until: now.Add(step).UnixNano()})
+	return c, noCancel
 }
 
 func unavailable(err error) error {
@@ -415,6 +448,9 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.c.Close()
+	if b := s.bound.Load(); b != nil {
+		b.cancel()
+	}
 	return nil
 }
 

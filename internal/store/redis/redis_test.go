@@ -269,3 +269,52 @@ func TestClusterFailover(t *testing.T) {
 		return err
 	})
 }
+
+// TestCommandTimeout: a command whose caller set no deadline is still bounded
+// by Options.Timeout (through the deadline shared by such commands), with or
+// without the write delay that gathers commands into one write.
+func TestCommandTimeout(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, delay := range []time.Duration{0, 200 * time.Microsecond} {
+		t.Run(fmt.Sprint("max_flush_delay=", delay), func(t *testing.T) {
+			s, err := redis.Open(redis.Options{Addrs: []string{srv.Addr}, KeyPrefix: uniquePrefix(t),
+				Timeout: 100 * time.Millisecond, MaxFlushDelay: delay, Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			p := &tsubame.Placement{ID: "1", URLs: []string{"http://ad.example.com/t.js"}}
+			if err := s.Put(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+			// Concurrent reads with no deadline of their own share contexts
+			// and all succeed while the server answers.
+			var wg sync.WaitGroup
+			errs := make(chan error, 64)
+			for range 64 {
+				wg.Go(func() {
+					got, err := s.Get(context.Background(), "1")
+					if err == nil && got.URLs[0] != p.URLs[0] {
+						err = fmt.Errorf("got %v", got.URLs)
+					}
+					errs <- err
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A stopped server never answers: without the bound the read
+			// would wait until the server resumes and then succeed.
+			srv.Pause()
+			_, err = s.Get(context.Background(), "1")
+			srv.Resume()
+			if tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {
+				t.Fatalf("read from a stopped server: %v, want an EUNAVAILABLE error", err)
+			}
+		})
+	}
+}
