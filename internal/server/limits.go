@@ -75,6 +75,7 @@ type limitListener struct {
 	max     int64
 	open    atomic.Int64
 	refused *atomic.Uint64
+	dl      *deadlines
 }
 
 var refusal = []byte("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain; charset=utf-8\r\n" +
@@ -99,18 +100,32 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if l.max <= 0 {
 			l.open.Add(1)
 		}
-		return &countedConn{Conn: c, l: l}, nil
+		cc := &countedConn{Conn: c, l: l}
+		l.dl.add(cc)
+		return cc, nil
 	}
 }
 
+// countedConn is an accepted connection: counted while open, with its
+// deadlines kept for the sweep (deadlines.go).
 type countedConn struct {
 	net.Conn
 	l    *limitListener
 	once sync.Once
+
+	dl       *deadlines
+	shard    *deadlineShard
+	rd, wd   atomic.Int64  // deadlines for the sweep, unix nanoseconds; 0: none
+	armedAny atomic.Uint32 // armed, for a lock-free look
+	mu       sync.Mutex    // guards armed and real deadline changes
+	armed    uint32        // kinds with a real deadline set on Conn
 }
 
 func (c *countedConn) Close() error {
-	c.once.Do(func() { c.l.open.Add(-1) })
+	c.once.Do(func() {
+		c.l.open.Add(-1)
+		c.dl.remove(c)
+	})
 	return c.Conn.Close()
 }
 

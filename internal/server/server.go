@@ -92,7 +92,9 @@ type Server struct {
 	maxConns int
 	counters counters
 	ln       atomic.Pointer[limitListener]
-	reqs     requestStats
+	// deadlines sweeps the connections' read and write deadlines.
+	deadlines *deadlines
+	reqs      requestStats
 	// The routes that are not ad tags, counted apart.
 	statCallback, statLINE, statLib, statJSON, statOther *routeStats
 	bootID                                               string // prefixes generated request ids, so they differ across restarts
@@ -184,6 +186,7 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 	if err := s.Reload(opt, endpoints); err != nil {
 		return nil, err
 	}
+	s.deadlines = newDeadlines(tickFor(opt.ReadTimeout, opt.WriteTimeout, opt.IdleTimeout))
 	s.srv = &fasthttp.Server{
 		Handler:               s.handle,
 		Name:                  opt.Name,
@@ -286,7 +289,7 @@ func (s *Server) buildSite(endpoints []Endpoint, st *static.Server) (*site, erro
 // Serve accepts connections on ln until Shutdown. It returns nil after a
 // Shutdown and the accept error otherwise.
 func (s *Server) Serve(ln net.Listener) error {
-	ll := &limitListener{Listener: ln, max: int64(s.maxConns), refused: &s.counters.conns}
+	ll := &limitListener{Listener: ln, max: int64(s.maxConns), refused: &s.counters.conns, dl: s.deadlines}
 	s.ln.Store(ll)
 	err := s.srv.Serve(ll)
 	if errors.Is(err, net.ErrClosed) {
@@ -298,7 +301,13 @@ func (s *Server) Serve(ln net.Listener) error {
 // Shutdown stops accepting, lets in-flight requests finish and closes idle
 // connections; it returns when all are done or ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
-	return s.srv.ShutdownWithContext(ctx)
+	err := s.srv.ShutdownWithContext(ctx)
+	if err == nil {
+		// Every connection is closed; those left by a cut-short shutdown
+		// keep their deadlines swept.
+		s.deadlines.close()
+	}
+	return err
 }
 
 var (
@@ -321,14 +330,27 @@ var (
 // bufPool holds scratch buffers for sources that encode per request.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
-// handle answers a request and counts it by route, status and latency.
+// handle answers a request, logs it if its endpoint keeps an access log, and
+// counts it by route, status and latency (one clock read serves both).
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
-	rs := s.dispatch(ctx)
-	rs.observe(ctx.ConnID(), ctx.Response.StatusCode(), time.Since(ctx.Time()))
+	var lr logged
+	rs := s.dispatch(ctx, &lr)
+	d := time.Since(ctx.Time())
+	if lr.ep != nil {
+		s.logRequest(ctx, &lr, d)
+	}
+	rs.observe(ctx.ConnID(), ctx.Response.StatusCode(), d)
+}
+
+// logged is what an ad request leaves for its access-log record: the
+// endpoint (nil: nothing to log) and the id and callback it carried.
+type logged struct {
+	ep           *endpoint
+	id, callback []byte
 }
 
 // dispatch answers a request and returns the stats of the route it took.
-func (s *Server) dispatch(ctx *fasthttp.RequestCtx) *routeStats {
+func (s *Server) dispatch(ctx *fasthttp.RequestCtx, lr *logged) *routeStats {
 	ctx.Response.Header.SetCanonical(hdrNosniff, valNosniff)
 	path := ctx.Path()
 	r := s.routes.Load()
@@ -339,7 +361,7 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx) *routeStats {
 			plain(ctx, fasthttp.StatusNotFound, "unknown host")
 			return s.statOther
 		}
-		return s.serveAPI(ctx, r, st, path[len(apiPrefix):])
+		return s.serveAPI(ctx, r, st, path[len(apiPrefix):], lr)
 	case s.callback && bytes.Equal(path, callbackPath):
 		if allowPost(ctx) && s.enter(ctx, r.hooks, &s.counters.hookLimit, "webhook") {
 			status, body := s.webhook.Callback(ctx.PostBody())
@@ -376,7 +398,7 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx) *routeStats {
 	}
 }
 
-func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, r *routes, st *site, rest []byte) *routeStats {
+func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, r *routes, st *site, rest []byte, lr *logged) *routeStats {
 	dot := bytes.LastIndexByte(rest, '.')
 	if dot < 0 {
 		plain(ctx, fasthttp.StatusNotFound, "unknown endpoint")
@@ -394,7 +416,7 @@ func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, r *routes, st *site, rest []
 		r.ads.leave()
 	}
 	if ep.log != nil {
-		s.logRequest(ctx, ep, id, callback)
+		*lr = logged{ep: ep, id: id, callback: callback}
 	}
 	return ep.stats
 }
@@ -518,7 +540,8 @@ const maxRequestID = 128
 // logRequest appends the record of the response in ctx. If the log refuses
 // it (only after it was closed), the response becomes a 503: a response
 // that is not in the log must not be served.
-func (s *Server) logRequest(ctx *fasthttp.RequestCtx, ep *endpoint, id, callback []byte) {
+func (s *Server) logRequest(ctx *fasthttp.RequestCtx, lr *logged, took time.Duration) {
+	ep := lr.ep
 	start := ctx.Time()
 	remote, _ := netip.AddrFromSlice(ctx.RemoteIP())
 	reqID := ctx.Request.Header.Peek("X-Request-Id")
@@ -530,14 +553,14 @@ func (s *Server) logRequest(ctx *fasthttp.RequestCtx, ep *endpoint, id, callback
 	}
 	rec := accesslog.Record{
 		Time:      start,
-		Duration:  time.Since(start),
+		Duration:  took,
 		Remote:    remote,
 		Host:      ctx.Host(),
 		Method:    ctx.Method(),
 		Path:      ctx.Path(),
 		Endpoint:  ep.name,
-		ID:        id,
-		Callback:  callback,
+		ID:        lr.id,
+		Callback:  lr.callback,
 		Status:    ctx.Response.StatusCode(),
 		Size:      len(ctx.Response.Body()),
 		UserAgent: ctx.UserAgent(),
