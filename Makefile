@@ -73,8 +73,9 @@ BENCH_SCENARIOS ?=
 
 .PHONY: bench bench-tools
 bench-tools:
-	@command -v wrk >/dev/null 2>&1 && command -v nginx >/dev/null 2>&1 || \
-		{ $(APT_GET) update -qq && $(APT_GET) install -y -qq wrk nginx-light; }
+	@command -v wrk >/dev/null 2>&1 && command -v nginx >/dev/null 2>&1 && command -v redis-server >/dev/null 2>&1 && \
+		[ -f /usr/lib/nginx/modules/ngx_http_lua_module.so ] || \
+		{ $(APT_GET) update -qq && $(APT_GET) install -y -qq wrk nginx-light libnginx-mod-http-lua redis-server; }
 
 ## bench: wrk against the real binary and a reference nginx, interleaved; writes BENCHMARKS.md
 bench: build bench-tools

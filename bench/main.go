@@ -41,6 +41,20 @@ type scenario struct {
 	Delay   [2]time.Duration
 	// Redis scenarios run against a second Tsubame whose store is Redis.
 	Redis bool
+	// Peers also measures, interleaved, the servers a user would weigh
+	// Tsubame against (peers), each doing sample3's job.
+	Peers bool
+}
+
+// peers are the alternatives measured beside Tsubame in the Peers scenarios,
+// each on its own port (offset from -port).
+var peers = []struct {
+	Name, What string
+	Port       int
+}{
+	{"nginx-lua", "nginx + Lua shared dict (OpenResty's module, seed 004's stack), no log", 6},
+	{"fasthttp", "a bare fasthttp server (Tsubame's engine, nothing else), no log", 7},
+	{"gnet", "gnet event loops with fasthttp's parser (engine candidate), no log", 8},
 }
 
 var scenarios = []scenario{
@@ -48,7 +62,7 @@ var scenarios = []scenario{
 		Published: "12,636 req/s, 8.36 ms avg, σ 5.75 ms", PublishedRPS: 12636.18},
 	{Name: "sample2", Path: "/api/sample2.js?id=1&callback=Example.process", What: "embedded store read per request, no cache",
 		Published: "8,064 req/s, 12.42 ms, σ 3.10 ms (HBase)", PublishedRPS: 8063.61},
-	{Name: "sample3", Path: "/api/sample3.js?id=1&callback=Example.process", What: "store + in-process cache",
+	{Name: "sample3", Path: "/api/sample3.js?id=1&callback=Example.process", What: "store + in-process cache", Peers: true,
 		Published: "11,556 req/s, 9.07 ms, σ 5.91 ms", PublishedRPS: 11556.05},
 	{Name: "sample2-redis", Path: "/api/sample2.js?id=1&callback=Example.process", Redis: true,
 		What: "Redis read per request, no cache", Published: "8,064 req/s (HBase read per request)"},
@@ -62,7 +76,7 @@ var scenarios = []scenario{
 		Published: "Zotonic chapter (c=3000, 4 cores): Zotonic 5,500 req/s with access log, Elli 38,000"},
 	{Name: "static", Path: "/lib/app.js", What: "a 20 KB script from static.root (nginx: the same file)",
 		Published: "Zotonic chapter: static files served without a caching proxy"},
-	{Name: "sample4-c3000", Path: "/api/sample4.js?id=1&callback=Example.process", Conns: 3000, What: "sample4 with 3000 connections",
+	{Name: "sample4-c3000", Path: "/api/sample4.js?id=1&callback=Example.process", Conns: 3000, What: "sample4 with 3000 connections", Peers: true,
 		Published: "Zotonic chapter runs wrk -c 3000 (on /json)"},
 	// The LINE-bot write-up ran wrk -c 8 -d 30: 30 s also lets a run with a
 	// 2–3 s API spend most of its time past the first answers.
@@ -74,29 +88,38 @@ var scenarios = []scenario{
 
 type run struct {
 	tsubame, ref []wrkResult
-	checks       []webhookCheck // webhook scenarios: per Tsubame round
+	peers        map[string][]wrkResult // Peers scenarios: by peer name
+	checks       []webhookCheck         // webhook scenarios: per Tsubame round
 }
 
 func main() {
+	if spec := os.Getenv(idleEnv); spec != "" {
+		if err := idleClient(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "bench idle helper:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var (
 		bin      = flag.String("bin", "bin/tsubame", "the tsubame binary to measure")
 		duration = flag.Duration("duration", 10*time.Second, "length of each wrk run (scenarios with their own keep it)")
 		conns    = flag.Int("connections", 100, "wrk connections (scenarios with their own count keep it)")
 		threads  = flag.Int("threads", 2, "wrk threads")
 		rounds   = flag.Int("rounds", 3, "interleaved rounds per scenario")
-		port     = flag.Int("port", 18080, "first of six loopback ports: tsubame, its admin listener, nginx, tsubame on redis, its admin listener, redis")
+		port     = flag.Int("port", 18080, "first of nine loopback ports: tsubame, its admin listener, nginx, tsubame on redis, its admin listener, redis, and the peers nginx-lua, fasthttp, gnet")
+		idle     = flag.Int("idle", 19900, "idle keep-alive connections to hold open against Tsubame while its RSS is read (0: skip)")
 		only     = flag.String("scenarios", "", "comma-separated scenario names to run (default all)")
 		out      = flag.String("out", "BENCHMARKS.md", "report to write")
 		chart    = flag.String("chart", "bench/results.png", "chart to write")
 	)
 	flag.Parse()
-	if err := runBench(*bin, *duration, *conns, *threads, *rounds, *port, *only, *out, *chart); err != nil {
+	if err := runBench(*bin, *duration, *conns, *threads, *rounds, *port, *idle, *only, *out, *chart); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func runBench(bin string, duration time.Duration, conns, threads, rounds, port int, only, out, chart string) error {
+func runBench(bin string, duration time.Duration, conns, threads, rounds, port, idle int, only, out, chart string) error {
 	for _, tool := range []string{"wrk", "nginx", "redis-server"} {
 		if _, err := lookPath(tool); err != nil {
 			return fmt.Errorf("%s is not installed (make bench installs it with apt-get)", tool)
@@ -111,7 +134,8 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port i
 	raddr := "127.0.0.1:" + strconv.Itoa(port+3)
 	radmin := "127.0.0.1:" + strconv.Itoa(port+4)
 	redisAddr := "127.0.0.1:" + strconv.Itoa(port+5)
-	for _, a := range []string{addr, admin, ref, raddr, radmin, redisAddr} {
+	peerAddr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(port+peers[i].Port) }
+	for _, a := range []string{addr, admin, ref, raddr, radmin, redisAddr, peerAddr(0), peerAddr(1), peerAddr(2)} {
 		if err := portFree(a); err != nil {
 			return err
 		}
@@ -183,6 +207,23 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port i
 	if err := checkBodies(addr, ref); err != nil {
 		return err
 	}
+	needPeers := false
+	for _, s := range selected {
+		needPeers = needPeers || s.Peers
+	}
+	if needPeers {
+		if err := startNginxLua(ctx, &p, dir+"/nginx-lua", peerAddr(0), runtime.NumCPU()); err != nil {
+			return err
+		}
+		for i, engine := range []string{"fasthttp", "gnet"} {
+			if err := startPeer(ctx, &p, dir, engine, peerAddr(i+1)); err != nil {
+				return err
+			}
+		}
+		if err := checkBodies(peerAddr(0), peerAddr(1), peerAddr(2)); err != nil {
+			return err
+		}
+	}
 
 	results := make([]run, len(selected))
 	for round := range rounds {
@@ -195,10 +236,22 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port i
 			if s.Redis {
 				own = raddr
 			}
-			for _, target := range []struct {
-				addr string
-				into *[]wrkResult
-			}{{own, &results[i].tsubame}, {ref, &results[i].ref}} {
+			type target struct {
+				addr, who string
+				into      *[]wrkResult
+			}
+			targets := []target{{own, "tsubame", &results[i].tsubame}, {ref, "nginx", &results[i].ref}}
+			if s.Peers {
+				if results[i].peers == nil {
+					results[i].peers = map[string][]wrkResult{}
+				}
+				for k, pr := range peers {
+					rs := results[i].peers[pr.Name]
+					results[i].peers[pr.Name] = rs
+					targets = append(targets, target{peerAddr(k), pr.Name, nil})
+				}
+			}
+			for _, target := range targets {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
@@ -227,13 +280,13 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port i
 				if err != nil {
 					return err
 				}
-				who := "tsubame"
-				if target.addr == ref {
-					who = "nginx"
+				fmt.Fprintf(os.Stderr, "round %d/%d %-14s %-9s %10.0f req/s (%.0f ok)  p99 %8v  errors %d\n",
+					round+1, rounds, s.Name, target.who, r.RPS, r.OKRate(), r.P99.Round(time.Microsecond), r.Errors)
+				if target.into != nil {
+					*target.into = append(*target.into, r)
+				} else {
+					results[i].peers[target.who] = append(results[i].peers[target.who], r)
 				}
-				fmt.Fprintf(os.Stderr, "round %d/%d %-14s %-7s %10.0f req/s (%.0f ok)  p99 %8v  errors %d\n",
-					round+1, rounds, s.Name, who, r.RPS, r.OKRate(), r.P99.Round(time.Microsecond), r.Errors)
-				*target.into = append(*target.into, r)
 				if rss != nil {
 					drain, err := waitDrained(admin, 5*time.Minute)
 					if err != nil {
@@ -253,10 +306,20 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port i
 			}
 		}
 	}
+	var held *idleResult
+	if idle > 0 {
+		r, err := holdIdle(ctx, addr, tsubame.Process.Pid, idle)
+		if err != nil {
+			return fmt.Errorf("idle connections: %w", err)
+		}
+		held = &r
+		fmt.Fprintf(os.Stderr, "idle: %d keep-alive connections held, Tsubame RSS %d MiB (%d MiB before)\n",
+			r.Conns, r.RSS>>20, r.Before>>20)
+	}
 	p.stop()
 
 	env := describeMachine(bin)
-	report := buildReport(selected, results, env, duration, conns, threads, rounds, chart)
+	report := buildReport(selected, results, held, env, duration, conns, threads, rounds, chart)
 	fmt.Print(report.table)
 	if err := writeChart(chart, selected, results); err != nil {
 		return fmt.Errorf("chart: %w", err)

@@ -133,6 +133,96 @@ func startNginx(ctx context.Context, p *procs, dir, addr string, workers int) er
 	return waitHTTP(ctx, "http://"+addr+"/json")
 }
 
+// nginxLuaConf is seed 004's stack doing sample3's job: OpenResty's Lua
+// module (Debian's libnginx-mod-http-lua) answering from a lua_shared_dict
+// filled with the demo placements at start, the callback checked with the
+// same rule as Tsubame's, no access log (sample3 keeps none).
+const nginxLuaConf = `load_module /usr/lib/nginx/modules/ndk_http_module.so;
+load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
+worker_processes %d;
+worker_rlimit_nofile 16384;
+pid %[2]s/nginx.pid;
+error_log %[2]s/error.log warn;
+daemon off;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  client_body_temp_path %[2]s/tmp;
+  proxy_temp_path %[2]s/tmp;
+  fastcgi_temp_path %[2]s/tmp;
+  uwsgi_temp_path %[2]s/tmp;
+  scgi_temp_path %[2]s/tmp;
+  keepalive_requests 1000000;
+  lua_shared_dict placements 16m;
+  init_by_lua_block {
+    local d = ngx.shared.placements
+    for n = 1, 1000 do
+      d:set(tostring(n), '{"urls":["http://ad' .. (2*n-1) .. '.example.com/tag.js","http://ad' .. (2*n) .. '.example.com/tag.js"]}')
+    end
+  }
+  server {
+    listen %[3]s;
+    location = /json {
+      default_type application/json;
+      return 200 '{"message":"Hello, World!"}';
+    }
+    location /api/ {
+      default_type "application/javascript; charset=utf-8";
+      content_by_lua_block {
+        local args = ngx.req.get_uri_args()
+        local cb = args.callback
+        if type(cb) ~= "string" or #cb > 256 or not ngx.re.find(cb, [[^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*$]], "jo") then
+          ngx.status = 400
+          ngx.say("bad callback")
+          return
+        end
+        local v = ngx.shared.placements:get(args.id or "")
+        if not v then
+          ngx.status = 404
+          v = '{"urls":[]}'
+        end
+        ngx.print(cb, "(", v, ");")
+      }
+    }
+  }
+}
+`
+
+// startNginxLua runs nginx + Lua (nginxLuaConf) on addr.
+func startNginxLua(ctx context.Context, p *procs, dir, addr string, workers int) error {
+	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o755); err != nil {
+		return err
+	}
+	conf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxLuaConf, workers, dir, addr), 0o644); err != nil {
+		return err
+	}
+	cmd := exec.Command("nginx", "-c", conf, "-p", dir)
+	cmd.Stderr = os.Stderr
+	if err := p.start(cmd); err != nil {
+		return fmt.Errorf("nginx with lua: %w", err)
+	}
+	return waitHTTP(ctx, "http://"+addr+"/json")
+}
+
+// startPeer builds bench/peer and runs it on addr with the given engine.
+func startPeer(ctx context.Context, p *procs, dir, engine, addr string) error {
+	bin := filepath.Join(dir, "peer")
+	if _, err := os.Stat(bin); err != nil {
+		build := exec.Command("go", "build", "-trimpath", "-o", bin, "./bench/peer")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("building bench/peer: %w", err)
+		}
+	}
+	cmd := exec.Command(bin, "-engine", engine, "-addr", addr)
+	cmd.Stderr = os.Stderr
+	if err := p.start(cmd); err != nil {
+		return fmt.Errorf("peer %s: %w", engine, err)
+	}
+	return waitHTTP(ctx, "http://"+addr+"/api/sample3.js?id=1&callback=cb")
+}
+
 // startTsubame runs the binary with the built-in defaults on loopback
 // ports, its data and logs in dir, loaded with the demo placements, its
 // webhook messages sent to the fake API at apiURL.

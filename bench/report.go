@@ -128,7 +128,7 @@ func num(f float64) string {
 	return s
 }
 
-func buildReport(sc []scenario, results []run, m machine, d time.Duration, conns, threads, rounds int, chart string) *report {
+func buildReport(sc []scenario, results []run, held *idleResult, m machine, d time.Duration, conns, threads, rounds int, chart string) *report {
 	r := &report{}
 	var t strings.Builder
 	fmt.Fprintf(&t, "\n%-14s %12s %12s %7s %9s %9s %9s %9s %7s\n", "scenario", "tsubame r/s", "nginx r/s", "ratio",
@@ -181,25 +181,51 @@ func buildReport(sc []scenario, results []run, m machine, d time.Duration, conns
 		}
 		fmt.Fprintf(md, "| %s | %.3f× | %s |\n", name, got, mark)
 	}
-	if i, ok := idx["sample4"]; ok {
-		a, b := summarize(results[i].tsubame), summarize(results[i].ref)
-		check("sample4 ≥ 1.0× nginx throughput", a.rps/b.rps, 1.0, true)
+	atMost := func(name string, got, limit float64) {
 		mark := "yes"
-		p99r := float64(a.p99) / float64(b.p99)
-		if p99r > 2 {
+		if got > limit {
 			mark = "**no**"
 		}
-		fmt.Fprintf(md, "| sample4 p99 ≤ 2× nginx p99 | %.2f× | %s |\n", p99r, mark)
+		fmt.Fprintf(md, "| %s | %.2f× | %s |\n", name, got, mark)
+	}
+	for _, name := range []string{"sample4", "sample3", "json"} {
+		if i, ok := idx[name]; ok {
+			a, b := summarize(results[i].tsubame), summarize(results[i].ref)
+			check(name+" ≥ 1.0× nginx throughput", a.rps/b.rps, 1.0, true)
+			if name == "sample4" {
+				p99r := float64(a.p99) / float64(b.p99)
+				atMost("sample4 p99 ≤ nginx p99", p99r, 1)
+				atMost("sample4 p99 ≤ 2× nginx p99 (DESIGN.md)", p99r, 2)
+			}
+		}
+	}
+	if i, ok := idx["sample4-c3000"]; ok {
+		a, b := summarize(results[i].tsubame), summarize(results[i].ref)
+		check("sample4 at c=3000 ≥ 0.9× nginx at c=3000", a.rps/b.rps, 0.9, true)
+		atMost("sample4 at c=3000: p99 ≤ 1.5× nginx's", float64(a.p99)/float64(b.p99), 1.5)
+	}
+	if i3, ok := idx["sample3"]; ok {
+		if i4, ok := idx["sample4"]; ok && len(results[i3].tsubame) == len(results[i4].tsubame) {
+			worst := 0.0
+			for r := range results[i3].tsubame {
+				ratio := results[i4].tsubame[r].OKRate() / results[i3].tsubame[r].OKRate()
+				if r == 0 || ratio < worst {
+					worst = ratio
+				}
+			}
+			check("access logging costs ≤ 5 % in every round: sample4 ≥ 0.95× sample3 (worst round)", worst, 0.95, true)
+		}
 	}
 	s3, ok3 := rps("sample3")
 	s4, ok4 := rps("sample4")
 	s5, ok5 := rps("sample5")
 	s2, ok2 := rps("sample2")
-	check("access logging costs ≤ 5 %: sample4 ≥ 0.95× sample3", s4/s3, 0.95, ok3 && ok4)
+	check("access logging costs ≤ 5 % (medians): sample4 ≥ 0.95× sample3", s4/s3, 0.95, ok3 && ok4)
 	check("sample5 ≥ 0.9× sample4", s5/s4, 0.9, ok4 && ok5)
 	check("sample2 ≥ 0.7× sample3", s2/s3, 0.7, ok2 && ok3)
 	r2, okr2 := rps("sample2-redis")
 	r3, okr3 := rps("sample3-redis")
+	check("sample2 on Redis ≥ 0.6× sample3 (on the same node)", r2/r3, 0.6, okr2 && okr3)
 	if okr2 && ok2 {
 		fmt.Fprintf(md, "| sample2 on Redis vs the embedded store (no target) | %.3f× | – |\n", r2/s2)
 	}
@@ -216,6 +242,23 @@ func buildReport(sc []scenario, results []run, m machine, d time.Duration, conns
 			mark = "**no**"
 		}
 		fmt.Fprintf(md, "| c=3000: zero errors (p99 %s ms) | %d errors | %s |\n", ms(a.p99), a.errors, mark)
+	}
+	if held != nil {
+		mark := "yes"
+		if held.RSS >= 400<<20 || !held.StillServes {
+			mark = "**no**"
+		}
+		fmt.Fprintf(md, "| %s idle keep-alive connections held with RSS < 400 MiB | %d MiB | %s |\n", num(float64(held.Conns)), held.RSS>>20, mark)
+	}
+	for i, s := range sc {
+		if !s.Peers {
+			continue
+		}
+		a := summarize(results[i].tsubame)
+		for _, pr := range peers {
+			b := summarize(results[i].peers[pr.Name])
+			check(fmt.Sprintf("%s: Tsubame ≥ 1.0× %s", s.Name, pr.Name), a.rps/b.rps, 1.0, b.rps > 0)
+		}
 	}
 
 	var webhookRows strings.Builder
@@ -248,6 +291,37 @@ func buildReport(sc []scenario, results []run, m machine, d time.Duration, conns
 		fmt.Fprintf(md, "platform drops as a repeat.\n\n")
 		fmt.Fprintf(md, "| scenario | round | ok req/s | messages accepted | delivered to the API | each exactly once | max attempts | peak RSS | drained after the run in | sustained msgs/s |\n|---|---:|---:|---:|---:|---|---:|---:|---:|---:|\n")
 		md.WriteString(webhookRows.String())
+	}
+
+	var peerRows strings.Builder
+	for i, s := range sc {
+		if !s.Peers {
+			continue
+		}
+		a, b := summarize(results[i].tsubame), summarize(results[i].ref)
+		fmt.Fprintf(&peerRows, "| %s | Tsubame (%s) | %s | **%.2f×** | %s | %s |\n", s.Name, s.Name, num(a.rps), a.rps/b.rps, ms(a.p99), joinNums(a.rounds))
+		for _, pr := range peers {
+			c := summarize(results[i].peers[pr.Name])
+			fmt.Fprintf(&peerRows, "| %s | %s | %s | **%.2f×** | %s | %s |\n", s.Name, pr.What, num(c.rps), c.rps/b.rps, ms(c.p99), joinNums(c.rounds))
+		}
+		fmt.Fprintf(&peerRows, "| %s | nginx `return 200` (the reference) | %s | 1.00× | %s | %s |\n", s.Name, num(b.rps), ms(b.p99), joinNums(b.rounds))
+	}
+	if peerRows.Len() > 0 {
+		fmt.Fprintf(md, "\n## Peers\n\nThe servers a user would weigh Tsubame against, measured in the same rounds (Tsubame, nginx, then each peer),\n")
+		fmt.Fprintf(md, "each doing sample3's job: the id-1 JSONP from placements held in memory, the callback checked by the same rule, no log.\n")
+		fmt.Fprintf(md, "At c=3000 they still do sample3's job while Tsubame does sample4's (with its access log). The bare fasthttp and gnet\n")
+		fmt.Fprintf(md, "servers are `bench/peer`: they separate what the HTTP engine costs from what Tsubame's own work costs\n")
+		fmt.Fprintf(md, "([docs/performance.md](docs/performance.md)). Ratios are against the nginx reference of the same rounds.\n\n")
+		fmt.Fprintf(md, "| scenario | server | req/s | × nginx | p99 ms | every round |\n|---|---|---:|---:|---:|---|\n")
+		md.WriteString(peerRows.String())
+	}
+	if held != nil {
+		fmt.Fprintf(md, "\n## Idle connections\n\n%s keep-alive connections from %d processes on 127.0.0.2–127.0.0.%d, each after one answered\n", num(float64(held.Conns)), held.Helpers, held.Helpers+1)
+		fmt.Fprintf(md, "`GET /json`, held open and idle while Tsubame's RSS was sampled for a second (the peak is reported). This box allows a\n")
+		fmt.Fprintf(md, "process 20,000 open files, so 20,000 connections plus Tsubame's own files cannot be open at once.\n\n")
+		fmt.Fprintf(md, "| connections | RSS before | RSS while held | per connection | a new connection still served |\n|---:|---:|---:|---:|---|\n")
+		per := float64(held.RSS-held.Before) / float64(max(held.Conns, 1))
+		fmt.Fprintf(md, "| %s | %d MiB | %d MiB | %.1f KiB | %v |\n", num(float64(held.Conns)), held.Before>>20, held.RSS>>20, per/1024, held.StillServes)
 	}
 
 	fmt.Fprintf(md, "\n## Against the published figures\n\nThe Phoenix ad-server write-up (2016: Phoenix + HBase, 4 vCPU server, wrk on a separate host, `-t20 -c100 -d30S`) measured the\n")
