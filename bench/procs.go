@@ -117,18 +117,24 @@ http {
 // startNginx runs the reference: nginx answering every /api/ path with the
 // id-1 body and /json with the hello body, with a buffered access log.
 func startNginx(ctx context.Context, p *procs, dir, addr string, workers int) error {
+	staticDir := filepath.Join(filepath.Dir(dir), "static")
+	return runNginx(ctx, p, dir, addr, fmt.Appendf(nil, nginxConf, workers, dir, addr, wantBody, staticDir))
+}
+
+// runNginx writes conf into dir and runs nginx on it until it answers /json
+// on addr.
+func runNginx(ctx context.Context, p *procs, dir, addr string, conf []byte) error {
 	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o755); err != nil {
 		return err
 	}
-	conf := filepath.Join(dir, "nginx.conf")
-	staticDir := filepath.Join(filepath.Dir(dir), "static")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, workers, dir, addr, wantBody, staticDir), 0o644); err != nil {
+	path := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(path, conf, 0o644); err != nil {
 		return err
 	}
-	cmd := exec.Command("nginx", "-c", conf, "-p", dir)
+	cmd := exec.Command("nginx", "-c", path, "-p", dir)
 	cmd.Stderr = os.Stderr
 	if err := p.start(cmd); err != nil {
-		return fmt.Errorf("nginx: %w", err)
+		return fmt.Errorf("nginx (%s): %w", path, err)
 	}
 	return waitHTTP(ctx, "http://"+addr+"/json")
 }
@@ -190,19 +196,7 @@ http {
 
 // startNginxLua runs nginx + Lua (nginxLuaConf) on addr.
 func startNginxLua(ctx context.Context, p *procs, dir, addr string, workers int) error {
-	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o755); err != nil {
-		return err
-	}
-	conf := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxLuaConf, workers, dir, addr), 0o644); err != nil {
-		return err
-	}
-	cmd := exec.Command("nginx", "-c", conf, "-p", dir)
-	cmd.Stderr = os.Stderr
-	if err := p.start(cmd); err != nil {
-		return fmt.Errorf("nginx with lua: %w", err)
-	}
-	return waitHTTP(ctx, "http://"+addr+"/json")
+	return runNginx(ctx, p, dir, addr, fmt.Appendf(nil, nginxLuaConf, workers, dir, addr))
 }
 
 // startPeer builds bench/peer and runs it on addr with the given engine.

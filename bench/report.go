@@ -206,14 +206,17 @@ func buildReport(sc []scenario, results []run, held *idleResult, m machine, d ti
 	}
 	if i3, ok := idx["sample3"]; ok {
 		if i4, ok := idx["sample4"]; ok && len(results[i3].tsubame) == len(results[i4].tsubame) {
+			// Each scenario against the nginx run beside it: the shared
+			// machine's drift between the two scenarios' runs cancels out.
 			worst := 0.0
 			for r := range results[i3].tsubame {
-				ratio := results[i4].tsubame[r].OKRate() / results[i3].tsubame[r].OKRate()
+				ratio := (results[i4].tsubame[r].OKRate() / results[i4].ref[r].OKRate()) /
+					(results[i3].tsubame[r].OKRate() / results[i3].ref[r].OKRate())
 				if r == 0 || ratio < worst {
 					worst = ratio
 				}
 			}
-			check("access logging costs ≤ 5 % in every round: sample4 ≥ 0.95× sample3 (worst round)", worst, 0.95, true)
+			check("access logging costs ≤ 5 % in every round: sample4 ≥ 0.95× sample3, each against its round's nginx (worst round)", worst, 0.95, true)
 		}
 	}
 	s3, ok3 := rps("sample3")

@@ -347,3 +347,20 @@ endpoints:
 		}
 	}
 }
+
+func TestRedisFlushDelay(t *testing.T) {
+	cfg := load(t, "store: {type: redis}\n")
+	if cfg.Store.Redis.MaxFlushDelay != 200*time.Microsecond {
+		t.Fatalf("default store.redis.max_flush_delay = %v, want 200us", cfg.Store.Redis.MaxFlushDelay)
+	}
+	if errs := cfg.Validate(); len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	for in, ok := range map[string]bool{"0s": true, "10ms": true, "11ms": false, "-1us": false} {
+		cfg := load(t, "store: {type: redis, redis: {max_flush_delay: "+in+"}}\n")
+		errs := fmt.Sprint(cfg.Validate())
+		if got := !strings.Contains(errs, "store.redis.max_flush_delay"); got != ok {
+			t.Errorf("max_flush_delay %s: accepted %v, want %v (%s)", in, got, ok, errs)
+		}
+	}
+}
