@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"tsubame/internal/accesslog"
 	"tsubame/internal/server"
 )
 
@@ -217,5 +218,50 @@ func TestSlowlorisDoesNotStarve(t *testing.T) {
 	}
 	if n := srv.Stats().Refused[server.ReasonTimeout]; n != slowConns {
 		t.Fatalf("%d read timeouts counted, want %d: %v", n, slowConns, srv.Stats().Refused)
+	}
+}
+
+// lineSink keeps the access-log lines written to it.
+type lineSink struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (s *lineSink) Write(p []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lines = append(s.lines, strings.Split(strings.TrimSuffix(string(p), "\n"), "\n")...)
+	return nil
+}
+func (s *lineSink) Sync() error                 { return nil }
+func (s *lineSink) Tick(time.Time) error        { return nil }
+func (s *lineSink) Reopen() error               { return nil }
+func (s *lineSink) Recover() error              { return nil }
+func (s *lineSink) Close(context.Context) error { return nil }
+
+// TestAccessLogRemoteAddress: the access log records the address the
+// connection came from, read once when it was accepted.
+func TestAccessLogRemoteAddress(t *testing.T) {
+	sink := &lineSink{}
+	log := accesslog.New(sink, accesslog.Options{})
+	_, addr := startWith(t, server.Options{}, server.Endpoint{Name: "e", Source: server.Fixed(`{"urls":[]}`), Log: log})
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 3)}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if code, body := rawGet(t, c, "/api/e.json?id=1"); code != 200 {
+		t.Fatalf("got %d %q", code, body)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := log.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	if len(sink.lines) != 1 || !strings.Contains(sink.lines[0], "\thost:127.0.0.3\t") {
+		t.Fatalf("log lines = %q, want one with host:127.0.0.3", sink.lines)
 	}
 }

@@ -543,7 +543,7 @@ const maxRequestID = 128
 func (s *Server) logRequest(ctx *fasthttp.RequestCtx, lr *logged, took time.Duration) {
 	ep := lr.ep
 	start := ctx.Time()
-	remote, _ := netip.AddrFromSlice(ctx.RemoteIP())
+	remote := remoteAddr(ctx)
 	reqID := ctx.Request.Header.Peek("X-Request-Id")
 	var idBuf [40]byte
 	if len(reqID) == 0 || len(reqID) > maxRequestID {
@@ -574,6 +574,16 @@ func (s *Server) logRequest(ctx *fasthttp.RequestCtx, lr *logged, took time.Dura
 		ctx.Response.Header.Set("Retry-After", "1")
 		plain(ctx, fasthttp.StatusServiceUnavailable, "access log unavailable")
 	}
+}
+
+// remoteAddr is the client's address: the one read at accept, or the
+// connection's own where the request did not come through Serve.
+func remoteAddr(ctx *fasthttp.RequestCtx) netip.Addr {
+	if c, ok := ctx.Conn().(*countedConn); ok {
+		return c.remote
+	}
+	a, _ := netip.AddrFromSlice(ctx.RemoteIP())
+	return a.Unmap()
 }
 
 // checkID returns why id cannot name a placement, or "" if it can.
