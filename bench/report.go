@@ -310,7 +310,7 @@ func buildReport(sc []scenario, results []run, held *idleResult, m machine, d ti
 		fmt.Fprintf(&peerRows, "| %s | nginx `return 200` (the reference) | %s | 1.00× | %s | %s |\n", s.Name, num(b.rps), ms(b.p99), joinNums(b.rounds))
 	}
 	if peerRows.Len() > 0 {
-		fmt.Fprintf(md, "\n## Peers\n\nThe servers a user would weigh Tsubame against, measured in the same rounds (Tsubame, nginx, then each peer),\n")
+		fmt.Fprintf(md, "\n## Peers\n\nThe servers a user would weigh Tsubame against, measured in the same rounds (Tsubame, nginx, then each peer: the sample3-peers and sample4-c3000 scenarios),\n")
 		fmt.Fprintf(md, "each doing sample3's job: the id-1 JSONP from placements held in memory, the callback checked by the same rule, no log.\n")
 		fmt.Fprintf(md, "At c=3000 they still do sample3's job while Tsubame does sample4's (with its access log). The bare fasthttp and gnet\n")
 		fmt.Fprintf(md, "servers are `bench/peer`: they separate what the HTTP engine costs from what Tsubame's own work costs\n")

@@ -179,19 +179,21 @@ func TestOutageStaleIfErrorAndRecovery(t *testing.T) {
 	} {
 		outage.down()
 		time.Sleep(100 * time.Millisecond) // past the TTL
+		before := c.Stats().ShortCircuits
 		for i := range 20 {
 			e, err := c.Lookup(ctx, []byte("1"))
 			if err != nil || string(e.Payload) != want {
 				t.Fatalf("%s: cached id during the outage: %v", outage.name, err)
 			}
-			start := time.Now()
 			_, err = c.Lookup(ctx, []byte(fmt.Sprint("unknown-", outage.name, i)))
 			if tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {
 				t.Fatalf("%s: unknown id during the outage: %v", outage.name, err)
 			}
-			if d := time.Since(start); i >= 5 && d > 50*time.Millisecond {
-				t.Fatalf("%s: lookup %d of an unknown id waited %v with the circuit open", outage.name, i, d)
-			}
+		}
+		// Fast means not asking Redis: after three failures the breaker
+		// answers at once (a probe after each cooldown may still wait).
+		if n := c.Stats().ShortCircuits - before; n < 10 {
+			t.Fatalf("%s: %d of 20 unknown-id lookups short-circuited during the outage", outage.name, n)
 		}
 		outage.back()
 		deadline := time.Now().Add(10 * time.Second)
