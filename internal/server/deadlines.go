@@ -1,6 +1,7 @@
 package server
 
 import (
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -136,6 +137,13 @@ func (c *countedConn) SetDeadline(t time.Time) error {
 // expiry that race, at least one sees the other, so a connection never keeps
 // a real deadline in the past once a later one is recorded.
 func (c *countedConn) setDeadline(kind uint32, t time.Time) error {
+	// As on a net.Conn, a closed connection refuses a deadline: fasthttp
+	// takes that error as the sign that a connection it was about to serve
+	// was closed under it (by Shutdown closing idle connections) and drops
+	// the request instead of answering into a closed socket.
+	if c.closed.Load() {
+		return &net.OpError{Op: "set", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: net.ErrClosed}
+	}
 	slot := &c.rd
 	if kind == writeDeadline {
 		slot = &c.wd

@@ -175,3 +175,18 @@ func TestSweptDeadlinesRace(t *testing.T) {
 		t.Fatalf("write under a far deadline after the race: %v", err)
 	}
 }
+
+// A closed connection refuses deadlines, as a net.Conn does: fasthttp relies
+// on that to drop a request read on a connection Shutdown closed under it.
+func TestDeadlineOnClosedConnection(t *testing.T) {
+	c, _, _ := swept(t, 5*time.Millisecond)
+	if err := c.SetReadDeadline(time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	for _, set := range []func(time.Time) error{c.SetReadDeadline, c.SetWriteDeadline, c.SetDeadline} {
+		if err := set(time.Now().Add(time.Hour)); !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("deadline on a closed connection: %v, want net.ErrClosed", err)
+		}
+	}
+}

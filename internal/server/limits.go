@@ -123,6 +123,7 @@ type countedConn struct {
 	armedAny atomic.Uint32 // armed, for a lock-free look
 	mu       sync.Mutex    // guards armed and real deadline changes
 	armed    uint32        // kinds with a real deadline set on Conn
+	closed   atomic.Bool   // Close was called
 	// remote is the client's address, read once at accept: beside the
 	// deadlines every request touches, where the access log reads it
 	// without two cache misses on the socket's address objects.
@@ -130,6 +131,7 @@ type countedConn struct {
 }
 
 func (c *countedConn) Close() error {
+	c.closed.Store(true)
 	c.once.Do(func() {
 		c.l.open.Add(-1)
 		c.dl.remove(c)
