@@ -78,15 +78,19 @@ func waitHTTP(ctx context.Context, url string) error {
 	return errors.New("no answer from " + url)
 }
 
-const nginxConf = `worker_processes %d;
+// nginxTop and nginxServer are what both nginx configurations share: the
+// process settings, and the start of an http block's settings and server
+// (the worker count is the first argument, the directory the second, the
+// address the third).
+const nginxTop = `worker_processes %d;
 worker_rlimit_nofile 16384;
 pid %[2]s/nginx.pid;
 error_log %[2]s/error.log warn;
 daemon off;
 events { worker_connections 8192; }
-http {
-  access_log %[2]s/access.log combined buffer=64k flush=100ms;
-  client_body_temp_path %[2]s/tmp;
+`
+
+const nginxServer = `  client_body_temp_path %[2]s/tmp;
   proxy_temp_path %[2]s/tmp;
   fastcgi_temp_path %[2]s/tmp;
   uwsgi_temp_path %[2]s/tmp;
@@ -98,7 +102,11 @@ http {
       default_type application/json;
       return 200 '{"message":"Hello, World!"}';
     }
-    location /lib/ {
+`
+
+const nginxConf = nginxTop + `http {
+  access_log %[2]s/access.log combined buffer=64k flush=100ms;
+` + nginxServer + `    location /lib/ {
       alias %[5]s/;
       default_type application/javascript;
     }
@@ -145,20 +153,8 @@ func runNginx(ctx context.Context, p *procs, dir, addr string, conf []byte) erro
 // same rule as Tsubame's, no access log (sample3 keeps none).
 const nginxLuaConf = `load_module /usr/lib/nginx/modules/ndk_http_module.so;
 load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
-worker_processes %d;
-worker_rlimit_nofile 16384;
-pid %[2]s/nginx.pid;
-error_log %[2]s/error.log warn;
-daemon off;
-events { worker_connections 8192; }
-http {
+` + nginxTop + `http {
   access_log off;
-  client_body_temp_path %[2]s/tmp;
-  proxy_temp_path %[2]s/tmp;
-  fastcgi_temp_path %[2]s/tmp;
-  uwsgi_temp_path %[2]s/tmp;
-  scgi_temp_path %[2]s/tmp;
-  keepalive_requests 1000000;
   lua_shared_dict placements 16m;
   init_by_lua_block {
     local d = ngx.shared.placements
@@ -166,13 +162,7 @@ http {
       d:set(tostring(n), '{"urls":["http://ad' .. (2*n-1) .. '.example.com/tag.js","http://ad' .. (2*n) .. '.example.com/tag.js"]}')
     end
   }
-  server {
-    listen %[3]s;
-    location = /json {
-      default_type application/json;
-      return 200 '{"message":"Hello, World!"}';
-    }
-    location /api/ {
+` + nginxServer + `    location /api/ {
       default_type "application/javascript; charset=utf-8";
       content_by_lua_block {
         local args = ngx.req.get_uri_args()
