@@ -76,8 +76,8 @@ func threeNodes(t *testing.T, addrs string) {
 				continue
 			}
 			for body(t, url(m)) != want(v) {
-				if time.Since(start) > 5*time.Second {
-					t.Fatalf("write %d not visible on another node after 5s", v)
+				if time.Since(start) > 30*time.Second {
+					t.Fatalf("write %d not visible on another node after 30s", v)
 				}
 				time.Sleep(100 * time.Microsecond)
 			}

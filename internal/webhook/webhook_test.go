@@ -272,13 +272,11 @@ func TestAPITimeout(t *testing.T) {
 		if err := p.EnqueueTexts([]string{"slow"}); err != nil {
 			t.Fatal(err)
 		}
-		start := time.Now()
 		if err := p.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if d := time.Since(start); d > 3*time.Second { // 4 s and more without the timeout
-			t.Errorf("two 100 ms attempts took %v", d)
-		}
+		// Without the timeout both attempts would succeed after 2 s: the
+		// dead letter and its deadline error are the proof, not a clock.
 		got := readDeadLetters(t, dl)
 		if st := p.Stats(); st.Failed != 1 || st.APICalls != 2 || len(got) != 1 || got[0].Attempts != 2 ||
 			!strings.Contains(got[0].Error, "deadline") {
@@ -379,13 +377,11 @@ func TestHTTP2DrainDeadline(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	start := time.Now()
 	if err := p.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d > 3500*time.Millisecond { // up to 5 s without the abort
-		t.Errorf("Close took %v with a 1 s deadline", d)
-	}
+	// Without the abort every call would be answered: failed messages
+	// (dead-lettered at the deadline) are the proof.
 	st := p.Stats()
 	dead := readDeadLetters(t, dl)
 	if st.Processed+st.Failed != 500 || uint64(len(dead)) != st.Failed || st.Processed == 0 || st.Failed == 0 {
@@ -656,13 +652,11 @@ func TestHTTP2TimeoutWaitingForAStream(t *testing.T) {
 	if err := p.EnqueueTexts([]string{"a", "b", "c"}); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
 	if err := p.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d > 2*time.Second { // 5 s and more without the timeouts
-		t.Errorf("three 300 ms calls took %v", d)
-	}
+	// Without the timeouts the three calls would be answered after 5 s:
+	// three dead letters are the proof.
 	got := readDeadLetters(t, dl)
 	if st := p.Stats(); st.Failed != 3 || len(got) != 3 {
 		t.Fatalf("stats %+v, dead letters %+v", st, got)
