@@ -190,3 +190,38 @@ func TestDeadlineOnClosedConnection(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkSetDeadlines is what fasthttp does to a keep-alive connection on
+// every request: an idle, a read and a write deadline.
+func BenchmarkSetDeadlines(b *testing.B) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	dl := newDeadlines(100 * time.Millisecond)
+	defer dl.close()
+	ll := &limitListener{Listener: ln, refused: &atomic.Uint64{}, dl: dl}
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer client.Close()
+	c, err := ll.Accept()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	b.Run("swept", func(b *testing.B) { setDeadlines(b, c) })
+	b.Run("runtime-timer", func(b *testing.B) { setDeadlines(b, c.(*countedConn).Conn) })
+}
+
+func setDeadlines(b *testing.B, c net.Conn) {
+	b.ReportAllocs()
+	for b.Loop() {
+		now := time.Now()
+		_ = c.SetReadDeadline(now.Add(time.Minute))
+		_ = c.SetReadDeadline(now.Add(5 * time.Second))
+		_ = c.SetWriteDeadline(now.Add(5 * time.Second))
+	}
+}
