@@ -30,7 +30,7 @@ const deadlineShards = 16
 type deadlineShard struct {
 	mu    sync.Mutex
 	conns map[*countedConn]struct{}
-	_     [40]byte // keeps neighbouring shards' locks off one cache line
+	_     [48]byte // pads the shard to 64 bytes: neighbouring locks on separate cache lines
 }
 
 // aLongTimeAgo is a deadline that has passed: setting it ends a blocked read
