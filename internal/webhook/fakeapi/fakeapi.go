@@ -45,6 +45,7 @@ type Server struct {
 	connMu   sync.Mutex
 	conns    map[*h2Conn]bool
 	calls    atomic.Int64
+	answered atomic.Int64
 	bad      atomic.Int64
 	inflight atomic.Int64
 	peak     atomic.Int64
@@ -52,6 +53,8 @@ type Server struct {
 	attempts map[[16]byte]uint32 // retry key (a UUID) -> attempts; no pointers for the GC to scan
 	texts    map[[16]byte]string // with RecordTexts
 	wheel    wheel               // HTTP/2 answers waiting out their delay
+	holdMu   sync.Mutex
+	hold     chan struct{} // while Hold is in force: closed by Release
 }
 
 // Start listens on a random loopback port.
@@ -117,6 +120,10 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	time.Sleep(s.delay())
+	if g := s.held(); g != nil {
+		<-g
+	}
+	s.answered.Add(1)
 	if fail {
 		http.Error(w, internalError, http.StatusInternalServerError)
 		return
@@ -164,6 +171,34 @@ func (s *Server) delay() time.Duration {
 	return 0
 }
 
+// Hold keeps every answer, of calls received before or after, until
+// Release: a test can then tell a caller that waits for the API from one
+// that does not without measuring time.
+func (s *Server) Hold() {
+	s.holdMu.Lock()
+	defer s.holdMu.Unlock()
+	if s.hold == nil {
+		s.hold = make(chan struct{})
+	}
+}
+
+// Release lets the answers held since Hold go, each when its delay is over.
+func (s *Server) Release() {
+	s.holdMu.Lock()
+	defer s.holdMu.Unlock()
+	if s.hold != nil {
+		close(s.hold)
+		s.hold = nil
+	}
+}
+
+// held returns the channel Release closes, or nil when answers flow.
+func (s *Server) held() chan struct{} {
+	s.holdMu.Lock()
+	defer s.holdMu.Unlock()
+	return s.hold
+}
+
 // ResetKeys forgets the retry keys seen (and the texts recorded), so that
 // Keys and Texts describe what follows; counters are kept. Call it when no
 // request is on its way, or those in flight count for what follows.
@@ -176,6 +211,9 @@ func (s *Server) ResetKeys() {
 
 // Calls is the number of requests received.
 func (s *Server) Calls() int64 { return s.calls.Load() }
+
+// Answered is the number of requests answered (200 or 500).
+func (s *Server) Answered() int64 { return s.answered.Load() }
 
 // Bad is the number of malformed requests received.
 func (s *Server) Bad() int64 { return s.bad.Load() }

@@ -69,3 +69,44 @@ func TestFakeCountsKeysOverBothProtocols(t *testing.T) {
 		t.Errorf("ResetKeys left %d keys", distinct)
 	}
 }
+
+// Hold keeps every answer until Release, over both protocols: the calls
+// arrive and are counted, none is answered, and all are answered after.
+func TestFakeHoldsAnswersUntilRelease(t *testing.T) {
+	s, err := Start(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var h2only http.Protocols
+	h2only.SetUnencryptedHTTP2(true)
+	h2c := &http.Client{Transport: &http.Transport{Protocols: &h2only}}
+	s.Hold()
+	done := make(chan int, 4)
+	for _, c := range []struct {
+		client *http.Client
+		major  int
+	}{{&http.Client{}, 1}, {h2c, 2}, {&http.Client{}, 1}, {h2c, 2}} {
+		go func() {
+			status := -1 // if post fails the test, its Goexit still runs this defer
+			defer func() { done <- status }()
+			status = post(t, c.client, c.major, s.URL, uuid.NewString())
+		}()
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for s.Calls() < 4 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if s.Calls() != 4 || s.Answered() != 0 || len(done) != 0 {
+		t.Fatalf("held: %d calls, %d answered, %d replies; want 4, 0, 0", s.Calls(), s.Answered(), len(done))
+	}
+	s.Release()
+	for range 4 {
+		if status := <-done; status != 200 {
+			t.Fatalf("a released call answered %d", status)
+		}
+	}
+	if s.Answered() != 4 {
+		t.Fatalf("%d answered after Release, want 4", s.Answered())
+	}
+}

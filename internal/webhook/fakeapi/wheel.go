@@ -50,6 +50,9 @@ func (w *wheel) run(s *Server) {
 		case <-w.done:
 			return
 		case now := <-t.C:
+			if s.held() != nil {
+				continue // slots keep their calls until Release
+			}
 			cur := now.UnixNano() / int64(slotWidth)
 			var due []pending
 			w.mu.Lock()
@@ -71,6 +74,7 @@ func answerAll(s *Server, due []pending) {
 	}
 	for c, ps := range byConn {
 		s.inflight.Add(-int64(len(ps)))
+		s.answered.Add(int64(len(ps)))
 		c.mu.Lock()
 		for _, p := range ps {
 			if p.fail {
