@@ -221,8 +221,8 @@ func (c *WebhookCollector) Collect(ch chan<- prometheus.Metric) {
 
 // ServerCollector exports the public listener's limit counters.
 type ServerCollector struct {
-	stats          func() server.Stats
-	refused, conns *prometheus.Desc
+	stats                  func() server.Stats
+	refused, conns, panics *prometheus.Desc
 }
 
 // NewServerCollector returns a collector over stats, called once per scrape.
@@ -231,13 +231,20 @@ func NewServerCollector(stats func() server.Stats) *ServerCollector {
 		stats: stats,
 		refused: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "limits", "refused_total"),
 			"Requests or connections refused by a limit, by reason: max_conns, in_flight_ads, in_flight_hooks (503), "+
-				"header_too_large (431), body_too_large (413), read_timeout (408), malformed (400).", []string{"reason"}, nil),
+				"header_too_large (431), body_too_large (413), read_timeout (408), malformed (400), "+
+				"framing (400 and the connection closed: ambiguous request framing, see docs/edge.md).", []string{"reason"}, nil),
+		panics: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "http", "panics_total"),
+			"Public requests whose handler panicked; each was answered 500 and logged.", nil, nil),
 		conns: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "connections"), "Public connections open.", nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
-func (c *ServerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.refused; ch <- c.conns }
+func (c *ServerCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.refused
+	ch <- c.conns
+	ch <- c.panics
+}
 
 // Collect implements prometheus.Collector.
 func (c *ServerCollector) Collect(ch chan<- prometheus.Metric) {
@@ -246,6 +253,7 @@ func (c *ServerCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(n), reason)
 	}
 	ch <- prometheus.MustNewConstMetric(c.conns, prometheus.GaugeValue, float64(s.Conns))
+	ch <- prometheus.MustNewConstMetric(c.panics, prometheus.CounterValue, float64(s.Panics))
 }
 
 // RequestCollector exports the public requests by endpoint (or route) and

@@ -20,16 +20,19 @@ const (
 	ReasonBody          = "body_too_large"   // body over max_body_bytes: 413
 	ReasonTimeout       = "read_timeout"     // request not read within read_timeout (slowloris): 408
 	ReasonMalformed     = "malformed"        // unparsable request: 400
+	ReasonFraming       = "framing"          // ambiguous framing (smuggling shapes): 400 and close
 )
 
 // Stats counts what the limits refused, by reason.
 type Stats struct {
 	Refused map[string]uint64
-	Conns   int64 // connections open now
+	Conns   int64  // connections open now
+	Panics  uint64 // handler panics answered with a 500
 }
 
 type counters struct {
-	conns, adsLimit, hookLimit, header, body, timeout, malformed atomic.Uint64
+	conns, adsLimit, hookLimit, header, body, timeout, malformed, framing atomic.Uint64
+	panics                                                                atomic.Uint64
 }
 
 // gate bounds how many requests of one class run at once. Acquiring costs an
@@ -169,7 +172,8 @@ func (s *Server) Stats() Stats {
 		ReasonBody:          s.counters.body.Load(),
 		ReasonTimeout:       s.counters.timeout.Load(),
 		ReasonMalformed:     s.counters.malformed.Load(),
-	}}
+		ReasonFraming:       s.counters.framing.Load(),
+	}, Panics: s.counters.panics.Load()}
 	if l := s.ln.Load(); l != nil {
 		st.Conns = l.open.Load()
 	}

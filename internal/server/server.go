@@ -91,6 +91,7 @@ type Server struct {
 	log      *slog.Logger
 	maxConns int
 	counters counters
+	panics   panicLog
 	ln       atomic.Pointer[limitListener]
 	// deadlines sweeps the connections' read and write deadlines.
 	deadlines *deadlines
@@ -334,7 +335,12 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b 
 // counts it by route, status and latency (one clock read serves both).
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	var lr logged
-	rs := s.dispatch(ctx, &lr)
+	rs := s.statOther
+	if why := checkFraming(&ctx.Request.Header); why != "" {
+		s.refuseFraming(ctx, why)
+	} else {
+		rs = s.serve(ctx, &lr)
+	}
 	d := time.Since(ctx.Time())
 	if lr.ep != nil {
 		s.logRequest(ctx, &lr, d)
@@ -349,8 +355,22 @@ type logged struct {
 	id, callback []byte
 }
 
-// dispatch answers a request and returns the stats of the route it took.
-func (s *Server) dispatch(ctx *fasthttp.RequestCtx, lr *logged) *routeStats {
+// serve answers a request by dispatch. A panic in a handler is answered
+// with a 500 and the request keeps its access-log record and its count:
+// one bad request or placement must not end the process.
+func (s *Server) serve(ctx *fasthttp.RequestCtx, lr *logged) (rs *routeStats) {
+	rs = s.statOther
+	defer func() {
+		if p := recover(); p != nil {
+			s.recovered(ctx, p)
+		}
+	}()
+	return s.dispatch(ctx, lr, &rs)
+}
+
+// dispatch answers a request and returns the stats of the route it took;
+// it records the route in *rs as soon as it is known, for a panic's count.
+func (s *Server) dispatch(ctx *fasthttp.RequestCtx, lr *logged, rs **routeStats) *routeStats {
 	ctx.Response.Header.SetCanonical(hdrNosniff, valNosniff)
 	path := ctx.Path()
 	r := s.routes.Load()
@@ -361,18 +381,20 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx, lr *logged) *routeStats {
 			plain(ctx, fasthttp.StatusNotFound, "unknown host")
 			return s.statOther
 		}
-		return s.serveAPI(ctx, r, st, path[len(apiPrefix):], lr)
+		return s.serveAPI(ctx, r, st, path[len(apiPrefix):], lr, rs)
 	case s.callback && bytes.Equal(path, callbackPath):
+		*rs = s.statCallback
 		if allowPost(ctx) && s.enter(ctx, r.hooks, &s.counters.hookLimit, "webhook") {
+			defer r.hooks.leave()
 			status, body := s.webhook.Callback(ctx.PostBody())
-			r.hooks.leave()
 			reply(ctx, status, body)
 		}
 		return s.statCallback
 	case s.webhook != nil && s.webhook.LINEEnabled() && bytes.Equal(path, linePath):
+		*rs = s.statLINE
 		if allowPost(ctx) && s.enter(ctx, r.hooks, &s.counters.hookLimit, "webhook") {
+			defer r.hooks.leave()
 			status, body := s.webhook.LINE(ctx.PostBody(), string(ctx.Request.Header.Peek("X-Line-Signature")))
-			r.hooks.leave()
 			reply(ctx, status, body)
 		}
 		return s.statLINE
@@ -383,6 +405,7 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx, lr *logged) *routeStats {
 			plain(ctx, fasthttp.StatusNotFound, "not found")
 			return s.statOther
 		case allowRead(ctx):
+			*rs = s.statLib
 			s.serveStatic(ctx, st.static, path[len(libPrefix):])
 		}
 		return s.statLib
@@ -398,7 +421,7 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx, lr *logged) *routeStats {
 	}
 }
 
-func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, r *routes, st *site, rest []byte, lr *logged) *routeStats {
+func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, r *routes, st *site, rest []byte, lr *logged, rs **routeStats) *routeStats {
 	dot := bytes.LastIndexByte(rest, '.')
 	if dot < 0 {
 		plain(ctx, fasthttp.StatusNotFound, "unknown endpoint")
@@ -410,13 +433,13 @@ func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, r *routes, st *site, rest []
 		plain(ctx, fasthttp.StatusNotFound, "unknown endpoint")
 		return s.statOther
 	}
-	var id, callback []byte
-	if s.enter(ctx, r.ads, &s.counters.adsLimit, "ad") {
-		id, callback = s.respond(ctx, ep, format)
-		r.ads.leave()
-	}
+	*rs = ep.stats
 	if ep.log != nil {
-		*lr = logged{ep: ep, id: id, callback: callback}
+		lr.ep = ep // before responding: a panic's 500 is logged too
+	}
+	if s.enter(ctx, r.ads, &s.counters.adsLimit, "ad") {
+		defer r.ads.leave()
+		s.respond(ctx, ep, format, lr)
 	}
 	return ep.stats
 }
@@ -431,37 +454,39 @@ func (s *Server) enter(ctx *fasthttp.RequestCtx, g *gate, refused *atomic.Uint64
 	return false
 }
 
-// respond writes the response of ep to ctx and returns the id and callback
-// the request carried, for the access log.
-func (s *Server) respond(ctx *fasthttp.RequestCtx, ep *endpoint, format render.Format) (id, callback []byte) {
+// respond writes the response of ep to ctx and keeps the id and callback
+// the request carried in lr, for the access log.
+func (s *Server) respond(ctx *fasthttp.RequestCtx, ep *endpoint, format render.Format, lr *logged) {
 	if !allowRead(ctx) {
-		return nil, nil
+		return
 	}
 	args := ctx.QueryArgs()
-	id = args.Peek(argID)
+	id := args.Peek(argID)
+	var callback []byte
 	if format == render.FormatJSONP {
 		callback = args.Peek(argCB)
 	}
+	lr.id, lr.callback = id, callback
 	if msg := checkID(id); msg != "" {
 		plain(ctx, fasthttp.StatusBadRequest, msg)
-		return id, callback
+		return
 	}
 	if ep.tmpl != nil && format == render.FormatJSONP {
 		if len(callback) > 0 && !render.ValidCallback(callback) {
 			plain(ctx, fasthttp.StatusBadRequest, "callback must be a JavaScript identifier path such as Example.process")
-			return id, callback
+			return
 		}
 		s.respondTemplate(ctx, ep, id, callback)
-		return id, callback
+		return
 	}
 	if format == render.FormatJSONP {
 		if len(callback) == 0 {
 			plain(ctx, fasthttp.StatusBadRequest, "missing callback")
-			return id, callback
+			return
 		}
 		if !render.ValidCallback(callback) {
 			plain(ctx, fasthttp.StatusBadRequest, "callback must be a JavaScript identifier path such as Example.process")
-			return id, callback
+			return
 		}
 	}
 
@@ -478,7 +503,7 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, ep *endpoint, format render.F
 			ctx.Response.Header.Set("Retry-After", "1")
 		}
 		plain(ctx, status, tsubame.ErrorMessage(err))
-		return id, callback
+		return
 	}
 	if !found {
 		ctx.SetStatusCode(fasthttp.StatusNotFound)
@@ -488,7 +513,7 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, ep *endpoint, format render.F
 		ctx.Response.Header.SetCanonical(hdrCacheControl, ep.cacheControl)
 	}
 	render.Write(ctx, format, callback, payload)
-	return id, callback
+	return
 }
 
 // respondTemplate answers with ep's template rendered for the placement.
