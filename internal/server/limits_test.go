@@ -29,7 +29,9 @@ func (s slow) Payload(context.Context, []byte, []byte) ([]byte, bool, error) {
 
 func startWith(t *testing.T, opt server.Options, eps ...server.Endpoint) (*server.Server, string) {
 	t.Helper()
-	opt.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	if opt.MaxHeaderBytes == 0 {
 		opt.MaxHeaderBytes = 4096
 	}
