@@ -178,14 +178,16 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 		return err
 	}
 	defer api.Close()
-	script, err := writeScript(dir)
+	token := newCallbackToken()
+	cbEnv := "TSUBAME_WEBHOOK_CALLBACK_TOKEN=" + token
+	script, err := writeScript(dir, token)
 	if err != nil {
 		return err
 	}
 	if err := writeStatic(dir); err != nil {
 		return err
 	}
-	tsubame, err := startTsubame(ctx, &p, bin, dir+"/embedded", addr, admin, api.URL)
+	tsubame, err := startTsubame(ctx, &p, bin, dir+"/embedded", addr, admin, api.URL, cbEnv)
 	if err != nil {
 		return err
 	}
@@ -198,7 +200,7 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 			return err
 		}
 		if _, err := startTsubame(ctx, &p, bin, dir+"/redis-node", raddr, radmin, api.URL,
-			"TSUBAME_STORE=redis", "TSUBAME_REDIS_ADDRS="+redisAddr); err != nil {
+			"TSUBAME_STORE=redis", "TSUBAME_REDIS_ADDRS="+redisAddr, cbEnv); err != nil {
 			return err
 		}
 		if err := checkBodies(raddr); err != nil {

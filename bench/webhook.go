@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,15 +13,24 @@ import (
 	"time"
 )
 
-// The LINE-bot write-up's wrk.lua: ten messages per request.
+// The LINE-bot write-up's wrk.lua: ten messages per request, with the
+// bearer token /callback requires.
 const webhookScript = `wrk.method = "POST"
 wrk.body = '{"messages":"1,2,3,4,5,6,7,8,9,10"}'
 wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer %s"
 `
 
-func writeScript(dir string) (string, error) {
+// newCallbackToken makes the run's webhook.callback_token.
+func newCallbackToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b)
+}
+
+func writeScript(dir, token string) (string, error) {
 	p := filepath.Join(dir, "webhook.lua")
-	return p, os.WriteFile(p, []byte(webhookScript), 0o644)
+	return p, os.WriteFile(p, fmt.Appendf(nil, webhookScript, token), 0o600)
 }
 
 // webhookCheck is what one webhook run did to the messages.

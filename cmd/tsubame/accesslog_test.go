@@ -96,7 +96,7 @@ func startBinary(t *testing.T, env ...string) *proc {
 	}
 	go func() { p.done <- p.cmd.Wait() }()
 	t.Cleanup(func() { _ = p.cmd.Process.Kill() })
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second) // generous: a busy machine starts slowly
 	for {
 		if resp, err := http.Get(p.base + "/json"); err == nil {
 			resp.Body.Close()

@@ -82,6 +82,12 @@ func TestMainServesDemoPlacements(t *testing.T) {
 	if _, body := get(t, base+"/json"); body != `{"message":"Hello, World!"}` {
 		t.Errorf("/json: %s", body)
 	}
+	// Without webhook.callback_token, /callback is not served at all.
+	if resp, err := http.Post(base+"/callback", "application/json", strings.NewReader(`{"messages":"1"}`)); err != nil || resp.StatusCode != 404 {
+		t.Errorf("POST /callback without a configured token: %v %v, want 404", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	admin := "http://" + m.AdminAddr()
 	if code, _ := get(t, admin+"/healthz"); code != 200 {
 		t.Errorf("healthz %d", code)

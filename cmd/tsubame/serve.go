@@ -282,7 +282,7 @@ func (m *Main) serverOptions(cfg *config.Config) server.Options {
 		LimitWait:          cfg.Server.LimitWait,
 		HelloJSON:          cfg.Server.HelloJSON,
 		Webhook:            m.receiver,
-		Callback:           cfg.Webhook.Callback,
+		CallbackToken:      cfg.Webhook.CallbackToken,
 		Static:             m.static,
 		Sites:              m.sites(cfg),
 		RejectUnknownHosts: cfg.UnknownHosts == "reject",
@@ -519,7 +519,7 @@ func (m *Main) openLogs(backend tsubame.Store) error {
 // openWebhook starts the message processor when a webhook receiver is enabled.
 func (m *Main) openWebhook(backend tsubame.Store) (*webhook.Receiver, error) {
 	wc := m.Config.Webhook
-	if !wc.Callback && wc.LINE.ChannelSecret == "" {
+	if wc.CallbackToken == "" && wc.LINE.ChannelSecret == "" {
 		return nil, nil
 	}
 	var results tsubame.ResultStore

@@ -32,8 +32,10 @@ func TestBinaryWebhookEndToEnd(t *testing.T) {
 	}
 	defer api.Close()
 	const secret = "line-channel-secret"
+	const callbackToken = "0123456789abcdef0123456789abcdef-callback"
 	p := startBinary(t, "TSUBAME_WEBHOOK_API_URL="+api.URL, "TSUBAME_WEBHOOK_API_TOKEN=access-token",
-		"TSUBAME_WEBHOOK_API_H2C=true", "TSUBAME_LINE_CHANNEL_SECRET="+secret)
+		"TSUBAME_WEBHOOK_API_H2C=true", "TSUBAME_LINE_CHANNEL_SECRET="+secret, "TSUBAME_WEBHOOK_CALLBACK_TOKEN="+callbackToken)
+	bearer := []string{"Authorization", "Bearer " + callbackToken}
 
 	client := &http.Client{Timeout: time.Minute} // a server stuck on the held API fails instead of hanging
 	post := func(path, body string, header ...string) (int, string) {
@@ -56,7 +58,7 @@ func TestBinaryWebhookEndToEnd(t *testing.T) {
 	for c := range 4 {
 		wg.Go(func() {
 			for i := range 50 {
-				status, body := post("/callback", fmt.Sprintf(`{"messages":"%d-%d-a,%d-%d-b,%d-%d-c"}`, c, i, c, i, c, i))
+				status, body := post("/callback", fmt.Sprintf(`{"messages":"%d-%d-a,%d-%d-b,%d-%d-c"}`, c, i, c, i, c, i), bearer...)
 				if status != 200 || body != `{"ok":"ok"}` {
 					t.Errorf("callback: %d %s", status, body)
 					return
@@ -86,8 +88,18 @@ func TestBinaryWebhookEndToEnd(t *testing.T) {
 	if status, _ := post("/webhook/line", lineBody, "X-Line-Signature", "bm9wZQ=="); status != 401 {
 		t.Fatalf("bad signature: %d", status)
 	}
-	if status, _ := post("/callback", `{"messages":`); status != 400 {
+	if status, _ := post("/callback", `{"messages":`, bearer...); status != 400 {
 		t.Fatal("malformed body accepted")
+	}
+	// Without the bearer token, or with another, /callback answers 401 and
+	// calls nothing; the scheme is case-insensitive (RFC 9110 §11.1).
+	for _, auth := range []string{"", "Bearer", "Bearer wrong", "Basic " + callbackToken, "Bearer " + callbackToken + "x", "Bearer " + callbackToken[:len(callbackToken)-1]} {
+		if status, body := post("/callback", `{"messages":"unauthorized"}`, "Authorization", auth); status != 401 {
+			t.Fatalf("Authorization %q: %d %s, want 401", auth, status, body)
+		}
+	}
+	if status, body := post("/callback", `{"messages":"lower-case-scheme"}`, "Authorization", "bearer "+callbackToken); status != 200 {
+		t.Fatalf("lower-case bearer scheme: %d %s", status, body)
 	}
 	if resp, err := http.Get(p.base + "/callback"); err != nil || resp.StatusCode != 405 {
 		t.Fatalf("GET /callback: %v %v", resp, err)
@@ -99,7 +111,7 @@ func TestBinaryWebhookEndToEnd(t *testing.T) {
 	if err := p.wait(t); err != nil {
 		t.Fatalf("exit: %v\n%s", err, p.logs)
 	}
-	const want = 4*50*3 + 1
+	const want = 4*50*3 + 1 + 1 // the callbacks, the LINE message and the lower-case-scheme callback
 	distinct, maxAttempts := api.Keys()
 	if distinct != want || maxAttempts != 1 || api.Bad() != 0 {
 		t.Fatalf("API saw %d messages (max %d attempts, %d malformed), want %d each once\n%s", distinct, maxAttempts, api.Bad(), want, p.logs)
@@ -117,7 +129,11 @@ func TestBinaryWebhookEndToEnd(t *testing.T) {
 	if n, err := s.CountResults(context.Background()); err != nil || n != want {
 		t.Fatalf("%d results recorded (%v), want %d", n, err, want)
 	}
-	if bytes.Contains(p.logs.Bytes(), []byte(secret)) || bytes.Contains(p.logs.Bytes(), []byte("access-token")) {
+	if texts := api.Texts(); texts["unauthorized"] != 0 {
+		t.Fatal("an unauthorized /callback reached the API")
+	}
+	if bytes.Contains(p.logs.Bytes(), []byte(secret)) || bytes.Contains(p.logs.Bytes(), []byte("access-token")) ||
+		bytes.Contains(p.logs.Bytes(), []byte(callbackToken)) {
 		t.Fatalf("a secret reached the process log:\n%s", p.logs)
 	}
 }

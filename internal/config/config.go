@@ -213,7 +213,8 @@ type AccessLog struct {
 
 // Webhook configures the webhook receivers and their message processing.
 type Webhook struct {
-	Callback         bool          `koanf:"callback"`
+	// CallbackToken turns POST /callback on; requests must carry it as a bearer token.
+	CallbackToken    string        `koanf:"callback_token" secret:"true"`
 	LINE             LINE          `koanf:"line"`
 	MaxBodyBytes     ByteSize      `koanf:"max_body_bytes"`
 	QueueSize        int           `koanf:"queue_size"`
@@ -226,6 +227,9 @@ type Webhook struct {
 	StoreConcurrency int           `koanf:"store_concurrency"`
 	API              WebhookAPI    `koanf:"api"`
 }
+
+// MinCallbackToken is the shortest webhook.callback_token accepted.
+const MinCallbackToken = 32
 
 // LINE configures the LINE Messaging API receiver.
 type LINE struct {
@@ -612,6 +616,9 @@ func (c *Config) Validate() []error {
 	}
 	if !printableASCII(wh.API.Token) || !printableASCII(wh.LINE.ChannelSecret) {
 		add("webhook.api.token and webhook.line.channel_secret: must be printable ASCII")
+	}
+	if t := wh.CallbackToken; t != "" && (len(t) < MinCallbackToken || !printableASCII(t) || strings.ContainsAny(t, " \t")) {
+		add("webhook.callback_token: must be at least %d printable ASCII characters without spaces (make one with: openssl rand -hex 32)", MinCallbackToken)
 	}
 	if st := c.Static; st.Root != "" {
 		if fi, err := os.Stat(st.Root); err != nil || !fi.IsDir() {

@@ -364,3 +364,20 @@ func TestRedisFlushDelay(t *testing.T) {
 		}
 	}
 }
+
+// webhook.callback_token is off by default and, when set, long and plain.
+func TestCallbackToken(t *testing.T) {
+	if cfg := load(t, ""); cfg.Webhook.CallbackToken != "" {
+		t.Fatalf("default webhook.callback_token = %q, want none", cfg.Webhook.CallbackToken)
+	}
+	long := strings.Repeat("k", config.MinCallbackToken)
+	for in, ok := range map[string]bool{
+		`""`: true, long: true, long[1:]: false, `"` + long + ` x"`: false, `"` + long + `\t"`: false, `"` + long + `é"`: false,
+	} {
+		cfg := load(t, "webhook: {callback_token: "+in+"}\n")
+		errs := fmt.Sprint(cfg.Validate())
+		if got := !strings.Contains(errs, "webhook.callback_token"); got != ok {
+			t.Errorf("callback_token %s: accepted %v, want %v (%s)", in, got, ok, errs)
+		}
+	}
+}

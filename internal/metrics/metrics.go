@@ -232,7 +232,8 @@ func NewServerCollector(stats func() server.Stats) *ServerCollector {
 		refused: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "limits", "refused_total"),
 			"Requests or connections refused by a limit, by reason: max_conns, in_flight_ads, in_flight_hooks (503), "+
 				"header_too_large (431), body_too_large (413), read_timeout (408), malformed (400), "+
-				"framing (400 and the connection closed: ambiguous request framing, see docs/edge.md).", []string{"reason"}, nil),
+				"framing (400 and the connection closed: ambiguous request framing, see docs/edge.md), "+
+				"callback_auth (401: POST /callback without its bearer token).", []string{"reason"}, nil),
 		panics: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "http", "panics_total"),
 			"Public requests whose handler panicked; each was answered 500 and logged.", nil, nil),
 		conns: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "connections"), "Public connections open.", nil, nil),

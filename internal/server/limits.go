@@ -21,6 +21,7 @@ const (
 	ReasonTimeout       = "read_timeout"     // request not read within read_timeout (slowloris): 408
 	ReasonMalformed     = "malformed"        // unparsable request: 400
 	ReasonFraming       = "framing"          // ambiguous framing (smuggling shapes): 400 and close
+	ReasonCallbackAuth  = "callback_auth"    // POST /callback without its bearer token: 401
 )
 
 // Stats counts what the limits refused, by reason.
@@ -31,8 +32,8 @@ type Stats struct {
 }
 
 type counters struct {
-	conns, adsLimit, hookLimit, header, body, timeout, malformed, framing atomic.Uint64
-	panics                                                                atomic.Uint64
+	conns, adsLimit, hookLimit, header, body, timeout, malformed, framing, callbackAuth atomic.Uint64
+	panics                                                                              atomic.Uint64
 }
 
 // gate bounds how many requests of one class run at once. Acquiring costs an
@@ -173,6 +174,7 @@ func (s *Server) Stats() Stats {
 		ReasonTimeout:       s.counters.timeout.Load(),
 		ReasonMalformed:     s.counters.malformed.Load(),
 		ReasonFraming:       s.counters.framing.Load(),
+		ReasonCallbackAuth:  s.counters.callbackAuth.Load(),
 	}, Panics: s.counters.panics.Load()}
 	if l := s.ln.Load(); l != nil {
 		st.Conns = l.open.Load()

@@ -7,6 +7,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -69,8 +70,10 @@ type Options struct {
 	HelloJSON        bool // serve GET /json
 	// Webhook receives POST /callback and POST /webhook/line; nil serves neither.
 	Webhook *webhook.Receiver
-	// Callback serves POST /callback (with Webhook set).
-	Callback bool
+	// CallbackToken, if set (with Webhook), serves POST /callback to requests
+	// carrying "Authorization: Bearer <CallbackToken>"; others get a 401.
+	// A reload may change it (rotate the token) but not turn /callback on.
+	CallbackToken string
 	// Static serves GET /lib/... for the default site; nil serves nothing there.
 	Static *static.Server
 	// Sites are virtual hosts picked by the Host header; the endpoints
@@ -87,7 +90,6 @@ type Server struct {
 	srv      *fasthttp.Server
 	routes   atomic.Pointer[routes] // swapped whole by Reload
 	webhook  *webhook.Receiver
-	callback bool
 	log      *slog.Logger
 	maxConns int
 	counters counters
@@ -110,6 +112,9 @@ type routes struct {
 	hello bool
 	ads   *gate
 	hooks *gate
+	// callbackKey is the SHA-256 of the /callback bearer credential
+	// ("Bearer <token>"); nil serves no /callback.
+	callbackKey *[sha256.Size]byte
 }
 
 type site struct {
@@ -180,7 +185,7 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	s := &Server{log: opt.Logger, webhook: opt.Webhook, callback: opt.Callback && opt.Webhook != nil,
+	s := &Server{log: opt.Logger, webhook: opt.Webhook,
 		maxConns: opt.MaxConns, bootID: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	s.statCallback, s.statLINE, s.statLib = s.reqs.get(RouteCallback), s.reqs.get(RouteLINE), s.reqs.get(RouteLib)
 	s.statJSON, s.statOther = s.reqs.get(RouteJSON), s.reqs.get(RouteOther)
@@ -220,6 +225,10 @@ func (s *Server) Reload(opt Options, endpoints []Endpoint) error {
 		hello: opt.HelloJSON,
 		ads:   &gate{max: int64(opt.MaxInFlightAds), wait: opt.LimitWait},
 		hooks: &gate{max: int64(opt.MaxInFlightHooks), wait: opt.LimitWait},
+	}
+	if opt.CallbackToken != "" && s.webhook != nil {
+		k := sha256.Sum256([]byte(opt.CallbackToken))
+		r.callbackKey = &k
 	}
 	def, err := s.buildSite(endpoints, opt.Static)
 	if err != nil {
@@ -382,9 +391,9 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx, lr *logged, rs **routeStats)
 			return s.statOther
 		}
 		return s.serveAPI(ctx, r, st, path[len(apiPrefix):], lr, rs)
-	case s.callback && bytes.Equal(path, callbackPath):
+	case r.callbackKey != nil && bytes.Equal(path, callbackPath):
 		*rs = s.statCallback
-		if allowPost(ctx) && s.enter(ctx, r.hooks, &s.counters.hookLimit, "webhook") {
+		if allowPost(ctx) && s.authorized(ctx, r.callbackKey) && s.enter(ctx, r.hooks, &s.counters.hookLimit, "webhook") {
 			defer r.hooks.leave()
 			status, body := s.webhook.Callback(ctx.PostBody())
 			reply(ctx, status, body)
