@@ -3,14 +3,16 @@ package main
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 
 	"tsubame/internal/config"
 )
 
 // Reload applies cfg to the running server at once: the endpoints, sites'
-// hosts and endpoints, response templates, the in-flight bounds, hello_json
-// and the log level. The other keys take
+// hosts and endpoints, response templates, the in-flight bounds, hello_json,
+// the log level, and webhook.callback_token where the webhook processor
+// runs (a webhook receiver was on at start). The other keys take
 // effect at the next restart (SIGUSR2 or tsubame restart); Reload returns
 // their names. An error leaves the running configuration untouched.
 func (m *Main) Reload(cfg *config.Config) (needsRestart []string, err error) {
@@ -32,7 +34,13 @@ func (m *Main) Reload(cfg *config.Config) (needsRestart []string, err error) {
 	m.mu.Lock()
 	m.Config = cfg
 	m.mu.Unlock()
-	return restartOnly(old, cfg), nil
+	restart := restartOnly(old, cfg)
+	if m.receiver != nil {
+		// The webhook processor runs, so the public listener applied the
+		// callback token: rotated, or /callback turned on or off.
+		restart = slices.DeleteFunc(restart, func(k string) bool { return k == "webhook.callback_token" })
+	}
+	return restart, nil
 }
 
 // restartOnly lists the keys whose change a reload does not apply.

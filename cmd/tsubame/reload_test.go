@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"tsubame/internal/config"
+	"tsubame/internal/webhook/fakeapi"
 )
 
 func TestRestartOnlyKeys(t *testing.T) {
@@ -138,5 +139,42 @@ func TestWarmRestart(t *testing.T) {
 	get(t, "http://"+second.PublicAddr()+"/api/sample3.js?id=7&callback=cb")
 	if after := second.Cache.Stats(); after.Loads != 30 || after.Hits != st.Hits+1 {
 		t.Fatalf("first request after the restart went to the store: %+v", after)
+	}
+}
+
+// A reload rotates webhook.callback_token: the old token gets a 401, the new
+// one is served, and the key is not reported as needing a restart.
+func TestReloadRotatesCallbackToken(t *testing.T) {
+	api, err := fakeapi.Start(fakeapi.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer api.Close()
+	oldToken, newToken := strings.Repeat("a", 40), strings.Repeat("b", 40)
+	env := append(testEnv(t), "TSUBAME_WEBHOOK_API_URL="+api.URL, "TSUBAME_WEBHOOK_API_H2C=true")
+	m := openMain(t, append(env, "TSUBAME_WEBHOOK_CALLBACK_TOKEN="+oldToken), false)
+	post := func(token string) int {
+		req, _ := http.NewRequest("POST", "http://"+m.PublicAddr()+"/callback", strings.NewReader(`{"messages":"1"}`))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if a, b := post(oldToken), post(newToken); a != 200 || b != 401 {
+		t.Fatalf("before the reload: old token %d, new token %d; want 200, 401", a, b)
+	}
+	cfg, err := loadConfig("", append(env, "TSUBAME_WEBHOOK_CALLBACK_TOKEN="+newToken), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restart, err := m.Reload(cfg)
+	if err != nil || len(restart) != 0 {
+		t.Fatalf("Reload: %v, needs restart %v", err, restart)
+	}
+	if a, b := post(oldToken), post(newToken); a != 401 || b != 200 {
+		t.Fatalf("after the reload: old token %d, new token %d; want 401, 200", a, b)
 	}
 }
