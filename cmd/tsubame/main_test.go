@@ -82,6 +82,12 @@ func TestMainServesDemoPlacements(t *testing.T) {
 	if _, body := get(t, base+"/json"); body != `{"message":"Hello, World!"}` {
 		t.Errorf("/json: %s", body)
 	}
+	// Ad responses are not cacheable by default: every request must reach the log.
+	if resp, err := http.Get(base + "/api/sample3.js?id=1&callback=cb"); err != nil || resp.Header.Get("Cache-Control") != "no-store" {
+		t.Errorf("sample3 Cache-Control: %v %v, want no-store", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	// Without webhook.callback_token, /callback is not served at all.
 	if resp, err := http.Post(base+"/callback", "application/json", strings.NewReader(`{"messages":"1"}`)); err != nil || resp.StatusCode != 404 {
 		t.Errorf("POST /callback without a configured token: %v %v, want 404", resp, err)
@@ -107,7 +113,7 @@ func TestMainServesDemoPlacements(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{`tsubame_cache_lookups_total{result="hit"}`, `tsubame_http_requests_total{code="200",endpoint="sample3"} 2`,
+	for _, want := range []string{`tsubame_cache_lookups_total{result="hit"}`, `tsubame_http_requests_total{code="200",endpoint="sample3"} 3`,
 		`tsubame_http_requests_total{code="404",endpoint="sample3"} 1`, `tsubame_http_request_duration_seconds_bucket{code="200",endpoint="json",le="+Inf"} 1`,
 		`tsubame_cache_load_seconds_total`, `tsubame_admin_auth_failures_total`, "go_goroutines"} {
 		if resp.StatusCode != 200 || !strings.Contains(string(b), want) {

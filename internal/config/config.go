@@ -293,6 +293,23 @@ const (
 	SourceStore = "store"
 )
 
+// DefaultCacheControl is an endpoint's Cache-Control unless it sets one:
+// every ad request must reach the server (and its access log), so no cache
+// may keep a response.
+const DefaultCacheControl = "no-store"
+
+// ResponseCacheControl is the Cache-Control value e's responses carry;
+// empty sends none.
+func (e Endpoint) ResponseCacheControl() string {
+	switch e.CacheControl {
+	case "":
+		return DefaultCacheControl
+	case "none":
+		return ""
+	}
+	return e.CacheControl
+}
+
 // Endpoint declares one /api/<name>.<ext> endpoint.
 type Endpoint struct {
 	Source       string   `koanf:"source"`

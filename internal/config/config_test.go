@@ -381,3 +381,13 @@ func TestCallbackToken(t *testing.T) {
 		}
 	}
 }
+
+// Ad responses are not cacheable unless an endpoint says otherwise.
+func TestResponseCacheControl(t *testing.T) {
+	cfg := load(t, "endpoints:\n  a: {source: store}\n  b: {source: store, cache_control: \"public, max-age=60\"}\n  c: {source: store, cache_control: none}\n")
+	for name, want := range map[string]string{"a": "no-store", "b": "public, max-age=60", "c": ""} {
+		if got := cfg.Endpoints[name].ResponseCacheControl(); got != want {
+			t.Errorf("endpoint %s: Cache-Control %q, want %q", name, got, want)
+		}
+	}
+}
