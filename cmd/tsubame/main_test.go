@@ -88,6 +88,13 @@ func TestMainServesDemoPlacements(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
+	// Load balancers probe the serving port.
+	if code, body := get(t, base+"/readyz"); code != 200 || body != "ready\n" {
+		t.Errorf("public /readyz: %d %q", code, body)
+	}
+	if code, body := get(t, base+"/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("public /healthz: %d %q", code, body)
+	}
 	// Without webhook.callback_token, /callback is not served at all.
 	if resp, err := http.Post(base+"/callback", "application/json", strings.NewReader(`{"messages":"1"}`)); err != nil || resp.StatusCode != 404 {
 		t.Errorf("POST /callback without a configured token: %v %v, want 404", resp, err)

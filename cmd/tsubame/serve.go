@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"text/template"
 	"time"
@@ -64,6 +65,8 @@ type Main struct {
 	backend    tsubame.Store // the store under the cache
 	handover   *handover     // set when this process succeeds another (restart.go)
 	serving    bool          // the listeners' Serve loops run
+	ready      atomic.Bool   // the public /readyz answers ready
+	readyProbe func(ctx context.Context) error
 	receiver   *webhook.Receiver
 	static     *static.Server            // the default site's /lib/
 	siteStatic map[string]*static.Server // each site's /lib/, by site name
@@ -154,6 +157,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}
 
 	m.receiver = receiver
+	m.readyProbe = m.probe(backend)
 	if err := m.openStatic(cfg); err != nil {
 		return err
 	}
@@ -171,6 +175,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	m.serving = true
 	m.nListeners = 1
 	go func() { m.served <- m.public.Serve(m.publicLn) }()
+	m.ready.Store(true)
 	if m.admin != nil && m.adminLn != nil {
 		m.nListeners++
 		go func() { m.served <- m.admin.Serve(m.adminLn) }()
@@ -286,8 +291,26 @@ func (m *Main) serverOptions(cfg *config.Config) server.Options {
 		Static:             m.static,
 		Sites:              m.sites(cfg),
 		RejectUnknownHosts: cfg.UnknownHosts == "reject",
+		Ready:              m.publicReady,
 		Logger:             m.Logger,
 	}
+}
+
+// errNotServing is the public /readyz's answer before serving and while
+// draining.
+var errNotServing = errors.New("not serving")
+
+// publicReady is what the public /readyz reports: serving, with a healthy
+// access log and a store that answers.
+func (m *Main) publicReady(ctx context.Context) error {
+	if !m.ready.Load() {
+		return errNotServing
+	}
+	if err := m.readyProbe(ctx); err != nil {
+		m.Logger.Warn("readiness probe failed", "err", err)
+		return err
+	}
+	return nil
 }
 
 func (m *Main) endpoints(cfg *config.Config) []server.Endpoint {
@@ -408,6 +431,7 @@ func (m *Main) Close() error {
 
 func (m *Main) closeAll(ctx context.Context) error {
 	var errs []error
+	m.ready.Store(false)
 	if m.admin != nil {
 		m.admin.SetReady(false)
 	}

@@ -89,7 +89,8 @@ const (
 	RouteLINE     = "webhook_line"
 	RouteLib      = "lib"
 	RouteJSON     = "json"
-	RouteOther    = "other" // unknown paths, hosts and endpoints
+	RouteHealth   = "health" // /healthz and /readyz
+	RouteOther    = "other"  // unknown paths, hosts and endpoints
 )
 
 // requestStats holds a routeStats per route name. Endpoints of the same name

@@ -81,7 +81,10 @@ type Options struct {
 	// answers other hosts unless RejectUnknownHosts.
 	Sites              []Site
 	RejectUnknownHosts bool
-	Logger             *slog.Logger
+	// Ready tells GET /readyz whether the server takes traffic (nil: always);
+	// it is called at most once a second, with a deadline.
+	Ready  func(ctx context.Context) error
+	Logger *slog.Logger
 }
 
 // Server serves the public endpoints. Create it with New, run it with Serve
@@ -94,13 +97,14 @@ type Server struct {
 	maxConns int
 	counters counters
 	panics   panicLog
+	ready    readiness
 	ln       atomic.Pointer[limitListener]
 	// deadlines sweeps the connections' read and write deadlines.
 	deadlines *deadlines
 	reqs      requestStats
 	// The routes that are not ad tags, counted apart.
-	statCallback, statLINE, statLib, statJSON, statOther *routeStats
-	bootID                                               string // prefixes generated request ids, so they differ across restarts
+	statCallback, statLINE, statLib, statJSON, statHealth, statOther *routeStats
+	bootID                                                           string // prefixes generated request ids, so they differ across restarts
 }
 
 // routes is what a reload may change. A request reads it once, so it sees
@@ -188,7 +192,8 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 	s := &Server{log: opt.Logger, webhook: opt.Webhook,
 		maxConns: opt.MaxConns, bootID: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	s.statCallback, s.statLINE, s.statLib = s.reqs.get(RouteCallback), s.reqs.get(RouteLINE), s.reqs.get(RouteLib)
-	s.statJSON, s.statOther = s.reqs.get(RouteJSON), s.reqs.get(RouteOther)
+	s.statJSON, s.statHealth, s.statOther = s.reqs.get(RouteJSON), s.reqs.get(RouteHealth), s.reqs.get(RouteOther)
+	s.ready.probe = opt.Ready
 	if err := s.Reload(opt, endpoints); err != nil {
 		return nil, err
 	}
@@ -418,6 +423,10 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx, lr *logged, rs **routeStats)
 			s.serveStatic(ctx, st.static, path[len(libPrefix):])
 		}
 		return s.statLib
+	case bytes.Equal(path, healthPath) || bytes.Equal(path, readyPath):
+		*rs = s.statHealth
+		s.serveHealth(ctx, bytes.Equal(path, readyPath))
+		return s.statHealth
 	case r.hello && bytes.Equal(path, helloPath):
 		if allowRead(ctx) {
 			ctx.SetContentType(render.ContentTypeJSON)
