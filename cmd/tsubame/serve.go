@@ -377,7 +377,8 @@ func (m *Main) endpointsOf(eps map[string]config.Endpoint, templates map[string]
 	backend := m.backend
 	var out []server.Endpoint
 	for name, ec := range eps {
-		ep := server.Endpoint{Name: name, CacheControl: ec.ResponseCacheControl(), Template: templates[ec.Template]}
+		ep := server.Endpoint{Name: name, CacheControl: ec.ResponseCacheControl(), Template: templates[ec.Template],
+			CORSOrigins: ec.CORSOrigins, CORSMaxAge: ec.CORSMaxAge}
 		switch ec.AccessLog {
 		case config.LogFile:
 			ep.Log = m.FileLog

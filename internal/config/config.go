@@ -293,6 +293,18 @@ const (
 	SourceStore = "store"
 )
 
+// ValidOrigin reports whether o is a serialized origin (RFC 6454 §6.2) as a
+// browser sends it in Origin: http or https, a lower-case host, an optional
+// port, nothing else.
+func ValidOrigin(o string) bool {
+	u, err := url.Parse(o)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		u.Path != "" || u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(o, ":") {
+		return false
+	}
+	return o == strings.ToLower(o) && o == u.Scheme+"://"+u.Host
+}
+
 // DefaultCacheControl is an endpoint's Cache-Control unless it sets one:
 // every ad request must reach the server (and its access log), so no cache
 // may keep a response.
@@ -318,6 +330,11 @@ type Endpoint struct {
 	Formats      []string `koanf:"formats"`
 	CacheControl string   `koanf:"cache_control"`
 	AccessLog    string   `koanf:"access_log"`
+	// CORSOrigins are the page origins allowed to read responses with
+	// fetch() (https://pub.example), or ["*"] for any.
+	CORSOrigins []string `koanf:"cors_origins"`
+	// CORSMaxAge is how long a browser may reuse a preflight's answer.
+	CORSMaxAge time.Duration `koanf:"cors_max_age"`
 	// Template names a response template: .js answers with it instead of JSONP.
 	Template string `koanf:"template"`
 }
@@ -397,8 +414,12 @@ func Load(path string, environ []string) (*Config, []string, error) {
 	return &cfg, warnings, nil
 }
 
+// DefaultCORSMaxAge is how long browsers may reuse a preflight's answer
+// unless an endpoint sets cors_max_age (Chromium caps it at 2h).
+const DefaultCORSMaxAge = 2 * time.Hour
+
 // normalize applies the per-endpoint defaults: cache on for a store
-// endpoint unless set, both formats, no access log.
+// endpoint unless set, both formats, no access log, a 2h preflight age.
 func normalize(k *koanf.Koanf, prefix string, eps map[string]Endpoint) {
 	for name, ep := range eps {
 		if !k.Exists(prefix + name + ".cache") {
@@ -409,6 +430,9 @@ func normalize(k *koanf.Koanf, prefix string, eps map[string]Endpoint) {
 		}
 		if ep.AccessLog == "" {
 			ep.AccessLog = LogNone
+		}
+		if !k.Exists(prefix + name + ".cors_max_age") {
+			ep.CORSMaxAge = DefaultCORSMaxAge
 		}
 		eps[name] = ep
 	}
@@ -794,6 +818,20 @@ func (e Endpoint) validate(prefix, name string) []error {
 		}
 	default:
 		add("source: %q is not one of fixed, store", e.Source)
+	}
+	for _, o := range e.CORSOrigins {
+		if o == "*" {
+			if len(e.CORSOrigins) > 1 {
+				add("cors_origins: \"*\" allows every origin and must stand alone")
+			}
+			continue
+		}
+		if !ValidOrigin(o) {
+			add("cors_origins: %q is not an origin such as https://pub.example or http://localhost:8000 (scheme, host and port only, lower case)", o)
+		}
+	}
+	if e.CORSMaxAge < 0 || e.CORSMaxAge > 24*time.Hour {
+		add("cors_max_age: must be between 0s and 24h")
 	}
 	for _, f := range e.Formats {
 		if f != "js" && f != "json" {

@@ -391,3 +391,30 @@ func TestResponseCacheControl(t *testing.T) {
 		}
 	}
 }
+
+// cors_origins takes serialized origins, or "*" alone.
+func TestCORSOrigins(t *testing.T) {
+	cfg := load(t, "endpoints:\n  a: {source: store, cors_origins: [\"https://pub.example\"]}\n")
+	if errs := cfg.Validate(); len(errs) != 0 || cfg.Endpoints["a"].CORSMaxAge != config.DefaultCORSMaxAge {
+		t.Fatalf("errors %v, max age %v", errs, cfg.Endpoints["a"].CORSMaxAge)
+	}
+	for in, ok := range map[string]bool{
+		`["*"]`: true, `["https://pub.example"]`: true, `["http://localhost:8000", "https://a.b.example"]`: true,
+		`["*", "https://pub.example"]`: false, `["https://pub.example/"]`: false, `["https://pub.example/path"]`: false,
+		`["pub.example"]`: false, `["ftp://pub.example"]`: false, `["https://PUB.example"]`: false,
+		`["https://user@pub.example"]`: false, `["https://pub.example:"]`: false, `["https://pub.example?x"]`: false,
+	} {
+		cfg := load(t, "endpoints:\n  a: {source: store, cors_origins: "+in+"}\n")
+		errs := fmt.Sprint(cfg.Validate())
+		if got := !strings.Contains(errs, "cors_origins"); got != ok {
+			t.Errorf("cors_origins %s: accepted %v, want %v (%s)", in, got, ok, errs)
+		}
+	}
+	for in, ok := range map[string]bool{"0s": true, "24h": true, "25h": false, "-1s": false} {
+		cfg := load(t, "endpoints:\n  a: {source: store, cors_max_age: "+in+"}\n")
+		errs := fmt.Sprint(cfg.Validate())
+		if got := !strings.Contains(errs, "cors_max_age"); got != ok {
+			t.Errorf("cors_max_age %s: accepted %v, want %v (%s)", in, got, ok, errs)
+		}
+	}
+}

@@ -37,6 +37,10 @@ type Endpoint struct {
 	Source       Source
 	Formats      []render.Format // served formats; empty means all
 	CacheControl string          // Cache-Control value; empty sends none
+	// CORSOrigins allow pages of these origins (or "*": any) to read the
+	// responses; CORSMaxAge is the preflight's Access-Control-Max-Age.
+	CORSOrigins []string
+	CORSMaxAge  time.Duration
 	// Log receives a record of every response of this endpoint; nil logs nothing.
 	Log *accesslog.Logger
 	// Template, if set, renders .js responses instead of JSONP; Source must
@@ -167,6 +171,7 @@ type endpoint struct {
 	source       Source
 	formats      [3]bool // indexed by render.Format
 	cacheControl []byte
+	cors         *cors // nil: no CORS headers
 	log          *accesslog.Logger
 	tmpl         *template.Template
 	encodes      bool // the source encodes per request and wants a scratch buffer
@@ -272,7 +277,8 @@ func (s *Server) buildSite(endpoints []Endpoint, st *static.Server) (*site, erro
 		if e.Source == nil {
 			return nil, tsubame.Errorf(tsubame.EINVALID, "endpoint %q has no source", e.Name)
 		}
-		ep := &endpoint{name: e.Name, source: e.Source, log: e.Log, tmpl: e.Template, stats: s.reqs.get(e.Name)}
+		ep := &endpoint{name: e.Name, source: e.Source, log: e.Log, tmpl: e.Template, stats: s.reqs.get(e.Name),
+			cors: newCORS(e.CORSOrigins, e.CORSMaxAge)}
 		if enc, ok := e.Source.(interface{ encodesPerRequest() bool }); ok {
 			ep.encodes = enc.encodesPerRequest()
 		}
@@ -454,6 +460,13 @@ func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, r *routes, st *site, rest []
 	*rs = ep.stats
 	if ep.log != nil {
 		lr.ep = ep // before responding: a panic's 500 is logged too
+	}
+	if ctx.IsOptions() {
+		s.preflight(ctx, ep)
+		return ep.stats
+	}
+	if ep.cors != nil {
+		ep.cors.allow(ctx)
 	}
 	if s.enter(ctx, r.ads, &s.counters.adsLimit, "ad") {
 		defer r.ads.leave()

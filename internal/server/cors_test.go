@@ -1,0 +1,75 @@
+package server_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"tsubame/internal/server"
+)
+
+// CORS per endpoint: allowed origins get Access-Control-Allow-Origin,
+// others nothing; preflights answer 204.
+func TestCORS(t *testing.T) {
+	body := server.Fixed(`{"urls":[]}`)
+	_, addr := startWith(t, server.Options{},
+		server.Endpoint{Name: "pub", Source: body, CORSOrigins: []string{"https://pub.example", "http://localhost:8000"}, CORSMaxAge: 10 * time.Minute},
+		server.Endpoint{Name: "open", Source: body, CORSOrigins: []string{"*"}, CORSMaxAge: time.Hour},
+		server.Endpoint{Name: "none", Source: body})
+	do := func(method, path string, header ...string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest(method, "http://"+addr+path, nil)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	type want struct {
+		status          int
+		acao, vary      string
+		methods, hdrs   string
+		maxAge, allowed string
+	}
+	check := func(name string, resp *http.Response, w want) {
+		t.Helper()
+		h := resp.Header
+		got := want{resp.StatusCode, h.Get("Access-Control-Allow-Origin"), h.Get("Vary"), h.Get("Access-Control-Allow-Methods"),
+			h.Get("Access-Control-Allow-Headers"), h.Get("Access-Control-Max-Age"), h.Get("Allow")}
+		if got != w {
+			t.Errorf("%s:\n got %+v\nwant %+v", name, got, w)
+		}
+		if h.Get("Access-Control-Allow-Credentials") != "" {
+			t.Errorf("%s: credentials allowed", name)
+		}
+	}
+	const pub = "https://pub.example"
+	check("allowed origin", do("GET", "/api/pub.json?id=1", "Origin", pub), want{status: 200, acao: pub, vary: "Origin"})
+	check("second allowed origin", do("GET", "/api/pub.json?id=1", "Origin", "http://localhost:8000"), want{status: 200, acao: "http://localhost:8000", vary: "Origin"})
+	check("other origin", do("GET", "/api/pub.json?id=1", "Origin", "https://evil.example"), want{status: 200, vary: "Origin"})
+	check("origin differing in case", do("GET", "/api/pub.json?id=1", "Origin", "https://PUB.example"), want{status: 200, vary: "Origin"})
+	check("no origin", do("GET", "/api/pub.json?id=1"), want{status: 200, vary: "Origin"})
+	check("error answer keeps CORS", do("GET", "/api/pub.json", "Origin", pub), want{status: 400, acao: pub, vary: "Origin"})
+	check("any origin", do("GET", "/api/open.json?id=1", "Origin", "https://anyone.example"), want{status: 200, acao: "*"})
+	check("no CORS on the endpoint", do("GET", "/api/none.json?id=1", "Origin", pub), want{status: 200})
+
+	const preflightVary = "Origin, Access-Control-Request-Method, Access-Control-Request-Headers"
+	check("preflight", do("OPTIONS", "/api/pub.json?id=1", "Origin", pub, "Access-Control-Request-Method", "GET",
+		"Access-Control-Request-Headers", "x-request-id, content-type"),
+		want{status: 204, acao: pub, vary: preflightVary, methods: "GET, HEAD", hdrs: "x-request-id, content-type", maxAge: "600", allowed: "GET, HEAD, OPTIONS"})
+	check("preflight for any origin", do("OPTIONS", "/api/open.json?id=1", "Origin", pub, "Access-Control-Request-Method", "HEAD"),
+		want{status: 204, acao: "*", vary: preflightVary, methods: "GET, HEAD", maxAge: "3600", allowed: "GET, HEAD, OPTIONS"})
+	check("preflight for POST", do("OPTIONS", "/api/pub.json?id=1", "Origin", pub, "Access-Control-Request-Method", "POST"),
+		want{status: 204, vary: preflightVary, allowed: "GET, HEAD, OPTIONS"})
+	check("preflight from another origin", do("OPTIONS", "/api/pub.json?id=1", "Origin", "https://evil.example", "Access-Control-Request-Method", "GET"),
+		want{status: 204, vary: preflightVary, allowed: "GET, HEAD, OPTIONS"})
+	check("preflight with bad header names", do("OPTIONS", "/api/pub.json?id=1", "Origin", pub, "Access-Control-Request-Method", "GET",
+		"Access-Control-Request-Headers", "x-a, (x-b)"),
+		want{status: 204, acao: pub, vary: preflightVary, methods: "GET, HEAD", maxAge: "600", allowed: "GET, HEAD, OPTIONS"})
+	check("OPTIONS without CORS", do("OPTIONS", "/api/none.json?id=1", "Origin", pub, "Access-Control-Request-Method", "GET"),
+		want{status: 204, allowed: "GET, HEAD, OPTIONS"})
+}
