@@ -274,6 +274,7 @@ func staleIfError(d time.Duration) time.Duration {
 }
 
 func (m *Main) serverOptions(cfg *config.Config) server.Options {
+	trusted, _ := cfg.Server.TrustedPrefixes() // checked by Validate
 	return server.Options{
 		Name:               cfg.Server.Name,
 		ReadTimeout:        cfg.Server.ReadTimeout,
@@ -292,6 +293,8 @@ func (m *Main) serverOptions(cfg *config.Config) server.Options {
 		Sites:              m.sites(cfg),
 		RejectUnknownHosts: cfg.UnknownHosts == "reject",
 		Ready:              m.publicReady,
+		TrustedProxies:     trusted,
+		ProxyProtocol:      cfg.Server.ProxyProtocol,
 		Logger:             m.Logger,
 	}
 }

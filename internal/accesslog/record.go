@@ -15,6 +15,7 @@ type Record struct {
 	Time      time.Time     // when the request arrived
 	Duration  time.Duration // time to produce the response
 	Remote    netip.Addr    // client address
+	Peer      netip.Addr    // the connection's peer (a proxy), if not Remote; logged when valid
 	Host      []byte        // Host header
 	Method    []byte
 	Path      []byte
@@ -86,6 +87,10 @@ func appendLTSV(dst []byte, r *Record, tc *timeCache) []byte {
 	dst = tc.append(dst, r.Time)
 	dst = append(dst, "\thost:"...)
 	dst = appendAddr(dst, r.Remote)
+	if r.Peer.IsValid() {
+		dst = append(dst, "\tpeer:"...)
+		dst = appendAddr(dst, r.Peer)
+	}
 	dst = ltsvField(dst, "\tvhost:", r.Host)
 	dst = ltsvField(dst, "\tmethod:", r.Method)
 	dst = ltsvField(dst, "\turi:", r.Path)
@@ -164,6 +169,10 @@ func appendJSON(dst []byte, r *Record, tc *timeCache) []byte {
 	dst = tc.append(dst, r.Time)
 	dst = append(dst, `","remote":"`...)
 	dst = appendAddr(dst, r.Remote)
+	if r.Peer.IsValid() {
+		dst = append(dst, `","peer":"`...)
+		dst = appendAddr(dst, r.Peer)
+	}
 	dst = append(dst, '"')
 	dst = jsonField(dst, `,"host":`, r.Host)
 	dst = jsonField(dst, `,"method":`, r.Method)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -285,6 +286,30 @@ type Server struct {
 	LimitWait       time.Duration `koanf:"limit_wait"`
 	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
 	HelloJSON       bool          `koanf:"hello_json"`
+	// TrustedProxies are CIDRs (or addresses) of the load balancers whose
+	// X-Forwarded-For, Forwarded and PROXY headers name the client.
+	TrustedProxies []string `koanf:"trusted_proxies"`
+	ProxyProtocol  bool     `koanf:"proxy_protocol"`
+}
+
+// TrustedPrefixes parses TrustedProxies (Validate reports bad ones).
+func (s Server) TrustedPrefixes() ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(s.TrustedProxies))
+	for _, v := range s.TrustedProxies {
+		if a, err := netip.ParseAddr(v); err == nil {
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an address or a CIDR such as 10.0.0.0/8", v)
+		}
+		if p.Addr().Is4In6() {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // Endpoint sources.
@@ -681,6 +706,12 @@ func (c *Config) Validate() []error {
 	}
 	if c.Server.MaxConns <= 0 {
 		add("server.max_conns: must be positive")
+	}
+	if _, err := c.Server.TrustedPrefixes(); err != nil {
+		add("server.trusted_proxies: %v", err)
+	}
+	if c.Server.ProxyProtocol && len(c.Server.TrustedProxies) == 0 {
+		add("server.proxy_protocol: PROXY headers are read from trusted peers only; list them in server.trusted_proxies")
 	}
 	if c.Server.MaxInFlightAds < 0 || c.Server.MaxInFlightHook < 0 {
 		add("server.max_in_flight_ads and max_in_flight_webhooks: must not be negative (0: no bound)")

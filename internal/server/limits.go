@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pires/go-proxyproto"
 	"github.com/valyala/fasthttp"
 )
 
@@ -106,8 +107,13 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			l.open.Add(1)
 		}
 		cc := &countedConn{Conn: c, l: l}
-		if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-			cc.remote = ta.AddrPort().Addr().Unmap()
+		if pc, ok := c.(*proxyproto.Conn); ok {
+			// The client's address is in a PROXY header not read yet:
+			// reading it here would let one slow peer hold the accept loop.
+			cc.peer, cc.proxied = tcpAddr(pc.Raw()), true
+		} else {
+			cc.peer = tcpAddr(c)
+			cc.remote = cc.peer
 		}
 		l.dl.add(cc)
 		return cc, nil
@@ -132,6 +138,19 @@ type countedConn struct {
 	// deadlines every request touches, where the access log reads it
 	// without two cache misses on the socket's address objects.
 	remote netip.Addr
+	// peer is the TCP peer's address; proxied says remote is still to be
+	// read from the PROXY header (by the connection's own goroutine, at
+	// its first request, when the header has been read).
+	peer    netip.Addr
+	proxied bool
+}
+
+// tcpAddr is c's peer address, or the zero Addr for another kind of conn.
+func tcpAddr(c net.Conn) netip.Addr {
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return ta.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
 }
 
 func (c *countedConn) Close() error {

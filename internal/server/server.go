@@ -85,6 +85,11 @@ type Options struct {
 	// answers other hosts unless RejectUnknownHosts.
 	Sites              []Site
 	RejectUnknownHosts bool
+	// TrustedProxies are the load balancers and proxies whose
+	// X-Forwarded-For, Forwarded and (with ProxyProtocol) PROXY headers are
+	// believed; see clientaddr.go. Both need a restart to change.
+	TrustedProxies []netip.Prefix
+	ProxyProtocol  bool
 	// Ready tells GET /readyz whether the server takes traffic (nil: always);
 	// it is called at most once a second, with a deadline.
 	Ready  func(ctx context.Context) error
@@ -100,9 +105,13 @@ type Server struct {
 	log      *slog.Logger
 	maxConns int
 	counters counters
-	panics   panicLog
-	ready    readiness
-	ln       atomic.Pointer[limitListener]
+	// trustedProxies and proxyProto: see Options.
+	trustedProxies []netip.Prefix
+	proxyProto     bool
+	readTimeout    time.Duration
+	panics         panicLog
+	ready          readiness
+	ln             atomic.Pointer[limitListener]
 	// deadlines sweeps the connections' read and write deadlines.
 	deadlines *deadlines
 	reqs      requestStats
@@ -194,8 +203,9 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	s := &Server{log: opt.Logger, webhook: opt.Webhook,
-		maxConns: opt.MaxConns, bootID: strconv.FormatInt(time.Now().UnixNano(), 36)}
+	s := &Server{log: opt.Logger, webhook: opt.Webhook, trustedProxies: opt.TrustedProxies, proxyProto: opt.ProxyProtocol,
+		readTimeout: opt.ReadTimeout,
+		maxConns:    opt.MaxConns, bootID: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	s.statCallback, s.statLINE, s.statLib = s.reqs.get(RouteCallback), s.reqs.get(RouteLINE), s.reqs.get(RouteLib)
 	s.statJSON, s.statHealth, s.statOther = s.reqs.get(RouteJSON), s.reqs.get(RouteHealth), s.reqs.get(RouteOther)
 	s.ready.probe = opt.Ready
@@ -310,6 +320,9 @@ func (s *Server) buildSite(endpoints []Endpoint, st *static.Server) (*site, erro
 // Serve accepts connections on ln until Shutdown. It returns nil after a
 // Shutdown and the accept error otherwise.
 func (s *Server) Serve(ln net.Listener) error {
+	if s.proxyProto {
+		ln = s.proxyListener(ln, s.readTimeout)
+	}
 	ll := &limitListener{Listener: ln, max: int64(s.maxConns), refused: &s.counters.conns, dl: s.deadlines}
 	s.ln.Store(ll)
 	err := s.srv.Serve(ll)
@@ -544,7 +557,6 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, ep *endpoint, format render.F
 		ctx.Response.Header.SetCanonical(hdrCacheControl, ep.cacheControl)
 	}
 	render.Write(ctx, format, callback, payload)
-	return
 }
 
 // respondTemplate answers with ep's template rendered for the placement.
@@ -599,7 +611,10 @@ const maxRequestID = 128
 func (s *Server) logRequest(ctx *fasthttp.RequestCtx, lr *logged, took time.Duration) {
 	ep := lr.ep
 	start := ctx.Time()
-	remote := remoteAddr(ctx)
+	remote, peer := s.clientAddr(ctx)
+	if peer == remote {
+		peer = netip.Addr{} // logged only when it differs
+	}
 	reqID := ctx.Request.Header.Peek("X-Request-Id")
 	var idBuf [40]byte
 	if len(reqID) == 0 || len(reqID) > maxRequestID {
@@ -611,6 +626,7 @@ func (s *Server) logRequest(ctx *fasthttp.RequestCtx, lr *logged, took time.Dura
 		Time:      start,
 		Duration:  took,
 		Remote:    remote,
+		Peer:      peer,
 		Host:      ctx.Host(),
 		Method:    ctx.Method(),
 		Path:      ctx.Path(),
@@ -630,16 +646,6 @@ func (s *Server) logRequest(ctx *fasthttp.RequestCtx, lr *logged, took time.Dura
 		ctx.Response.Header.Set("Retry-After", "1")
 		plain(ctx, fasthttp.StatusServiceUnavailable, "access log unavailable")
 	}
-}
-
-// remoteAddr is the client's address: the one read at accept, or the
-// connection's own where the request did not come through Serve.
-func remoteAddr(ctx *fasthttp.RequestCtx) netip.Addr {
-	if c, ok := ctx.Conn().(*countedConn); ok {
-		return c.remote
-	}
-	a, _ := netip.AddrFromSlice(ctx.RemoteIP())
-	return a.Unmap()
 }
 
 // checkID returns why id cannot name a placement, or "" if it can.
