@@ -230,6 +230,7 @@ func TestClusterFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	victim := cl.MasterOf(t, prefix+"p:0")
+	victim.WaitReplicated(t) // else the replica promoted may not have placement 0 yet
 	victim.Kill()
 	deadline := time.Now().Add(30 * time.Second)
 	for {

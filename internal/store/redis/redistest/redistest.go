@@ -220,3 +220,39 @@ func (c *Cluster) MasterOf(t testing.TB, key string) *Server {
 
 // String lists the addresses.
 func (c *Cluster) String() string { return fmt.Sprint(c.Addrs()) }
+
+// WaitReplicated waits until every replica of the master s has every write
+// s has taken so far (its offset reaches the master's), so that killing s
+// loses nothing the test wrote.
+func (s *Server) WaitReplicated(t testing.TB) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		info := s.CLI(t, "info", "replication")
+		master := int64(-1)
+		var offsets []int64 // INFO lists the replicas before the master's offset
+		for _, line := range strings.Split(info, "\n") {
+			line = strings.TrimSpace(line)
+			if v, ok := strings.CutPrefix(line, "master_repl_offset:"); ok {
+				master, _ = strconv.ParseInt(v, 10, 64)
+			}
+			if strings.HasPrefix(line, "slave") && strings.Contains(line, "offset=") {
+				_, rest, _ := strings.Cut(line, "offset=")
+				off, _, _ := strings.Cut(rest, ",")
+				n, _ := strconv.ParseInt(off, 10, 64)
+				offsets = append(offsets, n)
+			}
+		}
+		caughtUp := len(offsets) > 0
+		for _, n := range offsets {
+			caughtUp = caughtUp && n >= master
+		}
+		if master >= 0 && caughtUp {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replicas of %s did not catch up:\n%s", s.Addr, info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
