@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -307,15 +308,31 @@ func TestBinarySIGTERMUnderLoad(t *testing.T) {
 	}
 }
 
+// freePort returns a loopback port free now and never returned before in
+// this test process: the kernel may hand a just-closed port out again, and
+// two listeners of one server (listen, admin.listen) must differ.
 func freePort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	givenMu.Lock()
+	defer givenMu.Unlock()
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if !given[port] {
+			given[port] = true
+			return fmt.Sprint(port)
+		}
 	}
-	defer ln.Close()
-	return fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
 }
+
+var (
+	givenMu sync.Mutex
+	given   = map[int]bool{}
+)
 
 func TestRunServeStopsOnContext(t *testing.T) {
 	env := append(testEnv(t), "TSUBAME_LISTEN=127.0.0.1:"+freePort(t))
