@@ -47,9 +47,9 @@ func (s *Server) trusted(a netip.Addr) bool {
 	return false
 }
 
-var (
-	hdrXFF       = []byte("X-Forwarded-For")
-	hdrForwarded = []byte("Forwarded")
+const (
+	hdrXFF       = "X-Forwarded-For"
+	hdrForwarded = "Forwarded"
 )
 
 // clientAddr returns the request's client and the connection's peer.
@@ -71,7 +71,7 @@ func (s *Server) clientAddr(ctx *fasthttp.RequestCtx) (client, peer netip.Addr) 
 	if len(s.trustedProxies) == 0 || !s.trusted(client) {
 		return client, peer
 	}
-	if xff := ctx.Request.Header.PeekAll(string(hdrXFF)); len(xff) > 0 {
+	if xff := ctx.Request.Header.PeekAll(hdrXFF); len(xff) > 0 {
 		for i := len(xff) - 1; i >= 0; i-- {
 			var done bool
 			if client, done = s.walk(xff[i], client, forwardedFor); done {
@@ -80,7 +80,7 @@ func (s *Server) clientAddr(ctx *fasthttp.RequestCtx) (client, peer netip.Addr) 
 		}
 		return client, peer
 	}
-	fwd := ctx.Request.Header.PeekAll(string(hdrForwarded))
+	fwd := ctx.Request.Header.PeekAll(hdrForwarded)
 	for i := len(fwd) - 1; i >= 0; i-- {
 		var done bool
 		if client, done = s.walk(fwd[i], client, forwardedParam); done {
