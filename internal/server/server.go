@@ -388,9 +388,10 @@ type logged struct {
 	id, callback []byte
 }
 
-// serve answers a request by dispatch. A panic in a handler is answered
-// with a 500 and the request keeps its access-log record and its count:
-// one bad request or placement must not end the process.
+// serve answers a request by dispatch and returns the stats of the route
+// it took. A panic in a handler is answered with a 500 and the request
+// keeps its access-log record and its count: one bad request or placement
+// must not end the process.
 func (s *Server) serve(ctx *fasthttp.RequestCtx, lr *logged) (rs *routeStats) {
 	rs = s.statOther
 	defer func() {
@@ -398,12 +399,14 @@ func (s *Server) serve(ctx *fasthttp.RequestCtx, lr *logged) (rs *routeStats) {
 			s.recovered(ctx, p)
 		}
 	}()
-	return s.dispatch(ctx, lr, &rs)
+	s.dispatch(ctx, lr, &rs)
+	return rs
 }
 
-// dispatch answers a request and returns the stats of the route it took;
-// it records the route in *rs as soon as it is known, for a panic's count.
-func (s *Server) dispatch(ctx *fasthttp.RequestCtx, lr *logged, rs **routeStats) *routeStats {
+// dispatch answers a request. It records the route taken in *rs (left as
+// is for unknown paths, hosts and endpoints) before answering, so that a
+// panic is counted under its route.
+func (s *Server) dispatch(ctx *fasthttp.RequestCtx, lr *logged, rs **routeStats) {
 	ctx.Response.Header.SetCanonical(hdrNosniff, valNosniff)
 	path := ctx.Path()
 	r := s.routes.Load()
@@ -412,9 +415,9 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx, lr *logged, rs **routeStats)
 		st := r.site(ctx.Host())
 		if st == nil {
 			plain(ctx, fasthttp.StatusNotFound, "unknown host")
-			return s.statOther
+			return
 		}
-		return s.serveAPI(ctx, r, st, path[len(apiPrefix):], lr, rs)
+		s.serveAPI(ctx, r, st, path[len(apiPrefix):], lr, rs)
 	case r.callbackKey != nil && bytes.Equal(path, callbackPath):
 		*rs = s.statCallback
 		if allowPost(ctx) && s.authorized(ctx, r.callbackKey) && s.enter(ctx, r.hooks, &s.counters.hookLimit, "webhook") {
@@ -422,7 +425,6 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx, lr *logged, rs **routeStats)
 			status, body := s.webhook.Callback(ctx.PostBody())
 			reply(ctx, status, body)
 		}
-		return s.statCallback
 	case s.webhook != nil && s.webhook.LINEEnabled() && bytes.Equal(path, linePath):
 		*rs = s.statLINE
 		if allowPost(ctx) && s.enter(ctx, r.hooks, &s.counters.hookLimit, "webhook") {
@@ -430,45 +432,41 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx, lr *logged, rs **routeStats)
 			status, body := s.webhook.LINE(ctx.PostBody(), string(ctx.Request.Header.Peek("X-Line-Signature")))
 			reply(ctx, status, body)
 		}
-		return s.statLINE
 	case bytes.HasPrefix(path, libPrefix):
 		st := r.site(ctx.Host())
-		switch {
-		case st == nil || st.static == nil:
+		if st == nil || st.static == nil {
 			plain(ctx, fasthttp.StatusNotFound, "not found")
-			return s.statOther
-		case allowRead(ctx):
-			*rs = s.statLib
+			return
+		}
+		*rs = s.statLib
+		if allowRead(ctx) {
 			s.serveStatic(ctx, st.static, path[len(libPrefix):])
 		}
-		return s.statLib
 	case bytes.Equal(path, healthPath) || bytes.Equal(path, readyPath):
 		*rs = s.statHealth
 		s.serveHealth(ctx, bytes.Equal(path, readyPath))
-		return s.statHealth
 	case r.hello && bytes.Equal(path, helloPath):
+		*rs = s.statJSON
 		if allowRead(ctx) {
 			ctx.SetContentType(render.ContentTypeJSON)
 			ctx.SetBody(helloBody)
 		}
-		return s.statJSON
 	default:
 		plain(ctx, fasthttp.StatusNotFound, "not found")
-		return s.statOther
 	}
 }
 
-func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, r *routes, st *site, rest []byte, lr *logged, rs **routeStats) *routeStats {
+func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, r *routes, st *site, rest []byte, lr *logged, rs **routeStats) {
 	dot := bytes.LastIndexByte(rest, '.')
 	if dot < 0 {
 		plain(ctx, fasthttp.StatusNotFound, "unknown endpoint")
-		return s.statOther
+		return
 	}
 	ep := st.endpoints[string(rest[:dot])]
 	format, ok := render.ParseFormat(rest[dot+1:])
 	if ep == nil || !ok || !ep.formats[format] {
 		plain(ctx, fasthttp.StatusNotFound, "unknown endpoint")
-		return s.statOther
+		return
 	}
 	*rs = ep.stats
 	if ep.log != nil {
@@ -476,7 +474,7 @@ func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, r *routes, st *site, rest []
 	}
 	if ctx.IsOptions() {
 		s.preflight(ctx, ep)
-		return ep.stats
+		return
 	}
 	if ep.cors != nil {
 		ep.cors.allow(ctx)
@@ -485,7 +483,6 @@ func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, r *routes, st *site, rest []
 		defer r.ads.leave()
 		s.respond(ctx, ep, format, lr)
 	}
-	return ep.stats
 }
 
 // enter passes the request through g, or answers 503 and counts it.
