@@ -10,6 +10,7 @@ import (
 	"tsubame"
 	"tsubame/internal/accesslog"
 	"tsubame/internal/admin"
+	"tsubame/internal/certs"
 	"tsubame/internal/config"
 	"tsubame/internal/metrics"
 	"tsubame/internal/server"
@@ -28,12 +29,8 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 		return fmt.Errorf("admin audit log: %w", err)
 	}
 	var tlsConfig *tls.Config
-	if cfg.Admin.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.Admin.TLSCert, cfg.Admin.TLSKey)
-		if err != nil {
-			return fmt.Errorf("admin.tls_cert/tls_key: %w", err)
-		}
-		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if m.adminCerts != nil { // loaded by Open
+		tlsConfig = m.adminCerts.Config(tls.VersionTLS12)
 	}
 
 	reg := metrics.NewRegistry(version)
@@ -42,6 +39,18 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 			st := m.audit.Stats()
 			return st.AuthFailures, st.Alerts, st.WriteErrors
 		}))
+	if m.tlsCerts != nil || m.adminCerts != nil {
+		reg.MustRegister(metrics.NewCertCollector(func() map[string][]certs.Loaded {
+			out := map[string][]certs.Loaded{}
+			if m.tlsCerts != nil {
+				out["tls"] = m.tlsCerts.Loaded()
+			}
+			if m.adminCerts != nil {
+				out["admin"] = m.adminCerts.Loaded()
+			}
+			return out
+		}))
+	}
 	if m.Webhook != nil {
 		reg.MustRegister(metrics.NewWebhookCollector(m.Webhook.Stats))
 	}

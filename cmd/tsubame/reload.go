@@ -11,8 +11,10 @@ import (
 
 // Reload applies cfg to the running server at once: the endpoints, sites'
 // hosts and endpoints, response templates, the in-flight bounds, hello_json,
-// the log level, and webhook.callback_token where the webhook processor
-// runs (a webhook receiver was on at start). The other keys take
+// the log level, webhook.callback_token where the webhook processor
+// runs (a webhook receiver was on at start), and the TLS certificates
+// (read again from their files even when their names did not change; a
+// site's certificate follows its hosts). The other keys take
 // effect at the next restart (SIGUSR2 or tsubame restart); Reload returns
 // their names. An error leaves the running configuration untouched.
 func (m *Main) Reload(cfg *config.Config) (needsRestart []string, err error) {
@@ -25,6 +27,9 @@ func (m *Main) Reload(cfg *config.Config) (needsRestart []string, err error) {
 	m.mu.Lock()
 	old := m.Config
 	m.mu.Unlock()
+	if err := m.loadCerts(cfg); err != nil {
+		return nil, err
+	}
 	if err := m.public.Reload(m.serverOptions(cfg), m.endpoints(cfg)); err != nil {
 		return nil, err
 	}
@@ -55,18 +60,26 @@ func restartOnly(old, cfg *config.Config) []string {
 	b.Log.Level = a.Log.Level
 	b.UnknownHosts = a.UnknownHosts
 	b.Templates = a.Templates
+	if a.TLS.Listen != "" {
+		// The certificates are applied where a TLS listener runs.
+		b.TLS.Cert, b.TLS.Key = a.TLS.Cert, a.TLS.Key
+	}
+	if a.Admin.TLSCert != "" && b.Admin.TLSCert != "" {
+		b.Admin.TLSCert, b.Admin.TLSKey = a.Admin.TLSCert, a.Admin.TLSKey
+	}
 	// Sites' hosts and endpoints are applied; a static root is not.
 	sites := map[string]config.Site{}
 	for name, sb := range b.Sites {
 		if sa, ok := a.Sites[name]; ok {
 			sb.Hosts, sb.Endpoints, sb.Templates = sa.Hosts, sa.Endpoints, sa.Templates
-		} else if sb.StaticRoot == "" {
+			sb.TLSCert, sb.TLSKey = sa.TLSCert, sa.TLSKey
+		} else if sb.StaticRoot == "" && sb.TLSCert == "" {
 			continue // a new site without static files: fully applied
 		}
 		sites[name] = sb
 	}
 	for name, sa := range a.Sites {
-		if _, ok := b.Sites[name]; !ok && sa.StaticRoot == "" {
+		if _, ok := b.Sites[name]; !ok && sa.StaticRoot == "" && sa.TLSCert == "" {
 			sites[name] = sa // a removed site without static files: fully applied
 		}
 	}

@@ -38,12 +38,12 @@ import (
 
 // handover is the successor's side: the inherited sockets and the pipes.
 type handover struct {
-	public, admin *os.File
+	public, admin, tls *os.File
 	readyW        *os.File // successor -> predecessor
 	releaseR      *os.File // predecessor -> successor
 }
 
-// inherited parses TSUBAME_INHERIT ("public=3,admin=4,ready=5,release=6").
+// inherited parses TSUBAME_INHERIT ("public=3,admin=4,tls=5,ready=6,release=7").
 func inherited(environ []string) (*handover, error) {
 	v := lookupEnv(environ, config.EnvInherit)
 	if v == "" {
@@ -62,6 +62,8 @@ func inherited(environ []string) (*handover, error) {
 			h.public = f
 		case "admin":
 			h.admin = f
+		case "tls":
+			h.tls = f
 		case "ready":
 			h.readyW = f
 		case "release":
@@ -76,19 +78,33 @@ func inherited(environ []string) (*handover, error) {
 	return h, nil
 }
 
-func (h *handover) listeners() (public, admin net.Listener, err error) {
-	if public, err = net.FileListener(h.public); err != nil {
-		return nil, nil, fmt.Errorf("cannot take over the public listener: %w", err)
-	}
-	h.public.Close() // FileListener holds a duplicate
-	if h.admin != nil {
-		if admin, err = net.FileListener(h.admin); err != nil {
-			public.Close()
-			return nil, nil, fmt.Errorf("cannot take over the admin listener: %w", err)
+// listeners takes over the inherited sockets; admin and tls are nil when
+// the predecessor had none.
+func (h *handover) listeners() (public, admin, tls net.Listener, err error) {
+	take := func(f *os.File, name string) (net.Listener, error) {
+		if f == nil {
+			return nil, nil
 		}
-		h.admin.Close()
+		defer f.Close() // FileListener holds a duplicate
+		ln, err := net.FileListener(f)
+		if err != nil {
+			return nil, fmt.Errorf("cannot take over the %s listener: %w", name, err)
+		}
+		return ln, nil
 	}
-	return public, admin, nil
+	if public, err = take(h.public, "public"); err == nil {
+		if admin, err = take(h.admin, "admin"); err == nil {
+			if tls, err = take(h.tls, "tls"); err == nil {
+				return public, admin, tls, nil
+			}
+		}
+	}
+	for _, ln := range []net.Listener{public, admin, tls} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+	return nil, nil, nil, err
 }
 
 func (h *handover) ready(log *slog.Logger) {
@@ -122,7 +138,6 @@ func (m *Main) startSuccessor(args []string, environ []string, stdout, stderr io
 	if err != nil {
 		return nil, err
 	}
-	files := []*os.File{}
 	fileOf := func(ln net.Listener) (*os.File, error) {
 		tl, ok := ln.(*net.TCPListener)
 		if !ok {
@@ -130,21 +145,22 @@ func (m *Main) startSuccessor(args []string, environ []string, stdout, stderr io
 		}
 		return tl.File()
 	}
-	pub, err := fileOf(m.publicLn)
-	if err != nil {
-		return nil, err
-	}
-	defer pub.Close()
-	files = append(files, pub)
-	spec := "public=3"
-	if m.adminLn != nil {
-		adm, err := fileOf(m.adminLn)
-		if err != nil {
-			return nil, err
+	var files []*os.File
+	var spec []string
+	for _, l := range []struct {
+		name string
+		ln   net.Listener
+	}{{"public", m.publicLn}, {"admin", m.adminLn}, {"tls", m.tlsLn}} {
+		if l.ln == nil {
+			continue
 		}
-		defer adm.Close()
-		files = append(files, adm)
-		spec += ",admin=4"
+		f, err := fileOf(l.ln)
+		if err != nil {
+			return nil, fmt.Errorf("%s listener: %w", l.name, err)
+		}
+		defer f.Close()
+		files = append(files, f)
+		spec = append(spec, fmt.Sprintf("%s=%d", l.name, 3+len(files)-1))
 	}
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
@@ -157,10 +173,10 @@ func (m *Main) startSuccessor(args []string, environ []string, stdout, stderr io
 		return nil, err
 	}
 	files = append(files, readyW, releaseR)
-	spec += fmt.Sprintf(",ready=%d,release=%d", 3+len(files)-2, 3+len(files)-1)
+	spec = append(spec, fmt.Sprintf("ready=%d", 3+len(files)-2), fmt.Sprintf("release=%d", 3+len(files)-1))
 
 	cmd := exec.Command(exe, args...)
-	cmd.Env = append(withoutEnv(environ, config.EnvInherit), config.EnvInherit+"="+spec)
+	cmd.Env = append(withoutEnv(environ, config.EnvInherit), config.EnvInherit+"="+strings.Join(spec, ","))
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.ExtraFiles = files
 	err = cmd.Start()

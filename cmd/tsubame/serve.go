@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ import (
 	"tsubame/internal/accesslog"
 	"tsubame/internal/admin"
 	"tsubame/internal/cache"
+	"tsubame/internal/certs"
 	"tsubame/internal/config"
 	"tsubame/internal/render"
 	"tsubame/internal/server"
@@ -55,6 +57,9 @@ type Main struct {
 
 	public     *server.Server
 	publicLn   net.Listener
+	tlsLn      net.Listener  // the public TLS listener; nil without tls.listen
+	tlsCerts   *certs.Store  // its certificates, read again by a reload
+	adminCerts *certs.Store  // the admin listener's, if it speaks TLS
 	admin      *admin.Server
 	adminLn    net.Listener
 	served     chan error
@@ -80,6 +85,14 @@ type Main struct {
 
 // PublicAddr is the address the public listener is bound to.
 func (m *Main) PublicAddr() string { return m.publicLn.Addr().String() }
+
+// TLSAddr is the address the public TLS listener is bound to, or "".
+func (m *Main) TLSAddr() string {
+	if m.tlsLn == nil {
+		return ""
+	}
+	return m.tlsLn.Addr().String()
+}
 
 // AdminAddr is the address the admin listener is bound to, or "" if disabled.
 func (m *Main) AdminAddr() string {
@@ -165,26 +178,88 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	if m.tlsLn != nil {
+		m.tlsCerts = new(certs.Store)
+	}
+	if cfg.Admin.Listen != "" && cfg.Admin.TLSCert != "" {
+		m.adminCerts = new(certs.Store)
+	}
+	if err := m.loadCerts(cfg); err != nil {
+		return err
+	}
+	var tlsConfig *tls.Config
+	if m.tlsCerts != nil {
+		minVersion, _ := certs.MinVersion(cfg.TLS.MinVersion) // checked by Validate
+		tlsConfig = m.tlsCerts.Config(minVersion)
+	}
 	if cfg.Admin.Listen != "" {
 		if err := m.openAdmin(cfg, backend); err != nil {
 			return err
 		}
 	}
 
-	m.served = make(chan error, 2)
+	m.served = make(chan error, 3)
 	m.serving = true
 	m.nListeners = 1
 	go func() { m.served <- m.public.Serve(m.publicLn) }()
+	if m.tlsLn != nil {
+		m.nListeners++
+		go func() { m.served <- m.public.ServeTLS(m.tlsLn, tlsConfig) }()
+	}
 	m.ready.Store(true)
 	if m.admin != nil && m.adminLn != nil {
 		m.nListeners++
 		go func() { m.served <- m.admin.Serve(m.adminLn) }()
 		m.admin.SetReady(true)
 	}
-	m.Logger.Info("serving", "listen", m.PublicAddr(), "admin", m.AdminAddr(), "store", cfg.Store.Type,
+	m.Logger.Info("serving", "listen", m.PublicAddr(), "tls", m.TLSAddr(), "admin", m.AdminAddr(), "store", cfg.Store.Type,
 		"endpoints", len(cfg.Endpoints), "version", version)
 	return nil
 }
+
+// loadCerts reads the public TLS listener's and the admin listener's
+// certificates from their files, for Open and for a reload (renewed files
+// take effect on the next handshake). Nothing changes unless all load. Each
+// certificate in use is logged with its expiry; one that has expired or
+// expires within certWarnBefore is logged as a warning.
+func (m *Main) loadCerts(cfg *config.Config) error {
+	if m.tlsCerts != nil {
+		def, sites := cfg.TLSCertificates()
+		if err := m.tlsCerts.Load(def, sites); err != nil {
+			return err
+		}
+	}
+	if m.adminCerts != nil {
+		if err := m.adminCerts.Load(certs.Pair{Cert: cfg.Admin.TLSCert, Key: cfg.Admin.TLSKey}, nil); err != nil {
+			return fmt.Errorf("admin.tls_cert/tls_key: %w", err)
+		}
+	}
+	now := time.Now()
+	for _, l := range []struct {
+		name  string
+		store *certs.Store
+	}{{"tls", m.tlsCerts}, {"admin", m.adminCerts}} {
+		if l.store == nil {
+			continue
+		}
+		for _, c := range l.store.Loaded() {
+			args := []any{"listener", l.name, "site", c.Site, "names", c.Subject, "not_after", c.NotAfter.UTC().Format(time.RFC3339)}
+			switch left := c.NotAfter.Sub(now); {
+			case left <= 0:
+				m.Logger.Error("TLS certificate has expired: clients will refuse it", args...)
+			case left < certWarnBefore:
+				m.Logger.Warn("TLS certificate expires soon", append(args, "in", left.Round(time.Hour))...)
+			default:
+				m.Logger.Debug("TLS certificate loaded", args...)
+			}
+		}
+	}
+	return nil
+}
+
+// certWarnBefore is how long before its expiry a certificate is warned about
+// at each load.
+const certWarnBefore = 14 * 24 * time.Hour
 
 // HotIDsFile is the file in the data directory that carries the most used
 // placement ids from one run to the next (cache.warm_ids).
@@ -239,26 +314,30 @@ func (m *Main) saveHotIDs() {
 
 // bindListeners opens the public and admin listeners, or takes them over
 // from the process this one succeeds.
+// A listener the new configuration turns off is closed; one it turns on is
+// opened.
 func (m *Main) bindListeners(cfg *config.Config) error {
 	var err error
 	if m.handover != nil {
-		m.publicLn, m.adminLn, err = m.handover.listeners()
-		if err != nil {
+		if m.publicLn, m.adminLn, m.tlsLn, err = m.handover.listeners(); err != nil {
 			return err
 		}
-		if m.adminLn == nil && cfg.Admin.Listen != "" {
-			if m.adminLn, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
-				return fmt.Errorf("cannot listen on %s (admin): %w", cfg.Admin.Listen, err)
-			}
-		}
-		return nil
-	}
-	if m.publicLn, err = net.Listen("tcp", cfg.Listen); err != nil {
+	} else if m.publicLn, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return fmt.Errorf("cannot listen on %s: %w", cfg.Listen, err)
 	}
-	if cfg.Admin.Listen != "" {
-		if m.adminLn, err = net.Listen("tcp", cfg.Admin.Listen); err != nil {
-			return fmt.Errorf("cannot listen on %s (admin): %w", cfg.Admin.Listen, err)
+	for _, l := range []struct {
+		ln   *net.Listener
+		addr string
+		what string
+	}{{&m.adminLn, cfg.Admin.Listen, " (admin)"}, {&m.tlsLn, cfg.TLS.Listen, " (tls)"}} {
+		switch {
+		case *l.ln != nil && l.addr == "":
+			_ = (*l.ln).Close()
+			*l.ln = nil
+		case *l.ln == nil && l.addr != "":
+			if *l.ln, err = net.Listen("tcp", l.addr); err != nil {
+				return fmt.Errorf("cannot listen on %s%s: %w", l.addr, l.what, err)
+			}
 		}
 	}
 	return nil
@@ -443,8 +522,13 @@ func (m *Main) closeAll(ctx context.Context) error {
 		if err := m.public.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("public listener: %w", err))
 		}
-	} else if m.publicLn != nil {
-		_ = m.publicLn.Close()
+	} else {
+		// Never served: the listeners are only bound.
+		for _, ln := range []net.Listener{m.publicLn, m.tlsLn} {
+			if ln != nil {
+				_ = ln.Close()
+			}
+		}
 	}
 	// The public listener has drained: no message or record comes in any
 	// more. Process the queued messages (for up to webhook.drain_timeout),

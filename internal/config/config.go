@@ -26,6 +26,7 @@ import (
 	"github.com/knadh/koanf/v2"
 
 	"tsubame"
+	"tsubame/internal/certs"
 	"tsubame/internal/render"
 )
 
@@ -57,6 +58,7 @@ type Config struct {
 	Webhook   Webhook             `koanf:"webhook"`
 	Static    Static              `koanf:"static"`
 	Server    Server              `koanf:"server"`
+	TLS       TLS                 `koanf:"tls"`
 	Endpoints map[string]Endpoint `koanf:"endpoints"`
 	// Sites are virtual hosts with endpoints and static files of their own.
 	// The top-level endpoints and static root make the default site, which
@@ -101,6 +103,31 @@ type Site struct {
 	Endpoints  map[string]Endpoint `koanf:"endpoints"`
 	StaticRoot string              `koanf:"static_root"`
 	Templates  map[string]Template `koanf:"templates"`
+	// TLSCert and TLSKey are the site's certificate for the TLS listener,
+	// presented to clients whose SNI name is one of Hosts.
+	TLSCert string `koanf:"tls_cert"`
+	TLSKey  string `koanf:"tls_key"`
+}
+
+// TLS configures the public TLS listener.
+type TLS struct {
+	Listen     string `koanf:"listen"`      // "" serves no TLS
+	Cert       string `koanf:"cert"`        // the default certificate chain (PEM)
+	Key        string `koanf:"key"`         // its private key (PEM)
+	MinVersion string `koanf:"min_version"` // 1.2 or 1.3
+}
+
+// TLSCertificates returns the default pair and the sites' pairs for
+// certs.Store.Load.
+func (c *Config) TLSCertificates() (certs.Pair, []certs.Site) {
+	var sites []certs.Site
+	for _, name := range sortedKeys(c.Sites) {
+		st := c.Sites[name]
+		if st.TLSCert != "" || st.TLSKey != "" {
+			sites = append(sites, certs.Site{Name: name, Hosts: st.Hosts, Pair: certs.Pair{Cert: st.TLSCert, Key: st.TLSKey}})
+		}
+	}
+	return certs.Pair{Cert: c.TLS.Cert, Key: c.TLS.Key}, sites
 }
 
 // Admin configures the admin listener, its users and its audit log.
@@ -572,6 +599,7 @@ func (c *Config) Validate() []error {
 		}
 	}
 	c.validateAdmin(add, positive)
+	c.validateTLS(add)
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
 		add("log.level: %q is not one of debug, info, warn, error", c.Log.Level)
 	}
@@ -762,6 +790,34 @@ func (c *Config) Validate() []error {
 		errs = append(errs, c.validateTemplates(name, "sites."+name+".templates", site.Templates, site.Endpoints, "sites."+name+".endpoints")...)
 	}
 	return errs
+}
+
+// validateTLS checks the TLS listener and loads its certificates, so that
+// a bad file is reported by tsubame check and keeps a reload from applying.
+func (c *Config) validateTLS(add func(string, ...any)) {
+	t := c.TLS
+	if _, err := certs.MinVersion(t.MinVersion); err != nil {
+		add("tls.min_version: %v", err)
+	}
+	def, sites := c.TLSCertificates()
+	if t.Listen == "" {
+		if !def.Empty() || len(sites) > 0 {
+			add("tls.listen: certificates are configured but no TLS listener: set tls.listen (e.g. \":4443\")")
+		}
+		return
+	}
+	if err := checkAddr(t.Listen); err != nil {
+		add("tls.listen: %v", err)
+		return
+	}
+	for key, other := range map[string]string{"listen": c.Listen, "admin.listen": c.Admin.Listen} {
+		if other != "" && t.Listen == other && !strings.HasSuffix(other, ":0") {
+			add("tls.listen: must differ from %s (%s)", key, other)
+		}
+	}
+	if err := new(certs.Store).Load(def, sites); err != nil {
+		add("%v", err)
+	}
 }
 
 // validateTemplates compiles own (the templates declared at prefix) and

@@ -10,6 +10,7 @@ import (
 
 	"tsubame/internal/accesslog"
 	"tsubame/internal/cache"
+	"tsubame/internal/certs"
 	"tsubame/internal/server"
 	"tsubame/internal/webhook"
 )
@@ -233,7 +234,9 @@ func NewServerCollector(stats func() server.Stats) *ServerCollector {
 			"Requests or connections refused by a limit, by reason: max_conns, in_flight_ads, in_flight_hooks (503), "+
 				"header_too_large (431), body_too_large (413), read_timeout (408), malformed (400), "+
 				"framing (400 and the connection closed: ambiguous request framing, see docs/edge.md), "+
-				"callback_auth (401: POST /callback without its bearer token).", []string{"reason"}, nil),
+				"callback_auth (401: POST /callback without its bearer token), "+
+				"tls_handshake (a TLS handshake failed: no common version or suite, no certificate for the name, plain HTTP).",
+			[]string{"reason"}, nil),
 		panics: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "http", "panics_total"),
 			"Public requests whose handler panicked; each was answered 500 and logged.", nil, nil),
 		conns: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "", "connections"), "Public connections open.", nil, nil),
@@ -323,4 +326,29 @@ func (c *adminCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.failures, prometheus.CounterValue, float64(f))
 	ch <- prometheus.MustNewConstMetric(c.alerts, prometheus.CounterValue, float64(a))
 	ch <- prometheus.MustNewConstMetric(c.auditErrors, prometheus.CounterValue, float64(e))
+}
+
+// NewCertCollector exports the expiry of every TLS certificate in use, by
+// listener (tls or admin) and site ("" for the default pair), so an alert
+// can fire before one expires. loaded is called once per scrape.
+func NewCertCollector(loaded func() map[string][]certs.Loaded) prometheus.Collector {
+	return &certCollector{loaded: loaded, expiry: prometheus.NewDesc(
+		prometheus.BuildFQName(Namespace, "tls", "certificate_expiry_timestamp_seconds"),
+		"When a TLS certificate in use expires (Unix time), by listener and site (empty: the default pair).",
+		[]string{"listener", "site", "names"}, nil)}
+}
+
+type certCollector struct {
+	loaded func() map[string][]certs.Loaded
+	expiry *prometheus.Desc
+}
+
+func (c *certCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.expiry }
+
+func (c *certCollector) Collect(ch chan<- prometheus.Metric) {
+	for listener, list := range c.loaded() {
+		for _, l := range list {
+			ch <- prometheus.MustNewConstMetric(c.expiry, prometheus.GaugeValue, float64(l.NotAfter.Unix()), listener, l.Site, l.Subject)
+		}
+	}
 }

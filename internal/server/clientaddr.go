@@ -54,8 +54,13 @@ const (
 
 // clientAddr returns the request's client and the connection's peer.
 func (s *Server) clientAddr(ctx *fasthttp.RequestCtx) (client, peer netip.Addr) {
-	c, ok := ctx.Conn().(*countedConn)
-	if !ok { // not through Serve (tests driving the handler directly)
+	var c *countedConn
+	switch conn := ctx.Conn().(type) {
+	case *countedConn:
+		c = conn
+	case *tlsConn:
+		c = conn.raw
+	default: // not through Serve (tests driving the handler directly)
 		a, _ := netip.AddrFromSlice(ctx.RemoteIP())
 		return a.Unmap(), a.Unmap()
 	}

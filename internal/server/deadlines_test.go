@@ -20,7 +20,7 @@ func swept(t *testing.T, tick time.Duration) (*countedConn, net.Conn, *deadlines
 		t.Fatal(err)
 	}
 	dl := newDeadlines(tick)
-	ll := &limitListener{Listener: ln, refused: &atomic.Uint64{}, dl: dl}
+	ll := &limitListener{Listener: ln, open: &atomic.Int64{}, refused: &atomic.Uint64{}, dl: dl}
 	t.Cleanup(func() { ln.Close(); dl.close() })
 	client, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
@@ -201,7 +201,7 @@ func BenchmarkSetDeadlines(b *testing.B) {
 	defer ln.Close()
 	dl := newDeadlines(100 * time.Millisecond)
 	defer dl.close()
-	ll := &limitListener{Listener: ln, refused: &atomic.Uint64{}, dl: dl}
+	ll := &limitListener{Listener: ln, open: &atomic.Int64{}, refused: &atomic.Uint64{}, dl: dl}
 	client, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		b.Fatal(err)

@@ -23,6 +23,7 @@ const (
 	ReasonMalformed     = "malformed"        // unparsable request: 400
 	ReasonFraming       = "framing"          // ambiguous framing (smuggling shapes): 400 and close
 	ReasonCallbackAuth  = "callback_auth"    // POST /callback without its bearer token: 401
+	ReasonTLSHandshake  = "tls_handshake"    // TLS handshake failed (no shared version or suite, unknown name, plain HTTP): close
 )
 
 // Stats counts what the limits refused, by reason.
@@ -33,7 +34,7 @@ type Stats struct {
 }
 
 type counters struct {
-	conns, adsLimit, hookLimit, header, body, timeout, malformed, framing, callbackAuth atomic.Uint64
+	conns, adsLimit, hookLimit, header, body, timeout, malformed, framing, callbackAuth, tlsHandshake atomic.Uint64
 	panics                                                                              atomic.Uint64
 }
 
@@ -79,9 +80,13 @@ func (g *gate) leave() {
 type limitListener struct {
 	net.Listener
 	max     int64
-	open    atomic.Int64
+	open    *atomic.Int64 // shared by the plain and TLS listeners: one bound for the process
 	refused *atomic.Uint64
 	dl      *deadlines
+	// tls, if set, makes this a TLS listener: an accepted connection is
+	// returned wrapped for the handshake (tls.go), and one over the bound
+	// is closed without an answer (a plain-text 503 is not TLS).
+	tls *tlsServing
 }
 
 var refusal = []byte("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain; charset=utf-8\r\n" +
@@ -96,6 +101,10 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if l.max > 0 && l.open.Add(1) > l.max {
 			l.open.Add(-1)
 			l.refused.Add(1)
+			if l.tls != nil {
+				_ = c.Close()
+				continue
+			}
 			go func() {
 				_ = c.SetWriteDeadline(time.Now().Add(time.Second))
 				_, _ = c.Write(refusal)
@@ -116,6 +125,9 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			cc.remote = cc.peer
 		}
 		l.dl.add(cc)
+		if l.tls != nil {
+			return l.tls.wrap(cc), nil
+		}
 		return cc, nil
 	}
 }
@@ -194,10 +206,9 @@ func (s *Server) Stats() Stats {
 		ReasonMalformed:     s.counters.malformed.Load(),
 		ReasonFraming:       s.counters.framing.Load(),
 		ReasonCallbackAuth:  s.counters.callbackAuth.Load(),
+		ReasonTLSHandshake:  s.counters.tlsHandshake.Load(),
 	}, Panics: s.counters.panics.Load()}
-	if l := s.ln.Load(); l != nil {
-		st.Conns = l.open.Load()
-	}
+	st.Conns = s.open.Load()
 	return st
 }
 

@@ -111,7 +111,7 @@ type Server struct {
 	readTimeout    time.Duration
 	panics         panicLog
 	ready          readiness
-	ln             atomic.Pointer[limitListener]
+	open           atomic.Int64 // connections open, on every listener
 	// deadlines sweeps the connections' read and write deadlines.
 	deadlines *deadlines
 	reqs      requestStats
@@ -320,11 +320,17 @@ func (s *Server) buildSite(endpoints []Endpoint, st *static.Server) (*site, erro
 // Serve accepts connections on ln until Shutdown. It returns nil after a
 // Shutdown and the accept error otherwise.
 func (s *Server) Serve(ln net.Listener) error {
+	return s.serveOn(ln, nil)
+}
+
+// serveOn serves ln, speaking TLS over it if t is set. Both kinds of
+// listener share the connection bound, the deadlines and the handler; a
+// PROXY header, if any, comes before the TLS handshake.
+func (s *Server) serveOn(ln net.Listener, t *tlsServing) error {
 	if s.proxyProto {
 		ln = s.proxyListener(ln, s.readTimeout)
 	}
-	ll := &limitListener{Listener: ln, max: int64(s.maxConns), refused: &s.counters.conns, dl: s.deadlines}
-	s.ln.Store(ll)
+	ll := &limitListener{Listener: ln, max: int64(s.maxConns), open: &s.open, refused: &s.counters.conns, dl: s.deadlines, tls: t}
 	err := s.srv.Serve(ll)
 	if errors.Is(err, net.ErrClosed) {
 		return nil
