@@ -176,6 +176,9 @@ func (c *countedConn) Close() error {
 
 // errorHandler answers requests fasthttp could not read, and counts them.
 func (s *Server) errorHandler(ctx *fasthttp.RequestCtx, err error) {
+	if handshakeFailed(ctx) {
+		return // counted by the TLS connection; there is no channel to answer on
+	}
 	var small *fasthttp.ErrSmallBuffer
 	var netErr net.Error
 	switch {

@@ -8,6 +8,8 @@ import (
 	"net"
 	"sync/atomic"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 // TLS on the public listener.
@@ -45,18 +47,40 @@ type tlsConn struct {
 	*tls.Conn
 	raw   *countedConn
 	t     *tlsServing
-	shook bool // only the connection's goroutine reads
+	// Only the connection's goroutine reads: no lock.
+	shook  bool
+	failed bool // the handshake failed: the error handler has nothing to answer
+}
+
+// Handshake runs the handshake once, counting a failure; the engine calls
+// it before reading, Read calls it in case it did not.
+func (c *tlsConn) Handshake() error {
+	if c.shook {
+		return c.Conn.Handshake() // done: its result again
+	}
+	c.shook = true
+	err := c.Conn.Handshake()
+	if err != nil {
+		c.handshakeFailed(err)
+	}
+	return err
 }
 
 func (c *tlsConn) Read(b []byte) (int, error) {
 	if !c.shook {
-		c.shook = true
-		if err := c.Conn.Handshake(); err != nil {
-			c.handshakeFailed(err)
+		if err := c.Handshake(); err != nil {
 			return 0, err
 		}
 	}
 	return c.Conn.Read(b)
+}
+
+// handshakeFailed reports whether ctx's connection is a TLS one whose
+// handshake failed: the engine then reports the read error to the error
+// handler, which must neither count it again nor answer.
+func handshakeFailed(ctx *fasthttp.RequestCtx) bool {
+	c, ok := ctx.Conn().(*tlsConn)
+	return ok && c.failed
 }
 
 // plainOnTLS is the answer to an HTTP request sent to the TLS port, as
@@ -65,6 +89,7 @@ var plainOnTLS = []byte("HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain; c
 	"Client sent an HTTP request to an HTTPS server.\n")
 
 func (c *tlsConn) handshakeFailed(err error) {
+	c.failed = true
 	if errors.Is(err, io.EOF) {
 		return // connected and left without a word: a TCP health check
 	}
