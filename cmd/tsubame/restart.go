@@ -39,8 +39,8 @@ import (
 // handover is the successor's side: the inherited sockets and the pipes.
 type handover struct {
 	public, admin, tls *os.File
-	readyW        *os.File // successor -> predecessor
-	releaseR      *os.File // predecessor -> successor
+	readyW             *os.File // successor -> predecessor
+	releaseR           *os.File // predecessor -> successor
 }
 
 // inherited parses TSUBAME_INHERIT ("public=3,admin=4,tls=5,ready=6,release=7").

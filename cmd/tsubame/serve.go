@@ -57,9 +57,9 @@ type Main struct {
 
 	public     *server.Server
 	publicLn   net.Listener
-	tlsLn      net.Listener  // the public TLS listener; nil without tls.listen
-	tlsCerts   *certs.Store  // its certificates, read again by a reload
-	adminCerts *certs.Store  // the admin listener's, if it speaks TLS
+	tlsLn      net.Listener // the public TLS listener; nil without tls.listen
+	tlsCerts   *certs.Store // its certificates, read again by a reload
+	adminCerts *certs.Store // the admin listener's, if it speaks TLS
 	admin      *admin.Server
 	adminLn    net.Listener
 	served     chan error

@@ -35,7 +35,7 @@ type Stats struct {
 
 type counters struct {
 	conns, adsLimit, hookLimit, header, body, timeout, malformed, framing, callbackAuth, tlsHandshake atomic.Uint64
-	panics                                                                              atomic.Uint64
+	panics                                                                                            atomic.Uint64
 }
 
 // gate bounds how many requests of one class run at once. Acquiring costs an

@@ -45,8 +45,8 @@ func (t *tlsServing) wrap(c *countedConn) net.Conn {
 // plain text rather than a TLS alert the client cannot read.
 type tlsConn struct {
 	*tls.Conn
-	raw   *countedConn
-	t     *tlsServing
+	raw *countedConn
+	t   *tlsServing
 	// Only the connection's goroutine reads: no lock.
 	shook  bool
 	failed bool // the handshake failed: the error handler has nothing to answer
