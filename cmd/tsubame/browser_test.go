@@ -51,26 +51,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("no bootstrap token on the console:\n%s", p.logs)
 	}
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(t.Context(),
-		chromedp.ExecPath(browser),
-		chromedp.Headless,
-		chromedp.NoSandbox, // CI runs as root
-		chromedp.DisableGPU,
-		chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-	)
-	defer cancelAlloc()
-	ctx, cancelCtx := chromedp.NewContext(alloc)
-	defer cancelCtx()
-	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-	defer cancel()
-
+	ctx := browserContext(t, browser)
 	const user, password = "ops", "correct horse battery staple"
 	b := &page{t: t, ctx: ctx}
 	b.do("create the first user",
@@ -184,6 +165,33 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err != nil || status != 401 {
 		t.Errorf("session after logout: %d (%v)", status, err)
 	}
+}
+
+// browserContext starts headless Chromium with a profile of its own, the
+// extra flags given, and a 90 s bound on the whole test's browsing.
+func browserContext(t *testing.T, browser string, extra ...chromedp.ExecAllocatorOption) context.Context {
+	t.Helper()
+	opts := append([]chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(browser),
+		chromedp.Headless,
+		chromedp.NoSandbox, // CI runs as root
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+	}, extra...)
+	alloc, cancelAlloc := chromedp.NewExecAllocator(t.Context(), opts...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancelCtx := chromedp.NewContext(alloc)
+	t.Cleanup(cancelCtx)
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
