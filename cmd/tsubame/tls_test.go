@@ -122,7 +122,7 @@ func TestTLSWithCurl(t *testing.T) {
 	s := startTLSBinary(t)
 	for url, want := range map[string]struct{ subject, body string }{
 		s.adsBase + "/api/sample4.js?id=1&callback=cb": {"ads.test", "cb({\"urls\":["},
-		s.pubPage: {"pub.test", "<!doctype html>"},
+		s.pubPage:                               {"pub.test", "<!doctype html>"},
 		"https://127.0.0.1:" + s.port + "/json": {"ads.test", `{"message":"Hello, World!"}`},
 	} {
 		report, body := s.curl(t, url, "--http2")
