@@ -511,7 +511,7 @@ func applyEnv(k *koanf.Koanf, environ []string) []string {
 			}
 		}
 		if rest, ok := strings.CutPrefix(name, EnvPrefix+"SITES_"); ok {
-			if site, field, ok := splitEndpointVar(rest, []string{"hosts", "static_root"}); ok {
+			if site, field, ok := splitEndpointVar(rest, []string{"hosts", "static_root", "tls_cert", "tls_key"}); ok {
 				_ = k.Set("sites."+site+"."+field, val)
 				continue
 			}
