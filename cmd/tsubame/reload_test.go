@@ -29,6 +29,25 @@ func TestRestartOnlyKeys(t *testing.T) {
 	if got := strings.Join(restartOnly(old, cfg), ","); got != "cache.ttl,listen" {
 		t.Fatalf("restart-only keys = %s", got)
 	}
+	// With a TLS listener running, its certificates (and the sites') are
+	// applied; its address and minimum version are not.
+	withTLS := []string{"TSUBAME_TLS_LISTEN=:4443", "TSUBAME_TLS_CERT=a.crt", "TSUBAME_TLS_KEY=a.key"}
+	if old, _, err = config.Load("", withTLS); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, _, err = config.Load("", append(withTLS, "TSUBAME_TLS_CERT=b.crt", "TSUBAME_TLS_KEY=b.key", "TSUBAME_TLS_MIN_VERSION=1.3")); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(restartOnly(old, cfg), ","); got != "tls.min_version" {
+		t.Fatalf("restart-only keys = %s", got)
+	}
+	// Turning TLS on needs a restart.
+	if old, _, err = config.Load("", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(restartOnly(old, cfg), ","); got != "tls.cert,tls.key,tls.listen,tls.min_version" {
+		t.Fatalf("restart-only keys = %s", got)
+	}
 }
 
 // SIGHUP under continuous load: a good configuration is applied at once

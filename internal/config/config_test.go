@@ -13,6 +13,7 @@ import (
 	"github.com/knadh/koanf/providers/rawbytes"
 	"github.com/knadh/koanf/v2"
 
+	"tsubame/internal/certs/certstest"
 	"tsubame/internal/config"
 )
 
@@ -300,6 +301,43 @@ unknown_hosts: maybe
 	for _, want := range []string{`"bad host"`, "already a host of site a", "sites.b.static_root", "sites.b.endpoints.e: source", "sites.c.hosts", "unknown_hosts"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("missing %q in %s", want, text)
+		}
+	}
+}
+
+func TestTLSConfig(t *testing.T) {
+	dir := t.TempDir()
+	ca := certstest.NewCA(t, dir)
+	def := ca.Issue(t, dir, "default", "ads.example")
+	news := ca.Issue(t, dir, "news", "news.example")
+	good := load(t, `
+tls: {listen: ":4443", cert: `+def.CertFile+`, key: `+def.KeyFile+`, min_version: "1.3"}
+sites:
+  news: {hosts: [news.example], tls_cert: `+news.CertFile+`}
+`, "TSUBAME_SITES_NEWS_TLS_KEY="+news.KeyFile)
+	if errs := good.Validate(); len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	if d, sites := good.TLSCertificates(); d.Cert != def.CertFile || len(sites) != 1 || sites[0].Pair.Key != news.KeyFile {
+		t.Fatalf("TLSCertificates = %v %v", d, sites)
+	}
+	for name, c := range map[string]struct {
+		yaml string
+		want []string
+	}{
+		"no listener":    {`tls: {cert: ` + def.CertFile + `, key: ` + def.KeyFile + `}`, []string{"tls.listen: certificates are configured"}},
+		"no certificate": {`tls: {listen: ":4443"}`, []string{"no certificate"}},
+		"same port":      {`{listen: ":4443", tls: {listen: ":4443", cert: ` + def.CertFile + `, key: ` + def.KeyFile + `}}`, []string{"tls.listen: must differ from listen"}},
+		"old version":    {`tls: {listen: ":4443", cert: ` + def.CertFile + `, key: ` + def.KeyFile + `, min_version: "1.0"}`, []string{"tls.min_version"}},
+		"wrong key":      {`tls: {listen: ":4443", cert: ` + def.CertFile + `, key: ` + news.KeyFile + `}`, []string{"tls.cert/tls.key"}},
+		"half a pair":    {`{tls: {listen: ":4443"}, sites: {news: {hosts: [news.example], tls_cert: ` + news.CertFile + `}}}`, []string{"sites.news.tls_cert/tls_key: give both"}},
+		"missing file":   {`tls: {listen: ":4443", cert: /nonexistent.crt, key: ` + def.KeyFile + `}`, []string{"tls.cert/tls.key", "nonexistent.crt"}},
+	} {
+		text := fmt.Sprint(load(t, c.yaml).Validate())
+		for _, want := range c.want {
+			if !strings.Contains(text, want) {
+				t.Errorf("%s: missing %q in %s", name, want, text)
+			}
 		}
 	}
 }
