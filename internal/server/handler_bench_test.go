@@ -1,9 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/valyala/fasthttp"
@@ -12,6 +15,7 @@ import (
 	"tsubame/internal/accesslog"
 	"tsubame/internal/cache"
 	"tsubame/internal/render"
+	"tsubame/internal/static"
 	"tsubame/internal/store/memory"
 )
 
@@ -109,4 +113,37 @@ func BenchmarkHandlerCacheHitWithSites(b *testing.B) {
 		b.Fatal(err)
 	}
 	serveLoop(b, s, benchURI, "www.A.example.com:4000")
+}
+
+// BenchmarkHandlerLib serves a cached /lib/ asset to a browser's
+// Accept-Encoding: the coding chosen, the validators and Expires set.
+func BenchmarkHandlerLib(b *testing.B) {
+	root := b.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "a.js"), bytes.Repeat([]byte("function a(){}\n"), 100), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	st, err := static.New(static.Options{Root: root})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	s, err := New(Options{Static: st}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		var ctx fasthttp.RequestCtx
+		ctx.Init(&fasthttp.Request{}, nil, nil)
+		for pb.Next() {
+			ctx.Request.Reset()
+			ctx.Response.Reset()
+			ctx.Request.SetRequestURI("/lib/a.js~v1.js")
+			ctx.Request.Header.Set("Accept-Encoding", "gzip, deflate, br, zstd")
+			s.handle(&ctx)
+			if ctx.Response.StatusCode() != fasthttp.StatusOK || string(ctx.Response.Header.ContentEncoding()) != "br" {
+				b.Fatalf("status %d, %q", ctx.Response.StatusCode(), ctx.Response.Header.ContentEncoding())
+			}
+		}
+	})
 }

@@ -667,41 +667,6 @@ func checkID(id []byte) string {
 	return ""
 }
 
-var (
-	hdrVary           = []byte("Vary")
-	valAcceptEncoding = []byte("Accept-Encoding")
-	valImmutable      = []byte("public, max-age=31536000, immutable")
-)
-
-// serveStatic answers /lib/ requests: the combined asset, compressed as the
-// client accepts, with far-future caching and If-Modified-Since.
-func (s *Server) serveStatic(ctx *fasthttp.RequestCtx, assets *static.Server, rest []byte) {
-	a, err := assets.Get(unsafe.String(unsafe.SliceData(rest), len(rest))) // Get copies what it keeps
-	if err != nil {
-		plain(ctx, fasthttp.StatusNotFound, "not found")
-		return
-	}
-	h := &ctx.Response.Header
-	h.SetCanonical(hdrVary, valAcceptEncoding)
-	h.SetCanonical(hdrCacheControl, valImmutable)
-	h.SetLastModified(a.ModTime)
-	if !ctx.IfModifiedSince(a.ModTime) {
-		ctx.NotModified()
-		return
-	}
-	ctx.SetContentType(a.ContentType)
-	switch {
-	case a.Brotli != nil && ctx.Request.Header.HasAcceptEncoding("br"):
-		h.SetContentEncoding("br")
-		ctx.Response.SetBodyRaw(a.Brotli) // assets are immutable: no copy
-	case a.Gzip != nil && ctx.Request.Header.HasAcceptEncoding("gzip"):
-		h.SetContentEncoding("gzip")
-		ctx.Response.SetBodyRaw(a.Gzip)
-	default:
-		ctx.Response.SetBodyRaw(a.Body)
-	}
-}
-
 // reply writes a webhook answer (always JSON).
 func reply(ctx *fasthttp.RequestCtx, status int, body []byte) {
 	ctx.SetStatusCode(status)

@@ -86,6 +86,95 @@ func TestStaticOverHTTP(t *testing.T) {
 	if resp, _ := get("/lib/js/a.js", "Accept-Encoding", "br, gzip"); resp.Header.Get("Content-Encoding") != "br" {
 		t.Fatalf("brotli not preferred: %q", resp.Header.Get("Content-Encoding"))
 	}
+
+	// Accept-Encoding per RFC 9110 §12.5.3.
+	for ae, want := range map[string]string{
+		"":                             "",
+		"gzip;q=1.0":                   "gzip",
+		"br;q=1.0, gzip;q=0.8":         "br",
+		"br;q=0.5, gzip;q=0.8":         "gzip",
+		"gzip;q=1, br;q=1":             "br", // br at equal weight
+		"GZIP":                         "gzip",
+		"Br , GZip ;Q=0.9":             "br",
+		"gzip , deflate":               "gzip",
+		"gzip ;q=0.5":                  "gzip",
+		"x-gzip":                       "gzip",
+		"br;q=0, gzip;q=0":             "",
+		"gzip;q=0":                     "",
+		"br;q=0":                       "",
+		"*":                            "br",
+		"*;q=0.5, br;q=0":              "gzip",
+		"gzip;q=0.001":                 "gzip",
+		"gzip;q=1.001":                 "",
+		"gzip;q=2":                     "",
+		"gzip;q=abc":                   "",
+		"identity":                     "",
+		"deflate, compress":            "",
+		"gzip;level=9;q=0.4, br;q=0.3": "gzip",
+	} {
+		resp, body := get("/lib/js/a.js", "Accept-Encoding", ae)
+		if got := resp.Header.Get("Content-Encoding"); got != want || resp.StatusCode != 200 {
+			t.Errorf("Accept-Encoding %q: %d %q, want %q", ae, resp.StatusCode, got, want)
+		}
+		if want == "" && string(body) != a {
+			t.Errorf("Accept-Encoding %q: an identity body that is not the file", ae)
+		}
+	}
+
+	// A strong ETag per representation; If-None-Match takes precedence
+	// over If-Modified-Since, and every 304 carries the 200's caching
+	// headers.
+	path := "/lib/js/a.js~js/b.js~v7.js"
+	plainResp, _ := get(path)
+	gzResp, _ := get(path, "Accept-Encoding", "gzip")
+	etag, gzTag := plainResp.Header.Get("ETag"), gzResp.Header.Get("ETag")
+	if !strings.HasPrefix(etag, `"`) || strings.HasPrefix(etag, "W/") || etag == gzTag || gzTag == "" {
+		t.Fatalf("ETags %q (identity) and %q (gzip): want two different strong tags", etag, gzTag)
+	}
+	if other, _ := get("/lib/js/a.js"); other.Header.Get("ETag") == etag {
+		t.Fatal("two assets share an ETag")
+	}
+	exp, err := http.ParseTime(plainResp.Header.Get("Expires"))
+	if err != nil || exp.Before(time.Now().Add(364*24*time.Hour)) {
+		t.Fatalf("Expires %q (%v): want a year ahead, as max-age says", plainResp.Header.Get("Expires"), err)
+	}
+	future := time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)
+	for name, c := range map[string]struct {
+		headers []string
+		want    int
+	}{
+		"match":                 {[]string{"If-None-Match", etag}, 304},
+		"weak match":            {[]string{"If-None-Match", "W/" + etag}, 304},
+		"in a list":             {[]string{"If-None-Match", `"nope", ` + etag}, 304},
+		"star":                  {[]string{"If-None-Match", "*"}, 304},
+		"other coding's tag":    {[]string{"If-None-Match", gzTag}, 200},
+		"gzip tag with gzip":    {[]string{"If-None-Match", gzTag, "Accept-Encoding", "gzip"}, 304},
+		"no match":              {[]string{"If-None-Match", `"nope"`}, 200},
+		"no match, IMS current": {[]string{"If-None-Match", `"nope"`, "If-Modified-Since", future}, 200},
+		"match, IMS stale":      {[]string{"If-None-Match", etag, "If-Modified-Since", old}, 304},
+		"IMS only":              {[]string{"If-Modified-Since", future}, 304},
+		"malformed":             {[]string{"If-None-Match", "nope"}, 200},
+	} {
+		resp, body := get(path, c.headers...)
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: %d, want %d", name, resp.StatusCode, c.want)
+			continue
+		}
+		if c.want != 304 {
+			continue
+		}
+		if len(body) != 0 {
+			t.Errorf("%s: a 304 with a body", name)
+		}
+		for _, h := range []string{"Cache-Control", "Vary", "Expires", "ETag", "Last-Modified"} {
+			if resp.Header.Get(h) == "" {
+				t.Errorf("%s: the 304 lacks %s", name, h)
+			}
+		}
+		if resp.Header.Get("Cache-Control") != plainResp.Header.Get("Cache-Control") {
+			t.Errorf("%s: Cache-Control %q", name, resp.Header.Get("Cache-Control"))
+		}
+	}
 	// Traversal, raw on the wire so no client cleans the path first.
 	for _, p := range []string{"/lib/../../etc/passwd", "/lib/..%2f..%2fetc%2fpasswd", "/lib/%2e%2e/%2e%2e/etc/hostname",
 		"/lib/js/a.js~..%2f..%2fetc%2fpasswd~v1.js", "/lib/js%00/a.js"} {

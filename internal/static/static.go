@@ -11,6 +11,8 @@
 package static
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"mime"
@@ -40,6 +42,10 @@ type Asset struct {
 	Brotli      []byte
 	ContentType string
 	ModTime     time.Time // the newest of the files, to the second
+	// ETag, ETagGzip and ETagBrotli are strong entity tags (quotes
+	// included) of the three representations: one per content coding, as
+	// RFC 9110 §8.8.3 wants of a strong validator.
+	ETag, ETagGzip, ETagBrotli []byte
 
 	files     []stamp
 	checkedAt atomic.Int64 // unix nanoseconds of the last check of the files
@@ -245,6 +251,9 @@ func (s *Server) build(files []string, ext string) (*Asset, error) {
 		}
 	}
 	a.Body = body
+	sum := sha256.Sum256(body)
+	tag := hex.EncodeToString(sum[:12])
+	a.ETag, a.ETagGzip, a.ETagBrotli = []byte(`"`+tag+`"`), []byte(`"`+tag+`-gz"`), []byte(`"`+tag+`-br"`)
 	if compressible(a.ContentType) && len(body) > 256 {
 		if gz := fasthttp.AppendGzipBytesLevel(nil, body, fasthttp.CompressDefaultCompression); len(gz) < len(body) {
 			a.Gzip = gz
