@@ -2,7 +2,6 @@ package accesslog
 
 import (
 	"bufio"
-	"bytes"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -59,7 +58,10 @@ type FileSink struct {
 	f          *os.File
 	size       int64
 	start      time.Time // start of the active file's time range
-	nextRotate time.Time
+	nextRotate time.Time // end of the active file's time range, if time rotation is on
+	// mark is the writer's clock (Tick): every line written from now on is
+	// stamped at mark or later, so a file opened now may start there.
+	mark time.Time
 
 	jobs      chan closedFile
 	closerWG  sync.WaitGroup
@@ -105,8 +107,8 @@ func OpenFile(opt FileOptions) (*FileSink, error) {
 	go s.closer()
 	s.resumeStaging()
 	if st, err := os.Stat(s.active); err == nil && st.Size() > 0 {
-		start := firstLineTime(s.active, st.ModTime())
-		if err := s.closeOut(start, st.ModTime()); err != nil {
+		first, last := lineTimes(s.active, st.ModTime())
+		if err := s.closeOut(first, rangeEnd(last)); err != nil {
 			close(s.jobs)
 			return nil, fmt.Errorf("cannot close out the access log left by an earlier run: %w", err)
 		}
@@ -115,9 +117,37 @@ func OpenFile(opt FileOptions) (*FileSink, error) {
 		close(s.jobs)
 		return nil, err
 	}
-	s.start = s.now()
-	s.nextRotate = s.boundaryAfter(s.start)
+	s.mark = s.now()
+	s.start = s.mark
+	if s.opt.RotateEvery > 0 {
+		s.start = s.mark.Truncate(s.opt.RotateEvery)
+	}
+	s.nextRotate = s.boundaryAfter(s.mark)
 	return s, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// rangeEnd is the end of a file's named range whose last line is stamped
+// t: file names have whole seconds, and a range excludes its end.
+func rangeEnd(t time.Time) time.Time {
+	return t.Truncate(time.Second).Add(time.Second)
+}
+
+// endNow is the end of the active file's range if it is closed now: every
+// line in it is stamped before now (the writer stamps no line later than
+// its clock), and before the time boundary if there is one.
+func (s *FileSink) endNow() time.Time {
+	end := rangeEnd(later(s.now(), s.mark))
+	if !s.nextRotate.IsZero() && s.nextRotate.Before(end) {
+		end = s.nextRotate
+	}
+	return end
 }
 
 func (s *FileSink) boundaryAfter(t time.Time) time.Time {
@@ -148,7 +178,9 @@ func (s *FileSink) open() error {
 // write is truncated away, so a retry neither splits nor repeats a line.
 func (s *FileSink) Write(p []byte) error {
 	if s.opt.MaxSize > 0 && s.size > 0 && s.size+int64(len(p)) > s.opt.MaxSize {
-		if err := s.rotate(s.now()); err != nil {
+		// The lines still to come in this batch may be stamped as early as
+		// the writer's clock: the next file's range starts there.
+		if err := s.rotate(s.endNow(), s.mark); err != nil {
 			return err
 		}
 	}
@@ -178,20 +210,32 @@ func (s *FileSink) Sync() error {
 	return s.f.Sync()
 }
 
-// Tick rotates at the time boundary. An empty file is kept, not shipped.
-func (s *FileSink) Tick(now time.Time) error {
-	if s.nextRotate.IsZero() || now.Before(s.nextRotate) {
+// Boundary is the end of the active file's time range (zero without
+// rotate_every): the writer writes every line stamped before it, then
+// calls Tick with it.
+func (s *FileSink) Boundary() time.Time { return s.nextRotate }
+
+// Tick advances the sink's clock: every line stamped before t has been
+// written. At or past the time boundary the active file is closed out,
+// named [start, boundary), and the next one starts at the boundary (or at
+// the latest boundary before t, after a quiet spell). An empty file is
+// kept, not shipped.
+func (s *FileSink) Tick(t time.Time) error {
+	s.mark = later(s.mark, t)
+	if s.nextRotate.IsZero() || t.Before(s.nextRotate) {
 		return nil
 	}
+	next := t.Truncate(s.opt.RotateEvery)
 	if s.size == 0 {
-		s.start, s.nextRotate = now, s.boundaryAfter(now)
+		s.start, s.nextRotate = next, s.boundaryAfter(t)
 		return nil
 	}
-	return s.rotate(now)
+	return s.rotate(s.nextRotate, next)
 }
 
-// rotate closes the active file out under its time range and opens a new one.
-func (s *FileSink) rotate(now time.Time) error {
+// rotate closes the active file out as [s.start, end) and opens a new
+// one whose range starts at next.
+func (s *FileSink) rotate(end, next time.Time) error {
 	if s.f == nil {
 		if err := s.open(); err != nil {
 			return err
@@ -199,10 +243,6 @@ func (s *FileSink) rotate(now time.Time) error {
 	}
 	if err := s.f.Sync(); err != nil {
 		return fmt.Errorf("cannot sync access log before rotation: %w", err)
-	}
-	end := now
-	if !s.nextRotate.IsZero() && !now.Before(s.nextRotate) && now.Sub(s.nextRotate) < time.Second {
-		end = s.nextRotate // name the file after the boundary it was closed at
 	}
 	if err := s.closeOut(s.start, end); err != nil {
 		return err
@@ -212,8 +252,8 @@ func (s *FileSink) rotate(now time.Time) error {
 	if err := old.Close(); err != nil {
 		s.opt.Logger.Warn("closing rotated access log", "err", err)
 	}
-	s.start, s.size = end, 0
-	s.nextRotate = s.boundaryAfter(now)
+	s.start, s.size = next, 0
+	s.nextRotate = s.boundaryAfter(later(next, s.mark))
 	s.rotations.Add(1)
 	return s.open()
 }
@@ -257,9 +297,13 @@ func exists(p string) bool {
 	return err == nil
 }
 
-// Reopen closes the active file and opens the same path again.
+// Reopen closes the active file and opens the same path again. If the
+// file was moved away (external rotation), the new one's range starts at
+// the writer's clock; if it was not, the file and its range go on.
 func (s *FileSink) Reopen() error {
+	var before os.FileInfo
 	if s.f != nil {
+		before, _ = s.f.Stat()
 		_ = s.f.Sync()
 		_ = s.f.Close()
 		s.f = nil
@@ -267,7 +311,10 @@ func (s *FileSink) Reopen() error {
 	if err := s.open(); err != nil {
 		return err
 	}
-	s.start = s.now()
+	if after, err := s.f.Stat(); err == nil && before != nil && os.SameFile(before, after) {
+		return nil
+	}
+	s.start = s.mark
 	return nil
 }
 
@@ -295,7 +342,7 @@ func (s *FileSink) Close(ctx context.Context) error {
 		switch {
 		case len(errs) > 0:
 		case s.size > 0:
-			if err := s.closeOut(s.start, s.now()); err != nil {
+			if err := s.closeOut(s.start, s.endNow()); err != nil {
 				errs = append(errs, err)
 			}
 		default:
@@ -448,22 +495,39 @@ func (s *FileSink) resumeStaging() {
 	}
 }
 
-// firstLineTime reads the time of the first record in the file, or returns def.
-func firstLineTime(path string, def time.Time) time.Time {
+// lineTimes reads the earliest and the latest time of the records in a
+// file left by an earlier run (lines of one batch are not in time order,
+// so every line is read). Without a readable line both are def.
+func lineTimes(path string, def time.Time) (first, last time.Time) {
 	f, err := os.Open(path)
 	if err != nil {
-		return def
+		return def, def
 	}
 	defer f.Close()
-	line, _ := bufio.NewReaderSize(f, 4096).ReadSlice('\n')
-	for _, key := range [][]byte{[]byte("time:"), []byte(`{"time":"`)} {
-		if rest, ok := bytes.CutPrefix(line, key); ok && len(rest) >= 27 {
-			if t, err := time.Parse("2006-01-02T15:04:05.000000Z", string(rest[:27])); err == nil {
-				return t
+	r := bufio.NewReaderSize(f, 64<<10)
+	for {
+		line, err := r.ReadSlice('\n')
+		if t, ok := lineTime(line); ok {
+			if first.IsZero() || t.Before(first) {
+				first = t
+			}
+			if t.After(last) {
+				last = t
 			}
 		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			for errors.Is(err, bufio.ErrBufferFull) { // a line longer than the buffer: skip its rest
+				_, err = r.ReadSlice('\n')
+			}
+		}
+		if err != nil {
+			break
+		}
 	}
-	return def
+	if first.IsZero() {
+		return def, def
+	}
+	return first, last
 }
 
 func syncDir(dir string) error {

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -97,14 +98,25 @@ func (o *Options) setDefaults() {
 
 // Sink receives batches of whole lines from the writer goroutine; it is never
 // called concurrently.
+//
+// Lines are filed by their time. A sink whose destination covers a time
+// range (a file named after it) reports the range's end as Boundary: the
+// writer then writes every line stamped before it, calls Tick with it, and
+// only then writes the lines stamped at or after it. Tick(t) always means
+// that every line stamped before t has been written and that lines written
+// from now on are stamped at t or later.
 type Sink interface {
 	// Write writes all of p or, on error, none of it (it undoes a partial
 	// write), so a retried batch is never duplicated or split.
 	Write(p []byte) error
 	// Sync makes what was written durable.
 	Sync() error
-	// Tick runs between batches: time-based rotation.
-	Tick(now time.Time) error
+	// Boundary is when the current destination's time range ends; zero if
+	// it has none.
+	Boundary() time.Time
+	// Tick advances the sink's clock to t (see above): it closes a
+	// destination whose range ends at or before t.
+	Tick(t time.Time) error
 	// Reopen reopens the destination (after an external rotation).
 	Reopen() error
 	// Recover is called before retrying a failed write: reopen whatever may
@@ -141,8 +153,12 @@ type shard struct {
 	appended uint64 // records ever appended here
 	epoch    uint64 // the flush that will commit what buf holds now
 	closed   bool
-	tc       timeCache
-	_        [cacheLine]byte
+	// floor is the time of the last flush that took buf (unix ns): records
+	// appended since are stamped no earlier, so that flush could file
+	// every record before it. lo and hi bound the stamps in buf.
+	floor, lo, hi int64
+	tc            timeCache
+	_             [cacheLine]byte
 }
 
 // Logger is an access log. Append is safe for concurrent use.
@@ -166,6 +182,10 @@ type Logger struct {
 	// Owned by the writer goroutine (and by Close after it stopped).
 	free     [][]byte
 	leftover [][]byte // a batch the writer gave up on when Close's deadline passed
+	mark     int64    // the last flush's time (unix ns): Tick's argument, never decreasing
+
+	fallback fallbackFile  // where records go that the sink did not take by Close's deadline
+	finished chan struct{} // closed when Close has put every record somewhere
 
 	written, bytes, flushes, writeErrors atomic.Uint64
 	waits, waitNanos, overflows          atomic.Uint64
@@ -188,7 +208,9 @@ func New(sink Sink, opt Options) *Logger {
 		abort:      make(chan struct{}),
 		done:       make(chan struct{}),
 		notify:     make(chan struct{}),
+		finished:   make(chan struct{}),
 	}
+	l.fallback.dir, l.fallback.stderr, l.fallback.log = opt.FallbackDir, opt.Stderr, opt.Logger
 	for i := range l.shards {
 		l.shards[i].epoch = 1
 		l.shards[i].buf = l.newBuffer()
@@ -209,7 +231,12 @@ func (l *Logger) newBuffer() []byte {
 // Append formats r into a buffer. hint spreads concurrent callers over the
 // buffers (a connection id is a good hint). It waits only when the buffers
 // are full (see the package comment) or, with Sync, for the group commit.
-// Its only error is ErrClosed: the record was not taken.
+// Its only error is ErrClosed: the record was not taken (see Late).
+//
+// The record is stamped r.Time (now, if zero), or the time of the last
+// flush if that is later: a record whose caller was held up between taking
+// its time and appending (microseconds, unless the scheduler stalls it)
+// must not be older than records the writer has already filed.
 func (l *Logger) Append(r *Record, hint uint64) error {
 	s := &l.shards[hint&l.mask]
 	s.mu.Lock()
@@ -224,7 +251,20 @@ func (l *Logger) Append(r *Record, hint uint64) error {
 		s.mu.Unlock()
 		return ErrClosed
 	}
-	s.buf = appendRecord(s.buf, l.opt.Format, r, &s.tc)
+	t := r.Time
+	if t.IsZero() {
+		t = time.Now()
+	}
+	ns := t.UnixNano()
+	if ns < s.floor {
+		ns, t = s.floor, time.Unix(0, s.floor)
+	}
+	s.buf = appendRecord(s.buf, l.opt.Format, r, t, &s.tc)
+	if s.records == 0 {
+		s.lo, s.hi = ns, ns
+	} else {
+		s.lo, s.hi = min(s.lo, ns), max(s.hi, ns)
+	}
 	s.records++
 	s.appended++
 	epoch, half := s.epoch, len(s.buf) >= l.shardLimit/2
@@ -295,7 +335,11 @@ func (l *Logger) waitCommit(epoch uint64) error {
 			if l.committed.Load() >= epoch {
 				return nil
 			}
-			return ErrClosed
+			// Close is putting what the sink did not take, this record
+			// among it, in the fallback file: accounted for, so the
+			// response may be served.
+			<-l.finished
+			return nil
 		}
 	}
 }
@@ -314,9 +358,6 @@ func (l *Logger) run() {
 		case <-l.closing:
 			return
 		}
-		if err := l.sink.Tick(time.Now()); err != nil {
-			l.noteError(fmt.Errorf("rotation: %w", err))
-		}
 		if rest := l.flush(); rest != nil {
 			l.leftover = rest
 			return
@@ -324,34 +365,39 @@ func (l *Logger) run() {
 	}
 }
 
-// flush takes every buffer and writes it. It returns what is left unwritten
-// when Close's deadline stops the retries, else nil.
+// flush takes every buffer and writes it, filing lines by their time (see
+// Sink), then advances the sink's clock to the time of the take. It
+// returns what is left unwritten when Close's deadline stops the retries,
+// else nil.
 func (l *Logger) flush() [][]byte {
 	epoch := l.committed.Load() + 1
-	var batch [][]byte
+	take := max(time.Now().UnixNano(), l.mark)
+	var batch []part
 	records := 0
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.Lock()
 		if len(s.buf) > 0 {
-			batch = append(batch, s.buf)
+			batch = append(batch, part{buf: s.buf, lo: s.lo, hi: s.hi})
 			records += s.records
 			s.buf, s.records = l.newBuffer(), 0
 		}
+		s.floor = max(s.floor, take)
 		s.epoch = epoch + 1
 		s.mu.Unlock()
 	}
-	if rest := l.write(batch); rest != nil {
+	if rest := l.writeFiled(batch, take); rest != nil {
 		return rest
 	}
+	l.mark = take
 	if len(batch) > 0 {
 		l.written.Add(uint64(records))
 		l.flushes.Add(1)
 	}
 	l.committed.Store(epoch)
-	for _, b := range batch {
-		if len(l.free) < len(l.shards) {
-			l.free = append(l.free, b[:0])
+	for _, p := range batch {
+		if len(l.free) < len(l.shards) && cap(p.buf) <= l.shardLimit*2 {
+			l.free = append(l.free, p.buf[:0])
 		}
 	}
 	l.mu.Lock()
@@ -359,6 +405,95 @@ func (l *Logger) flush() [][]byte {
 	l.notify = make(chan struct{})
 	l.mu.Unlock()
 	return nil
+}
+
+// part is a buffer of lines and the bounds of their stamps (unix ns).
+type part struct {
+	buf    []byte
+	lo, hi int64
+}
+
+// writeFiled writes a batch taken at take, split at each of the sink's
+// boundaries it spans: the lines before a boundary, Tick(boundary), the
+// lines after. It returns what is left unwritten when Close's deadline
+// stops the retries.
+func (l *Logger) writeFiled(batch []part, take int64) [][]byte {
+	hi := take
+	for _, p := range batch {
+		hi = max(hi, p.hi)
+	}
+	for {
+		b := l.sink.Boundary()
+		if b.IsZero() || b.UnixNano() > hi {
+			break
+		}
+		before, after := partitionAt(batch, b.UnixNano())
+		if rest := l.write(buffers(before)); rest != nil {
+			return append(rest, buffers(after)...)
+		}
+		batch = after
+		if err := l.sink.Tick(b); err != nil {
+			l.noteError(fmt.Errorf("rotation: %w", err))
+			break // the lines go on to the current destination; the next flush tries again
+		}
+		if !l.sink.Boundary().After(b) {
+			break
+		}
+	}
+	if rest := l.write(buffers(batch)); rest != nil {
+		return rest
+	}
+	if err := l.sink.Tick(time.Unix(0, take)); err != nil {
+		l.noteError(fmt.Errorf("rotation: %w", err))
+	}
+	return nil
+}
+
+func buffers(parts []part) [][]byte {
+	out := make([][]byte, 0, len(parts))
+	for _, p := range parts {
+		out = append(out, p.buf)
+	}
+	return out
+}
+
+// partitionAt splits parts into the lines stamped before b and the rest.
+// Only a buffer holding both is read line by line (once per boundary).
+func partitionAt(parts []part, b int64) (before, after []part) {
+	for _, p := range parts {
+		switch {
+		case p.hi < b:
+			before = append(before, p)
+		case p.lo >= b:
+			after = append(after, p)
+		default:
+			x, y := part{lo: math.MaxInt64, hi: math.MinInt64}, part{lo: math.MaxInt64, hi: math.MinInt64}
+			for rest := p.buf; len(rest) > 0; {
+				line := rest
+				if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+					line = rest[:i+1]
+				}
+				rest = rest[len(line):]
+				ns := p.lo // a line without a readable time stays with the earliest
+				if t, ok := lineTime(line); ok {
+					ns = t.UnixNano()
+				}
+				dst := &x
+				if ns >= b {
+					dst = &y
+				}
+				dst.buf = append(dst.buf, line...)
+				dst.lo, dst.hi = min(dst.lo, ns), max(dst.hi, ns)
+			}
+			if len(x.buf) > 0 {
+				before = append(before, x)
+			}
+			if len(y.buf) > 0 {
+				after = append(after, y)
+			}
+		}
+	}
+	return before, after
 }
 
 // write hands each buffer to the sink, retrying with backoff until it is
@@ -469,6 +604,7 @@ func (l *Logger) Close(ctx context.Context) error {
 	if rest != nil {
 		errs = append(errs, l.saveUnwritten(rest))
 	}
+	close(l.finished)
 	if err := l.sink.Close(context.WithoutCancel(ctx)); err != nil {
 		errs = append(errs, err)
 	}
@@ -477,6 +613,21 @@ func (l *Logger) Close(ctx context.Context) error {
 	l.notify = make(chan struct{})
 	l.mu.Unlock()
 	return errors.Join(errs...)
+}
+
+// Late records a response whose Append came after Close (ErrClosed): a
+// request that outlived the shutdown deadline, typically held by a failing
+// disk. It goes to the fallback file (see Options.FallbackDir) beside what
+// the sink did not take, or to standard error if that cannot be written,
+// so every response is accounted for. It is slow (a write and an fsync
+// per record) and meant for that rare path only.
+func (l *Logger) Late(r *Record) {
+	t := r.Time
+	if t.IsZero() {
+		t = time.Now()
+	}
+	var tc timeCache
+	l.fallback.save([][]byte{appendRecord(nil, l.opt.Format, r, t, &tc)})
 }
 
 // collectAll takes every buffer without writing it.
@@ -532,40 +683,68 @@ func (l *Logger) Healthy() error {
 }
 
 // saveUnwritten keeps records the sink would not take by Close's deadline:
-// in a file under Options.FallbackDir or, failing that, on standard error.
-// It returns an error that says where they went.
+// in the fallback file or, failing that, on standard error. It returns an
+// error that says where they went.
 func (l *Logger) saveUnwritten(batch [][]byte) error {
 	n := 0
 	for _, b := range batch {
 		n += bytes.Count(b, []byte{'\n'})
 	}
-	name := filepath.Join(l.opt.FallbackDir, fmt.Sprintf("tsubame-access-unwritten-%s-%d.log",
-		time.Now().UTC().Format("20060102T150405Z"), os.Getpid()))
-	err := writeFileSync(name, batch)
+	where, err := l.fallback.save(batch)
 	if err == nil {
-		l.opt.Logger.Error("access log: records the sink did not take were saved elsewhere", "records", n, "file", name)
-		return fmt.Errorf("access log: %d record(s) could not be written to the log and were saved to %s", n, name)
+		l.opt.Logger.Error("access log: records the sink did not take were saved elsewhere", "records", n, "file", where)
+		return fmt.Errorf("access log: %d record(s) could not be written to the log and were saved to %s", n, where)
 	}
-	for _, b := range batch {
-		_, _ = l.opt.Stderr.Write(b)
-	}
-	return fmt.Errorf("access log: %d record(s) could not be written to the log nor to %s (%v); they were written to standard error", n, name, err)
+	return fmt.Errorf("access log: %d record(s) could not be written to the log nor to %s (%v); they were written to standard error", n, where, err)
 }
 
-func writeFileSync(name string, batch [][]byte) error {
-	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
-	if err != nil {
-		return err
-	}
-	for _, b := range batch {
-		if _, err := f.Write(b); err != nil {
-			f.Close()
-			return err
+// fallbackFile holds the records a closing Logger could not give its sink
+// and the records appended after Close (Logger.Late): one file per Logger,
+// tsubame-access-unwritten-<time>-<pid>.log in the fallback directory,
+// created at the first need, each write fsynced. If it cannot be written,
+// the records go to standard error.
+type fallbackFile struct {
+	mu     sync.Mutex
+	dir    string
+	stderr io.Writer
+	log    *slog.Logger
+	f      *os.File
+	name   string
+	err    error // the file failed: standard error from now on
+}
+
+// save writes batch and returns the file's name, or the error that sent
+// the batch to standard error instead.
+func (fb *fallbackFile) save(batch [][]byte) (string, error) {
+	fb.mu.Lock()
+	defer fb.mu.Unlock()
+	if fb.f == nil && fb.err == nil {
+		fb.name = filepath.Join(fb.dir, fmt.Sprintf("tsubame-access-unwritten-%s-%d.log",
+			time.Now().UTC().Format("20060102T150405Z"), os.Getpid()))
+		fb.f, fb.err = os.OpenFile(fb.name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o640)
+		if fb.err == nil {
+			fb.log.Error("access log: writing the records the log did not take to a fallback file", "file", fb.name)
 		}
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
+	if fb.err == nil {
+		for _, b := range batch {
+			if _, fb.err = fb.f.Write(b); fb.err != nil {
+				break
+			}
+		}
+		if fb.err == nil {
+			fb.err = fb.f.Sync()
+		}
+		if fb.err == nil {
+			return fb.name, nil
+		}
+		_ = fb.f.Close()
+		fb.log.Error("access log: the fallback file failed; records go to standard error", "file", fb.name, "err", fb.err)
+		// What this batch had written is in the file already; writing the
+		// whole batch again below may repeat some lines, never lose one.
 	}
-	return f.Close()
+	for _, b := range batch {
+		_, _ = fb.stderr.Write(b)
+	}
+	return fb.name, fb.err
 }

@@ -12,7 +12,7 @@ import (
 // Record is one served request. Byte-slice fields may point into request
 // buffers: Append copies what it needs before it returns.
 type Record struct {
-	Time      time.Time     // when the request arrived
+	Time      time.Time     // when the response was produced (the request arrived Duration earlier)
 	Duration  time.Duration // time to produce the response
 	Remote    netip.Addr    // client address
 	Peer      netip.Addr    // the connection's peer (a proxy), if not Remote; logged when valid
@@ -74,17 +74,36 @@ func (c *timeCache) append(dst []byte, t time.Time) []byte {
 	return append(dst, 'Z')
 }
 
-// appendRecord appends r as one line in format f.
-func appendRecord(dst []byte, f Format, r *Record, tc *timeCache) []byte {
+// appendRecord appends r as one line in format f, stamped t (r.Time, or
+// later: see Logger.Append).
+func appendRecord(dst []byte, f Format, r *Record, t time.Time, tc *timeCache) []byte {
 	if f == JSON {
-		return appendJSON(dst, r, tc)
+		return appendJSON(dst, r, t, tc)
 	}
-	return appendLTSV(dst, r, tc)
+	return appendLTSV(dst, r, t, tc)
 }
 
-func appendLTSV(dst []byte, r *Record, tc *timeCache) []byte {
-	dst = append(dst, "time:"...)
-	dst = tc.append(dst, r.Time)
+// The prefixes that start a line, before its time (see lineTime).
+const (
+	ltsvTimePrefix = "time:"
+	jsonTimePrefix = `{"time":"`
+	stampLayout    = "2006-01-02T15:04:05.000000Z"
+)
+
+// lineTime reads the time a line starts with, in either format.
+func lineTime(line []byte) (time.Time, bool) {
+	for _, p := range []string{ltsvTimePrefix, jsonTimePrefix} {
+		if len(line) >= len(p)+len(stampLayout) && string(line[:len(p)]) == p {
+			t, err := time.Parse(stampLayout, string(line[len(p):len(p)+len(stampLayout)]))
+			return t, err == nil
+		}
+	}
+	return time.Time{}, false
+}
+
+func appendLTSV(dst []byte, r *Record, t time.Time, tc *timeCache) []byte {
+	dst = append(dst, ltsvTimePrefix...)
+	dst = tc.append(dst, t)
 	dst = append(dst, "\thost:"...)
 	dst = appendAddr(dst, r.Remote)
 	if r.Peer.IsValid() {
@@ -164,9 +183,9 @@ func appendAddr(dst []byte, a netip.Addr) []byte {
 	return a.Unmap().AppendTo(dst)
 }
 
-func appendJSON(dst []byte, r *Record, tc *timeCache) []byte {
-	dst = append(dst, `{"time":"`...)
-	dst = tc.append(dst, r.Time)
+func appendJSON(dst []byte, r *Record, t time.Time, tc *timeCache) []byte {
+	dst = append(dst, jsonTimePrefix...)
+	dst = tc.append(dst, t)
 	dst = append(dst, `","remote":"`...)
 	dst = appendAddr(dst, r.Remote)
 	if r.Peer.IsValid() {

@@ -29,7 +29,7 @@ func sampleRecord() *Record {
 
 func TestLTSV(t *testing.T) {
 	var tc timeCache
-	got := string(appendRecord(nil, LTSV, sampleRecord(), &tc))
+	got := string(appendRecord(nil, LTSV, sampleRecord(), sampleRecord().Time, &tc))
 	want := "time:2026-11-22T00:05:07.123456Z\thost:192.0.2.7\tvhost:ads.example.com\tmethod:GET\turi:/api/sample4.js" +
 		"\tendpoint:sample4\tid:1\tcallback:Example.process\tstatus:200\tsize:92\treqtime_microsec:1234" +
 		"\tua:Mozilla/5.0 (日本語)\treferer:-\treqid:abc-1\n"
@@ -40,7 +40,7 @@ func TestLTSV(t *testing.T) {
 
 func TestJSON(t *testing.T) {
 	var tc timeCache
-	line := appendRecord(nil, JSON, sampleRecord(), &tc)
+	line := appendRecord(nil, JSON, sampleRecord(), sampleRecord().Time, &tc)
 	var m map[string]any
 	if err := json.Unmarshal(line, &m); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, line)
@@ -59,7 +59,7 @@ func TestEscaping(t *testing.T) {
 	r.Path = []byte("/api/x\ny")
 	for _, f := range []Format{LTSV, JSON} {
 		var tc timeCache
-		line := appendRecord(nil, f, r, &tc)
+		line := appendRecord(nil, f, r, r.Time, &tc)
 		if bytes.Count(line, []byte("\n")) != 1 || line[len(line)-1] != '\n' {
 			t.Fatalf("format %d: record is not one line: %q", f, line)
 		}
@@ -93,7 +93,7 @@ func FuzzRecord(f *testing.F) {
 		r.UserAgent, r.Referer, r.Path = ua, ref, path
 		for _, format := range []Format{LTSV, JSON} {
 			var tc timeCache
-			line := appendRecord(nil, format, r, &tc)
+			line := appendRecord(nil, format, r, r.Time, &tc)
 			if bytes.IndexByte(line, '\n') != len(line)-1 {
 				t.Fatalf("not one line: %q", line)
 			}
@@ -129,7 +129,7 @@ func BenchmarkAppendLTSV(b *testing.B) {
 	buf := make([]byte, 0, 1024)
 	b.ReportAllocs()
 	for b.Loop() {
-		buf = appendRecord(buf[:0], LTSV, r, &tc)
+		buf = appendRecord(buf[:0], LTSV, r, r.Time, &tc)
 	}
 	b.SetBytes(int64(len(buf)))
 }

@@ -42,6 +42,9 @@ func (s *StoreSink) Write(p []byte) error {
 func (s *StoreSink) Sync() error { return nil }
 
 // Tick is a no-op: a store has no files to rotate.
+// Boundary is zero: the store keeps no time ranges.
+func (s *StoreSink) Boundary() time.Time { return time.Time{} }
+
 func (s *StoreSink) Tick(time.Time) error { return nil }
 
 // Reopen is a no-op.

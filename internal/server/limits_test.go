@@ -270,6 +270,7 @@ func (s *lineSink) Write(p []byte) error {
 }
 func (s *lineSink) Sync() error                 { return nil }
 func (s *lineSink) Tick(time.Time) error        { return nil }
+func (s *lineSink) Boundary() time.Time         { return time.Time{} }
 func (s *lineSink) Reopen() error               { return nil }
 func (s *lineSink) Recover() error              { return nil }
 func (s *lineSink) Close(context.Context) error { return nil }

@@ -608,12 +608,14 @@ func (s *Server) respondTemplate(ctx *fasthttp.RequestCtx, ep *endpoint, id, cal
 // maxRequestID bounds a client-supplied X-Request-Id kept in the log.
 const maxRequestID = 128
 
-// logRequest appends the record of the response in ctx. If the log refuses
-// it (only after it was closed), the response becomes a 503: a response
-// that is not in the log must not be served.
+// logRequest appends the record of the response in ctx, stamped when it
+// was produced. If the log refuses it (only after it was closed: a request
+// that outlived the shutdown deadline), the response becomes a 503, and
+// that 503 is recorded in the log's fallback file: no response goes out
+// unaccounted for, and no ad is served once the log has stopped.
 func (s *Server) logRequest(ctx *fasthttp.RequestCtx, lr *logged, took time.Duration) {
 	ep := lr.ep
-	start := ctx.Time()
+	done := ctx.Time().Add(took)
 	remote, peer := s.clientAddr(ctx)
 	if peer == remote {
 		peer = netip.Addr{} // logged only when it differs
@@ -626,7 +628,7 @@ func (s *Server) logRequest(ctx *fasthttp.RequestCtx, lr *logged, took time.Dura
 		reqID = strconv.AppendUint(b, ctx.ID(), 36)
 	}
 	rec := accesslog.Record{
-		Time:      start,
+		Time:      done,
 		Duration:  took,
 		Remote:    remote,
 		Peer:      peer,
@@ -643,11 +645,13 @@ func (s *Server) logRequest(ctx *fasthttp.RequestCtx, lr *logged, took time.Dura
 		RequestID: reqID,
 	}
 	if err := ep.log.Append(&rec, ctx.ConnID()); err != nil {
-		s.log.Error("access log refused a record; answering 503", "endpoint", ep.name, "err", err)
+		s.log.Error("access log refused a record; answering 503, recorded in the fallback file", "endpoint", ep.name, "err", err)
 		ctx.Response.ResetBody()
 		ctx.Response.Header.Del("Cache-Control")
 		ctx.Response.Header.Set("Retry-After", "1")
 		plain(ctx, fasthttp.StatusServiceUnavailable, "access log unavailable")
+		rec.Status, rec.Size = fasthttp.StatusServiceUnavailable, len(ctx.Response.Body())
+		ep.log.Late(&rec)
 	}
 }
 
