@@ -518,9 +518,11 @@ func (m *Main) closeAll(ctx context.Context) error {
 	if m.admin != nil {
 		m.admin.SetReady(false)
 	}
+	drained := true
 	if m.public != nil && m.serving {
 		if err := m.public.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("public listener: %w", err))
+			drained = false
 		}
 	} else {
 		// Never served: the listeners are only bound.
@@ -549,6 +551,14 @@ func (m *Main) closeAll(ctx context.Context) error {
 				errs = append(errs, err)
 			}
 		}
+	}
+	if !drained {
+		// Requests still held by a failing log are answered 503 (and
+		// recorded in the fallback file) now that it has closed: let
+		// those answers go out.
+		wctx, cancel := context.WithTimeout(context.Background(), idleGrace)
+		_ = m.public.WaitIdle(wctx)
+		cancel()
 	}
 	m.saveHotIDs()
 	if m.stopWatch != nil {
@@ -586,6 +596,10 @@ func (m *Main) closeAll(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// idleGrace bounds how long a stop past its deadline waits for the last
+// answers (see closeAll).
+const idleGrace = 2 * time.Second
 
 // openLogs opens the access logs the endpoints use.
 func (m *Main) openLogs(backend tsubame.Store) error {

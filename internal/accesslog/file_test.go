@@ -38,11 +38,27 @@ func TestRotationUnderLoadLosesNothing(t *testing.T) {
 			}
 		})
 	}
+	// Appenders held up between taking their time and appending (as a
+	// preempted request would be): their lines must still land in a file
+	// whose range holds them, stamped no earlier than lines already filed.
+	for g := range 2 {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(stop); i++ {
+				r := rec(i)
+				time.Sleep(15 * time.Millisecond)
+				if err := l.Append(r, uint64(4+g)); err != nil {
+					t.Error(err)
+					return
+				}
+				taken.Add(1)
+			}
+		})
+	}
 	wg.Wait()
 	if err := l.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	got, per := countLines(t, dir)
+	got, per := countLines(t, dir) // checks each line against its file's range
 	if int64(got) != taken.Load() {
 		t.Fatalf("%d lines in %d files for %d records", got, len(per), taken.Load())
 	}
@@ -109,12 +125,17 @@ func TestSizeRotationGzipHookAndRetention(t *testing.T) {
 	}
 }
 
-// A file left by a crashed run is closed out (named by its first record's
-// time) before the new active file opens.
+// A file left by a crashed run is closed out before the new active file
+// opens, named by its earliest and latest lines (a batch's lines are not in
+// time order), so the range holds them all.
 func TestLeftoverActiveFileIsClosedOut(t *testing.T) {
 	dir := t.TempDir()
-	line := "time:2026-11-21T23:59:58.000001Z\thost:-\tvhost:-\tmethod:GET\turi:/\tendpoint:x\tid:1\tcallback:-\tstatus:200\tsize:1\treqtime_microsec:1\tua:-\treferer:-\treqid:-\n"
-	if err := os.WriteFile(filepath.Join(dir, "access.log"), []byte(line+line), 0o640); err != nil {
+	line := func(at string) string {
+		return "time:" + at + "\thost:-\tvhost:-\tmethod:GET\turi:/\tendpoint:x\tid:1\tcallback:-\tstatus:200\tsize:1\treqtime_microsec:1\tua:-\treferer:-\treqid:-\n"
+	}
+	lines := line("2026-11-21T23:59:58.500001Z") + line("2026-11-21T23:59:57.900000Z") + line("2026-11-22T00:00:01.000000Z") +
+		line("2026-11-21T23:59:59.999999Z") + "time:2026-11-22T00:00:0" // cut short by the crash
+	if err := os.WriteFile(filepath.Join(dir, "access.log"), []byte(lines), 0o640); err != nil {
 		t.Fatal(err)
 	}
 	s := openSink(t, FileOptions{Dir: dir})
@@ -122,11 +143,67 @@ func TestLeftoverActiveFileIsClosedOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 || !strings.HasPrefix(entries[0].Name(), "access.20261121T235958Z-") {
+	if len(entries) != 1 || entries[0].Name() != "access.20261121T235957Z-20261122T000002Z.log" {
 		t.Fatalf("files %v", entries)
 	}
-	if n, _ := countLines(t, dir); n != 2 {
-		t.Fatalf("%d lines", n)
+}
+
+// A reopen that does not move the file (a SIGHUP for a configuration
+// reload) keeps the file's range; one after the file was moved starts a new
+// range.
+func TestReopenKeepsRangeUnlessMoved(t *testing.T) {
+	dir := t.TempDir()
+	opened := time.Now()
+	l := New(openSink(t, FileOptions{Dir: dir}), Options{Logger: quiet, FlushInterval: 10 * time.Millisecond})
+	appendMany(t, l, 1, 5)
+	// Into another second, so a restarted range would show in the name.
+	for time.Now().Truncate(time.Second).Equal(opened.Truncate(time.Second)) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := l.Reopen(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	appendMany(t, l, 1, 5)
+	if err := l.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n, per := countLines(t, dir)
+	if n != 10 || len(per) != 1 {
+		t.Fatalf("%d lines in %v", n, per)
+	}
+	for name := range per {
+		from, _, _ := fileRange(name)
+		if from.After(opened) {
+			t.Fatalf("%s: the range restarted at the reopen (opened at %s)", name, opened.UTC().Format(timeLayout))
+		}
+	}
+
+	// Moved away, then reopened: the new file starts its own range.
+	dir = t.TempDir()
+	l = New(openSink(t, FileOptions{Dir: dir}), Options{Logger: quiet, FlushInterval: 10 * time.Millisecond})
+	appendMany(t, l, 1, 5)
+	if err := l.Reopen(context.Background()); err != nil { // flushes the five lines
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "access.log"), filepath.Join(t.TempDir(), "moved.log")); err != nil {
+		t.Fatal(err)
+	}
+	for time.Now().Truncate(time.Second).Equal(opened.Truncate(time.Second)) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	moved := time.Now()
+	if err := l.Reopen(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	appendMany(t, l, 1, 5)
+	if err := l.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, per = countLines(t, dir)
+	for name := range per {
+		if from, _, _ := fileRange(name); from.Before(moved.Truncate(time.Second)) {
+			t.Fatalf("%s: the file made after the move kept the old range", name)
+		}
 	}
 }
 

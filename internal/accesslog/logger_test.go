@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,7 +61,8 @@ func openSink(t *testing.T, opt FileOptions) *FileSink {
 }
 
 // countLines counts the records in every file of dir (gzipped or not) and
-// checks that each line is whole.
+// checks that each line is whole and, in a closed file, lies in the time
+// range the file is named after.
 func countLines(t *testing.T, dir string) (int, map[string]int) {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
@@ -84,10 +86,16 @@ func countLines(t *testing.T, dir string) (int, map[string]int) {
 			}
 			r = zr
 		}
+		from, to, ranged := fileRange(e.Name())
 		sc := bufio.NewScanner(r)
 		for sc.Scan() {
 			if !bytes.HasPrefix(sc.Bytes(), []byte("time:")) || !bytes.HasSuffix(sc.Bytes(), []byte("reqid:-")) {
 				t.Fatalf("%s: broken line %q", e.Name(), sc.Text())
+			}
+			if at, ok := lineTime(sc.Bytes()); !ok {
+				t.Fatalf("%s: no time in %q", e.Name(), sc.Text())
+			} else if ranged && (at.Before(from) || !at.Before(to)) {
+				t.Errorf("%s: a line stamped %s lies outside the file's range", e.Name(), at.Format(stampLayout))
 			}
 			total++
 			per[e.Name()]++
@@ -95,6 +103,19 @@ func countLines(t *testing.T, dir string) (int, map[string]int) {
 		f.Close()
 	}
 	return total, per
+}
+
+var rangeInName = regexp.MustCompile(`^access\.(\d{8}T\d{6}Z)-(\d{8}T\d{6}Z)[.]`)
+
+// fileRange reads the [from, to) range a closed file is named after.
+func fileRange(name string) (from, to time.Time, ok bool) {
+	m := rangeInName.FindStringSubmatch(name)
+	if m == nil {
+		return from, to, false
+	}
+	from, err1 := time.Parse(timeLayout, m[1])
+	to, err2 := time.Parse(timeLayout, m[2])
+	return from, to, err1 == nil && err2 == nil
 }
 
 func rec(i int) *Record {
@@ -226,6 +247,65 @@ func TestCloseDeadlineSavesToFallback(t *testing.T) {
 	}
 }
 
+// A record appended after Close (a request that outlived the shutdown
+// deadline) is refused, and Late puts it in the same fallback file as the
+// records the failing sink did not take.
+func TestLateRecordsJoinTheFallback(t *testing.T) {
+	dir, fallback := t.TempDir(), t.TempDir()
+	sink := &faulty{Sink: openSink(t, FileOptions{Dir: dir})}
+	sink.fail.Store(true)
+	l := New(sink, Options{Logger: quiet, FallbackDir: fallback, RetryMin: 5 * time.Millisecond})
+	appendMany(t, l, 2, 10)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := l.Close(ctx); err == nil {
+		t.Fatal("Close reported nothing though the sink took nothing")
+	}
+	late := rec(99)
+	late.Status = 503
+	if err := l.Append(late, 0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Append after Close = %v", err)
+	}
+	l.Late(late)
+	l.Late(late)
+	n, per := countLines(t, fallback)
+	if n != 22 || len(per) != 1 {
+		t.Fatalf("%d records in %v, want 22 in one fallback file", n, per)
+	}
+	for name := range per {
+		b, _ := os.ReadFile(filepath.Join(fallback, name))
+		if got := strings.Count(string(b), "\tstatus:503\t"); got != 2 {
+			t.Fatalf("%d late 503s in the fallback file", got)
+		}
+	}
+}
+
+// With Sync and a sink still failing at Close's deadline, a waiting Append
+// returns once its record is in the fallback file: the response it stands
+// for is accounted for and may be served.
+func TestSyncAppendAccountedInFallback(t *testing.T) {
+	fallback := t.TempDir()
+	sink := &faulty{Sink: openSink(t, FileOptions{Dir: t.TempDir()})}
+	sink.fail.Store(true)
+	l := New(sink, Options{Logger: quiet, Sync: true, FallbackDir: fallback, RetryMin: 5 * time.Millisecond})
+	errs := make(chan error, 4)
+	for g := range 4 {
+		go func() { errs <- l.Append(rec(g), uint64(g)) }()
+	}
+	waitFor(t, func() bool { return l.Stats().Appended == 4 && sink.fail.Load() && l.Stats().WriteErrors > 0 })
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_ = l.Close(ctx)
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatalf("a synchronous Append whose record went to the fallback file: %v", err)
+		}
+	}
+	if n, _ := countLines(t, fallback); n != 4 {
+		t.Fatalf("%d records in the fallback file, want 4", n)
+	}
+}
+
 // With Sync, a record is on disk (written and fsynced) when Append returns.
 func TestSyncDurability(t *testing.T) {
 	dir := t.TempDir()
@@ -275,13 +355,19 @@ func TestReopenAfterExternalRotation(t *testing.T) {
 	}
 }
 
-// waitHealth waits (up to 5 s) until l reports healthy, or failing.
+// waitHealth waits until l reports healthy, or failing.
 func waitHealth(t *testing.T, l *Logger, healthy bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for (l.Healthy() == nil) != healthy {
+	waitFor(t, func() bool { return (l.Healthy() == nil) == healthy })
+}
+
+// waitFor polls cond, failing the test after a generous deadline.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("access log did not become healthy=%v within 5s: %v", healthy, l.Healthy())
+			t.Fatal("condition not reached within 30s")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

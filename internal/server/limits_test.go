@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -299,5 +301,43 @@ func TestAccessLogRemoteAddress(t *testing.T) {
 	defer sink.mu.Unlock()
 	if len(sink.lines) != 1 || !strings.Contains(sink.lines[0], "\thost:127.0.0.3\t") {
 		t.Fatalf("log lines = %q, want one with host:127.0.0.3", sink.lines)
+	}
+}
+
+// A response whose record the log refuses (it has closed: the request
+// outlived the shutdown deadline) becomes a 503 that closes its connection,
+// and that 503 is recorded in the log's fallback file.
+func TestClosedLogAnswers503AndRecordsIt(t *testing.T) {
+	fallback := t.TempDir()
+	log := accesslog.New(&lineSink{}, accesslog.Options{FallbackDir: fallback,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	_, addr := startWith(t, server.Options{}, server.Endpoint{Name: "e", Source: server.Fixed(`{"urls":["https://ad.example/t.js"]}`), Log: log})
+	if err := log.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, "GET /api/e.json?id=7 HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 503 || strings.Contains(string(body), "ad.example") || !resp.Close {
+		t.Fatalf("%d %q close=%v: want a 503 without the ad, closing the connection", resp.StatusCode, body, resp.Close)
+	}
+	entries, err := os.ReadDir(fallback)
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("fallback dir: %v %v", entries, err)
+	}
+	b, _ := os.ReadFile(filepath.Join(fallback, entries[0].Name()))
+	if !strings.Contains(string(b), "\tid:7\t") || !strings.Contains(string(b), "\tstatus:503\t") || strings.Count(string(b), "\n") != 1 {
+		t.Fatalf("fallback file holds %q, want the one 503", b)
 	}
 }

@@ -350,6 +350,21 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// WaitIdle waits, after a Shutdown that ran out of time, until every
+// connection is closed or ctx ends: requests that outlived the deadline
+// (held by a failing access log) finish once the log has closed, and their
+// answers should reach their clients before the process exits.
+func (s *Server) WaitIdle(ctx context.Context) error {
+	for s.open.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
 var (
 	apiPrefix = []byte("/api/")
 	helloPath = []byte("/json")
@@ -650,6 +665,7 @@ func (s *Server) logRequest(ctx *fasthttp.RequestCtx, lr *logged, took time.Dura
 		ctx.Response.Header.Del("Cache-Control")
 		ctx.Response.Header.Set("Retry-After", "1")
 		plain(ctx, fasthttp.StatusServiceUnavailable, "access log unavailable")
+		ctx.SetConnectionClose() // the server is stopping
 		rec.Status, rec.Size = fasthttp.StatusServiceUnavailable, len(ctx.Response.Body())
 		ep.log.Late(&rec)
 	}
