@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -169,7 +170,12 @@ func load(paths []string, clients int, stop <-chan struct{}) *loadRun {
 	return run
 }
 
-// countFileLines counts the records in every file of dir (gzipped or not).
+// closedRange reads the [from, to) range in a closed access-log file's name.
+var closedRange = regexp.MustCompile(`^access\.(\d{8}T\d{6}Z)-(\d{8}T\d{6}Z)[.]`)
+
+// countFileLines counts the records in every file of dir (gzipped or not)
+// and checks that each line of a closed file lies in the range its name
+// gives.
 func countFileLines(t *testing.T, dir string) (int, int) {
 	t.Helper()
 	entries, err := os.ReadDir(dir)
@@ -188,10 +194,20 @@ func countFileLines(t *testing.T, dir string) (int, int) {
 				t.Fatal(err)
 			}
 		}
+		var from, to time.Time
+		if m := closedRange.FindStringSubmatch(e.Name()); m != nil {
+			from, _ = time.Parse("20060102T150405Z", m[1])
+			to, _ = time.Parse("20060102T150405Z", m[2])
+		}
 		sc := bufio.NewScanner(r)
 		for sc.Scan() {
 			if !strings.HasPrefix(sc.Text(), "time:") || !strings.Contains(sc.Text(), "\tendpoint:sample4\t") {
 				t.Fatalf("%s: unexpected line %q", e.Name(), sc.Text())
+			}
+			if at, err := time.Parse("2006-01-02T15:04:05.000000Z", sc.Text()[5:32]); err != nil {
+				t.Fatalf("%s: no time in %q", e.Name(), sc.Text())
+			} else if !from.IsZero() && (at.Before(from) || !at.Before(to)) {
+				t.Errorf("%s: a line stamped %s lies outside the file's range", e.Name(), sc.Text()[5:32])
 			}
 			lines++
 		}
@@ -259,6 +275,99 @@ func TestAccessLogLinesEqualResponsesAcrossRotationsAndSIGTERM(t *testing.T) {
 	}
 	if files < 3 {
 		t.Fatalf("want several rotations in 3.5s with rotate_every 1s, got %d files", files)
+	}
+}
+
+// The disk is full from the start (the active file is /dev/full: every
+// write fails with ENOSPC) and SIGTERM comes while requests wait for buffer
+// room: every response a client received is accounted for in the fallback
+// file with the status it got — the 200s the log held in memory, and the
+// 503s of the requests still waiting when the log closed.
+func TestAccessLogFullDiskAccountsForEveryResponse(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full on this system: cannot make a real write fail")
+	}
+	logDir, fallback := t.TempDir(), t.TempDir()
+	if err := os.Symlink("/dev/full", filepath.Join(logDir, "access.log")); err != nil {
+		t.Fatal(err)
+	}
+	p := startBinary(t, "TSUBAME_ACCESS_LOG_DIR="+logDir, "TSUBAME_ACCESS_LOG_FALLBACK_DIR="+fallback,
+		"TSUBAME_ACCESS_LOG_BUFFER_BYTES=64KiB", "TSUBAME_ACCESS_LOG_MAX_WAIT=50ms", "TSUBAME_SERVER_SHUTDOWN_TIMEOUT=2s")
+	url := p.base + "/api/sample4.js?id=1&callback=Example.process"
+	var mu sync.Mutex
+	got := map[int]int{}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			client := &http.Client{Timeout: time.Minute}
+			for range 5000 {
+				resp, err := client.Get(url)
+				if err != nil {
+					return // the server has gone
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				mu.Lock()
+				got[resp.StatusCode]++
+				mu.Unlock()
+			}
+		})
+	}
+	// Wait until the log has failed a write and its buffers and reserve
+	// are full: no client gets an answer for a second (a request takes
+	// milliseconds), so all of them are held.
+	total := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return got[200] + got[503]
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for last, since := -1, time.Now(); ; time.Sleep(50 * time.Millisecond) {
+		if n := total(); n != last {
+			last, since = n, time.Now()
+		} else if n > 0 && time.Since(since) > time.Second && strings.Contains(p.logs.String(), "access log write failed") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("requests were never held by the full disk:\n%s", p.logs)
+		}
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := p.wait(t)
+	wg.Wait()
+	if err == nil || !strings.Contains(p.logs.String(), "saved to "+fallback) {
+		t.Fatalf("want exit status 1 naming the fallback file, got %v:\n%s", err, p.logs)
+	}
+	records := map[int]int{}
+	entries, _ := os.ReadDir(fallback)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(fallback, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(b)) {
+			m := regexp.MustCompile(`\tstatus:(\d+)\t`).FindStringSubmatch(line)
+			if m == nil || !strings.Contains(line, "\tendpoint:sample4\t") {
+				t.Fatalf("fallback line %q", line)
+			}
+			var code int
+			fmt.Sscan(m[1], &code)
+			records[code]++
+		}
+	}
+	t.Logf("responses by status %v; records in the fallback file %v", got, records)
+	if got[200] == 0 || got[503] == 0 {
+		t.Fatalf("want both served and refused responses, got %v\n%s", got, p.logs)
+	}
+	for code, n := range got {
+		if records[code] != n {
+			t.Errorf("status %d: %d responses, %d records", code, n, records[code])
+		}
+	}
+	if n, _ := countFileLines(t, logDir); n != 0 {
+		t.Fatalf("%d lines reached the full disk", n)
 	}
 }
 
