@@ -73,7 +73,7 @@ func (s *Server) clientAddr(ctx *fasthttp.RequestCtx) (client, peer netip.Addr) 
 		c.proxied = false
 	}
 	client, peer = c.remote, c.peer
-	if len(s.trustedProxies) == 0 || !s.trusted(client) {
+	if !edgeChecks || len(s.trustedProxies) == 0 || !s.trusted(client) {
 		return client, peer
 	}
 	if xff := ctx.Request.Header.PeekAll(hdrXFF); len(xff) > 0 {

@@ -390,7 +390,7 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b 
 func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 	var lr logged
 	rs := s.statOther
-	if why := checkFraming(&ctx.Request.Header); why != "" {
+	if why := checkFramingIf(&ctx.Request.Header); why != "" {
 		s.refuseFraming(ctx, why)
 	} else {
 		rs = s.serve(ctx, &lr)
