@@ -22,11 +22,18 @@ import (
 // lines.
 func clientLog(t *testing.T, proxyProtocol bool) (string, func() []string) {
 	t.Helper()
-	sink := &lineSink{}
-	alog := accesslog.New(sink, accesslog.Options{})
+	alog, lines := memoryLog(t)
 	_, addr := startWith(t, server.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32"), netip.MustParsePrefix("10.0.0.0/8")},
 		ProxyProtocol: proxyProtocol}, server.Endpoint{Name: "e", Source: server.Fixed(`{"urls":[]}`), Log: alog})
-	return addr, func() []string {
+	return addr, lines
+}
+
+// memoryLog is an access log kept in memory, and a function that closes it
+// and returns its lines.
+func memoryLog(t *testing.T) (*accesslog.Logger, func() []string) {
+	sink := &lineSink{}
+	alog := accesslog.New(sink, accesslog.Options{})
+	return alog, func() []string {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if err := alog.Close(ctx); err != nil {

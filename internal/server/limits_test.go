@@ -31,16 +31,7 @@ func (s slow) Payload(context.Context, []byte, []byte) ([]byte, bool, error) {
 
 func startWith(t *testing.T, opt server.Options, eps ...server.Endpoint) (*server.Server, string) {
 	t.Helper()
-	if opt.Logger == nil {
-		opt.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if opt.MaxHeaderBytes == 0 {
-		opt.MaxHeaderBytes = 4096
-	}
-	if opt.ReadTimeout == 0 {
-		opt.ReadTimeout = 5 * time.Second
-	}
-	srv, err := server.New(opt, eps)
+	srv, err := server.New(testDefaults(opt), eps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,6 +46,20 @@ func startWith(t *testing.T, opt server.Options, eps ...server.Endpoint) (*serve
 		_ = srv.Shutdown(ctx)
 	})
 	return srv, ln.Addr().String()
+}
+
+// testDefaults fills in what the tests' servers leave unset.
+func testDefaults(opt server.Options) server.Options {
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opt.MaxHeaderBytes == 0 {
+		opt.MaxHeaderBytes = 4096
+	}
+	if opt.ReadTimeout == 0 {
+		opt.ReadTimeout = 5 * time.Second
+	}
+	return opt
 }
 
 func rawGet(t *testing.T, c net.Conn, path string) (int, string) {

@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -47,27 +46,9 @@ func startTLS(t *testing.T, opt server.Options) *tlsFixture {
 	if err := f.certs.Load(f.defPair, []certs.Site{{Name: "news", Hosts: []string{"news.example"}, Pair: f.nsPair}}); err != nil {
 		t.Fatal(err)
 	}
-	sink := &lineSink{}
-	alog := accesslog.New(sink, accesslog.Options{})
-	f.lines = func() []string {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := alog.Close(ctx); err != nil {
-			t.Fatal(err)
-		}
-		sink.mu.Lock()
-		defer sink.mu.Unlock()
-		return append([]string(nil), sink.lines...)
-	}
-	if opt.Logger == nil {
-		opt.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if opt.MaxHeaderBytes == 0 {
-		opt.MaxHeaderBytes = 4096
-	}
-	if opt.ReadTimeout == 0 {
-		opt.ReadTimeout = 5 * time.Second
-	}
+	var alog *accesslog.Logger
+	alog, f.lines = memoryLog(t)
+	opt = testDefaults(opt)
 	opt.HelloJSON = true
 	opt.Sites = []server.Site{{Name: "news", Hosts: []string{"news.example"},
 		Endpoints: []server.Endpoint{{Name: "e", Source: server.Fixed(`{"urls":["news"]}`), Log: alog}}}}
