@@ -121,11 +121,7 @@ func acceptedCodings(h *fasthttp.RequestHeader) (br, gz int) {
 	for _, v := range h.PeekAll(string(hdrAcceptEncoding)) {
 		for len(v) > 0 {
 			var elem []byte
-			if i := bytes.IndexByte(v, ','); i >= 0 {
-				elem, v = v[:i], v[i+1:]
-			} else {
-				elem, v = v, nil
-			}
+			elem, v, _ = bytes.Cut(v, []byte(","))
 			name, params, _ := bytes.Cut(elem, []byte(";"))
 			name = bytes.TrimSpace(name)
 			if len(name) == 0 {
@@ -156,11 +152,7 @@ func acceptedCodings(h *fasthttp.RequestHeader) (br, gz int) {
 func qvalue(params []byte) int {
 	for len(params) > 0 {
 		var p []byte
-		if i := bytes.IndexByte(params, ';'); i >= 0 {
-			p, params = params[:i], params[i+1:]
-		} else {
-			p, params = params, nil
-		}
+		p, params, _ = bytes.Cut(params, []byte(";"))
 		k, v, ok := bytes.Cut(p, []byte("="))
 		if !ok || !bytes.EqualFold(bytes.TrimSpace(k), []byte("q")) {
 			continue
