@@ -2,6 +2,8 @@ package accesslog
 
 import (
 	"bufio"
+	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -12,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,6 +82,22 @@ type closedFile struct {
 // file left by an earlier run is closed out first, and closed files left half
 // processed (by a crash during gzip) are finished.
 func OpenFile(opt FileOptions) (*FileSink, error) {
+	s, err := openDir(opt)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.open(); err != nil {
+		close(s.jobs)
+		return nil, err
+	}
+	return s, nil
+}
+
+// openDir prepares opt.Dir for a new active file: it starts the closer,
+// finishes what a crash left (staging files, the active file and mapped
+// segments not yet promoted, see mapped.go) and sets the first range. The
+// caller opens the active file.
+func openDir(opt FileOptions) (*FileSink, error) {
 	if opt.Name == "" {
 		opt.Name = "access.log"
 	}
@@ -106,16 +125,9 @@ func OpenFile(opt FileOptions) (*FileSink, error) {
 	s.closerWG.Add(1)
 	go s.closer()
 	s.resumeStaging()
-	if st, err := os.Stat(s.active); err == nil && st.Size() > 0 {
-		first, last := lineTimes(s.active, st.ModTime())
-		if err := s.closeOut(first, rangeEnd(last)); err != nil {
-			close(s.jobs)
-			return nil, fmt.Errorf("cannot close out the access log left by an earlier run: %w", err)
-		}
-	}
-	if err := s.open(); err != nil {
+	if err := s.closeOutLeftovers(); err != nil {
 		close(s.jobs)
-		return nil, err
+		return nil, fmt.Errorf("cannot close out the access log left by an earlier run: %w", err)
 	}
 	s.mark = s.now()
 	s.start = s.mark
@@ -124,6 +136,48 @@ func OpenFile(opt FileOptions) (*FileSink, error) {
 	}
 	s.nextRotate = s.boundaryAfter(s.mark)
 	return s, nil
+}
+
+// closeOutLeftovers closes out the active file an earlier run left, and
+// the mapped segments it had not promoted to the active name yet (oldest
+// first, after the active file they followed). Each is first cleaned of
+// what a death mid-copy leaves in a mapped file (see clean); an empty one
+// is removed.
+func (s *FileSink) closeOutLeftovers() error {
+	leftovers := []string{s.active}
+	entries, _ := os.ReadDir(s.opt.Dir)
+	var segs []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), segmentPrefix+s.opt.Name+".") {
+			segs = append(segs, filepath.Join(s.opt.Dir, e.Name()))
+		}
+	}
+	slices.SortFunc(segs, func(a, b string) int { return cmpSeq(a, b) })
+	leftovers = append(leftovers, segs...)
+	for _, path := range leftovers {
+		st, err := os.Stat(path)
+		if err != nil {
+			continue
+		}
+		kept, err := clean(path)
+		if err != nil {
+			return err
+		}
+		if kept == 0 {
+			_ = os.Remove(path)
+			continue
+		}
+		if path != s.active {
+			if err := os.Rename(path, s.active); err != nil {
+				return err
+			}
+		}
+		first, last := lineTimes(s.active, st.ModTime())
+		if err := s.closeOut(first, rangeEnd(last)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func later(a, b time.Time) time.Time {
@@ -537,4 +591,106 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// segmentPrefix starts the name of a mapped segment not yet promoted to
+// the active name: .seg-access.log.<seq> (mapped.go).
+const segmentPrefix = ".seg-"
+
+// cmpSeq orders segment paths by their sequence number.
+func cmpSeq(a, b string) int {
+	seq := func(p string) uint64 {
+		n, _ := strconv.ParseUint(p[strings.LastIndexByte(p, '.')+1:], 10, 64)
+		return n
+	}
+	return cmp.Compare(seq(a), seq(b))
+}
+
+// clean makes a file left by a dead process safe to ship: only whole
+// records stay. A mapped file can hold, past its last record, the zeros of
+// space reserved ahead; and where the process died mid-copy, a record cut
+// short, or bytes of one whose start is missing, each next to zeros. A
+// record stays only if it is a whole line that starts with a time and holds
+// no zero byte (no valid record does). A clean file is left as it is;
+// otherwise the records are copied to a new file that replaces it. It
+// returns the bytes kept.
+func clean(path string) (int64, error) {
+	kept, dirty, err := scanRecords(path, nil)
+	if err != nil || !dirty {
+		return kept, err
+	}
+	tmp := filepath.Join(filepath.Dir(path), ".clean-"+filepath.Base(path))
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return 0, err
+	}
+	w := bufio.NewWriterSize(out, 256<<10)
+	if kept, _, err = scanRecords(path, w); err == nil {
+		err = w.Flush()
+	}
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return 0, err
+	}
+	return kept, syncDir(filepath.Dir(path))
+}
+
+// scanRecords reads the whole records of a file (see clean), writing them
+// to w if it is not nil, and reports whether anything else was there.
+func scanRecords(path string, w io.Writer) (kept int64, dirty bool, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false, err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 256<<10)
+	for {
+		line, rerr := r.ReadSlice('\n')
+		if errors.Is(rerr, bufio.ErrBufferFull) {
+			dirty = true // longer than any record: skip to the next line
+			for errors.Is(rerr, bufio.ErrBufferFull) {
+				_, rerr = r.ReadSlice('\n')
+			}
+			continue
+		}
+		if len(line) > 0 {
+			// Zeros split the line; only what follows the last run of
+			// them can be a record (the line's end is there).
+			if i := bytes.LastIndexByte(line, 0); i >= 0 {
+				dirty = true
+				line = line[i+1:]
+			}
+			if rerr == nil && validRecord(line) {
+				if w != nil {
+					if _, err := w.Write(line); err != nil {
+						return kept, dirty, err
+					}
+				}
+				kept += int64(len(line))
+			} else if len(line) > 0 {
+				dirty = true
+			}
+		}
+		if rerr == io.EOF {
+			return kept, dirty, nil
+		}
+		if rerr != nil {
+			return kept, dirty, rerr
+		}
+	}
+}
+
+// validRecord reports whether line (with its newline) is a whole record.
+func validRecord(line []byte) bool {
+	_, ok := lineTime(line)
+	return ok && line[len(line)-1] == '\n'
 }
