@@ -184,7 +184,10 @@ type Logger struct {
 	leftover [][]byte // a batch the writer gave up on when Close's deadline passed
 	mark     int64    // the last flush's time (unix ns): Tick's argument, never decreasing
 
-	fallback fallbackFile  // where records go that the sink did not take by Close's deadline
+	fallback fallbackFile // where records go that the sink did not take by Close's deadline
+	// direct, if set, is the mapped writer (mapped.go): records go straight
+	// into the file; the buffers, the writer goroutine and the sink are unused.
+	direct   *mapped
 	finished chan struct{} // closed when Close has put every record somewhere
 
 	written, bytes, flushes, writeErrors atomic.Uint64
@@ -238,6 +241,9 @@ func (l *Logger) newBuffer() []byte {
 // its time and appending (microseconds, unless the scheduler stalls it)
 // must not be older than records the writer has already filed.
 func (l *Logger) Append(r *Record, hint uint64) error {
+	if l.direct != nil {
+		return l.direct.append(r, hint)
+	}
 	s := &l.shards[hint&l.mask]
 	s.mu.Lock()
 	if len(s.buf) >= l.shardLimit && !s.closed {
@@ -553,6 +559,9 @@ func (l *Logger) noteError(err error) {
 // Reopen flushes, then reopens the sink's destination (for external
 // rotation such as logrotate: move the file, then Reopen).
 func (l *Logger) Reopen(ctx context.Context) error {
+	if l.direct != nil {
+		return l.direct.reopen()
+	}
 	res := make(chan error, 1)
 	fn := func() {
 		if rest := l.flush(); rest != nil {
@@ -575,6 +584,9 @@ func (l *Logger) Reopen(ctx context.Context) error {
 // unwritten then is saved by Options.Fallback (or standard error), never
 // dropped, and Close reports it.
 func (l *Logger) Close(ctx context.Context) error {
+	if l.direct != nil {
+		return l.direct.close(ctx)
+	}
 	for i := range l.shards {
 		s := &l.shards[i]
 		s.mu.Lock()
@@ -647,6 +659,9 @@ func (l *Logger) collectAll() [][]byte {
 
 // Stats returns a snapshot of the counters.
 func (l *Logger) Stats() Stats {
+	if l.direct != nil {
+		return l.direct.stats()
+	}
 	st := Stats{
 		Written:     l.written.Load(),
 		Bytes:       l.bytes.Load(),
@@ -672,9 +687,13 @@ func (l *Logger) Stats() Stats {
 
 // Healthy returns an error while writes to the sink are failing.
 func (l *Logger) Healthy() error {
-	if l.failing.Load() {
+	failing, lastErr := &l.failing, &l.lastErr
+	if l.direct != nil {
+		failing, lastErr = &l.direct.failing, &l.direct.lastErr
+	}
+	if failing.Load() {
 		msg := "unknown error"
-		if e := l.lastErr.Load(); e != nil {
+		if e := lastErr.Load(); e != nil {
 			msg = *e
 		}
 		return fmt.Errorf("access log cannot write: %s", msg)

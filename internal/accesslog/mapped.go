@@ -1,0 +1,573 @@
+//go:build linux
+
+package accesslog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The mapped writer: records go straight into the active file through a
+// shared memory mapping, so a record is in the kernel's page cache — and
+// survives the process dying in any way — before the request that made it
+// is answered. No syscall is made per record.
+//
+// The active file is a segment: a file mapped whole up to its size bound,
+// whose blocks are allocated (fallocate) a chunk ahead of the records by a
+// background goroutine, so a full disk is an allocation error seen and
+// handled here (requests wait, the failure is reported) and never a SIGBUS.
+// A request formats its record, reserves its bytes with one atomic
+// compare-and-swap on the segment's length, and copies the record in.
+//
+// A segment ends at its time boundary (rotate_every), when full (max_size),
+// on reopen and on close. The next segment is created under a hidden name
+// (.seg-access.log.<n>) and made current at once, so requests never wait
+// for a rotation; the finisher then waits until every copy into the old
+// segment is done, cuts its unused tail, fsyncs and closes it out (renamed
+// to its range, then gzip, on_close and retention as for any file), and
+// gives the new segment the active name. After a crash, the active file
+// and any segments left are cleaned of torn records and closed out in
+// order (file.go).
+
+// mappedChunk is how much file space is allocated ahead of the records.
+const mappedChunk = 8 << 20
+
+// mappedMax bounds a segment's mapping when max_size does not.
+const mappedMax = 4 << 30
+
+// errTooLarge refuses a record larger than a whole file may be.
+var errTooLarge = errors.New("access log record larger than access_log.max_size")
+
+type mapped struct {
+	fs     *FileSink
+	format Format
+	sync   bool
+	limit  int64 // a segment's size bound
+	log    *slog.Logger
+
+	cur    atomic.Pointer[segment]
+	mu     sync.Mutex    // guards rotation, growth, seq and changed
+	change chan struct{} // closed and replaced when cur changes or space was added
+	seq    uint64
+	closed atomic.Bool
+
+	finish   chan finishJob // segments to end and successors to promote, in order
+	finished chan struct{}
+	stop     chan struct{}
+
+	counts                   [16]paddedCount // records appended, by hint
+	bytes, waits, waitNanos  atomic.Uint64
+	allocErrors, rotateError atomic.Uint64
+	failing                  atomic.Bool
+	lastErr                  atomic.Pointer[string]
+	fallback                 *fallbackFile
+}
+
+type paddedCount struct {
+	n atomic.Uint64
+	_ [56]byte
+}
+
+type segment struct {
+	f     *os.File
+	mem   []byte
+	path  string // where it is now: its hidden name, then the active name
+	limit int64
+	used  atomic.Int64 // bytes reserved
+	alloc atomic.Int64 // bytes allocated in the file
+	// writers counts requests between their check of closed and the end
+	// of their copy, spread over cache lines by hint.
+	writers    [16]paddedInt
+	closed     atomic.Bool
+	start, end int64 // the range's bounds (unix ns); end 0: no time bound
+	moved      bool  // reopen found it moved away: finish it where it is
+	syncMu     sync.Mutex
+	tickets    atomic.Uint64
+	synced     uint64
+}
+
+type paddedInt struct {
+	n atomic.Int64
+	_ [56]byte
+}
+
+var scratchPool = sync.Pool{New: func() any { return &scratch{buf: make([]byte, 0, 1024)} }}
+
+type scratch struct {
+	buf []byte
+	tc  timeCache
+}
+
+// OpenMapped opens the access-log directory for the mapped writer and
+// returns a Logger that appends through it, and the FileSink that names,
+// compresses and hooks its closed files.
+func OpenMapped(fo FileOptions, opt Options) (*Logger, *FileSink, error) {
+	opt.setDefaults()
+	fs, err := openDir(fo)
+	if err != nil {
+		return nil, nil, err
+	}
+	m := &mapped{fs: fs, format: opt.Format, sync: opt.Sync, limit: mappedMax, log: opt.Logger,
+		change: make(chan struct{}), finish: make(chan finishJob, 64), finished: make(chan struct{}),
+		stop: make(chan struct{})}
+	if fo.MaxSize > 0 {
+		m.limit = min(fo.MaxSize, mappedMax)
+	}
+	end := int64(0)
+	if !fs.nextRotate.IsZero() {
+		end = fs.nextRotate.UnixNano()
+	}
+	seg, err := m.newSegment(fs.start.UnixNano(), end)
+	if err != nil {
+		close(fs.jobs)
+		return nil, nil, err
+	}
+	if err := os.Rename(seg.path, fs.active); err != nil {
+		seg.unmap()
+		close(fs.jobs)
+		return nil, nil, fmt.Errorf("cannot open access log: %w", err)
+	}
+	seg.path = fs.active
+	m.cur.Store(seg)
+	go m.finisher()
+	go m.run(opt.FlushInterval)
+	l := &Logger{opt: opt, direct: m}
+	l.fallback.dir, l.fallback.stderr, l.fallback.log = opt.FallbackDir, opt.Stderr, opt.Logger
+	m.fallback = &l.fallback
+	return l, fs, nil
+}
+
+// newSegment creates, sizes and maps the next segment under its hidden name.
+func (m *mapped) newSegment(start, end int64) (*segment, error) {
+	m.seq++
+	path := filepath.Join(m.fs.opt.Dir, fmt.Sprintf("%s%s.%d", segmentPrefix, m.fs.opt.Name, m.seq))
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("cannot create access log: %w", err)
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(m.limit), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		f.Close()
+		_ = os.Remove(path)
+		return nil, fmt.Errorf("cannot map access log: %w", err)
+	}
+	seg := &segment{f: f, mem: mem, path: path, limit: m.limit, start: start, end: end}
+	if err := seg.grow(mappedChunk); err != nil {
+		seg.unmap()
+		_ = os.Remove(path)
+		return nil, err
+	}
+	return seg, nil
+}
+
+// grow allocates up to n more bytes of file space (bounded by the limit)
+// and faults the pages in for writing, off the requests' path.
+func (s *segment) grow(n int64) error {
+	from := s.alloc.Load()
+	to := min(from+n, s.limit)
+	if to <= from {
+		return nil
+	}
+	if err := unix.Fallocate(int(s.f.Fd()), 0, from, to-from); err != nil {
+		return fmt.Errorf("cannot allocate access log space: %w", err)
+	}
+	_ = unix.Madvise(s.mem[from:to], unix.MADV_POPULATE_WRITE) // best effort (Linux 5.14+)
+	s.alloc.Store(to)
+	return nil
+}
+
+func (s *segment) unmap() {
+	if s.mem != nil {
+		_ = unix.Munmap(s.mem)
+		s.mem = nil
+	}
+	_ = s.f.Close()
+}
+
+// reserve takes n bytes of the segment if they are allocated.
+func (s *segment) reserve(n int64) (int64, bool) {
+	for {
+		u := s.used.Load()
+		if u+n > s.alloc.Load() {
+			return 0, false
+		}
+		if s.used.CompareAndSwap(u, u+n) {
+			return u, true
+		}
+	}
+}
+
+func (m *mapped) append(r *Record, hint uint64) error {
+	sc := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(sc)
+	t := r.Time
+	if t.IsZero() {
+		t = time.Now()
+	}
+	w := hint & 15
+	for {
+		seg := m.cur.Load()
+		if seg == nil {
+			return ErrClosed
+		}
+		seg.writers[w].n.Add(1)
+		if seg.closed.Load() {
+			seg.writers[w].n.Add(-1)
+			if err := m.waitChange(seg); err != nil {
+				return err
+			}
+			continue
+		}
+		ts := t
+		if ns := ts.UnixNano(); ns < seg.start {
+			ts = time.Unix(0, seg.start)
+		} else if seg.end != 0 && ns >= seg.end {
+			seg.writers[w].n.Add(-1)
+			if err := m.rotateFrom(seg, ns); err != nil {
+				return err
+			}
+			continue
+		}
+		sc.buf = appendRecord(sc.buf[:0], m.format, r, ts, &sc.tc)
+		n := int64(len(sc.buf))
+		off, ok := seg.reserve(n)
+		if !ok {
+			seg.writers[w].n.Add(-1)
+			if err := m.makeRoom(seg, n); err != nil {
+				return err
+			}
+			continue
+		}
+		copy(seg.mem[off:off+n], sc.buf)
+		m.counts[w].n.Add(1)
+		if m.sync {
+			m.syncTo(seg)
+		}
+		seg.writers[w].n.Add(-1)
+		return nil
+	}
+}
+
+// syncTo returns once what this request copied into seg is on disk: group
+// commit, one fdatasync for every request that copied before it started.
+func (m *mapped) syncTo(seg *segment) {
+	ticket := seg.tickets.Add(1)
+	seg.syncMu.Lock()
+	defer seg.syncMu.Unlock()
+	if seg.synced >= ticket {
+		return
+	}
+	upTo := seg.tickets.Load()
+	for {
+		err := unix.Fdatasync(int(seg.f.Fd()))
+		if err == nil {
+			seg.synced = upTo
+			return
+		}
+		m.noteError(fmt.Errorf("sync: %w", err))
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitChange waits until the current segment is no longer seg (or space
+// was added), or the log closes.
+func (m *mapped) waitChange(seg *segment) error {
+	m.mu.Lock()
+	ch := m.change
+	cur := m.cur.Load()
+	m.mu.Unlock()
+	if cur == nil || m.closed.Load() {
+		return ErrClosed
+	}
+	if cur != seg {
+		return nil
+	}
+	<-ch
+	return nil
+}
+
+func (m *mapped) changed() { // m.mu held
+	close(m.change)
+	m.change = make(chan struct{})
+}
+
+// rotateFrom ends seg at its time boundary for a record stamped at or after
+// it (if no one has yet).
+func (m *mapped) rotateFrom(seg *segment, ns int64) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed.Load() {
+		return ErrClosed
+	}
+	if m.cur.Load() != seg {
+		return nil
+	}
+	every := m.fs.opt.RotateEvery
+	start := time.Unix(0, max(ns, seg.end)).Truncate(every)
+	return m.rotateLocked(seg, start.UnixNano(), start.Add(every).UnixNano())
+}
+
+// rotateLocked makes a new segment current and queues seg to be finished.
+// If the new one cannot be made, seg stays current and the error is
+// reported; requests that need the new one wait and retry.
+func (m *mapped) rotateLocked(seg *segment, start, end int64) error {
+	next, err := m.newSegment(start, end)
+	if err != nil {
+		m.rotateError.Add(1)
+		m.noteError(err)
+		m.mu.Unlock()
+		time.Sleep(50 * time.Millisecond)
+		m.mu.Lock()
+		return nil
+	}
+	m.cur.Store(next)
+	seg.closed.Store(true)
+	m.changed()
+	m.finish <- finishJob{end: seg, promote: next}
+	return nil
+}
+
+// finishJob ends a segment, then gives its successor (if any) the active
+// name it has left.
+type finishJob struct {
+	end, promote *segment
+}
+
+// makeRoom adds space to seg, or ends it when it is full. While the disk
+// refuses, requests wait (retrying) and the failure is reported.
+func (m *mapped) makeRoom(seg *segment, n int64) error {
+	start := time.Now()
+	waited := false
+	defer func() {
+		if waited {
+			m.waits.Add(1)
+			m.waitNanos.Add(uint64(time.Since(start)))
+		}
+	}()
+	backoff := 10 * time.Millisecond
+	for {
+		m.mu.Lock()
+		if m.closed.Load() {
+			m.mu.Unlock()
+			return ErrClosed
+		}
+		if m.cur.Load() != seg {
+			m.mu.Unlock()
+			return nil
+		}
+		u := seg.used.Load()
+		if u+n > seg.limit {
+			if u == 0 {
+				m.mu.Unlock()
+				return errTooLarge
+			}
+			now := time.Now().UnixNano()
+			err := m.rotateLocked(seg, max(now, seg.start), seg.end)
+			m.mu.Unlock()
+			return err
+		}
+		if u+n <= seg.alloc.Load() {
+			m.mu.Unlock()
+			return nil
+		}
+		err := seg.grow(max(mappedChunk, n))
+		if err == nil {
+			m.recovered()
+			m.changed()
+			m.mu.Unlock()
+			return nil
+		}
+		m.allocErrors.Add(1)
+		m.noteError(err)
+		m.mu.Unlock()
+		waited = true
+		time.Sleep(backoff)
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// run keeps space allocated ahead of the records and ends segments at
+// their time boundary when no record has.
+func (m *mapped) run(every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+		}
+		m.mu.Lock()
+		seg := m.cur.Load()
+		if seg == nil || m.closed.Load() {
+			m.mu.Unlock()
+			return
+		}
+		now := time.Now().UnixNano()
+		if seg.end != 0 && now >= seg.end {
+			every := m.fs.opt.RotateEvery
+			start := time.Unix(0, now).Truncate(every)
+			_ = m.rotateLocked(seg, start.UnixNano(), start.Add(every).UnixNano()) // an empty one is removed
+		} else if seg.alloc.Load()-seg.used.Load() < mappedChunk/2 && seg.alloc.Load() < seg.limit {
+			if err := seg.grow(mappedChunk); err != nil {
+				m.allocErrors.Add(1)
+				m.noteError(err)
+			} else {
+				m.recovered()
+				m.changed()
+			}
+		}
+		m.mu.Unlock()
+	}
+}
+
+// finisher ends segments and promotes their successors, in order.
+func (m *mapped) finisher() {
+	defer close(m.finished)
+	for job := range m.finish {
+		if err := m.end(job.end); err != nil {
+			m.noteError(fmt.Errorf("rotation: %w", err))
+		}
+		if next := job.promote; next != nil {
+			if err := os.Rename(next.path, m.fs.active); err != nil {
+				m.noteError(fmt.Errorf("rotation: %w", err))
+				continue
+			}
+			m.mu.Lock()
+			next.path = m.fs.active
+			m.mu.Unlock()
+		}
+	}
+}
+
+// end waits for every copy into seg, cuts its unused space, syncs it and
+// closes it out.
+func (m *mapped) end(seg *segment) error {
+	for i := range seg.writers {
+		for seg.writers[i].n.Load() != 0 {
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	used := seg.used.Load()
+	_ = unix.Munmap(seg.mem)
+	seg.mem = nil
+	err := seg.f.Truncate(used)
+	if err == nil {
+		err = seg.f.Sync()
+	}
+	if cerr := seg.f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	m.bytes.Add(uint64(used))
+	if seg.moved {
+		return nil // an external rotation took it; its name is theirs
+	}
+	if used == 0 {
+		return os.Remove(seg.path)
+	}
+	if seg.path != m.fs.active {
+		if err := os.Rename(seg.path, m.fs.active); err != nil {
+			return err
+		}
+	}
+	end := rangeEnd(time.Now())
+	if seg.end != 0 && seg.end < end.UnixNano() {
+		end = time.Unix(0, seg.end)
+	}
+	if err := m.fs.closeOut(time.Unix(0, seg.start), end); err != nil {
+		return err
+	}
+	m.fs.rotations.Add(1)
+	return nil
+}
+
+// reopen ends the current segment if its file was moved away (external
+// rotation), so that records go to a new file under the active name.
+func (m *mapped) reopen() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seg := m.cur.Load()
+	if seg == nil {
+		return ErrClosed
+	}
+	st, err := seg.f.Stat()
+	if err != nil {
+		return err
+	}
+	if at, err := os.Stat(seg.path); err == nil && os.SameFile(st, at) {
+		return nil // not moved: the file and its range go on
+	}
+	seg.moved = true
+	now := time.Now().UnixNano()
+	return m.rotateLocked(seg, now, seg.end)
+}
+
+// close ends the last segment and waits (until ctx ends) for the finisher
+// and the closer.
+func (m *mapped) close(ctx context.Context) error {
+	m.mu.Lock()
+	if m.closed.Swap(true) {
+		m.mu.Unlock()
+		return ErrClosed
+	}
+	seg := m.cur.Swap(nil)
+	seg.closed.Store(true)
+	m.changed()
+	close(m.stop)
+	m.finish <- finishJob{end: seg}
+	close(m.finish)
+	m.mu.Unlock()
+	var errs []error
+	select {
+	case <-m.finished:
+	case <-ctx.Done():
+		errs = append(errs, fmt.Errorf("access log: the last file is still being closed: %w", ctx.Err()))
+	}
+	if err := m.fs.Close(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (m *mapped) noteError(err error) {
+	msg := err.Error()
+	m.lastErr.Store(&msg)
+	if !m.failing.Swap(true) {
+		m.log.Error("access log cannot write; requests wait and retry", "err", err)
+	}
+}
+
+func (m *mapped) recovered() {
+	if m.failing.Swap(false) {
+		m.log.Info("access log writes recovered")
+	}
+}
+
+func (m *mapped) stats() Stats {
+	var n uint64
+	for i := range m.counts {
+		n += m.counts[i].n.Load()
+	}
+	st := Stats{Appended: n, Written: n, Bytes: m.bytes.Load(), Flushes: m.fs.rotations.Load(),
+		WriteErrors: m.allocErrors.Load() + m.rotateError.Load(), Waits: m.waits.Load(),
+		WaitTime: time.Duration(m.waitNanos.Load()), Failing: m.failing.Load()}
+	if seg := m.cur.Load(); seg != nil {
+		st.Bytes += uint64(seg.used.Load())
+	}
+	if e := m.lastErr.Load(); e != nil {
+		st.LastError = *e
+	}
+	return st
+}
