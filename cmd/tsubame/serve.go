@@ -615,7 +615,7 @@ func (m *Main) openLogs(backend tsubame.Store) error {
 		Logger:        m.Logger,
 	}
 	if m.Config.UsesLog(config.LogFile) {
-		sink, err := accesslog.OpenFile(accesslog.FileOptions{
+		fo := accesslog.FileOptions{
 			Dir:         al.Dir,
 			Name:        al.FileName,
 			RotateEvery: al.RotateEvery,
@@ -625,12 +625,16 @@ func (m *Main) openLogs(backend tsubame.Store) error {
 			KeepFiles:   al.KeepFiles,
 			KeepFor:     time.Duration(al.KeepDays) * 24 * time.Hour,
 			Logger:      m.Logger,
-		})
-		if err != nil {
+		}
+		var err error
+		if al.Durability == "async" {
+			if m.fileSink, err = accesslog.OpenFile(fo); err != nil {
+				return err
+			}
+			m.FileLog = accesslog.New(m.fileSink, opts)
+		} else if m.FileLog, m.fileSink, err = accesslog.OpenMapped(fo, opts); err != nil {
 			return err
 		}
-		m.fileSink = sink
-		m.FileLog = accesslog.New(sink, opts)
 	}
 	if m.Config.UsesLog(config.LogStore) {
 		ls, ok := backend.(tsubame.LogStore)

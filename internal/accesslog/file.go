@@ -155,9 +155,9 @@ func (s *FileSink) closeOutLeftovers() error {
 	slices.SortFunc(segs, func(a, b string) int { return cmpSeq(a, b) })
 	leftovers = append(leftovers, segs...)
 	for _, path := range leftovers {
-		st, err := os.Stat(path)
-		if err != nil {
-			continue
+		st, err := os.Lstat(path)
+		if err != nil || !st.Mode().IsRegular() {
+			continue // none, or not ours (a link the operator made): left alone
 		}
 		kept, err := clean(path)
 		if err != nil {

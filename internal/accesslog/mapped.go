@@ -249,31 +249,38 @@ func (m *mapped) append(r *Record, hint uint64) error {
 		}
 		copy(seg.mem[off:off+n], sc.buf)
 		m.counts[w].n.Add(1)
+		var err error
 		if m.sync {
-			m.syncTo(seg)
+			err = m.syncTo(seg)
 		}
 		seg.writers[w].n.Add(-1)
-		return nil
+		return err
 	}
 }
 
 // syncTo returns once what this request copied into seg is on disk: group
 // commit, one fdatasync for every request that copied before it started.
-func (m *mapped) syncTo(seg *segment) {
+// While the disk refuses it retries; if the log closes first, it gives up:
+// the record is in the file (the response goes out with it, as accounted
+// there), just not known to be on disk, and the failure is in the log.
+func (m *mapped) syncTo(seg *segment) error {
 	ticket := seg.tickets.Add(1)
 	seg.syncMu.Lock()
 	defer seg.syncMu.Unlock()
 	if seg.synced >= ticket {
-		return
+		return nil
 	}
 	upTo := seg.tickets.Load()
 	for {
 		err := unix.Fdatasync(int(seg.f.Fd()))
 		if err == nil {
 			seg.synced = upTo
-			return
+			return nil
 		}
 		m.noteError(fmt.Errorf("sync: %w", err))
+		if m.closed.Load() {
+			return nil
+		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
@@ -529,12 +536,11 @@ func (m *mapped) close(ctx context.Context) error {
 	m.finish <- finishJob{end: seg}
 	close(m.finish)
 	m.mu.Unlock()
+	// The last segment's records are in the page cache already; finishing
+	// it (the copies in flight, a truncate, an fsync) is short, and the
+	// closer must not stop before it, so this wait has no deadline.
+	<-m.finished
 	var errs []error
-	select {
-	case <-m.finished:
-	case <-ctx.Done():
-		errs = append(errs, fmt.Errorf("access log: the last file is still being closed: %w", ctx.Err()))
-	}
 	if err := m.fs.Close(ctx); err != nil {
 		errs = append(errs, err)
 	}

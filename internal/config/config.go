@@ -677,8 +677,8 @@ func (c *Config) Validate() []error {
 	if al.BufferBytes < 64<<10 {
 		add("access_log.buffer_bytes: must be at least 64KiB (got %v)", al.BufferBytes)
 	}
-	if al.Durability != "async" && al.Durability != "sync" {
-		add("access_log.durability: %q is not one of async, sync", al.Durability)
+	if al.Durability != "process" && al.Durability != "async" && al.Durability != "sync" {
+		add("access_log.durability: %q is not one of process, sync, async", al.Durability)
 	}
 	if al.StoreCompression != "s2" && al.StoreCompression != "none" {
 		add("access_log.store_compression: %q is not one of s2, none", al.StoreCompression)

@@ -45,7 +45,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("cache defaults = %+v", cfg.Cache)
 	}
 	if cfg.AccessLog.Dir != "./logs" || cfg.AccessLog.RotateEvery != 5*time.Minute || cfg.AccessLog.FlushInterval != 100*time.Millisecond ||
-		cfg.AccessLog.Format != "ltsv" || cfg.AccessLog.Durability != "async" {
+		cfg.AccessLog.Format != "ltsv" || cfg.AccessLog.Durability != "process" {
 		t.Fatalf("access log defaults = %+v", cfg.AccessLog)
 	}
 	if cfg.StorePath() != "./data/tsubame.db" {
