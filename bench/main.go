@@ -44,10 +44,9 @@ type scenario struct {
 	// Peers also measures, interleaved, the servers a user would weigh
 	// Tsubame against (peers), each doing sample3's job.
 	Peers bool
-	// Edge runs against a Tsubame behind a trusted proxy (X-Forwarded-For
-	// on every request) and, interleaved, the same build without the strict
-	// framing check and the client-address walk (-tags noedge).
-	Edge bool
+	// Variant runs against a pair of fresh Tsubames, interleaved: the one
+	// measured and a variant of it (see variant).
+	Variant *variant
 }
 
 // peers are the alternatives measured beside Tsubame in the Peers scenarios,
@@ -80,8 +79,10 @@ var scenarios = []scenario{
 	// sample4 runs right after sample3 (their ratio is the logging cost).
 	{Name: "sample3-peers", Path: "/api/sample3.js?id=1&callback=Example.process", Peers: true,
 		What: "sample3 again, measured beside the peers"},
-	{Name: "sample4-edge", Path: "/api/sample4.js?id=1&callback=Example.process", Edge: true,
+	{Name: "sample4-edge", Path: "/api/sample4.js?id=1&callback=Example.process", Variant: &edgeVariant,
 		What: "sample4 behind a trusted proxy (X-Forwarded-For), beside the build without the edge checks"},
+	{Name: "sample4-buffered", Path: "/api/sample4.js?id=1&callback=Example.process", Variant: &bufferedVariant,
+		What: "sample4 with the mapped access log (durability: process), beside the buffered one (async)"},
 	{Name: "sample2-redis", Path: "/api/sample2.js?id=1&callback=Example.process", Redis: true,
 		What: "Redis read per request, no cache", Published: "8,064 req/s (HBase read per request)"},
 	{Name: "sample3-redis", Path: "/api/sample3.js?id=1&callback=Example.process", Redis: true,
@@ -116,7 +117,7 @@ func main() {
 		conns    = flag.Int("connections", 100, "wrk connections (scenarios with their own count keep it)")
 		threads  = flag.Int("threads", 2, "wrk threads")
 		rounds   = flag.Int("rounds", 3, "interleaved rounds per scenario")
-		port     = flag.Int("port", 18080, "first of thirteen loopback ports: tsubame, its admin listener, nginx, tsubame on redis, its admin listener, redis, the peers nginx-lua, fasthttp, gnet, and the edge pair with their admin listeners")
+		port     = flag.Int("port", 18080, "first of the loopback ports: tsubame, its admin listener, nginx, tsubame on redis, its admin listener, redis, the peers nginx-lua, fasthttp, gnet, then four for each variant pair")
 		idle     = flag.Int("idle", 19900, "idle keep-alive connections to hold open against Tsubame while its RSS is read (0: skip)")
 		only     = flag.String("scenarios", "", "comma-separated scenario names to run (default all)")
 		out      = flag.String("out", "BENCHMARKS.md", "report to write")
@@ -145,10 +146,7 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 	radmin := "127.0.0.1:" + strconv.Itoa(port+4)
 	redisAddr := "127.0.0.1:" + strconv.Itoa(port+5)
 	peerAddr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(port+peers[i].Port) }
-	edgeAddr, noEdgeAddr := "127.0.0.1:"+strconv.Itoa(port+9), "127.0.0.1:"+strconv.Itoa(port+10)
-	edgeAdmin, noEdgeAdmin := "127.0.0.1:"+strconv.Itoa(port+11), "127.0.0.1:"+strconv.Itoa(port+12)
-	for _, a := range []string{addr, admin, ref, raddr, radmin, redisAddr, peerAddr(0), peerAddr(1), peerAddr(2),
-		edgeAddr, noEdgeAddr, edgeAdmin, noEdgeAdmin} {
+	for _, a := range []string{addr, admin, ref, raddr, radmin, redisAddr, peerAddr(0), peerAddr(1), peerAddr(2)} {
 		if err := portFree(a); err != nil {
 			return err
 		}
@@ -240,27 +238,14 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 		}
 	}
 
-	needEdge := false
+	pairs := map[*variant]*pair{}
 	for _, s := range selected {
-		needEdge = needEdge || s.Edge
-	}
-	var xffScript string
-	if needEdge {
-		noEdge, err := buildNoEdge(bin, dir)
-		if err != nil {
-			return err
-		}
-		for _, e := range []struct{ bin, sub, addr, admin string }{{bin, "/edge", edgeAddr, edgeAdmin}, {noEdge, "/no-edge", noEdgeAddr, noEdgeAdmin}} {
-			if _, err := startTsubame(ctx, &p, e.bin, dir+e.sub, e.addr, e.admin, api.URL, cbEnv,
-				"TSUBAME_SERVER_TRUSTED_PROXIES=127.0.0.1/32"); err != nil {
+		if v := s.Variant; v != nil && pairs[v] == nil {
+			pr, err := startPair(ctx, &p, v, bin, dir, port+9+4*len(pairs), api.URL, cbEnv)
+			if err != nil {
 				return err
 			}
-		}
-		if err := checkBodies(edgeAddr, noEdgeAddr); err != nil {
-			return err
-		}
-		if xffScript, err = writeXFFScript(dir); err != nil {
-			return err
+			pairs[v] = pr
 		}
 	}
 
@@ -288,8 +273,8 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 			switch {
 			case s.Redis:
 				own = raddr
-			case s.Edge:
-				own = edgeAddr
+			case s.Variant != nil:
+				own = pairs[s.Variant].base
 			}
 			type target struct {
 				addr, who string
@@ -306,11 +291,11 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 					targets = append(targets, target{peerAddr(k), pr.Name, nil})
 				}
 			}
-			if s.Edge {
+			if s.Variant != nil {
 				if results[i].peers == nil {
 					results[i].peers = map[string][]wrkResult{}
 				}
-				targets = append(targets, target{noEdgeAddr, noEdgeName, nil})
+				targets = append(targets, target{pairs[s.Variant].other, s.Variant.Name, nil})
 				if round%2 == 1 {
 					// Alternate which build runs first: a drift within a
 					// round must not always favour the same one.
@@ -326,8 +311,8 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 					sc = script
 					api.SetDelay(s.Delay[0], s.Delay[1])
 				}
-				if s.Edge {
-					sc = xffScript // nginx ignores the header
+				if s.Variant != nil {
+					sc = pairs[s.Variant].script // nginx ignores what it adds
 				}
 				var before int64
 				var rss *rssSampler

@@ -93,6 +93,18 @@ func BenchmarkHandlerCacheHitLogged(b *testing.B) {
 	benchHandler(b, benchURI, func(_ tsubame.Store, c *cache.Cache) Source { return Cached{Cache: c} }, l)
 }
 
+// The same cache hit with its record copied into the file through the
+// mapped writer (durability: process, the default).
+func BenchmarkHandlerCacheHitMapped(b *testing.B) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	l, _, err := accesslog.OpenMapped(accesslog.FileOptions{Dir: b.TempDir(), Logger: quiet}, accesslog.Options{Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	benchHandler(b, benchURI, func(_ tsubame.Store, c *cache.Cache) Source { return Cached{Cache: c} }, l)
+}
+
 // The same cache hit when the server also has virtual hosts to choose from.
 func BenchmarkHandlerCacheHitWithSites(b *testing.B) {
 	store := memory.New()
