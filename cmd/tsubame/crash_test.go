@@ -7,7 +7,9 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,17 +17,31 @@ import (
 )
 
 // kill -9 at random moments under load, 20 times in a row on the same data
-// and log directories, with a rotation every second: every response a
-// client received has its line (each restart cleans and closes out what the
-// killed process left), no line is there twice, none is torn, and every
-// line lies in its file's range.
+// and log directories: every response a client received has its line (each
+// restart cleans and closes out what the killed process left), no line is
+// there twice, none is torn, and every line lies in its file's range. With
+// the default rotation, with a rotation every second (kills land in
+// rotations), and with the disk filling up (a file size limit: kills land
+// while requests wait for space).
 func TestAccessLogSurvivesKill9(t *testing.T) {
+	t.Run("rotate-5m", func(t *testing.T) { killRepeatedly(t, nil) })
+	t.Run("rotate-1s", func(t *testing.T) { killRepeatedly(t, nil, "TSUBAME_ACCESS_LOG_ROTATE_EVERY=1s") })
+	t.Run("full-disk", func(t *testing.T) {
+		prlimit, err := exec.LookPath("prlimit")
+		if err != nil {
+			t.Skip("no prlimit (util-linux) on PATH: cannot limit the file size")
+		}
+		killRepeatedly(t, []string{prlimit, "--fsize=" + strconv.Itoa(512<<10)}) // ~2,000 lines a file
+	})
+}
+
+func killRepeatedly(t *testing.T, wrapper []string, extra ...string) {
 	dataDir, logDir := t.TempDir(), t.TempDir()
-	env := []string{"TSUBAME_DATA_DIR=" + dataDir, "TSUBAME_ACCESS_LOG_DIR=" + logDir, "TSUBAME_ACCESS_LOG_ROTATE_EVERY=1s"}
+	env := append([]string{"TSUBAME_DATA_DIR=" + dataDir, "TSUBAME_ACCESS_LOG_DIR=" + logDir}, extra...)
 	received := map[string]bool{}
 	var mu sync.Mutex
 	for kill := range 20 {
-		p := startBinary(t, env...)
+		p := startWrapped(t, wrapper, env...)
 		url := p.base + "/api/sample4.js?id=1&callback=Example.process"
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
@@ -65,7 +81,7 @@ func TestAccessLogSurvivesKill9(t *testing.T) {
 	}
 	// A last start closes out what the last kill left; a clean stop closes
 	// its own file.
-	p := startBinary(t, env...)
+	p := startWrapped(t, wrapper, env...)
 	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}

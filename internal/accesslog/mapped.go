@@ -162,28 +162,35 @@ func (m *mapped) newSegment(start, end int64) (*segment, error) {
 	}
 	seg := &segment{f: f, mem: mem, path: path, limit: m.limit, start: start, end: end}
 	if err := seg.grow(mappedChunk); err != nil {
-		seg.unmap()
-		_ = os.Remove(path)
-		return nil, err
+		// A full disk: the segment starts without space, and requests
+		// wait for it as they would for any growth (reported there).
+		m.allocErrors.Add(1)
+		m.noteError(err)
 	}
 	return seg, nil
 }
 
 // grow allocates up to n more bytes of file space (bounded by the limit)
-// and faults the pages in for writing, off the requests' path.
+// and faults the pages in for writing, off the requests' path. When the
+// disk has less room than n it takes what there is, down to minGrow.
 func (s *segment) grow(n int64) error {
 	from := s.alloc.Load()
-	to := min(from+n, s.limit)
-	if to <= from {
-		return nil
+	for n = min(n, s.limit-from); n > 0; n /= 2 {
+		err := unix.Fallocate(int(s.f.Fd()), 0, from, n)
+		if err == nil {
+			_ = unix.Madvise(s.mem[from:from+n], unix.MADV_POPULATE_WRITE) // best effort (Linux 5.14+)
+			s.alloc.Store(from + n)
+			return nil
+		}
+		if n <= minGrow || (!errors.Is(err, unix.ENOSPC) && !errors.Is(err, unix.EFBIG)) {
+			return fmt.Errorf("cannot allocate access log space: %w", err)
+		}
 	}
-	if err := unix.Fallocate(int(s.f.Fd()), 0, from, to-from); err != nil {
-		return fmt.Errorf("cannot allocate access log space: %w", err)
-	}
-	_ = unix.Madvise(s.mem[from:to], unix.MADV_POPULATE_WRITE) // best effort (Linux 5.14+)
-	s.alloc.Store(to)
 	return nil
 }
+
+// minGrow is the least space a growth takes before it reports a full disk.
+const minGrow = 64 << 10
 
 func (s *segment) unmap() {
 	if s.mem != nil {
@@ -387,6 +394,9 @@ func (m *mapped) makeRoom(seg *segment, n int64) error {
 			return nil
 		}
 		err := seg.grow(max(mappedChunk, n))
+		if err == nil && u+n > seg.alloc.Load() {
+			err = errors.New("cannot allocate access log space: the disk is full")
+		}
 		if err == nil {
 			m.recovered()
 			m.changed()
