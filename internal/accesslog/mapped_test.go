@@ -175,3 +175,36 @@ func TestMappedLeftoversCleaned(t *testing.T) {
 		}
 	}
 }
+
+// Closed mapped files go through the same gzip, on_close hook and
+// retention as any closed file.
+func TestMappedGzipHookAndRetention(t *testing.T) {
+	dir := t.TempDir()
+	hookOut := filepath.Join(t.TempDir(), "hook.txt")
+	hook := filepath.Join(t.TempDir(), "hook.sh")
+	if err := os.WriteFile(hook, []byte("#!/bin/sh\necho \"$1\" >> "+hookOut+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l, fs := openMapped(t, FileOptions{Dir: dir, MaxSize: 16 << 10, Gzip: true, OnClose: []string{hook}, KeepFiles: 3}, Options{})
+	appendMany(t, l, 2, 300)
+	if err := l.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 3 {
+		t.Fatalf("keep_files 3 left %d files", len(entries))
+	}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".log.gz") || !closedName.MatchString(e.Name()) {
+			t.Errorf("unexpected file %q", e.Name())
+		}
+	}
+	countLines(t, dir) // whole lines, in range
+	hooked, err := os.ReadFile(hookOut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls := strings.Count(string(hooked), "\n"); uint64(calls) != fs.Rotations() || calls < 4 {
+		t.Fatalf("hook ran %d times for %d closed files", calls, fs.Rotations())
+	}
+}
