@@ -15,9 +15,9 @@ import (
 func TestRestartUnderLoad(t *testing.T) {
 	p := startBinary(t)
 	pidFile := filepath.Join(p.dataDir, PIDFile)
-	oldPID, err := readPID(pidFile)
-	if err != nil || oldPID != p.cmd.Process.Pid {
-		t.Fatalf("pid file: %d %v", oldPID, err)
+	oldPID := waitPID(t, pidFile)
+	if oldPID != p.cmd.Process.Pid {
+		t.Fatalf("pid file: %d, want %d", oldPID, p.cmd.Process.Pid)
 	}
 	var newPID int
 	t.Cleanup(func() {
@@ -35,6 +35,7 @@ func TestRestartUnderLoad(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("restart: %d %s\n%s", code, stderr, p.logs)
 	}
+	var err error
 	if newPID, err = readPID(pidFile); err != nil || newPID == oldPID {
 		t.Fatalf("new pid %d (%v), old %d", newPID, err, oldPID)
 	}
@@ -72,5 +73,22 @@ func TestRestartUnderLoad(t *testing.T) {
 	}
 	if _, err := os.Stat(pidFile); !os.IsNotExist(err) {
 		t.Fatalf("pid file left: %v", err)
+	}
+}
+
+// waitPID waits until the server has written its pid file (just after it
+// starts serving) and returns the pid.
+func waitPID(t *testing.T, path string) int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		pid, err := readPID(path)
+		if err == nil {
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pid file: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -223,10 +223,7 @@ func TestTLSInBrowser(t *testing.T) {
 func TestTLSRestart(t *testing.T) {
 	s := startTLSBinary(t)
 	pidFile := filepath.Join(s.p.dataDir, PIDFile)
-	oldPID, err := readPID(pidFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	oldPID := waitPID(t, pidFile)
 	code, _, stderr := runCmd(t, []string{"TSUBAME_DATA_DIR=" + s.p.dataDir}, "", "restart", "-timeout", "30s")
 	if code != 0 {
 		t.Fatalf("restart: %d %s\n%s", code, stderr, s.p.logs)
