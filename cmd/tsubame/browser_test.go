@@ -46,9 +46,14 @@ func TestDashboardInBrowser(t *testing.T) {
 	adminAddr := "127.0.0.1:" + freePort(t)
 	p := startBinary(t, "TSUBAME_ADMIN_LISTEN="+adminAddr)
 	adminURL := "http://" + adminAddr + "/"
-	token := regexp.MustCompile(`bootstrap token[^\n]*\n[^\n]*\n\s*\n    (\S+)\n`).FindStringSubmatch(p.logs.String())
-	if token == nil {
-		t.Fatalf("no bootstrap token on the console:\n%s", p.logs)
+	// The console is copied from a pipe: on a busy machine it may lag the
+	// server's answers.
+	var token []string
+	for deadline := time.Now().Add(30 * time.Second); token == nil; time.Sleep(20 * time.Millisecond) {
+		token = regexp.MustCompile(`bootstrap token[^\n]*\n[^\n]*\n\s*\n    (\S+)\n`).FindStringSubmatch(p.logs.String())
+		if token == nil && time.Now().After(deadline) {
+			t.Fatalf("no bootstrap token on the console:\n%s", p.logs)
+		}
 	}
 
 	ctx := browserContext(t, browser)
