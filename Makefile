@@ -48,11 +48,13 @@ lint: check-go
 race: check-go test-tools
 	$(GO) test -race -count=1 -timeout 20m ./...
 
-# The tests start real Redis servers (redis-server and redis-cli) and drive
-# the admin dashboard in headless Chromium, all from Debian's packages.
+# The tests start real Redis servers (redis-server and redis-cli), drive
+# headless Chromium, check TLS with curl and limit file sizes with prlimit,
+# all from Debian's packages.
 test-tools:
-	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 || \
-		{ $(APT_GET) update -qq && $(APT_GET) install -y -qq redis-server redis-tools chromium; }
+	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 && \
+		command -v curl >/dev/null 2>&1 && command -v prlimit >/dev/null 2>&1 || \
+		{ $(APT_GET) update -qq && $(APT_GET) install -y -qq redis-server redis-tools chromium curl util-linux; }
 
 ## verify: check that downloaded modules match go.sum
 verify: check-go
