@@ -553,15 +553,8 @@ func (s *FileSink) resumeStaging() {
 // file left by an earlier run (lines of one batch are not in time order,
 // so every line is read). Without a readable line both are def.
 func lineTimes(path string, def time.Time) (first, last time.Time) {
-	f, err := os.Open(path)
-	if err != nil {
-		return def, def
-	}
-	defer f.Close()
-	r := bufio.NewReaderSize(f, 64<<10)
-	for {
-		line, err := r.ReadSlice('\n')
-		if t, ok := lineTime(line); ok {
+	_, _, _ = scanRecords(path, func(rec []byte) error {
+		if t, ok := lineTime(rec); ok {
 			if first.IsZero() || t.Before(first) {
 				first = t
 			}
@@ -569,15 +562,8 @@ func lineTimes(path string, def time.Time) (first, last time.Time) {
 				last = t
 			}
 		}
-		if errors.Is(err, bufio.ErrBufferFull) {
-			for errors.Is(err, bufio.ErrBufferFull) { // a line longer than the buffer: skip its rest
-				_, err = r.ReadSlice('\n')
-			}
-		}
-		if err != nil {
-			break
-		}
-	}
+		return nil
+	})
 	if first.IsZero() {
 		return def, def
 	}
@@ -625,7 +611,7 @@ func clean(path string) (int64, error) {
 		return 0, err
 	}
 	w := bufio.NewWriterSize(out, 256<<10)
-	if kept, _, err = scanRecords(path, w); err == nil {
+	if kept, _, err = scanRecords(path, func(rec []byte) error { _, err := w.Write(rec); return err }); err == nil {
 		err = w.Flush()
 	}
 	if err == nil {
@@ -644,9 +630,9 @@ func clean(path string) (int64, error) {
 	return kept, syncDir(filepath.Dir(path))
 }
 
-// scanRecords reads the whole records of a file (see clean), writing them
-// to w if it is not nil, and reports whether anything else was there.
-func scanRecords(path string, w io.Writer) (kept int64, dirty bool, err error) {
+// scanRecords reads the whole records of a file (see clean), handing each
+// to fn if it is not nil, and reports whether anything else was there.
+func scanRecords(path string, fn func(rec []byte) error) (kept int64, dirty bool, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, false, err
@@ -670,8 +656,8 @@ func scanRecords(path string, w io.Writer) (kept int64, dirty bool, err error) {
 				line = line[i+1:]
 			}
 			if rerr == nil && validRecord(line) {
-				if w != nil {
-					if _, err := w.Write(line); err != nil {
+				if fn != nil {
+					if err := fn(line); err != nil {
 						return kept, dirty, err
 					}
 				}
