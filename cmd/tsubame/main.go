@@ -75,7 +75,7 @@ Usage:
         one process at a time: stop the server first.
   tsubame restart
         Start a new server process that takes over the listeners.
-  tsubame version
+  tsubame version [-v]
 
 The configuration file is -config, else $TSUBAME_CONFIG, else none (built-in
 defaults); TSUBAME_* variables override any key (see docs/configuration.md).
@@ -104,6 +104,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = runRestart(rest, stderr, environ)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, versionString())
+		if len(rest) > 0 && (rest[0] == "-v" || rest[0] == "--verbose") {
+			fmt.Fprint(stdout, versionDetails())
+		}
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
@@ -138,6 +141,36 @@ func exitCode(err error, stderr io.Writer) int {
 		return exitUsage
 	}
 	return exitFailed
+}
+
+// licenseNotice is the notice `tsubame version -v` prints; LICENSE at the
+// repository's root holds the license's text.
+const licenseNotice = `Copyright 2026 The Tsubame Authors.
+Licensed under the Apache License, Version 2.0 (the "License"); you may not
+use this software except in compliance with the License. You may obtain a copy
+of the License at http://www.apache.org/licenses/LICENSE-2.0 (also the LICENSE
+file distributed with it). Distributed on an "AS IS" BASIS, WITHOUT WARRANTIES
+OR CONDITIONS OF ANY KIND, either express or implied.
+`
+
+// versionDetails lists what the binary was built from (module, settings,
+// dependencies) and the license notice.
+func versionDetails() string {
+	var b strings.Builder
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		fmt.Fprintf(&b, "module %s\n", bi.Main.Path)
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision", "vcs.time", "vcs.modified", "GOOS", "GOARCH", "CGO_ENABLED", "-tags":
+				fmt.Fprintf(&b, "build %s=%s\n", s.Key, s.Value)
+			}
+		}
+		for _, d := range bi.Deps {
+			fmt.Fprintf(&b, "dep %s %s\n", d.Path, d.Version)
+		}
+	}
+	b.WriteString("\n" + licenseNotice)
+	return b.String()
 }
 
 func versionString() string {

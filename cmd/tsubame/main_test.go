@@ -273,8 +273,12 @@ func TestUsageAndVersion(t *testing.T) {
 	if code, _, stderr := runCmd(t, nil, "", "frobnicate"); code != 2 || !strings.Contains(stderr, "unknown command") {
 		t.Fatal("unknown command")
 	}
-	if code, out, _ := runCmd(t, nil, "", "version"); code != 0 || !strings.HasPrefix(out, "tsubame ") {
+	if code, out, _ := runCmd(t, nil, "", "version"); code != 0 || !strings.HasPrefix(out, "tsubame ") || strings.Contains(out, "License") {
 		t.Fatalf("version: %q", out)
+	}
+	code, out, _ := runCmd(t, nil, "", "version", "-v")
+	if code != 0 || !strings.Contains(out, "Apache License, Version 2.0") || !strings.Contains(out, "dep github.com/valyala/fasthttp ") {
+		t.Fatalf("version -v: %q", out)
 	}
 	if code, _, _ := runCmd(t, nil, "", "placements", "frob"); code != 2 {
 		t.Fatal("unknown placements subcommand")
