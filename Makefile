@@ -12,7 +12,7 @@ BENCHTIME     ?= 1s
 COUNT         ?= 6
 APT_GET       := $(if $(filter 0,$(shell id -u)),,sudo) apt-get
 
-.PHONY: all build run test check-go fmt-check vet lint race test-tools verify bench-micro clean
+.PHONY: all build run test check-go fmt-check vet lint race test-tools verify bench-micro clean release
 
 all: build
 
@@ -65,7 +65,27 @@ bench-micro: check-go
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(COUNT) $(HOT_PKGS)
 
 clean:
-	rm -rf bin
+	rm -rf bin dist
+
+# Release archives: static binaries (no cgo) for these platforms, each in a
+# tar.gz with README, LICENSE and the default configuration, and SHA-256
+# checksums of the archives.
+RELEASE_PLATFORMS ?= linux/amd64 linux/arm64
+
+## release: dist/tsubame-<version>-<os>-<arch>.tar.gz for each platform, and dist/SHA256SUMS
+release: check-go
+	@rm -rf dist && mkdir -p dist
+	@set -e; for p in $(RELEASE_PLATFORMS); do \
+		os=$${p%/*}; arch=$${p#*/}; name=tsubame-$(VERSION)-$$os-$$arch; \
+		mkdir -p dist/$$name; \
+		echo "building $$name"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o dist/$$name/tsubame ./cmd/tsubame; \
+		cp README.md LICENSE dist/$$name/; \
+		cp internal/config/defaults.yaml dist/$$name/tsubame.yaml; \
+		tar -C dist -czf dist/$$name.tar.gz --owner=0 --group=0 --numeric-owner $$name; \
+		rm -rf dist/$$name; \
+	done
+	@cd dist && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
 
 # The load tools of make bench, from Debian's packages when missing.
 BENCH_DURATION ?= 10s
