@@ -148,8 +148,11 @@ func (s *FileSink) closeOutLeftovers() error {
 	entries, _ := os.ReadDir(s.opt.Dir)
 	var segs []string
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), segmentPrefix+s.opt.Name+".") {
+		switch {
+		case strings.HasPrefix(e.Name(), segmentPrefix+s.opt.Name+"."):
 			segs = append(segs, filepath.Join(s.opt.Dir, e.Name()))
+		case strings.HasPrefix(e.Name(), cleanPrefix):
+			_ = os.Remove(filepath.Join(s.opt.Dir, e.Name())) // a half-made copy; its source is still here
 		}
 	}
 	slices.SortFunc(segs, func(a, b string) int { return cmpSeq(a, b) })
@@ -448,26 +451,14 @@ func compress(src, dst string) (string, error) {
 	}
 	defer in.Close()
 	tmp := filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp")
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	err = replaceFile(tmp, dst, func(w io.Writer) error {
+		zw := gzip.NewWriter(w)
+		if _, err := io.Copy(zw, in); err != nil {
+			return err
+		}
+		return zw.Close()
+	})
 	if err != nil {
-		return "", err
-	}
-	zw := gzip.NewWriter(out)
-	_, err = io.Copy(zw, in)
-	if err == nil {
-		err = zw.Close()
-	}
-	if err == nil {
-		err = out.Sync()
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, dst)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
 		return "", err
 	}
 	_ = syncDir(filepath.Dir(dst))
@@ -605,15 +596,33 @@ func clean(path string) (int64, error) {
 	if err != nil || !dirty {
 		return kept, err
 	}
-	tmp := filepath.Join(filepath.Dir(path), ".clean-"+filepath.Base(path))
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	tmp := filepath.Join(filepath.Dir(path), cleanPrefix+filepath.Base(path))
+	err = replaceFile(tmp, path, func(out io.Writer) error {
+		w := bufio.NewWriterSize(out, 256<<10)
+		var err error
+		if kept, _, err = scanRecords(path, func(rec []byte) error { _, err := w.Write(rec); return err }); err != nil {
+			return err
+		}
+		return w.Flush()
+	})
 	if err != nil {
 		return 0, err
 	}
-	w := bufio.NewWriterSize(out, 256<<10)
-	if kept, _, err = scanRecords(path, func(rec []byte) error { _, err := w.Write(rec); return err }); err == nil {
-		err = w.Flush()
+	return kept, syncDir(filepath.Dir(path))
+}
+
+// cleanPrefix names clean's work file; a crash can leave one behind.
+const cleanPrefix = ".clean-"
+
+// replaceFile writes a file through fill under the temporary name tmp,
+// fsyncs it and renames it to dst, so dst is either as it was or complete;
+// on error tmp is removed. The caller syncs the directory.
+func replaceFile(tmp, dst string, fill func(io.Writer) error) error {
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return err
 	}
+	err = fill(out)
 	if err == nil {
 		err = out.Sync()
 	}
@@ -621,13 +630,12 @@ func clean(path string) (int64, error) {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, path)
+		err = os.Rename(tmp, dst)
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
-		return 0, err
 	}
-	return kept, syncDir(filepath.Dir(path))
+	return err
 }
 
 // scanRecords reads the whole records of a file (see clean), handing each

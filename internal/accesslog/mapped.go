@@ -256,12 +256,11 @@ func (m *mapped) append(r *Record, hint uint64) error {
 		}
 		copy(seg.mem[off:off+n], sc.buf)
 		m.counts[w].n.Add(1)
-		var err error
 		if m.sync {
-			err = m.syncTo(seg)
+			m.syncTo(seg)
 		}
 		seg.writers[w].n.Add(-1)
-		return err
+		return nil
 	}
 }
 
@@ -270,23 +269,23 @@ func (m *mapped) append(r *Record, hint uint64) error {
 // While the disk refuses it retries; if the log closes first, it gives up:
 // the record is in the file (the response goes out with it, as accounted
 // there), just not known to be on disk, and the failure is in the log.
-func (m *mapped) syncTo(seg *segment) error {
+func (m *mapped) syncTo(seg *segment) {
 	ticket := seg.tickets.Add(1)
 	seg.syncMu.Lock()
 	defer seg.syncMu.Unlock()
 	if seg.synced >= ticket {
-		return nil
+		return
 	}
 	upTo := seg.tickets.Load()
 	for {
 		err := unix.Fdatasync(int(seg.f.Fd()))
 		if err == nil {
 			seg.synced = upTo
-			return nil
+			return
 		}
 		m.noteError(fmt.Errorf("sync: %w", err))
 		if m.closed.Load() {
-			return nil
+			return
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
