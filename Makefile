@@ -12,7 +12,7 @@ BENCHTIME     ?= 1s
 COUNT         ?= 6
 APT_GET       := $(if $(filter 0,$(shell id -u)),,sudo) apt-get
 
-.PHONY: all build run test check-go fmt-check vet lint race test-tools verify bench-micro clean release
+.PHONY: all build run test check-go fmt-check vet lint race test-tools verify bench-micro clean release image
 
 all: build
 
@@ -49,12 +49,15 @@ race: check-go test-tools
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 # The tests start real Redis servers (redis-server and redis-cli), drive
-# headless Chromium, check TLS with curl and limit file sizes with prlimit,
-# all from Debian's packages.
+# headless Chromium, check TLS with curl, limit file sizes with prlimit,
+# check the systemd unit with systemd-analyze and build the container image
+# with podman, all from Debian's packages.
 test-tools:
 	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 && \
-		command -v curl >/dev/null 2>&1 && command -v prlimit >/dev/null 2>&1 || \
-		{ $(APT_GET) update -qq && $(APT_GET) install -y -qq redis-server redis-tools chromium curl util-linux; }
+		command -v curl >/dev/null 2>&1 && command -v prlimit >/dev/null 2>&1 && command -v systemd-analyze >/dev/null 2>&1 && \
+		[ -n "$(CONTAINER_TOOL)" ] || \
+		{ $(APT_GET) update -qq && $(APT_GET) install -y -qq redis-server redis-tools chromium curl util-linux systemd \
+			$(if $(CONTAINER_TOOL),,podman); }
 
 ## verify: check that downloaded modules match go.sum
 verify: check-go
@@ -65,7 +68,7 @@ bench-micro: check-go
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -count=$(COUNT) $(HOT_PKGS)
 
 clean:
-	rm -rf bin dist
+	rm -rf bin dist build
 
 # Release archives: static binaries (no cgo) for these platforms, each in a
 # tar.gz with README, LICENSE and the default configuration, and SHA-256
@@ -86,6 +89,35 @@ release: check-go
 		rm -rf dist/$$name; \
 	done
 	@cd dist && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
+
+# The container image (Containerfile): podman, else docker with a running
+# daemon. IMAGE_ARCH builds for another architecture (the binary is
+# cross-compiled; no emulation needed).
+CONTAINER_TOOL = $(shell command -v podman >/dev/null 2>&1 && echo podman || \
+	{ docker info >/dev/null 2>&1 && echo docker; })
+IMAGE      ?= tsubame:$(VERSION)
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH 2>/dev/null)
+IMAGE_CTX  := build/image
+
+## image: the container image $(IMAGE) (podman or docker; podman is installed when neither works)
+image: check-go
+	@tool="$(CONTAINER_TOOL)"; \
+	if [ -z "$$tool" ]; then \
+		echo "installing podman"; $(APT_GET) update -qq && $(APT_GET) install -y -qq podman || exit 1; tool=podman; \
+	fi; \
+	[ -f /etc/ssl/certs/ca-certificates.crt ] || \
+		{ $(APT_GET) update -qq && $(APT_GET) install -y -qq ca-certificates; } || exit 1; \
+	set -e; rm -rf $(IMAGE_CTX) && mkdir -p $(IMAGE_CTX)/empty; \
+	echo "building the linux/$(IMAGE_ARCH) binary"; \
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(IMAGE_CTX)/tsubame ./cmd/tsubame; \
+	cp /etc/ssl/certs/ca-certificates.crt $(IMAGE_CTX)/; \
+	cp "$$($(GO) env GOROOT)/lib/time/zoneinfo.zip" $(IMAGE_CTX)/; \
+	cp internal/config/defaults.yaml $(IMAGE_CTX)/tsubame.yaml; \
+	printf 'root:x:0:0:root:/:/sbin/nologin\ntsubame:x:65532:65532:tsubame:/data:/sbin/nologin\n' > $(IMAGE_CTX)/passwd; \
+	printf 'root:x:0:\ntsubame:x:65532:\n' > $(IMAGE_CTX)/group; \
+	chmod 0755 $(IMAGE_CTX)/tsubame; chmod -R a+rX $(IMAGE_CTX); \
+	$$tool build --platform linux/$(IMAGE_ARCH) --build-arg VERSION=$(VERSION) -f Containerfile -t $(IMAGE) $(IMAGE_CTX); \
+	echo "built $(IMAGE) with $$tool"
 
 # The load tools of make bench, from Debian's packages when missing.
 BENCH_DURATION ?= 10s

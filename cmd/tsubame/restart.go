@@ -176,7 +176,10 @@ func (m *Main) startSuccessor(args []string, environ []string, stdout, stderr io
 	spec = append(spec, fmt.Sprintf("ready=%d", 3+len(files)-2), fmt.Sprintf("release=%d", 3+len(files)-1))
 
 	cmd := exec.Command(exe, args...)
-	cmd.Env = append(withoutEnv(environ, config.EnvInherit), config.EnvInherit+"="+strings.Join(spec, ","))
+	// WATCHDOG_PID names this process; without it the successor answers
+	// systemd's watchdog once it is the main process.
+	env := withoutEnv(withoutEnv(environ, config.EnvInherit), "WATCHDOG_PID")
+	cmd.Env = append(env, config.EnvInherit+"="+strings.Join(spec, ","))
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.ExtraFiles = files
 	err = cmd.Start()

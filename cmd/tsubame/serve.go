@@ -773,6 +773,10 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer,
 	if m.handover, err = inherited(environ); err != nil {
 		return err
 	}
+	// The watchdog runs from the start: a successor is the main process
+	// from before its predecessor has drained until it exits.
+	sup := newSupervisor(m.Logger, environ)
+	sup.watchdog(ctx)
 	if err := m.Open(ctx); err != nil {
 		return err
 	}
@@ -784,6 +788,7 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer,
 		m.Logger.Warn("cannot write pid file; tsubame log reopen will not find this server", "file", pidFile, "err", err)
 	}
 	defer removePIDFile(pidFile)
+	sup.ready("serving", os.Getpid())
 
 	// SIGHUP reopens the access log (for external rotation such as
 	// logrotate) and reloads the configuration.
@@ -801,14 +806,21 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer,
 		for {
 			select {
 			case <-hup:
-				m.hangup(ctx, *path, environ)
+				sup.reloading("reloading the configuration")
+				status := m.hangup(ctx, *path, environ)
+				sup.ready(status, os.Getpid())
 			case <-usr2:
 				m.Logger.Info("restart requested: starting the new process")
+				sup.reloading("starting the new process")
 				s, err := m.startSuccessor(os.Args[1:], environ, os.Stdout, os.Stderr)
 				if err != nil {
 					m.Logger.Error("restart failed; this process keeps serving", "err", err)
+					sup.ready("serving; the last restart failed: "+err.Error(), os.Getpid())
 					continue
 				}
+				// Before draining: this process is still the main one, and
+				// systemd must follow the successor before this one exits.
+				sup.handingOver(s.cmd.Process.Pid)
 				succ = s
 				stopRun()
 				return
@@ -829,6 +841,7 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer,
 		return nil
 	}
 	m.Logger.Info("shutting down", "timeout", cfg.Server.ShutdownTimeout)
+	sup.stopping()
 	closeErr := m.Close()
 	if err := errors.Join(waitErr, closeErr); err != nil {
 		return err
@@ -839,8 +852,9 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer,
 
 // hangup handles SIGHUP: reopen the access log, then reload the
 // configuration from where it was first read. A configuration with errors
-// is rejected, each error logged, and the running one stays.
-func (m *Main) hangup(ctx context.Context, path string, environ []string) {
+// is rejected, each error logged, and the running one stays. It returns a
+// one-line status for the service manager.
+func (m *Main) hangup(ctx context.Context, path string, environ []string) string {
 	if err := m.ReopenLogs(ctx); err != nil {
 		m.Logger.Error("reopening the access log failed", "err", err)
 	} else {
@@ -860,17 +874,19 @@ func (m *Main) hangup(ctx context.Context, path string, environ []string) {
 	}
 	if err != nil {
 		m.Logger.Error("configuration not reloaded; the running one stays", "err", err)
-		return
+		return "serving; the last reload was refused (see the log)"
 	}
 	restart, err := m.Reload(cfg)
 	if err != nil {
 		m.Logger.Error("configuration not reloaded; the running one stays", "err", err)
-		return
+		return "serving; the last reload was refused (see the log)"
 	}
 	m.Logger.Info("configuration reloaded", "endpoints", len(cfg.Endpoints))
 	if len(restart) > 0 {
 		m.Logger.Warn("changed keys that take effect only after a restart (SIGUSR2 or tsubame restart)", "keys", restart)
+		return "serving; reloaded, some changes wait for a restart"
 	}
+	return "serving; reloaded"
 }
 
 // PIDFile is the name of the file in the data directory that holds the
