@@ -112,7 +112,7 @@ image: check-go
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(IMAGE_CTX)/tsubame ./cmd/tsubame; \
 	cp /etc/ssl/certs/ca-certificates.crt $(IMAGE_CTX)/; \
 	cp "$$($(GO) env GOROOT)/lib/time/zoneinfo.zip" $(IMAGE_CTX)/; \
-	cp internal/config/defaults.yaml $(IMAGE_CTX)/tsubame.yaml; \
+	cp deploy/container/tsubame.yaml $(IMAGE_CTX)/tsubame.yaml; \
 	printf 'root:x:0:0:root:/:/sbin/nologin\ntsubame:x:65532:65532:tsubame:/data:/sbin/nologin\n' > $(IMAGE_CTX)/passwd; \
 	printf 'root:x:0:\ntsubame:x:65532:\n' > $(IMAGE_CTX)/group; \
 	chmod 0755 $(IMAGE_CTX)/tsubame; chmod -R a+rX $(IMAGE_CTX); \

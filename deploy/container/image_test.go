@@ -22,6 +22,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"tsubame/internal/config"
 )
 
 // containerTool is podman, else docker with a running daemon.
@@ -123,9 +125,8 @@ func TestImage(t *testing.T) {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
 	}
-	if env["TSUBAME_DATA_DIR"] != "/data" || env["TSUBAME_ACCESS_LOG_DIR"] != "/logs" ||
-		!strings.HasPrefix(env["TSUBAME_ACCESS_LOG_FALLBACK_DIR"], "/data/") {
-		t.Errorf("environment does not put data and logs on the volumes: %q", c.Env)
+	if env["TSUBAME_CONFIG"] != "/etc/tsubame/tsubame.yaml" {
+		t.Errorf("TSUBAME_CONFIG=%q", env["TSUBAME_CONFIG"])
 	}
 
 	// The filesystem.
@@ -159,6 +160,7 @@ func TestImage(t *testing.T) {
 		t.Error("no CA certificates")
 	}
 	checkZoneinfo(t, files["usr/share/zoneinfo.zip"])
+	checkConfig(t, files["etc/tsubame/tsubame.yaml"], env)
 
 	// The binary: static, stamped, serving the demo.
 	dir := t.TempDir()
@@ -284,6 +286,41 @@ func checkZoneinfo(t *testing.T, f *file) {
 	}
 }
 
+// checkConfig: the image's configuration is valid and puts data and logs
+// (the fallback too) on the volumes.
+func checkConfig(t *testing.T, f *file, env map[string]string) {
+	t.Helper()
+	if f == nil {
+		t.Fatal("no configuration file")
+	}
+	path := filepath.Join(t.TempDir(), "tsubame.yaml")
+	if err := os.WriteFile(path, f.data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var environ []string
+	for k, v := range env {
+		if strings.HasPrefix(k, config.EnvPrefix) && k != config.EnvConfigFile {
+			environ = append(environ, k+"="+v)
+		}
+	}
+	cfg, warnings, err := config.Load(path, environ)
+	if err != nil || len(warnings) > 0 {
+		t.Fatalf("the image's configuration: %v %q", err, warnings)
+	}
+	if errs := cfg.Validate(); len(errs) > 0 {
+		t.Fatalf("the image's configuration: %v", errs)
+	}
+	if cfg.DataDir != "/data" || cfg.AccessLog.Dir != "/logs" || !strings.HasPrefix(cfg.AccessLog.FallbackDir, "/data/") {
+		t.Errorf("data %q, logs %q, fallback %q: not on the volumes", cfg.DataDir, cfg.AccessLog.Dir, cfg.AccessLog.FallbackDir)
+	}
+	if _, port, _ := net.SplitHostPort(cfg.Admin.Listen); port != "4001" {
+		t.Errorf("admin listener %q is not on the exposed port", cfg.Admin.Listen)
+	}
+	if _, port, _ := net.SplitHostPort(cfg.Listen); port != "4000" {
+		t.Errorf("public listener %q is not on the exposed port", cfg.Listen)
+	}
+}
+
 // serveDemo runs the image's binary with the image's configuration file
 // and environment (its paths moved into temporary directories and its
 // ports onto free loopback ones) and fetches a demo ad tag.
@@ -298,18 +335,17 @@ func serveDemo(t *testing.T, exe string, configFile []byte, imageEnv map[string]
 	env := []string{"PATH=" + os.Getenv("PATH")}
 	for k, v := range imageEnv {
 		switch k {
-		case "TSUBAME_CONFIG":
+		case config.EnvConfigFile:
 			v = conf
-		case "TSUBAME_DATA_DIR", "TSUBAME_ACCESS_LOG_DIR", "TSUBAME_ACCESS_LOG_FALLBACK_DIR":
-			v = filepath.Join(dir, strings.TrimPrefix(v, "/"))
-		case "TSUBAME_ADMIN_LISTEN":
-			v = admin
 		case "ZONEINFO", "PATH":
 			continue
 		}
 		env = append(env, k+"="+v)
 	}
-	env = append(env, "TSUBAME_LISTEN="+public)
+	// The volumes and ports, moved.
+	env = append(env, "TSUBAME_LISTEN="+public, "TSUBAME_ADMIN_LISTEN="+admin,
+		"TSUBAME_DATA_DIR="+filepath.Join(dir, "data"), "TSUBAME_ACCESS_LOG_DIR="+filepath.Join(dir, "logs"),
+		"TSUBAME_ACCESS_LOG_FALLBACK_DIR="+filepath.Join(dir, "data", "log-fallback"))
 	var logs bytes.Buffer
 	cmd := exec.Command(exe, "serve", "-demo")
 	cmd.Env, cmd.Stderr, cmd.Dir = env, &logs, dir
