@@ -116,7 +116,7 @@ image: check-go
 	printf 'root:x:0:0:root:/:/sbin/nologin\ntsubame:x:65532:65532:tsubame:/data:/sbin/nologin\n' > $(IMAGE_CTX)/passwd; \
 	printf 'root:x:0:\ntsubame:x:65532:\n' > $(IMAGE_CTX)/group; \
 	chmod 0755 $(IMAGE_CTX)/tsubame; chmod -R a+rX $(IMAGE_CTX); \
-	$$tool build --platform linux/$(IMAGE_ARCH) --build-arg VERSION=$(VERSION) -f Containerfile -t $(IMAGE) $(IMAGE_CTX); \
+	$$tool build $$([ "$$tool" = podman ] && echo --layers=false) --platform linux/$(IMAGE_ARCH) --build-arg VERSION=$(VERSION) -f Containerfile -t $(IMAGE) $(IMAGE_CTX); \
 	echo "built $(IMAGE) with $$tool"
 
 # The load tools of make bench, from Debian's packages when missing.
