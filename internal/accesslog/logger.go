@@ -740,7 +740,9 @@ func (fb *fallbackFile) save(batch [][]byte) (string, error) {
 	if fb.f == nil && fb.err == nil {
 		fb.name = filepath.Join(fb.dir, fmt.Sprintf("tsubame-access-unwritten-%s-%d.log",
 			time.Now().UTC().Format("20060102T150405Z"), os.Getpid()))
-		fb.f, fb.err = os.OpenFile(fb.name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o640)
+		if fb.err = os.MkdirAll(fb.dir, 0o750); fb.err == nil {
+			fb.f, fb.err = os.OpenFile(fb.name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o640)
+		}
 		if fb.err == nil {
 			fb.log.Error("access log: writing the records the log did not take to a fallback file", "file", fb.name)
 		}

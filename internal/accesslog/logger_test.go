@@ -225,9 +225,9 @@ func TestWriteErrorsRetriedUntilRecovery(t *testing.T) {
 }
 
 // If the disk is still failing at Close's deadline, the records go to the
-// fallback directory: nothing is silently lost.
+// fallback directory (created if missing): nothing is silently lost.
 func TestCloseDeadlineSavesToFallback(t *testing.T) {
-	dir, fallback := t.TempDir(), t.TempDir()
+	dir, fallback := t.TempDir(), filepath.Join(t.TempDir(), "fallback")
 	sink := &faulty{Sink: openSink(t, FileOptions{Dir: dir})}
 	l := New(sink, Options{Logger: quiet, FallbackDir: fallback, RetryMin: 5 * time.Millisecond})
 	appendMany(t, l, 1, 50)
