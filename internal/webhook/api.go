@@ -68,6 +68,22 @@ type permanentError struct{ err error }
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
 
+// retryWait is the wait after failed attempt n (from 1): the server's
+// Retry-After if it gave one, else a random wait (full jitter) below
+// Backoff doubled per attempt; never more than MaxBackoff. Both transports
+// retry by it.
+func (o *APIOptions) retryWait(attempt int, retryAfter time.Duration) time.Duration {
+	if retryAfter > 0 {
+		return min(retryAfter, o.MaxBackoff)
+	}
+	ceiling := o.Backoff
+	for i := 1; i < attempt && ceiling < o.MaxBackoff; i++ {
+		ceiling *= 2
+	}
+	ceiling = min(ceiling, o.MaxBackoff)
+	return time.Duration(rand.Int64N(int64(ceiling) + 1))
+}
+
 // call sends m, retrying network errors, 408, 429 and 5xx with exponential
 // backoff and full jitter (honouring Retry-After up to MaxBackoff). It
 // returns the number of attempts made.
@@ -76,9 +92,8 @@ func (c *apiClient) call(ctx context.Context, m *Message, onRetry func()) (int, 
 	if err != nil {
 		return 0, &permanentError{err}
 	}
-	backoff := c.opt.Backoff
 	for attempt := 1; ; attempt++ {
-		wait, err := c.once(ctx, m, body)
+		retryAfter, err := c.once(ctx, m, body)
 		if err == nil {
 			return attempt, nil
 		}
@@ -86,11 +101,7 @@ func (c *apiClient) call(ctx context.Context, m *Message, onRetry func()) (int, 
 		if errors.As(err, &perm) || attempt > c.opt.Retries || ctx.Err() != nil {
 			return attempt, err
 		}
-		if wait <= 0 {
-			wait = time.Duration(rand.Int64N(int64(backoff) + 1)) // full jitter
-		}
-		wait = min(wait, c.opt.MaxBackoff)
-		backoff = min(2*backoff, c.opt.MaxBackoff)
+		wait := c.opt.retryWait(attempt, retryAfter)
 		onRetry()
 		t := time.NewTimer(wait)
 		select {

@@ -35,6 +35,7 @@ type Message struct {
 	Source     Source    `json:"source"`
 	Text       string    `json:"text"`
 	ReplyToken string    `json:"reply_token,omitempty"`
+	Event      string    `json:"event,omitempty"` // LINE's event type (see LINEEvent)
 	RetryKey   uuid.UUID `json:"retry_key"` // sent as X-Line-Retry-Key: the API can drop repeats
 	Received   time.Time `json:"received"`
 }
@@ -111,6 +112,7 @@ type lineBody struct {
 
 type lineEvent struct {
 	Type            string `json:"type"`
+	Mode            string `json:"mode"`
 	WebhookEventID  string `json:"webhookEventId"`
 	ReplyToken      string `json:"replyToken"`
 	Timestamp       int64  `json:"timestamp"`
@@ -124,11 +126,19 @@ type lineEvent struct {
 	} `json:"message"`
 }
 
-// LINEEvent is a text message event taken from a LINE webhook.
+// LINEEvent is one event taken from a LINE webhook: a message of any kind,
+// a follow, an unsend, a postback, ... (LINE documents the types and adds
+// new ones; all are taken).
 type LINEEvent struct {
-	EventID    string
+	EventID string
+	// Event is the event's type, with the message's type for a message
+	// event: "message.text", "message.sticker", "follow", "unsend", ...
+	Event string
+	// ReplyToken is empty where LINE gives none (standby mode, unsend,
+	// unfollow, leave, ...): no reply can be sent.
 	ReplyToken string
-	Text       string
+	// Text is a text message's text; empty for other events.
+	Text string
 }
 
 // ErrSignature is returned for a missing or wrong X-Line-Signature.
@@ -152,32 +162,54 @@ func VerifyLINE(secret, body []byte, signature string) error {
 	return nil
 }
 
-// ParseLINE reads a (verified) LINE webhook body and returns its text
-// message events; other events (follow, postback, ...) are counted in
-// ignored. An empty events list is LINE's connectivity check.
-func ParseLINE(body []byte) (events []LINEEvent, ignored int, err error) {
+// ParseLINE reads a (verified) LINE webhook body and returns its events.
+// An empty events list is LINE's connectivity check.
+func ParseLINE(body []byte) (events []LINEEvent, err error) {
 	var req lineBody
 	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, 0, badRequest("malformed JSON body: %v", err)
+		return nil, badRequest("malformed JSON body: %v", err)
 	}
 	if len(req.Events) > MaxMessagesPerRequest {
-		return nil, 0, badRequest("%d events in one request, more than the limit of %d", len(req.Events), MaxMessagesPerRequest)
+		return nil, badRequest("%d events in one request, more than the limit of %d", len(req.Events), MaxMessagesPerRequest)
 	}
 	for i, e := range req.Events {
-		if e.Type != "message" || e.Message == nil || e.Message.Type != "text" {
-			ignored++
-			continue
-		}
 		if e.WebhookEventID == "" || len(e.WebhookEventID) > 128 {
-			return nil, 0, badRequest("event %d has no valid webhookEventId", i+1)
+			return nil, badRequest("event %d has no valid webhookEventId", i+1)
+		}
+		if !validEventType(e.Type) {
+			return nil, badRequest("event %d has no valid type", i+1)
 		}
 		if len(e.ReplyToken) > 256 {
-			return nil, 0, badRequest("event %d has an oversized replyToken", i+1)
+			return nil, badRequest("event %d has an oversized replyToken", i+1)
 		}
-		if err := checkTexts([]string{e.Message.Text}); err != nil {
-			return nil, 0, badRequest("event %d: %v", i+1, err)
+		ev := LINEEvent{EventID: e.WebhookEventID, Event: e.Type, ReplyToken: e.ReplyToken}
+		if e.Type == "message" {
+			if e.Message == nil || !validEventType(e.Message.Type) {
+				return nil, badRequest("event %d is a message without a valid message type", i+1)
+			}
+			ev.Event += "." + e.Message.Type
+			if e.Message.Type == "text" {
+				if err := checkTexts([]string{e.Message.Text}); err != nil {
+					return nil, badRequest("event %d: %v", i+1, err)
+				}
+				ev.Text = e.Message.Text
+			}
 		}
-		events = append(events, LINEEvent{EventID: e.WebhookEventID, ReplyToken: e.ReplyToken, Text: e.Message.Text})
+		events = append(events, ev)
 	}
-	return events, ignored, nil
+	return events, nil
+}
+
+// validEventType accepts LINE's type names (camelCase ASCII letters), so
+// that an event's type can be recorded as it is.
+func validEventType(t string) bool {
+	if t == "" || len(t) > 64 {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+			return false
+		}
+	}
+	return true
 }

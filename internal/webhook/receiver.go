@@ -67,7 +67,7 @@ func (r *Receiver) LINE(body []byte, signature string) (int, []byte) {
 	if r.p.Full() {
 		return unavailable(ErrQueueFull)
 	}
-	events, _, err := ParseLINE(body)
+	events, err := ParseLINE(body)
 	if err != nil {
 		return http.StatusBadRequest, errorBody(err.Error())
 	}

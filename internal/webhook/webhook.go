@@ -21,7 +21,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"runtime/debug"
 	"slices"
 	"strconv"
@@ -291,7 +290,7 @@ func (p *Processor) EnqueueLINE(events []LINEEvent) (dups int, err error) {
 			continue
 		}
 		tasks = append(tasks, &task{msg: Message{ID: e.EventID, Source: SourceLINE, Text: e.Text, ReplyToken: e.ReplyToken,
-			RetryKey: uuid.New(), Received: now}})
+			Event: e.Event, RetryKey: uuid.New(), Received: now}})
 	}
 	if err := p.enqueueN(len(tasks), func(i int) *task { return tasks[i] }); err != nil {
 		return 0, err
@@ -337,7 +336,7 @@ func (p *Processor) dispatch() {
 		p.reserve.Add(-1)
 		p.inflight.Add(1)
 		p.nInFlight.Add(1)
-		if p.h2 != nil && p.h2.usable() && p.runCtx.Err() == nil {
+		if p.h2 != nil && p.h2.usable() && p.runCtx.Err() == nil && p.opt.Handle == nil && replies(&t.msg) {
 			p.startAsync(t)
 		} else {
 			go p.process(t)
@@ -379,13 +378,21 @@ func (p *Processor) process(t *task) {
 		attempts = 1
 		p.ensureID(m)
 		err = p.opt.Handle(ctx, m)
-	case p.api != nil:
+	case p.api != nil && replies(m):
 		start := time.Now()
 		attempts, err = p.api.call(ctx, m, func() { p.retries.Add(1) })
 		p.apiCalls.Add(uint64(attempts))
 		p.apiNanos.Add(uint64(time.Since(start)))
 	}
 	p.complete(m, attempts, err)
+}
+
+// replies reports whether m calls the API. A LINE event is answered
+// through the reply endpoint, which needs its replyToken and a text to
+// send: events without a token (standby mode, unsend, unfollow, leave, ...)
+// and events other than text messages are recorded without a call.
+func replies(m *Message) bool {
+	return m.Source != SourceLINE || (m.ReplyToken != "" && m.Text != "")
 }
 
 // complete records m's result after a successful call, or dead-letters it.
@@ -417,9 +424,7 @@ type task struct {
 	anon     bool  // a /callback message: its id is given when it is done
 	received int64 // msg.Received as Unix nanoseconds
 	call     h2Call
-	backoff  time.Duration
-	msg      Message
-	_        [8]byte // to 256 bytes; see above
+	msg      Message // 256 bytes in all; see above
 }
 
 // taskSize is the size the layout of task counts on.
@@ -438,7 +443,7 @@ func (p *Processor) startAsync(t *task) {
 		go func() { defer p.release(); p.complete(&t.msg, 0, &permanentError{err}) }()
 		return
 	}
-	t.p, t.backoff, t.start = p, p.opt.API.Backoff, monotonic()
+	t.p, t.start = p, monotonic()
 	t.call = h2Call{key: t.msg.RetryKey, body: body, owner: t}
 	p.sendAsync(t)
 }
@@ -490,12 +495,7 @@ func (p *Processor) onAsyncDone(t *task, status int, retryAfter time.Duration, e
 		p.finish(t, err)
 		return
 	}
-	wait := retryAfter
-	if wait <= 0 {
-		wait = time.Duration(rand.Int64N(int64(t.backoff) + 1)) // full jitter
-	}
-	wait = min(wait, p.opt.API.MaxBackoff)
-	t.backoff = min(2*t.backoff, p.opt.API.MaxBackoff)
+	wait := p.opt.API.retryWait(int(t.attempts), retryAfter)
 	p.retries.Add(1)
 	p.retryMu.Lock()
 	defer p.retryMu.Unlock()
@@ -657,7 +657,7 @@ func (p *Processor) batcher() {
 			if j.anon {
 				next++
 				j.id = p.messageIDAt(next)
-				value = resultJSON(SourceCallback, j.attempts, time.Unix(0, j.received).UTC(), now)
+				value = resultJSON(SourceCallback, "", j.attempts, time.Unix(0, j.received).UTC(), now)
 			} else {
 				m := j.msg()
 				if m.ID == "" {
@@ -665,7 +665,7 @@ func (p *Processor) batcher() {
 					m.ID = p.messageIDAt(next)
 				}
 				j.id = m.ID
-				value = resultJSON(m.Source, j.attempts, m.Received, now)
+				value = resultJSON(m.Source, m.Event, j.attempts, m.Received, now)
 			}
 			results = append(results, tsubame.Result{ID: j.id, Value: value})
 		}
@@ -700,10 +700,14 @@ func (p *Processor) safely(j recordJob, err error) {
 }
 
 // resultJSON is the stored outcome of a processed message.
-func resultJSON(source Source, attempts int, received, processed time.Time) []byte {
+func resultJSON(source Source, event string, attempts int, received, processed time.Time) []byte {
 	b := make([]byte, 0, 160)
 	b = append(b, `{"status":"ok","source":`...)
 	b = strconv.AppendQuote(b, string(source))
+	if event != "" {
+		b = append(b, `,"event":`...)
+		b = strconv.AppendQuote(b, event) // validEventType: letters and a dot
+	}
 	b = append(b, `,"attempts":`...)
 	b = strconv.AppendInt(b, int64(attempts), 10)
 	b = append(b, `,"received":"`...)

@@ -93,7 +93,7 @@ func TestReceiverAnswers(t *testing.T) {
 	// Processing waits until the test ends, so the queue only fills.
 	hold := make(chan struct{})
 	defer close(hold)
-	p, _ := newProcessor(t, Options{QueueSize: 7, MaxInFlight: 1, Handle: func(ctx context.Context, m *Message) error {
+	p, _ := newProcessor(t, Options{QueueSize: 8, MaxInFlight: 1, Handle: func(ctx context.Context, m *Message) error {
 		<-hold
 		return nil
 	}})
@@ -121,7 +121,7 @@ func TestReceiverAnswers(t *testing.T) {
 		{"line missing signature", 401, "", func() (int, []byte) { return r.LINE([]byte(lineBodyJSON("e1")), "") }, 5},
 		{"line bad signature", 401, "", func() (int, []byte) { return r.LINE([]byte(lineBodyJSON("e1")), sign("other")) }, 5},
 		{"line malformed but signed", 400, "", func() (int, []byte) { return r.LINE([]byte(`{"events":[`), sign(`{"events":[`)) }, 5},
-		{"line signed", 200, `{}`, func() (int, []byte) { b := lineBodyJSON("e1", "e2"); return r.LINE([]byte(b), sign(b)) }, 7},
+		{"line signed (two texts and a follow)", 200, `{}`, func() (int, []byte) { b := lineBodyJSON("e1", "e2"); return r.LINE([]byte(b), sign(b)) }, 8},
 	}
 	for _, c := range cases {
 		status, body := c.do()
@@ -669,5 +669,137 @@ func TestHTTP2TimeoutWaitingForAStream(t *testing.T) {
 	// One stream at a time: at least one call timed out before it had one.
 	if calls := api.Calls(); calls > 3 {
 		t.Errorf("the API saw %d calls, want at most 3 (1 + 2)", calls)
+	}
+}
+
+// lineEvents are the event types LINE documents (Messaging API reference,
+// "Webhook Event Objects"), each shaped as LINE sends it: the event's own
+// object beside the common fields, a reply token where LINE gives one.
+var lineEvents = []struct {
+	id, json string
+	event    string
+	replied  bool // a reply call is made
+}{
+	{"text", `"type":"message","replyToken":"rt-text","message":{"id":"1","type":"text","quoteToken":"q","text":"hello"}`, "message.text", true},
+	{"standby-text", `"type":"message","mode":"standby","message":{"id":"2","type":"text","quoteToken":"q","text":"hi"}`, "message.text", false},
+	{"image", `"type":"message","replyToken":"rt-image","message":{"id":"3","type":"image","quoteToken":"q","contentProvider":{"type":"line"}}`, "message.image", false},
+	{"video", `"type":"message","replyToken":"rt-video","message":{"id":"4","type":"video","duration":60000,"contentProvider":{"type":"line"}}`, "message.video", false},
+	{"audio", `"type":"message","replyToken":"rt-audio","message":{"id":"5","type":"audio","duration":60000,"contentProvider":{"type":"line"}}`, "message.audio", false},
+	{"file", `"type":"message","replyToken":"rt-file","message":{"id":"6","type":"file","fileName":"a.pdf","fileSize":2138}`, "message.file", false},
+	{"location", `"type":"message","replyToken":"rt-loc","message":{"id":"7","type":"location","title":"t","address":"a","latitude":35.65,"longitude":139.70}`, "message.location", false},
+	{"sticker", `"type":"message","replyToken":"rt-sticker","message":{"id":"8","type":"sticker","packageId":"1","stickerId":"1","stickerResourceType":"STATIC","keywords":["x"]}`, "message.sticker", false},
+	{"unsend", `"type":"unsend","unsend":{"messageId":"325708"}`, "unsend", false},
+	{"follow", `"type":"follow","replyToken":"rt-follow","follow":{"isUnblocked":false}`, "follow", false},
+	{"unfollow", `"type":"unfollow"`, "unfollow", false},
+	{"join", `"type":"join","replyToken":"rt-join"`, "join", false},
+	{"leave", `"type":"leave"`, "leave", false},
+	{"member-joined", `"type":"memberJoined","replyToken":"rt-mj","joined":{"members":[{"type":"user","userId":"U4"}]}`, "memberJoined", false},
+	{"member-left", `"type":"memberLeft","left":{"members":[{"type":"user","userId":"U4"}]}`, "memberLeft", false},
+	{"postback", `"type":"postback","replyToken":"rt-pb","postback":{"data":"action=buy&itemid=111","params":{"datetime":"2017-12-25T01:00"}}`, "postback", false},
+	{"video-play-complete", `"type":"videoPlayComplete","replyToken":"rt-vpc","videoPlayComplete":{"trackingId":"track-id"}`, "videoPlayComplete", false},
+	{"beacon", `"type":"beacon","replyToken":"rt-beacon","beacon":{"hwid":"d41d8cd98f","type":"enter"}`, "beacon", false},
+	{"account-link", `"type":"accountLink","replyToken":"rt-al","link":{"result":"ok","nonce":"xxxxxxxxxxxxxxx"}`, "accountLink", false},
+	{"things", `"type":"things","replyToken":"rt-things","things":{"deviceId":"t2c449c9d1","type":"link"}`, "things", false},
+	{"membership", `"type":"membership","replyToken":"rt-ms","membership":{"type":"joined","membershipId":3189}`, "membership", false},
+	{"activated", `"type":"activated","chatControl":{"expireAt":1588924800000}`, "activated", false},
+	{"deactivated", `"type":"deactivated"`, "deactivated", false},
+	{"bot-suspended", `"type":"botSuspended"`, "botSuspended", false},
+	{"bot-resumed", `"type":"botResumed"`, "botResumed", false},
+}
+
+// Every event type LINE documents is taken and recorded with its type;
+// only a text message with a reply token calls the reply endpoint, which
+// refuses calls without one, as LINE's does.
+func TestEveryLINEEventType(t *testing.T) {
+	transports(t, func(t *testing.T, h2c bool) {
+		api, err := fakeapi.Start(fakeapi.Options{ReplyEndpoint: true, RecordTexts: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer api.Close()
+		p, store := newProcessor(t, Options{API: APIOptions{URL: api.URL, H2C: h2c}})
+		r := NewReceiver(p, testSecret, 1<<20, quiet)
+		var events []string
+		replies := 0
+		for _, e := range lineEvents {
+			events = append(events, fmt.Sprintf(`{%s,"mode":"active","timestamp":1625665242211,"source":{"type":"user","userId":"U4af4980629"},"webhookEventId":"ev-%s","deliveryContext":{"isRedelivery":false}}`,
+				e.json, e.id))
+			if e.replied {
+				replies++
+			}
+		}
+		body := `{"destination":"xxxxxxxxxx","events":[` + strings.Join(events, ",") + `]}`
+		if status, b := r.LINE([]byte(body), sign(body)); status != 200 {
+			t.Fatalf("%d %s", status, b)
+		}
+		if err := p.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		st := p.Stats()
+		if st.Accepted != uint64(len(lineEvents)) || st.Processed != uint64(len(lineEvents)) || st.Failed != 0 {
+			t.Fatalf("stats %+v for %d events", st, len(lineEvents))
+		}
+		if api.Calls() != int64(replies) || api.Bad() != 0 {
+			t.Fatalf("%d calls (%d refused), want %d: only text messages with a reply token", api.Calls(), api.Bad(), replies)
+		}
+		for _, e := range lineEvents {
+			b, err := store.GetResult(context.Background(), "ev-"+e.id)
+			if err != nil {
+				t.Fatalf("%s: %v", e.id, err)
+			}
+			var res struct {
+				Event    string
+				Attempts int
+			}
+			if err := json.Unmarshal(b, &res); err != nil {
+				t.Fatal(err)
+			}
+			if want := map[bool]int{true: 1, false: 0}[e.replied]; res.Event != e.event || res.Attempts != want {
+				t.Errorf("%s: recorded %s; want event %s, %d attempts", e.id, b, e.event, want)
+			}
+		}
+	})
+}
+
+// A handler sees every event, with its type and reply token, and decides.
+func TestLINEEventsReachTheHandler(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]Message{}
+	p, _ := newProcessor(t, Options{Handle: func(ctx context.Context, m *Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got[m.ID] = *m
+		return nil
+	}})
+	r := NewReceiver(p, testSecret, 1<<20, quiet)
+	body := `{"destination":"x","events":[` +
+		`{"type":"message","mode":"standby","timestamp":1,"source":{"type":"user","userId":"U1"},"webhookEventId":"a","deliveryContext":{"isRedelivery":false},"message":{"id":"1","type":"text","text":"hi"}},` +
+		`{"type":"follow","mode":"active","timestamp":1,"source":{"type":"user","userId":"U1"},"webhookEventId":"b","replyToken":"rt-b","deliveryContext":{"isRedelivery":false},"follow":{"isUnblocked":true}}]}`
+	if status, b := r.LINE([]byte(body), sign(body)); status != 200 {
+		t.Fatalf("%d %s", status, b)
+	}
+	if err := p.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if a := got["a"]; a.Event != "message.text" || a.Text != "hi" || a.ReplyToken != "" {
+		t.Errorf("standby text: %+v", a)
+	}
+	if b := got["b"]; b.Event != "follow" || b.Text != "" || b.ReplyToken != "rt-b" {
+		t.Errorf("follow: %+v", b)
+	}
+}
+
+// Events LINE's reply endpoint would not accept are refused whole.
+func TestLINEMalformedEvents(t *testing.T) {
+	for name, ev := range map[string]string{
+		"no id":        `{"type":"follow","replyToken":"x"}`,
+		"no type":      `{"webhookEventId":"e1"}`,
+		"odd type":     `{"type":"fol low","webhookEventId":"e1"}`,
+		"message type": `{"type":"message","webhookEventId":"e1","message":{"id":"1"}}`,
+		"long token":   `{"type":"follow","webhookEventId":"e1","replyToken":"` + strings.Repeat("x", 300) + `"}`,
+	} {
+		if _, err := ParseLINE([]byte(`{"events":[` + ev + `]}`)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }

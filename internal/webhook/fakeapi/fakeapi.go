@@ -30,6 +30,9 @@ type Options struct {
 	Reject             bool          // answer 400 to everything (a permanent failure)
 	MaxStreams         uint32        // HTTP/2 streams per connection at once; default 100,000
 	RecordTexts        bool          // keep each retry key's text, for Texts
+	// ReplyEndpoint checks bodies as LINE's reply endpoint does: a
+	// replyToken and a non-empty text are required (else 400).
+	ReplyEndpoint bool
 }
 
 // Server is a running fake API.
@@ -150,6 +153,7 @@ func (s *Server) begin(method, key, auth string, raw []byte) (fail, ok bool) {
 	id, keyErr := uuid.Parse(key) // LINE requires a UUID
 	ok = method == http.MethodPost && keyErr == nil && json.Unmarshal(raw, &body) == nil &&
 		len(body.Messages) == 1 && body.Messages[0].Type == "text" &&
+		(!s.opt.ReplyEndpoint || body.ReplyToken != "" && body.Messages[0].Text != "") &&
 		(s.opt.Token == "" || auth == "Bearer "+s.opt.Token) && !s.opt.Reject
 	if !ok {
 		s.bad.Add(1)
