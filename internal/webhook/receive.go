@@ -36,7 +36,7 @@ type Message struct {
 	Text       string    `json:"text"`
 	ReplyToken string    `json:"reply_token,omitempty"`
 	Event      string    `json:"event,omitempty"` // LINE's event type (see LINEEvent)
-	RetryKey   uuid.UUID `json:"retry_key"` // sent as X-Line-Retry-Key: the API can drop repeats
+	RetryKey   uuid.UUID `json:"retry_key"`       // sent as X-Line-Retry-Key: the API can drop repeats
 	Received   time.Time `json:"received"`
 }
 
