@@ -27,6 +27,7 @@ import (
 	"tsubame/internal/cache"
 	"tsubame/internal/certs"
 	"tsubame/internal/config"
+	"tsubame/internal/ratelog"
 	"tsubame/internal/render"
 	"tsubame/internal/server"
 	"tsubame/internal/static"
@@ -739,14 +740,19 @@ func loadDemo(ctx context.Context, s tsubame.Store, log *slog.Logger) error {
 	return nil
 }
 
-func newLogger(cfg *config.Config, w io.Writer) (*slog.Logger, *slog.LevelVar) {
+// newLogger returns the process logger. Repeated warnings and errors are
+// bounded by the returned handler (log.repeat_interval), whose Run writes
+// the counts.
+func newLogger(cfg *config.Config, w io.Writer) (*slog.Logger, *slog.LevelVar, *ratelog.Handler) {
 	level := new(slog.LevelVar)
 	level.Set(logLevel(cfg))
 	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if cfg.Log.Format == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts)), level
+		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(slog.NewTextHandler(w, opts)), level
+	bounded := ratelog.New(h, cfg.Log.RepeatInterval)
+	return slog.New(bounded), level, bounded
 }
 
 func logLevel(cfg *config.Config) slog.Level {
@@ -768,7 +774,12 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer,
 	if err != nil {
 		return err
 	}
-	logger, level := newLogger(cfg, stderr)
+	logger, level, bounded := newLogger(cfg, stderr)
+	// The counts of repeated lines are written every interval, and at exit.
+	logCtx, stopLog := context.WithCancel(context.Background())
+	logDone := make(chan struct{})
+	go func() { bounded.Run(logCtx); close(logDone) }()
+	defer func() { stopLog(); <-logDone }()
 	m := &Main{Config: cfg, Logger: logger, Level: level, Demo: *demo}
 	if m.handover, err = inherited(environ); err != nil {
 		return err

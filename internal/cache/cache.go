@@ -513,29 +513,18 @@ func (d *depIndex) take(dep string) []string {
 	return out
 }
 
-// otterLogger routes otter's internal reports (swallowed refresh errors,
-// recovered panics) to slog. Warnings are refresh failures, one per key per
-// RetryInterval while a store is down: they are counted in Stats and logged
-// at most once per logEvery, with the number left out.
-type otterLogger struct {
-	l          *slog.Logger
-	last       atomic.Int64 // now() of the last warning logged
-	suppressed atomic.Uint64
-}
-
-const logEvery = 5 * time.Second
+// otterLogger routes otter's internal reports (failed background
+// refreshes, recovered panics) to the process logger, which bounds repeats
+// (a store that is down fails one refresh per key per RetryInterval; each
+// is counted in Stats).
+type otterLogger struct{ l *slog.Logger }
 
 func (o *otterLogger) Warn(ctx context.Context, msg string, err error) {
-	t, last := now(), o.last.Load()
-	if last != 0 && t-last < int64(logEvery) || !o.last.CompareAndSwap(last, t) {
-		o.suppressed.Add(1)
-		return
-	}
-	o.l.WarnContext(ctx, msg, "err", err, "suppressed", o.suppressed.Swap(0))
+	o.l.WarnContext(ctx, "cache: "+msg, "err", err)
 }
 
 func (o *otterLogger) Error(ctx context.Context, msg string, err error) {
-	o.l.ErrorContext(ctx, msg, "err", err)
+	o.l.ErrorContext(ctx, "cache: "+msg, "err", err)
 }
 
 // Hottest returns up to n ids of found placements, the most used first (by

@@ -169,8 +169,9 @@ func (c *Config) AuditLogPath() string {
 
 // Log configures the process log.
 type Log struct {
-	Level  string `koanf:"level"`
-	Format string `koanf:"format"`
+	Level          string        `koanf:"level"`
+	Format         string        `koanf:"format"`
+	RepeatInterval time.Duration `koanf:"repeat_interval"`
 }
 
 // Store selects and configures the placement store.
@@ -605,6 +606,9 @@ func (c *Config) Validate() []error {
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
 		add("log.format: %q is not one of text, json", c.Log.Format)
+	}
+	if c.Log.RepeatInterval < 0 {
+		add("log.repeat_interval: %v must not be negative", c.Log.RepeatInterval)
 	}
 	switch c.Store.Type {
 	case "embedded", "memory":
