@@ -38,6 +38,11 @@ type Invalidator interface {
 	InvalidateDep(dep string)
 	// InvalidateAll drops everything cached.
 	InvalidateAll()
+	// Revalidate marks everything cached as due for a refresh from the
+	// store, without dropping it: for a change feed that may have missed
+	// announcements, so values keep being served (stale) while the store
+	// does not answer.
+	Revalidate()
 }
 
 // ChangeFeed is implemented by stores shared between processes (Redis):

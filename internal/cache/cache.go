@@ -128,6 +128,7 @@ type Stats struct {
 	RefreshErrors uint64        // background refreshes that failed (a stale value kept being served)
 	Evictions     uint64        // entries dropped for size or expiry
 	Invalidations uint64        // entries dropped by Invalidate or InvalidateDep
+	Revalidations uint64        // Revalidate calls (every entry made due for a refresh)
 	ShortCircuits uint64        // store reads refused at once while the circuit was open
 	LoadsRefused  uint64        // misses refused because MaxLoads reads were in flight for LoadWait
 	BreakerOpen   bool          // the circuit is open now
@@ -148,10 +149,12 @@ type Cache struct {
 	deps   depIndex
 
 	gen           atomic.Uint64
+	staleGen      atomic.Uint64  // entries of this generation or older are due for a refresh (Revalidate)
 	counter       *stats.Counter // striped: hits and misses are counted on the hot path
 	stale         atomic.Uint64
 	refreshErrors atomic.Uint64
 	invalidations atomic.Uint64
+	revalidations atomic.Uint64
 
 	loads         chan struct{} // slots for store reads in flight
 	loadsRefused  atomic.Uint64
@@ -230,7 +233,7 @@ func now() int64 { return int64(time.Since(epoch)) }
 func (c *Cache) Lookup(ctx context.Context, id []byte) (*Entry, error) {
 	// The unsafe string only lives for this map probe: GetIfPresent neither
 	// keeps the key nor starts a refresh with it.
-	if e, ok := c.c.GetIfPresent(unsafe.String(unsafe.SliceData(id), len(id))); ok && now() < e.freshUntil {
+	if e, ok := c.c.GetIfPresent(unsafe.String(unsafe.SliceData(id), len(id))); ok && c.fresh(e) {
 		c.counter.RecordHits(1)
 		return e, nil
 	}
@@ -245,13 +248,19 @@ func (c *Cache) slowLookup(ctx context.Context, id string) (*Entry, error) {
 		c.counter.RecordMisses(1)
 		return nil, err
 	}
-	if now() < e.freshUntil {
+	if c.fresh(e) {
 		// Loaded for us, or refreshed by someone else meanwhile.
 		c.counter.RecordMisses(1)
 	} else {
 		c.stale.Add(1)
 	}
 	return e, nil
+}
+
+// fresh reports whether e may be served without asking the store: within
+// its TTL and loaded after the last Revalidate.
+func (c *Cache) fresh(e *Entry) bool {
+	return now() < e.freshUntil && e.gen > c.staleGen.Load()
 }
 
 // loader reads placements from the store for otter. Load runs for missing
@@ -306,6 +315,9 @@ func (c *Cache) load(ctx context.Context, id string) (*Entry, error) {
 	defer func() { <-c.loads }()
 	ctx, cancel := context.WithTimeout(ctx, c.opt.LoadTimeout)
 	defer cancel()
+	// The generation is taken before the read: a read that started before
+	// a Revalidate yields an entry that is due for a refresh already.
+	gen := c.gen.Add(1)
 	start := time.Now()
 	p, err := c.store.Get(ctx, id)
 	if err != nil && !tsubame.IsNotFound(err) {
@@ -318,7 +330,7 @@ func (c *Cache) load(ctx context.Context, id string) (*Entry, error) {
 	}
 	c.failures.Store(0)
 	c.counter.RecordLoadSuccess(time.Since(start))
-	e := &Entry{gen: c.gen.Add(1)}
+	e := &Entry{gen: gen}
 	if err != nil {
 		e.Payload = c.opt.NotFound
 	} else {
@@ -376,6 +388,18 @@ func (c *Cache) InvalidateDep(dep string) {
 	}
 }
 
+// Revalidate marks every entry as due for a refresh: its next lookup
+// serves it and reads the store in the background (one read per id), as
+// for an entry past its TTL; while the store fails it keeps being served,
+// up to StaleIfError. Entries loaded from here on are fresh as usual.
+func (c *Cache) Revalidate() {
+	c.staleGen.Store(c.gen.Load())
+	for id := range c.c.Keys() {
+		c.c.SetRefreshableAfter(id, time.Nanosecond) // now (0 would mean "never")
+	}
+	c.revalidations.Add(1)
+}
+
 // InvalidateAll drops every entry.
 func (c *Cache) InvalidateAll() {
 	n := c.c.EstimatedSize()
@@ -395,6 +419,7 @@ func (c *Cache) Stats() Stats {
 		RefreshErrors: c.refreshErrors.Load(),
 		Evictions:     s.Evictions,
 		Invalidations: c.invalidations.Load(),
+		Revalidations: c.revalidations.Load(),
 		ShortCircuits: c.shortCircuits.Load(),
 		LoadsRefused:  c.loadsRefused.Load(),
 		BreakerOpen:   c.opt.BreakerFailures > 0 && now() < c.openUntil.Load(),

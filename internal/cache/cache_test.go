@@ -503,3 +503,64 @@ func TestHottestAndWarm(t *testing.T) {
 		t.Fatal("warmed ids still went to the store")
 	}
 }
+
+// Revalidate (a change feed that may have missed writes) keeps every entry
+// and serves it, while each is read again from the store: a value changed
+// behind the cache's back shows up, and while the store fails the cached
+// values keep being served, with reads paced by RetryInterval.
+func TestRevalidateKeepsServingWhileTheStoreFails(t *testing.T) {
+	opt := options()
+	opt.TTL = time.Hour // only Revalidate makes entries due
+	opt.RetryInterval = 20 * time.Millisecond
+	c, fs := newCache(t, opt)
+	ctx := t.Context()
+	const n = 50
+	old := map[string]string{}
+	for i := range n {
+		id := fmt.Sprint(i)
+		if err := fs.Store.Put(ctx, storetest.Placement(id, 1)); err != nil {
+			t.Fatal(err)
+		}
+		old[id] = string(lookup(t, c, id).Payload)
+	}
+	// Changed behind the cache (an announcement it missed), then the store fails.
+	for i := range n {
+		if err := fs.Store.Put(ctx, storetest.Placement(fmt.Sprint(i), 2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs.fail.Store(true)
+	before := fs.gets.Load()
+	c.Revalidate()
+	if st := c.Stats(); st.Entries != n || st.Revalidations != 1 {
+		t.Fatalf("after Revalidate: %+v", st)
+	}
+	// Every id still answers, with its cached value, for a while.
+	for range 10 {
+		for id, want := range old {
+			if got := string(lookup(t, c, id).Payload); got != want {
+				t.Fatalf("id %s during the outage: %s", id, got)
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if fs.gets.Load() == before {
+		t.Fatal("no entry was read again")
+	}
+	if st := c.Stats(); st.RefreshErrors == 0 || st.Stale == 0 {
+		t.Fatalf("the failed refreshes are not visible: %+v", st)
+	}
+	// The store answers again: every id gets its new value.
+	fs.fail.Store(false)
+	for id, was := range old {
+		waitFor(t, func() bool { return string(lookup(t, c, id).Payload) != was })
+	}
+	// Fresh again: hits, no more reads.
+	reads := fs.gets.Load()
+	for id := range old {
+		lookup(t, c, id)
+	}
+	if fs.gets.Load() != reads {
+		t.Fatalf("%d reads after the refresh", fs.gets.Load()-reads)
+	}
+}

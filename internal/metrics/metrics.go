@@ -42,7 +42,7 @@ type CacheCollector struct {
 }
 
 type cacheDescs struct {
-	lookups, loads, loadTime, refreshErrors, evictions, invalidations, entries, bytes, shortCircuits, breakerOpen, loadsRefused *prometheus.Desc
+	lookups, loads, loadTime, refreshErrors, evictions, invalidations, revalidations, entries, bytes, shortCircuits, breakerOpen, loadsRefused *prometheus.Desc
 }
 
 // NewCacheCollector returns a collector over stats, called once per scrape.
@@ -58,6 +58,7 @@ func NewCacheCollector(stats func() cache.Stats) *CacheCollector {
 		refreshErrors: d("refresh_errors_total", "Background refreshes that failed; the stale value kept being served."),
 		evictions:     d("evictions_total", "Entries dropped for size or age."),
 		invalidations: d("invalidations_total", "Entries dropped by writes or explicit invalidation."),
+		revalidations: d("revalidations_total", "Times every entry was marked for a refresh (the invalidation feed was lost and is back)."),
 		entries:       d("entries", "Entries in the cache."),
 		bytes:         d("bytes", "Estimated memory held by cache entries."),
 		shortCircuits: d("short_circuits_total", "Store reads refused at once because the circuit breaker was open."),
@@ -69,7 +70,7 @@ func NewCacheCollector(stats func() cache.Stats) *CacheCollector {
 // Describe implements prometheus.Collector.
 func (c *CacheCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.descs.lookups, c.descs.loads, c.descs.loadTime, c.descs.refreshErrors,
-		c.descs.evictions, c.descs.invalidations, c.descs.entries, c.descs.bytes, c.descs.shortCircuits, c.descs.breakerOpen, c.descs.loadsRefused} {
+		c.descs.evictions, c.descs.invalidations, c.descs.revalidations, c.descs.entries, c.descs.bytes, c.descs.shortCircuits, c.descs.breakerOpen, c.descs.loadsRefused} {
 		ch <- d
 	}
 }
@@ -89,6 +90,7 @@ func (c *CacheCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.descs.refreshErrors, s.RefreshErrors)
 	counter(c.descs.evictions, s.Evictions)
 	counter(c.descs.invalidations, s.Invalidations)
+	counter(c.descs.revalidations, s.Revalidations)
 	ch <- prometheus.MustNewConstMetric(c.descs.entries, prometheus.GaugeValue, float64(s.Entries))
 	ch <- prometheus.MustNewConstMetric(c.descs.bytes, prometheus.GaugeValue, float64(s.Bytes))
 	counter(c.descs.shortCircuits, s.ShortCircuits)

@@ -492,9 +492,10 @@ func (s *Store) Publish(ctx context.Context, ids, deps []string, all bool) error
 
 // Watch delivers the invalidations announced by every process writing to
 // this Redis to inv, until ctx ends. Each time the subscription is
-// (re)established after the first, inv.InvalidateAll runs: announcements
-// made while it was down are lost, so nothing cached before may be trusted.
-// It returns ctx's error.
+// (re)established after the first, inv.Revalidate runs: announcements
+// made while it was down are lost, so everything cached is read again —
+// but kept, and served, while Redis does not answer. It returns ctx's
+// error.
 func (s *Store) Watch(ctx context.Context, inv tsubame.Invalidator) error {
 	first := true
 	backoff := 50 * time.Millisecond
@@ -507,8 +508,8 @@ func (s *Store) Watch(ctx context.Context, inv tsubame.Invalidator) error {
 					return
 				}
 				if !first {
-					inv.InvalidateAll()
-					s.opt.Logger.Info("redis invalidation channel resubscribed; local cache flushed")
+					inv.Revalidate()
+					s.opt.Logger.Info("redis invalidation channel resubscribed; every cached placement will be read again")
 				}
 				first = false
 				backoff = 50 * time.Millisecond
