@@ -45,6 +45,15 @@ type Invalidator interface {
 	Revalidate()
 }
 
+// Sharded is implemented by stores whose placements live on several
+// servers (Redis Cluster). Shard returns a small number naming the server
+// that serves id, so that a cache can isolate one server's failure from
+// the others': its own circuit breaker and its own pool of reads. A store
+// without it is one shard.
+type Sharded interface {
+	Shard(id string) int
+}
+
 // ChangeFeed is implemented by stores shared between processes (Redis):
 // Watch delivers to inv every write any process makes, so the in-process
 // cache of every node drops what changed. It runs until ctx ends.

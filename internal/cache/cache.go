@@ -55,7 +55,7 @@ type Options struct {
 	// MaxLoads bounds the store reads in flight for distinct missing ids (an
 	// intentional bottleneck: a flood of unknown ids cannot swamp the
 	// store). A miss waits up to LoadWait for a slot, then fails with
-	// EUNAVAILABLE. Default 256 and 100ms.
+	// EUNAVAILABLE. Default 256 and 100ms; per shard for a sharded store.
 	MaxLoads int
 	LoadWait time.Duration
 	// Encode appends the payload of a found placement to dst. Required.
@@ -131,7 +131,8 @@ type Stats struct {
 	Revalidations uint64        // Revalidate calls (every entry made due for a refresh)
 	ShortCircuits uint64        // store reads refused at once while the circuit was open
 	LoadsRefused  uint64        // misses refused because MaxLoads reads were in flight for LoadWait
-	BreakerOpen   bool          // the circuit is open now
+	BreakerOpen   bool          // a circuit is open now
+	OpenShards    int           // shards of the store whose circuit is open now
 	Entries       int           // current number of entries
 	Bytes         uint64        // current estimated weight of entries
 	LoadTime      time.Duration // total time spent in store reads
@@ -156,11 +157,27 @@ type Cache struct {
 	invalidations atomic.Uint64
 	revalidations atomic.Uint64
 
-	loads         chan struct{} // slots for store reads in flight
+	// One circuit breaker and one pool of reads per shard of the store
+	// (tsubame.Sharded: a Redis Cluster master), so that a dead shard costs
+	// only its own ids. A store that is not sharded is one shard.
+	sharded       tsubame.Sharded
+	shards        [maxShards]shard
 	loadsRefused  atomic.Uint64
-	failures      atomic.Int64 // consecutive failed store reads
-	openUntil     atomic.Int64 // now() until which the circuit is open
 	shortCircuits atomic.Uint64
+}
+
+// maxShards bounds the shards told apart; beyond it shards share (a
+// cluster's masters are counted in tens, and a promoted replica is a new
+// shard).
+const maxShards = 64
+
+// shard is one shard's breaker and read pool.
+type shard struct {
+	loads     chan struct{} // slots for store reads in flight; made on first use
+	once      sync.Once
+	failures  atomic.Int64 // consecutive failed store reads
+	openUntil atomic.Int64 // now() until which the circuit is open
+	_         [32]byte     // shards apart on cache lines
 }
 
 var (
@@ -178,7 +195,8 @@ func New(store tsubame.Store, opt Options) (*Cache, error) {
 	if opt.Encode == nil || opt.NotFound == nil {
 		return nil, tsubame.Errorf(tsubame.EINVALID, "cache: Encode and NotFound are required")
 	}
-	c := &Cache{store: store, opt: opt, counter: stats.NewCounter(), loads: make(chan struct{}, opt.MaxLoads)}
+	c := &Cache{store: store, opt: opt, counter: stats.NewCounter()}
+	c.sharded, _ = store.(tsubame.Sharded)
 	c.deps.m = make(map[string]map[string]uint64)
 	c.loader = loader{c}
 	oc, err := otter.New(&otter.Options[string, *Entry]{
@@ -285,17 +303,28 @@ var errCircuitOpen = tsubame.Errorf(tsubame.EUNAVAILABLE, "placement store unava
 // errTooManyLoads is returned when no store read slot frees in time.
 var errTooManyLoads = tsubame.Errorf(tsubame.EUNAVAILABLE, "too many placement reads at once, retry later")
 
-// acquireLoad takes a read slot, waiting up to LoadWait.
-func (c *Cache) acquireLoad(ctx context.Context) bool {
+// shardOf returns the breaker and read pool of id's shard.
+func (c *Cache) shardOf(id string) *shard {
+	n := 0
+	if c.sharded != nil {
+		n = c.sharded.Shard(id) % maxShards
+	}
+	sh := &c.shards[n]
+	sh.once.Do(func() { sh.loads = make(chan struct{}, c.opt.MaxLoads) })
+	return sh
+}
+
+// acquireLoad takes a read slot of sh, waiting up to LoadWait.
+func (c *Cache) acquireLoad(ctx context.Context, sh *shard) bool {
 	select {
-	case c.loads <- struct{}{}:
+	case sh.loads <- struct{}{}:
 		return true
 	default:
 	}
 	t := time.NewTimer(c.opt.LoadWait)
 	defer t.Stop()
 	select {
-	case c.loads <- struct{}{}:
+	case sh.loads <- struct{}{}:
 		return true
 	case <-t.C:
 	case <-ctx.Done():
@@ -305,14 +334,15 @@ func (c *Cache) acquireLoad(ctx context.Context) bool {
 }
 
 func (c *Cache) load(ctx context.Context, id string) (*Entry, error) {
-	if c.opt.BreakerFailures > 0 && now() < c.openUntil.Load() {
+	sh := c.shardOf(id)
+	if c.opt.BreakerFailures > 0 && now() < sh.openUntil.Load() {
 		c.shortCircuits.Add(1)
 		return nil, errCircuitOpen
 	}
-	if !c.acquireLoad(ctx) {
+	if !c.acquireLoad(ctx, sh) {
 		return nil, errTooManyLoads
 	}
-	defer func() { <-c.loads }()
+	defer func() { <-sh.loads }()
 	ctx, cancel := context.WithTimeout(ctx, c.opt.LoadTimeout)
 	defer cancel()
 	// The generation is taken before the read: a read that started before
@@ -322,13 +352,15 @@ func (c *Cache) load(ctx context.Context, id string) (*Entry, error) {
 	p, err := c.store.Get(ctx, id)
 	if err != nil && !tsubame.IsNotFound(err) {
 		c.counter.RecordLoadFailure(time.Since(start))
-		if n := c.failures.Add(1); c.opt.BreakerFailures > 0 && n >= int64(c.opt.BreakerFailures) {
+		if n := sh.failures.Add(1); c.opt.BreakerFailures > 0 && n >= int64(c.opt.BreakerFailures) {
 			// Open (again, if this was the probe after a cooldown).
-			c.openUntil.Store(now() + int64(c.opt.BreakerCooldown))
+			sh.openUntil.Store(now() + int64(c.opt.BreakerCooldown))
 		}
 		return nil, tsubame.WrapError(tsubame.EUNAVAILABLE, err, "placement store unavailable")
 	}
-	c.failures.Store(0)
+	if sh.failures.Load() != 0 {
+		sh.failures.Store(0)
+	}
 	c.counter.RecordLoadSuccess(time.Since(start))
 	e := &Entry{gen: gen}
 	if err != nil {
@@ -410,6 +442,15 @@ func (c *Cache) InvalidateAll() {
 // Stats returns a snapshot of the counters.
 func (c *Cache) Stats() Stats {
 	s := c.counter.Snapshot()
+	open := 0
+	if c.opt.BreakerFailures > 0 {
+		t := now()
+		for i := range c.shards {
+			if t < c.shards[i].openUntil.Load() {
+				open++
+			}
+		}
+	}
 	return Stats{
 		Hits:          s.Hits,
 		Misses:        s.Misses,
@@ -422,7 +463,8 @@ func (c *Cache) Stats() Stats {
 		Revalidations: c.revalidations.Load(),
 		ShortCircuits: c.shortCircuits.Load(),
 		LoadsRefused:  c.loadsRefused.Load(),
-		BreakerOpen:   c.opt.BreakerFailures > 0 && now() < c.openUntil.Load(),
+		BreakerOpen:   open > 0,
+		OpenShards:    open,
 		Entries:       c.c.EstimatedSize(),
 		Bytes:         c.c.WeightedSize(),
 		LoadTime:      s.TotalLoadTime,

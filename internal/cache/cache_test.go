@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -563,4 +564,94 @@ func TestRevalidateKeepsServingWhileTheStoreFails(t *testing.T) {
 	if fs.gets.Load() != reads {
 		t.Fatalf("%d reads after the refresh", fs.gets.Load()-reads)
 	}
+}
+
+// shardedStore splits ids over two shards by their first letter ("d..."
+// is shard 1, the dead one) and fails or hangs shard 1 on demand.
+type shardedStore struct {
+	*flakyStore
+	deadGets atomic.Int64
+	hang     atomic.Bool
+}
+
+func (s *shardedStore) Shard(id string) int {
+	if strings.HasPrefix(id, "d") {
+		return 1
+	}
+	return 0
+}
+
+func (s *shardedStore) Get(ctx context.Context, id string) (*tsubame.Placement, error) {
+	if s.Shard(id) == 1 {
+		s.deadGets.Add(1)
+		if s.hang.Load() {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return nil, errors.New("dial tcp: connection refused")
+	}
+	return s.flakyStore.Get(ctx, id)
+}
+
+// A dead shard opens its own breaker and fills its own read pool; the other
+// shard's ids keep loading, however many reads the dead one has failed.
+func TestBreakerAndPoolPerShard(t *testing.T) {
+	opt := options()
+	opt.BreakerFailures = 3
+	opt.BreakerCooldown = time.Hour
+	opt.MaxLoads = 2
+	opt.LoadWait = time.Millisecond
+	opt.LoadTimeout = time.Hour // a hung read ends with its request
+	ss := &shardedStore{flakyStore: &flakyStore{Store: memory.New()}}
+	c, err := cache.New(ss, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := t.Context()
+	for i := range 100 {
+		if err := ss.Store.Put(ctx, storetest.Placement(fmt.Sprint("live", i), 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Dead-shard reads interleaved with live ones: the live successes do
+	// not keep the dead shard's breaker closed.
+	for i := range 50 {
+		if _, err := c.Lookup(ctx, []byte(fmt.Sprint("dead", i))); tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {
+			t.Fatalf("dead id: %v", err)
+		}
+		if e := lookup(t, c, fmt.Sprint("live", i)); !e.Found {
+			t.Fatal("live id not found")
+		}
+	}
+	if n := ss.deadGets.Load(); n != 3 {
+		t.Fatalf("the dead shard was read %d times; its breaker should open after 3", n)
+	}
+	if st := c.Stats(); st.OpenShards != 1 || st.ShortCircuits != 47 {
+		t.Fatalf("stats %+v", st)
+	}
+
+	// A hung shard fills its own pool, not the other's.
+	c2, err := cache.New(ss, func() cache.Options { o := opt; o.BreakerFailures = -1; return o }())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c2.Close() })
+	ss.hang.Store(true)
+	hung, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() { _, _ = c2.Lookup(hung, []byte(fmt.Sprint("dead-hung", i))) })
+	}
+	waitFor(t, func() bool { return ss.deadGets.Load() == 5 })
+	if _, err := c2.Lookup(ctx, []byte("dead-more")); tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {
+		t.Fatalf("a third read of the hung shard: %v, want a refusal (its pool of 2 is full)", err)
+	}
+	for i := 50; i < 100; i++ {
+		if e := lookup(t, c2, fmt.Sprint("live", i)); !e.Found {
+			t.Fatal("live id not found while the other shard hangs")
+		}
+	}
+	cancel()
+	wg.Wait()
 }

@@ -69,6 +69,10 @@ type Store struct {
 	closed  atomic.Bool
 	// bound is the context shared by commands whose callers set no deadline.
 	bound atomic.Pointer[sharedDeadline]
+	// shards maps slots to masters (shards.go); nil on a standalone server.
+	shards     *shardMap
+	stopShards context.CancelFunc
+	shardsDone chan struct{}
 }
 
 // sharedDeadline is one context with a deadline, handed to every command
@@ -121,6 +125,18 @@ func Open(opt Options) (*Store, error) {
 		// A dead master's slots move to its replica; rescan the topology
 		// every second so the client follows a failover promptly.
 		ClusterOption: rueidis.ClusterOption{ShardsRefreshInterval: time.Second},
+		// A read that meets a network error is retried once at once (a
+		// connection that broke, a slot that moved) and then fails: the
+		// default retries with backoff until the deadline, so every read
+		// of a dead master's ids took most of a second to fail, holding its
+		// request that long. The cache serves stale values and its breaker
+		// (per master) answers the rest at once.
+		RetryDelay: func(attempts int, _ rueidis.Completed, _ error) time.Duration {
+			if attempts <= 1 {
+				return 0
+			}
+			return -1
+		},
 	}
 	if opt.TLS {
 		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
@@ -141,7 +157,12 @@ func Open(opt Options) (*Store, error) {
 		return nil, tsubame.WrapError(tsubame.EUNAVAILABLE, err, "cannot connect to redis at %s", strings.Join(opt.Addrs, ","))
 	}
 	p := opt.KeyPrefix
-	return &Store{c: c, opt: opt, kIDs: p + "ids", kLog: p + "accesslog", kRes: p + "results", channel: p + "invalidate", now: time.Now}, nil
+	s := &Store{c: c, opt: opt, kIDs: p + "ids", kLog: p + "accesslog", kRes: p + "results", channel: p + "invalidate", now: time.Now,
+		shards: &shardMap{index: make(map[string]uint32)}, shardsDone: make(chan struct{})}
+	var ctx context.Context
+	ctx, s.stopShards = context.WithCancel(context.Background())
+	s.watchShards(ctx, time.Second)
+	return s, nil
 }
 
 func (s *Store) key(id string) string { return s.opt.KeyPrefix + "p:" + id }
@@ -447,6 +468,8 @@ func (s *Store) Close() error {
 	if s.closed.Swap(true) {
 		return nil
 	}
+	s.stopShards()
+	<-s.shardsDone
 	s.c.Close()
 	if b := s.bound.Load(); b != nil {
 		b.cancel()
