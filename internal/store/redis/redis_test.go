@@ -330,3 +330,57 @@ func TestCommandTimeout(t *testing.T) {
 		})
 	}
 }
+
+// Shard names the master serving each id: ids on one master share a shard,
+// ids on different masters do not, and after a failover the dead master's
+// ids move to a new shard (the promoted replica's).
+func TestShardFollowsTheMasters(t *testing.T) {
+	c := redistest.StartCluster(t)
+	prefix := uniquePrefix(t)
+	s := open(t, c.Addrs(), prefix)
+	masters := map[int]string{}
+	byMaster := map[string]int{}
+	ids := make([]string, 60)
+	for i := range ids {
+		ids[i] = fmt.Sprint("id", i)
+		shard, master := s.Shard(ids[i]), c.MasterOf(t, prefix+"p:"+ids[i]).Addr
+		if m, ok := masters[shard]; ok && m != master {
+			t.Fatalf("shard %d holds ids of %s and %s", shard, m, master)
+		}
+		if sh, ok := byMaster[master]; ok && sh != shard {
+			t.Fatalf("master %s has ids in shards %d and %d", master, sh, shard)
+		}
+		masters[shard], byMaster[master] = master, shard
+	}
+	if len(masters) != 3 {
+		t.Fatalf("60 ids on %d shards, want the 3 masters", len(masters))
+	}
+
+	victim := c.MasterOf(t, prefix+"p:"+ids[0])
+	old := s.Shard(ids[0])
+	victim.Kill()
+	deadline := time.Now().Add(60 * time.Second)
+	for s.Shard(ids[0]) == old {
+		if time.Now().After(deadline) {
+			t.Fatal("the dead master's ids never moved to another shard")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	c.WaitOK(t)
+	promoted := c.MasterOf(t, prefix+"p:"+ids[0]).Addr
+	for _, id := range ids {
+		if c.MasterOf(t, prefix+"p:"+id).Addr == promoted && s.Shard(id) != s.Shard(ids[0]) {
+			t.Fatalf("%s is on the promoted master %s but in shard %d, not %d", id, promoted, s.Shard(id), s.Shard(ids[0]))
+		}
+	}
+}
+
+func TestShardStandaloneIsOne(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, []string{srv.Addr}, uniquePrefix(t))
+	for i := range 100 {
+		if sh := s.Shard(fmt.Sprint(i)); sh != 0 {
+			t.Fatalf("standalone id %d in shard %d", i, sh)
+		}
+	}
+}
