@@ -296,4 +296,3 @@ func metric(t *testing.T, url, name string) float64 {
 	}
 	return sum
 }
-
