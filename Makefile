@@ -124,6 +124,8 @@ BENCH_DURATION ?= 10s
 BENCH_CONNECTIONS ?= 100
 BENCH_ROUNDS ?= 3
 BENCH_SCENARIOS ?=
+# A git revision to measure this build against (the *-baseline scenarios).
+BENCH_BASELINE ?=
 
 .PHONY: bench bench-tools
 bench-tools:
@@ -134,4 +136,4 @@ bench-tools:
 ## bench: wrk against the real binary and a reference nginx, interleaved; writes BENCHMARKS.md
 bench: build bench-tools
 	$(GO) run ./bench -bin $(BIN) -duration $(BENCH_DURATION) -connections $(BENCH_CONNECTIONS) \
-		-rounds $(BENCH_ROUNDS) $(if $(BENCH_SCENARIOS),-scenarios $(BENCH_SCENARIOS))
+		-rounds $(BENCH_ROUNDS) $(if $(BENCH_SCENARIOS),-scenarios $(BENCH_SCENARIOS)) $(if $(BENCH_BASELINE),-baseline $(BENCH_BASELINE))

@@ -122,8 +122,17 @@ func main() {
 		only     = flag.String("scenarios", "", "comma-separated scenario names to run (default all)")
 		out      = flag.String("out", "BENCHMARKS.md", "report to write")
 		chart    = flag.String("chart", "bench/results.png", "chart to write")
+		baseline = flag.String("baseline", "", "a git revision to measure this build against, on Redis (adds the *-baseline scenarios)")
 	)
 	flag.Parse()
+	if *baseline != "" {
+		v := baselineVariant(*baseline)
+		scenarios = append(scenarios,
+			scenario{Name: "sample3-redis-baseline", Path: "/api/sample3.js?id=1&callback=Example.process", Variant: v,
+				What: "Redis store + in-process cache, against " + *baseline},
+			scenario{Name: "sample2-redis-baseline", Path: "/api/sample2.js?id=1&callback=Example.process", Variant: v,
+				What: "Redis read per request, against " + *baseline})
+	}
 	if err := runBench(*bin, *duration, *conns, *threads, *rounds, *port, *idle, *only, *out, *chart); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
@@ -200,7 +209,7 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 	}
 	needRedis := false
 	for _, s := range selected {
-		needRedis = needRedis || s.Redis
+		needRedis = needRedis || s.Redis || s.Variant != nil && s.Variant.Redis
 	}
 	if needRedis {
 		if err := startRedis(ctx, &p, dir+"/redis", redisAddr); err != nil {
@@ -241,7 +250,7 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 	pairs := map[*variant]*pair{}
 	for _, s := range selected {
 		if v := s.Variant; v != nil && pairs[v] == nil {
-			pr, err := startPair(ctx, &p, v, bin, dir, port+9+4*len(pairs), api.URL, cbEnv)
+			pr, err := startPair(ctx, &p, v, bin, dir, port+9+4*len(pairs), api.URL, cbEnv, redisAddr)
 			if err != nil {
 				return err
 			}

@@ -18,6 +18,8 @@ type variant struct {
 	What   string   // what the pair differs in, for the report
 	Check  float64  // the ratio (measured ÷ variant) the report wants at least
 	Tags   string   // build tags for the variant's binary; "" runs the same binary
+	Rev    string   // a git revision to build the variant's binary from (with Tags)
+	Redis  bool     // both on the bench's Redis instead of the embedded store
 	Env    []string // environment of both
 	Other  []string // environment of the variant only
 	Script string   // a wrk script for the pair's runs ("" for none)
@@ -44,6 +46,18 @@ var bufferedVariant = variant{
 	Other: []string{"TSUBAME_ACCESS_LOG_DURABILITY=async"},
 }
 
+// baselineVariant measures this build against an earlier revision of the
+// source (make bench BENCH_BASELINE=<rev>): what a change costs, same run.
+func baselineVariant(rev string) *variant {
+	return &variant{
+		Name:  "baseline",
+		What:  fmt.Sprintf("this build against revision %s, both on Redis", rev),
+		Check: 0.98,
+		Rev:   rev,
+		Redis: true,
+	}
+}
+
 // pair is a running variant pair.
 type pair struct {
 	base, other string // their public addresses
@@ -52,7 +66,7 @@ type pair struct {
 
 // startPair starts the measured Tsubame and its variant on four ports from
 // first (each with its admin listener).
-func startPair(ctx context.Context, p *procs, v *variant, bin, dir string, first int, apiURL, cbEnv string) (*pair, error) {
+func startPair(ctx context.Context, p *procs, v *variant, bin, dir string, first int, apiURL, cbEnv, redisAddr string) (*pair, error) {
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(first+i) }
 	for i := range 4 {
 		if err := portFree(addr(i)); err != nil {
@@ -60,15 +74,16 @@ func startPair(ctx context.Context, p *procs, v *variant, bin, dir string, first
 		}
 	}
 	otherBin := bin
-	if v.Tags != "" {
+	if v.Tags != "" || v.Rev != "" {
 		otherBin = filepath.Join(dir, "tsubame-"+v.Name)
-		cmd := exec.Command("go", "build", "-trimpath", "-tags", v.Tags, "-ldflags", "-s -w", "-o", otherBin, "./cmd/tsubame")
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
+		if err := buildVariant(v, dir, otherBin); err != nil {
 			return nil, fmt.Errorf("building the %s variant: %w", v.Name, err)
 		}
 	}
 	base := append([]string{cbEnv}, v.Env...)
+	if v.Redis {
+		base = append(base, "TSUBAME_STORE=redis", "TSUBAME_REDIS_ADDRS="+redisAddr)
+	}
 	if _, err := startTsubame(ctx, p, bin, filepath.Join(dir, v.Name+"-base"), addr(0), addr(2), apiURL, base...); err != nil {
 		return nil, err
 	}
@@ -86,4 +101,30 @@ func startPair(ctx context.Context, p *procs, v *variant, bin, dir string, first
 		}
 	}
 	return pr, nil
+}
+
+// buildVariant builds the variant's binary: with its tags, from its
+// revision (checked out in a temporary worktree) or this tree.
+func buildVariant(v *variant, dir, out string) error {
+	src := "."
+	if v.Rev != "" {
+		src = filepath.Join(dir, "src-"+v.Name)
+		add := exec.Command("git", "worktree", "add", "--detach", src, v.Rev)
+		add.Stdout, add.Stderr = os.Stderr, os.Stderr
+		if err := add.Run(); err != nil {
+			return fmt.Errorf("git worktree add %s: %w", v.Rev, err)
+		}
+		defer func() { _ = exec.Command("git", "worktree", "remove", "--force", src).Run() }()
+	}
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		return err
+	}
+	args := []string{"build", "-trimpath", "-ldflags", "-s -w", "-o", abs}
+	if v.Tags != "" {
+		args = append(args, "-tags", v.Tags)
+	}
+	cmd := exec.Command("go", append(args, "./cmd/tsubame")...)
+	cmd.Dir, cmd.Stdout, cmd.Stderr = src, os.Stderr, os.Stderr
+	return cmd.Run()
 }
