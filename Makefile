@@ -50,14 +50,15 @@ race: check-go test-tools
 
 # The tests start real Redis servers (redis-server and redis-cli), drive
 # headless Chromium, check TLS with curl, limit file sizes with prlimit,
-# check the systemd unit with systemd-analyze and build the container image
-# with podman, all from Debian's packages.
+# check the systemd unit with systemd-analyze, build the container image
+# with podman and run a Kafka broker (its jars from Maven Central, pinned in
+# internal/kafkatest/jars.txt) on Java, all from Debian's packages.
 test-tools:
 	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 && \
 		command -v curl >/dev/null 2>&1 && command -v prlimit >/dev/null 2>&1 && command -v systemd-analyze >/dev/null 2>&1 && \
-		[ -n "$(CONTAINER_TOOL)" ] || \
+		command -v java >/dev/null 2>&1 && [ -n "$(CONTAINER_TOOL)" ] || \
 		{ $(APT_GET) update -qq && $(APT_GET) install -y -qq redis-server redis-tools chromium curl util-linux systemd \
-			$(if $(CONTAINER_TOOL),,podman); }
+			default-jre-headless $(if $(CONTAINER_TOOL),,podman); }
 
 ## verify: check that downloaded modules match go.sum
 verify: check-go
