@@ -205,6 +205,9 @@ func loadConfig(path string, environ []string, stderr io.Writer) (*config.Config
 	if errs := cfg.Validate(); len(errs) > 0 {
 		return nil, &usageError{msg: joinErrors("invalid configuration", errs)}
 	}
+	for _, r := range cfg.Risks() {
+		fmt.Fprintf(stderr, "tsubame: warning: %s\n", r)
+	}
 	return cfg, nil
 }
 

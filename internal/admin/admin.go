@@ -174,7 +174,19 @@ func New(opt Options) *Server {
 func (s *Server) BootstrapToken() string {
 	s.bootMu.Lock()
 	defer s.bootMu.Unlock()
+	s.expireBootstrap()
 	return s.bootstrap
+}
+
+// expireBootstrap ends the bootstrap token for good once any user exists,
+// however it was made (the CLI writes beside the running server): a token
+// left in a console or a journal must not make an admin later, even if
+// the users are all deleted. s.bootMu held.
+func (s *Server) expireBootstrap() {
+	if s.bootstrap != "" && !s.accounts.Empty() {
+		s.bootstrap = ""
+		s.log.Info("admin bootstrap token expired: a user exists")
+	}
 }
 
 // headers sets the security headers of every admin response.
@@ -376,6 +388,7 @@ func (s *Server) setup(w http.ResponseWriter, r *http.Request) {
 	}
 	s.bootMu.Lock()
 	defer s.bootMu.Unlock()
+	s.expireBootstrap()
 	if s.bootstrap == "" || subtle.ConstantTimeCompare([]byte(req.Token), []byte(s.bootstrap)) != 1 {
 		s.throttle.fail(client, "", now)
 		s.audit(r, "", "setup", req.User, "denied", "wrong or used bootstrap token")

@@ -697,6 +697,27 @@ func TestBootstrap(t *testing.T) {
 	if r := h.do("POST", "/api/v1/login", map[string]string{"user": "first", "password": testPassword, "totp": code}); r.status != 200 {
 		t.Errorf("first login: %d %s", r.status, r.body)
 	}
+	// A token printed at start dies when a user is made another way (the
+	// CLI, beside the running server), and stays dead when the users are
+	// gone again.
+	h3 := newHarness(t, false, nil)
+	tok3 := h3.s.BootstrapToken()
+	if tok3 == "" {
+		t.Fatal("no bootstrap token without users")
+	}
+	key, _ := NewTOTP("cli-user")
+	if err := h3.accounts.CreateUser("cli-user", testPassword, key.Secret(), PasswordPolicy{MinLength: 12}); err != nil {
+		t.Fatal(err)
+	}
+	if h3.s.BootstrapToken() != "" {
+		t.Error("the bootstrap token outlived a user made with the CLI")
+	}
+	if err := h3.accounts.DeleteUser("cli-user"); err != nil {
+		t.Fatal(err)
+	}
+	if r := h3.do("POST", "/api/v1/setup", map[string]string{"token": tok3, "user": "late", "password": testPassword}); r.status != 401 {
+		t.Errorf("the old bootstrap token made a user after the users were gone: %d %s", r.status, r.body)
+	}
 	// With users, no token is made at all.
 	h2 := newHarness(t, true, nil)
 	if h2.s.BootstrapToken() != "" {
@@ -764,6 +785,12 @@ func TestPlacementAPI(t *testing.T) {
 	}
 	if r := h.do("GET", "/api/v1/placements", nil, "Authorization", "Bearer tsb_0_0"); r.status != 401 {
 		t.Errorf("bad token: %d", r.status)
+	}
+	// The scheme is case-insensitive (RFC 9110 §11.1); another scheme is refused.
+	for header, want := range map[string]int{"bearer " + plain: 200, "BEARER  " + plain: 200, "Basic " + plain: 401, "Bearer" + plain: 401} {
+		if r := h.do("GET", "/api/v1/placements", nil, "Authorization", header); r.status != want {
+			t.Errorf("Authorization %q: %d, want %d", header[:min(len(header), 8)], r.status, want)
+		}
 	}
 	for i := range 5 {
 		id := string(rune('a' + i))

@@ -303,10 +303,13 @@ func remoteAddr(r *http.Request) netip.Addr {
 func (s *Server) authenticate(r *http.Request) (id *identity, presented bool) {
 	now := s.now()
 	if h := r.Header.Get("Authorization"); h != "" {
-		tok, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok {
+		// RFC 9110 §11.1: the scheme is case-insensitive ("bearer" too),
+		// and one or more spaces separate it from the token.
+		scheme, tok, ok := strings.Cut(h, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
 			return nil, true
 		}
+		tok = strings.TrimLeft(tok, " ")
 		user := s.accounts.VerifyToken(strings.TrimSpace(tok), now)
 		if user == "" {
 			return nil, true

@@ -962,6 +962,30 @@ func printableASCII(s string) bool {
 	return true
 }
 
+// Risks lists settings that are valid but unsafe, for a warning at start
+// and from check-config.
+func (c *Config) Risks() []string {
+	var out []string
+	if a := c.Admin.Listen; a != "" && c.Admin.TLSCert == "" && !loopbackAddr(a) {
+		out = append(out, fmt.Sprintf("admin.listen %q is reachable from the network without TLS: passwords, session cookies "+
+			"and API tokens would cross it in clear text; set admin.tls_cert and admin.tls_key, or listen on a loopback address", a))
+	}
+	return out
+}
+
+// loopbackAddr reports whether host:port listens on loopback only.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
 func checkAddr(addr string) error {
 	if addr == "" {
 		return errors.New("must not be empty")

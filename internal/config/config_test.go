@@ -456,3 +456,23 @@ func TestCORSOrigins(t *testing.T) {
 		}
 	}
 }
+
+// An admin listener reachable from the network without TLS is valid but
+// warned about.
+func TestRisks(t *testing.T) {
+	for listen, risky := range map[string]bool{
+		"127.0.0.1:4001": false, "[::1]:4001": false, "localhost:4001": false, "": false,
+		":4001": true, "0.0.0.0:4001": true, "10.0.0.5:4001": true, "[::]:4001": true, "admin.example.com:4001": true,
+	} {
+		cfg := load(t, "", "TSUBAME_ADMIN_LISTEN="+listen)
+		if got := len(cfg.Risks()) > 0; got != risky {
+			t.Errorf("admin.listen %q: risk %v, want %v (%q)", listen, got, risky, cfg.Risks())
+		}
+	}
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem")
+	cfg := load(t, "", "TSUBAME_ADMIN_LISTEN=:4001", "TSUBAME_ADMIN_TLS_CERT="+cert, "TSUBAME_ADMIN_TLS_KEY="+key)
+	if r := cfg.Risks(); len(r) > 0 {
+		t.Errorf("with TLS: %q", r)
+	}
+}
