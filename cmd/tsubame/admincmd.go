@@ -97,7 +97,7 @@ func createUser(cfg *config.Config, accounts *admin.Accounts, name string, noTOT
 		}
 		secret, url = key.Secret(), key.URL()
 	}
-	if err := accounts.CreateUser(name, password, secret, admin.PasswordPolicy{MinLength: cfg.Admin.MinPasswordLength}); err != nil {
+	if err := accounts.CreateUser(name, password, secret, admin.PasswordPolicy{MinLength: cfg.Admin.MinPasswordLength, MinScore: cfg.Admin.MinPasswordScore}); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "created user %s\n", name)

@@ -67,7 +67,7 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 	m.admin = admin.New(admin.Options{
 		Logger: m.Logger, Metrics: reg, MetricsPublic: a.MetricsPublic, Pprof: a.Pprof,
 		Probe:    m.probe(backend),
-		Accounts: accounts, Audit: m.audit, Policy: admin.PasswordPolicy{MinLength: a.MinPasswordLength},
+		Accounts: accounts, Audit: m.audit, Policy: admin.PasswordPolicy{MinLength: a.MinPasswordLength, MinScore: a.MinPasswordScore},
 		RequireTOTP: a.RequireTOTP, SessionIdle: a.SessionIdle, SessionMax: a.SessionMax,
 		LoginFreeFailures: a.LoginFreeFailures, LoginMaxDelay: a.LoginMaxDelay, LoginPerMinute: a.LoginPerMinute,
 		TLS:            tlsConfig,

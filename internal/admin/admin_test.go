@@ -104,7 +104,7 @@ func newHarness(t *testing.T, withUser bool, edit func(*Options)) *harness {
 	audit.now = h.clock.Now
 	h.store = memory.New()
 	opt := Options{
-		Logger: logger, Accounts: h.accounts, Audit: audit, Policy: PasswordPolicy{MinLength: 12}, RequireTOTP: true,
+		Logger: logger, Accounts: h.accounts, Audit: audit, Policy: PasswordPolicy{MinLength: 12, MinScore: 3}, RequireTOTP: true,
 		SessionIdle: 30 * time.Minute, SessionMax: 12 * time.Hour,
 		LoginFreeFailures: 3, LoginMaxDelay: 15 * time.Minute, LoginPerMinute: 100,
 		Metrics: prometheus.NewRegistry(), Pprof: true,
@@ -231,13 +231,22 @@ func (h *harness) auditLines() []AuditRecord {
 }
 
 func TestPasswordPolicy(t *testing.T) {
-	p := PasswordPolicy{MinLength: 12}
+	p := PasswordPolicy{MinLength: 12, MinScore: 3}
 	for _, tc := range []struct{ user, pw, want string }{
 		{"ops", "short", "at least 12"},
 		{"ops", "1qaz2wsx3edc", "most common"}, // in the list of 10,000
 		{"ops", "123QWEasdZXC", "most common"}, // whatever the case
-		{"ops", "Password1234", ""},            // not in the list; long enough
-		{"ops", "qwertyuiop[]", ""},
+		// Not in the list, long enough, and still guessed at once.
+		{"ops", "Password1234", "too easy to guess"},
+		{"ops", "password1234", "too easy to guess"},
+		{"ops", "qwertyuiop[]", "too easy to guess"},
+		{"ops", "Summer2026!!", "too easy to guess"},
+		{"ops", "monkeymonkey", "too easy to guess"},
+		{"ops", "abcdefghijkl", "too easy to guess"},
+		{"ops", "iloveyou1234", "too easy to guess"},
+		{"ops", "purple-otter-38-kettle", ""},
+		{"ops", "tsubame-admin-2026", "too easy to guess"}, // the product's name is a context word
+		{"ops", "xK9#mQ2$vL7p", ""},
 		{"alice", "xx-Alice-2026-xx", "user name"},
 		{"ops", "zzzzzzzzzzzzzzzzzz", "single character"},
 		{"ops", strings.Repeat("long pass ", 30), "at most"},
@@ -258,6 +267,10 @@ func TestPasswordPolicy(t *testing.T) {
 	}
 	if n := len(commonPasswords()); n < 9900 {
 		t.Errorf("common passwords: %d", n)
+	}
+	// Without the estimate, only the list and the rules apply.
+	if err := (PasswordPolicy{MinLength: 12}).Check("ops", "Password1234"); err != nil {
+		t.Errorf("MinScore 0: %v", err)
 	}
 	if err := (PasswordPolicy{MinLength: 8}).Check("x", "PASSWORD"); err == nil {
 		t.Error("PASSWORD accepted")

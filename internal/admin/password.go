@@ -13,6 +13,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	zxcvbn "github.com/ccojocar/zxcvbn-go"
 	"golang.org/x/crypto/argon2"
 )
 
@@ -113,6 +114,12 @@ var commonPasswords = sync.OnceValue(func() map[string]struct{} {
 // rule, never the password.
 type PasswordPolicy struct {
 	MinLength int
+	// MinScore is the least zxcvbn score (0..4) a password must reach: an
+	// estimate of how many guesses an attacker's cracking rules need, which
+	// sees through a common word with digits appended (password1234),
+	// keyboard walks, sequences, repeats, dates and the user's name. 0
+	// skips the estimate.
+	MinScore int
 }
 
 // Check returns why password cannot be used by user, or nil.
@@ -135,6 +142,12 @@ func (pp PasswordPolicy) Check(user, password string) error {
 	}
 	if strings.Count(password, password[:1]) == len(password) {
 		return errors.New("password must not repeat a single character")
+	}
+	if pp.MinScore > 0 {
+		if r := zxcvbn.PasswordStrength(password, []string{user, "tsubame", "admin"}); r.Score < pp.MinScore {
+			return errors.New("password is too easy to guess (a common word or name with small changes, a keyboard or " +
+				"number sequence, a repeat or a date); choose a longer, less predictable one, such as several unrelated words")
+		}
 	}
 	return nil
 }

@@ -140,6 +140,7 @@ type Admin struct {
 	SessionIdle       time.Duration `koanf:"session_idle"`
 	SessionMax        time.Duration `koanf:"session_max"`
 	MinPasswordLength int           `koanf:"min_password_length"`
+	MinPasswordScore int `koanf:"min_password_score"`
 	RequireTOTP       bool          `koanf:"require_totp"`
 	LoginFreeFailures int           `koanf:"login_free_failures"`
 	LoginMaxDelay     time.Duration `koanf:"login_max_delay"`
@@ -1014,6 +1015,9 @@ func (c *Config) validateAdmin(add func(string, ...any), positive func(string, t
 	}
 	if a.MinPasswordLength < 8 || a.MinPasswordLength > 64 {
 		add("admin.min_password_length: must be between 8 and 64 (got %d)", a.MinPasswordLength)
+	}
+	if a.MinPasswordScore < 0 || a.MinPasswordScore > 4 {
+		add("admin.min_password_score: must be between 0 and 4 (got %d)", a.MinPasswordScore)
 	}
 	if a.LoginFreeFailures < 1 {
 		add("admin.login_free_failures: must be at least 1 (got %d)", a.LoginFreeFailures)
