@@ -140,7 +140,7 @@ type Admin struct {
 	SessionIdle       time.Duration `koanf:"session_idle"`
 	SessionMax        time.Duration `koanf:"session_max"`
 	MinPasswordLength int           `koanf:"min_password_length"`
-	MinPasswordScore int `koanf:"min_password_score"`
+	MinPasswordScore  int           `koanf:"min_password_score"`
 	RequireTOTP       bool          `koanf:"require_totp"`
 	LoginFreeFailures int           `koanf:"login_free_failures"`
 	LoginMaxDelay     time.Duration `koanf:"login_max_delay"`
