@@ -142,7 +142,8 @@ func readPassword(stdin io.Reader, stderr io.Writer) (string, error) {
 
 // auditCLI records a change made from the command line in the audit log.
 func auditCLI(cfg *config.Config, target, action string) error {
-	a, err := admin.OpenAudit(cfg.AuditLogPath(), cfg.Admin.AlertFailures, cfg.Admin.AlertWindow, nil)
+	a, err := admin.OpenAudit(admin.AuditOptions{Path: cfg.AuditLogPath(), AlertAt: cfg.Admin.AlertFailures, AlertWindow: cfg.Admin.AlertWindow,
+		RepeatInterval: cfg.Admin.AuditRepeatInterval})
 	if err != nil {
 		return fmt.Errorf("audit log: %w", err)
 	}

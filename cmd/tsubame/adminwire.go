@@ -24,7 +24,8 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 	if err != nil {
 		return fmt.Errorf("admin accounts: %w", err)
 	}
-	m.audit, err = admin.OpenAudit(cfg.AuditLogPath(), cfg.Admin.AlertFailures, cfg.Admin.AlertWindow, m.Logger)
+	m.audit, err = admin.OpenAudit(admin.AuditOptions{Path: cfg.AuditLogPath(), AlertAt: cfg.Admin.AlertFailures,
+		AlertWindow: cfg.Admin.AlertWindow, RepeatInterval: cfg.Admin.AuditRepeatInterval, Logger: m.Logger})
 	if err != nil {
 		return fmt.Errorf("admin audit log: %w", err)
 	}

@@ -97,7 +97,7 @@ func newHarness(t *testing.T, withUser bool, edit func(*Options)) *harness {
 		}
 	}
 	logger := slog.New(slog.NewTextHandler(h.logBuf, nil))
-	audit, err := OpenAudit(filepath.Join(dir, "audit.log"), 10, time.Minute, logger)
+	audit, err := OpenAudit(AuditOptions{Path: filepath.Join(dir, "audit.log"), AlertAt: 10, AlertWindow: time.Minute, RepeatInterval: time.Minute, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -559,12 +559,14 @@ func TestCSRF(t *testing.T) {
 		t.Errorf("GET needs no token: %d", r.status)
 	}
 	var tokenDenied, crossSite int
+	h.s.auditLog.flush(true) // repeats of a kind are written as one line with their count
 	for _, rec := range h.auditLines() {
+		n := max(rec.Repeated, 1)
 		switch {
 		case rec.Action == "csrf" && rec.Result == "denied" && rec.Actor == testUser:
-			tokenDenied++
+			tokenDenied += n
 		case rec.Action == "csrf" && rec.Result == "denied" && rec.Detail == "cross-origin request":
-			crossSite++
+			crossSite += n
 		}
 	}
 	if tokenDenied != 2 || crossSite != 1 {
@@ -741,6 +743,48 @@ func TestBootstrap(t *testing.T) {
 	}
 }
 
+// A flood of failed logins from one client costs a few lines per interval,
+// each kind (client, user, result) on its own, with counts that add up.
+func TestAuditFloodIsAggregated(t *testing.T) {
+	h := newHarness(t, true, nil)
+	for i := range 200 {
+		user := "victim"
+		if i%2 == 1 {
+			user = "other"
+		}
+		h.do("POST", "/api/v1/login", map[string]string{"user": user, "password": "guess"})
+	}
+	before := len(h.auditLines())
+	if before > 4 {
+		t.Fatalf("%d lines for 200 attempts within the interval", before)
+	}
+	h.clock.Add(time.Minute)
+	h.s.auditLog.flush(false)
+	counts := map[string]int{}
+	for _, rec := range h.auditLines() {
+		n := 1
+		if rec.Repeated > 0 {
+			n = rec.Repeated
+			if rec.Since.IsZero() || rec.Since.After(rec.Time) {
+				t.Errorf("summary %+v", rec)
+			}
+		}
+		counts[rec.Actor+" "+rec.Result] += n
+	}
+	if counts["victim denied"]+counts["victim throttled"] != 100 || counts["other denied"]+counts["other throttled"] != 100 {
+		t.Fatalf("counts %v, want 100 attempts for each user", counts)
+	}
+	// Quiet for an interval: nothing more is written, and the next failure
+	// is written in full again.
+	n := len(h.auditLines())
+	h.clock.Add(time.Minute)
+	h.s.auditLog.flush(false)
+	h.do("POST", "/api/v1/login", map[string]string{"user": "victim", "password": "guess"})
+	if recs := h.auditLines(); len(recs) != n+1 || recs[n].Repeated != 0 {
+		t.Fatalf("after a quiet interval: %d lines (was %d)", len(recs), n)
+	}
+}
+
 func TestAuditRecordsAndAlerts(t *testing.T) {
 	h := newHarness(t, true, nil)
 	// A name made to forge a second line or field stays in its field.
@@ -749,14 +793,23 @@ func TestAuditRecordsAndAlerts(t *testing.T) {
 		h.clock.Add(time.Second)
 		h.do("POST", "/api/v1/login", map[string]string{"user": evil, "password": "x"})
 	}
+	// Repeats of one kind are counted within the interval, then written
+	// as one line with their count: every failure is accounted for.
+	h.clock.Add(time.Minute)
+	h.s.auditLog.flush(false)
 	recs := h.auditLines()
-	if len(recs) != 10 {
-		t.Fatalf("%d audit lines, want 10", len(recs))
-	}
+	total := 0
 	for _, rec := range recs {
 		if rec.Actor != evil || rec.Action != "login" || rec.Result == "ok" {
 			t.Errorf("record %+v", rec)
 		}
+		total += 1 + rec.Repeated
+		if rec.Repeated > 0 {
+			total-- // a summary line stands for the ones left out, not itself
+		}
+	}
+	if total != 10 || len(recs) > 4 {
+		t.Fatalf("%d audit lines account for %d failures, want 10 in at most 4 lines", len(recs), total)
 	}
 	if st := h.s.auditLog.Stats(); st.Alerts != 1 || st.AuthFailures != 10 {
 		t.Errorf("stats %+v, want one alert after 10 failures", st)

@@ -132,24 +132,25 @@ func (c *Config) TLSCertificates() (certs.Pair, []certs.Site) {
 
 // Admin configures the admin listener, its users and its audit log.
 type Admin struct {
-	Listen            string        `koanf:"listen"`
-	TLSCert           string        `koanf:"tls_cert"`
-	TLSKey            string        `koanf:"tls_key"`
-	Dir               string        `koanf:"dir"`
-	AuditLog          string        `koanf:"audit_log"`
-	SessionIdle       time.Duration `koanf:"session_idle"`
-	SessionMax        time.Duration `koanf:"session_max"`
-	MinPasswordLength int           `koanf:"min_password_length"`
-	MinPasswordScore  int           `koanf:"min_password_score"`
-	RequireTOTP       bool          `koanf:"require_totp"`
-	LoginFreeFailures int           `koanf:"login_free_failures"`
-	LoginMaxDelay     time.Duration `koanf:"login_max_delay"`
-	LoginPerMinute    int           `koanf:"login_per_minute"`
-	AlertFailures     int           `koanf:"alert_failures"`
-	AlertWindow       time.Duration `koanf:"alert_window"`
-	MetricsPublic     bool          `koanf:"metrics_public"`
-	Pprof             bool          `koanf:"pprof"`
-	MaxImportBytes    ByteSize      `koanf:"max_import_bytes"`
+	Listen              string        `koanf:"listen"`
+	TLSCert             string        `koanf:"tls_cert"`
+	TLSKey              string        `koanf:"tls_key"`
+	Dir                 string        `koanf:"dir"`
+	AuditLog            string        `koanf:"audit_log"`
+	SessionIdle         time.Duration `koanf:"session_idle"`
+	SessionMax          time.Duration `koanf:"session_max"`
+	MinPasswordLength   int           `koanf:"min_password_length"`
+	MinPasswordScore    int           `koanf:"min_password_score"`
+	RequireTOTP         bool          `koanf:"require_totp"`
+	LoginFreeFailures   int           `koanf:"login_free_failures"`
+	LoginMaxDelay       time.Duration `koanf:"login_max_delay"`
+	LoginPerMinute      int           `koanf:"login_per_minute"`
+	AlertFailures       int           `koanf:"alert_failures"`
+	AlertWindow         time.Duration `koanf:"alert_window"`
+	AuditRepeatInterval time.Duration `koanf:"audit_repeat_interval"`
+	MetricsPublic       bool          `koanf:"metrics_public"`
+	Pprof               bool          `koanf:"pprof"`
+	MaxImportBytes      ByteSize      `koanf:"max_import_bytes"`
 }
 
 // AdminDir is where the admin users, tokens and audit log live.
@@ -1010,6 +1011,9 @@ func (c *Config) validateAdmin(add func(string, ...any), positive func(string, t
 	positive("admin.session_max", a.SessionMax)
 	positive("admin.login_max_delay", a.LoginMaxDelay)
 	positive("admin.alert_window", a.AlertWindow)
+	if a.AuditRepeatInterval < 0 {
+		add("admin.audit_repeat_interval: %v must not be negative", a.AuditRepeatInterval)
+	}
 	if a.SessionIdle > a.SessionMax {
 		add("admin.session_idle: must not exceed admin.session_max (%v)", a.SessionMax)
 	}
