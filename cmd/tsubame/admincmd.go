@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/term"
 
+	"tsubame"
 	"tsubame/internal/admin"
 	"tsubame/internal/config"
 )
@@ -27,7 +28,7 @@ func runAdmin(_ context.Context, args []string, stdin io.Reader, stdout, stderr 
 	noTOTP := fs.Bool("no-totp", false, "create-user: no TOTP second factor (only with admin.require_totp: false)")
 	user := fs.String("user", "", "create-token: the user the token acts as")
 	name := fs.String("name", "", "create-token: what the token is for")
-	ttl := fs.Duration("ttl", 0, "create-token: lifetime (0: no expiry)")
+	ttl := fs.Duration("ttl", 0, "create-token: lifetime (0: admin.max_token_ttl)")
 	if err := fs.Parse(rest); err != nil {
 		return err
 	}
@@ -67,11 +68,19 @@ func runAdmin(_ context.Context, args []string, stdin io.Reader, stdout, stderr 
 		if *user == "" || *name == "" || fs.NArg() != 0 {
 			return usagef("usage: tsubame admin create-token [-config FILE] -user NAME -name PURPOSE [-ttl 720h]")
 		}
-		plain, tok, err := accounts.CreateToken(*user, *name, *ttl)
+		lifetime, err := admin.TokenLifetime(*ttl, cfg.Admin.MaxTokenTTL)
+		if err != nil {
+			return &usageError{msg: tsubame.ErrorMessage(err)}
+		}
+		plain, tok, err := accounts.CreateToken(*user, *name, lifetime)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "API token %s for %s (shown once; send it as \"Authorization: Bearer ...\"):\n", tok.ID, *user)
+		expires := "never"
+		if !tok.Expires.IsZero() {
+			expires = tok.Expires.Format(time.RFC3339)
+		}
+		fmt.Fprintf(stderr, "API token %s for %s, expires %s (shown once; send it as \"Authorization: Bearer ...\"):\n", tok.ID, *user, expires)
 		fmt.Fprintln(stdout, plain)
 		return auditCLI(cfg, tok.ID, "token.create")
 	}

@@ -78,6 +78,7 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 		AccessLog:      m.accessLogStatus,
 		Sample:         m.sample,
 		MaxImportBytes: int64(a.MaxImportBytes),
+		MaxTokenTTL:    a.MaxTokenTTL,
 	})
 	if tok := m.admin.BootstrapToken(); tok != "" {
 		console := m.Console

@@ -310,6 +310,23 @@ const tokenPrefix = "tsb_"
 
 // CreateToken makes an API token for user; the returned string is the only
 // copy of the secret. ttl <= 0 means it never expires.
+// TokenLifetime is the lifetime a new token gets when ttl is asked for
+// (0: none asked) under the cap max (admin.max_token_ttl; 0: no cap): the
+// cap when none is asked, an error when more is.
+func TokenLifetime(ttl, max time.Duration) (time.Duration, error) {
+	switch {
+	case ttl < 0:
+		return 0, tsubame.Errorf(tsubame.EINVALID, "ttl must be a positive duration such as 720h")
+	case max <= 0:
+		return ttl, nil
+	case ttl == 0:
+		return max, nil
+	case ttl > max:
+		return 0, tsubame.Errorf(tsubame.EINVALID, "ttl %v is longer than admin.max_token_ttl (%v)", ttl, max)
+	}
+	return ttl, nil
+}
+
 func (a *Accounts) CreateToken(user, name string, ttl time.Duration) (string, *Token, error) {
 	if name == "" || len(name) > 64 || strings.ContainsFunc(name, func(r rune) bool { return r < ' ' || r == 0x7f }) {
 		return "", nil, tsubame.Errorf(tsubame.EINVALID, "token name must be 1 to 64 printable characters")

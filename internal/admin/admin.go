@@ -71,6 +71,9 @@ type Options struct {
 	Sample func() Sample
 	// MaxImportBytes bounds a bulk import's body.
 	MaxImportBytes int64
+	// MaxTokenTTL caps an API token's lifetime (and is the lifetime of one
+	// made without a ttl); 0: no cap.
+	MaxTokenTTL time.Duration
 }
 
 // Server is the admin listener.

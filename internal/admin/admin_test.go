@@ -1099,3 +1099,40 @@ func TestReadyz(t *testing.T) {
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
 
 func netipFrom4(a, b, c, d byte) netip.Addr { return netip.AddrFrom4([4]byte{a, b, c, d}) }
+
+// A token's lifetime is capped by admin.max_token_ttl, which is also the
+// lifetime of a token made without one; its JSON says when it expires.
+func TestTokenLifetimeCap(t *testing.T) {
+	h := newHarness(t, true, func(o *Options) { o.MaxTokenTTL = 90 * 24 * time.Hour })
+	plain, _, err := h.accounts.CreateToken(testUser, "ci", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	do := func(body map[string]string) response {
+		return h.do("POST", "/api/v1/tokens", body, "Authorization", "Bearer "+plain)
+	}
+	if r := do(map[string]string{"name": "forever", "ttl": "876000h"}); r.status != 400 || !strings.Contains(string(r.body), "max_token_ttl") {
+		t.Errorf("a 100-year token: %d %s", r.status, r.body)
+	}
+	for ttl, want := range map[string]time.Duration{"": 90 * 24 * time.Hour, "720h": 720 * time.Hour} {
+		before := time.Now()
+		r := do(map[string]string{"name": "deploy" + ttl, "ttl": ttl})
+		if r.status != 201 {
+			t.Fatalf("ttl %q: %d %s", ttl, r.status, r.body)
+		}
+		exp, err := time.Parse(time.RFC3339Nano, r.json(t)["expires"].(string))
+		if err != nil || exp.Before(before.Add(want)) || exp.After(time.Now().Add(want)) {
+			t.Errorf("ttl %q: expires %v (%v), want about %v from now", ttl, exp, err, want)
+		}
+	}
+	for _, tc := range []struct {
+		ttl, max time.Duration
+		want     time.Duration
+		ok       bool
+	}{{0, 0, 0, true}, {time.Hour, 0, time.Hour, true}, {0, time.Hour, time.Hour, true}, {2 * time.Hour, time.Hour, 0, false}, {-1, time.Hour, 0, false}} {
+		got, err := TokenLifetime(tc.ttl, tc.max)
+		if got != tc.want || (err == nil) != tc.ok {
+			t.Errorf("TokenLifetime(%v, %v) = %v, %v", tc.ttl, tc.max, got, err)
+		}
+	}
+}

@@ -235,7 +235,7 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 
 type tokenRequest struct {
 	Name string `json:"name"`
-	// TTL is a Go duration ("720h"); empty means the token never expires.
+	// TTL is a Go duration ("720h"); empty means admin.max_token_ttl.
 	TTL string `json:"ttl"`
 }
 
@@ -249,6 +249,9 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		if ttl, err = time.ParseDuration(req.TTL); err != nil || ttl <= 0 {
 			err = tsubame.Errorf(tsubame.EINVALID, "ttl must be a positive duration such as 720h")
 		}
+	}
+	if err == nil {
+		ttl, err = TokenLifetime(ttl, s.opt.MaxTokenTTL)
 	}
 	var plain string
 	var t *Token

@@ -139,6 +139,7 @@ type Admin struct {
 	AuditLog            string        `koanf:"audit_log"`
 	SessionIdle         time.Duration `koanf:"session_idle"`
 	SessionMax          time.Duration `koanf:"session_max"`
+	MaxTokenTTL         time.Duration `koanf:"max_token_ttl"`
 	MinPasswordLength   int           `koanf:"min_password_length"`
 	MinPasswordScore    int           `koanf:"min_password_score"`
 	RequireTOTP         bool          `koanf:"require_totp"`
@@ -1011,6 +1012,9 @@ func (c *Config) validateAdmin(add func(string, ...any), positive func(string, t
 	positive("admin.session_max", a.SessionMax)
 	positive("admin.login_max_delay", a.LoginMaxDelay)
 	positive("admin.alert_window", a.AlertWindow)
+	if a.MaxTokenTTL < 0 {
+		add("admin.max_token_ttl: %v must not be negative", a.MaxTokenTTL)
+	}
 	if a.AuditRepeatInterval < 0 {
 		add("admin.audit_repeat_interval: %v must not be negative", a.AuditRepeatInterval)
 	}
