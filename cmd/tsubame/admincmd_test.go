@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -124,6 +125,19 @@ func TestAdminCLI(t *testing.T) {
 	}
 	if code, _, _ := runCmd(t, env, "", "admin", "frobnicate"); code != exitUsage {
 		t.Errorf("unknown subcommand: %d", code)
+	}
+
+	// The server and the CLI wrote one hash chain; an edit breaks it.
+	if code, out, stderr := runCmd(t, env, "", "admin", "verify-audit"); code != 0 || !strings.Contains(out, "audit log intact: 6 lines") {
+		t.Fatalf("verify-audit: %d %q %s", code, out, stderr)
+	}
+	tampered := bytes.Replace(b, []byte(`"action":"login"`), []byte(`"action":"logout"`), 1)
+	forged := filepath.Join(t.TempDir(), "audit.log")
+	if err := os.WriteFile(forged, tampered, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCmd(t, env, "", "admin", "verify-audit", forged); code != exitFailed || !strings.Contains(stderr, forged+":3: its link does not match") {
+		t.Errorf("verify-audit of an edited log: %d %s", code, stderr)
 	}
 }
 

@@ -3,7 +3,7 @@
 //	tsubame serve [-config FILE] [-demo]      run the server
 //	tsubame check-config [-config FILE] [-print]
 //	tsubame placements import|export|get|put|delete ...
-//	tsubame admin create-user|delete-user|list-users|create-token ...
+//	tsubame admin create-user|delete-user|list-users|create-token|verify-audit ...
 //	tsubame log reopen
 //	tsubame restart
 //	tsubame version
@@ -67,6 +67,9 @@ Usage:
         Manage the admin listener's users (the password is read from the
         terminal, or the first line of standard input) and API tokens. A
         running server sees the change at once.
+  tsubame admin verify-audit [-config FILE] [FILE...]
+        Check the audit log's hash chain (the files in order, or the
+        configured log) and report the first edited, removed or inserted line.
   tsubame log reopen
         Reopen the access log (after an external rotation).
   tsubame log export [-config FILE] [FILE|-]

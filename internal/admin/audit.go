@@ -1,12 +1,19 @@
 package admin
 
 import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -57,6 +64,11 @@ type AuditRecord struct {
 	// action, result) came since Since and are left out; on a summary line.
 	Repeated int       `json:"repeated,omitempty"`
 	Since    time.Time `json:"since,omitzero"`
+	// Seq numbers the lines of the log; Prev is the SHA-256 (hex) of the
+	// line before, so an edited, removed or inserted line breaks the chain
+	// (tsubame admin verify-audit).
+	Seq  uint64 `json:"seq"`
+	Prev string `json:"prev"`
 }
 
 // repeat is the current interval of one kind of failure.
@@ -88,7 +100,9 @@ func OpenAudit(opt AuditOptions) (*Audit, error) {
 	if err := os.MkdirAll(filepath.Dir(opt.Path), 0o700); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(opt.Path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	// Read too: each line's chain link is taken from the line before it in
+	// the file, which another process (the CLI) may have written.
+	f, err := os.OpenFile(opt.Path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
@@ -144,19 +158,154 @@ func (a *Audit) summarise(r *repeat) {
 	a.write(line)
 }
 
-// write appends one line. a.mu held.
+// write appends one line, chained to the line before it. The file is
+// locked (flock) from reading that line to writing this one, as the CLI
+// writes to the same log beside the server. a.mu held.
 func (a *Audit) write(rec AuditRecord) {
+	fd := int(a.f.Fd())
+	if err := syscall.Flock(fd, syscall.LOCK_EX); err != nil {
+		a.writeFailed(err)
+		return
+	}
+	defer func() { _ = syscall.Flock(fd, syscall.LOCK_UN) }()
+	prev, err := lastLine(a.f)
+	if err != nil {
+		a.writeFailed(err)
+		return
+	}
+	rec.Seq, rec.Prev = chainAfter(prev)
 	line, err := json.Marshal(rec)
 	if err != nil {
 		a.errs.Add(1)
 		return
 	}
 	if _, err := a.f.Write(append(line, '\n')); err != nil {
-		if a.errs.Add(1) == 1 {
-			a.log.Error("audit log write failed", "err", err)
-		}
+		a.writeFailed(err)
 	}
 }
+
+func (a *Audit) writeFailed(err error) {
+	if a.errs.Add(1) == 1 {
+		a.log.Error("audit log write failed", "err", err)
+	}
+}
+
+// maxAuditLine bounds the search for the last line.
+const maxAuditLine = 64 << 10
+
+// lastLine returns the file's last line without its newline (a torn last
+// line as it is), or nil for an empty file.
+func lastLine(f *os.File) ([]byte, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	end := st.Size()
+	if end == 0 {
+		return nil, nil
+	}
+	n := min(end, maxAuditLine)
+	buf := make([]byte, n)
+	if _, err := f.ReadAt(buf, end-n); err != nil {
+		return nil, err
+	}
+	buf = bytes.TrimSuffix(buf, []byte("\n"))
+	if i := bytes.LastIndexByte(buf, '\n'); i >= 0 {
+		buf = buf[i+1:]
+	}
+	return buf, nil
+}
+
+// chainAfter is the sequence number and link of the line after prev.
+func chainAfter(prev []byte) (uint64, string) {
+	if prev == nil {
+		return 1, ""
+	}
+	var p struct {
+		Seq uint64 `json:"seq"`
+	}
+	_ = json.Unmarshal(prev, &p) // a line from before chaining, or torn: 0
+	sum := sha256.Sum256(prev)
+	return p.Seq + 1, hex.EncodeToString(sum[:])
+}
+
+// ChainBreak is where VerifyAudit found the chain broken.
+type ChainBreak struct {
+	File   string
+	Line   int
+	Reason string
+}
+
+func (b *ChainBreak) Error() string { return fmt.Sprintf("%s:%d: %s", b.File, b.Line, b.Reason) }
+
+// AuditChain follows the chain across the files of one log, in order.
+type AuditChain struct {
+	prev    []byte // the last line seen
+	seq     uint64
+	started bool // a chained line was seen
+	Lines   int  // lines checked
+	First   uint64
+}
+
+// Verify reads one file of the log and returns the first break in the
+// chain: a line that is not a record, a sequence number that skips (lines
+// removed) or repeats (lines inserted), or a link that does not match the
+// line before (a line edited or removed). Lines from before the log was
+// chained are accepted before its first chained line.
+func (c *AuditChain) Verify(name string, r io.Reader) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxAuditLine)
+	n := 0
+	for sc.Scan() {
+		n++
+		line := sc.Bytes()
+		var rec struct {
+			Seq  uint64  `json:"seq"`
+			Prev *string `json:"prev"`
+		}
+		if err := json.Unmarshal(line, &rec); err != nil {
+			return &ChainBreak{name, n, "not a complete record (torn or edited)"}
+		}
+		switch {
+		case rec.Prev == nil && !c.started:
+			// Written before the log was chained.
+		case rec.Prev == nil:
+			return &ChainBreak{name, n, "a line without a chain link inside the chain (inserted)"}
+		case !c.started && c.prev == nil && rec.Seq != 1:
+			// The first file given starts inside the chain (older files
+			// were rotated away): trusted as the start.
+			c.First = rec.Seq
+		default:
+			wantSeq, wantPrev := chainAfter(c.prev)
+			if rec.Seq != wantSeq {
+				what := "lines are missing before it"
+				if rec.Seq < wantSeq {
+					what = "lines were inserted or repeated"
+				}
+				return &ChainBreak{name, n, fmt.Sprintf("sequence number %d where %d was due: %s", rec.Seq, wantSeq, what)}
+			}
+			if *rec.Prev != wantPrev {
+				return &ChainBreak{name, n, "its link does not match the line before: that line was edited or removed"}
+			}
+		}
+		if rec.Prev != nil {
+			if !c.started && c.First == 0 {
+				c.First = rec.Seq
+			}
+			c.started = true
+			c.seq = rec.Seq
+		}
+		c.prev = append(c.prev[:0], line...)
+		c.Lines++
+	}
+	if err := sc.Err(); err != nil {
+		return &ChainBreak{name, n + 1, err.Error()}
+	}
+	return nil
+}
+
+// Last is the sequence number of the last chained line verified.
+func (c *AuditChain) Last() uint64 { return c.seq }
 
 // run writes the counts of kinds whose interval is over, and forgets kinds
 // quiet for an interval, until Close.
