@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -154,17 +155,16 @@ func readPassword(stdin io.Reader, stderr io.Writer) (string, error) {
 
 // auditCLI records a change made from the command line in the audit log.
 func auditCLI(cfg *config.Config, target, action string) error {
-	a, err := admin.OpenAudit(admin.AuditOptions{Path: cfg.AuditLogPath(), AlertAt: cfg.Admin.AlertFailures, AlertWindow: cfg.Admin.AlertWindow,
-		RepeatInterval: cfg.Admin.AuditRepeatInterval})
+	a, alerts, err := openAuditLog(cfg, slog.Default())
 	if err != nil {
-		return fmt.Errorf("audit log: %w", err)
+		return err
 	}
 	actor := "cli"
 	if u := os.Getenv("USER"); u != "" {
 		actor = "cli:" + u
 	}
 	a.Record(admin.AuditRecord{Time: time.Now(), Actor: actor, Remote: "local", Action: action, Target: target, Result: "ok"})
-	return a.Close()
+	return closeAuditLog(a, alerts)
 }
 
 // verifyAudit checks the hash chain of the audit log (the given files, in

@@ -15,10 +15,12 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -187,5 +189,58 @@ func TestAdminTLS(t *testing.T) {
 	m2 := &Main{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Console: io.Discard}
 	if err := m2.Open(t.Context()); err == nil || !strings.Contains(err.Error(), "admin.tls_cert") {
 		t.Errorf("missing key: %v", err)
+	}
+}
+
+// With admin.alert_webhook, a user made with the CLI and a token made
+// through the running server's API each reach the webhook (an HTTPS
+// server whose CA is given by admin.alert_webhook_ca_file).
+func TestAdminAlertWebhook(t *testing.T) {
+	var mu sync.Mutex
+	var texts []string
+	hook := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Text string }
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, "bad", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		texts = append(texts, body.Text)
+		mu.Unlock()
+	}))
+	defer hook.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hook.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := append(testEnv(t), "TSUBAME_ADMIN_ALERT_WEBHOOK="+hook.URL+"/hooks/secret-path", "TSUBAME_ADMIN_ALERT_WEBHOOK_CA_FILE="+ca)
+	m := openMain(t, env, false)
+	if code, _, stderr := runCmd(t, env, "correct horse battery staple\n", "admin", "create-user", "carol"); code != 0 {
+		t.Fatalf("create-user: %d %s", code, stderr)
+	}
+	token := adminToken(t, m)
+	req, _ := http.NewRequest("POST", "http://"+m.AdminAddr()+"/api/v1/tokens", strings.NewReader(`{"name":"deploy","ttl":"1h"}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 201 {
+		t.Fatalf("create token: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		got := strings.Join(texts, "\n")
+		mu.Unlock()
+		if strings.Contains(got, `user "carol" created by cli`) && strings.Contains(got, "API token") && strings.Contains(got, "created by token:") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("alerts received: %q", got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The webhook's URL is a secret: never in the process log.
+	if out, _ := os.ReadFile(m.Config.AuditLogPath()); strings.Contains(string(out), "secret-path") {
+		t.Error("the webhook URL is in the audit log")
 	}
 }

@@ -3,9 +3,13 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"log/slog"
+	"net/http"
 	"os"
 	"reflect"
+	"time"
 
 	"tsubame"
 	"tsubame/internal/accesslog"
@@ -24,10 +28,9 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 	if err != nil {
 		return fmt.Errorf("admin accounts: %w", err)
 	}
-	m.audit, err = admin.OpenAudit(admin.AuditOptions{Path: cfg.AuditLogPath(), AlertAt: cfg.Admin.AlertFailures,
-		AlertWindow: cfg.Admin.AlertWindow, RepeatInterval: cfg.Admin.AuditRepeatInterval, Logger: m.Logger})
+	m.audit, m.alerts, err = openAuditLog(cfg, m.Logger)
 	if err != nil {
-		return fmt.Errorf("admin audit log: %w", err)
+		return err
 	}
 	var tlsConfig *tls.Config
 	if m.adminCerts != nil { // loaded by Open
@@ -188,3 +191,52 @@ func (m *Main) sample() admin.Sample {
 	s.Conns = m.public.Stats().Conns
 	return s
 }
+
+// openAuditLog opens the audit log and, with admin.alert_webhook, the
+// notifier its alerts go to (nil without).
+func openAuditLog(cfg *config.Config, log *slog.Logger) (*admin.Audit, *admin.Notifier, error) {
+	var notifier *admin.Notifier
+	if a := cfg.Admin; a.AlertWebhook != "" {
+		client := &http.Client{Timeout: 10 * time.Second}
+		if a.AlertWebhookCAFile != "" {
+			pem, err := os.ReadFile(a.AlertWebhookCAFile)
+			if err != nil {
+				return nil, nil, fmt.Errorf("admin.alert_webhook_ca_file: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, nil, fmt.Errorf("admin.alert_webhook_ca_file %s holds no PEM certificate", a.AlertWebhookCAFile)
+			}
+			client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+		}
+		node, _ := os.Hostname()
+		var err error
+		if notifier, err = admin.NewNotifier(a.AlertWebhook, client, node, log); err != nil {
+			return nil, nil, err
+		}
+	}
+	audit, err := admin.OpenAudit(admin.AuditOptions{Path: cfg.AuditLogPath(), AlertAt: cfg.Admin.AlertFailures,
+		AlertWindow: cfg.Admin.AlertWindow, RepeatInterval: cfg.Admin.AuditRepeatInterval, Logger: log, Notifier: notifier})
+	if err != nil {
+		if notifier != nil {
+			notifier.Close(context.Background())
+		}
+		return nil, nil, fmt.Errorf("admin audit log: %w", err)
+	}
+	return audit, notifier, nil
+}
+
+// closeAuditLog closes the audit log, then sends the alerts still queued
+// (bounded by alertDrain).
+func closeAuditLog(audit *admin.Audit, notifier *admin.Notifier) error {
+	err := audit.Close()
+	if notifier != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), alertDrain)
+		defer cancel()
+		notifier.Close(ctx)
+	}
+	return err
+}
+
+// alertDrain bounds the wait for queued alerts at exit.
+const alertDrain = 15 * time.Second

@@ -82,6 +82,7 @@ type Main struct {
 	// admin bootstrap token. Nil means os.Stderr.
 	Console io.Writer
 	audit   *admin.Audit
+	alerts  *admin.Notifier // admin.alert_webhook; nil without
 }
 
 // PublicAddr is the address the public listener is bound to.
@@ -585,10 +586,10 @@ func (m *Main) closeAll(ctx context.Context) error {
 		_ = m.adminLn.Close()
 	}
 	if m.audit != nil {
-		if err := m.audit.Close(); err != nil {
+		if err := closeAuditLog(m.audit, m.alerts); err != nil {
 			errs = append(errs, fmt.Errorf("admin audit log: %w", err))
 		}
-		m.audit = nil
+		m.audit, m.alerts = nil, nil
 	}
 	for ; m.nListeners > 0; m.nListeners-- {
 		if err := <-m.served; err != nil {

@@ -38,6 +38,7 @@ type Audit struct {
 	now  func() time.Time
 	errs atomic.Uint64
 
+	notify      *Notifier
 	repeatEvery time.Duration
 	repeats     map[string]*repeat // by failure kind
 	stop        chan struct{}
@@ -93,6 +94,8 @@ type AuditOptions struct {
 	// before a line says how many; 0 writes every one.
 	RepeatInterval time.Duration
 	Logger         *slog.Logger
+	// Notifier, if set, gets the alerts that should reach a person.
+	Notifier *Notifier
 }
 
 // OpenAudit opens (creating) the audit log at opt.Path.
@@ -110,7 +113,8 @@ func OpenAudit(opt AuditOptions) (*Audit, error) {
 		opt.Logger = slog.Default()
 	}
 	a := &Audit{f: f, log: opt.Logger, now: time.Now, alertAt: opt.AlertAt, alertWindow: opt.AlertWindow,
-		repeatEvery: opt.RepeatInterval, repeats: map[string]*repeat{}, stop: make(chan struct{}), stopped: make(chan struct{})}
+		repeatEvery: opt.RepeatInterval, repeats: map[string]*repeat{}, stop: make(chan struct{}), stopped: make(chan struct{}),
+		notify: opt.Notifier}
 	go a.run()
 	return a, nil
 }
@@ -125,6 +129,20 @@ func (a *Audit) Record(rec AuditRecord) {
 	if rec.Result != "ok" && (rec.Action == "login" || rec.Action == "auth" || rec.Action == "setup") {
 		a.authFails.Add(1)
 		a.countFailure(rec.Time)
+	}
+	if rec.Result == "ok" && a.notify != nil {
+		by := rec.Actor
+		if rec.Remote != "" {
+			by += " from " + rec.Remote
+		}
+		switch rec.Action {
+		case "user.create", "setup":
+			a.notify.Notify("user %q created by %s", rec.Target, by)
+		case "user.delete":
+			a.notify.Notify("user %q deleted by %s", rec.Target, by)
+		case "token.create":
+			a.notify.Notify("API token %s created by %s", rec.Target, by)
+		}
 	}
 	if rec.Result != "ok" && a.repeatEvery > 0 {
 		key := rec.Remote + "\x00" + rec.Target + "\x00" + rec.Actor + "\x00" + rec.Action + "\x00" + rec.Result
@@ -187,6 +205,9 @@ func (a *Audit) write(rec AuditRecord) {
 func (a *Audit) writeFailed(err error) {
 	if a.errs.Add(1) == 1 {
 		a.log.Error("audit log write failed", "err", err)
+		if a.notify != nil {
+			a.notify.Notify("the audit log cannot be written (%v); admin actions go unrecorded", err)
+		}
 	}
 }
 
@@ -363,6 +384,9 @@ func (a *Audit) countFailure(now time.Time) {
 		a.alerts.Add(1)
 		a.log.Warn("ALERT: burst of admin authentication failures; see the audit log",
 			"failures", len(a.failures), "within", a.alertWindow)
+		if a.notify != nil {
+			a.notify.Notify("ALERT: %d authentication failures within %v; see the audit log", len(a.failures), a.alertWindow)
+		}
 	case len(a.failures) < a.alertAt:
 		a.alerting = false
 	}

@@ -149,6 +149,8 @@ type Admin struct {
 	AlertFailures       int           `koanf:"alert_failures"`
 	AlertWindow         time.Duration `koanf:"alert_window"`
 	AuditRepeatInterval time.Duration `koanf:"audit_repeat_interval"`
+	AlertWebhook        string        `koanf:"alert_webhook" secret:"true"`
+	AlertWebhookCAFile  string        `koanf:"alert_webhook_ca_file"`
 	MetricsPublic       bool          `koanf:"metrics_public"`
 	Pprof               bool          `koanf:"pprof"`
 	MaxImportBytes      ByteSize      `koanf:"max_import_bytes"`
@@ -1014,6 +1016,11 @@ func (c *Config) validateAdmin(add func(string, ...any), positive func(string, t
 	positive("admin.alert_window", a.AlertWindow)
 	if a.MaxTokenTTL < 0 {
 		add("admin.max_token_ttl: %v must not be negative", a.MaxTokenTTL)
+	}
+	if a.AlertWebhook != "" {
+		if u, err := url.Parse(a.AlertWebhook); err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil {
+			add("admin.alert_webhook: must be an https:// URL with a host")
+		}
 	}
 	if a.AuditRepeatInterval < 0 {
 		add("admin.audit_repeat_interval: %v must not be negative", a.AuditRepeatInterval)
