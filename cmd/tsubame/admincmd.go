@@ -30,6 +30,8 @@ func runAdmin(_ context.Context, args []string, stdin io.Reader, stdout, stderr 
 	user := fs.String("user", "", "create-token: the user the token acts as")
 	name := fs.String("name", "", "create-token: what the token is for")
 	ttl := fs.Duration("ttl", 0, "create-token: lifetime (0: admin.max_token_ttl)")
+	role := fs.String("role", "", "create-user: viewer, editor or admin (default: admin for the first user, else viewer); create-token: at most the user's (default: the user's)")
+	scope := fs.String("scope", "", "create-token: metrics limits the token to GET /metrics")
 	if err := fs.Parse(rest); err != nil {
 		return err
 	}
@@ -47,9 +49,18 @@ func runAdmin(_ context.Context, args []string, stdin io.Reader, stdout, stderr 
 	switch sub {
 	case "create-user":
 		if fs.NArg() != 1 {
-			return usagef("usage: tsubame admin create-user [-config FILE] [-no-totp] NAME (the password is read from standard input)")
+			return usagef("usage: tsubame admin create-user [-config FILE] [-role ROLE] [-no-totp] NAME (the password is read from standard input)")
 		}
-		return createUser(cfg, accounts, fs.Arg(0), *noTOTP, stdin, stdout, stderr)
+		r := admin.RoleViewer
+		if accounts.Empty() {
+			r = admin.RoleAdmin // the first user administers the others
+		}
+		if *role != "" {
+			if r, err = admin.ParseRole(*role); err != nil {
+				return &usageError{msg: tsubame.ErrorMessage(err)}
+			}
+		}
+		return createUser(cfg, accounts, fs.Arg(0), r, *noTOTP, stdin, stdout, stderr)
 	case "delete-user":
 		if fs.NArg() != 1 {
 			return usagef("usage: tsubame admin delete-user [-config FILE] NAME")
@@ -70,13 +81,19 @@ func runAdmin(_ context.Context, args []string, stdin io.Reader, stdout, stderr 
 		return nil
 	case "create-token":
 		if *user == "" || *name == "" || fs.NArg() != 0 {
-			return usagef("usage: tsubame admin create-token [-config FILE] -user NAME -name PURPOSE [-ttl 720h]")
+			return usagef("usage: tsubame admin create-token [-config FILE] -user NAME -name PURPOSE [-role ROLE] [-scope metrics] [-ttl 720h]")
 		}
 		lifetime, err := admin.TokenLifetime(*ttl, cfg.Admin.MaxTokenTTL)
 		if err != nil {
 			return &usageError{msg: tsubame.ErrorMessage(err)}
 		}
-		plain, tok, err := accounts.CreateToken(*user, *name, lifetime)
+		var r admin.Role
+		if *role != "" {
+			if r, err = admin.ParseRole(*role); err != nil {
+				return &usageError{msg: tsubame.ErrorMessage(err)}
+			}
+		}
+		plain, tok, err := accounts.CreateTokenWith(*user, *name, lifetime, r, *scope)
 		if err != nil {
 			return err
 		}
@@ -91,7 +108,7 @@ func runAdmin(_ context.Context, args []string, stdin io.Reader, stdout, stderr 
 	return usagef("unknown admin subcommand %q", sub)
 }
 
-func createUser(cfg *config.Config, accounts *admin.Accounts, name string, noTOTP bool, stdin io.Reader, stdout, stderr io.Writer) error {
+func createUser(cfg *config.Config, accounts *admin.Accounts, name string, role admin.Role, noTOTP bool, stdin io.Reader, stdout, stderr io.Writer) error {
 	if noTOTP && cfg.Admin.RequireTOTP {
 		return usagef("-no-totp: admin.require_totp is true")
 	}
@@ -110,7 +127,7 @@ func createUser(cfg *config.Config, accounts *admin.Accounts, name string, noTOT
 		}
 		secret, url = key.Secret(), key.URL()
 	}
-	if err := accounts.CreateUser(name, password, secret, admin.PasswordPolicy{MinLength: cfg.Admin.MinPasswordLength, MinScore: cfg.Admin.MinPasswordScore}); err != nil {
+	if err := accounts.CreateUserWithRole(name, password, secret, role, admin.PasswordPolicy{MinLength: cfg.Admin.MinPasswordLength, MinScore: cfg.Admin.MinPasswordScore}); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "created user %s\n", name)

@@ -37,7 +37,7 @@ func TestAdminCLI(t *testing.T) {
 	if m.admin.BootstrapToken() == "" {
 		t.Fatal("no bootstrap token on a first start")
 	}
-	code, out, stderr := runCmd(t, env, "correct horse battery staple\n", "admin", "create-user", "alice")
+	code, out, stderr := runCmd(t, env, "correct horse battery staple\n", "admin", "create-user", "-role", "editor", "alice")
 	if code != 0 {
 		t.Fatalf("create-user: %d %s", code, stderr)
 	}
@@ -140,6 +140,17 @@ func TestAdminCLI(t *testing.T) {
 	}
 	if code, _, stderr := runCmd(t, env, "", "admin", "verify-audit", forged); code != exitFailed || !strings.Contains(stderr, forged+":3: its link does not match") {
 		t.Errorf("verify-audit of an edited log: %d %s", code, stderr)
+	}
+
+	// The last admin stays: it cannot be deleted.
+	if code, _, stderr := runCmd(t, env, "correct horse battery staple\n", "admin", "create-user", "-role", "admin", "root"); code != 0 {
+		t.Fatalf("create-user root: %s", stderr)
+	}
+	if code, _, stderr := runCmd(t, env, "", "admin", "delete-user", "root"); code == 0 || !strings.Contains(stderr, "last admin") {
+		t.Errorf("deleting the last admin: %d %s", code, stderr)
+	}
+	if code, _, _ := runCmd(t, env, "correct horse battery staple\n", "admin", "create-user", "-role", "boss", "x"); code != exitUsage {
+		t.Errorf("an unknown role: %d", code)
 	}
 }
 

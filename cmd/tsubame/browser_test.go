@@ -170,6 +170,34 @@ func TestDashboardInBrowser(t *testing.T) {
 	if err != nil || status != 401 {
 		t.Errorf("session after logout: %d (%v)", status, err)
 	}
+
+	// A viewer (made with the CLI beside the running server) sees the
+	// figures and the placements, not the tools to change them.
+	env := []string{"TSUBAME_DATA_DIR=" + p.dataDir}
+	exit, out, stderr := runCmd(t, env, password+"\n", "admin", "create-user", "-role", "viewer", "watcher")
+	secretLine := regexp.MustCompile(`TOTP secret .*: ([A-Z2-7]+)`).FindStringSubmatch(out)
+	if exit != 0 || secretLine == nil {
+		t.Fatalf("create-user watcher: %d %s %s", exit, out, stderr)
+	}
+	code2, err := totp.GenerateCode(secretLine[1], time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.do("log in as a viewer",
+		chromedp.SetValue(css("#login-user"), "watcher"),
+		chromedp.SetValue(css("#login-password"), password),
+		chromedp.SetValue(css("#login-totp"), code2),
+		chromedp.Click(css("#login-submit")),
+		chromedp.WaitVisible(css("#dash")),
+		chromedp.WaitVisible(css("#placements tbody tr")),
+	)
+	hidden, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("editor-tools").hidden`))
+	if err != nil || !hidden {
+		t.Errorf("a viewer sees the editing tools (hidden=%v, %v)", hidden, err)
+	}
+	if who := b.text("#whoami"); who != "watcher (viewer)" {
+		t.Errorf("whoami %q", who)
+	}
 }
 
 // browserContext starts headless Chromium with a profile of its own, the

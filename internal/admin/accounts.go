@@ -45,9 +45,50 @@ type accountsFile struct {
 	Tokens []*Token `json:"tokens"`
 }
 
-// User is an admin user. Every user may do everything the admin API offers.
+// Role is what a user or a token may do on the admin listener:
+//
+//	viewer  read placements, stats, the configuration, the access-log view, /metrics
+//	editor  a viewer who also writes placements, imports and purges the cache
+//	admin   an editor who also manages users and API tokens, and reads /debug/pprof
+type Role string
+
+// Roles, weakest first.
+const (
+	RoleViewer Role = "viewer"
+	RoleEditor Role = "editor"
+	RoleAdmin  Role = "admin"
+)
+
+func (r Role) rank() int {
+	switch r {
+	case RoleViewer:
+		return 1
+	case RoleEditor:
+		return 2
+	case RoleAdmin:
+		return 3
+	}
+	return 0
+}
+
+// Allows reports whether r may do what needs need.
+func (r Role) Allows(need Role) bool { return r.rank() > 0 && r.rank() >= need.rank() }
+
+// ParseRole reads a role name.
+func ParseRole(s string) (Role, error) {
+	if r := Role(s); r.rank() > 0 {
+		return r, nil
+	}
+	return "", tsubame.Errorf(tsubame.EINVALID, "role must be viewer, editor or admin (got %q)", s)
+}
+
+// ScopeMetrics limits a token to GET /metrics (a Prometheus scraper).
+const ScopeMetrics = "metrics"
+
+// User is an admin user.
 type User struct {
 	Name     string    `json:"name"`
+	Role     Role      `json:"role"`
 	Password string    `json:"password"`       // PHC argon2id hash
 	TOTP     string    `json:"totp,omitempty"` // base32 secret
 	Created  time.Time `json:"created"`
@@ -57,9 +98,14 @@ type User struct {
 // tsb_<id>_<secret>". Only the SHA-256 of the whole token is stored; the
 // token itself is shown once, when created.
 type Token struct {
-	ID      string    `json:"id"`
-	User    string    `json:"user"`
-	Name    string    `json:"name"`
+	ID   string `json:"id"`
+	User string `json:"user"`
+	Name string `json:"name"`
+	// Role is at most its user's (checked when it is made, and again at
+	// each use: a demoted user's tokens are demoted too).
+	Role Role `json:"role"`
+	// Scope, if ScopeMetrics, limits the token to GET /metrics.
+	Scope   string    `json:"scope,omitempty"`
 	Hash    string    `json:"hash"`
 	Created time.Time `json:"created"`
 	Expires time.Time `json:"expires,omitzero"`
@@ -103,6 +149,18 @@ func (a *Accounts) refresh() error {
 	var data accountsFile
 	if err := json.Unmarshal(b, &data); err != nil {
 		return fmt.Errorf("%s: %w", a.path, err)
+	}
+	// Users and tokens from before roles existed could do everything:
+	// they are admins (written so at the next change).
+	for _, u := range data.Users {
+		if u.Role == "" {
+			u.Role = RoleAdmin
+		}
+	}
+	for _, t := range data.Tokens {
+		if t.Role == "" {
+			t.Role = RoleAdmin
+		}
 	}
 	a.data, a.mod = data, fi.ModTime()
 	return nil
@@ -183,7 +241,15 @@ func NewTOTP(user string) (*otp.Key, error) {
 // policy. totpSecret may be empty only when the caller allows users without
 // a second factor.
 func (a *Accounts) CreateUser(name, password, totpSecret string, policy PasswordPolicy) error {
+	return a.CreateUserWithRole(name, password, totpSecret, RoleAdmin, policy)
+}
+
+// CreateUserWithRole is CreateUser with the user's role.
+func (a *Accounts) CreateUserWithRole(name, password, totpSecret string, role Role, policy PasswordPolicy) error {
 	if err := ValidUserName(name); err != nil {
+		return err
+	}
+	if _, err := ParseRole(string(role)); err != nil {
 		return err
 	}
 	if err := policy.Check(name, password); err != nil {
@@ -197,14 +263,53 @@ func (a *Accounts) CreateUser(name, password, totpSecret string, policy Password
 		if slices.ContainsFunc(d.Users, func(u *User) bool { return u.Name == name }) {
 			return tsubame.Errorf(tsubame.ECONFLICT, "user %q exists", name)
 		}
-		d.Users = append(d.Users, &User{Name: name, Password: hash, TOTP: totpSecret, Created: time.Now().UTC()})
+		d.Users = append(d.Users, &User{Name: name, Role: role, Password: hash, TOTP: totpSecret, Created: time.Now().UTC()})
 		return nil
 	})
 }
 
-// DeleteUser removes a user and every token of theirs.
+// errLastAdmin refuses to leave the accounts without an admin.
+var errLastAdmin = tsubame.Errorf(tsubame.ECONFLICT, "the last admin cannot be deleted or demoted: make another admin first")
+
+func lastAdmin(d *accountsFile, name string) bool {
+	admins := 0
+	isAdmin := false
+	for _, u := range d.Users {
+		if u.Role == RoleAdmin {
+			admins++
+			isAdmin = isAdmin || u.Name == name
+		}
+	}
+	return isAdmin && admins == 1
+}
+
+// SetRole changes a user's role. The last admin cannot be demoted.
+func (a *Accounts) SetRole(name string, role Role) error {
+	if _, err := ParseRole(string(role)); err != nil {
+		return err
+	}
+	return a.update(func(d *accountsFile) error {
+		i := slices.IndexFunc(d.Users, func(u *User) bool { return u.Name == name })
+		if i < 0 {
+			return tsubame.Errorf(tsubame.ENOTFOUND, "no user %q", name)
+		}
+		if role != RoleAdmin && lastAdmin(d, name) {
+			return errLastAdmin
+		}
+		u := *d.Users[i]
+		u.Role = role
+		d.Users[i] = &u
+		return nil
+	})
+}
+
+// DeleteUser removes a user and every token of theirs. The last admin
+// cannot be deleted.
 func (a *Accounts) DeleteUser(name string) error {
 	return a.update(func(d *accountsFile) error {
+		if lastAdmin(d, name) {
+			return errLastAdmin
+		}
 		n := len(d.Users)
 		d.Users = slices.DeleteFunc(d.Users, func(u *User) bool { return u.Name == name })
 		if len(d.Users) == n {
@@ -213,6 +318,15 @@ func (a *Accounts) DeleteUser(name string) error {
 		d.Tokens = slices.DeleteFunc(d.Tokens, func(t *Token) bool { return t.User == name })
 		return nil
 	})
+}
+
+// RoleOf returns a user's role ("" for no such user).
+func (a *Accounts) RoleOf(name string) Role {
+	u, err := a.user(name)
+	if err != nil || u == nil {
+		return ""
+	}
+	return u.Role
 }
 
 // Users lists the users' names.
@@ -328,6 +442,20 @@ func TokenLifetime(ttl, max time.Duration) (time.Duration, error) {
 }
 
 func (a *Accounts) CreateToken(user, name string, ttl time.Duration) (string, *Token, error) {
+	return a.CreateTokenWith(user, name, ttl, "", "")
+}
+
+// CreateTokenWith is CreateToken with the token's role (at most the
+// user's; "" is the user's) and scope ("" or ScopeMetrics).
+func (a *Accounts) CreateTokenWith(user, name string, ttl time.Duration, role Role, scope string) (string, *Token, error) {
+	if role != "" {
+		if _, err := ParseRole(string(role)); err != nil {
+			return "", nil, err
+		}
+	}
+	if scope != "" && scope != ScopeMetrics {
+		return "", nil, tsubame.Errorf(tsubame.EINVALID, "scope must be empty or %q", ScopeMetrics)
+	}
 	if name == "" || len(name) > 64 || strings.ContainsFunc(name, func(r rune) bool { return r < ' ' || r == 0x7f }) {
 		return "", nil, tsubame.Errorf(tsubame.EINVALID, "token name must be 1 to 64 printable characters")
 	}
@@ -342,13 +470,20 @@ func (a *Accounts) CreateToken(user, name string, ttl time.Duration) (string, *T
 	id := hex.EncodeToString(idb)
 	plain := tokenPrefix + id + "_" + base64.RawURLEncoding.EncodeToString(secret)
 	sum := sha256.Sum256([]byte(plain))
-	t := &Token{ID: id, User: user, Name: name, Hash: hex.EncodeToString(sum[:]), Created: time.Now().UTC()}
+	t := &Token{ID: id, User: user, Name: name, Role: role, Scope: scope, Hash: hex.EncodeToString(sum[:]), Created: time.Now().UTC()}
 	if ttl > 0 {
 		t.Expires = t.Created.Add(ttl)
 	}
 	err := a.update(func(d *accountsFile) error {
-		if !slices.ContainsFunc(d.Users, func(u *User) bool { return u.Name == user }) {
+		i := slices.IndexFunc(d.Users, func(u *User) bool { return u.Name == user })
+		if i < 0 {
 			return tsubame.Errorf(tsubame.ENOTFOUND, "no user %q", user)
+		}
+		if t.Role == "" {
+			t.Role = d.Users[i].Role
+		}
+		if !d.Users[i].Role.Allows(t.Role) {
+			return tsubame.Errorf(tsubame.EINVALID, "a token's role (%s) cannot exceed its user's (%s)", t.Role, d.Users[i].Role)
 		}
 		d.Tokens = append(d.Tokens, t)
 		return nil
@@ -385,16 +520,16 @@ func (a *Accounts) DeleteToken(user, id string) error {
 	})
 }
 
-// VerifyToken returns the user a presented token belongs to, or "" if it is
-// unknown, malformed or expired.
-func (a *Accounts) VerifyToken(plain string, now time.Time) string {
+// VerifyToken returns the presented token (its Role capped by its user's
+// current role), and whether it is known, well-formed and unexpired.
+func (a *Accounts) VerifyToken(plain string, now time.Time) (Token, bool) {
 	rest, ok := strings.CutPrefix(plain, tokenPrefix)
 	if !ok || len(plain) > 128 {
-		return ""
+		return Token{}, false
 	}
 	id, _, ok := strings.Cut(rest, "_")
 	if !ok {
-		return ""
+		return Token{}, false
 	}
 	sum := sha256.Sum256([]byte(plain))
 	want := hex.EncodeToString(sum[:])
@@ -404,13 +539,18 @@ func (a *Accounts) VerifyToken(plain string, now time.Time) string {
 	for _, t := range a.data.Tokens {
 		if t.ID == id && subtle.ConstantTimeCompare([]byte(t.Hash), []byte(want)) == 1 {
 			if !t.Expires.IsZero() && now.After(t.Expires) {
-				return ""
+				return Token{}, false
 			}
-			if !slices.ContainsFunc(a.data.Users, func(u *User) bool { return u.Name == t.User }) {
-				return ""
+			i := slices.IndexFunc(a.data.Users, func(u *User) bool { return u.Name == t.User })
+			if i < 0 {
+				return Token{}, false
 			}
-			return t.User
+			tok := *t
+			if u := a.data.Users[i]; !u.Role.Allows(tok.Role) {
+				tok.Role = u.Role
+			}
+			return tok, true
 		}
 	}
-	return ""
+	return Token{}, false
 }

@@ -136,11 +136,11 @@ func New(opt Options) *Server {
 		mux.Handle("GET /metrics", h)
 	}
 	if opt.Pprof {
-		mux.HandleFunc("GET /debug/pprof/", s.requireAuth(pprof.Index))
-		mux.HandleFunc("GET /debug/pprof/cmdline", s.requireAuth(pprof.Cmdline))
-		mux.HandleFunc("GET /debug/pprof/profile", s.requireAuth(pprof.Profile))
-		mux.HandleFunc("GET /debug/pprof/symbol", s.requireAuth(pprof.Symbol))
-		mux.HandleFunc("GET /debug/pprof/trace", s.requireAuth(pprof.Trace))
+		mux.HandleFunc("GET /debug/pprof/", s.requireRole(RoleAdmin, pprof.Index))
+		mux.HandleFunc("GET /debug/pprof/cmdline", s.requireRole(RoleAdmin, pprof.Cmdline))
+		mux.HandleFunc("GET /debug/pprof/profile", s.requireRole(RoleAdmin, pprof.Profile))
+		mux.HandleFunc("GET /debug/pprof/symbol", s.requireRole(RoleAdmin, pprof.Symbol))
+		mux.HandleFunc("GET /debug/pprof/trace", s.requireRole(RoleAdmin, pprof.Trace))
 	}
 	mux.HandleFunc("GET /{$}", s.dashboard)
 	mux.HandleFunc("GET /assets/{file}", s.asset)
@@ -336,7 +336,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	id, sess := s.sessions.create(u.Name, now)
 	s.setSessionCookie(w, id, s.opt.SessionMax)
 	s.audit(r, u.Name, "login", "", "ok", "")
-	writeJSON(w, http.StatusOK, map[string]string{"user": u.Name, "csrf_token": sess.csrf})
+	writeJSON(w, http.StatusOK, map[string]string{"user": u.Name, "role": string(u.Role), "csrf_token": sess.csrf})
 }
 
 func retryAfter(d time.Duration) string {
@@ -356,7 +356,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) session(w http.ResponseWriter, r *http.Request) {
 	id := identityOf(r)
-	out := map[string]string{"user": id.user}
+	out := map[string]string{"user": id.user, "role": string(id.role)}
 	if id.sess != nil {
 		out["csrf_token"] = id.sess.csrf
 	}

@@ -411,15 +411,15 @@ func TestTokens(t *testing.T) {
 		t.Error("the token is stored in clear")
 	}
 	now := time.Now()
-	if u := a.VerifyToken(plain, now); u != "ops" {
-		t.Errorf("verify: %q", u)
+	if got, ok := a.VerifyToken(plain, now); !ok || got.User != "ops" || got.Role != RoleAdmin {
+		t.Errorf("verify: %+v %v", got, ok)
 	}
 	for _, bad := range []string{"", plain + "x", plain[:len(plain)-1], "tsb_" + tok.ID, strings.Replace(plain, tok.ID, "000000000000", 1)} {
-		if u := a.VerifyToken(bad, now); u != "" {
-			t.Errorf("%q verified as %q", bad, u)
+		if got, ok := a.VerifyToken(bad, now); ok {
+			t.Errorf("%q verified as %q", bad, got.User)
 		}
 	}
-	if u := a.VerifyToken(plain, now.Add(2*time.Hour)); u != "" {
+	if _, ok := a.VerifyToken(plain, now.Add(2*time.Hour)); ok {
 		t.Error("an expired token verified")
 	}
 	if err := a.DeleteToken("someone", tok.ID); tsubame.ErrorCode(err) != tsubame.ENOTFOUND {
@@ -428,7 +428,7 @@ func TestTokens(t *testing.T) {
 	if err := a.DeleteToken("ops", tok.ID); err != nil {
 		t.Fatal(err)
 	}
-	if u := a.VerifyToken(plain, now); u != "" {
+	if _, ok := a.VerifyToken(plain, now); ok {
 		t.Error("a revoked token verified")
 	}
 }
@@ -723,7 +723,7 @@ func TestBootstrap(t *testing.T) {
 		t.Fatal("no bootstrap token without users")
 	}
 	key, _ := NewTOTP("cli-user")
-	if err := h3.accounts.CreateUser("cli-user", testPassword, key.Secret(), PasswordPolicy{MinLength: 12}); err != nil {
+	if err := h3.accounts.CreateUserWithRole("cli-user", testPassword, key.Secret(), RoleViewer, PasswordPolicy{MinLength: 12}); err != nil {
 		t.Fatal(err)
 	}
 	if h3.s.BootstrapToken() != "" {
@@ -1206,5 +1206,154 @@ func TestAuditChain(t *testing.T) {
 		if !errors.As(err, &br) || br.Line != tc.line || !strings.Contains(br.Reason, tc.want) {
 			t.Errorf("%s: %v, want line %d: %s", name, err, tc.line, tc.want)
 		}
+	}
+}
+
+// Every route of the admin listener against every role, and a token scoped
+// to /metrics: the role's routes are served, the others are a 403 (and
+// audited), whatever the body.
+func TestRouteRoleMatrix(t *testing.T) {
+	h := newHarness(t, true, nil) // testUser is an admin
+	tokens := map[string]string{}
+	for _, role := range []Role{RoleViewer, RoleEditor, RoleAdmin} {
+		name := "u-" + string(role)
+		if err := h.accounts.CreateUserWithRole(name, testPassword, "", role, PasswordPolicy{MinLength: 12}); err != nil {
+			t.Fatal(err)
+		}
+		plain, _, err := h.accounts.CreateToken(name, "matrix", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens[string(role)] = plain
+	}
+	scoped, _, err := h.accounts.CreateTokenWith("u-admin", "prometheus", time.Hour, RoleViewer, ScopeMetrics)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens["metrics-scope"] = scoped
+	if err := h.store.Put(t.Context(), &tsubame.Placement{ID: "1", URLs: []string{"https://ad.example.com/1.js"}}); err != nil {
+		t.Fatal(err)
+	}
+	// need: the weakest role that may; "" for the scoped token's one route.
+	routes := []struct {
+		method, path string
+		body         any
+		need         Role
+	}{
+		{"GET", "/metrics", nil, RoleViewer},
+		{"GET", "/api/v1/session", nil, RoleViewer},
+		{"GET", "/api/v1/placements", nil, RoleViewer},
+		{"GET", "/api/v1/placements/1", nil, RoleViewer},
+		{"GET", "/api/v1/config", nil, RoleViewer},
+		{"GET", "/api/v1/accesslog", nil, RoleViewer},
+		{"GET", "/api/v1/stats", nil, RoleViewer},
+		{"PUT", "/api/v1/placements/2", map[string]any{"urls": []string{"https://ad.example.com/2.js"}}, RoleEditor},
+		{"DELETE", "/api/v1/placements/2", nil, RoleEditor},
+		{"POST", "/api/v1/import", `{"id":"3","urls":["https://ad.example.com/3.js"]}` + "\n", RoleEditor},
+		{"POST", "/api/v1/purge", map[string]any{"all": true}, RoleEditor},
+		{"GET", "/api/v1/tokens", nil, RoleAdmin},
+		{"POST", "/api/v1/tokens", map[string]string{"name": "x", "ttl": "1h"}, RoleAdmin},
+		{"DELETE", "/api/v1/tokens/000000000000", nil, RoleAdmin},
+		{"GET", "/api/v1/users", nil, RoleAdmin},
+		{"POST", "/api/v1/users", map[string]string{"user": "new", "password": testPassword}, RoleAdmin},
+		{"PUT", "/api/v1/users/new/role", map[string]string{"role": "editor"}, RoleAdmin},
+		{"DELETE", "/api/v1/users/nobody", nil, RoleAdmin},
+		{"GET", "/debug/pprof/", nil, RoleAdmin},
+		{"GET", "/debug/pprof/cmdline", nil, RoleAdmin},
+		{"GET", "/debug/pprof/symbol", nil, RoleAdmin},
+		{"POST", "/api/v1/logout", nil, RoleViewer},
+	}
+	for _, who := range []string{"viewer", "editor", "admin", "metrics-scope"} {
+		for _, rt := range routes {
+			r := h.do(rt.method, rt.path, rt.body, "Authorization", "Bearer "+tokens[who])
+			allowed := Role(who).Allows(rt.need)
+			if who == "metrics-scope" {
+				allowed = rt.path == "/metrics"
+			}
+			switch {
+			case allowed && (r.status == 401 || r.status == 403):
+				t.Errorf("%s %s as %s: %d %s, want served", rt.method, rt.path, who, r.status, r.body)
+			case !allowed && r.status != 403:
+				t.Errorf("%s %s as %s: %d, want 403", rt.method, rt.path, who, r.status)
+			}
+		}
+	}
+	forbidden := 0
+	h.s.auditLog.flush(true)
+	for _, rec := range h.auditLines() {
+		if rec.Action == "forbidden" {
+			forbidden += max(rec.Repeated, 1)
+		}
+	}
+	// viewer: 14 routes above its role; editor: 10; the scoped token: all but one.
+	if want := 14 + 10 + len(routes) - 1; forbidden != want {
+		t.Errorf("%d refusals audited, want %d", forbidden, want)
+	}
+}
+
+// Roles guard themselves: a token's role stays within its user's (also
+// after a demotion), nobody raises their own role, and the last admin can
+// be neither deleted nor demoted.
+func TestRoleRules(t *testing.T) {
+	h := newHarness(t, true, nil)
+	a := h.accounts
+	if err := a.CreateUserWithRole("ed", testPassword, "", RoleEditor, PasswordPolicy{MinLength: 12}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.CreateTokenWith("ed", "up", time.Hour, RoleAdmin, ""); err == nil {
+		t.Error("an editor's token got the admin role")
+	}
+	edTok, _, err := a.CreateToken("ed", "own", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok, ok := a.VerifyToken(edTok, time.Now()); !ok || tok.Role != RoleEditor {
+		t.Errorf("an editor's default token: %+v", tok)
+	}
+	if err := a.SetRole("ed", RoleViewer); err != nil {
+		t.Fatal(err)
+	}
+	if tok, _ := a.VerifyToken(edTok, time.Now()); tok.Role != RoleViewer {
+		t.Errorf("after the demotion the token is %s", tok.Role)
+	}
+	if err := a.SetRole(testUser, RoleEditor); tsubame.ErrorCode(err) != tsubame.ECONFLICT {
+		t.Errorf("demoting the last admin: %v", err)
+	}
+	if err := a.DeleteUser(testUser); tsubame.ErrorCode(err) != tsubame.ECONFLICT {
+		t.Errorf("deleting the last admin: %v", err)
+	}
+	// Through the API: a new admin may then demote the first.
+	adminTok, _, err := a.CreateToken(testUser, "adm", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := []string{"Authorization", "Bearer " + adminTok}
+	if r := h.do("POST", "/api/v1/users", map[string]string{"user": "second", "password": testPassword, "role": "admin"}, auth...); r.status != 201 {
+		t.Fatalf("create admin: %d %s", r.status, r.body)
+	}
+	if r := h.do("POST", "/api/v1/users", map[string]string{"user": "third", "password": testPassword}, auth...); r.status != 201 || !strings.Contains(string(r.body), `"role":"viewer"`) {
+		t.Errorf("a user made without a role: %d %s", r.status, r.body)
+	}
+	if r := h.do("PUT", "/api/v1/users/"+testUser+"/role", map[string]string{"role": "viewer"}, auth...); r.status != 200 {
+		t.Errorf("demote self with another admin present: %d %s", r.status, r.body)
+	}
+	if r := h.do("GET", "/api/v1/users", nil, auth...); r.status != 403 {
+		t.Errorf("the demoted admin's token still manages users: %d", r.status)
+	}
+	if r := h.do("POST", "/api/v1/tokens", map[string]string{"name": "t", "role": "superuser"}, auth...); r.status != 403 && r.status != 400 {
+		t.Errorf("bad role: %d", r.status)
+	}
+	// Users and tokens from before roles existed are admins.
+	raw := `{"users":[{"name":"legacy","password":"x","created":"2026-01-01T00:00:00Z"}],"tokens":[]}`
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "users.json"), []byte(raw), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old, err := OpenAccounts(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := old.RoleOf("legacy"); r != RoleAdmin {
+		t.Errorf("a user from before roles: %q", r)
 	}
 }

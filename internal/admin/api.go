@@ -21,22 +21,26 @@ const (
 const maxPlacementBody = 256 << 10
 
 func (s *Server) apiRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /api/v1/placements", s.requireAuth(s.listPlacements))
-	mux.HandleFunc("GET /api/v1/placements/{id}", s.requireAuth(s.getPlacement))
-	mux.HandleFunc("PUT /api/v1/placements/{id}", s.requireAuth(s.putPlacement))
-	mux.HandleFunc("DELETE /api/v1/placements/{id}", s.requireAuth(s.deletePlacement))
-	mux.HandleFunc("POST /api/v1/import", s.requireAuth(s.importPlacements))
-	mux.HandleFunc("POST /api/v1/purge", s.requireAuth(s.purge))
-	mux.HandleFunc("GET /api/v1/config", s.requireAuth(s.config))
-	mux.HandleFunc("GET /api/v1/accesslog", s.requireAuth(s.accessLog))
-	mux.HandleFunc("GET /api/v1/stats", s.requireAuth(s.statsNow))
-	mux.HandleFunc("GET /api/v1/stats/stream", s.requireAuth(s.statsStream))
-	mux.HandleFunc("GET /api/v1/tokens", s.requireAuth(s.listTokens))
-	mux.HandleFunc("POST /api/v1/tokens", s.requireAuth(s.createToken))
-	mux.HandleFunc("DELETE /api/v1/tokens/{id}", s.requireAuth(s.deleteToken))
-	mux.HandleFunc("GET /api/v1/users", s.requireAuth(s.listUsers))
-	mux.HandleFunc("POST /api/v1/users", s.requireAuth(s.createUser))
-	mux.HandleFunc("DELETE /api/v1/users/{name}", s.requireAuth(s.deleteUser))
+	viewer := func(h http.HandlerFunc) http.HandlerFunc { return s.requireRole(RoleViewer, h) }
+	editor := func(h http.HandlerFunc) http.HandlerFunc { return s.requireRole(RoleEditor, h) }
+	admin := func(h http.HandlerFunc) http.HandlerFunc { return s.requireRole(RoleAdmin, h) }
+	mux.HandleFunc("GET /api/v1/placements", viewer(s.listPlacements))
+	mux.HandleFunc("GET /api/v1/placements/{id}", viewer(s.getPlacement))
+	mux.HandleFunc("PUT /api/v1/placements/{id}", editor(s.putPlacement))
+	mux.HandleFunc("DELETE /api/v1/placements/{id}", editor(s.deletePlacement))
+	mux.HandleFunc("POST /api/v1/import", editor(s.importPlacements))
+	mux.HandleFunc("POST /api/v1/purge", editor(s.purge))
+	mux.HandleFunc("GET /api/v1/config", viewer(s.config))
+	mux.HandleFunc("GET /api/v1/accesslog", viewer(s.accessLog))
+	mux.HandleFunc("GET /api/v1/stats", viewer(s.statsNow))
+	mux.HandleFunc("GET /api/v1/stats/stream", viewer(s.statsStream))
+	mux.HandleFunc("GET /api/v1/tokens", admin(s.listTokens))
+	mux.HandleFunc("POST /api/v1/tokens", admin(s.createToken))
+	mux.HandleFunc("DELETE /api/v1/tokens/{id}", admin(s.deleteToken))
+	mux.HandleFunc("GET /api/v1/users", admin(s.listUsers))
+	mux.HandleFunc("POST /api/v1/users", admin(s.createUser))
+	mux.HandleFunc("PUT /api/v1/users/{name}/role", admin(s.setRole))
+	mux.HandleFunc("DELETE /api/v1/users/{name}", admin(s.deleteUser))
 }
 
 // writeStoreError answers err with the status of its kind and its safe
@@ -224,7 +228,10 @@ func (s *Server) listTokens(w http.ResponseWriter, r *http.Request) {
 	ts := s.accounts.Tokens(identityOf(r).user)
 	out := make([]map[string]any, 0, len(ts))
 	for _, t := range ts {
-		m := map[string]any{"id": t.ID, "name": t.Name, "created": t.Created}
+		m := map[string]any{"id": t.ID, "name": t.Name, "role": t.Role, "created": t.Created}
+		if t.Scope != "" {
+			m["scope"] = t.Scope
+		}
 		if !t.Expires.IsZero() {
 			m["expires"] = t.Expires
 		}
@@ -237,6 +244,10 @@ type tokenRequest struct {
 	Name string `json:"name"`
 	// TTL is a Go duration ("720h"); empty means admin.max_token_ttl.
 	TTL string `json:"ttl"`
+	// Role is at most the creator's (the default); Scope "metrics" limits
+	// the token to GET /metrics.
+	Role  string `json:"role"`
+	Scope string `json:"scope"`
 }
 
 // createToken makes an API token for the request's user; the answer holds
@@ -253,17 +264,24 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		ttl, err = TokenLifetime(ttl, s.opt.MaxTokenTTL)
 	}
+	id := identityOf(r)
+	role := id.role
+	if err == nil && req.Role != "" {
+		if role, err = ParseRole(req.Role); err == nil && !id.role.Allows(role) {
+			err = tsubame.Errorf(tsubame.EINVALID, "a token's role cannot exceed yours (%s)", id.role)
+		}
+	}
 	var plain string
 	var t *Token
 	if err == nil {
-		plain, t, err = s.accounts.CreateToken(identityOf(r).user, req.Name, ttl)
+		plain, t, err = s.accounts.CreateTokenWith(id.user, req.Name, ttl, role, req.Scope)
 	}
 	target := req.Name
 	if t != nil {
 		target = t.ID
 	}
 	if s.done(w, r, "token.create", target, err) {
-		writeJSON(w, http.StatusCreated, map[string]any{"id": t.ID, "name": t.Name, "token": plain, "expires": t.Expires})
+		writeJSON(w, http.StatusCreated, map[string]any{"id": t.ID, "name": t.Name, "role": t.Role, "scope": t.Scope, "token": plain, "expires": t.Expires})
 	}
 }
 
@@ -281,12 +299,18 @@ func (s *Server) listUsers(w http.ResponseWriter, _ *http.Request) {
 		s.writeStoreError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"users": names})
+	roles := make(map[string]Role, len(names))
+	for _, n := range names {
+		roles[n] = s.accounts.RoleOf(n)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"users": names, "roles": roles})
 }
 
 type userRequest struct {
 	User     string `json:"user"`
 	Password string `json:"password"`
+	// Role is viewer (the default), editor or admin.
+	Role string `json:"role"`
 }
 
 // createUser adds a user; the answer holds their TOTP secret, shown once.
@@ -305,11 +329,39 @@ func (s *Server) createUser(w http.ResponseWriter, r *http.Request) {
 			secret, url = key.Secret(), key.URL()
 		}
 	}
+	role := RoleViewer
+	if err == nil && req.Role != "" {
+		role, err = ParseRole(req.Role)
+	}
 	if err == nil {
-		err = s.accounts.CreateUser(req.User, req.Password, secret, s.opt.Policy)
+		err = s.accounts.CreateUserWithRole(req.User, req.Password, secret, role, s.opt.Policy)
 	}
 	if s.done(w, r, "user.create", req.User, err) {
-		writeJSON(w, http.StatusCreated, map[string]string{"user": req.User, "totp_secret": secret, "totp_url": url})
+		writeJSON(w, http.StatusCreated, map[string]string{"user": req.User, "role": string(role), "totp_secret": secret, "totp_url": url})
+	}
+}
+
+// setRole changes a user's role: {"role": "editor"}. Nobody raises their
+// own role, and the last admin stays an admin.
+func (s *Server) setRole(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	var req struct {
+		Role string `json:"role"`
+	}
+	err := decodeBody(w, r, maxAuthBody, &req)
+	var role Role
+	if err == nil {
+		role, err = ParseRole(req.Role)
+	}
+	id := identityOf(r)
+	if err == nil && name == id.user && !id.role.Allows(role) {
+		err = tsubame.Errorf(tsubame.EINVALID, "nobody raises their own role")
+	}
+	if err == nil {
+		err = s.accounts.SetRole(name, role)
+	}
+	if s.done(w, r, "user.role", name+"="+string(role), err) {
+		writeJSON(w, http.StatusOK, map[string]string{"user": name, "role": string(role)})
 	}
 }
 

@@ -142,6 +142,8 @@ func (a *Audit) Record(rec AuditRecord) {
 			a.notify.Notify("user %q deleted by %s", rec.Target, by)
 		case "token.create":
 			a.notify.Notify("API token %s created by %s", rec.Target, by)
+		case "user.role":
+			a.notify.Notify("role changed (%s) by %s", rec.Target, by)
 		}
 	}
 	if rec.Result != "ok" && a.repeatEvery > 0 {

@@ -278,6 +278,8 @@ type identity struct {
 	user  string
 	actor string // for the audit log: the user, or "token:<id>@<user>"
 	sess  *session
+	role  Role
+	scope string // a token's scope ("" or ScopeMetrics)
 }
 
 type ctxKey struct{}
@@ -310,12 +312,11 @@ func (s *Server) authenticate(r *http.Request) (id *identity, presented bool) {
 			return nil, true
 		}
 		tok = strings.TrimLeft(tok, " ")
-		user := s.accounts.VerifyToken(strings.TrimSpace(tok), now)
-		if user == "" {
+		t, ok := s.accounts.VerifyToken(strings.TrimSpace(tok), now)
+		if !ok {
 			return nil, true
 		}
-		tid, _, _ := strings.Cut(strings.TrimPrefix(tok, tokenPrefix), "_")
-		return &identity{user: user, actor: "token:" + tid + "@" + user}, true
+		return &identity{user: t.User, actor: "token:" + t.ID + "@" + t.User, role: t.Role, scope: t.Scope}, true
 	}
 	c, err := r.Cookie(SessionCookie)
 	if err != nil {
@@ -325,16 +326,24 @@ func (s *Server) authenticate(r *http.Request) (id *identity, presented bool) {
 	if sess == nil {
 		return nil, true
 	}
-	if u, err := s.accounts.user(sess.user); err != nil || u == nil {
+	u, err := s.accounts.user(sess.user)
+	if err != nil || u == nil {
 		s.sessions.end(c.Value) // the user was deleted (perhaps by the CLI)
 		return nil, true
 	}
-	return &identity{user: sess.user, actor: sess.user, sess: sess}, true
+	return &identity{user: sess.user, actor: sess.user, sess: sess, role: u.Role}, true
 }
 
-// requireAuth runs next for authenticated requests only. With a session
-// cookie, a state-changing method must also carry the session's CSRF token.
+// requireAuth runs next for authenticated requests of any role.
 func (s *Server) requireAuth(next http.HandlerFunc) http.HandlerFunc {
+	return s.requireRole(RoleViewer, next)
+}
+
+// requireRole runs next for authenticated requests whose role allows need
+// (403 otherwise). With a session cookie, a state-changing method must also
+// carry the session's CSRF token. A token scoped to /metrics is refused
+// everywhere else.
+func (s *Server) requireRole(need Role, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id, presented := s.authenticate(r)
 		if id == nil {
@@ -351,6 +360,16 @@ func (s *Server) requireAuth(next http.HandlerFunc) http.HandlerFunc {
 				writeError(w, http.StatusForbidden, "missing or invalid CSRF token")
 				return
 			}
+		}
+		if id.scope == ScopeMetrics && r.URL.Path != "/metrics" {
+			s.audit(r, id.actor, "forbidden", r.URL.Path, "denied", "a token scoped to /metrics")
+			writeError(w, http.StatusForbidden, "this token may only read /metrics")
+			return
+		}
+		if !id.role.Allows(need) {
+			s.audit(r, id.actor, "forbidden", r.URL.Path, "denied", "needs the "+string(need)+" role")
+			writeError(w, http.StatusForbidden, "your role ("+string(id.role)+") may not do this; it needs "+string(need))
+			return
 		}
 		next(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, id)))
 	}

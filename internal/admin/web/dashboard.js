@@ -46,7 +46,9 @@ async function start() {
 
 function enter(session) {
   csrf = session.csrf_token || "";
-  $("whoami").textContent = session.user;
+  $("whoami").textContent = `${session.user} (${session.role})`;
+  // Viewers read; editors and admins also change placements and purge.
+  $("editor-tools").hidden = !(session.role === "editor" || session.role === "admin");
   show("dash");
   startStream();
   loadPage("");
