@@ -377,12 +377,21 @@ func (l *Logger) run() {
 // else nil.
 func (l *Logger) flush() [][]byte {
 	epoch := l.committed.Load() + 1
+	// Every shard is held while the time of the take is read and the
+	// buffers are swapped: each record taken was stamped before the take
+	// (a stamp is read before its Append), and each record appended after
+	// it is stamped no earlier (the floor). Taken shard by shard instead, a
+	// record stamped after the take could join the batch and make it cross
+	// a boundary that later records, clamped only to the take, are still
+	// before: they would land in a file whose range does not hold them.
+	for i := range l.shards {
+		l.shards[i].mu.Lock()
+	}
 	take := max(time.Now().UnixNano(), l.mark)
 	var batch []part
 	records := 0
 	for i := range l.shards {
 		s := &l.shards[i]
-		s.mu.Lock()
 		if len(s.buf) > 0 {
 			batch = append(batch, part{buf: s.buf, lo: s.lo, hi: s.hi})
 			records += s.records
@@ -390,7 +399,9 @@ func (l *Logger) flush() [][]byte {
 		}
 		s.floor = max(s.floor, take)
 		s.epoch = epoch + 1
-		s.mu.Unlock()
+	}
+	for i := range l.shards {
+		l.shards[i].mu.Unlock()
 	}
 	if rest := l.writeFiled(batch, take); rest != nil {
 		return rest
