@@ -135,6 +135,7 @@ type Admin struct {
 	Listen              string        `koanf:"listen"`
 	TLSCert             string        `koanf:"tls_cert"`
 	TLSKey              string        `koanf:"tls_key"`
+	AllowPlaintext      bool          `koanf:"allow_plaintext"`
 	Dir                 string        `koanf:"dir"`
 	AuditLog            string        `koanf:"audit_log"`
 	SessionIdle         time.Duration `koanf:"session_idle"`
@@ -971,11 +972,18 @@ func printableASCII(s string) bool {
 // and from check-config.
 func (c *Config) Risks() []string {
 	var out []string
-	if a := c.Admin.Listen; a != "" && c.Admin.TLSCert == "" && !loopbackAddr(a) {
-		out = append(out, fmt.Sprintf("admin.listen %q is reachable from the network without TLS: passwords, session cookies "+
-			"and API tokens would cross it in clear text; set admin.tls_cert and admin.tls_key, or listen on a loopback address", a))
+	if c.plaintextAdmin() {
+		out = append(out, fmt.Sprintf("admin.listen %q is reachable from the network without TLS (admin.allow_plaintext): "+
+			"passwords, session cookies and API tokens cross it in clear text; set admin.tls_cert and admin.tls_key", c.Admin.Listen))
 	}
 	return out
+}
+
+// plaintextAdmin reports whether the admin listener is reachable beyond
+// loopback without TLS.
+func (c *Config) plaintextAdmin() bool {
+	a := c.Admin.Listen
+	return a != "" && c.Admin.TLSCert == "" && !loopbackAddr(a)
 }
 
 // loopbackAddr reports whether host:port listens on loopback only.
@@ -1014,6 +1022,11 @@ func (c *Config) validateAdmin(add func(string, ...any), positive func(string, t
 	positive("admin.session_max", a.SessionMax)
 	positive("admin.login_max_delay", a.LoginMaxDelay)
 	positive("admin.alert_window", a.AlertWindow)
+	if c.plaintextAdmin() && !a.AllowPlaintext {
+		add("admin.listen: %q is reachable from the network without TLS: passwords, session cookies and tokens would cross it "+
+			"in clear text; set admin.tls_cert and admin.tls_key, listen on a loopback address, or set admin.allow_plaintext: true "+
+			"for a private network you trust", a.Listen)
+	}
 	if a.MaxTokenTTL < 0 {
 		add("admin.max_token_ttl: %v must not be negative", a.MaxTokenTTL)
 	}

@@ -457,16 +457,21 @@ func TestCORSOrigins(t *testing.T) {
 	}
 }
 
-// An admin listener reachable from the network without TLS is valid but
-// warned about.
+// An admin listener reachable from the network without TLS is refused
+// unless admin.allow_plaintext, and then warned about.
 func TestRisks(t *testing.T) {
 	for listen, risky := range map[string]bool{
 		"127.0.0.1:4001": false, "[::1]:4001": false, "localhost:4001": false, "": false,
 		":4001": true, "0.0.0.0:4001": true, "10.0.0.5:4001": true, "[::]:4001": true, "admin.example.com:4001": true,
 	} {
+		// Refused unless allowed, and warned about when allowed.
 		cfg := load(t, "", "TSUBAME_ADMIN_LISTEN="+listen)
-		if got := len(cfg.Risks()) > 0; got != risky {
-			t.Errorf("admin.listen %q: risk %v, want %v (%q)", listen, got, risky, cfg.Risks())
+		if refused := len(cfg.Validate()) > 0; refused != risky {
+			t.Errorf("admin.listen %q: refused %v, want %v (%v)", listen, refused, risky, cfg.Validate())
+		}
+		cfg = load(t, "", "TSUBAME_ADMIN_LISTEN="+listen, "TSUBAME_ADMIN_ALLOW_PLAINTEXT=true")
+		if got := len(cfg.Risks()) > 0; got != risky || len(cfg.Validate()) > 0 {
+			t.Errorf("admin.listen %q allowed: risk %v, want %v (%q, %v)", listen, got, risky, cfg.Risks(), cfg.Validate())
 		}
 	}
 	dir := t.TempDir()
