@@ -248,6 +248,7 @@ func TestPasswordPolicy(t *testing.T) {
 		{"ops", "iloveyou1234", "too easy to guess"},
 		{"ops", "purple-otter-38-kettle", ""},
 		{"ops", "tsubame-admin-2026", "too easy to guess"}, // the product's name is a context word
+		{"ops", "tsubametsubame", "too easy to guess"},
 		{"ops", "xK9#mQ2$vL7p", ""},
 		{"alice", "xx-Alice-2026-xx", "user name"},
 		{"ops", "zzzzzzzzzzzzzzzzzz", "single character"},
