@@ -12,7 +12,7 @@ BENCHTIME     ?= 1s
 COUNT         ?= 6
 APT_GET       := $(if $(filter 0,$(shell id -u)),,sudo) apt-get
 
-.PHONY: all build run test check-go fmt-check vet lint race test-tools verify bench-micro clean release image
+.PHONY: all build run test check-go fmt-check vet lint race test-tools verify bench-micro clean release image sbom reproducible
 
 all: build
 
@@ -89,7 +89,27 @@ release: check-go
 		tar -C dist -czf dist/$$name.tar.gz --owner=0 --group=0 --numeric-owner $$name; \
 		rm -rf dist/$$name; \
 	done
-	@cd dist && sha256sum *.tar.gz > SHA256SUMS && cat SHA256SUMS
+	@$(MAKE) --no-print-directory sbom SBOM=dist/tsubame-$(VERSION).cdx.json
+	@cd dist && sha256sum *.tar.gz *.cdx.json > SHA256SUMS && cat SHA256SUMS
+
+# The SBOM: CycloneDX JSON of the modules linked into the binary.
+CYCLONEDX_GOMOD := github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0
+SBOM ?= dist/tsubame-$(VERSION).cdx.json
+
+## sbom: a CycloneDX SBOM of bin/tsubame's modules ($(SBOM))
+sbom: check-go
+	@mkdir -p $(dir $(SBOM))
+	$(GO) run $(CYCLONEDX_GOMOD) app -json -licenses=false -output $(SBOM) -main cmd/tsubame .
+
+## reproducible: build the release binary twice, from empty build caches, and compare them byte for byte
+reproducible: check-go
+	@d=$$(mktemp -d); \
+	for i in 1 2; do \
+		GOCACHE=$$d/cache$$i CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $$d/tsubame$$i ./cmd/tsubame || { rm -rf $$d; exit 1; }; \
+	done; \
+	if cmp -s $$d/tsubame1 $$d/tsubame2; then \
+		echo "reproducible: two builds of $(VERSION) are byte-identical (sha256 $$(sha256sum < $$d/tsubame1 | cut -c1-16)...)"; rm -rf $$d; \
+	else echo "reproducible: two builds of $(VERSION) differ" >&2; rm -rf $$d; exit 1; fi
 
 # The container image (Containerfile): podman, else docker with a running
 # daemon. IMAGE_ARCH builds for another architecture (the binary is
