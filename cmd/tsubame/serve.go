@@ -789,6 +789,20 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer,
 	// from before its predecessor has drained until it exits.
 	sup := newSupervisor(m.Logger, environ)
 	sup.watchdog(ctx)
+	// The handlers are in place before the pid file and READY=1 say the
+	// server is up: a SIGHUP or SIGUSR2 sent on seeing them must not meet
+	// the default action (which ends the process). One that comes while
+	// opening waits in its channel and is handled once serving.
+	//
+	// SIGHUP reopens the access log (for external rotation such as
+	// logrotate) and reloads the configuration.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	// SIGUSR2 starts a successor and hands over to it (restart.go).
+	usr2 := make(chan os.Signal, 1)
+	signal.Notify(usr2, syscall.SIGUSR2)
+	defer signal.Stop(usr2)
 	if err := m.Open(ctx); err != nil {
 		return err
 	}
@@ -802,15 +816,6 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer,
 	defer removePIDFile(pidFile)
 	sup.ready("serving", os.Getpid())
 
-	// SIGHUP reopens the access log (for external rotation such as
-	// logrotate) and reloads the configuration.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	// SIGUSR2 starts a successor and hands over to it (restart.go).
-	usr2 := make(chan os.Signal, 1)
-	signal.Notify(usr2, syscall.SIGUSR2)
-	defer signal.Stop(usr2)
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	var succ *successor
