@@ -44,7 +44,10 @@ type FileOptions struct {
 	KeepFiles int
 	// KeepFor deletes closed files older than this. 0 keeps all.
 	KeepFor time.Duration
-	Logger  *slog.Logger
+	// Hold, if set, is asked before retention deletes a closed file (by
+	// its name in Dir): true keeps it (a shipper has not shipped it yet).
+	Hold   func(name string) bool
+	Logger *slog.Logger
 }
 
 const timeLayout = "20060102T150405Z"
@@ -480,20 +483,39 @@ func (s *FileSink) runHook(path string) {
 
 // closedFiles lists the final closed files, oldest first.
 func (s *FileSink) closedFiles() []string {
-	entries, err := os.ReadDir(s.opt.Dir)
+	files, _ := ClosedFiles(s.opt.Dir, s.opt.Name, false)
+	return files
+}
+
+// ClosedFiles lists the names of the closed files of the access log whose
+// active file is dir/name, oldest first: access.<range>.log and
+// access.<range>.log.gz and, with staging, the closed files still under
+// their hidden staging name while they are compressed (.access.<range>.log),
+// which hold the same lines as the .gz they become.
+func ClosedFiles(dir, name string, staging bool) ([]string, error) {
+	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil
+		return nil, err
 	}
+	ext := filepath.Ext(name)
+	prefix := strings.TrimSuffix(name, ext) + "."
 	var out []string
 	for _, e := range entries {
 		n := e.Name()
-		if e.Type().IsRegular() && n != s.opt.Name && strings.HasPrefix(n, s.prefix+".") &&
-			(strings.HasSuffix(n, s.ext) || strings.HasSuffix(n, s.ext+".gz")) {
+		base := n
+		if staging {
+			base = strings.TrimPrefix(n, ".")
+		}
+		if e.Type().IsRegular() && n != name && strings.HasPrefix(base, prefix) &&
+			(strings.HasSuffix(base, ext) || strings.HasSuffix(base, ext+".gz")) {
 			out = append(out, n)
 		}
 	}
-	slices.Sort(out) // names start with the range's start time
-	return out
+	// Names start with the range's start time.
+	slices.SortFunc(out, func(a, b string) int {
+		return cmp.Or(strings.Compare(strings.TrimPrefix(a, "."), strings.TrimPrefix(b, ".")), strings.Compare(a, b))
+	})
+	return out, nil
 }
 
 func (s *FileSink) prune() {
@@ -508,6 +530,9 @@ func (s *FileSink) prune() {
 			if st, err := os.Stat(p); err == nil && s.now().Sub(st.ModTime()) > s.opt.KeepFor {
 				drop = true
 			}
+		}
+		if drop && s.opt.Hold != nil && s.opt.Hold(n) {
+			continue // not shipped yet: kept past retention
 		}
 		if drop {
 			if err := os.Remove(p); err != nil {

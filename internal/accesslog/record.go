@@ -1,6 +1,7 @@
 package accesslog
 
 import (
+	"bytes"
 	"net/netip"
 	"strconv"
 	"time"
@@ -99,6 +100,44 @@ func lineTime(line []byte) (time.Time, bool) {
 		}
 	}
 	return time.Time{}, false
+}
+
+// LineTime reads the time a log line starts with, in either format.
+func LineTime(line []byte) (time.Time, bool) { return lineTime(line) }
+
+// ValidLine reports whether line (with its newline) is a whole record as
+// the writer writes them: what a crash-clean keeps.
+func ValidLine(line []byte) bool { return len(line) > 0 && validRecord(line) }
+
+// LinePlacement returns the placement id field of a log line in either
+// format as written (escaped; "-" or "" when the request had none), or nil
+// when the line has no such field.
+func LinePlacement(line []byte) []byte {
+	if i := bytes.Index(line, []byte("\tid:")); i >= 0 {
+		v := line[i+4:]
+		if j := bytes.IndexAny(v, "\t\n"); j >= 0 {
+			v = v[:j]
+		}
+		return v
+	}
+	if i := bytes.Index(line, []byte(`,"id":`)); i >= 0 {
+		v := line[i+6:]
+		if len(v) > 0 && v[0] == '"' {
+			for j := 1; j < len(v); j++ {
+				switch v[j] {
+				case '\\':
+					j++
+				case '"':
+					return v[1:j]
+				}
+			}
+			return nil
+		}
+		if j := bytes.IndexAny(v, ",}"); j >= 0 {
+			return v[:j] // null
+		}
+	}
+	return nil
 }
 
 func appendLTSV(dst []byte, r *Record, t time.Time, tc *timeCache) []byte {

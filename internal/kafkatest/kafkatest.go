@@ -401,3 +401,24 @@ func clusterID() string {
 	_, _ = rand.Read(b[:])
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
+
+// Consume reads the records of topic from its start, handing each to fn,
+// until fn returns true or ctx ends.
+func Consume(ctx context.Context, addr, topic string, fn func(*kgo.Record) bool) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		stop := false
+		fs.EachRecord(func(r *kgo.Record) { stop = stop || fn(r) })
+		if stop {
+			return nil
+		}
+	}
+}
