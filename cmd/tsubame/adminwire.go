@@ -58,6 +58,9 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 	if m.Webhook != nil {
 		reg.MustRegister(metrics.NewWebhookCollector(m.Webhook.Stats))
 	}
+	if m.shipper != nil {
+		reg.MustRegister(metrics.NewShipperCollector(m.shipper.Stats))
+	}
 	for name, l := range map[string]*accesslog.Logger{"file": m.FileLog, "store": m.StoreLog} {
 		if l != nil {
 			var rotations func() uint64
@@ -161,6 +164,15 @@ func (m *Main) accessLogStatus() any {
 			v["rotations"] = m.fileSink.Rotations()
 			v["dir"] = m.Config.AccessLog.Dir
 		}
+		if name == "file" && m.shipper != nil {
+			ks := m.shipper.Stats()
+			k := map[string]any{"lines": ks.Lines, "bytes": ks.Bytes, "lag_lines": ks.Lag, "errors": ks.Errors,
+				"failing": ks.Failing, "last_error": ks.LastErr, "topic": m.Config.AccessLog.Kafka.Topic}
+			if !ks.Oldest.IsZero() {
+				k["oldest_unshipped"] = ks.Oldest.UTC()
+			}
+			v["kafka"] = k
+		}
 		out[name] = v
 	}
 	return out
@@ -182,6 +194,14 @@ func (m *Main) sample() admin.Sample {
 			st := l.Stats()
 			s.LogBuffered += st.Buffered
 			s.LogFailing = s.LogFailing || st.Failing
+		}
+	}
+	s.ShipLag = -1
+	if m.shipper != nil {
+		ks := m.shipper.Stats()
+		s.ShipLag, s.ShipFailing = int64(ks.Lag), ks.Failing
+		if !ks.Oldest.IsZero() {
+			s.ShipAge = time.Since(ks.Oldest)
 		}
 	}
 	if m.Webhook != nil {

@@ -4,7 +4,7 @@
 //	tsubame check-config [-config FILE] [-print]
 //	tsubame placements import|export|get|put|delete ...
 //	tsubame admin create-user|delete-user|list-users|create-token|verify-audit ...
-//	tsubame log reopen
+//	tsubame log reopen|export|ship ...
 //	tsubame restart
 //	tsubame version
 //
@@ -76,6 +76,10 @@ Usage:
         Write the lines of access_log: store endpoints kept in the store
         (compressed or not), oldest first. The embedded store can be used by
         one process at a time: stop the server first.
+  tsubame log ship [-config FILE] -from FILE [FILE...]
+        Ship closed access-log files (.log or .log.gz, or a log export) to
+        access_log.kafka once, each line under the id the running shipper
+        gives it, so consumers drop what they already have (backfill).
   tsubame restart
         Start a new server process that takes over the listeners.
   tsubame version [-v]

@@ -27,6 +27,7 @@ import (
 	"tsubame/internal/cache"
 	"tsubame/internal/certs"
 	"tsubame/internal/config"
+	"tsubame/internal/logship"
 	"tsubame/internal/ratelog"
 	"tsubame/internal/render"
 	"tsubame/internal/server"
@@ -52,6 +53,9 @@ type Main struct {
 	FileLog  *accesslog.Logger
 	StoreLog *accesslog.Logger
 	fileSink *accesslog.FileSink
+	// shipper ships the file log to Kafka (access_log.kafka); nil without.
+	shipper     *logship.Shipper
+	stopLagWarn context.CancelFunc
 	// Webhook processes the messages of /callback and /webhook/line; nil
 	// when neither is enabled.
 	Webhook *webhook.Processor
@@ -200,6 +204,11 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		}
 	}
 
+	if m.shipper != nil {
+		lctx, cancel := context.WithCancel(context.Background())
+		m.stopLagWarn = cancel
+		go m.watchShipLag(lctx, cfg.AccessLog.Kafka.LagAlert)
+	}
 	m.served = make(chan error, 3)
 	m.serving = true
 	m.nListeners = 1
@@ -554,6 +563,17 @@ func (m *Main) closeAll(ctx context.Context) error {
 			}
 		}
 	}
+	if m.shipper != nil {
+		// The last file is closed out: ship it while Kafka answers, then
+		// stop (what is not acknowledged is sent by the next start).
+		if m.stopLagWarn != nil {
+			m.stopLagWarn()
+		}
+		m.shipper.Drain(ctx)
+		if err := m.shipper.Close(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if !drained {
 		// Requests still held by a failing log are answered 503 (and
 		// recorded in the fallback file) now that it has closed: let
@@ -629,13 +649,29 @@ func (m *Main) openLogs(backend tsubame.Store) error {
 			Logger:      m.Logger,
 		}
 		var err error
-		if al.Durability == "async" {
-			if m.fileSink, err = accesslog.OpenFile(fo); err != nil {
-				return err
+		if al.Kafka.Enabled() {
+			// Made first: retention asks it, from the start, what is shipped.
+			if m.shipper, err = m.newShipper(al); err != nil {
+				return fmt.Errorf("access_log.kafka: %w", err)
 			}
-			m.FileLog = accesslog.New(m.fileSink, opts)
-		} else if m.FileLog, m.fileSink, err = accesslog.OpenMapped(fo, opts); err != nil {
+			fo.Hold = m.shipper.Hold
+		}
+		if al.Durability == "async" {
+			if m.fileSink, err = accesslog.OpenFile(fo); err == nil {
+				m.FileLog = accesslog.New(m.fileSink, opts)
+			}
+		} else {
+			m.FileLog, m.fileSink, err = accesslog.OpenMapped(fo, opts)
+		}
+		if err != nil {
+			if m.shipper != nil {
+				_ = m.shipper.Close(context.Background())
+				m.shipper = nil
+			}
 			return err
+		}
+		if m.shipper != nil {
+			m.shipper.Start()
 		}
 	}
 	if m.Config.UsesLog(config.LogStore) {
@@ -930,8 +966,11 @@ func runLog(ctx context.Context, args []string, stdout, stderr io.Writer, enviro
 	if len(args) > 0 && args[0] == "export" {
 		return runLogExport(ctx, args[1:], stdout, stderr, environ)
 	}
+	if len(args) > 0 && args[0] == "ship" {
+		return runLogShip(ctx, args[1:], stdout, stderr, environ)
+	}
 	if len(args) == 0 || args[0] != "reopen" {
-		return usagef("usage: tsubame log reopen [-config FILE] | tsubame log export [-config FILE] [FILE|-]")
+		return usagef("usage: tsubame log reopen [-config FILE] | tsubame log export [-config FILE] [FILE|-] | tsubame log ship [-config FILE] -from FILE [FILE...]")
 	}
 	fs, path := newFlagSet("log reopen", stderr)
 	if err := fs.Parse(args[1:]); err != nil {

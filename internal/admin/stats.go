@@ -27,9 +27,14 @@ type Sample struct {
 	CacheMisses   uint64
 	LogBuffered   int // access-log bytes not yet written
 	LogFailing    bool
-	HookQueued    int // webhook messages waiting
-	HookInFlight  int // webhook messages being processed
-	Conns         int64
+	// ShipLag is the access-log lines not yet acknowledged by Kafka, -1
+	// without the shipper; ShipAge is the oldest one's age.
+	ShipLag      int64
+	ShipAge      time.Duration
+	ShipFailing  bool
+	HookQueued   int // webhook messages waiting
+	HookInFlight int // webhook messages being processed
+	Conns        int64
 }
 
 // Point is one second of the dashboard: rates over the last second and
@@ -42,6 +47,9 @@ type Point struct {
 	HitRate      float64   `json:"cache_hit_rate"` // -1 when there were no lookups
 	LogBuffered  int       `json:"log_buffered_bytes"`
 	LogFailing   bool      `json:"log_failing"`
+	ShipLag      int64     `json:"kafka_lag_lines"` // -1 without the shipper
+	ShipAge      float64   `json:"kafka_oldest_seconds"`
+	ShipFailing  bool      `json:"kafka_failing"`
 	HookQueued   int       `json:"webhook_queued"`
 	HookInFlight int       `json:"webhook_in_flight"`
 	Conns        int64     `json:"connections"`
@@ -92,6 +100,7 @@ func (r *statsRing) tick(now time.Time) {
 	proc := processCPU()
 	first := r.prevAt.IsZero()
 	p := Point{Time: now.UTC().Truncate(time.Millisecond), HitRate: -1, LogBuffered: cur.LogBuffered, LogFailing: cur.LogFailing,
+		ShipLag: cur.ShipLag, ShipAge: cur.ShipAge.Seconds(), ShipFailing: cur.ShipFailing,
 		HookQueued: cur.HookQueued, HookInFlight: cur.HookInFlight, Conns: cur.Conns, Goroutines: runtime.NumGoroutine(),
 		RSS: rss()}
 	var ms runtime.MemStats

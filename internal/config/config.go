@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -244,6 +245,129 @@ type AccessLog struct {
 	FallbackDir   string        `koanf:"fallback_dir"`
 	// StoreCompression is how access_log: store batches are kept: s2 or none.
 	StoreCompression string `koanf:"store_compression"`
+	// Kafka ships the file log's lines to Kafka when Brokers is set.
+	Kafka Kafka `koanf:"kafka"`
+}
+
+// Kafka configures the access log's Kafka shipper.
+type Kafka struct {
+	Brokers       []string      `koanf:"brokers"`
+	Topic         string        `koanf:"topic"`
+	ClientID      string        `koanf:"client_id"`
+	NodeID        string        `koanf:"node_id"`
+	Compression   string        `koanf:"compression"`
+	Acks          string        `koanf:"acks"`
+	PartitionBy   string        `koanf:"partition_by"`
+	BatchBytes    ByteSize      `koanf:"batch_bytes"`
+	Linger        time.Duration `koanf:"linger"`
+	BufferRecords int           `koanf:"buffer_records"`
+	PollInterval  time.Duration `koanf:"poll_interval"`
+	StateInterval time.Duration `koanf:"state_interval"`
+	StateFile     string        `koanf:"state_file"`
+	LagAlert      time.Duration `koanf:"lag_alert"`
+	TLS           KafkaTLS      `koanf:"tls"`
+	SASL          KafkaSASL     `koanf:"sasl"`
+}
+
+// KafkaTLS configures TLS to the brokers.
+type KafkaTLS struct {
+	Enabled    bool   `koanf:"enabled"`
+	CAFile     string `koanf:"ca_file"`
+	CertFile   string `koanf:"cert_file"`
+	KeyFile    string `koanf:"key_file"`
+	ServerName string `koanf:"server_name"`
+}
+
+// KafkaSASL configures SASL authentication to the brokers.
+type KafkaSASL struct {
+	Mechanism string `koanf:"mechanism"`
+	Username  string `koanf:"username"`
+	Password  string `koanf:"password" secret:"true"`
+}
+
+// Enabled reports whether the shipper runs.
+func (k Kafka) Enabled() bool { return len(k.Brokers) > 0 }
+
+var kafkaTopic = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
+
+func (c *Config) validateKafka(add func(string, ...any)) {
+	k := c.AccessLog.Kafka
+	if !k.Enabled() {
+		return
+	}
+	if !c.UsesLog(LogFile) {
+		add("access_log.kafka: the shipper reads the file log, and no endpoint has access_log: file")
+	}
+	for _, b := range k.Brokers {
+		if err := checkAddr(b); err != nil {
+			add("access_log.kafka.brokers: %v", err)
+		}
+	}
+	if !kafkaTopic.MatchString(k.Topic) || k.Topic == "." || k.Topic == ".." {
+		add("access_log.kafka.topic: %q is not a Kafka topic name (letters, digits, '.', '_', '-'; at most 249)", k.Topic)
+	}
+	if k.ClientID == "" {
+		add("access_log.kafka.client_id: must not be empty")
+	}
+	if strings.ContainsAny(k.NodeID, "/\n") {
+		add("access_log.kafka.node_id: %q must not hold '/' or a newline (it is part of every record id)", k.NodeID)
+	}
+	if !slices.Contains([]string{"zstd", "lz4", "snappy", "gzip", "none"}, k.Compression) {
+		add("access_log.kafka.compression: %q is not one of zstd, lz4, snappy, gzip, none", k.Compression)
+	}
+	if k.Acks != "all" {
+		add("access_log.kafka.acks: %q: only all is accepted (the idempotent producer that keeps lines from being lost or doubled needs every in-sync replica's ack)", k.Acks)
+	}
+	if k.PartitionBy != "placement" && k.PartitionBy != "none" {
+		add("access_log.kafka.partition_by: %q is not one of placement, none", k.PartitionBy)
+	}
+	if k.BatchBytes < 1<<10 || k.BatchBytes > 64<<20 {
+		add("access_log.kafka.batch_bytes: must be between 1KiB and 64MiB (got %v)", k.BatchBytes)
+	}
+	if k.Linger < 0 || k.Linger > time.Minute {
+		add("access_log.kafka.linger: must be between 0 and 1m (got %v)", k.Linger)
+	}
+	if k.BufferRecords < 1000 {
+		add("access_log.kafka.buffer_records: must be at least 1000 (got %d)", k.BufferRecords)
+	}
+	if k.PollInterval < time.Millisecond || k.PollInterval > 10*time.Second {
+		add("access_log.kafka.poll_interval: must be between 1ms and 10s (got %v)", k.PollInterval)
+	}
+	if k.StateInterval < 10*time.Millisecond || k.StateInterval > time.Minute {
+		add("access_log.kafka.state_interval: must be between 10ms and 1m (got %v)", k.StateInterval)
+	}
+	if k.LagAlert < 0 {
+		add("access_log.kafka.lag_alert: must not be negative (0 disables)")
+	}
+	t := k.TLS
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		add("access_log.kafka.tls.cert_file and key_file: give both or neither")
+	}
+	if !t.Enabled && (t.CAFile != "" || t.CertFile != "" || t.ServerName != "") {
+		add("access_log.kafka.tls: files or server_name are set but enabled is false")
+	}
+	for name, f := range map[string]string{"ca_file": t.CAFile, "cert_file": t.CertFile, "key_file": t.KeyFile} {
+		if f != "" {
+			if _, err := os.Stat(f); err != nil {
+				add("access_log.kafka.tls.%s: %v", name, err)
+			}
+		}
+	}
+	switch a := k.SASL; a.Mechanism {
+	case "":
+		if a.Username != "" || a.Password != "" {
+			add("access_log.kafka.sasl: username or password set without a mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
+		}
+	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
+		if a.Username == "" || a.Password == "" {
+			add("access_log.kafka.sasl: %s needs username and password", a.Mechanism)
+		}
+		if a.Mechanism == "PLAIN" && !t.Enabled {
+			add("access_log.kafka.sasl: PLAIN sends the password as it is: it needs tls.enabled (or use SCRAM)")
+		}
+	default:
+		add("access_log.kafka.sasl.mechanism: %q is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512", a.Mechanism)
+	}
 }
 
 // Webhook configures the webhook receivers and their message processing.
@@ -693,6 +817,7 @@ func (c *Config) Validate() []error {
 	if al.StoreCompression != "s2" && al.StoreCompression != "none" {
 		add("access_log.store_compression: %q is not one of s2, none", al.StoreCompression)
 	}
+	c.validateKafka(add)
 	wh := c.Webhook
 	if wh.MaxBodyBytes < 1<<10 || wh.MaxBodyBytes > 64<<20 {
 		add("webhook.max_body_bytes: must be between 1KiB and 64MiB (got %v)", wh.MaxBodyBytes)

@@ -814,3 +814,27 @@ func (s *Shipper) Stats() Stats {
 	}
 	return st
 }
+
+// Drain waits until every line written so far is acknowledged, while
+// acknowledgements keep coming (it gives up after a second without one, or
+// when a send failed), or until ctx ends. Call it after the access log is
+// closed and before Close, so a clean stop leaves nothing to resend.
+func (s *Shipper) Drain(ctx context.Context) {
+	last, lastAt := s.lines.Load(), time.Now()
+	for {
+		st := s.Stats()
+		if st.Lag == 0 || st.Failing || ctx.Err() != nil {
+			return
+		}
+		if st.Lines != last {
+			last, lastAt = st.Lines, time.Now()
+		} else if time.Since(lastAt) > time.Second {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}

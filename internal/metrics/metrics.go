@@ -7,10 +7,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"strconv"
+	"time"
 
 	"tsubame/internal/accesslog"
 	"tsubame/internal/cache"
 	"tsubame/internal/certs"
+	"tsubame/internal/logship"
 	"tsubame/internal/server"
 	"tsubame/internal/webhook"
 )
@@ -353,4 +355,58 @@ func (c *certCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.expiry, prometheus.GaugeValue, float64(l.NotAfter.Unix()), listener, l.Site, l.Subject)
 		}
 	}
+}
+
+// ShipperCollector exports the access log's Kafka shipper's Stats.
+type ShipperCollector struct {
+	stats func() logship.Stats
+	now   func() time.Time
+	d     map[string]*prometheus.Desc
+}
+
+// NewShipperCollector returns a collector over the shipper's stats.
+func NewShipperCollector(stats func() logship.Stats) *ShipperCollector {
+	c := &ShipperCollector{stats: stats, now: time.Now, d: map[string]*prometheus.Desc{}}
+	for name, help := range map[string]string{
+		"lines_total":              "Access log lines acknowledged by Kafka.",
+		"bytes_total":              "Bytes of those lines (without newlines).",
+		"lag_lines":                "Lines written to the access log and not yet acknowledged by Kafka.",
+		"oldest_unshipped_seconds": "Age of the oldest line sent and not yet acknowledged (0 when none).",
+		"errors_total":             "Failed sends (each resent from the last acknowledged line) and read errors.",
+		"skipped_lines_total":      "Lines of closed files that are not records, not shipped.",
+		"failing":                  "1 while the shipper is resending after a failure.",
+	} {
+		c.d[name] = prometheus.NewDesc(prometheus.BuildFQName(Namespace, "kafka_shipper", name), help, nil, nil)
+	}
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *ShipperCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.d {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *ShipperCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	put := func(name string, t prometheus.ValueType, v float64) {
+		ch <- prometheus.MustNewConstMetric(c.d[name], t, v)
+	}
+	put("lines_total", prometheus.CounterValue, float64(s.Lines))
+	put("bytes_total", prometheus.CounterValue, float64(s.Bytes))
+	put("lag_lines", prometheus.GaugeValue, float64(s.Lag))
+	age := 0.0
+	if !s.Oldest.IsZero() {
+		age = max(0, c.now().Sub(s.Oldest).Seconds())
+	}
+	put("oldest_unshipped_seconds", prometheus.GaugeValue, age)
+	put("errors_total", prometheus.CounterValue, float64(s.Errors))
+	put("skipped_lines_total", prometheus.CounterValue, float64(s.Skipped))
+	failing := 0.0
+	if s.Failing {
+		failing = 1
+	}
+	put("failing", prometheus.GaugeValue, failing)
 }

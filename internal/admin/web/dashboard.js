@@ -124,6 +124,12 @@ function render(p) {
   $("p99").textContent = fmt.ms(p.p99_ms);
   $("hit").textContent = p.cache_hit_rate < 0 ? "–" : (100 * p.cache_hit_rate).toFixed(1) + " %";
   $("logq").textContent = fmt.bytes(p.log_buffered_bytes) + (p.log_failing ? " (failing)" : "");
+  $("kafka-tile").hidden = p.kafka_lag_lines < 0;
+  if (p.kafka_lag_lines >= 0) {
+    $("kafkalag").textContent = p.kafka_lag_lines + " lines" +
+      (p.kafka_oldest_seconds >= 1 ? ", oldest " + Math.round(p.kafka_oldest_seconds) + " s" : "") +
+      (p.kafka_failing ? " (failing)" : "");
+  }
   $("hookq").textContent = `${p.webhook_queued} + ${p.webhook_in_flight}`;
   $("conns").textContent = p.connections;
   $("goroutines").textContent = p.goroutines;
