@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"tsubame/internal/kafkatest"
+	"tsubame/internal/logship"
+)
+
+// The shipper in the real binary, with rotation every second: a load runs
+// while the broker is killed and restarted, then while the server is
+// killed with SIGKILL and started again, then it stops cleanly. Every
+// response a client received has its line in Kafka, the topic holds
+// exactly the lines of the files once repeated ids are dropped, and no id
+// names two lines.
+func TestKafkaShipperSurvivesBrokerAndServerKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Kafka broker and the real binary; skipped in -short mode")
+	}
+	ctx := context.Background()
+	b, err := kafkatest.Start(ctx, kafkatest.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop() })
+	if err := b.CreateTopic(ctx, "access", 3); err != nil {
+		t.Fatal(err)
+	}
+	dataDir, logDir := t.TempDir(), t.TempDir()
+	env := []string{"TSUBAME_DATA_DIR=" + dataDir, "TSUBAME_ACCESS_LOG_DIR=" + logDir,
+		"TSUBAME_ACCESS_LOG_ROTATE_EVERY=1s", "TSUBAME_ACCESS_LOG_KAFKA_BROKERS=" + b.Addr,
+		"TSUBAME_ACCESS_LOG_KAFKA_TOPIC=access", "TSUBAME_ACCESS_LOG_KAFKA_NODE_ID=node-1"}
+	var mu sync.Mutex
+	received := map[string]bool{}
+	run := func(p *proc, phase string, during func()) {
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		url := p.base + "/api/sample4.js?id=1&callback=Example.process"
+		for c := range 3 {
+			wg.Go(func() {
+				client := &http.Client{Timeout: 10 * time.Second}
+				for n := 0; n < 50000; n++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					id := fmt.Sprintf("%s-c%d-%d", phase, c, n)
+					req, _ := http.NewRequest("GET", url, nil)
+					req.Header.Set("X-Request-Id", id)
+					resp, err := client.Do(req)
+					if err != nil {
+						return // killed
+					}
+					body, err := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					if err == nil && resp.StatusCode == 200 && strings.HasPrefix(string(body), "Example.process(") {
+						mu.Lock()
+						received[id] = true
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		during()
+		close(stop)
+		wg.Wait()
+	}
+
+	p := startBinary(t, env...)
+	run(p, "broker", func() {
+		time.Sleep(500 * time.Millisecond)
+		b.Kill()
+		time.Sleep(1500 * time.Millisecond) // served and logged while Kafka is down
+		if err := b.Restart(ctx); err != nil {
+			t.Error(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	})
+	run(p, "kill", func() {
+		time.Sleep(700 * time.Millisecond)
+		if err := p.cmd.Process.Kill(); err != nil {
+			t.Error(err)
+		}
+		_ = p.wait(t)
+	})
+	p = startBinary(t, env...)
+	run(p, "after", func() { time.Sleep(time.Second) })
+	if err := p.cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(t); err != nil {
+		t.Fatalf("clean stop: %v\n%s", err, p.logs)
+	}
+
+	lines := readLogLines(t, logDir)
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	byID := map[string]string{}
+	records := 0
+	err = kafkatest.Consume(cctx, b.Addr, "access", func(r *kgo.Record) bool {
+		records++
+		var id string
+		for _, h := range r.Headers {
+			if h.Key == logship.IDHeader {
+				id = string(h.Value)
+			}
+		}
+		if prev, ok := byID[id]; ok && prev != string(r.Value) {
+			t.Errorf("id %q names two lines", id)
+		}
+		byID[id] = string(r.Value)
+		return len(byID) >= len(lines)
+	})
+	if err != nil {
+		t.Fatalf("%d distinct ids of %d lines in the files: %v\n%s", len(byID), len(lines), err, p.logs)
+	}
+	shipped := map[string]bool{}
+	for id, v := range byID {
+		if !strings.HasPrefix(id, "node-1/") {
+			t.Fatalf("id %q does not start with the node id", id)
+		}
+		if shipped[v] {
+			t.Fatalf("a line shipped under two ids: %q", v)
+		}
+		shipped[v] = true
+		if !lines[v] {
+			t.Fatalf("shipped a line no file holds: %q", v)
+		}
+	}
+	missing := 0
+	reqIDs := map[string]bool{}
+	for v := range shipped {
+		_, id, _ := strings.Cut(v, "\treqid:")
+		reqIDs[id] = true
+	}
+	for id := range received {
+		if !reqIDs[id] {
+			missing++
+		}
+	}
+	t.Logf("%d responses, %d lines in the files, %d distinct in Kafka, %d records (%d resent, dropped by id)",
+		len(received), len(lines), len(shipped), records, records-len(shipped))
+	if len(received) == 0 || missing > 0 || len(shipped) != len(lines) {
+		t.Fatalf("%d of %d received responses not in Kafka; %d distinct lines shipped of %d", missing, len(received), len(shipped), len(lines))
+	}
+}
+
+// readLogLines reads the lines of every access-log file in dir.
+func readLogLines(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), "access.") {
+			continue
+		}
+		f, err := os.Open(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r io.Reader = f
+		if strings.HasSuffix(e.Name(), ".gz") {
+			if r, err = gzip.NewReader(f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			out[sc.Text()] = true
+		}
+		f.Close()
+	}
+	return out
+}
