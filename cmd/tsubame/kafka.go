@@ -188,6 +188,14 @@ func runLogShip(ctx context.Context, args []string, stdout, stderr io.Writer, en
 		return err
 	}
 	defer client.Close()
+	// A wrong address or password would make the client retry forever:
+	// ask the brokers first.
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = client.Ping(pctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("cannot reach Kafka at %s: %w", strings.Join(k.Brokers, ","), err)
+	}
 	shipped, skipped, err := logship.ShipFiles(ctx, client, node, k.PartitionBy == "placement", files)
 	fmt.Fprintf(stdout, "shipped %d line(s) from %d file(s) to %s", shipped, len(files), k.Topic)
 	if skipped > 0 {

@@ -189,3 +189,80 @@ func readLogLines(t *testing.T, dir string) map[string]bool {
 	}
 	return out
 }
+
+// tsubame log ship backfills closed files (plain and gzipped) through a
+// broker that requires SASL/SCRAM: each line once, under the id the
+// running shipper would give it; a wrong password is refused with a clear
+// error, and no record is written.
+func TestLogShipBackfillWithSCRAM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Kafka broker; skipped in -short mode")
+	}
+	ctx := context.Background()
+	b, err := kafkatest.Start(ctx, kafkatest.Options{Dir: t.TempDir(), SCRAMUser: "shipper", SCRAMPassword: "scram-secret-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop() })
+	if err := b.CreateTopic(ctx, "backfill", 2); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	plain := filepath.Join(dir, "access.20261122T000000Z-20261122T000500Z.log")
+	gz := filepath.Join(dir, "access.20261122T000500Z-20261122T001000Z.log.gz")
+	var text strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&text, "time:2026-11-22T00:00:%02d.%06dZ\thost:192.0.2.1\tid:%d\tstatus:200\treqid:r%d\n", i%60, i, i%5, i)
+	}
+	text.WriteString("torn line without a time\n")
+	if err := os.WriteFile(plain, []byte(text.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.Create(gz)
+	zw := gzip.NewWriter(f)
+	for i := 300; i < 500; i++ {
+		fmt.Fprintf(zw, "time:2026-11-22T00:05:%02d.%06dZ\thost:192.0.2.1\tid:%d\tstatus:200\treqid:r%d\n", i%60, i, i%5, i)
+	}
+	zw.Close()
+	f.Close()
+
+	env := []string{"TSUBAME_ACCESS_LOG_KAFKA_BROKERS=" + b.SASLAddr, "TSUBAME_ACCESS_LOG_KAFKA_TOPIC=backfill",
+		"TSUBAME_ACCESS_LOG_KAFKA_NODE_ID=n9", "TSUBAME_ACCESS_LOG_KAFKA_SASL_MECHANISM=SCRAM-SHA-512",
+		"TSUBAME_ACCESS_LOG_KAFKA_SASL_USERNAME=shipper", "TSUBAME_DATA_DIR=" + t.TempDir()}
+	code, out, stderr := runCmd(t, append(env, "TSUBAME_ACCESS_LOG_KAFKA_SASL_PASSWORD=wrong-password"), "", "log", "ship", "-from", plain)
+	if code == 0 || !strings.Contains(stderr, "cannot reach Kafka") || strings.Contains(stderr+out, "wrong-password") {
+		t.Fatalf("wrong password: exit %d\n%s\n%s", code, out, stderr)
+	}
+	t.Logf("wrong password: %s", strings.TrimSpace(stderr))
+	code, out, stderr = runCmd(t, append(env, "TSUBAME_ACCESS_LOG_KAFKA_SASL_PASSWORD=scram-secret-1"), "", "log", "ship", "-from", plain, gz)
+	if code != 0 || !strings.Contains(out, "shipped 500 line(s) from 2 file(s)") || !strings.Contains(out, "1 line(s) that are not records skipped") {
+		t.Fatalf("backfill: exit %d\n%s\n%s", code, out, stderr)
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	ids := map[string]bool{}
+	err = kafkatest.Consume(cctx, b.Addr, "backfill", func(r *kgo.Record) bool {
+		for _, h := range r.Headers {
+			if h.Key == logship.IDHeader {
+				if ids[string(h.Value)] {
+					t.Errorf("id %s twice", h.Value)
+				}
+				ids[string(h.Value)] = true
+			}
+		}
+		return len(ids) >= 500
+	})
+	if err != nil {
+		t.Fatalf("%d of 500 ids consumed: %v", len(ids), err)
+	}
+	// The ids are node/key/line: line 1 of the plain file is there.
+	found := false
+	for id := range ids {
+		if strings.HasPrefix(id, "n9/") && strings.HasSuffix(id, "/1") {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("no id for line 1: %v", ids)
+	}
+}

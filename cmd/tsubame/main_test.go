@@ -257,8 +257,11 @@ func TestCheckConfig(t *testing.T) {
 		t.Fatal("TSUBAME_CONFIG ignored")
 	}
 	code, out, stderr := runCmd(t, []string{"TSUBAME_LISTEN=127.0.0.1:9999", "TSUBAME_LINE_CHANNEL_SECRET=s3cret-value",
-		"TSUBAME_WEBHOOK_API_TOKEN=t0ken-value"}, "", "check-config", "-print")
-	if strings.Contains(out, "s3cret-value") || strings.Contains(out, "t0ken-value") || strings.Count(out, "(redacted)") != 2 {
+		"TSUBAME_WEBHOOK_API_TOKEN=t0ken-value", "TSUBAME_ACCESS_LOG_KAFKA_BROKERS=127.0.0.1:9092",
+		"TSUBAME_ACCESS_LOG_KAFKA_SASL_MECHANISM=SCRAM-SHA-256", "TSUBAME_ACCESS_LOG_KAFKA_SASL_USERNAME=ship",
+		"TSUBAME_ACCESS_LOG_KAFKA_SASL_PASSWORD=kafka-pa55"}, "", "check-config", "-print")
+	if strings.Contains(out, "s3cret-value") || strings.Contains(out, "t0ken-value") || strings.Contains(out, "kafka-pa55") ||
+		strings.Count(out, "(redacted)") != 3 {
 		t.Fatalf("secrets not redacted:\n%s", out)
 	}
 	if code != 0 || !strings.Contains(out, "listen: 127.0.0.1:9999") || !strings.Contains(out, "ttl: 1m0s") || !strings.Contains(stderr, "configuration ok") {

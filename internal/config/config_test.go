@@ -481,3 +481,55 @@ func TestRisks(t *testing.T) {
 		t.Errorf("with TLS: %q", r)
 	}
 }
+
+// The Kafka shipper's settings: the brokers from the environment as a
+// list, every bad value reported (never the password), and a valid TLS + SCRAM
+// setup accepted.
+func TestKafkaConfig(t *testing.T) {
+	cfg := load(t, "", "TSUBAME_ACCESS_LOG_KAFKA_BROKERS=k1:9092,k2:9093", "TSUBAME_ACCESS_LOG_KAFKA_SASL_MECHANISM=SCRAM-SHA-512",
+		"TSUBAME_ACCESS_LOG_KAFKA_SASL_USERNAME=ship", "TSUBAME_ACCESS_LOG_KAFKA_SASL_PASSWORD=s3cret-pass",
+		"TSUBAME_ACCESS_LOG_KAFKA_TLS_ENABLED=true")
+	if got := cfg.AccessLog.Kafka.Brokers; len(got) != 2 || got[0] != "k1:9092" || got[1] != "k2:9093" {
+		t.Fatalf("brokers = %q", got)
+	}
+	if errs := cfg.Validate(); len(errs) != 0 {
+		t.Fatalf("valid shipper settings refused: %v", errs)
+	}
+	if !cfg.AccessLog.Kafka.Enabled() || cfg.AccessLog.Kafka.Topic != "tsubame-access" || cfg.AccessLog.Kafka.Acks != "all" {
+		t.Fatalf("kafka = %+v", cfg.AccessLog.Kafka)
+	}
+
+	bad := load(t, `
+access_log:
+  kafka:
+    brokers: [nonsense]
+    topic: "bad topic"
+    compression: brotli
+    acks: "1"
+    partition_by: host
+    batch_bytes: 10B
+    buffer_records: 5
+    poll_interval: 0s
+    tls: {cert_file: /no/such.pem}
+    sasl: {mechanism: PLAIN, username: u, password: p}
+`)
+	text := ""
+	for _, e := range bad.Validate() {
+		text += e.Error() + "\n"
+	}
+	for _, want := range []string{"access_log.kafka.brokers:", "access_log.kafka.topic:", "access_log.kafka.compression:",
+		"access_log.kafka.acks:", "access_log.kafka.partition_by:", "access_log.kafka.batch_bytes:",
+		"access_log.kafka.buffer_records:", "access_log.kafka.poll_interval:", "cert_file and key_file",
+		"PLAIN sends the password"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("Validate does not report %q; got:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "\"p\"") {
+		t.Error("an error shows the password")
+	}
+	noFile := load(t, "endpoints: {x: {source: store}}\n", "TSUBAME_ACCESS_LOG_KAFKA_BROKERS=k1:9092")
+	if errs := fmt.Sprint(noFile.Validate()); !strings.Contains(errs, "no endpoint has access_log: file") {
+		t.Errorf("a shipper without a file log is accepted: %s", errs)
+	}
+}

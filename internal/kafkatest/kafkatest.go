@@ -176,6 +176,8 @@ func CheckJava() error {
 type Broker struct {
 	// Addr is the broker's host:port for clients.
 	Addr string
+	// SASLAddr is the SASL_PLAINTEXT listener's, with Options.SCRAMUser.
+	SASLAddr string
 
 	jars, dir      string
 	controllerAddr string
@@ -193,6 +195,10 @@ type Options struct {
 	Port int
 	// Output receives the broker's log too (nil: kept for errors only).
 	Output io.Writer
+	// SCRAMUser and SCRAMPassword, if set, open a second listener
+	// (SASLAddr) that takes SASL/SCRAM-SHA-256 and SCRAM-SHA-512 logins
+	// of this user, whose credentials are written at format time.
+	SCRAMUser, SCRAMPassword string
 }
 
 // Start fetches the jars, formats the broker's storage and starts it, and
@@ -220,12 +226,27 @@ func Start(ctx context.Context, opt Options) (*Broker, error) {
 	}
 	b := &Broker{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), jars: jarsDir, dir: opt.Dir,
 		controllerAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(cport)), log: &bytes.Buffer{}}
+	listeners := "PLAINTEXT://" + b.Addr
+	var scram string
+	if opt.SCRAMUser != "" {
+		sport, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		b.SASLAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(sport))
+		listeners += ",SASL_PLAINTEXT://" + b.SASLAddr
+		scram = `sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512
+inter.broker.listener.name=PLAINTEXT
+listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+`
+	}
 	props := fmt.Sprintf(`node.id=1
 process.roles=broker,controller
-listeners=PLAINTEXT://%s,CONTROLLER://%s
-advertised.listeners=PLAINTEXT://%s
+listeners=%s,CONTROLLER://%s
+advertised.listeners=%s
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT
 controller.quorum.voters=1@%s
 log.dirs=%s
 num.partitions=1
@@ -234,14 +255,20 @@ transaction.state.log.replication.factor=1
 transaction.state.log.min.isr=1
 group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
-`, b.Addr, b.controllerAddr, b.Addr, b.controllerAddr, filepath.Join(opt.Dir, "data"))
+%s`, listeners, b.controllerAddr, listeners, b.controllerAddr, filepath.Join(opt.Dir, "data"), scram)
 	if err := os.MkdirAll(opt.Dir, 0o755); err != nil {
 		return nil, err
 	}
 	if err := os.WriteFile(b.propsFile(), []byte(props), 0o644); err != nil {
 		return nil, err
 	}
-	format := b.java("kafka.tools.StorageTool", "format", "--ignore-formatted", "-t", clusterID(), "-c", b.propsFile())
+	args := []string{"format", "--ignore-formatted", "-t", clusterID(), "-c", b.propsFile()}
+	if opt.SCRAMUser != "" {
+		for _, mech := range []string{"SCRAM-SHA-256", "SCRAM-SHA-512"} {
+			args = append(args, "--add-scram", fmt.Sprintf("%s=[name=%s,password=%s]", mech, opt.SCRAMUser, opt.SCRAMPassword))
+		}
+	}
+	format := b.java("kafka.tools.StorageTool", args...)
 	if out, err := format.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("formatting the broker's storage: %v\n%s", err, out)
 	}

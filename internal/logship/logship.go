@@ -137,6 +137,7 @@ type chunk struct {
 	n          int64
 	bytes      int64
 	first      time.Time // the first line's time
+	sentAt     time.Time
 	remaining  atomic.Int64
 	err        atomic.Pointer[error]
 	buf        *[]byte
@@ -576,7 +577,7 @@ func (s *Shipper) readActive() int64 {
 // p) as one chunk, and advances p. eof: the chunk ends the closed file.
 // The chunk owns bp (returned to the pool when every line has its outcome).
 func (s *Shipper) send(key, name string, p *readPos, data []byte, bp *[]byte, eof bool) int64 {
-	c := &chunk{key: key, name: name, eof: eof, buf: bp, s: s}
+	c := &chunk{key: key, name: name, eof: eof, buf: bp, s: s, sentAt: time.Now()}
 	var recs []kgo.Record
 	var hdrs []kgo.RecordHeader
 	ids := make([]byte, 0, 64)
@@ -648,7 +649,7 @@ func (s *Shipper) commitLoop() {
 	defer s.wg.Done()
 	t := time.NewTicker(s.opt.StateInterval)
 	defer t.Stop()
-	last := time.Now()
+	last, lastProbe := time.Now(), time.Now()
 	for {
 		select {
 		case <-s.signal:
@@ -661,9 +662,33 @@ func (s *Shipper) commitLoop() {
 			s.commit()
 			s.save()
 			last = time.Now()
+			if time.Since(lastProbe) >= probeEvery && s.stalled() {
+				lastProbe = time.Now()
+				s.probe()
+			}
 		case <-s.stop:
 			return
 		}
+	}
+}
+
+// probeEvery is how often the brokers are asked why lines wait (the
+// client retries unreachable brokers and refused logins without failing
+// the records, so the reason would otherwise not show).
+const probeEvery = 10 * time.Second
+
+// stalled reports whether the oldest line sent has waited probeEvery.
+func (s *Shipper) stalled() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.pending) > 0 && time.Since(s.pending[0].sentAt) > probeEvery
+}
+
+func (s *Shipper) probe() {
+	ctx, cancel := context.WithTimeout(s.ctx, probeEvery/2)
+	defer cancel()
+	if err := s.client.Ping(ctx); err != nil && s.ctx.Err() == nil {
+		s.noteError(fmt.Errorf("Kafka does not acknowledge the lines sent: %w", err))
 	}
 }
 
