@@ -12,7 +12,7 @@ BENCHTIME     ?= 1s
 COUNT         ?= 6
 APT_GET       := $(if $(filter 0,$(shell id -u)),,sudo) apt-get
 
-.PHONY: all build run test check-go fmt-check vet lint race test-tools verify bench-micro clean release image sbom reproducible
+.PHONY: all build run test check-go fmt-check vet lint race test-tools verify bench-micro clean release image sbom reproducible kafka
 
 all: build
 
@@ -59,6 +59,13 @@ test-tools:
 		command -v java >/dev/null 2>&1 && [ -n "$(CONTAINER_TOOL)" ] || \
 		{ $(APT_GET) update -qq && $(APT_GET) install -y -qq redis-server redis-tools chromium curl util-linux systemd \
 			default-jre-headless $(if $(CONTAINER_TOOL),,podman); }
+
+## kafka: run a local Kafka broker (127.0.0.1:9092, topic tsubame-access) to try the access-log shipper
+KAFKA_PORT ?= 9092
+KAFKA_DIR  ?= ./kafka-data
+kafka: check-go
+	@command -v java >/dev/null 2>&1 || { $(APT_GET) update -qq && $(APT_GET) install -y -qq default-jre-headless; }
+	$(GO) run ./tools/kafka serve -port $(KAFKA_PORT) -dir $(KAFKA_DIR)
 
 ## verify: check that downloaded modules match go.sum
 verify: check-go
