@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -377,5 +378,48 @@ func TestOpenLinesGzip(t *testing.T) {
 	first, err := firstLine(p)
 	if err != nil || string(first) != "one\n" {
 		t.Fatalf("first line %q, %v", first, err)
+	}
+}
+
+// With Kafka unreachable, retention (keep_files: 1) deletes no closed file,
+// since none is shipped, and the lag counts every line written; serving
+// (appending) does not wait for Kafka.
+func TestRetentionKeepsUnshippedFiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped in -short mode with the other shipper tests")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	f := &fixture{t: t, dir: t.TempDir(), topic: "none", broker: &kafkatest.Broker{Addr: dead},
+		fo: accesslog.FileOptions{MaxSize: 64 << 10, KeepFiles: 1}}
+	f.open()
+	f.appendN(0, 3000, 2)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := f.log.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	names, _ := accesslog.ClosedFiles(f.dir, "access.log", false)
+	if rot := f.fs.Rotations(); rot < 3 || len(names) < int(rot) {
+		t.Fatalf("%d rotations, %d closed files left: retention deleted unshipped files", rot, len(names))
+	}
+	if st := f.ship.Stats(); st.Lag != 3000 || st.Lines != 0 {
+		t.Fatalf("stats with Kafka unreachable: %+v", st)
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer scancel()
+	_ = f.ship.Close(sctx) // not acknowledged: an error, and nothing saved as shipped
+	st, err := loadState(f.ship.opt.StateFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fs := range st {
+		if fs.Lines != 0 || fs.Done {
+			t.Fatalf("state records progress Kafka never acknowledged: %+v", *fs)
+		}
 	}
 }
