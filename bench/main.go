@@ -13,14 +13,17 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"tsubame/internal/kafkatest"
 	"tsubame/internal/webhook/fakeapi"
 )
 
@@ -47,6 +50,9 @@ type scenario struct {
 	// Variant runs against a pair of fresh Tsubames, interleaved: the one
 	// measured and a variant of it (see variant).
 	Variant *variant
+	// Ship measures the access log's Kafka shipper alone: shipLines lines
+	// from closed files to a broker on this box (no wrk).
+	Ship bool
 }
 
 // peers are the alternatives measured beside Tsubame in the Peers scenarios,
@@ -83,6 +89,9 @@ var scenarios = []scenario{
 		What: "sample4 behind a trusted proxy (X-Forwarded-For), beside the build without the edge checks"},
 	{Name: "sample4-buffered", Path: "/api/sample4.js?id=1&callback=Example.process", Variant: &bufferedVariant,
 		What: "sample4 with the mapped access log (durability: process), beside the buffered one (async)"},
+	{Name: "sample4-kafka", Path: "/api/sample4.js?id=1&callback=Example.process", Variant: &kafkaVariant,
+		What: "sample4 with its access log shipped to Kafka, beside sample4 without the shipper"},
+	{Name: "kafka-ship", Ship: true, What: "the Kafka shipper alone: 1,000,000 lines from closed files, produced and acknowledged"},
 	{Name: "sample2-redis", Path: "/api/sample2.js?id=1&callback=Example.process", Redis: true,
 		What: "Redis read per request, no cache", Published: "8,064 req/s (HBase read per request)"},
 	{Name: "sample3-redis", Path: "/api/sample3.js?id=1&callback=Example.process", Redis: true,
@@ -101,6 +110,7 @@ type run struct {
 	tsubame, ref []wrkResult
 	peers        map[string][]wrkResult // Peers scenarios: by peer name
 	checks       []webhookCheck         // webhook scenarios: per Tsubame round
+	ships        []shipResult           // the shipping scenario: per round
 }
 
 func main() {
@@ -123,8 +133,20 @@ func main() {
 		out      = flag.String("out", "BENCHMARKS.md", "report to write")
 		chart    = flag.String("chart", "bench/results.png", "chart to write")
 		baseline = flag.String("baseline", "", "a git revision to measure this build against, on Redis (adds the *-baseline scenarios)")
+		cpuProf  = flag.String("cpuprofile", "", "write the bench process's CPU profile (the kafka-ship scenario's shipper runs in it)")
 	)
 	flag.Parse()
+	if *cpuProf != "" {
+		f, err := os.Create(*cpuProf)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if *baseline != "" {
 		v := baselineVariant(*baseline)
 		scenarios = append(scenarios,
@@ -134,6 +156,7 @@ func main() {
 				What: "Redis read per request, against " + *baseline})
 	}
 	if err := runBench(*bin, *duration, *conns, *threads, *rounds, *port, *idle, *only, *out, *chart); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -247,10 +270,26 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 		}
 	}
 
+	var broker *kafkatest.Broker
+	for _, s := range selected {
+		if broker == nil && (s.Ship || s.Variant != nil && s.Variant.Kafka) {
+			if broker, err = startKafka(ctx, filepath.Join(dir, "kafka")); err != nil {
+				return err
+			}
+			defer broker.Stop()
+			if err := writeShipFiles(filepath.Join(dir, "ship-src")); err != nil {
+				return err
+			}
+		}
+	}
+	kafkaAddr := ""
+	if broker != nil {
+		kafkaAddr = broker.Addr
+	}
 	pairs := map[*variant]*pair{}
 	for _, s := range selected {
 		if v := s.Variant; v != nil && pairs[v] == nil {
-			pr, err := startPair(ctx, &p, v, bin, dir, port+9+4*len(pairs), api.URL, cbEnv, redisAddr)
+			pr, err := startPair(ctx, &p, v, bin, dir, port+9+4*len(pairs), api.URL, cbEnv, redisAddr, kafkaAddr)
 			if err != nil {
 				return err
 			}
@@ -274,6 +313,16 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 	results := make([]run, len(selected))
 	for round := range rounds {
 		for i, s := range selected {
+			if s.Ship {
+				r, err := shipRound(ctx, broker, filepath.Join(dir, "ship-src"), dir, round)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "round %d/%d %-14s %10.0f lines/s  shipper CPU %.0f %%  broker CPU %.0f %%\n",
+					round+1, rounds, s.Name, r.rate(), r.ShipperCPU, r.BrokerCPU)
+				results[i].ships = append(results[i].ships, r)
+				continue
+			}
 			c := s.Conns
 			if c == 0 {
 				c = conns

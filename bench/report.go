@@ -150,6 +150,9 @@ func buildReport(sc []scenario, results []run, held *idleResult, m machine, d ti
 	fmt.Fprintf(md, "| scenario | what | Tsubame req/s | nginx req/s | ratio | avg ms (T / ref) | p50 ms (T / ref) | p99 ms (T / ref) | σ ms (T / ref) | errors (T / ref) | published figure |\n")
 	fmt.Fprintf(md, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for i, s := range sc {
+		if s.Ship {
+			continue
+		}
 		a, b := summarize(results[i].tsubame), summarize(results[i].ref)
 		ratio := a.rps / b.rps
 		fmt.Fprintf(&t, "%-14s %12.0f %12.0f %7.2f %9s %9s %9s %9s %7d\n", s.Name, a.rps, b.rps, ratio, ms(a.avg), ms(a.p50), ms(a.p99), ms(a.stdev), a.errors)
@@ -245,6 +248,18 @@ func buildReport(sc []scenario, results []run, held *idleResult, m machine, d ti
 			mark = "**no**"
 		}
 		fmt.Fprintf(md, "| c=3000: zero errors (p99 %s ms) | %d errors | %s |\n", ms(a.p99), a.errors, mark)
+	}
+	for i, s := range sc {
+		if !s.Ship || len(results[i].ships) == 0 {
+			continue
+		}
+		med := medianShip(results[i].ships)
+		mark := "yes"
+		if med.rate() < 500_000 {
+			mark = "**no**"
+		}
+		fmt.Fprintf(md, "| access log shipped to Kafka ≥ 500,000 lines/s (median round; shipper CPU %.0f %% of a core) | %s lines/s | %s |\n",
+			med.ShipperCPU, num(med.rate()), mark)
 	}
 	if held != nil {
 		mark := "yes"
@@ -347,6 +362,23 @@ func buildReport(sc []scenario, results []run, held *idleResult, m machine, d ti
 		fmt.Fprintf(md, "| scenario | pair | req/s | variant req/s | ratio (medians) | ratio per round | p99 ms / variant |\n|---|---|---:|---:|---:|---|---|\n")
 		md.WriteString(variantRows.String())
 	}
+	var shipRows strings.Builder
+	for i, s := range sc {
+		for r, x := range results[i].ships {
+			fmt.Fprintf(&shipRows, "| %s | %d | %s | %.2f s | %s | %.0f %% | %.0f %% |\n", s.Name, r+1, num(float64(x.Lines)), x.Seconds,
+				num(x.rate()), x.ShipperCPU, x.BrokerCPU)
+		}
+	}
+	if shipRows.Len() > 0 {
+		fmt.Fprintf(md, "\n## Kafka shipping\n\nThe access log's Kafka shipper alone (`internal/logship`, run in the bench process with the defaults of\n")
+		fmt.Fprintf(md, "`access_log.kafka`: zstd, 1 MiB batches, 10 ms linger, keyed by placement, idempotent producer, `acks: all`): 1,000,000\n")
+		fmt.Fprintf(md, "LTSV lines (about 330 bytes each, 1,000 placements) in four closed files, shipped to a fresh 3-partition topic on a\n")
+		fmt.Fprintf(md, "Kafka 4.1 broker on this box, timed until Kafka acknowledged the last line. CPU is %% of one core over that time\n")
+		fmt.Fprintf(md, "(this box has 2): the shipper's (the bench process) and the broker's (a JVM). The sample4-kafka row under *Costs of features*\n")
+		fmt.Fprintf(md, "is the shipper's cost to serving.\n\n")
+		fmt.Fprintf(md, "| scenario | round | lines | time | lines/s | shipper CPU | broker CPU |\n|---|---:|---:|---:|---:|---:|---:|\n")
+		md.WriteString(shipRows.String())
+	}
 	if held != nil {
 		fmt.Fprintf(md, "\n## Idle connections\n\n%s keep-alive connections from %d processes on 127.0.0.2–127.0.0.%d, each after one answered\n", num(float64(held.Conns)), held.Helpers, held.Helpers+1)
 		fmt.Fprintf(md, "`GET /json`, held open and idle while Tsubame's RSS was sampled for a second (the peak is reported). This box allows a\n")
@@ -373,11 +405,17 @@ func buildReport(sc []scenario, results []run, held *idleResult, m machine, d ti
 
 	fmt.Fprintf(md, "\n## Every round\n\n| scenario | Tsubame req/s per round | nginx req/s per round |\n|---|---|---|\n")
 	for i, s := range sc {
+		if s.Ship {
+			continue
+		}
 		a, b := summarize(results[i].tsubame), summarize(results[i].ref)
 		fmt.Fprintf(md, "| %s | %s | %s |\n", s.Name, joinNums(a.rounds), joinNums(b.rounds))
 	}
 	fmt.Fprintf(md, "\n## Commands\n\n```\nmake bench   # = make build, then: go run ./bench -bin bin/tsubame -duration %s -connections %d -rounds %d\n", d, conns, rounds)
 	for i, s := range sc {
+		if s.Ship {
+			continue
+		}
 		fmt.Fprintf(md, "%s   # %s\n", summarize(results[i].tsubame).commandTemplate, s.Name)
 	}
 	fmt.Fprintf(md, "```\n\nThe same commands run against nginx on the reference port. `make bench-micro` runs the hot-path\n")
@@ -403,9 +441,15 @@ func writeChart(path string, sc []scenario, results []run) error {
 	var ts, ng plotter.Values
 	var names []string
 	for i, s := range sc {
+		if s.Ship {
+			continue
+		}
 		ts = append(ts, summarize(results[i].tsubame).rps)
 		ng = append(ng, summarize(results[i].ref).rps)
 		names = append(names, s.Name)
+	}
+	if len(ts) == 0 {
+		return nil // only scenarios without wrk runs
 	}
 	w := vg.Points(18)
 	a, err := plotter.NewBarChart(ts, w)

@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // A variant scenario measures a fresh Tsubame against a variant of itself,
@@ -21,6 +23,8 @@ type variant struct {
 	Rev    string   // a git revision to build the variant's binary from (with Tags)
 	Redis  bool     // both on the bench's Redis instead of the embedded store
 	Env    []string // environment of both
+	Base   []string // environment of the measured one only ({kafka}: the broker's address)
+	Kafka  bool     // needs the bench's Kafka broker
 	Other  []string // environment of the variant only
 	Script string   // a wrk script for the pair's runs ("" for none)
 }
@@ -66,7 +70,7 @@ type pair struct {
 
 // startPair starts the measured Tsubame and its variant on four ports from
 // first (each with its admin listener).
-func startPair(ctx context.Context, p *procs, v *variant, bin, dir string, first int, apiURL, cbEnv, redisAddr string) (*pair, error) {
+func startPair(ctx context.Context, p *procs, v *variant, bin, dir string, first int, apiURL, cbEnv, redisAddr, kafkaAddr string) (*pair, error) {
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(first+i) }
 	for i := range 4 {
 		if err := portFree(addr(i)); err != nil {
@@ -84,7 +88,11 @@ func startPair(ctx context.Context, p *procs, v *variant, bin, dir string, first
 	if v.Redis {
 		base = append(base, "TSUBAME_STORE=redis", "TSUBAME_REDIS_ADDRS="+redisAddr)
 	}
-	if _, err := startTsubame(ctx, p, bin, filepath.Join(dir, v.Name+"-base"), addr(0), addr(2), apiURL, base...); err != nil {
+	measured := slices.Clone(base)
+	for _, e := range v.Base {
+		measured = append(measured, strings.ReplaceAll(e, "{kafka}", kafkaAddr))
+	}
+	if _, err := startTsubame(ctx, p, bin, filepath.Join(dir, v.Name+"-base"), addr(0), addr(2), apiURL, measured...); err != nil {
 		return nil, err
 	}
 	if _, err := startTsubame(ctx, p, otherBin, filepath.Join(dir, v.Name), addr(1), addr(3), apiURL, append(base, v.Other...)...); err != nil {

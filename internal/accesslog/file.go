@@ -708,8 +708,35 @@ func scanRecords(path string, fn func(rec []byte) error) (kept int64, dirty bool
 	}
 }
 
-// validRecord reports whether line (with its newline) is a whole record.
+// validRecord reports whether line (with its newline) is a whole record:
+// it ends in a newline and starts with a time stamp shaped as the writer
+// writes them. The shape is checked, not the calendar (time.Parse would
+// cost the shipper a third of its time per line), so the crash-clean and
+// the shipper agree on what a record is at a few nanoseconds a line.
 func validRecord(line []byte) bool {
-	_, ok := lineTime(line)
-	return ok && line[len(line)-1] == '\n'
+	if len(line) == 0 || line[len(line)-1] != '\n' {
+		return false
+	}
+	for _, p := range []string{ltsvTimePrefix, jsonTimePrefix} {
+		if len(line) >= len(p)+len(stampLayout) && string(line[:len(p)]) == p {
+			return stampShaped(line[len(p) : len(p)+len(stampLayout)])
+		}
+	}
+	return false
+}
+
+// stampShaped reports whether b has the shape of stampLayout: digits
+// where it has digits, its separators elsewhere.
+func stampShaped(b []byte) bool {
+	for i := range len(stampLayout) {
+		c, want := b[i], stampLayout[i]
+		if want >= '0' && want <= '9' {
+			if c < '0' || c > '9' {
+				return false
+			}
+		} else if c != want {
+			return false
+		}
+	}
+	return true
 }

@@ -449,3 +449,13 @@ func Consume(ctx context.Context, addr, topic string, fn func(*kgo.Record) bool)
 		}
 	}
 }
+
+// Pid is the broker process's id (0 while it is stopped).
+func (b *Broker) Pid() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cmd == nil || b.cmd.Process == nil {
+		return 0
+	}
+	return b.cmd.Process.Pid
+}
