@@ -105,7 +105,7 @@ func shipRound(ctx context.Context, b *kafkatest.Broker, src, work string, round
 	// The defaults of access_log.kafka (defaults.yaml).
 	s, err := logship.New(logship.Options{Dir: dir, Name: "access.log", Node: "bench", Topic: topic, ByPlacement: true,
 		Client: []kgo.Opt{kgo.SeedBrokers(b.Addr), kgo.ProducerBatchCompression(kgo.ZstdCompression().WithLevel(1)),
-			kgo.ProducerBatchMaxBytes(1 << 20), kgo.ProducerLinger(10 * time.Millisecond), kgo.MaxBufferedRecords(100000)}})
+			kgo.ProducerBatchMaxBytes(1 << 20), kgo.ProducerLinger(100 * time.Millisecond), kgo.MaxBufferedRecords(100000)}})
 	if err != nil {
 		return shipResult{}, err
 	}

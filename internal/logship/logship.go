@@ -65,7 +65,7 @@ type Options struct {
 	// in-sync replicas and unlimited retries.
 	Client []kgo.Opt
 	// PollInterval is how often the active file is read for new lines.
-	// Default 50ms.
+	// Default 100ms.
 	PollInterval time.Duration
 	// StateInterval is the longest time acknowledged progress waits before
 	// it is written to the state file. Default 200ms.
@@ -141,6 +141,7 @@ type chunk struct {
 	remaining  atomic.Int64
 	err        atomic.Pointer[error]
 	buf        *[]byte
+	arena      *arena
 	s          *Shipper
 }
 
@@ -166,7 +167,7 @@ func New(opt Options) (*Shipper, error) {
 		opt.StateFile = filepath.Join(opt.Dir, ".kafka-ship.json")
 	}
 	if opt.PollInterval <= 0 {
-		opt.PollInterval = 50 * time.Millisecond
+		opt.PollInterval = 100 * time.Millisecond
 	}
 	if opt.StateInterval <= 0 {
 		opt.StateInterval = 200 * time.Millisecond
@@ -577,15 +578,14 @@ func (s *Shipper) readActive() int64 {
 // p) as one chunk, and advances p. eof: the chunk ends the closed file.
 // The chunk owns bp (returned to the pool when every line has its outcome).
 func (s *Shipper) send(key, name string, p *readPos, data []byte, bp *[]byte, eof bool) int64 {
-	c := &chunk{key: key, name: name, eof: eof, buf: bp, s: s, sentAt: time.Now()}
-	var recs []kgo.Record
-	var hdrs []kgo.RecordHeader
-	ids := make([]byte, 0, 64)
-	n := bytes.Count(data, []byte{'\n'})
-	recs = make([]kgo.Record, 0, n)
-	hdrs = make([]kgo.RecordHeader, 0, n)
-	idOff := make([]int, 0, n+1)
+	a := arenaPool.Get().(*arena)
+	c := &chunk{key: key, name: name, eof: eof, buf: bp, arena: a, s: s, sentAt: time.Now()}
+	n := bytes.Count(data, []byte{'\n'}) + 1
 	prefix := s.opt.Node + "/" + key + "/"
+	recs := slices.Grow(a.recs[:0], n)
+	hdrs := slices.Grow(a.hdrs[:0], n)
+	idOff := slices.Grow(a.idOff[:0], n+1)
+	ids := slices.Grow(a.ids[:0], n*(len(prefix)+8))
 	lineNo := p.lines
 	for rest := data; len(rest) > 0; {
 		i := bytes.IndexByte(rest, '\n')
@@ -613,6 +613,11 @@ func (s *Shipper) send(key, name string, p *readPos, data []byte, bp *[]byte, eo
 		c.bytes += int64(len(ln) - 1)
 	}
 	idOff = append(idOff, len(ids))
+	for i := range recs {
+		hdrs = append(hdrs, kgo.RecordHeader{Key: IDHeader, Value: ids[idOff[i]:idOff[i+1]]})
+		recs[i].Headers = hdrs[i : i+1 : i+1]
+	}
+	a.recs, a.hdrs, a.ids, a.idOff = recs, hdrs, ids, idOff
 	p.off += int64(len(data))
 	p.lines = lineNo
 	p.eof = eof
@@ -625,12 +630,26 @@ func (s *Shipper) send(key, name string, p *readPos, data []byte, bp *[]byte, eo
 	}
 	s.mu.Unlock()
 	for i := range recs {
-		hdrs = append(hdrs, kgo.RecordHeader{Key: IDHeader, Value: ids[idOff[i]:idOff[i+1]]})
-		recs[i].Headers = hdrs[i : i+1 : i+1]
 		s.client.Produce(s.ctx, &recs[i], c.promise)
 	}
 	c.promise(nil, nil)
 	return c.n
+}
+
+// arena holds a chunk's records and their ids, reused once every record
+// has its outcome (the client keeps no reference after the promise).
+type arena struct {
+	recs  []kgo.Record
+	hdrs  []kgo.RecordHeader
+	ids   []byte
+	idOff []int
+}
+
+var arenaPool = sync.Pool{New: func() any { return new(arena) }}
+
+func (a *arena) release() {
+	clear(a.recs) // drop the references into the read buffer
+	arenaPool.Put(a)
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
@@ -705,6 +724,7 @@ func (s *Shipper) commit() {
 		s.pending[0] = nil
 		s.pending = s.pending[1:]
 		putBuf(c.buf)
+		c.arena.release()
 		if ep := c.err.Load(); ep != nil || s.failing {
 			if ep != nil && !s.failing {
 				s.failing = true
