@@ -110,13 +110,12 @@ type Shipper struct {
 	act    *os.File            // the active file as opened
 	actKey string
 
-	signal   chan struct{}
-	stop     chan struct{}
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	started  bool
-	closeErr error
+	signal  chan struct{}
+	stop    chan struct{}
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	started bool
 
 	lines, bytes, errors, skipped atomic.Uint64
 	backlog0                      uint64 // unacknowledged lines in closed files at start
@@ -707,7 +706,7 @@ func (s *Shipper) probe() {
 	ctx, cancel := context.WithTimeout(s.ctx, probeEvery/2)
 	defer cancel()
 	if err := s.client.Ping(ctx); err != nil && s.ctx.Err() == nil {
-		s.noteError(fmt.Errorf("Kafka does not acknowledge the lines sent: %w", err))
+		s.noteError(fmt.Errorf("kafka does not acknowledge the lines sent: %w", err))
 	}
 }
 
