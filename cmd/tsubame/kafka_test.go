@@ -4,9 +4,14 @@ import (
 	"bufio"
 	"compress/gzip"
 	"context"
+	"crypto/tls"
+	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +21,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"tsubame/internal/certs/certstest"
+	"tsubame/internal/config"
 	"tsubame/internal/kafkatest"
 	"tsubame/internal/logship"
 )
@@ -264,5 +271,158 @@ func TestLogShipBackfillWithSCRAM(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no id for line 1: %v", ids)
+	}
+}
+
+// access_log.kafka.tls: the client checks the brokers' certificate against
+// ca_file (and the name in server_name) and presents cert_file. Checked
+// against a TLS listener that requires a client certificate (a Kafka broker
+// with TLS needs keystores this test does not build; SASL/SCRAM is checked
+// against a real broker above).
+func TestKafkaTLSOptions(t *testing.T) {
+	dir := t.TempDir()
+	ca := certstest.NewCA(t, dir)
+	server := ca.Issue(t, dir, "broker", "kafka.internal")
+	client := ca.Issue(t, dir, "client", "tsubame-shipper")
+	pair, err := tls.LoadX509KeyPair(server.CertFile, server.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// handshake runs the client configured by k against a new listener
+	// that requires a client certificate, and returns the outcome of the
+	// first handshake: the client certificate's name, or the error the
+	// listener saw.
+	handshake := func(k config.Kafka) string {
+		ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair},
+			ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		outcomes := make(chan string, 64)
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer c.Close()
+					tc := c.(*tls.Conn)
+					if err := tc.Handshake(); err != nil {
+						outcomes <- "error: " + err.Error()
+						return
+					}
+					outcomes <- "ok: " + tc.ConnectionState().PeerCertificates[0].Subject.CommonName
+				}()
+			}
+		}()
+		k.Brokers = []string{ln.Addr().String()}
+		opts, err := kafkaClientOpts(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl, err := kgo.NewClient(append(opts, kgo.RequestRetries(0))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		go func() { _ = cl.Ping(ctx) }() // not Kafka behind the handshake: the request itself fails
+		select {
+		case got := <-outcomes:
+			return got
+		case <-ctx.Done():
+			t.Fatal("no TLS handshake reached the listener")
+			return ""
+		}
+	}
+	k := config.Kafka{ClientID: "t", Compression: "zstd", BatchBytes: 1 << 20, BufferRecords: 1000,
+		TLS: config.KafkaTLS{Enabled: true, CAFile: ca.File, CertFile: client.CertFile,
+			KeyFile: client.KeyFile, ServerName: "kafka.internal"}}
+	if got := handshake(k); got != "ok: tsubame-shipper" {
+		t.Fatalf("handshake with the configured CA, name and client certificate: %s", got)
+	}
+	// A broker whose certificate does not carry server_name is refused by
+	// the client: the listener sees the handshake fail.
+	wrong := k
+	wrong.TLS.ServerName = "other.internal"
+	if got := handshake(wrong); !strings.HasPrefix(got, "error: ") {
+		t.Fatalf("a handshake completed against the wrong name: %s", got)
+	}
+	// Without a client certificate the listener refuses the client.
+	anon := k
+	anon.TLS.CertFile, anon.TLS.KeyFile = "", ""
+	if got := handshake(anon); !strings.HasPrefix(got, "error: ") {
+		t.Fatalf("a handshake completed without a client certificate: %s", got)
+	}
+	// Files that are not what they claim are reported at start.
+	bad := k
+	bad.TLS.CAFile = client.KeyFile
+	if _, err := kafkaClientOpts(bad); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+		t.Fatalf("a key as CA file: %v", err)
+	}
+}
+
+// With Kafka unreachable the server serves and stays ready; the lag grows
+// and, past access_log.kafka.lag_alert, an alert reaches admin.alert_webhook
+// with the brokers' reason.
+func TestKafkaDownServesAndAlerts(t *testing.T) {
+	var mu sync.Mutex
+	var texts []string
+	hook := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Text string }
+		if json.NewDecoder(r.Body).Decode(&body) == nil {
+			mu.Lock()
+			texts = append(texts, body.Text)
+			mu.Unlock()
+		}
+	}))
+	defer hook.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hook.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	env := append(testEnv(t), "TSUBAME_ACCESS_LOG_KAFKA_BROKERS="+dead, "TSUBAME_ACCESS_LOG_KAFKA_LAG_ALERT=1s",
+		"TSUBAME_ADMIN_ALERT_WEBHOOK="+hook.URL+"/hooks/x", "TSUBAME_ADMIN_ALERT_WEBHOOK_CA_FILE="+ca,
+		"TSUBAME_SERVER_SHUTDOWN_TIMEOUT=2s")
+	m := openMain(t, env, true)
+	base := "http://" + m.PublicAddr()
+	for range 20 {
+		if code, body := get(t, base+"/api/sample4.js?id=1&callback=Example.process"); code != 200 || !strings.HasPrefix(body, "Example.process(") {
+			t.Fatalf("sample4 with Kafka down: %d %q", code, body)
+		}
+	}
+	if code, body := get(t, base+"/readyz"); code != 200 || body != "ready\n" {
+		t.Fatalf("/readyz with Kafka down: %d %q", code, body)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		mu.Lock()
+		got := strings.Join(texts, "\n")
+		mu.Unlock()
+		if strings.Contains(got, "Access log shipping to Kafka is behind") {
+			if !strings.Contains(got, "20 lines waiting") {
+				t.Errorf("alert without the lag: %q", got)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no lag alert; alerts: %q, stats %+v", got, m.shipper.Stats())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if st := m.shipper.Stats(); st.Lag != 20 || st.Lines != 0 {
+		t.Fatalf("stats: %+v", st)
+	}
+	if code, _ := get(t, base+"/readyz"); code != 200 {
+		t.Fatal("not ready while the lag alerts")
 	}
 }

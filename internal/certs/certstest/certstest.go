@@ -97,7 +97,7 @@ func (ca *CA) IssueValid(t testing.TB, dir, file string, notAfter time.Time, nam
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 	}
 	for _, n := range names {
 		if ip := net.ParseIP(n); ip != nil {
