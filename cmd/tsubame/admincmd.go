@@ -185,10 +185,14 @@ func auditCLI(cfg *config.Config, target, action string) error {
 }
 
 // verifyAudit checks the hash chain of the audit log (the given files, in
-// order, or the configured log) and reports the first break.
+// order, or the configured log's closed files and active file) and reports
+// the first break.
 func verifyAudit(cfg *config.Config, files []string, stdout io.Writer) error {
 	if len(files) == 0 {
-		files = []string{cfg.AuditLogPath()}
+		var err error
+		if files, err = admin.AuditFiles(cfg.AuditLogPath()); err != nil {
+			return err
+		}
 	}
 	var chain admin.AuditChain
 	for _, name := range files {

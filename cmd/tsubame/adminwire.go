@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -53,6 +52,12 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 				out["admin"] = m.adminCerts.Loaded()
 			}
 			return out
+		}))
+	}
+	if _, ok := m.audit.SyslogStats(); ok {
+		reg.MustRegister(metrics.NewAuditSyslogCollector(func() (uint64, uint64, bool) {
+			st, _ := m.audit.SyslogStats()
+			return st.Sent, st.Dropped, st.Failing
 		}))
 	}
 	if m.Webhook != nil {
@@ -219,13 +224,9 @@ func openAuditLog(cfg *config.Config, log *slog.Logger) (*admin.Audit, *admin.No
 	if a := cfg.Admin; a.AlertWebhook != "" {
 		client := &http.Client{Timeout: 10 * time.Second}
 		if a.AlertWebhookCAFile != "" {
-			pem, err := os.ReadFile(a.AlertWebhookCAFile)
+			pool, err := certs.LoadCAPool(a.AlertWebhookCAFile)
 			if err != nil {
 				return nil, nil, fmt.Errorf("admin.alert_webhook_ca_file: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, nil, fmt.Errorf("admin.alert_webhook_ca_file %s holds no PEM certificate", a.AlertWebhookCAFile)
 			}
 			client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
 		}
@@ -235,9 +236,31 @@ func openAuditLog(cfg *config.Config, log *slog.Logger) (*admin.Audit, *admin.No
 			return nil, nil, err
 		}
 	}
-	audit, err := admin.OpenAudit(admin.AuditOptions{Path: cfg.AuditLogPath(), AlertAt: cfg.Admin.AlertFailures,
-		AlertWindow: cfg.Admin.AlertWindow, RepeatInterval: cfg.Admin.AuditRepeatInterval, Logger: log, Notifier: notifier})
+	var copyTo *admin.Syslog
+	if a := cfg.Admin; a.AuditSyslog != "" {
+		var tlsConf *tls.Config
+		if a.AuditSyslogCAFile != "" {
+			pool, err := certs.LoadCAPool(a.AuditSyslogCAFile)
+			if err != nil {
+				return nil, nil, fmt.Errorf("admin.audit_syslog_ca_file: %w", err)
+			}
+			tlsConf = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		}
+		var err error
+		copyTo, err = admin.NewSyslog(admin.SyslogOptions{Address: a.AuditSyslog, Facility: a.AuditSyslogFacility,
+			TLS: tlsConf, Logger: log, Notifier: notifier})
+		if err != nil {
+			return nil, nil, fmt.Errorf("admin.audit_syslog: %w", err)
+		}
+	}
+	audit, err := admin.OpenAudit(admin.AuditOptions{Path: cfg.AuditLogPath(), MaxSize: int64(cfg.Admin.AuditMaxSize),
+		RotateEvery: cfg.Admin.AuditRotateEvery, KeepFiles: cfg.Admin.AuditKeepFiles, Syslog: copyTo,
+		AlertAt: cfg.Admin.AlertFailures, AlertWindow: cfg.Admin.AlertWindow, RepeatInterval: cfg.Admin.AuditRepeatInterval,
+		Logger: log, Notifier: notifier})
 	if err != nil {
+		if copyTo != nil {
+			copyTo.Close(context.Background())
+		}
 		if notifier != nil {
 			notifier.Close(context.Background())
 		}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"tsubame/internal/certs"
 	"tsubame/internal/config"
 	"tsubame/internal/logship"
 )
@@ -38,14 +38,11 @@ func kafkaClientOpts(k config.Kafka) ([]kgo.Opt, error) {
 	if k.TLS.Enabled {
 		cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: k.TLS.ServerName}
 		if k.TLS.CAFile != "" {
-			pem, err := os.ReadFile(k.TLS.CAFile)
+			pool, err := certs.LoadCAPool(k.TLS.CAFile)
 			if err != nil {
 				return nil, fmt.Errorf("access_log.kafka.tls.ca_file: %w", err)
 			}
-			cfg.RootCAs = x509.NewCertPool()
-			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("access_log.kafka.tls.ca_file: %s holds no PEM certificate", k.TLS.CAFile)
-			}
+			cfg.RootCAs = pool
 		}
 		if k.TLS.CertFile != "" {
 			pair, err := tls.LoadX509KeyPair(k.TLS.CertFile, k.TLS.KeyFile)

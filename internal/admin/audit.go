@@ -3,6 +3,7 @@ package admin
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -10,10 +11,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -32,11 +31,12 @@ import (
 // per client and user per interval, not a line per attempt. Successes are
 // always written.
 type Audit struct {
-	mu   sync.Mutex
-	f    *os.File
-	log  *slog.Logger
-	now  func() time.Time
-	errs atomic.Uint64
+	mu    sync.Mutex
+	files *auditFiles
+	copy  *Syslog // nil: no copy
+	log   *slog.Logger
+	now   func() time.Time
+	errs  atomic.Uint64
 
 	notify      *Notifier
 	repeatEvery time.Duration
@@ -87,6 +87,20 @@ const maxRepeatKinds = 10000
 // AuditOptions configure the audit log.
 type AuditOptions struct {
 	Path string
+	// MaxSize closes the active file before it grows past this many bytes;
+	// 0: no size limit.
+	MaxSize int64
+	// RotateEvery closes the active file at every multiple of this
+	// duration (aligned to the clock), when the next line is written; 0:
+	// never.
+	RotateEvery time.Duration
+	// KeepFiles deletes the oldest closed files beyond this count; 0 keeps
+	// every file.
+	KeepFiles int
+	// Syslog, if set, gets a copy of every line written; the audit log
+	// owns it: Close sends what is queued (for up to SyslogDrain) and
+	// stops it.
+	Syslog *Syslog
 	// AlertAt authentication failures within AlertWindow raise an alert.
 	AlertAt     int
 	AlertWindow time.Duration
@@ -100,19 +114,14 @@ type AuditOptions struct {
 
 // OpenAudit opens (creating) the audit log at opt.Path.
 func OpenAudit(opt AuditOptions) (*Audit, error) {
-	if err := os.MkdirAll(filepath.Dir(opt.Path), 0o700); err != nil {
-		return nil, err
-	}
-	// Read too: each line's chain link is taken from the line before it in
-	// the file, which another process (the CLI) may have written.
-	f, err := os.OpenFile(opt.Path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
+	files, err := openAuditFiles(opt.Path, opt.MaxSize, opt.RotateEvery, opt.KeepFiles)
 	if err != nil {
 		return nil, err
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()
 	}
-	a := &Audit{f: f, log: opt.Logger, now: time.Now, alertAt: opt.AlertAt, alertWindow: opt.AlertWindow,
+	a := &Audit{files: files, copy: opt.Syslog, log: opt.Logger, now: time.Now, alertAt: opt.AlertAt, alertWindow: opt.AlertWindow,
 		repeatEvery: opt.RepeatInterval, repeats: map[string]*repeat{}, stop: make(chan struct{}), stopped: make(chan struct{}),
 		notify: opt.Notifier}
 	go a.run()
@@ -178,29 +187,18 @@ func (a *Audit) summarise(r *repeat) {
 	a.write(line)
 }
 
-// write appends one line, chained to the line before it. The file is
-// locked (flock) from reading that line to writing this one, as the CLI
-// writes to the same log beside the server. a.mu held.
+// write appends one line, chained to the line before it (in this process
+// or another: see auditFiles), and copies what it wrote to syslog. a.mu
+// held.
 func (a *Audit) write(rec AuditRecord) {
-	fd := int(a.f.Fd())
-	if err := syscall.Flock(fd, syscall.LOCK_EX); err != nil {
-		a.writeFailed(err)
-		return
-	}
-	defer func() { _ = syscall.Flock(fd, syscall.LOCK_UN) }()
-	prev, err := lastLine(a.f)
+	lines, err := a.files.append(rec)
 	if err != nil {
 		a.writeFailed(err)
-		return
 	}
-	rec.Seq, rec.Prev = chainAfter(prev)
-	line, err := json.Marshal(rec)
-	if err != nil {
-		a.errs.Add(1)
-		return
-	}
-	if _, err := a.f.Write(append(line, '\n')); err != nil {
-		a.writeFailed(err)
+	if a.copy != nil {
+		for i, line := range lines { // a checkpoint, then rec
+			a.copy.Send(line, rec.Result != "ok" && i == len(lines)-1)
+		}
 	}
 }
 
@@ -411,6 +409,19 @@ func (a *Audit) Close() error {
 	a.flush(true)
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	_ = a.f.Sync()
-	return a.f.Close()
+	err := a.files.close()
+	if a.copy != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), SyslogDrain)
+		defer cancel()
+		a.copy.Close(ctx)
+	}
+	return err
+}
+
+// SyslogStats are the counters of the copy to syslog (zero without one).
+func (a *Audit) SyslogStats() (SyslogStats, bool) {
+	if a.copy == nil {
+		return SyslogStats{}, false
+	}
+	return a.copy.Stats(), true
 }

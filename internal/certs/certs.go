@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -178,4 +179,18 @@ func describe(site string, c *tls.Certificate) Loaded {
 		subject = strings.Join(c.Leaf.DNSNames, ",")
 	}
 	return Loaded{Site: site, Subject: subject, NotAfter: c.Leaf.NotAfter}
+}
+
+// LoadCAPool reads a PEM bundle of certificates to trust (an option's
+// ca_file) into a pool; a file without a certificate is an error.
+func LoadCAPool(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", file)
+	}
+	return pool, nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/knadh/koanf/v2"
 
 	"tsubame"
+	"tsubame/internal/admin"
 	"tsubame/internal/certs"
 	"tsubame/internal/render"
 )
@@ -151,6 +152,12 @@ type Admin struct {
 	AlertFailures       int           `koanf:"alert_failures"`
 	AlertWindow         time.Duration `koanf:"alert_window"`
 	AuditRepeatInterval time.Duration `koanf:"audit_repeat_interval"`
+	AuditMaxSize        ByteSize      `koanf:"audit_max_size"`
+	AuditRotateEvery    time.Duration `koanf:"audit_rotate_every"`
+	AuditKeepFiles      int           `koanf:"audit_keep_files"`
+	AuditSyslog         string        `koanf:"audit_syslog"`
+	AuditSyslogFacility string        `koanf:"audit_syslog_facility"`
+	AuditSyslogCAFile   string        `koanf:"audit_syslog_ca_file"`
 	AlertWebhook        string        `koanf:"alert_webhook" secret:"true"`
 	AlertWebhookCAFile  string        `koanf:"alert_webhook_ca_file"`
 	MetricsPublic       bool          `koanf:"metrics_public"`
@@ -1162,6 +1169,26 @@ func (c *Config) validateAdmin(add func(string, ...any), positive func(string, t
 	}
 	if a.AuditRepeatInterval < 0 {
 		add("admin.audit_repeat_interval: %v must not be negative", a.AuditRepeatInterval)
+	}
+	if a.AuditMaxSize != 0 && a.AuditMaxSize < 64<<10 {
+		add("admin.audit_max_size: must be 0 (off) or at least 64KiB (got %v)", a.AuditMaxSize)
+	}
+	if a.AuditRotateEvery < 0 || (a.AuditRotateEvery > 0 && a.AuditRotateEvery < time.Second) {
+		add("admin.audit_rotate_every: must be 0 (off) or at least 1s (got %v)", a.AuditRotateEvery)
+	}
+	if a.AuditKeepFiles < 0 {
+		add("admin.audit_keep_files: must not be negative (got %d)", a.AuditKeepFiles)
+	}
+	if a.AuditSyslog != "" {
+		network, _, err := admin.ParseSyslogAddress(a.AuditSyslog)
+		if err != nil {
+			add("admin.audit_syslog: %q %v", a.AuditSyslog, err)
+		} else if a.AuditSyslogCAFile != "" && network != "tls" {
+			add("admin.audit_syslog_ca_file: only for a tls:// admin.audit_syslog")
+		}
+	}
+	if _, ok := admin.SyslogFacilities[a.AuditSyslogFacility]; !ok {
+		add("admin.audit_syslog_facility: %q is not a syslog facility (auth, authpriv, daemon, local0 to local7, ...)", a.AuditSyslogFacility)
 	}
 	if a.SessionIdle > a.SessionMax {
 		add("admin.session_idle: must not exceed admin.session_max (%v)", a.SessionMax)

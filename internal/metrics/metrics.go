@@ -332,6 +332,39 @@ func (c *adminCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.auditErrors, prometheus.CounterValue, float64(e))
 }
 
+// NewAuditSyslogCollector exports the audit log's copy to syslog
+// (admin.audit_syslog).
+func NewAuditSyslogCollector(stats func() (sent, dropped uint64, failing bool)) prometheus.Collector {
+	name := func(n string) string { return prometheus.BuildFQName(Namespace, "admin", "audit_syslog_"+n) }
+	return &auditSyslogCollector{stats: stats,
+		sent:    prometheus.NewDesc(name("sent_total"), "Audit lines sent to syslog.", nil, nil),
+		dropped: prometheus.NewDesc(name("dropped_total"), "Audit lines not sent to syslog: the queue was full (the file keeps them).", nil, nil),
+		failing: prometheus.NewDesc(name("failing"), "1 while the copy to syslog cannot connect or write.", nil, nil),
+	}
+}
+
+type auditSyslogCollector struct {
+	stats                  func() (uint64, uint64, bool)
+	sent, dropped, failing *prometheus.Desc
+}
+
+func (c *auditSyslogCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.sent
+	ch <- c.dropped
+	ch <- c.failing
+}
+
+func (c *auditSyslogCollector) Collect(ch chan<- prometheus.Metric) {
+	sent, dropped, failing := c.stats()
+	f := 0.0
+	if failing {
+		f = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.sent, prometheus.CounterValue, float64(sent))
+	ch <- prometheus.MustNewConstMetric(c.dropped, prometheus.CounterValue, float64(dropped))
+	ch <- prometheus.MustNewConstMetric(c.failing, prometheus.GaugeValue, f)
+}
+
 // NewCertCollector exports the expiry of every TLS certificate in use, by
 // listener (tls or admin) and site ("" for the default pair), so an alert
 // can fire before one expires. loaded is called once per scrape.

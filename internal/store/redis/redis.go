@@ -20,13 +20,11 @@ package redis
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -34,6 +32,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"tsubame"
+	"tsubame/internal/certs"
 	"tsubame/internal/logbatch"
 )
 
@@ -141,14 +140,11 @@ func Open(opt Options) (*Store, error) {
 	if opt.TLS {
 		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 		if opt.TLSCAFile != "" {
-			pem, err := os.ReadFile(opt.TLSCAFile)
+			pool, err := certs.LoadCAPool(opt.TLSCAFile)
 			if err != nil {
-				return nil, tsubame.WrapError(tsubame.EINVALID, err, "redis: cannot read tls_ca_file")
+				return nil, tsubame.WrapError(tsubame.EINVALID, err, "redis: tls_ca_file")
 			}
-			cfg.RootCAs = x509.NewCertPool()
-			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, tsubame.Errorf(tsubame.EINVALID, "redis: tls_ca_file holds no PEM certificate")
-			}
+			cfg.RootCAs = pool
 		}
 		co.TLSConfig = cfg
 	}
