@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/big"
@@ -253,5 +254,42 @@ func TestAdminAlertWebhook(t *testing.T) {
 	// The webhook's URL is a secret: never in the process log.
 	if out, _ := os.ReadFile(m.Config.AuditLogPath()); strings.Contains(string(out), "secret-path") {
 		t.Error("the webhook URL is in the audit log")
+	}
+}
+
+// verify-audit without arguments follows the chain through every file of
+// the configured log (closed files oldest first, then the active file),
+// and names the file whose checkpoint shows one missing.
+func TestVerifyAuditAcrossRotatedFiles(t *testing.T) {
+	env := testEnv(t)
+	cfg, err := loadConfig("", env, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := admin.OpenAudit(admin.AuditOptions{Path: cfg.AuditLogPath(), MaxSize: 1024, AlertAt: 100, AlertWindow: time.Minute,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		a.Record(admin.AuditRecord{Actor: "alice", Action: "placement.put", Target: fmt.Sprint(i), Result: "ok"})
+	}
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files, err := admin.AuditFiles(cfg.AuditLogPath())
+	if err != nil || len(files) < 4 {
+		t.Fatalf("%v %v", files, err)
+	}
+	want := fmt.Sprintf("audit log intact: %d lines in %d file(s), chained lines 1 to %d\n", 40+len(files)-1, len(files), 40+len(files)-1)
+	if code, out, stderr := runCmd(t, env, "", "admin", "verify-audit"); code != 0 || out != want {
+		t.Fatalf("verify-audit: %d %q (want %q) %s", code, out, want, stderr)
+	}
+	if err := os.Remove(files[1]); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCmd(t, env, "", "admin", "verify-audit"); code != exitFailed ||
+		!strings.Contains(stderr, filepath.Base(files[2])+":1: sequence number") || !strings.Contains(stderr, "lines are missing before it") {
+		t.Fatalf("verify-audit with a file missing: %d %s", code, stderr)
 	}
 }
