@@ -24,6 +24,9 @@ type Store interface {
 	// List returns up to limit placements whose id sorts after the given one
 	// (byte order), in id order; after == "" starts at the beginning.
 	List(ctx context.Context, after string, limit int) ([]*Placement, error)
+	// IDs returns the id of every placement, in byte order: for listings
+	// sorted or counted another way (the admin's), without their values.
+	IDs(ctx context.Context) ([]string, error)
 	// Close releases the store. Calls after Close fail.
 	Close() error
 }

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -9,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image/png"
 	"os"
 	"path/filepath"
 	"slices"
@@ -235,6 +237,36 @@ func ValidUserName(name string) error {
 // authenticator apps expect) and returns the key, whose URL an app can import.
 func NewTOTP(user string) (*otp.Key, error) {
 	return totp.Generate(totp.GenerateOpts{Issuer: "Tsubame", AccountName: user})
+}
+
+// TOTPQR is the QR code of a TOTP key's otpauth:// URL, as a PNG data URL
+// an <img> shows (the dashboard's Content-Security-Policy allows data:
+// images), for an authenticator app to scan.
+func TOTPQR(key *otp.Key) (string, error) {
+	img, err := key.Image(qrPixels, qrPixels)
+	if err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		return "", err
+	}
+	return "data:image/png;base64," + base64.StdEncoding.EncodeToString(b.Bytes()), nil
+}
+
+// qrPixels is the QR code's width and height: about 4 pixels a module for
+// the version an otpauth:// URL needs, what a phone's camera reads off a
+// screen at arm's length.
+const qrPixels = 240
+
+// enrolment is the answer to a request that made a user: the role and the
+// TOTP secret as text, as otpauth:// URL and as QR code (shown this once).
+func enrolment(user string, role Role, key *otp.Key) map[string]string {
+	out := map[string]string{"user": user, "role": string(role), "totp_secret": key.Secret(), "totp_url": key.URL()}
+	if img, err := TOTPQR(key); err == nil {
+		out["totp_qr"] = img
+	}
+	return out
 }
 
 // CreateUser adds a user after checking the name and the password against

@@ -410,5 +410,5 @@ func (s *Server) setup(w http.ResponseWriter, r *http.Request) {
 	}
 	s.bootstrap = ""
 	s.audit(r, req.User, "setup", req.User, "ok", "first user created with the bootstrap token")
-	writeJSON(w, http.StatusCreated, map[string]string{"user": req.User, "totp_secret": key.Secret(), "totp_url": key.URL()})
+	writeJSON(w, http.StatusCreated, enrolment(req.User, RoleAdmin, key))
 }

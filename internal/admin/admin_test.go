@@ -876,7 +876,50 @@ func TestPlacementAPI(t *testing.T) {
 	if m := r.json(t); len(m["placements"].([]any)) != 1 || m["next"] != "" {
 		t.Errorf("last page: %s", r.body)
 	}
-	for _, q := range []string{"limit=0", "limit=5000", "limit=x", "after=%00"} {
+	// Numbered placements list by number, with the count; offset pages,
+	// q searches ids and names.
+	for _, id := range []string{"100", "2", "10", "1", "9"} {
+		body := map[string]any{"urls": []string{"https://ad.example.com/" + id + ".js"}, "name": "Campaign #" + id}
+		if r := do("PUT", "/api/v1/placements/"+id, body); r.status != 200 {
+			t.Fatalf("put %s: %d %s", id, r.status, r.body)
+		}
+	}
+	page := func(query string) string {
+		t.Helper()
+		r := do("GET", "/api/v1/placements?"+query, nil)
+		var m struct {
+			Placements []tsubame.Placement
+			Next       string
+			Total      int
+			Offset     int
+		}
+		if r.status != 200 || json.Unmarshal([]byte(r.body), &m) != nil {
+			t.Fatalf("%s: %d %s", query, r.status, r.body)
+		}
+		var ids []string
+		for _, p := range m.Placements {
+			ids = append(ids, p.ID)
+		}
+		return fmt.Sprintf("%s next=%s total=%d offset=%d", strings.Join(ids, ","), m.Next, m.Total, m.Offset)
+	}
+	for query, want := range map[string]string{
+		"limit=3":                 "1,2,9 next=9 total=10 offset=0",
+		"limit=3&offset=3":        "10,100,a next=a total=10 offset=3",
+		"limit=3&after=100":       "a,b,c next=c total=10 offset=5",
+		"limit=3&offset=9":        "e next= total=10 offset=9",
+		"limit=3&offset=20":       " next= total=10 offset=20",
+		"q=CAMPAIGN%20%231":       "1,10,100 next= total=3 offset=0",
+		"q=campaign&limit=2":      "1,2 next=2 total=5 offset=0",
+		"q=campaign&after=2":      "9,10,100 next= total=5 offset=2",
+		"q=e":                     "e next= total=1 offset=0",
+		"q=nothing-matches-this": " next= total=0 offset=0",
+	} {
+		if got := page(query); got != want {
+			t.Errorf("%s: %s, want %s", query, got, want)
+		}
+	}
+	for _, q := range []string{"limit=0", "limit=5000", "limit=x", "after=%00", "offset=-1", "offset=x", "after=a&offset=2",
+		"q=" + strings.Repeat("x", 129), "q=%ff"} {
 		if r := do("GET", "/api/v1/placements?"+q, nil); r.status != 400 {
 			t.Errorf("%s: %d", q, r.status)
 		}

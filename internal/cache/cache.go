@@ -520,6 +520,9 @@ func (c *Cache) List(ctx context.Context, after string, limit int) ([]*tsubame.P
 	return c.store.List(ctx, after, limit)
 }
 
+// IDs reads the store directly.
+func (c *Cache) IDs(ctx context.Context) ([]string, error) { return c.store.IDs(ctx) }
+
 // Close stops the cache's goroutines and closes the store.
 func (c *Cache) Close() error {
 	c.c.InvalidateAll()

@@ -214,6 +214,25 @@ func (s *Store) List(ctx context.Context, after string, limit int) ([]*tsubame.P
 	return out, nil
 }
 
+// IDs returns every id, in byte order, from the keys alone.
+func (s *Store) IDs(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, unavailable(err)
+	}
+	var ids []string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketPlacements).Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			ids = append(ids, string(k))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return ids, nil
+}
+
 // AppendLog stores the batch as one value under the next sequence number:
 // one B+tree insert and one fsync per batch, however many lines it holds.
 func (s *Store) AppendLog(ctx context.Context, batch []byte) error {

@@ -113,6 +113,16 @@ func (s *Store) List(_ context.Context, after string, limit int) ([]*tsubame.Pla
 	return out, nil
 }
 
+// IDs returns every id, in byte order.
+func (s *Store) IDs(context.Context) ([]string, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return nil, errClosed
+	}
+	return slices.Clone(s.ids), nil
+}
+
 // Close empties the store; later calls fail.
 func (s *Store) Close() error {
 	s.mu.Lock()

@@ -369,6 +369,21 @@ func (s *Store) List(ctx context.Context, after string, limit int) ([]*tsubame.P
 	return out, nil
 }
 
+// IDs returns the id index, in byte order (an entry whose value is gone
+// may be among them: see the package comment).
+func (s *Store) IDs(ctx context.Context) ([]string, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	ids, err := s.c.Do(ctx, s.c.B().Zrange().Key(s.kIDs).Min("-").Max("+").Bylex().Build()).AsStrSlice()
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	return ids, nil
+}
+
 // AppendLog pushes the batch as one list element.
 func (s *Store) AppendLog(ctx context.Context, batch []byte) error {
 	if err := s.check(); err != nil {

@@ -221,6 +221,15 @@ func testList(t *testing.T, s tsubame.Store) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("paged List = %v\nwant %v", got, want)
 	}
+	ids, err := s.IDs(ctx(t))
+	if err != nil || !slices.Equal(ids, want) {
+		t.Fatalf("IDs = %v, %v\nwant %v", ids, err, want)
+	}
+	mustDelete := s.Delete(ctx(t), want[5])
+	if ids, err := s.IDs(ctx(t)); mustDelete != nil || err != nil || slices.Contains(ids, want[5]) || len(ids) != len(want)-1 {
+		t.Fatalf("IDs after deleting %s = %v, %v (delete: %v)", want[5], ids, err, mustDelete)
+	}
+	mustPut(t, s, Placement(want[5], 1))
 	page, err := s.List(ctx(t), "p005x", 2)
 	if err != nil {
 		t.Fatal(err)
