@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"image/png"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
@@ -15,6 +18,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	qr "github.com/piglig/go-qr"
 	"github.com/pquerna/otp/totp"
 )
 
@@ -72,7 +76,32 @@ func TestDashboardInBrowser(t *testing.T) {
 	if secret == "" {
 		t.Fatal("no TOTP secret shown")
 	}
+	// The spent form is gone; the next step shows a QR code an
+	// authenticator app reads: the same otpauth:// URL as the text.
+	if shown := b.eval(`getComputedStyle(document.getElementById("setup-form")).display !== "none"`); shown {
+		t.Error("the setup form stays on screen after the user was created")
+	}
+	otpURL, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("setup-url").textContent`))
+	if err != nil || !strings.HasPrefix(otpURL, "otpauth://totp/Tsubame:"+user+"?") || !strings.Contains(otpURL, "secret="+secret) {
+		t.Fatalf("otpauth URL %q (%v)", otpURL, err)
+	}
+	b.do("see the QR code", b.until(`document.getElementById("setup-qr").complete && document.getElementById("setup-qr").naturalWidth > 0`, 10*time.Second))
+	shot, err := chromedp.Run(ctx, chromedp.Screenshot(css("#setup-qr")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	saveScreenshot(t, ctx, "setup.png")
+	img, err := png.Decode(bytes.NewReader(shot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := qr.Decode(img); err != nil || got != otpURL {
+		t.Fatalf("the QR code on screen reads %q (%v), want %q", got, err, otpURL)
+	}
 	b.do("go to the login form", chromedp.Click(css("#setup-continue")), chromedp.WaitVisible(css("#login")))
+	if b.eval(`document.getElementById("setup").offsetParent !== null || document.getElementById("setup-secret").textContent !== ""`) {
+		t.Error("the setup step (or its secret) stays on the page after it")
+	}
 
 	// A wrong code is refused with the one message for every failure.
 	b.do("a failed login",
@@ -129,10 +158,54 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("hit rate %q, p99 %q", hit, p99)
 	}
 	t.Logf("dashboard: %s req/s, p99 %s, hit rate %s", rps, p99, hit)
-	if path := os.Getenv("TSUBAME_SCREENSHOT"); path != "" {
-		if png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
-			_ = os.WriteFile(path, png, 0o644)
+	saveScreenshot(t, ctx, "dashboard.png")
+
+	// The chart has its axes: labels left of the plot (req/s) and under it
+	// (the time of each minute) are drawn.
+	if !b.eval(`(() => {
+		const c = document.getElementById("chart"), g = c.getContext("2d");
+		const inked = (x, y, w, h) => g.getImageData(x, y, w, h).data.some((v, i) => i % 4 === 3 && v > 0);
+		return inked(20, 0, 40, c.height - 30) && inked(70, c.height - 20, c.width - 80, 20);
+	})()`) {
+		t.Error("the requests/s chart has no axis labels")
+	}
+
+	// Placements list by number (1, 2, 3, not 1, 10, 100), with the count;
+	// the pager goes forward and back; a search narrows the list.
+	firstIDs := func() string {
+		ids, err := chromedp.Run(ctx, chromedp.Evaluate[string](
+			`[...document.querySelectorAll("#placements tbody tr")].slice(0, 3).map(r => r.cells[0].textContent).join(",")`))
+		if err != nil {
+			t.Fatal(err)
 		}
+		return ids
+	}
+	b.do("the first page", b.until(`document.getElementById("page-count").textContent !== ""`, 10*time.Second))
+	if ids, count := firstIDs(), b.text("#page-count"); ids != "1,2,3" || count != "1–20 of 1,000" {
+		t.Errorf("first page: %s, %q", ids, count)
+	}
+	b.do("the next page", chromedp.Click(css("#page-next")), b.until(`document.getElementById("page-count").textContent.startsWith("21")`, 10*time.Second))
+	if ids, count := firstIDs(), b.text("#page-count"); ids != "21,22,23" || count != "21–40 of 1,000" {
+		t.Errorf("second page: %s, %q", ids, count)
+	}
+	b.do("the previous page", chromedp.Click(css("#page-prev")), b.until(`document.getElementById("page-count").textContent.startsWith("1–")`, 10*time.Second))
+	if b.eval(`!document.getElementById("page-prev").disabled`) {
+		t.Error("Previous is enabled on the first page")
+	}
+	b.do("search", chromedp.SendKeys(css("#search"), "100"),
+		b.until(`document.getElementById("page-count").textContent.includes("matching")`, 10*time.Second))
+	if ids, count := firstIDs(), b.text("#page-count"); ids != "100,1000" || count != "1–2 of 2 matching “100”" {
+		t.Errorf("search 100: %s, %q", ids, count)
+	}
+	b.eval(`(document.getElementById("search").value = "", document.getElementById("search-form").requestSubmit(), true)`)
+	b.do("clear the search", b.until(`document.getElementById("page-count").textContent === "1–20 of 1,000"`, 10*time.Second))
+
+	// Delete does not look like Save.
+	if b.eval(`(() => {
+		const s = getComputedStyle(document.getElementById("edit-save")), d = getComputedStyle(document.getElementById("edit-delete"));
+		return s.color === d.color && s.backgroundColor === d.backgroundColor && s.borderColor === d.borderColor;
+	})()`) {
+		t.Error("Delete is styled like Save")
 	}
 
 	// Edit placement 1 from the table and see the public endpoint serve it.
@@ -229,6 +302,24 @@ func browserContext(t *testing.T, browser string, extra ...chromedp.ExecAllocato
 
 func css(sel string) chromedp.CSS { return chromedp.CSS(sel) }
 
+// saveScreenshot writes the page to $TSUBAME_SCREENSHOTS/name when that
+// is set, to look at the dashboard as a user sees it.
+func saveScreenshot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("TSUBAME_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Errorf("screenshot %s: %v", name, err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), shot, 0o644); err != nil {
+		t.Error(err)
+	}
+}
+
 // page drives one browser tab, failing the test on the first error.
 type page struct {
 	t   *testing.T
@@ -240,6 +331,16 @@ func (b *page) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	if err := chromedp.Do(b.ctx, steps...); err != nil {
 		b.t.Fatalf("%s: %v", what, err)
 	}
+}
+
+// eval evaluates a JavaScript boolean expression.
+func (b *page) eval(expr string) bool {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](expr))
+	if err != nil {
+		b.t.Fatalf("%s: %v", expr, err)
+	}
+	return v
 }
 
 func (b *page) text(sel string) string {

@@ -6,7 +6,8 @@ const $ = (id) => document.getElementById(id);
 let csrf = "";
 let stream = null;
 const history = [];
-let pageAfter = [""]; // the "after" of each page shown so far
+const pageSize = 20;
+const page = { offset: 0, total: 0, q: "" }; // the placements page shown
 
 async function api(method, path, body) {
   const opts = { method, headers: {}, credentials: "same-origin" };
@@ -51,7 +52,7 @@ function enter(session) {
   $("editor-tools").hidden = !(session.role === "editor" || session.role === "admin");
   show("dash");
   startStream();
-  loadPage("");
+  loadPage(0);
 }
 
 $("setup-form").addEventListener("submit", async (ev) => {
@@ -61,7 +62,14 @@ $("setup-form").addEventListener("submit", async (ev) => {
     token: $("setup-token").value.trim(), user: $("setup-user").value, password: $("setup-password").value,
   });
   if (r.status !== 201) { $("setup-error").textContent = (r.data && r.data.error) || "setup failed"; return; }
+  // The token is spent: the form goes, the next step (the second factor,
+  // then logging in) takes its place.
   $("setup-form").hidden = true;
+  $("setup-token").value = "";
+  $("setup-password").value = "";
+  $("setup-name").textContent = r.data.user;
+  $("setup-qr").src = r.data.totp_qr || "";
+  $("setup-qr").hidden = !r.data.totp_qr;
   $("setup-secret").textContent = r.data.totp_secret;
   $("setup-url").textContent = r.data.totp_url;
   $("setup-done").hidden = false;
@@ -69,7 +77,11 @@ $("setup-form").addEventListener("submit", async (ev) => {
 
 $("setup-continue").addEventListener("click", () => {
   $("login-user").value = $("setup-user").value;
+  $("setup-qr").removeAttribute("src"); // the secret leaves the page
+  $("setup-secret").textContent = "";
+  $("setup-url").textContent = "";
   showLogin();
+  $("login-password").focus();
 });
 
 $("login-form").addEventListener("submit", async (ev) => {
@@ -162,33 +174,95 @@ function renderCores(cpu) {
   });
 }
 
+// niceCeil is the smallest 1, 2 or 5 times a power of ten at least v.
+function niceCeil(v) {
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 2, 5, 10]) if (m * p >= v) return m * p;
+  return 10 * p;
+}
+
+// drawChart plots requests/s over the last five minutes: a y axis in
+// requests/s with grid lines, an x axis with the clock time of each minute.
 function drawChart() {
   const c = $("chart");
   const g = c.getContext("2d");
-  g.clearRect(0, 0, c.width, c.height);
+  const W = c.width, H = c.height, left = 64, right = 12, top = 12, bottom = 26;
+  const pw = W - left - right, ph = H - top - bottom;
+  const span = 300 * 1000; // ms shown
+  g.clearRect(0, 0, W, H);
+  g.font = "12px system-ui, sans-serif";
+  const now = history.length ? Date.parse(history[history.length - 1].time) : Date.now();
+  const max = niceCeil(Math.max(10, ...history.map((p) => p.rps)));
+  const x = (t) => left + pw - ((now - t) / span) * pw;
+  const y = (v) => top + ph - (v / max) * ph;
+  // Y axis: five intervals, labelled.
+  g.textAlign = "right";
+  g.textBaseline = "middle";
+  for (let i = 0; i <= 5; i++) {
+    const v = (max * i) / 5;
+    g.strokeStyle = i === 0 ? "#99a" : "#e3e5ea";
+    g.lineWidth = 1;
+    g.beginPath();
+    g.moveTo(left, Math.round(y(v)) + 0.5);
+    g.lineTo(left + pw, Math.round(y(v)) + 0.5);
+    g.stroke();
+    g.fillStyle = "#556";
+    g.fillText(fmt.num(v), left - 8, y(v));
+  }
+  g.save();
+  g.translate(14, top + ph / 2);
+  g.rotate(-Math.PI / 2);
+  g.textAlign = "center";
+  g.fillText("req/s", 0, 0);
+  g.restore();
+  // X axis: a tick and the time at each whole minute.
+  g.textAlign = "center";
+  g.textBaseline = "top";
+  for (let t = Math.ceil((now - span) / 60000) * 60000; t <= now; t += 60000) {
+    const px = Math.round(x(t)) + 0.5;
+    g.strokeStyle = "#e3e5ea";
+    g.beginPath();
+    g.moveTo(px, top);
+    g.lineTo(px, top + ph + 4);
+    g.stroke();
+    g.fillStyle = "#556";
+    g.fillText(new Date(t).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }), px, top + ph + 7);
+  }
+  g.strokeStyle = "#99a";
+  g.beginPath();
+  g.moveTo(left + 0.5, top);
+  g.lineTo(left + 0.5, top + ph);
+  g.stroke();
   if (history.length < 2) return;
-  const max = Math.max(1, ...history.map((p) => p.rps));
-  const step = c.width / 299;
+  g.save();
+  g.beginPath();
+  g.rect(left, top, pw, ph);
+  g.clip();
   g.strokeStyle = "#3b7ddd";
   g.lineWidth = 2;
   g.beginPath();
   history.forEach((p, i) => {
-    const x = c.width - (history.length - 1 - i) * step;
-    const y = c.height - 8 - (p.rps / max) * (c.height - 24);
-    if (i === 0) g.moveTo(x, y); else g.lineTo(x, y);
+    const px = x(Date.parse(p.time)), py = y(p.rps);
+    if (i === 0) g.moveTo(px, py); else g.lineTo(px, py);
   });
   g.stroke();
-  g.fillStyle = "#667";
-  g.font = "12px system-ui";
-  g.fillText("max " + fmt.num(max) + " req/s", 8, 14);
+  g.restore();
 }
 
-// Placements.
-async function loadPage(after) {
-  const q = new URLSearchParams({ limit: "20" });
-  if (after) q.set("after", after);
+// Placements: a page at a time, in natural id order, with the count, and
+// a search by id or name.
+async function loadPage(offset) {
+  const q = new URLSearchParams({ limit: String(pageSize), offset: String(Math.max(0, offset)) });
+  if (page.q) q.set("q", page.q);
   const r = await api("GET", "/api/v1/placements?" + q);
   if (r.status !== 200) return;
+  // A page past the end (placements deleted meanwhile): show the last one.
+  if (r.data.placements.length === 0 && r.data.total > 0 && offset > 0) {
+    loadPage(Math.floor((r.data.total - 1) / pageSize) * pageSize);
+    return;
+  }
+  page.offset = r.data.offset;
+  page.total = r.data.total;
   const body = $("placements").tBodies[0];
   body.replaceChildren();
   for (const p of r.data.placements) {
@@ -202,12 +276,30 @@ async function loadPage(after) {
     tr.addEventListener("click", () => edit(p));
     body.appendChild(tr);
   }
-  $("page-next").disabled = !r.data.next;
-  $("page-next").dataset.after = r.data.next;
+  const shown = r.data.placements.length;
+  const what = page.q ? `matching “${page.q}”` : "";
+  $("page-count").textContent = page.total === 0
+    ? (page.q ? `no placement ${what}` : "no placements")
+    : `${(page.offset + 1).toLocaleString("en")}–${(page.offset + shown).toLocaleString("en")} of ${page.total.toLocaleString("en")} ${what}`.trim();
+  $("page-first").disabled = $("page-prev").disabled = page.offset === 0;
+  $("page-next").disabled = page.offset + shown >= page.total;
 }
 
-$("page-first").addEventListener("click", () => loadPage(""));
-$("page-next").addEventListener("click", () => loadPage($("page-next").dataset.after));
+$("page-first").addEventListener("click", () => loadPage(0));
+$("page-prev").addEventListener("click", () => loadPage(page.offset - pageSize));
+$("page-next").addEventListener("click", () => loadPage(page.offset + pageSize));
+
+let searchTimer = 0;
+function searchNow() {
+  clearTimeout(searchTimer);
+  page.q = $("search").value.trim();
+  loadPage(0);
+}
+$("search").addEventListener("input", () => {
+  clearTimeout(searchTimer);
+  searchTimer = setTimeout(searchNow, 250);
+});
+$("search-form").addEventListener("submit", (ev) => { ev.preventDefault(); searchNow(); });
 
 function edit(p) {
   $("edit-id").value = p.id;
@@ -225,7 +317,7 @@ $("edit-form").addEventListener("submit", async (ev) => {
   const body = { urls: lines($("edit-urls").value), name: $("edit-name").value, deps: lines($("edit-deps").value) };
   const r = await api("PUT", "/api/v1/placements/" + encodeURIComponent(id), body);
   $("edit-status").textContent = r.status === 200 ? `Saved ${id}.` : `Not saved: ${(r.data && r.data.error) || r.status}`;
-  if (r.status === 200) loadPage("");
+  if (r.status === 200) loadPage(page.offset);
 });
 
 $("edit-delete").addEventListener("click", async () => {
@@ -233,7 +325,7 @@ $("edit-delete").addEventListener("click", async () => {
   if (!id || !confirm(`Delete placement ${id}?`)) return;
   const r = await api("DELETE", "/api/v1/placements/" + encodeURIComponent(id));
   $("edit-status").textContent = r.status === 204 ? `Deleted ${id}.` : `Not deleted: ${(r.data && r.data.error) || r.status}`;
-  if (r.status === 204) loadPage("");
+  if (r.status === 204) loadPage(page.offset);
 });
 
 $("purge-form").addEventListener("submit", async (ev) => {
