@@ -903,15 +903,15 @@ func TestPlacementAPI(t *testing.T) {
 		return fmt.Sprintf("%s next=%s total=%d offset=%d", strings.Join(ids, ","), m.Next, m.Total, m.Offset)
 	}
 	for query, want := range map[string]string{
-		"limit=3":                 "1,2,9 next=9 total=10 offset=0",
-		"limit=3&offset=3":        "10,100,a next=a total=10 offset=3",
-		"limit=3&after=100":       "a,b,c next=c total=10 offset=5",
-		"limit=3&offset=9":        "e next= total=10 offset=9",
-		"limit=3&offset=20":       " next= total=10 offset=20",
-		"q=CAMPAIGN%20%231":       "1,10,100 next= total=3 offset=0",
-		"q=campaign&limit=2":      "1,2 next=2 total=5 offset=0",
-		"q=campaign&after=2":      "9,10,100 next= total=5 offset=2",
-		"q=e":                     "e next= total=1 offset=0",
+		"limit=3":                "1,2,9 next=9 total=10 offset=0",
+		"limit=3&offset=3":       "10,100,a next=a total=10 offset=3",
+		"limit=3&after=100":      "a,b,c next=c total=10 offset=5",
+		"limit=3&offset=9":       "e next= total=10 offset=9",
+		"limit=3&offset=20":      " next= total=10 offset=20",
+		"q=CAMPAIGN%20%231":      "1,10,100 next= total=3 offset=0",
+		"q=campaign&limit=2":     "1,2 next=2 total=5 offset=0",
+		"q=campaign&after=2":     "9,10,100 next= total=5 offset=2",
+		"q=e":                    "e next= total=1 offset=0",
 		"q=nothing-matches-this": " next= total=0 offset=0",
 	} {
 		if got := page(query); got != want {
