@@ -202,28 +202,17 @@ func loadConfig(path string, environ []string, stderr io.Writer) (*config.Config
 	if path == "" {
 		path = lookupEnv(environ, config.EnvConfigFile)
 	}
-	cfg, warnings, err := config.Load(path, environ)
+	cfg, warnings, err := config.LoadValid(path, environ)
 	for _, w := range warnings {
 		fmt.Fprintf(stderr, "tsubame: warning: %s\n", w)
 	}
 	if err != nil {
 		return nil, &usageError{msg: err.Error()}
 	}
-	if errs := cfg.Validate(); len(errs) > 0 {
-		return nil, &usageError{msg: joinErrors("invalid configuration", errs)}
-	}
 	for _, r := range cfg.Risks() {
 		fmt.Fprintf(stderr, "tsubame: warning: %s\n", r)
 	}
 	return cfg, nil
-}
-
-func joinErrors(title string, errs []error) string {
-	msg := fmt.Sprintf("%s (%d problem(s)):", title, len(errs))
-	for _, e := range errs {
-		msg += "\n  " + e.Error()
-	}
-	return msg
 }
 
 func lookupEnv(environ []string, name string) string {

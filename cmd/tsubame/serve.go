@@ -916,14 +916,9 @@ func (m *Main) hangup(ctx context.Context, path string, environ []string) string
 	if path == "" {
 		path = lookupEnv(environ, config.EnvConfigFile)
 	}
-	cfg, warnings, err := config.Load(path, environ)
+	cfg, warnings, err := config.LoadValid(path, environ)
 	for _, w := range warnings {
 		m.Logger.Warn(w)
-	}
-	if err == nil {
-		if errs := cfg.Validate(); len(errs) > 0 {
-			err = errors.New(joinErrors("invalid configuration", errs))
-		}
 	}
 	if err != nil {
 		m.Logger.Error("configuration not reloaded; the running one stays", "err", err)

@@ -586,13 +586,14 @@ func Load(path string, environ []string) (*Config, []string, error) {
 		ErrorUnused:      true,
 		WeaklyTypedInput: true,
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
-			mapstructure.StringToTimeDurationHookFunc(),
+			durationHook,
 			mapstructure.TextUnmarshallerHookFunc(),
 			mapstructure.StringToSliceHookFunc(","),
 		),
 	}
+	var fieldErrs *FieldErrors
 	if err := k.UnmarshalWithConf("", &cfg, koanf.UnmarshalConf{DecoderConfig: dc}); err != nil {
-		return nil, warnings, fmt.Errorf("invalid configuration: %w", err)
+		fieldErrs = newFieldErrors(err)
 	}
 	normalize(k, "endpoints.", cfg.Endpoints)
 	for name, site := range cfg.Sites {
@@ -601,7 +602,133 @@ func Load(path string, environ []string) (*Config, []string, error) {
 			site.Hosts[i] = strings.ToLower(h)
 		}
 	}
+	if fieldErrs != nil {
+		return &cfg, warnings, fieldErrs
+	}
 	return &cfg, warnings, nil
+}
+
+// LoadValid is Load then Validate: a configuration that breaks no rule, or
+// one error listing every problem of either kind (values of the wrong type,
+// unknown keys, broken rules) at once.
+func LoadValid(path string, environ []string) (*Config, []string, error) {
+	cfg, warnings, err := Load(path, environ)
+	var fieldErrs *FieldErrors
+	if err != nil && !errors.As(err, &fieldErrs) {
+		return nil, warnings, err
+	}
+	errs := cfg.Validate()
+	if fieldErrs != nil {
+		errs = fieldErrs.With(errs)
+	}
+	if len(errs) > 0 {
+		return nil, warnings, errors.New(JoinProblems("invalid configuration", errs))
+	}
+	return cfg, warnings, nil
+}
+
+// FieldErrors are the values Load could not take (of the wrong type, or
+// under unknown keys), one per key. Load returns them with the rest of the
+// configuration decoded, so that Validate's problems can be reported with
+// them at once (With).
+type FieldErrors struct {
+	Errs []error
+	keys map[string]bool
+}
+
+func (e *FieldErrors) Error() string { return JoinProblems("invalid configuration", e.Errs) }
+
+// With returns these errors followed by errs (Validate's), leaving out
+// those about a key that failed to decode (its value is zero, not the one
+// given).
+func (e *FieldErrors) With(errs []error) []error {
+	out := slices.Clone(e.Errs)
+next:
+	for _, err := range errs {
+		msg := err.Error()
+		for key := range e.keys {
+			if rest, ok := strings.CutPrefix(msg, key); ok && rest != "" && strings.ContainsRune(":, ", rune(rest[0])) {
+				continue next
+			}
+		}
+		out = append(out, err)
+	}
+	return out
+}
+
+// JoinProblems writes a list of problems under a title, one a line.
+func JoinProblems(title string, errs []error) string {
+	msg := fmt.Sprintf("%s (%d problem(s)):", title, len(errs))
+	for _, e := range errs {
+		msg += "\n  " + e.Error()
+	}
+	return msg
+}
+
+// newFieldErrors flattens the decoder's errors into one per key, each
+// saying which key and what was wrong with its value.
+func newFieldErrors(err error) *FieldErrors {
+	fe := &FieldErrors{keys: map[string]bool{}}
+	var walk func(error)
+	walk = func(err error) {
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range joined.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		de, ok := err.(*mapstructure.DecodeError)
+		if !ok {
+			if u := errors.Unwrap(err); u != nil {
+				walk(u) // the decoder's "decoding failed" wrapper
+				return
+			}
+			fe.Errs = append(fe.Errs, err)
+			return
+		}
+		inner := de.Unwrap()
+		if _, nested := inner.(interface{ Unwrap() []error }); nested {
+			walk(inner)
+			return
+		}
+		if _, nested := inner.(*mapstructure.DecodeError); nested {
+			walk(inner)
+			return
+		}
+		key := de.Name()
+		var pe *mapstructure.ParseError
+		var ue *mapstructure.UnconvertibleTypeError
+		msg := inner.Error()
+		switch {
+		case strings.HasPrefix(msg, "has invalid keys: "):
+			msg = "unknown key(s) " + strings.TrimPrefix(msg, "has invalid keys: ")
+			if key == "" {
+				fe.Errs = append(fe.Errs, errors.New(msg))
+				return
+			}
+		case errors.As(inner, &pe):
+			msg = fmt.Sprintf("%q is not a valid %s", fmt.Sprint(pe.Value), pe.Expected.Type())
+		case errors.As(inner, &ue):
+			msg = fmt.Sprintf("%v is not a valid %s", ue.Value, ue.Expected.Type())
+		}
+		fe.keys[key] = true
+		fe.Errs = append(fe.Errs, fmt.Errorf("%s: %s", key, msg))
+	}
+	walk(err)
+	return fe
+}
+
+// durationHook decodes a duration from text ("300ms", "5s", "2m", "1h"),
+// naming the value when it is not one.
+func durationHook(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeFor[time.Duration]() || from.Kind() != reflect.String {
+		return data, nil
+	}
+	d, err := time.ParseDuration(data.(string))
+	if err != nil {
+		return nil, fmt.Errorf("%q is not a duration (a number and a unit: 300ms, 5s, 2m, 1h)", data)
+	}
+	return d, nil
 }
 
 // DefaultCORSMaxAge is how long browsers may reuse a preflight's answer

@@ -165,6 +165,34 @@ func TestUnknownKeyIsAnError(t *testing.T) {
 	}
 }
 
+// Values of the wrong type, unknown keys and broken rules come in one
+// report, each naming its key and the value given.
+func TestEveryProblemAtOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	text := "cache:\n  ttl: 5x\n  max_bytes: lots\n  tll: 5s\nlisten: nope\nwebhook:\n  queue_size: x\naccess_log:\n  format: xml\nfoo: 1\n"
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := config.LoadValid(path, []string{"TSUBAME_ADMIN_SESSION_IDLE=forever"})
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	// (No second complaint about a value that did not decode: session_idle
+	// is zero, not "forever".)
+	want := `invalid configuration (8 problem(s)):
+  admin.session_idle: "forever" is not a duration (a number and a unit: 300ms, 5s, 2m, 1h)
+  cache.max_bytes: invalid size "lots": want a whole number with an optional unit B, KiB, MiB, GiB, KB, MB or GB
+  cache.ttl: "5x" is not a duration (a number and a unit: 300ms, 5s, 2m, 1h)
+  cache: unknown key(s) tll
+  webhook.queue_size: "x" is not a valid int
+  unknown key(s) foo
+  listen: "nope" is not host:port
+  access_log.format: "xml" is not one of ltsv, json`
+	if err.Error() != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", err, want)
+	}
+}
+
 func TestValidateReportsEverything(t *testing.T) {
 	cfg := load(t, `
 listen: "nonsense"
