@@ -29,8 +29,10 @@ func (e *Error) Error() string {
 	if e.Err == nil {
 		return e.Message
 	}
-	if e.Message == "" {
-		return e.Err.Error()
+	// A cause given its code with its own text as the message (WrapError(
+	// EINVALID, err, "%v", err)) reads once, not twice.
+	if cause := e.Err.Error(); e.Message == "" || e.Message == cause {
+		return cause
 	}
 	return e.Message + ": " + e.Err.Error()
 }

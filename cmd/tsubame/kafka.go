@@ -91,12 +91,8 @@ func (m *Main) newShipper(al config.AccessLog) (*logship.Shipper, error) {
 	if k.SASL.Mechanism != "" && !k.TLS.Enabled {
 		m.Logger.Warn("access_log.kafka: SASL without TLS: the brokers' traffic (and the SCRAM exchange) is not encrypted")
 	}
-	stateFile := k.StateFile
-	if stateFile == "" {
-		stateFile = filepath.Join(al.Dir, ".kafka-ship.json")
-	}
 	return logship.New(logship.Options{
-		Dir: al.Dir, Name: al.FileName, StateFile: stateFile, Node: node, Topic: k.Topic,
+		Dir: al.Dir, Name: al.FileName, StateFile: al.KafkaStatePath(), Node: node, Topic: k.Topic,
 		ByPlacement: k.PartitionBy == "placement", Client: opts,
 		PollInterval: k.PollInterval, StateInterval: k.StateInterval,
 		Written: func() uint64 { return m.FileLog.Stats().Written },

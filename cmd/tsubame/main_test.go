@@ -231,9 +231,14 @@ func TestCLIFailsFastWhileServerRuns(t *testing.T) {
 	// holds it: the exit status and the message are the proof.
 	for _, args := range [][]string{{"placements", "get", "1"}, {"placements", "put", "1", "http://a.example.com/"}, {"placements", "export"}} {
 		code, _, stderr := runCmd(t, env, "", args...)
-		if code != 1 || !strings.Contains(stderr, "in use by another process") {
+		if code != 1 || !strings.Contains(stderr, "in use by another process") || !strings.Contains(stderr, "admin API") {
 			t.Fatalf("%v: %d %s", args, code, stderr)
 		}
+	}
+	// A second server on the same data directory names it.
+	code, _, stderr := runCmd(t, env, "", "serve")
+	if code == 0 || !strings.Contains(stderr, "is in use by another tsubame server") || !strings.Contains(stderr, "TSUBAME_DATA_DIR") {
+		t.Fatalf("a second serve: %d %s", code, stderr)
 	}
 }
 
@@ -256,7 +261,7 @@ func TestCheckConfig(t *testing.T) {
 	if code, _, _ := runCmd(t, []string{config.EnvConfigFile + "=" + bad}, "", "check-config"); code != 2 {
 		t.Fatal("TSUBAME_CONFIG ignored")
 	}
-	code, out, stderr := runCmd(t, []string{"TSUBAME_LISTEN=127.0.0.1:9999", "TSUBAME_LINE_CHANNEL_SECRET=s3cret-value",
+	code, out, stderr := runCmd(t, []string{"TSUBAME_LISTEN=127.0.0.1:9999", "TSUBAME_LINE_CHANNEL_SECRET=s3cret-value", "TSUBAME_DATA_DIR=/srv/tsubame",
 		"TSUBAME_WEBHOOK_API_TOKEN=t0ken-value", "TSUBAME_ACCESS_LOG_KAFKA_BROKERS=127.0.0.1:9092",
 		"TSUBAME_ACCESS_LOG_KAFKA_SASL_MECHANISM=SCRAM-SHA-256", "TSUBAME_ACCESS_LOG_KAFKA_SASL_USERNAME=ship",
 		"TSUBAME_ACCESS_LOG_KAFKA_SASL_PASSWORD=kafka-pa55"}, "", "check-config", "-print")
@@ -266,6 +271,14 @@ func TestCheckConfig(t *testing.T) {
 	}
 	if code != 0 || !strings.Contains(out, "listen: 127.0.0.1:9999") || !strings.Contains(out, "ttl: 1m0s") || !strings.Contains(stderr, "configuration ok") {
 		t.Fatalf("check-config -print: %d\n%s\n%s", code, out, stderr)
+	}
+	// Paths left empty show as the paths in use.
+	for _, want := range []string{"    dir: /srv/tsubame/admin\n", "    audit_log: /srv/tsubame/admin/audit.log\n",
+		"        path: /srv/tsubame/tsubame.db\n", "    dead_letter: /srv/tsubame/webhook-deadletter.jsonl\n",
+		"        state_file: logs/.kafka-ship.json\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check-config -print does not show %q", want)
+		}
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"tsubame"
 	"tsubame/internal/bulk"
 	"tsubame/internal/config"
+	"tsubame/internal/store/embedded"
 )
 
 // stringList is a repeatable string flag.
@@ -102,7 +104,12 @@ func openCLIStore(cfg *config.Config, readOnly bool) (tsubame.Store, error) {
 			return nil, tsubame.Errorf(tsubame.ENOTFOUND, "no store at %s yet (run tsubame serve or import first)", cfg.StorePath())
 		}
 	}
-	return openStore(cfg, readOnly)
+	s, err := openStore(cfg, readOnly)
+	if errors.Is(err, embedded.ErrInUse) {
+		return nil, tsubame.Errorf(tsubame.ECONFLICT, "%s: stop that server, or change placements through its admin API (%s)",
+			tsubame.ErrorMessage(err), cfg.Admin.Listen)
+	}
+	return s, err
 }
 
 func importPlacements(ctx context.Context, store tsubame.Store, args []string, format string, stdin io.Reader, stderr io.Writer) error {

@@ -14,7 +14,7 @@ import (
 // printConfig writes the effective configuration as YAML under the same key
 // names the file uses. Fields tagged secret:"true" are redacted.
 func printConfig(w io.Writer, cfg *config.Config) error {
-	out, err := yaml.Marshal(toYAML(reflect.ValueOf(*cfg)))
+	out, err := yaml.Marshal(toYAML(reflect.ValueOf(cfg.Resolved())))
 	if err != nil {
 		return err
 	}

@@ -127,6 +127,10 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		m.handover.waitRelease(m.Logger)
 	}
 	backend, err := openStore(cfg, false)
+	if errors.Is(err, embedded.ErrInUse) {
+		return tsubame.Errorf(tsubame.ECONFLICT, "data_dir %s is in use by another tsubame server (its store, %s, is locked): "+
+			"stop that server, or give this one a data_dir of its own (TSUBAME_DATA_DIR)", cfg.DataDir, cfg.StorePath())
+	}
 	if err != nil {
 		return err
 	}

@@ -546,6 +546,28 @@ func (c *Config) UsesLog(dest string) bool {
 	return false
 }
 
+// KafkaStatePath is access_log.kafka.state_file, or .kafka-ship.json in the
+// access log's directory.
+func (a AccessLog) KafkaStatePath() string {
+	if a.Kafka.StateFile != "" {
+		return a.Kafka.StateFile
+	}
+	return filepath.Join(a.Dir, ".kafka-ship.json")
+}
+
+// Resolved returns a copy with every path that an empty value derives
+// (admin.dir, admin.audit_log, store.embedded.path, webhook.dead_letter,
+// access_log.kafka.state_file) set to the path in use: what check-config
+// -print shows.
+func (c *Config) Resolved() Config {
+	r := *c
+	r.Admin.Dir, r.Admin.AuditLog = c.AdminDir(), c.AuditLogPath()
+	r.Store.Embedded.Path = c.StorePath()
+	r.Webhook.DeadLetter = c.DeadLetterPath()
+	r.AccessLog.Kafka.StateFile = c.AccessLog.KafkaStatePath()
+	return r
+}
+
 // StorePath is the embedded store file: store.embedded.path, or tsubame.db
 // in the data directory.
 func (c *Config) StorePath() string {

@@ -34,6 +34,10 @@ var (
 	schemaVersion    = []byte("1")
 )
 
+// ErrInUse is the cause of Open's error when another process holds the
+// file (bbolt's lock): callers say what to do about it.
+var ErrInUse = errors.New("held by another process")
+
 // Options tune how the store file is opened.
 type Options struct {
 	// LockTimeout is how long Open waits for another process to release the
@@ -71,8 +75,7 @@ func Open(path string, opt Options) (*Store, error) {
 	// webhook results); the array default sorts every free page per commit.
 	db, err := bolt.Open(path, 0o640, &bolt.Options{Timeout: opt.LockTimeout, ReadOnly: opt.ReadOnly, FreelistType: bolt.FreelistMapType})
 	if errors.Is(err, bolterr.ErrTimeout) {
-		return nil, tsubame.Errorf(tsubame.ECONFLICT,
-			"store %q is in use by another process (a running tsubame server?): stop it, or change placements through its admin API", path)
+		return nil, tsubame.WrapError(tsubame.ECONFLICT, ErrInUse, "store %q is in use by another process (a running tsubame server?)", path)
 	}
 	if err != nil {
 		return nil, tsubame.WrapError(tsubame.EUNAVAILABLE, err, "cannot open store %q", path)
