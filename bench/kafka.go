@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"tsubame/internal/config"
 	"tsubame/internal/kafkatest"
 	"tsubame/internal/logship"
 )
@@ -103,9 +104,18 @@ func shipRound(ctx context.Context, b *kafkatest.Broker, src, work string, round
 		return shipResult{}, err
 	}
 	// The defaults of access_log.kafka (defaults.yaml).
-	s, err := logship.New(logship.Options{Dir: dir, Name: "access.log", Node: "bench", Topic: topic, ByPlacement: true,
-		Client: []kgo.Opt{kgo.SeedBrokers(b.Addr), kgo.ProducerBatchCompression(kgo.ZstdCompression().WithLevel(1)),
-			kgo.ProducerBatchMaxBytes(1 << 20), kgo.ProducerLinger(100 * time.Millisecond), kgo.MaxBufferedRecords(100000)}})
+	defaults, _, err := config.Load("", nil)
+	if err != nil {
+		return shipResult{}, err
+	}
+	k := defaults.AccessLog.Kafka
+	codec, err := logship.Codec(k.Compression)
+	if err != nil {
+		return shipResult{}, err
+	}
+	s, err := logship.New(logship.Options{Dir: dir, Name: "access.log", Node: "bench", Topic: topic, ByPlacement: k.PartitionBy == "placement",
+		Client: []kgo.Opt{kgo.SeedBrokers(b.Addr), kgo.ProducerBatchCompression(codec), kgo.ProducerBatchMaxBytes(int32(k.BatchBytes)),
+			kgo.ProducerLinger(k.Linger), kgo.MaxBufferedRecords(k.BufferRecords)}})
 	if err != nil {
 		return shipResult{}, err
 	}

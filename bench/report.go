@@ -371,7 +371,7 @@ func buildReport(sc []scenario, results []run, held *idleResult, m machine, d ti
 	}
 	if shipRows.Len() > 0 {
 		fmt.Fprintf(md, "\n## Kafka shipping\n\nThe access log's Kafka shipper alone (`internal/logship`, run in the bench process with the defaults of\n")
-		fmt.Fprintf(md, "`access_log.kafka`: zstd, 1 MiB batches, 100 ms linger, keyed by placement, idempotent producer, `acks: all`): 1,000,000\n")
+		fmt.Fprintf(md, "`access_log.kafka`: lz4, 1 MiB batches, 100 ms linger, keyed by placement, idempotent producer, `acks: all`): 1,000,000\n")
 		fmt.Fprintf(md, "LTSV lines (about 330 bytes each, 1,000 placements) in four closed files, shipped to a fresh 3-partition topic on a\n")
 		fmt.Fprintf(md, "Kafka 4.1 broker on this box, timed until Kafka acknowledged the last line. CPU is %% of one core over that time\n")
 		fmt.Fprintf(md, "(this box has 2): the shipper's (the bench process) and the broker's (a JVM). The sample4-kafka row under *Costs of features*\n")

@@ -29,11 +29,10 @@ func kafkaClientOpts(k config.Kafka) ([]kgo.Opt, error) {
 		kgo.ProducerLinger(k.Linger),
 		kgo.MaxBufferedRecords(k.BufferRecords),
 	}
-	// zstd at its fastest level: about the ratio of the default level on
-	// log lines, at a fraction of its CPU (the shipper shares the cores
-	// with serving).
-	codec := map[string]kgo.CompressionCodec{"zstd": kgo.ZstdCompression().WithLevel(1), "lz4": kgo.Lz4Compression(),
-		"snappy": kgo.SnappyCompression(), "gzip": kgo.GzipCompression(), "none": kgo.NoCompression()}[k.Compression]
+	codec, err := logship.Codec(k.Compression)
+	if err != nil {
+		return nil, fmt.Errorf("access_log.kafka.compression: %w", err)
+	}
 	opts = append(opts, kgo.ProducerBatchCompression(codec))
 	if k.TLS.Enabled {
 		cfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: k.TLS.ServerName}

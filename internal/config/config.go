@@ -319,8 +319,8 @@ func (c *Config) validateKafka(add func(string, ...any)) {
 	if strings.ContainsAny(k.NodeID, "/\n") {
 		add("access_log.kafka.node_id: %q must not hold '/' or a newline (it is part of every record id)", k.NodeID)
 	}
-	if !slices.Contains([]string{"zstd", "lz4", "snappy", "gzip", "none"}, k.Compression) {
-		add("access_log.kafka.compression: %q is not one of zstd, lz4, snappy, gzip, none", k.Compression)
+	if !slices.Contains([]string{"lz4", "zstd", "snappy", "gzip", "none"}, k.Compression) {
+		add("access_log.kafka.compression: %q is not one of lz4, zstd, snappy, gzip, none", k.Compression)
 	}
 	if k.Acks != "all" {
 		add("access_log.kafka.acks: %q: only all is accepted (the idempotent producer that keeps lines from being lost or doubled needs every in-sync replica's ack)", k.Acks)

@@ -423,3 +423,14 @@ func TestRetentionKeepsUnshippedFiles(t *testing.T) {
 		}
 	}
 }
+
+func TestCodec(t *testing.T) {
+	for _, name := range []string{"lz4", "zstd", "snappy", "gzip", "none"} {
+		if _, err := Codec(name); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, err := Codec("brotli"); err == nil {
+		t.Error("an unknown codec was taken")
+	}
+}
