@@ -56,10 +56,10 @@ race: check-go test-tools
 test-tools:
 	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 && \
 		command -v curl >/dev/null 2>&1 && command -v prlimit >/dev/null 2>&1 && command -v systemd-analyze >/dev/null 2>&1 && \
-		command -v java >/dev/null 2>&1 && { command -v rsyslogd >/dev/null 2>&1 || [ -x /usr/sbin/rsyslogd ]; } && \
+		command -v java >/dev/null 2>&1 && { command -v rsyslogd >/dev/null 2>&1 || [ -x /usr/sbin/rsyslogd ]; } && command -v xmllint >/dev/null 2>&1 && \
 		[ -n "$(CONTAINER_TOOL)" ] || \
 		{ $(APT_GET) update -qq && $(APT_GET) install -y -qq redis-server redis-tools chromium curl util-linux systemd \
-			default-jre-headless rsyslog $(if $(CONTAINER_TOOL),,podman); }
+			default-jre-headless rsyslog libxml2-utils $(if $(CONTAINER_TOOL),,podman); }
 
 ## kafka: run a local Kafka broker (127.0.0.1:9092, topic tsubame-access) to try the access-log shipper
 KAFKA_PORT ?= 9092

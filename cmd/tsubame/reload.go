@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"tsubame/internal/config"
+	"tsubame/internal/render"
 )
 
 // Reload applies cfg to the running server at once: the endpoints, sites'
@@ -27,6 +28,17 @@ func (m *Main) Reload(cfg *config.Config) (needsRestart []string, err error) {
 	m.mu.Lock()
 	old := m.Config
 	m.mu.Unlock()
+	// The cache keeps a payload per encoding it was made with; a format
+	// needing another, or VAST options that change what it keeps, wait for
+	// a restart.
+	for _, f := range servedFormats(cfg) {
+		if !render.Uses(servedFormats(old), f.Encoding()) {
+			return nil, fmt.Errorf("an endpoint now serves .%s, whose payloads this process's cache does not keep: restart instead", f)
+		}
+	}
+	if cfg.VAST != old.VAST && render.Uses(servedFormats(old), render.EncodingVAST) {
+		return nil, fmt.Errorf("vast options changed while endpoints serve .xml from the cache: restart instead")
+	}
 	if err := m.loadCerts(cfg); err != nil {
 		return nil, err
 	}

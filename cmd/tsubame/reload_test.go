@@ -197,3 +197,35 @@ func TestReloadRotatesCallbackToken(t *testing.T) {
 		t.Fatalf("after the reload: old token %d, new token %d; want 401, 200", a, b)
 	}
 }
+
+// An endpoint serving .xml answers VAST 4 from the cache, with the
+// configured impression tracker; a reload that adds .xml where the cache
+// keeps no VAST payloads is refused (restart instead).
+func TestVASTEndpoint(t *testing.T) {
+	env := append(testEnv(t), "TSUBAME_ENDPOINTS_VIDEO_SOURCE=store", "TSUBAME_ENDPOINTS_VIDEO_FORMATS=xml",
+		"TSUBAME_VAST_IMPRESSION_URL=https://imp.example.com/i?id={id}")
+	m := openMain(t, env, true)
+	base := "http://" + m.PublicAddr()
+	resp, err := http.Get(base + "/api/video.xml?id=7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "application/xml; charset=utf-8" ||
+		!strings.Contains(string(body), `<Ad id="7-1" sequence="1"><Wrapper><AdSystem>Tsubame</AdSystem><Impression><![CDATA[https://imp.example.com/i?id=7]]></Impression><VASTAdTagURI><![CDATA[http://ad13.example.com/tag.js]]></VASTAdTagURI>`) {
+		t.Fatalf("video.xml: %d %s %s", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	if code, _ := get(t, base+"/api/video.js?id=7&callback=cb"); code != 404 {
+		t.Errorf("video.js: %d (the endpoint serves only xml)", code)
+	}
+
+	plain := openMain(t, testEnv(t), true)
+	cfg, _, err := config.LoadValid("", append(testEnv(t), "TSUBAME_ENDPOINTS_SAMPLE3_FORMATS=js,xml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.Reload(cfg); err == nil || !strings.Contains(err.Error(), ".xml") || !strings.Contains(err.Error(), "restart") {
+		t.Fatalf("reload adding .xml to a cache without VAST: %v", err)
+	}
+}

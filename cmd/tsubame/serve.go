@@ -146,8 +146,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		BreakerCooldown: cfg.Cache.BreakerCooldown,
 		MaxLoads:        cfg.Cache.MaxLoads,
 		LoadWait:        cfg.Cache.LoadWait,
-		Encode:          render.AppendPayload,
-		NotFound:        render.NotFoundPayload,
+		Encoders:        m.encoders(cfg, servedFormats(cfg)),
 		Logger:          m.Logger,
 	})
 	if err != nil {
@@ -411,7 +410,7 @@ func (m *Main) publicReady(ctx context.Context) error {
 }
 
 func (m *Main) endpoints(cfg *config.Config) []server.Endpoint {
-	return m.endpointsOf(cfg.Endpoints, compileTemplates(cfg, ""))
+	return m.endpointsOf(cfg, cfg.Endpoints, compileTemplates(cfg, ""))
 }
 
 // compileTemplates compiles the templates a site sees. Validate has
@@ -437,7 +436,7 @@ func (m *Main) sites(cfg *config.Config) []server.Site {
 	var out []server.Site
 	for _, name := range slices.Sorted(maps.Keys(cfg.Sites)) {
 		sc := cfg.Sites[name]
-		out = append(out, server.Site{Name: name, Hosts: sc.Hosts, Endpoints: m.endpointsOf(sc.Endpoints, compileTemplates(cfg, name)),
+		out = append(out, server.Site{Name: name, Hosts: sc.Hosts, Endpoints: m.endpointsOf(cfg, sc.Endpoints, compileTemplates(cfg, name)),
 			Static: m.siteStatic[name]})
 	}
 	return out
@@ -470,7 +469,34 @@ func (m *Main) openStatic(cfg *config.Config) error {
 	return nil
 }
 
-func (m *Main) endpointsOf(eps map[string]config.Endpoint, templates map[string]*template.Template) []server.Endpoint {
+// encoders are the payload encoders of the given formats, with the
+// configuration's VAST options.
+func (m *Main) encoders(cfg *config.Config, formats []render.Format) [render.MaxEncodings]render.Encoder {
+	return render.Encoders(render.EncoderOptions{VAST: render.VASTOptions{AdSystem: cfg.VAST.AdSystem,
+		ImpressionURL: cfg.VAST.ImpressionURL}}, formats)
+}
+
+// servedFormats lists the formats any endpoint of cfg serves (the cache
+// keeps a payload for each of their encodings).
+func servedFormats(cfg *config.Config) []render.Format {
+	var out []render.Format
+	add := func(eps map[string]config.Endpoint) {
+		for _, ec := range eps {
+			for _, f := range ec.Formats {
+				if format, ok := render.ParseFormat([]byte(f)); ok && !slices.Contains(out, format) {
+					out = append(out, format)
+				}
+			}
+		}
+	}
+	add(cfg.Endpoints)
+	for _, site := range cfg.Sites {
+		add(site.Endpoints)
+	}
+	return out
+}
+
+func (m *Main) endpointsOf(cfg *config.Config, eps map[string]config.Endpoint, templates map[string]*template.Template) []server.Endpoint {
 	backend := m.backend
 	var out []server.Endpoint
 	for name, ec := range eps {
@@ -482,17 +508,17 @@ func (m *Main) endpointsOf(eps map[string]config.Endpoint, templates map[string]
 		case config.LogStore:
 			ep.Log = m.StoreLog
 		}
-		switch {
-		case ec.Source == config.SourceFixed:
-			ep.Source = server.FixedURLs(ec.URLs)
-		case ec.Cache:
-			ep.Source = server.Cached{Cache: m.Cache}
-		default:
-			ep.Source = server.Direct{Store: backend}
-		}
 		for _, f := range ec.Formats {
 			format, _ := render.ParseFormat([]byte(f))
 			ep.Formats = append(ep.Formats, format)
+		}
+		switch {
+		case ec.Source == config.SourceFixed:
+			ep.Source = server.FixedURLs(ec.URLs, m.encoders(cfg, ep.Formats))
+		case ec.Cache:
+			ep.Source = server.Cached{Cache: m.Cache}
+		default:
+			ep.Source = server.Direct{Store: backend, Encoders: m.encoders(cfg, ep.Formats)}
 		}
 		out = append(out, ep)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/maypok86/otter/v2/stats"
 
 	"tsubame"
+	"tsubame/internal/render"
 )
 
 // Options configure a Cache. Zero values take the documented defaults.
@@ -58,10 +59,10 @@ type Options struct {
 	// EUNAVAILABLE. Default 256 and 100ms; per shard for a sharded store.
 	MaxLoads int
 	LoadWait time.Duration
-	// Encode appends the payload of a found placement to dst. Required.
-	Encode func(dst []byte, p *tsubame.Placement) []byte
-	// NotFound is the payload cached for unknown ids. Required.
-	NotFound []byte
+	// Encoders make the payloads an entry keeps, one per encoding in use
+	// (render.Encoders): Entry.Payloads[e] for an encoder with an Encode,
+	// its NotFound payload for an unknown id. At least one is required.
+	Encoders [render.MaxEncodings]render.Encoder
 	// Logger receives refresh failures. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -107,9 +108,10 @@ func (o *Options) setDefaults() {
 // Entry is the cached result of looking up one id. Entries are shared by all
 // readers and must not be modified.
 type Entry struct {
-	// Payload is the encoded document to write: the placement's payload, or
-	// Options.NotFound when Found is false.
-	Payload []byte
+	// Payloads are the encoded documents to write, by encoding: the
+	// placement's payload, or the encoder's NotFound when Found is false
+	// (nil for an encoding not in use).
+	Payloads [render.MaxEncodings][]byte
 	// Found reports whether the store had the placement.
 	Found bool
 
@@ -192,8 +194,15 @@ const entryOverhead = 256
 // New returns a Cache over store.
 func New(store tsubame.Store, opt Options) (*Cache, error) {
 	opt.setDefaults()
-	if opt.Encode == nil || opt.NotFound == nil {
-		return nil, tsubame.Errorf(tsubame.EINVALID, "cache: Encode and NotFound are required")
+	used := false
+	for _, e := range opt.Encoders {
+		if e.Encode != nil && e.NotFound == nil {
+			return nil, tsubame.Errorf(tsubame.EINVALID, "cache: an encoder without its NotFound payload")
+		}
+		used = used || e.Encode != nil
+	}
+	if !used {
+		return nil, tsubame.Errorf(tsubame.EINVALID, "cache: no encoder")
 	}
 	c := &Cache{store: store, opt: opt, counter: stats.NewCounter()}
 	c.sharded, _ = store.(tsubame.Sharded)
@@ -217,7 +226,10 @@ func New(store tsubame.Store, opt Options) (*Cache, error) {
 }
 
 func weigh(key string, e *Entry) uint32 {
-	w := entryOverhead + len(key) + len(e.Payload)
+	w := entryOverhead + len(key)
+	for _, p := range e.Payloads {
+		w += len(p)
+	}
 	if p := e.placement; p != nil {
 		w += len(p.ID) + len(p.Name)
 		for _, u := range p.URLs {
@@ -364,10 +376,16 @@ func (c *Cache) load(ctx context.Context, id string) (*Entry, error) {
 	c.counter.RecordLoadSuccess(time.Since(start))
 	e := &Entry{gen: gen}
 	if err != nil {
-		e.Payload = c.opt.NotFound
+		for i, enc := range c.opt.Encoders {
+			e.Payloads[i] = enc.NotFound
+		}
 	} else {
 		e.Found, e.placement = true, p
-		e.Payload = c.opt.Encode(nil, p)
+		for i, enc := range c.opt.Encoders {
+			if enc.Encode != nil {
+				e.Payloads[i] = enc.Encode(nil, p)
+			}
+		}
 		// Registered before otter stores the entry: an InvalidateDep racing
 		// with this load invalidates the key, and otter then discards the load.
 		c.deps.add(id, e.gen, p.Deps)

@@ -55,8 +55,7 @@ func (s *flakyStore) Get(ctx context.Context, id string) (*tsubame.Placement, er
 
 func options() cache.Options {
 	return cache.Options{
-		Encode:   render.AppendPayload,
-		NotFound: render.NotFoundPayload,
+		Encoders: render.Encoders(render.EncoderOptions{}, []render.Format{render.FormatJSONP}),
 		Logger:   slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 }
@@ -96,8 +95,8 @@ func TestHitServesEncodedPayload(t *testing.T) {
 	for range 5 {
 		e := lookup(t, c, "1")
 		want := `{"urls":["http://ad1.example.com/1/tag.js","http://ad2.example.com/1/tag.js"]}`
-		if !e.Found || string(e.Payload) != want {
-			t.Fatalf("entry = %v %s", e.Found, e.Payload)
+		if !e.Found || string(e.Payloads[render.EncodingJSON]) != want {
+			t.Fatalf("entry = %v %s", e.Found, e.Payloads[render.EncodingJSON])
 		}
 	}
 	if n := fs.gets.Load(); n != 1 {
@@ -149,7 +148,7 @@ func TestNegativeCaching(t *testing.T) {
 	opt.StaleIfError = -1
 	c, fs := newCache(t, opt)
 	for range 3 {
-		if e := lookup(t, c, "missing"); e.Found || string(e.Payload) != string(render.NotFoundPayload) {
+		if e := lookup(t, c, "missing"); e.Found || string(e.Payloads[render.EncodingJSON]) != string(render.NotFoundPayload) {
 			t.Fatalf("entry for unknown id = %+v", e)
 		}
 	}
@@ -202,8 +201,8 @@ func TestWritesInvalidate(t *testing.T) {
 	if err := c.PutMany(ctx, []*tsubame.Placement{storetest.Placement("1", 2)}); err != nil {
 		t.Fatal(err)
 	}
-	if e := lookup(t, c, "1"); string(e.Payload) != string(render.AppendPayload(nil, storetest.Placement("1", 2))) {
-		t.Fatalf("after PutMany payload = %s", e.Payload)
+	if e := lookup(t, c, "1"); string(e.Payloads[render.EncodingJSON]) != string(render.AppendPayload(nil, storetest.Placement("1", 2))) {
+		t.Fatalf("after PutMany payload = %s", e.Payloads[render.EncodingJSON])
 	}
 	if err := c.Delete(ctx, "1"); err != nil {
 		t.Fatal(err)
@@ -262,12 +261,12 @@ func TestStaleWhileRevalidate(t *testing.T) {
 	// an hour: a lookup that waited for the refresh would not return.
 	gate := make(chan struct{})
 	fs.gate.Store(&gate)
-	if e := lookup(t, c, "1"); string(e.Payload) != string(render.AppendPayload(nil, storetest.Placement("1", 1))) {
-		t.Fatalf("stale lookup returned %s, want the old value", e.Payload)
+	if e := lookup(t, c, "1"); string(e.Payloads[render.EncodingJSON]) != string(render.AppendPayload(nil, storetest.Placement("1", 1))) {
+		t.Fatalf("stale lookup returned %s, want the old value", e.Payloads[render.EncodingJSON])
 	}
 	close(gate)
 	fresh := string(render.AppendPayload(nil, storetest.Placement("1", 2)))
-	waitFor(t, func() bool { return string(lookup(t, c, "1").Payload) == fresh })
+	waitFor(t, func() bool { return string(lookup(t, c, "1").Payloads[render.EncodingJSON]) == fresh })
 	if st := c.Stats(); st.Stale == 0 {
 		t.Fatalf("stale lookups not counted: %+v", st)
 	}
@@ -285,12 +284,12 @@ func TestStaleIfError(t *testing.T) {
 	if err := fs.Store.Put(ctx, storetest.Placement("1", 1)); err != nil {
 		t.Fatal(err)
 	}
-	want := string(lookup(t, c, "1").Payload)
+	want := string(lookup(t, c, "1").Payloads[render.EncodingJSON])
 	fs.fail.Store(true)
 	deadline := time.Now().Add(300 * time.Millisecond)
 	for time.Now().Before(deadline) {
-		if e := lookup(t, c, "1"); string(e.Payload) != want {
-			t.Fatalf("during the outage got %s", e.Payload)
+		if e := lookup(t, c, "1"); string(e.Payloads[render.EncodingJSON]) != want {
+			t.Fatalf("during the outage got %s", e.Payloads[render.EncodingJSON])
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -310,7 +309,7 @@ func TestStaleIfError(t *testing.T) {
 		t.Fatal(err)
 	}
 	fs.fail.Store(false)
-	waitFor(t, func() bool { return len(lookup(t, c, "1").Payload) > len(want) })
+	waitFor(t, func() bool { return len(lookup(t, c, "1").Payloads[render.EncodingJSON]) > len(want) })
 }
 
 // Past TTL+StaleIfError an entry is gone: the outage becomes visible.
@@ -522,7 +521,7 @@ func TestRevalidateKeepsServingWhileTheStoreFails(t *testing.T) {
 		if err := fs.Store.Put(ctx, storetest.Placement(id, 1)); err != nil {
 			t.Fatal(err)
 		}
-		old[id] = string(lookup(t, c, id).Payload)
+		old[id] = string(lookup(t, c, id).Payloads[render.EncodingJSON])
 	}
 	// Changed behind the cache (an announcement it missed), then the store fails.
 	for i := range n {
@@ -539,7 +538,7 @@ func TestRevalidateKeepsServingWhileTheStoreFails(t *testing.T) {
 	// Every id still answers, with its cached value, for a while.
 	for range 10 {
 		for id, want := range old {
-			if got := string(lookup(t, c, id).Payload); got != want {
+			if got := string(lookup(t, c, id).Payloads[render.EncodingJSON]); got != want {
 				t.Fatalf("id %s during the outage: %s", id, got)
 			}
 		}
@@ -554,7 +553,7 @@ func TestRevalidateKeepsServingWhileTheStoreFails(t *testing.T) {
 	// The store answers again: every id gets its new value.
 	fs.fail.Store(false)
 	for id, was := range old {
-		waitFor(t, func() bool { return string(lookup(t, c, id).Payload) != was })
+		waitFor(t, func() bool { return string(lookup(t, c, id).Payloads[render.EncodingJSON]) != was })
 	}
 	// Fresh again: hits, no more reads.
 	reads := fs.gets.Load()

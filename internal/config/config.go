@@ -69,6 +69,14 @@ type Config struct {
 	UnknownHosts string          `koanf:"unknown_hosts"`
 	// Templates are response templates by name, shared by every site.
 	Templates map[string]Template `koanf:"templates"`
+	// VAST configures the .xml format's VAST documents.
+	VAST VAST `koanf:"vast"`
+}
+
+// VAST configures the VAST 4 documents endpoints serve as .xml.
+type VAST struct {
+	AdSystem      string `koanf:"ad_system"`
+	ImpressionURL string `koanf:"impression_url"`
 }
 
 // Template is a response template: its text, or a file holding it.
@@ -974,6 +982,7 @@ func (c *Config) Validate() []error {
 		add("access_log.store_compression: %q is not one of s2, none", al.StoreCompression)
 	}
 	c.validateKafka(add)
+	c.validateVAST(add)
 	wh := c.Webhook
 	if wh.MaxBodyBytes < 1<<10 || wh.MaxBodyBytes > 64<<20 {
 		add("webhook.max_body_bytes: must be between 1KiB and 64MiB (got %v)", wh.MaxBodyBytes)
@@ -1212,8 +1221,8 @@ func (e Endpoint) validate(prefix, name string) []error {
 		add("cors_max_age: must be between 0s and 24h")
 	}
 	for _, f := range e.Formats {
-		if f != "js" && f != "json" {
-			add("formats: %q is not one of js, json", f)
+		if _, ok := render.ParseFormat([]byte(f)); !ok {
+			add("formats: %q is not one of %s", f, strings.Join(render.FormatNames(), ", "))
 		}
 	}
 	if !printableASCII(e.CacheControl) {
@@ -1292,6 +1301,19 @@ func checkAddr(addr string) error {
 		return fmt.Errorf("%q has no port", addr)
 	}
 	return nil
+}
+
+func (c *Config) validateVAST(add func(string, ...any)) {
+	v := c.VAST
+	if v.AdSystem == "" || len(v.AdSystem) > 64 || !printableASCII(v.AdSystem) {
+		add("vast.ad_system: must be 1 to 64 printable ASCII characters")
+	}
+	if v.ImpressionURL != "" {
+		u, err := url.Parse(strings.ReplaceAll(v.ImpressionURL, "{id}", "1"))
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || !printableASCII(v.ImpressionURL) {
+			add("vast.impression_url: %q must be an http:// or https:// URL ({id}: the placement id)", v.ImpressionURL)
+		}
+	}
 }
 
 func (c *Config) validateAdmin(add func(string, ...any), positive func(string, time.Duration)) {

@@ -205,7 +205,7 @@ endpoints:
   fixed-bad: {source: fixed, urls: ["javascript:alert(1)"]}
   fixed-empty: {source: fixed}
   store-urls: {source: store, urls: ["http://a.example.com/"]}
-  odd: {source: ldap, formats: [xml], access_log: syslog}
+  odd: {source: ldap, formats: [html], access_log: syslog}
 access_log: {format: csv, rotate_every: 10ms, durability: maybe}
 `)
 	errs := cfg.Validate()

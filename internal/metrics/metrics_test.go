@@ -19,7 +19,7 @@ func TestCacheCollector(t *testing.T) {
 	if err := store.Put(context.Background(), &tsubame.Placement{ID: "1", URLs: []string{"http://a.example.com/"}}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := cache.New(store, cache.Options{Encode: render.AppendPayload, NotFound: render.NotFoundPayload})
+	c, err := cache.New(store, cache.Options{Encoders: render.Encoders(render.EncoderOptions{}, []render.Format{render.FormatJSONP})})
 	if err != nil {
 		t.Fatal(err)
 	}

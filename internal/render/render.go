@@ -1,6 +1,8 @@
-// Package render turns placements into response bytes: the JSON payload, its
-// JSONP and JSON framings, and the validation of the request values that end
-// up in a response (the JSONP callback). It knows nothing of HTTP servers:
+// Package render turns placements into response bytes: the response
+// formats (format.go: a table of extension, content type, payload encoding
+// and framing; one file per format), the payload encodings a cache entry
+// keeps (JSON, VAST), and the validation of the request values that end up
+// in a response (the JSONP callback). It knows nothing of HTTP servers:
 // adapters hand it an io.Writer and take a status from HTTPStatus.
 package render
 
@@ -12,49 +14,11 @@ import (
 	"tsubame"
 )
 
-// Format is the framing of a response.
-type Format uint8
-
-// Formats, chosen by the request path's extension.
-const (
-	FormatJSONP Format = iota + 1 // .js: callback(payload);
-	FormatJSON                    // .json: payload
-)
-
-// ParseFormat maps a path extension (without the dot) to its Format.
-func ParseFormat(ext []byte) (Format, bool) {
-	switch string(ext) {
-	case "js":
-		return FormatJSONP, true
-	case "json":
-		return FormatJSON, true
-	}
-	return 0, false
-}
-
-// String returns the extension the format is served under.
-func (f Format) String() string {
-	switch f {
-	case FormatJSONP:
-		return "js"
-	case FormatJSON:
-		return "json"
-	}
-	return "unknown"
-}
-
-// ContentType is the Content-Type header value for responses in f.
-func (f Format) ContentType() string {
-	if f == FormatJSONP {
-		return ContentTypeJS
-	}
-	return ContentTypeJSON
-}
-
 // Content types written by the public listener.
 const (
 	ContentTypeJS   = "application/javascript; charset=utf-8"
 	ContentTypeJSON = "application/json; charset=utf-8"
+	ContentTypeXML  = "application/xml; charset=utf-8"
 	ContentTypeText = "text/plain; charset=utf-8"
 )
 
@@ -94,10 +58,11 @@ func ValidCallback(cb []byte) bool {
 	return !start
 }
 
-// Write writes payload framed for f: "callback(payload);" for JSONP, the bare
-// payload for JSON. The callback must have passed ValidCallback.
+// Write writes payload framed for f: "callback(payload);" for a format
+// with a callback (JSONP), the bare payload otherwise. The callback must
+// have passed ValidCallback.
 func Write(w io.Writer, f Format, callback, payload []byte) {
-	if f == FormatJSONP {
+	if f.Callback() {
 		_, _ = w.Write(callback)
 		_, _ = w.Write(openParen)
 		_, _ = w.Write(payload)
@@ -111,23 +76,6 @@ var (
 	openParen  = []byte("(")
 	closeParen = []byte(");")
 )
-
-// AppendPayload appends p's payload, {"urls":[...]}, to dst.
-func AppendPayload(dst []byte, p *tsubame.Placement) []byte {
-	return AppendURLs(dst, p.URLs)
-}
-
-// AppendURLs appends the payload {"urls":[...]} for the given URLs to dst.
-func AppendURLs(dst []byte, urls []string) []byte {
-	dst = append(dst, `{"urls":[`...)
-	for i, u := range urls {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = AppendJSONString(dst, u)
-	}
-	return append(dst, "]}"...)
-}
 
 const hex = "0123456789abcdef"
 

@@ -28,7 +28,7 @@ func benchHandler(b *testing.B, uri string, src func(tsubame.Store, *cache.Cache
 		"http://ad1.example.com/tag.js", "http://ad2.example.com/tag.js"}}); err != nil {
 		b.Fatal(err)
 	}
-	c, err := cache.New(store, cache.Options{Encode: render.AppendPayload, NotFound: render.NotFoundPayload})
+	c, err := cache.New(store, cache.Options{Encoders: render.Encoders(render.EncoderOptions{}, []render.Format{render.FormatJSONP})})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -74,12 +74,14 @@ func BenchmarkHandlerCacheHit(b *testing.B) {
 
 func BenchmarkHandlerFixed(b *testing.B) {
 	benchHandler(b, benchURI, func(tsubame.Store, *cache.Cache) Source {
-		return FixedURLs([]string{"http://ad1.example.com/tag.js", "http://ad2.example.com/tag.js"})
+		return FixedURLs([]string{"http://ad1.example.com/tag.js", "http://ad2.example.com/tag.js"}, render.Encoders(render.EncoderOptions{}, render.Formats()))
 	})
 }
 
 func BenchmarkHandlerDirectMemory(b *testing.B) {
-	benchHandler(b, benchURI, func(s tsubame.Store, _ *cache.Cache) Source { return Direct{Store: s} })
+	benchHandler(b, benchURI, func(s tsubame.Store, _ *cache.Cache) Source {
+		return Direct{Store: s, Encoders: render.Encoders(render.EncoderOptions{}, render.Formats())}
+	})
 }
 
 // The same cache hit with its record appended to a file access log.
@@ -111,7 +113,7 @@ func BenchmarkHandlerCacheHitWithSites(b *testing.B) {
 	if err := store.Put(context.Background(), &tsubame.Placement{ID: "1", URLs: []string{"http://ad1.example.com/tag.js"}}); err != nil {
 		b.Fatal(err)
 	}
-	c, err := cache.New(store, cache.Options{Encode: render.AppendPayload, NotFound: render.NotFoundPayload})
+	c, err := cache.New(store, cache.Options{Encoders: render.Encoders(render.EncoderOptions{}, []render.Format{render.FormatJSONP})})
 	if err != nil {
 		b.Fatal(err)
 	}

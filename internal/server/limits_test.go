@@ -18,13 +18,14 @@ import (
 	"time"
 
 	"tsubame/internal/accesslog"
+	"tsubame/internal/render"
 	"tsubame/internal/server"
 )
 
 // slow is a Source that blocks until released: requests pile up in flight.
 type slow struct{ release chan struct{} }
 
-func (s slow) Payload(context.Context, []byte, []byte) ([]byte, bool, error) {
+func (s slow) Payload(context.Context, render.Encoding, []byte, []byte) ([]byte, bool, error) {
 	<-s.release
 	return []byte(`{"urls":[]}`), true, nil
 }

@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"tsubame/internal/accesslog"
+	"tsubame/internal/render"
 	"tsubame/internal/server"
 )
 
 // panicky is a Source that panics on the id "boom".
 type panicky struct{}
 
-func (panicky) Payload(_ context.Context, id, _ []byte) ([]byte, bool, error) {
+func (panicky) Payload(_ context.Context, _ render.Encoding, id, _ []byte) ([]byte, bool, error) {
 	if string(id) == "boom" {
 		panic("placement decoder blew up")
 	}

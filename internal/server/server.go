@@ -35,7 +35,7 @@ import (
 type Endpoint struct {
 	Name         string
 	Source       Source
-	Formats      []render.Format // served formats; empty means all
+	Formats      []render.Format // served formats; empty means js and json
 	CacheControl string          // Cache-Control value; empty sends none
 	// CORSOrigins allow pages of these origins (or "*": any) to read the
 	// responses; CORSMaxAge is the preflight's Access-Control-Max-Age.
@@ -99,7 +99,13 @@ type Options struct {
 // Server serves the public endpoints. Create it with New, run it with Serve
 // and stop it with Shutdown.
 type Server struct {
-	srv      *fasthttp.Server
+	srv *fasthttp.Server
+	// lns are the listeners given to Serve, closed by Shutdown too: a
+	// Shutdown that comes before fasthttp has registered a listener (right
+	// after Serve was called) would otherwise leave it accepting.
+	lnMu     sync.Mutex
+	lns      []net.Listener
+	shutdown bool
 	routes   atomic.Pointer[routes] // swapped whole by Reload
 	webhook  *webhook.Receiver
 	log      *slog.Logger
@@ -178,7 +184,7 @@ func (r *routes) site(host []byte) *site {
 type endpoint struct {
 	name         string
 	source       Source
-	formats      [3]bool // indexed by render.Format
+	formats      [render.MaxFormats]bool
 	cacheControl []byte
 	cors         *cors // nil: no CORS headers
 	log          *accesslog.Logger
@@ -327,6 +333,14 @@ func (s *Server) Serve(ln net.Listener) error {
 // listener share the connection bound, the deadlines and the handler; a
 // PROXY header, if any, comes before the TLS handshake.
 func (s *Server) serveOn(ln net.Listener, t *tlsServing) error {
+	s.lnMu.Lock()
+	if s.shutdown {
+		s.lnMu.Unlock()
+		_ = ln.Close()
+		return nil
+	}
+	s.lns = append(s.lns, ln)
+	s.lnMu.Unlock()
 	if s.proxyProto {
 		ln = s.proxyListener(ln, s.readTimeout)
 	}
@@ -341,7 +355,14 @@ func (s *Server) serveOn(ln net.Listener, t *tlsServing) error {
 // Shutdown stops accepting, lets in-flight requests finish and closes idle
 // connections; it returns when all are done or ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.lnMu.Lock()
+	s.shutdown = true
+	lns := s.lns
+	s.lnMu.Unlock()
 	err := s.srv.ShutdownWithContext(ctx)
+	for _, ln := range lns {
+		_ = ln.Close() // already closed, unless Serve had just started
+	}
 	if err == nil {
 		// Every connection is closed; those left by a cut-short shutdown
 		// keep their deadlines swept.
@@ -525,7 +546,7 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, ep *endpoint, format render.F
 	args := ctx.QueryArgs()
 	id := args.Peek(argID)
 	var callback []byte
-	if format == render.FormatJSONP {
+	if format.Callback() {
 		callback = args.Peek(argCB)
 	}
 	lr.id, lr.callback = id, callback
@@ -541,7 +562,7 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, ep *endpoint, format render.F
 		s.respondTemplate(ctx, ep, id, callback)
 		return
 	}
-	if format == render.FormatJSONP {
+	if format.Callback() {
 		if len(callback) == 0 {
 			plain(ctx, fasthttp.StatusBadRequest, "missing callback")
 			return
@@ -558,7 +579,7 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, ep *endpoint, format render.F
 		defer bufPool.Put(bp)
 		scratch = (*bp)[:0]
 	}
-	payload, found, err := ep.source.Payload(context.Background(), id, scratch)
+	payload, found, err := ep.source.Payload(context.Background(), format.Encoding(), id, scratch)
 	if err != nil {
 		status := render.HTTPStatus(err)
 		if status == fasthttp.StatusServiceUnavailable {

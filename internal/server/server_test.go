@@ -40,7 +40,7 @@ func start(t testing.TB) (base string, store *memory.Store) {
 	if err := store.PutMany(context.Background(), ps); err != nil {
 		t.Fatal(err)
 	}
-	c, err := cache.New(store, cache.Options{Encode: render.AppendPayload, NotFound: render.NotFoundPayload})
+	c, err := cache.New(store, cache.Options{Encoders: render.Encoders(render.EncoderOptions{}, []render.Format{render.FormatJSONP, render.FormatVAST})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,11 +49,12 @@ func start(t testing.TB) (base string, store *memory.Store) {
 		MaxHeaderBytes: 8 << 10, MaxBodyBytes: 1 << 20, MaxConns: 1000, HelloJSON: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}, []server.Endpoint{
-		{Name: "sample1", Source: server.FixedURLs([]string{"http://ad1.example.com/tag.js", "http://ad2.example.com/tag.js"})},
-		{Name: "sample2", Source: server.Direct{Store: store}},
+		{Name: "sample1", Source: server.FixedURLs([]string{"http://ad1.example.com/tag.js", "http://ad2.example.com/tag.js"}, render.Encoders(render.EncoderOptions{}, render.Formats()))},
+		{Name: "sample2", Source: server.Direct{Store: store, Encoders: render.Encoders(render.EncoderOptions{}, render.Formats())}},
 		{Name: "sample3", Source: server.Cached{Cache: c}},
 		{Name: "jsononly", Source: server.Cached{Cache: c}, Formats: []render.Format{render.FormatJSON}},
 		{Name: "nocache", Source: server.Cached{Cache: c}, CacheControl: "no-store"},
+		{Name: "video", Source: server.Cached{Cache: c}, Formats: []render.Format{render.FormatVAST}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +152,7 @@ func TestServesStoreChanges(t *testing.T) {
 func TestShutdownRefusesNewConnections(t *testing.T) {
 	store := memory.New()
 	srv, err := server.New(server.Options{ReadTimeout: time.Second, WriteTimeout: time.Second, IdleTimeout: time.Second,
-		MaxHeaderBytes: 4096, MaxConns: 10}, []server.Endpoint{{Name: "s", Source: server.Direct{Store: store}}})
+		MaxHeaderBytes: 4096, MaxConns: 10}, []server.Endpoint{{Name: "s", Source: server.Direct{Store: store, Encoders: render.Encoders(render.EncoderOptions{}, render.Formats())}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestNewRejectsBadEndpoints(t *testing.T) {
 // failing is a Source whose backend is down.
 type failing struct{}
 
-func (failing) Payload(context.Context, []byte, []byte) ([]byte, bool, error) {
+func (failing) Payload(context.Context, render.Encoding, []byte, []byte) ([]byte, bool, error) {
 	return nil, false, tsubame.WrapError(tsubame.EUNAVAILABLE, errors.New("dial tcp 10.0.0.1:6379: refused"), "placement store unavailable")
 }
 
@@ -256,4 +257,33 @@ func urlQueryEscape(s string) string {
 		fmt.Fprintf(&b, "%%%02X", s[i])
 	}
 	return b.String()
+}
+
+// A Shutdown right after Serve was called (before fasthttp has taken the
+// listener) still stops it: Serve returns and the port is closed.
+func TestShutdownRightAfterServe(t *testing.T) {
+	for range 50 {
+		srv, err := server.New(server.Options{Logger: slog.New(slog.DiscardHandler)},
+			[]server.Endpoint{{Name: "e", Source: server.Fixed(`{"urls":[]}`)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- srv.Serve(ln) }()
+		if err := srv.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Serve: %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("Serve still accepting after Shutdown")
+		}
+	}
 }

@@ -7,11 +7,12 @@ import (
 	"net/http"
 	"testing"
 
+	"tsubame/internal/render"
 	"tsubame/internal/server"
 )
 
 func fixedEP(name, url string) server.Endpoint {
-	return server.Endpoint{Name: name, Source: server.FixedURLs([]string{url})}
+	return server.Endpoint{Name: name, Source: server.FixedURLs([]string{url}, render.Encoders(render.EncoderOptions{}, render.Formats()))}
 }
 
 func getHost(t *testing.T, addr, host, path string) (int, string) {

@@ -8,13 +8,14 @@ import (
 	"tsubame/internal/render"
 )
 
-// Source yields the payload an endpoint serves for a placement id. It must be
-// safe for concurrent use. id is only valid during the call. buf is scratch
-// space the source may append an encoded payload to (nil unless the source
-// says it encodes per request); the returned payload is only read until the
-// response is written and is never modified.
+// Source yields the payload an endpoint serves for a placement id, in an
+// encoding (render.Encoding: the format's). It must be safe for concurrent
+// use. id is only valid during the call. buf is scratch space the source
+// may append an encoded payload to (nil unless the source says it encodes
+// per request); the returned payload is only read until the response is
+// written and is never modified.
 type Source interface {
-	Payload(ctx context.Context, id []byte, buf []byte) (payload []byte, found bool, err error)
+	Payload(ctx context.Context, enc render.Encoding, id []byte, buf []byte) (payload []byte, found bool, err error)
 }
 
 // PlacementSource is a Source that also hands out the placement itself,
@@ -27,27 +28,34 @@ type PlacementSource interface {
 	Placement(ctx context.Context, id []byte) (p *tsubame.Placement, version any, err error)
 }
 
-// Fixed serves the same payload whatever the id.
+// Fixed serves the same payload whatever the id and the encoding.
 type Fixed []byte
 
 // Payload returns the fixed payload.
-func (f Fixed) Payload(context.Context, []byte, []byte) ([]byte, bool, error) {
+func (f Fixed) Payload(context.Context, render.Encoding, []byte, []byte) ([]byte, bool, error) {
 	return f, true, nil
 }
 
 // fixedURLs serves the same URLs whatever the id (the benchmark's sample1).
 type fixedURLs struct {
-	payload []byte
-	p       *tsubame.Placement
+	payloads [render.MaxEncodings][]byte
+	p        *tsubame.Placement
 }
 
-// FixedURLs returns a source serving the given ad tag URLs for every id.
-func FixedURLs(urls []string) PlacementSource {
-	return &fixedURLs{payload: render.AppendURLs(nil, urls), p: &tsubame.Placement{URLs: urls}}
+// FixedURLs returns a source serving the given ad tag URLs for every id,
+// encoded by encoders (render.Encoders).
+func FixedURLs(urls []string, encoders [render.MaxEncodings]render.Encoder) PlacementSource {
+	f := &fixedURLs{p: &tsubame.Placement{URLs: urls}}
+	for i, e := range encoders {
+		if e.Encode != nil {
+			f.payloads[i] = e.Encode(nil, f.p)
+		}
+	}
+	return f
 }
 
-func (f *fixedURLs) Payload(context.Context, []byte, []byte) ([]byte, bool, error) {
-	return f.payload, true, nil
+func (f *fixedURLs) Payload(_ context.Context, enc render.Encoding, _, _ []byte) ([]byte, bool, error) {
+	return f.payloads[enc], true, nil
 }
 
 func (f *fixedURLs) Placement(context.Context, []byte) (*tsubame.Placement, any, error) {
@@ -56,16 +64,19 @@ func (f *fixedURLs) Placement(context.Context, []byte) (*tsubame.Placement, any,
 
 // Direct reads the store and encodes the placement on every request (the
 // benchmark's sample2: no cache).
-type Direct struct{ Store tsubame.Store }
+type Direct struct {
+	Store    tsubame.Store
+	Encoders [render.MaxEncodings]render.Encoder // render.Encoders
+}
 
 // Payload reads id from the store and appends its payload to buf.
-func (d Direct) Payload(ctx context.Context, id []byte, buf []byte) ([]byte, bool, error) {
+func (d Direct) Payload(ctx context.Context, enc render.Encoding, id []byte, buf []byte) ([]byte, bool, error) {
 	p, err := d.Store.Get(ctx, string(id))
 	switch {
 	case err == nil:
-		return render.AppendPayload(buf, p), true, nil
+		return d.Encoders[enc].Encode(buf, p), true, nil
 	case tsubame.IsNotFound(err):
-		return render.NotFoundPayload, false, nil
+		return d.Encoders[enc].NotFound, false, nil
 	}
 	return nil, false, err
 }
@@ -87,12 +98,16 @@ func (d Direct) Placement(ctx context.Context, id []byte) (*tsubame.Placement, a
 type Cached struct{ Cache *cache.Cache }
 
 // Payload looks id up in the cache.
-func (c Cached) Payload(ctx context.Context, id []byte, _ []byte) ([]byte, bool, error) {
+func (c Cached) Payload(ctx context.Context, enc render.Encoding, id []byte, _ []byte) ([]byte, bool, error) {
 	e, err := c.Cache.Lookup(ctx, id)
 	if err != nil {
 		return nil, false, err
 	}
-	return e.Payload, e.Found, nil
+	if payload := e.Payloads[enc]; payload != nil {
+		return payload, e.Found, nil
+	}
+	// A format whose encoding the cache was not made with (cache.Options).
+	return nil, false, tsubame.Errorf(tsubame.EINTERNAL, "the cache keeps no payloads in encoding %d", enc)
 }
 
 // Placement looks id up in the cache; the entry is the version.

@@ -37,15 +37,15 @@ func TestTemplateGolden(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := cache.New(store, cache.Options{Encode: render.AppendPayload, NotFound: render.NotFoundPayload})
+	c, err := cache.New(store, cache.Options{Encoders: render.Encoders(render.EncoderOptions{}, []render.Format{render.FormatJSONP})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	_, addr := startWith(t, server.Options{MaxConns: 100, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
 		server.Endpoint{Name: "tags", Source: server.Cached{Cache: c}, Template: tmpl},
-		server.Endpoint{Name: "direct", Source: server.Direct{Store: store}, Template: tmpl},
-		server.Endpoint{Name: "fixed", Source: server.FixedURLs([]string{"http://f.example.com/x.js"}), Template: tmpl},
+		server.Endpoint{Name: "direct", Source: server.Direct{Store: store, Encoders: render.Encoders(render.EncoderOptions{}, render.Formats())}, Template: tmpl},
+		server.Endpoint{Name: "fixed", Source: server.FixedURLs([]string{"http://f.example.com/x.js"}, render.Encoders(render.EncoderOptions{}, render.Formats())), Template: tmpl},
 		server.Endpoint{Name: "failing", Source: server.Cached{Cache: c}, Template: failing},
 	)
 	base := "http://" + addr

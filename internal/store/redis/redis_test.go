@@ -165,7 +165,7 @@ func TestWatchDeliversWritesAndRevalidatesAfterReconnect(t *testing.T) {
 func TestOutageStaleIfErrorAndRecovery(t *testing.T) {
 	srv := redistest.Start(t)
 	store := open(t, []string{srv.Addr}, uniquePrefix(t))
-	c, err := cache.New(store, cache.Options{Encode: render.AppendPayload, NotFound: render.NotFoundPayload,
+	c, err := cache.New(store, cache.Options{Encoders: render.Encoders(render.EncoderOptions{}, []render.Format{render.FormatJSONP}),
 		TTL: 50 * time.Millisecond, RetryInterval: 20 * time.Millisecond, LoadTimeout: 200 * time.Millisecond,
 		BreakerFailures: 3, BreakerCooldown: 300 * time.Millisecond, Logger: quiet})
 	if err != nil {
@@ -176,7 +176,7 @@ func TestOutageStaleIfErrorAndRecovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := string(render.AppendPayload(nil, storetest.Placement("1", 2)))
-	if e, err := c.Lookup(ctx, []byte("1")); err != nil || string(e.Payload) != want {
+	if e, err := c.Lookup(ctx, []byte("1")); err != nil || string(e.Payloads[render.EncodingJSON]) != want {
 		t.Fatal(err)
 	}
 	for _, outage := range []struct {
@@ -191,7 +191,7 @@ func TestOutageStaleIfErrorAndRecovery(t *testing.T) {
 		before := c.Stats().ShortCircuits
 		for i := range 20 {
 			e, err := c.Lookup(ctx, []byte("1"))
-			if err != nil || string(e.Payload) != want {
+			if err != nil || string(e.Payloads[render.EncodingJSON]) != want {
 				t.Fatalf("%s: cached id during the outage: %v", outage.name, err)
 			}
 			_, err = c.Lookup(ctx, []byte(fmt.Sprint("unknown-", outage.name, i)))
