@@ -9,11 +9,13 @@ import (
 // code to a transport status in exactly one place (internal/render.HTTPStatus),
 // so a handler never picks a status code by itself.
 const (
-	ECONFLICT    = "conflict"    // the resource is held by someone else (e.g. a locked store file)
-	EINTERNAL    = "internal"    // a bug or an unexpected failure; details are never shown to clients
-	EINVALID     = "invalid"     // the input is malformed or breaks a rule
-	ENOTFOUND    = "not_found"   // the thing asked for does not exist
-	EUNAVAILABLE = "unavailable" // a backend is down or overloaded; retrying later may succeed
+	ECONFLICT     = "conflict"     // the resource is held by someone else (e.g. a locked store file)
+	EINTERNAL     = "internal"     // a bug or an unexpected failure; details are never shown to clients
+	EINVALID      = "invalid"      // the input is malformed or breaks a rule
+	ENOTFOUND     = "not_found"    // the thing asked for does not exist
+	EUNAVAILABLE  = "unavailable"  // a backend is down or overloaded; retrying later may succeed
+	EUNAUTHORIZED = "unauthorized" // the credentials (a token, a signature) are missing or wrong
+	ETOOLARGE     = "too_large"    // the input is beyond a size limit
 )
 
 // Error is a domain error: a code from the list above, a message that is safe

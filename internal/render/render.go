@@ -170,6 +170,10 @@ func HTTPStatus(err error) int {
 		return http.StatusConflict
 	case tsubame.EUNAVAILABLE:
 		return http.StatusServiceUnavailable
+	case tsubame.EUNAUTHORIZED:
+		return http.StatusUnauthorized
+	case tsubame.ETOOLARGE:
+		return http.StatusRequestEntityTooLarge
 	}
 	return http.StatusInternalServerError
 }

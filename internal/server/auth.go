@@ -30,6 +30,6 @@ func (s *Server) authorized(ctx *fasthttp.RequestCtx, key *[sha256.Size]byte) bo
 	}
 	s.counters.callbackAuth.Add(1)
 	ctx.Response.Header.SetCanonical(hdrWWWAuthenticate, valBearerChallenge)
-	plain(ctx, fasthttp.StatusUnauthorized, "missing or wrong bearer token")
+	s.fail(ctx, errUnauthorized)
 	return false
 }

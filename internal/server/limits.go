@@ -214,9 +214,3 @@ func (s *Server) Stats() Stats {
 	st.Conns = s.open.Load()
 	return st
 }
-
-// overloaded answers a request refused by a gate.
-func overloaded(ctx *fasthttp.RequestCtx, what string) {
-	ctx.Response.Header.Set("Retry-After", "1")
-	plain(ctx, fasthttp.StatusServiceUnavailable, "too many "+what+" requests at once, retry later")
-}

@@ -456,20 +456,20 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx, lr *logged, rs **routeStats)
 	case bytes.HasPrefix(path, apiPrefix):
 		st := r.site(ctx.Host())
 		if st == nil {
-			plain(ctx, fasthttp.StatusNotFound, "unknown host")
+			s.fail(ctx, errUnknownHost)
 			return
 		}
 		s.serveAPI(ctx, r, st, path[len(apiPrefix):], lr, rs)
 	case r.callbackKey != nil && bytes.Equal(path, callbackPath):
 		*rs = s.statCallback
-		if allowPost(ctx) && s.authorized(ctx, r.callbackKey) && s.enter(ctx, r.hooks, &s.counters.hookLimit, "webhook") {
+		if allowPost(ctx) && s.authorized(ctx, r.callbackKey) && s.enter(ctx, r.hooks, &s.counters.hookLimit, errTooManyWebhooks) {
 			defer r.hooks.leave()
 			status, body := s.webhook.Callback(ctx.PostBody())
 			reply(ctx, status, body)
 		}
 	case s.webhook != nil && s.webhook.LINEEnabled() && bytes.Equal(path, linePath):
 		*rs = s.statLINE
-		if allowPost(ctx) && s.enter(ctx, r.hooks, &s.counters.hookLimit, "webhook") {
+		if allowPost(ctx) && s.enter(ctx, r.hooks, &s.counters.hookLimit, errTooManyWebhooks) {
 			defer r.hooks.leave()
 			status, body := s.webhook.LINE(ctx.PostBody(), string(ctx.Request.Header.Peek("X-Line-Signature")))
 			reply(ctx, status, body)
@@ -501,13 +501,13 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx, lr *logged, rs **routeStats)
 func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, r *routes, st *site, rest []byte, lr *logged, rs **routeStats) {
 	dot := bytes.LastIndexByte(rest, '.')
 	if dot < 0 {
-		plain(ctx, fasthttp.StatusNotFound, "unknown endpoint")
+		s.fail(ctx, errUnknownEndpoint)
 		return
 	}
 	ep := st.endpoints[string(rest[:dot])]
 	format, ok := render.ParseFormat(rest[dot+1:])
 	if ep == nil || !ok || !ep.formats[format] {
-		plain(ctx, fasthttp.StatusNotFound, "unknown endpoint")
+		s.fail(ctx, errUnknownEndpoint)
 		return
 	}
 	*rs = ep.stats
@@ -521,27 +521,31 @@ func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, r *routes, st *site, rest []
 	if ep.cors != nil {
 		ep.cors.allow(ctx)
 	}
-	if s.enter(ctx, r.ads, &s.counters.adsLimit, "ad") {
+	if s.enter(ctx, r.ads, &s.counters.adsLimit, errTooManyAds) {
 		defer r.ads.leave()
-		s.respond(ctx, ep, format, lr)
+		if err := s.respond(ctx, ep, format, lr); err != nil {
+			s.fail(ctx, err)
+		}
 	}
 }
 
-// enter passes the request through g, or answers 503 and counts it.
-func (s *Server) enter(ctx *fasthttp.RequestCtx, g *gate, refused *atomic.Uint64, what string) bool {
+// enter passes the request through g, or answers refusal (a 503) and
+// counts it.
+func (s *Server) enter(ctx *fasthttp.RequestCtx, g *gate, refused *atomic.Uint64, refusal error) bool {
 	if g.enter() {
 		return true
 	}
 	refused.Add(1)
-	overloaded(ctx, what)
+	s.fail(ctx, refusal)
 	return false
 }
 
-// respond writes the response of ep to ctx and keeps the id and callback
-// the request carried in lr, for the access log.
-func (s *Server) respond(ctx *fasthttp.RequestCtx, ep *endpoint, format render.Format, lr *logged) {
+// respond writes the response of ep to ctx, or returns why it cannot
+// (for fail), and keeps the id and callback the request carried in lr, for
+// the access log.
+func (s *Server) respond(ctx *fasthttp.RequestCtx, ep *endpoint, format render.Format, lr *logged) error {
 	if !allowRead(ctx) {
-		return
+		return nil
 	}
 	args := ctx.QueryArgs()
 	id := args.Peek(argID)
@@ -550,26 +554,21 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, ep *endpoint, format render.F
 		callback = args.Peek(argCB)
 	}
 	lr.id, lr.callback = id, callback
-	if msg := checkID(id); msg != "" {
-		plain(ctx, fasthttp.StatusBadRequest, msg)
-		return
+	if err := checkID(id); err != nil {
+		return err
 	}
 	if ep.tmpl != nil && format == render.FormatJSONP {
 		if len(callback) > 0 && !render.ValidCallback(callback) {
-			plain(ctx, fasthttp.StatusBadRequest, "callback must be a JavaScript identifier path such as Example.process")
-			return
+			return errBadCallback
 		}
-		s.respondTemplate(ctx, ep, id, callback)
-		return
+		return s.respondTemplate(ctx, ep, id, callback)
 	}
 	if format.Callback() {
 		if len(callback) == 0 {
-			plain(ctx, fasthttp.StatusBadRequest, "missing callback")
-			return
+			return errMissingCallback
 		}
 		if !render.ValidCallback(callback) {
-			plain(ctx, fasthttp.StatusBadRequest, "callback must be a JavaScript identifier path such as Example.process")
-			return
+			return errBadCallback
 		}
 	}
 
@@ -581,12 +580,7 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, ep *endpoint, format render.F
 	}
 	payload, found, err := ep.source.Payload(context.Background(), format.Encoding(), id, scratch)
 	if err != nil {
-		status := render.HTTPStatus(err)
-		if status == fasthttp.StatusServiceUnavailable {
-			ctx.Response.Header.Set("Retry-After", "1")
-		}
-		plain(ctx, status, tsubame.ErrorMessage(err))
-		return
+		return err
 	}
 	if !found {
 		ctx.SetStatusCode(fasthttp.StatusNotFound)
@@ -596,20 +590,16 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, ep *endpoint, format render.F
 		ctx.Response.Header.SetCanonical(hdrCacheControl, ep.cacheControl)
 	}
 	render.Write(ctx, format, callback, payload)
+	return nil
 }
 
 // respondTemplate answers with ep's template rendered for the placement.
 // An output is reused while the placement's version (its cache entry) and
 // the callback stay the same; a changed placement renders once more.
-func (s *Server) respondTemplate(ctx *fasthttp.RequestCtx, ep *endpoint, id, callback []byte) {
+func (s *Server) respondTemplate(ctx *fasthttp.RequestCtx, ep *endpoint, id, callback []byte) error {
 	p, version, err := ep.psource.Placement(context.Background(), id)
 	if err != nil {
-		status := render.HTTPStatus(err)
-		if status == fasthttp.StatusServiceUnavailable {
-			ctx.Response.Header.Set("Retry-After", "1")
-		}
-		plain(ctx, status, tsubame.ErrorMessage(err))
-		return
+		return err
 	}
 	var out []byte
 	// The callback is part of the output, so outputs are reused only for
@@ -622,9 +612,7 @@ func (s *Server) respondTemplate(ctx *fasthttp.RequestCtx, ep *endpoint, id, cal
 	if out == nil {
 		var b bytes.Buffer
 		if err := ep.tmpl.Execute(&b, render.NewTemplateData(string(id), ep.name, p, callback)); err != nil {
-			s.log.Error("response template failed", "endpoint", ep.name, "template", ep.tmpl.Name(), "err", err)
-			plain(ctx, fasthttp.StatusInternalServerError, "internal error")
-			return
+			return tsubame.WrapError(tsubame.EINTERNAL, err, "response template %s of endpoint %s failed", ep.tmpl.Name(), ep.name)
 		}
 		out = b.Bytes()
 		if version != nil && len(callback) == 0 {
@@ -639,6 +627,7 @@ func (s *Server) respondTemplate(ctx *fasthttp.RequestCtx, ep *endpoint, id, cal
 		ctx.Response.Header.SetCanonical(hdrCacheControl, ep.cacheControl)
 	}
 	ctx.Response.SetBodyRaw(out) // outputs are never modified once made
+	return nil
 }
 
 // maxRequestID bounds a client-supplied X-Request-Id kept in the log.
@@ -684,37 +673,61 @@ func (s *Server) logRequest(ctx *fasthttp.RequestCtx, lr *logged, took time.Dura
 		s.log.Error("access log refused a record; answering 503, recorded in the fallback file", "endpoint", ep.name, "err", err)
 		ctx.Response.ResetBody()
 		ctx.Response.Header.Del("Cache-Control")
-		ctx.Response.Header.Set("Retry-After", "1")
-		plain(ctx, fasthttp.StatusServiceUnavailable, "access log unavailable")
+		s.fail(ctx, errLogUnavailable)
 		ctx.SetConnectionClose() // the server is stopping
 		rec.Status, rec.Size = fasthttp.StatusServiceUnavailable, len(ctx.Response.Body())
 		ep.log.Late(&rec)
 	}
 }
 
-// checkID returns why id cannot name a placement, or "" if it can.
-func checkID(id []byte) string {
+// checkID returns why id cannot name a placement, or nil if it can.
+func checkID(id []byte) error {
 	if len(id) == 0 {
-		return "missing placement id"
+		return errMissingID
 	}
 	if len(id) > tsubame.MaxIDLength {
-		return "placement id too long"
+		return errLongID
 	}
 	for _, c := range id {
 		if !tsubame.IDChar(c) {
-			return "placement id may contain only letters, digits and -_.:@"
+			return errIDChars
 		}
 	}
-	return ""
+	return nil
 }
 
-// reply writes a webhook answer (always JSON).
-func reply(ctx *fasthttp.RequestCtx, status int, body []byte) {
-	ctx.SetStatusCode(status)
-	if status == fasthttp.StatusServiceUnavailable {
-		ctx.Response.Header.Set("Retry-After", "1")
+// The errors public requests meet most, made once.
+var (
+	errUnknownHost     = tsubame.Errorf(tsubame.ENOTFOUND, "unknown host")
+	errUnknownEndpoint = tsubame.Errorf(tsubame.ENOTFOUND, "unknown endpoint")
+	errMissingID       = tsubame.Errorf(tsubame.EINVALID, "missing placement id")
+	errLongID          = tsubame.Errorf(tsubame.EINVALID, "placement id too long")
+	errIDChars         = tsubame.Errorf(tsubame.EINVALID, "placement id may contain only letters, digits and -_.:@")
+	errMissingCallback = tsubame.Errorf(tsubame.EINVALID, "missing callback")
+	errBadCallback     = tsubame.Errorf(tsubame.EINVALID, "callback must be a JavaScript identifier path such as Example.process")
+	errLogUnavailable  = tsubame.Errorf(tsubame.EUNAVAILABLE, "access log unavailable")
+	errTooManyAds      = tsubame.Errorf(tsubame.EUNAVAILABLE, "too many ad requests at once, retry later")
+	errTooManyWebhooks = tsubame.Errorf(tsubame.EUNAVAILABLE, "too many webhook requests at once, retry later")
+	errUnauthorized    = tsubame.Errorf(tsubame.EUNAUTHORIZED, "missing or wrong bearer token")
+)
+
+// fail answers a public request that err stopped: the status err's kind
+// maps to (render.HTTPStatus, the one map) and err's client-safe message
+// as text. Internal errors are logged (their details never reach the
+// client). The access log records the answer like any other (logRequest
+// reads the response).
+func (s *Server) fail(ctx *fasthttp.RequestCtx, err error) {
+	status := render.HTTPStatus(err)
+	if status == fasthttp.StatusInternalServerError {
+		s.log.Error("public request failed", "path", string(ctx.Path()), "err", err)
 	}
-	ctx.SetContentType(render.ContentTypeJSON)
+	plain(ctx, status, tsubame.ErrorMessage(err))
+}
+
+// reply writes a webhook answer (always JSON; its status comes from the
+// webhook receiver, which maps its errors with render.HTTPStatus too).
+func reply(ctx *fasthttp.RequestCtx, status int, body []byte) {
+	answer(ctx, status, render.ContentTypeJSON)
 	ctx.SetBody(body)
 }
 
@@ -736,10 +749,21 @@ func allowRead(ctx *fasthttp.RequestCtx) bool {
 	return false
 }
 
+// plain answers with a one-line text body.
 func plain(ctx *fasthttp.RequestCtx, status int, msg string) {
-	ctx.SetStatusCode(status)
-	ctx.SetContentType(render.ContentTypeText)
+	answer(ctx, status, render.ContentTypeText)
 	ctx.SetBodyString(msg + "\n")
+}
+
+// answer sets the status and content type of an answer that is not an ad:
+// a 503 says when to retry (Retry-After: 1, the condition passes), here
+// alone.
+func answer(ctx *fasthttp.RequestCtx, status int, contentType string) {
+	ctx.SetStatusCode(status)
+	if status == fasthttp.StatusServiceUnavailable {
+		ctx.Response.Header.Set("Retry-After", "1")
+	}
+	ctx.SetContentType(contentType)
 }
 
 // fasthttpLogger sends fasthttp's own reports (connection errors) to slog.

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 
+	"tsubame"
 	"tsubame/internal/render"
 )
 
@@ -36,52 +37,71 @@ var (
 )
 
 // Callback handles POST /callback: {"messages":"1,2,3"}.
-func (r *Receiver) Callback(body []byte) (int, []byte) {
+func (r *Receiver) Callback(body []byte) (int, []byte) { return answer(r.callback(body), okCallback) }
+
+func (r *Receiver) callback(body []byte) error {
 	if len(body) > r.maxBody {
-		return http.StatusRequestEntityTooLarge, errorBody("request body too large")
+		return errTooLarge
 	}
 	if r.p.Full() { // refused before parsing: a burst against a full queue costs little
 		return unavailable(ErrQueueFull)
 	}
 	texts, err := ParseCallback(body)
 	if err != nil {
-		return http.StatusBadRequest, errorBody(err.Error())
+		return tsubame.WrapError(tsubame.EINVALID, err, "%v", err)
 	}
-	if err := r.p.EnqueueTexts(texts); err != nil {
-		return unavailable(err)
-	}
-	return http.StatusOK, okCallback
+	return unavailable(r.p.EnqueueTexts(texts))
 }
 
 // LINE handles POST /webhook/line with its X-Line-Signature header value.
 func (r *Receiver) LINE(body []byte, signature string) (int, []byte) {
+	return answer(r.line(body, signature), okLINE)
+}
+
+func (r *Receiver) line(body []byte, signature string) error {
 	if !r.LINEEnabled() {
-		return http.StatusNotFound, errorBody("not found")
+		return errNotFound
 	}
 	if len(body) > r.maxBody {
-		return http.StatusRequestEntityTooLarge, errorBody("request body too large")
+		return errTooLarge
 	}
 	if err := VerifyLINE(r.lineSecret, body, signature); err != nil {
-		return http.StatusUnauthorized, errorBody("invalid signature")
+		return tsubame.WrapError(tsubame.EUNAUTHORIZED, err, "invalid signature")
 	}
 	if r.p.Full() {
 		return unavailable(ErrQueueFull)
 	}
 	events, err := ParseLINE(body)
 	if err != nil {
-		return http.StatusBadRequest, errorBody(err.Error())
+		return tsubame.WrapError(tsubame.EINVALID, err, "%v", err)
 	}
-	if _, err := r.p.EnqueueLINE(events); err != nil {
-		return unavailable(err)
-	}
-	return http.StatusOK, okLINE
+	_, err = r.p.EnqueueLINE(events)
+	return unavailable(err)
 }
 
-func unavailable(err error) (int, []byte) {
-	if errors.Is(err, ErrQueueFull) {
-		return http.StatusServiceUnavailable, errorBody("message queue is full, retry later")
+var (
+	errTooLarge = tsubame.Errorf(tsubame.ETOOLARGE, "request body too large")
+	errNotFound = tsubame.Errorf(tsubame.ENOTFOUND, "not found")
+)
+
+// unavailable gives a refusal by the queue its kind (nil stays nil).
+func unavailable(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrQueueFull):
+		return tsubame.WrapError(tsubame.EUNAVAILABLE, err, "message queue is full, retry later")
 	}
-	return http.StatusServiceUnavailable, errorBody("server is stopping, retry later")
+	return tsubame.WrapError(tsubame.EUNAVAILABLE, err, "server is stopping, retry later")
+}
+
+// answer is a webhook's answer: ok, or err's status (the one error→status
+// map, render.HTTPStatus) with {"error": its client-safe message}.
+func answer(err error, ok []byte) (int, []byte) {
+	if err == nil {
+		return http.StatusOK, ok
+	}
+	return render.HTTPStatus(err), errorBody(tsubame.ErrorMessage(err))
 }
 
 func errorBody(msg string) []byte {
