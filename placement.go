@@ -2,6 +2,8 @@
 // Placement, the Store that keeps placements, and the error kinds every
 // adapter maps to its own transport. It imports nothing but the standard
 // library; the adapters live in internal/ and only cmd/tsubame wires them.
+//
+// It imports no package of this module (stdlib only); everything else depends on it.
 package tsubame
 
 import (

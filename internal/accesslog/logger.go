@@ -17,6 +17,8 @@
 //   - after Close (a graceful stop), every appended record is in the sink;
 //   - a hard kill loses at most the records of the last FlushInterval;
 //   - with Sync, Append returns only after the record is written and fsynced.
+//
+// It must not import the listeners, config or the store backends: sinks are given to it (arch_test.go).
 package accesslog
 
 import (

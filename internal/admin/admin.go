@@ -5,6 +5,8 @@
 // probes, the login and the page's assets takes a user: there are no default
 // credentials; the first user is created with a one-time bootstrap token or
 // `tsubame admin create-user`. It listens on loopback by default.
+//
+// It must not import the public listener, config, the cache or the store backends: it works through tsubame.Store and the callbacks cmd/tsubame gives it (arch_test.go).
 package admin
 
 import (

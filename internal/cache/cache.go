@@ -12,6 +12,8 @@
 //     for up to StaleIfError past its TTL, and the failures are counted;
 //   - invalidation by id and by dependency key (e.g. "campaign:42");
 //   - a bound in bytes, with W-TinyLFU eviction (otter).
+//
+// It owns caching only: it imports the domain and render (for the payload encoders), never a store backend, a listener or config (arch_test.go).
 package cache
 
 import (

@@ -1,6 +1,8 @@
 // Package config loads Tsubame's configuration: the defaults in
 // defaults.yaml, then an optional YAML file, then TSUBAME_* environment
 // variables, into a typed Config whose Validate reports every problem at once.
+//
+// It may import the packages whose enums and parsers it uses (render's formats, admin's syslog addresses, certs); no package under internal imports it: cmd/tsubame hands each its options (arch_test.go).
 package config
 
 import (

@@ -21,6 +21,8 @@
 //
 // It owns the shipping state file and the Kafka client; it must not import
 // the server or the stores (cmd/tsubame wires it).
+//
+// It must not import the listeners, config or the store backends (arch_test.go).
 package logship
 
 import (

@@ -4,6 +4,8 @@
 // keeps (JSON, VAST), and the validation of the request values that end up
 // in a response (the JSONP callback). It knows nothing of HTTP servers:
 // adapters hand it an io.Writer and take a status from HTTPStatus.
+//
+// It imports only the domain (the root package); layering checked by arch_test.go.
 package render
 
 import (

@@ -2,6 +2,8 @@
 // /api/<name>.<ext>, GET /json and the webhook receivers, on fasthttp. It is a thin adapter: request
 // values are validated here, payloads come from a Source, framing from
 // internal/render, and no fasthttp type leaves this package.
+//
+// It must not import the admin listener, config, the store backends or metrics: cmd/tsubame wires it (arch_test.go).
 package server
 
 import (

@@ -13,6 +13,8 @@
 // affects another; a message that fails after the last retry goes to the
 // dead-letter file, and so does whatever is left when Close's deadline
 // passes: nothing accepted is dropped.
+//
+// It must not import the listeners, config or the store backends (arch_test.go).
 package webhook
 
 import (

@@ -2,6 +2,8 @@
 // directory. bbolt takes an exclusive file lock, so one process at a time may
 // open the file; a second one fails at once with an ECONFLICT error that says
 // so, instead of waiting on the lock.
+//
+// Like every store it imports only the domain and logbatch: never the cache, the listeners, render or config (arch_test.go).
 package embedded
 
 import (

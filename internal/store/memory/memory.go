@@ -1,5 +1,7 @@
 // Package memory is an in-memory tsubame.Store: the reference backend for
 // tests and for running without a data directory. Nothing survives Close.
+//
+// Like every store it imports only the domain and logbatch: never the cache, the listeners, render or config (arch_test.go).
 package memory
 
 import (

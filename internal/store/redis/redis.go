@@ -15,6 +15,8 @@
 // two writes (value first, then index; on delete the reverse), so a crash
 // between them leaves at worst an index entry without a value, which List
 // skips.
+//
+// Like every store it imports only the domain, logbatch and certs: never the cache, the listeners, render or config (arch_test.go).
 package redis
 
 import (
