@@ -1,7 +1,6 @@
 package tsubame
 
 import (
-	"bytes"
 	"context"
 )
 
@@ -83,54 +82,8 @@ func ValidatePlacements(ps []*Placement) error {
 	return nil
 }
 
-// LogStore keeps access-log lines in a store, in a keyspace of their own
-// (endpoints with access_log: store). Implementations must be safe for
-// concurrent use.
-type LogStore interface {
-	// AppendLog stores a batch after those already stored, all or none:
-	// whole lines, each ending in '\n', or such lines compressed by
-	// internal/logbatch. The store copies what it keeps.
-	AppendLog(ctx context.Context, batch []byte) error
-	// ScanLog calls fn with each stored line in order, without its '\n',
-	// decompressing the batches that are compressed. The line is only
-	// valid during the call.
-	ScanLog(ctx context.Context, fn func(line []byte) error) error
-}
-
-// Result is one message's stored outcome.
+// Result is one message's stored outcome (webhook.ResultStore keeps them).
 type Result struct {
 	ID    string
 	Value []byte
-}
-
-// ResultStore keeps the outcome of each processed webhook message under the
-// message's id; writing the same id again replaces it, so a retried write is
-// harmless. Implementations must be safe for concurrent use and should
-// coalesce concurrent writes.
-type ResultStore interface {
-	PutResult(ctx context.Context, id string, result []byte) error
-	// PutResults writes a batch of results in one store operation (one
-	// transaction, one command): all of them, or with an error none is
-	// known to be written.
-	PutResults(ctx context.Context, results []Result) error
-	// GetResult returns the stored result, or an ENOTFOUND error.
-	GetResult(ctx context.Context, id string) ([]byte, error)
-	// CountResults returns how many results are stored.
-	CountResults(ctx context.Context) (int, error)
-}
-
-// EachLine calls fn for each '\n'-terminated line of batch, without the
-// '\n' (a last line without one is passed too), and stops at fn's first error.
-func EachLine(batch []byte, fn func(line []byte) error) error {
-	for len(batch) > 0 {
-		i := bytes.IndexByte(batch, '\n')
-		if i < 0 {
-			return fn(batch)
-		}
-		if err := fn(batch[:i]); err != nil {
-			return err
-		}
-		batch = batch[i+1:]
-	}
-	return nil
 }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"tsubame"
+	"tsubame/internal/accesslog"
 )
 
 // runLogExport writes the access-log lines kept in the store (access_log:
@@ -29,7 +29,7 @@ func runLogExport(ctx context.Context, args []string, stdout, stderr io.Writer, 
 		return err
 	}
 	defer store.Close()
-	ls, ok := store.(tsubame.LogStore)
+	ls, ok := store.(accesslog.LogStore)
 	if !ok {
 		return usagef("store type %q holds no access log", cfg.Store.Type)
 	}
@@ -49,7 +49,7 @@ func runLogExport(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	return nil
 }
 
-func exportLog(ctx context.Context, ls tsubame.LogStore, w io.Writer) (int, error) {
+func exportLog(ctx context.Context, ls accesslog.LogStore, w io.Writer) (int, error) {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	n := 0
 	err := ls.ScanLog(ctx, func(line []byte) error {

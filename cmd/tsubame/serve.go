@@ -705,7 +705,7 @@ func (m *Main) openLogs(backend tsubame.Store) error {
 		}
 	}
 	if m.Config.UsesLog(config.LogStore) {
-		ls, ok := backend.(tsubame.LogStore)
+		ls, ok := backend.(accesslog.LogStore)
 		if !ok {
 			return usagef("store type %q cannot hold access logs (access_log: store)", m.Config.Store.Type)
 		}
@@ -720,9 +720,9 @@ func (m *Main) openWebhook(backend tsubame.Store) (*webhook.Receiver, error) {
 	if wc.CallbackToken == "" && wc.LINE.ChannelSecret == "" {
 		return nil, nil
 	}
-	var results tsubame.ResultStore
+	var results webhook.ResultStore
 	if wc.RecordResults {
-		rs, ok := backend.(tsubame.ResultStore)
+		rs, ok := backend.(webhook.ResultStore)
 		if !ok {
 			return nil, usagef("store type %q cannot record webhook results (webhook.record_results)", m.Config.Store.Type)
 		}
@@ -760,6 +760,17 @@ func (m *Main) ReopenLogs(ctx context.Context) error {
 	}
 	return m.FileLog.Reopen(ctx)
 }
+
+// Every backend keeps access-log lines and webhook results: the ports the
+// consumers (accesslog, webhook) name.
+var (
+	_ accesslog.LogStore  = (*embedded.Store)(nil)
+	_ accesslog.LogStore  = (*redis.Store)(nil)
+	_ accesslog.LogStore  = (*memory.Store)(nil)
+	_ webhook.ResultStore = (*embedded.Store)(nil)
+	_ webhook.ResultStore = (*redis.Store)(nil)
+	_ webhook.ResultStore = (*memory.Store)(nil)
+)
 
 // openStore opens the configured backend (without the cache).
 func openStore(cfg *config.Config, readOnly bool) (tsubame.Store, error) {

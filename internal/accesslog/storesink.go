@@ -4,15 +4,28 @@ import (
 	"context"
 	"time"
 
-	"tsubame"
 	"tsubame/internal/logbatch"
 )
 
-// StoreSink writes batches into a tsubame.LogStore: one store write per
+// LogStore keeps access-log lines in a store, in a keyspace of their own
+// (endpoints with access_log: store). Implementations must be safe for
+// concurrent use.
+type LogStore interface {
+	// AppendLog stores a batch after those already stored, all or none:
+	// whole lines, each ending in '\n', or such lines compressed by
+	// logbatch. The store copies what it keeps.
+	AppendLog(ctx context.Context, batch []byte) error
+	// ScanLog calls fn with each stored line in order, without its '\n',
+	// decompressing the batches that are compressed. The line is only
+	// valid during the call.
+	ScanLog(ctx context.Context, fn func(line []byte) error) error
+}
+
+// StoreSink writes batches into a LogStore: one store write per
 // batch (the 2016 Phoenix ad server wrote one per request and fell to 93 req/s),
 // compressed unless told otherwise (see internal/logbatch).
 type StoreSink struct {
-	store    tsubame.LogStore
+	store    LogStore
 	timeout  time.Duration
 	compress bool
 	buf      []byte // the compressed batch; Write is called by one goroutine
@@ -20,7 +33,7 @@ type StoreSink struct {
 
 // NewStoreSink returns a sink over store; each batch write is bounded by
 // timeout, and compressed if compress.
-func NewStoreSink(store tsubame.LogStore, timeout time.Duration, compress bool) *StoreSink {
+func NewStoreSink(store LogStore, timeout time.Duration, compress bool) *StoreSink {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"tsubame"
 	"tsubame/internal/logbatch"
 )
 
@@ -28,7 +27,7 @@ func (c *capture) ScanLog(_ context.Context, fn func([]byte) error) error {
 	return nil
 }
 
-var _ tsubame.LogStore = (*capture)(nil)
+var _ LogStore = (*capture)(nil)
 
 func TestStoreSinkCompression(t *testing.T) {
 	batch := []byte(strings.Repeat("time:2026-11-22T06:00:00Z\thost:127.0.0.1\turi:/api/sample5.js?id=1\tstatus:200\n", 200))

@@ -18,8 +18,6 @@ import (
 	"hash/crc32"
 
 	"github.com/klauspost/compress/s2"
-
-	"tsubame"
 )
 
 var magic = []byte("\x00TSB")
@@ -54,10 +52,10 @@ func Compress(dst, lines []byte) []byte {
 type Decoder struct{ buf []byte }
 
 // Each calls fn for each line of a stored batch (compressed or not), as
-// tsubame.EachLine does; the line is valid only during the call.
+// EachLine does; the line is valid only during the call.
 func (d *Decoder) Each(stored []byte, fn func(line []byte) error) error {
 	if !bytes.HasPrefix(stored, magic) {
-		return tsubame.EachLine(stored, fn)
+		return EachLine(stored, fn)
 	}
 	if len(stored) < headerSize || stored[4] != version {
 		return fmt.Errorf("%w: unknown header", ErrCorrupt)
@@ -76,5 +74,21 @@ func (d *Decoder) Each(stored []byte, fn func(line []byte) error) error {
 	if crc32.Checksum(lines, castagnoli) != binary.BigEndian.Uint32(stored[5:]) {
 		return fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
 	}
-	return tsubame.EachLine(lines, fn)
+	return EachLine(lines, fn)
+}
+
+// EachLine calls fn for each '\n'-terminated line of batch, without the
+// '\n' (a last line without one is passed too), and stops at fn's first error.
+func EachLine(batch []byte, fn func(line []byte) error) error {
+	for len(batch) > 0 {
+		i := bytes.IndexByte(batch, '\n')
+		if i < 0 {
+			return fn(batch)
+		}
+		if err := fn(batch[:i]); err != nil {
+			return err
+		}
+		batch = batch[i+1:]
+	}
+	return nil
 }

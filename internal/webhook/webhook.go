@@ -38,6 +38,22 @@ import (
 	"tsubame"
 )
 
+// ResultStore keeps the outcome of each processed webhook message under the
+// message's id; writing the same id again replaces it, so a retried write is
+// harmless. Implementations must be safe for concurrent use and should
+// coalesce concurrent writes.
+type ResultStore interface {
+	PutResult(ctx context.Context, id string, result []byte) error
+	// PutResults writes a batch of results in one store operation (one
+	// transaction, one command): all of them, or with an error none is
+	// known to be written.
+	PutResults(ctx context.Context, results []tsubame.Result) error
+	// GetResult returns the stored result, or an ENOTFOUND error.
+	GetResult(ctx context.Context, id string) ([]byte, error)
+	// CountResults returns how many results are stored.
+	CountResults(ctx context.Context) (int, error)
+}
+
 // Options configure a Processor.
 type Options struct {
 	QueueSize    int           // messages waiting; default 100000
@@ -47,7 +63,7 @@ type Options struct {
 	// API is the external API; an empty URL skips the call.
 	API APIOptions
 	// Results records each processed message; nil skips it.
-	Results          tsubame.ResultStore
+	Results          ResultStore
 	StoreConcurrency int    // result batches written at once; default 2
 	DeadLetterPath   string // required
 	Logger           *slog.Logger

@@ -56,9 +56,7 @@ type Store struct {
 }
 
 var (
-	_ tsubame.Store       = (*Store)(nil)
-	_ tsubame.LogStore    = (*Store)(nil)
-	_ tsubame.ResultStore = (*Store)(nil)
+	_ tsubame.Store = (*Store)(nil)
 )
 
 // Open opens (creating if needed, unless read-only) the store file at path.

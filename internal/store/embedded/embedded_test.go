@@ -86,7 +86,7 @@ func TestRejectsForeignFile(t *testing.T) {
 }
 
 func TestLogConformance(t *testing.T) {
-	storetest.RunLog(t, func(t *testing.T) tsubame.LogStore {
+	storetest.RunLog(t, func(t *testing.T) storetest.LogStore {
 		s, err := embedded.Open(filepath.Join(t.TempDir(), embedded.FileName), embedded.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -97,7 +97,7 @@ func TestLogConformance(t *testing.T) {
 }
 
 func TestResultConformance(t *testing.T) {
-	storetest.RunResults(t, func(t *testing.T) tsubame.ResultStore {
+	storetest.RunResults(t, func(t *testing.T) storetest.ResultStore {
 		s, err := embedded.Open(filepath.Join(t.TempDir(), embedded.FileName), embedded.Options{})
 		if err != nil {
 			t.Fatal(err)

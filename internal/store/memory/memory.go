@@ -26,9 +26,7 @@ type Store struct {
 }
 
 var (
-	_ tsubame.Store       = (*Store)(nil)
-	_ tsubame.LogStore    = (*Store)(nil)
-	_ tsubame.ResultStore = (*Store)(nil)
+	_ tsubame.Store = (*Store)(nil)
 )
 
 // New returns an empty Store.

@@ -17,7 +17,7 @@ func TestConformance(t *testing.T) {
 }
 
 func TestLogConformance(t *testing.T) {
-	storetest.RunLog(t, func(t *testing.T) tsubame.LogStore {
+	storetest.RunLog(t, func(t *testing.T) storetest.LogStore {
 		s := memory.New()
 		t.Cleanup(func() { _ = s.Close() })
 		return s
@@ -25,7 +25,7 @@ func TestLogConformance(t *testing.T) {
 }
 
 func TestResultConformance(t *testing.T) {
-	storetest.RunResults(t, func(t *testing.T) tsubame.ResultStore {
+	storetest.RunResults(t, func(t *testing.T) storetest.ResultStore {
 		s := memory.New()
 		t.Cleanup(func() { _ = s.Close() })
 		return s

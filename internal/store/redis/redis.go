@@ -86,10 +86,8 @@ type sharedDeadline struct {
 }
 
 var (
-	_ tsubame.Store       = (*Store)(nil)
-	_ tsubame.LogStore    = (*Store)(nil)
-	_ tsubame.ResultStore = (*Store)(nil)
-	_ tsubame.ChangeFeed  = (*Store)(nil)
+	_ tsubame.Store      = (*Store)(nil)
+	_ tsubame.ChangeFeed = (*Store)(nil)
 )
 
 // Open connects to Redis (and, for a cluster, learns its topology).

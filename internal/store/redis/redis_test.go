@@ -38,8 +38,8 @@ func uniquePrefix(t *testing.T) string {
 
 func runSuites(t *testing.T, addrs []string) {
 	storetest.Run(t, func(t *testing.T) tsubame.Store { return open(t, addrs, uniquePrefix(t)) })
-	storetest.RunLog(t, func(t *testing.T) tsubame.LogStore { return open(t, addrs, uniquePrefix(t)) })
-	storetest.RunResults(t, func(t *testing.T) tsubame.ResultStore { return open(t, addrs, uniquePrefix(t)) })
+	storetest.RunLog(t, func(t *testing.T) storetest.LogStore { return open(t, addrs, uniquePrefix(t)) })
+	storetest.RunResults(t, func(t *testing.T) storetest.ResultStore { return open(t, addrs, uniquePrefix(t)) })
 }
 
 func TestConformanceStandalone(t *testing.T) {

@@ -291,8 +291,24 @@ func testClosed(t *testing.T, s tsubame.Store) {
 	}
 }
 
+// LogStore is the access log's keyspace of a store (the port
+// internal/accesslog.LogStore names; a store package does not import its
+// consumers).
+type LogStore interface {
+	AppendLog(ctx context.Context, batch []byte) error
+	ScanLog(ctx context.Context, fn func(line []byte) error) error
+}
+
+// ResultStore is the webhook results' keyspace (webhook.ResultStore).
+type ResultStore interface {
+	PutResult(ctx context.Context, id string, result []byte) error
+	PutResults(ctx context.Context, results []tsubame.Result) error
+	GetResult(ctx context.Context, id string) ([]byte, error)
+	CountResults(ctx context.Context) (int, error)
+}
+
 // RunLog runs the LogStore part of the suite.
-func RunLog(t *testing.T, newStore func(t *testing.T) tsubame.LogStore) {
+func RunLog(t *testing.T, newStore func(t *testing.T) LogStore) {
 	t.Run("AppendScanInOrder", func(t *testing.T) {
 		s := newStore(t)
 		var want []string
@@ -377,7 +393,7 @@ func RunLog(t *testing.T, newStore func(t *testing.T) tsubame.LogStore) {
 }
 
 // RunResults runs the ResultStore part of the suite.
-func RunResults(t *testing.T, newStore func(t *testing.T) tsubame.ResultStore) {
+func RunResults(t *testing.T, newStore func(t *testing.T) ResultStore) {
 	t.Run("PutGetReplaceCount", func(t *testing.T) {
 		s := newStore(t)
 		if _, err := s.GetResult(ctx(t), "m1"); tsubame.ErrorCode(err) != tsubame.ENOTFOUND {
