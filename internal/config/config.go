@@ -872,226 +872,280 @@ func leafKeys(t reflect.Type, prefix string) []string {
 	return out
 }
 
-// Validate reports every rule the configuration breaks.
+// Validate reports every rule the configuration breaks, section by
+// section.
 func (c *Config) Validate() []error {
-	var errs []error
-	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	var p problems
+	c.validateListeners(&p)
+	c.validateAdmin(p.add, p.positive)
+	c.validateTLS(p.add)
+	c.validateLog(&p)
+	c.validateStore(&p)
+	c.validateCache(&p)
+	c.validateAccessLog(&p)
+	c.validateKafka(p.add)
+	c.validateVAST(p.add)
+	c.validateWebhook(&p)
+	c.validateStatic(&p)
+	c.validateServer(&p)
+	c.validateRouting(&p)
+	return p.errs
+}
 
+// problems collects what Validate finds.
+type problems struct{ errs []error }
+
+func (p *problems) add(format string, args ...any) {
+	p.errs = append(p.errs, fmt.Errorf(format, args...))
+}
+
+func (p *problems) addAll(errs []error) { p.errs = append(p.errs, errs...) }
+
+// positive requires a positive duration.
+func (p *problems) positive(key string, d time.Duration) {
+	if d <= 0 {
+		p.add("%s: must be a positive duration such as 1s (got %v)", key, d)
+	}
+}
+
+// validateListeners checks listen, admin.listen and data_dir.
+func (c *Config) validateListeners(p *problems) {
 	if err := checkAddr(c.Listen); err != nil {
-		add("listen: %v", err)
+		p.add("listen: %v", err)
 	}
 	if c.Admin.Listen != "" {
 		if err := checkAddr(c.Admin.Listen); err != nil {
-			add("admin.listen: %v", err)
+			p.add("admin.listen: %v", err)
 		} else if c.Admin.Listen == c.Listen && !strings.HasSuffix(c.Listen, ":0") {
-			add("admin.listen: must differ from listen (%s)", c.Listen)
+			p.add("admin.listen: must differ from listen (%s)", c.Listen)
 		}
 	}
 	if c.DataDir == "" {
-		add("data_dir: must not be empty")
+		p.add("data_dir: must not be empty")
 	}
-	positive := func(key string, d time.Duration) {
-		if d <= 0 {
-			add("%s: must be a positive duration such as 1s (got %v)", key, d)
-		}
-	}
-	c.validateAdmin(add, positive)
-	c.validateTLS(add)
+}
+
+// validateLog checks the process log.
+func (c *Config) validateLog(p *problems) {
 	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
-		add("log.level: %q is not one of debug, info, warn, error", c.Log.Level)
+		p.add("log.level: %q is not one of debug, info, warn, error", c.Log.Level)
 	}
 	if c.Log.Format != "text" && c.Log.Format != "json" {
-		add("log.format: %q is not one of text, json", c.Log.Format)
+		p.add("log.format: %q is not one of text, json", c.Log.Format)
 	}
 	if c.Log.RepeatInterval < 0 {
-		add("log.repeat_interval: %v must not be negative", c.Log.RepeatInterval)
+		p.add("log.repeat_interval: %v must not be negative", c.Log.RepeatInterval)
 	}
+}
+
+// validateStore checks the store section.
+func (c *Config) validateStore(p *problems) {
 	switch c.Store.Type {
 	case "embedded", "memory":
 	case "redis":
 		r := c.Store.Redis
 		if len(r.Addrs) == 0 {
-			add("store.redis.addrs: at least one host:port is needed")
+			p.add("store.redis.addrs: at least one host:port is needed")
 		}
 		for _, a := range r.Addrs {
 			if err := checkAddr(a); err != nil {
-				add("store.redis.addrs: %v", err)
+				p.add("store.redis.addrs: %v", err)
 			}
 		}
-		positive("store.redis.dial_timeout", r.DialTimeout)
-		positive("store.redis.timeout", r.Timeout)
+		p.positive("store.redis.dial_timeout", r.DialTimeout)
+		p.positive("store.redis.timeout", r.Timeout)
 		if r.PoolSize <= 0 {
-			add("store.redis.pool_size: must be positive")
+			p.add("store.redis.pool_size: must be positive")
 		}
 		if r.MaxFlushDelay < 0 || r.MaxFlushDelay > 10*time.Millisecond {
-			add("store.redis.max_flush_delay: %v is not between 0 and 10ms", r.MaxFlushDelay)
+			p.add("store.redis.max_flush_delay: %v is not between 0 and 10ms", r.MaxFlushDelay)
 		}
 		if r.KeyPrefix == "" || !printableASCII(r.KeyPrefix) || strings.ContainsAny(r.KeyPrefix, " *?[]") {
-			add("store.redis.key_prefix: %q must be printable ASCII without spaces or glob characters", r.KeyPrefix)
+			p.add("store.redis.key_prefix: %q must be printable ASCII without spaces or glob characters", r.KeyPrefix)
 		}
 		if r.TLSCAFile != "" && !r.TLS {
-			add("store.redis.tls_ca_file: set store.redis.tls: true too")
+			p.add("store.redis.tls_ca_file: set store.redis.tls: true too")
 		}
 	default:
-		add("store.type: %q is not one of embedded, redis, memory", c.Store.Type)
+		p.add("store.type: %q is not one of embedded, redis, memory", c.Store.Type)
 	}
-	positive("store.embedded.lock_timeout", c.Store.Embedded.LockTimeout)
-	positive("cache.ttl", c.Cache.TTL)
-	positive("cache.negative_ttl", c.Cache.NegativeTTL)
-	positive("cache.retry_interval", c.Cache.RetryInterval)
-	positive("cache.load_timeout", c.Cache.LoadTimeout)
-	positive("cache.breaker_cooldown", c.Cache.BreakerCooldown)
+	p.positive("store.embedded.lock_timeout", c.Store.Embedded.LockTimeout)
+}
+
+// validateCache checks the cache section.
+func (c *Config) validateCache(p *problems) {
+	p.positive("cache.ttl", c.Cache.TTL)
+	p.positive("cache.negative_ttl", c.Cache.NegativeTTL)
+	p.positive("cache.retry_interval", c.Cache.RetryInterval)
+	p.positive("cache.load_timeout", c.Cache.LoadTimeout)
+	p.positive("cache.breaker_cooldown", c.Cache.BreakerCooldown)
 	if c.Cache.BreakerFailures == 0 {
-		add("cache.breaker_failures: must be positive, or -1 to disable the breaker")
+		p.add("cache.breaker_failures: must be positive, or -1 to disable the breaker")
 	}
 	if c.Cache.StaleIfError < 0 {
-		add("cache.stale_if_error: must not be negative")
+		p.add("cache.stale_if_error: must not be negative")
 	}
 	if c.Cache.MaxBytes < 1<<20 {
-		add("cache.max_bytes: must be at least 1MiB (got %v)", c.Cache.MaxBytes)
-	}
-	al := c.AccessLog
-	if al.Dir == "" {
-		add("access_log.dir: must not be empty")
-	}
-	if al.Format != "ltsv" && al.Format != "json" {
-		add("access_log.format: %q is not one of ltsv, json", al.Format)
-	}
-	if al.FileName == "" || strings.ContainsAny(al.FileName, "/\\") || strings.HasPrefix(al.FileName, ".") {
-		add("access_log.file_name: %q must be a plain file name not starting with a dot", al.FileName)
-	}
-	if al.RotateEvery < 0 || (al.RotateEvery > 0 && al.RotateEvery < time.Second) {
-		add("access_log.rotate_every: must be 0 (off) or at least 1s (got %v)", al.RotateEvery)
-	}
-	if al.MaxSize != 0 && al.MaxSize < 64<<10 {
-		add("access_log.max_size: must be 0 (off) or at least 64KiB (got %v)", al.MaxSize)
-	}
-	if len(al.OnClose) > 0 && al.OnClose[0] == "" {
-		add("access_log.on_close: the command must not be empty")
-	}
-	if al.KeepFiles < 0 || al.KeepDays < 0 {
-		add("access_log.keep_files and keep_days: must not be negative")
-	}
-	positive("access_log.flush_interval", al.FlushInterval)
-	positive("access_log.max_wait", al.MaxWait)
-	if al.BufferBytes < 64<<10 {
-		add("access_log.buffer_bytes: must be at least 64KiB (got %v)", al.BufferBytes)
-	}
-	if al.Durability != "process" && al.Durability != "async" && al.Durability != "sync" {
-		add("access_log.durability: %q is not one of process, sync, async", al.Durability)
-	}
-	if al.StoreCompression != "s2" && al.StoreCompression != "none" {
-		add("access_log.store_compression: %q is not one of s2, none", al.StoreCompression)
-	}
-	c.validateKafka(add)
-	c.validateVAST(add)
-	wh := c.Webhook
-	if wh.MaxBodyBytes < 1<<10 || wh.MaxBodyBytes > 64<<20 {
-		add("webhook.max_body_bytes: must be between 1KiB and 64MiB (got %v)", wh.MaxBodyBytes)
-	}
-	if wh.QueueSize <= 0 || wh.DedupeMax <= 0 || wh.StoreConcurrency <= 0 {
-		add("webhook.queue_size, dedupe_max and store_concurrency: must be positive")
-	}
-	if wh.MaxInFlight < 0 || wh.API.MaxConns < 0 {
-		add("webhook.max_in_flight and webhook.api.max_conns: must not be negative (0: chosen by the API's protocol)")
-	}
-	positive("webhook.dedupe_window", wh.DedupeWindow)
-	positive("webhook.drain_timeout", wh.DrainTimeout)
-	if u := wh.API.URL; u != "" {
-		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-			add("webhook.api.url: %q is not an absolute http or https URL", u)
-		}
-	}
-	positive("webhook.api.timeout", wh.API.Timeout)
-	positive("webhook.api.backoff", wh.API.Backoff)
-	if wh.API.MaxBackoff < wh.API.Backoff {
-		add("webhook.api.max_backoff: must be at least webhook.api.backoff")
-	}
-	if wh.API.Retries < 0 || wh.API.Retries > 20 {
-		add("webhook.api.retries: must be between 0 and 20")
-	}
-	if !printableASCII(wh.API.Token) || !printableASCII(wh.LINE.ChannelSecret) {
-		add("webhook.api.token and webhook.line.channel_secret: must be printable ASCII")
-	}
-	if t := wh.CallbackToken; t != "" && (len(t) < MinCallbackToken || !printableASCII(t) || strings.ContainsAny(t, " \t")) {
-		add("webhook.callback_token: must be at least %d printable ASCII characters without spaces (make one with: openssl rand -hex 32)", MinCallbackToken)
-	}
-	if st := c.Static; st.Root != "" {
-		if fi, err := os.Stat(st.Root); err != nil || !fi.IsDir() {
-			add("static.root: %q is not a directory", st.Root)
-		}
-		if st.MaxFiles <= 0 || st.MaxBytes <= 0 || st.CacheBytes < st.MaxBytes {
-			add("static: max_files and max_bytes must be positive, and cache_bytes at least max_bytes")
-		}
-	}
-	positive("server.read_timeout", c.Server.ReadTimeout)
-	positive("server.write_timeout", c.Server.WriteTimeout)
-	positive("server.idle_timeout", c.Server.IdleTimeout)
-	positive("server.shutdown_timeout", c.Server.ShutdownTimeout)
-	if c.Server.MaxHeaderBytes < 1<<10 || c.Server.MaxHeaderBytes > 1<<20 {
-		add("server.max_header_bytes: must be between 1KiB and 1MiB (got %v)", c.Server.MaxHeaderBytes)
-	}
-	if c.Server.MaxBodyBytes > 1<<30 {
-		add("server.max_body_bytes: must be at most 1GiB (got %v)", c.Server.MaxBodyBytes)
-	}
-	if c.Server.MaxConns <= 0 {
-		add("server.max_conns: must be positive")
-	}
-	if _, err := c.Server.TrustedPrefixes(); err != nil {
-		add("server.trusted_proxies: %v", err)
-	}
-	if c.Server.ProxyProtocol && len(c.Server.TrustedProxies) == 0 {
-		add("server.proxy_protocol: PROXY headers are read from trusted peers only; list them in server.trusted_proxies")
-	}
-	if c.Server.MaxInFlightAds < 0 || c.Server.MaxInFlightHook < 0 {
-		add("server.max_in_flight_ads and max_in_flight_webhooks: must not be negative (0: no bound)")
-	}
-	if c.Server.LimitWait < 0 {
-		add("server.limit_wait: must not be negative")
+		p.add("cache.max_bytes: must be at least 1MiB (got %v)", c.Cache.MaxBytes)
 	}
 	if c.Cache.MaxLoads <= 0 {
-		add("cache.max_loads: must be positive")
+		p.add("cache.max_loads: must be positive")
 	}
-	positive("cache.load_wait", c.Cache.LoadWait)
+	p.positive("cache.load_wait", c.Cache.LoadWait)
 	if c.Cache.WarmIDs < 0 {
-		add("cache.warm_ids: must not be negative (0 disables)")
+		p.add("cache.warm_ids: must not be negative (0 disables)")
 	}
-	positive("cache.warm_timeout", c.Cache.WarmTimeout)
-	if !printableASCII(c.Server.Name) {
-		add("server.name: must be printable ASCII")
-	}
+	p.positive("cache.warm_timeout", c.Cache.WarmTimeout)
+}
 
-	errs = append(errs, validateEndpoints("endpoints", c.Endpoints)...)
-	errs = append(errs, c.validateTemplates("", "templates", c.Templates, c.Endpoints, "endpoints")...)
+// validateAccessLog checks the access log (its Kafka shipper: validateKafka).
+func (c *Config) validateAccessLog(p *problems) {
+	al := c.AccessLog
+	if al.Dir == "" {
+		p.add("access_log.dir: must not be empty")
+	}
+	if al.Format != "ltsv" && al.Format != "json" {
+		p.add("access_log.format: %q is not one of ltsv, json", al.Format)
+	}
+	if al.FileName == "" || strings.ContainsAny(al.FileName, "/\\") || strings.HasPrefix(al.FileName, ".") {
+		p.add("access_log.file_name: %q must be a plain file name not starting with a dot", al.FileName)
+	}
+	if al.RotateEvery < 0 || (al.RotateEvery > 0 && al.RotateEvery < time.Second) {
+		p.add("access_log.rotate_every: must be 0 (off) or at least 1s (got %v)", al.RotateEvery)
+	}
+	if al.MaxSize != 0 && al.MaxSize < 64<<10 {
+		p.add("access_log.max_size: must be 0 (off) or at least 64KiB (got %v)", al.MaxSize)
+	}
+	if len(al.OnClose) > 0 && al.OnClose[0] == "" {
+		p.add("access_log.on_close: the command must not be empty")
+	}
+	if al.KeepFiles < 0 || al.KeepDays < 0 {
+		p.add("access_log.keep_files and keep_days: must not be negative")
+	}
+	p.positive("access_log.flush_interval", al.FlushInterval)
+	p.positive("access_log.max_wait", al.MaxWait)
+	if al.BufferBytes < 64<<10 {
+		p.add("access_log.buffer_bytes: must be at least 64KiB (got %v)", al.BufferBytes)
+	}
+	if al.Durability != "process" && al.Durability != "async" && al.Durability != "sync" {
+		p.add("access_log.durability: %q is not one of process, sync, async", al.Durability)
+	}
+	if al.StoreCompression != "s2" && al.StoreCompression != "none" {
+		p.add("access_log.store_compression: %q is not one of s2, none", al.StoreCompression)
+	}
+}
+
+// validateWebhook checks the webhook section.
+func (c *Config) validateWebhook(p *problems) {
+	wh := c.Webhook
+	if wh.MaxBodyBytes < 1<<10 || wh.MaxBodyBytes > 64<<20 {
+		p.add("webhook.max_body_bytes: must be between 1KiB and 64MiB (got %v)", wh.MaxBodyBytes)
+	}
+	if wh.QueueSize <= 0 || wh.DedupeMax <= 0 || wh.StoreConcurrency <= 0 {
+		p.add("webhook.queue_size, dedupe_max and store_concurrency: must be positive")
+	}
+	if wh.MaxInFlight < 0 || wh.API.MaxConns < 0 {
+		p.add("webhook.max_in_flight and webhook.api.max_conns: must not be negative (0: chosen by the API's protocol)")
+	}
+	p.positive("webhook.dedupe_window", wh.DedupeWindow)
+	p.positive("webhook.drain_timeout", wh.DrainTimeout)
+	if u := wh.API.URL; u != "" {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			p.add("webhook.api.url: %q is not an absolute http or https URL", u)
+		}
+	}
+	p.positive("webhook.api.timeout", wh.API.Timeout)
+	p.positive("webhook.api.backoff", wh.API.Backoff)
+	if wh.API.MaxBackoff < wh.API.Backoff {
+		p.add("webhook.api.max_backoff: must be at least webhook.api.backoff")
+	}
+	if wh.API.Retries < 0 || wh.API.Retries > 20 {
+		p.add("webhook.api.retries: must be between 0 and 20")
+	}
+	if !printableASCII(wh.API.Token) || !printableASCII(wh.LINE.ChannelSecret) {
+		p.add("webhook.api.token and webhook.line.channel_secret: must be printable ASCII")
+	}
+	if t := wh.CallbackToken; t != "" && (len(t) < MinCallbackToken || !printableASCII(t) || strings.ContainsAny(t, " \t")) {
+		p.add("webhook.callback_token: must be at least %d printable ASCII characters without spaces (make one with: openssl rand -hex 32)", MinCallbackToken)
+	}
+}
+
+// validateStatic checks the static section.
+func (c *Config) validateStatic(p *problems) {
+	if st := c.Static; st.Root != "" {
+		if fi, err := os.Stat(st.Root); err != nil || !fi.IsDir() {
+			p.add("static.root: %q is not a directory", st.Root)
+		}
+		if st.MaxFiles <= 0 || st.MaxBytes <= 0 || st.CacheBytes < st.MaxBytes {
+			p.add("static: max_files and max_bytes must be positive, and cache_bytes at least max_bytes")
+		}
+	}
+}
+
+// validateServer checks the server section.
+func (c *Config) validateServer(p *problems) {
+	p.positive("server.read_timeout", c.Server.ReadTimeout)
+	p.positive("server.write_timeout", c.Server.WriteTimeout)
+	p.positive("server.idle_timeout", c.Server.IdleTimeout)
+	p.positive("server.shutdown_timeout", c.Server.ShutdownTimeout)
+	if c.Server.MaxHeaderBytes < 1<<10 || c.Server.MaxHeaderBytes > 1<<20 {
+		p.add("server.max_header_bytes: must be between 1KiB and 1MiB (got %v)", c.Server.MaxHeaderBytes)
+	}
+	if c.Server.MaxBodyBytes > 1<<30 {
+		p.add("server.max_body_bytes: must be at most 1GiB (got %v)", c.Server.MaxBodyBytes)
+	}
+	if c.Server.MaxConns <= 0 {
+		p.add("server.max_conns: must be positive")
+	}
+	if _, err := c.Server.TrustedPrefixes(); err != nil {
+		p.add("server.trusted_proxies: %v", err)
+	}
+	if c.Server.ProxyProtocol && len(c.Server.TrustedProxies) == 0 {
+		p.add("server.proxy_protocol: PROXY headers are read from trusted peers only; list them in server.trusted_proxies")
+	}
+	if c.Server.MaxInFlightAds < 0 || c.Server.MaxInFlightHook < 0 {
+		p.add("server.max_in_flight_ads and max_in_flight_webhooks: must not be negative (0: no bound)")
+	}
+	if c.Server.LimitWait < 0 {
+		p.add("server.limit_wait: must not be negative")
+	}
+	if !printableASCII(c.Server.Name) {
+		p.add("server.name: must be printable ASCII")
+	}
+}
+
+// validateRouting checks the endpoints, templates and sites.
+func (c *Config) validateRouting(p *problems) {
+	p.addAll(validateEndpoints("endpoints", c.Endpoints))
+	p.addAll(c.validateTemplates("", "templates", c.Templates, c.Endpoints, "endpoints"))
 	if c.UnknownHosts != "default" && c.UnknownHosts != "reject" {
-		add("unknown_hosts: %q is not one of default, reject", c.UnknownHosts)
+		p.add("unknown_hosts: %q is not one of default, reject", c.UnknownHosts)
 	}
 	owner := map[string]string{}
 	for _, name := range sortedKeys(c.Sites) {
 		site := c.Sites[name]
 		if !validEndpointName(name) {
-			add("sites: name %q must be 1 to 64 characters of a-z, 0-9, '-' and '_'", name)
+			p.add("sites: name %q must be 1 to 64 characters of a-z, 0-9, '-' and '_'", name)
 		}
 		if len(site.Hosts) == 0 {
-			add("sites.%s.hosts: a site needs at least one host name", name)
+			p.add("sites.%s.hosts: a site needs at least one host name", name)
 		}
 		for _, h := range site.Hosts {
 			if !validHostPattern(h) {
-				add("sites.%s.hosts: %q is not a host name or *.domain pattern", name, h)
+				p.add("sites.%s.hosts: %q is not a host name or *.domain pattern", name, h)
 			} else if other, dup := owner[h]; dup {
-				add("sites.%s.hosts: %q is already a host of site %s", name, h, other)
+				p.add("sites.%s.hosts: %q is already a host of site %s", name, h, other)
 			}
 			owner[h] = name
 		}
 		if site.StaticRoot != "" {
 			if fi, err := os.Stat(site.StaticRoot); err != nil || !fi.IsDir() {
-				add("sites.%s.static_root: %q is not a directory", name, site.StaticRoot)
+				p.add("sites.%s.static_root: %q is not a directory", name, site.StaticRoot)
 			}
 		}
-		errs = append(errs, validateEndpoints("sites."+name+".endpoints", site.Endpoints)...)
-		errs = append(errs, c.validateTemplates(name, "sites."+name+".templates", site.Templates, site.Endpoints, "sites."+name+".endpoints")...)
+		p.addAll(validateEndpoints("sites."+name+".endpoints", site.Endpoints))
+		p.addAll(c.validateTemplates(name, "sites."+name+".templates", site.Templates, site.Endpoints, "sites."+name+".endpoints"))
 	}
-	return errs
 }
 
 // validateTLS checks the TLS listener and loads its certificates, so that
