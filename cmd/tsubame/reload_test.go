@@ -101,7 +101,7 @@ endpoints:
 
 	write(`
 endpoints:
-  sample4: {source: store, access_log: file, formats: [xml]}
+  sample4: {source: store, access_log: file, formats: [html]}
   broken: {source: nowhere}
 `)
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {

@@ -9,15 +9,10 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"os"
-	"os/signal"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"text/template"
 	"time"
 
@@ -172,7 +167,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	m.warm(ctx)
+	warmCache(ctx, m.Cache, cfg, m.Logger)
 	receiver, err := m.openWebhook(backend)
 	if err != nil {
 		return err
@@ -274,57 +269,6 @@ func (m *Main) loadCerts(cfg *config.Config) error {
 // certWarnBefore is how long before its expiry a certificate is warned about
 // at each load.
 const certWarnBefore = 14 * 24 * time.Hour
-
-// HotIDsFile is the file in the data directory that carries the most used
-// placement ids from one run to the next (cache.warm_ids).
-const HotIDsFile = "cache-hot-ids"
-
-// warm loads the ids the previous run used most, before serving.
-func (m *Main) warm(ctx context.Context) {
-	n := m.Config.Cache.WarmIDs
-	if n <= 0 {
-		return
-	}
-	b, err := os.ReadFile(filepath.Join(m.Config.DataDir, HotIDsFile))
-	if err != nil {
-		return // first start, or nothing recorded
-	}
-	var ids []string
-	for _, id := range strings.Fields(string(b)) {
-		if tsubame.ValidID(id) == nil && len(ids) < n {
-			ids = append(ids, id)
-		}
-	}
-	wctx, cancel := context.WithTimeout(ctx, m.Config.Cache.WarmTimeout)
-	defer cancel()
-	start := time.Now()
-	loaded := m.Cache.Warm(wctx, ids, 16)
-	m.Logger.Info("cache warmed", "ids", len(ids), "loaded", loaded, "in", time.Since(start).Round(time.Millisecond))
-}
-
-// saveHotIDs records the most used ids for the next run's warm-up.
-func (m *Main) saveHotIDs() {
-	m.mu.Lock()
-	n, dir := m.Config.Cache.WarmIDs, m.Config.DataDir
-	m.mu.Unlock()
-	if n <= 0 || m.Cache == nil {
-		return
-	}
-	ids := m.Cache.Hottest(n)
-	if len(ids) == 0 {
-		return
-	}
-	path := filepath.Join(dir, HotIDsFile)
-	tmp := path + ".tmp"
-	if err := os.MkdirAll(dir, 0o750); err == nil {
-		if err = os.WriteFile(tmp, []byte(strings.Join(ids, "\n")+"\n"), 0o640); err == nil {
-			err = os.Rename(tmp, path)
-		}
-		if err != nil {
-			m.Logger.Warn("cannot record the most used ids for the next start", "err", err)
-		}
-	}
-}
 
 // bindListeners opens the public and admin listeners, or takes them over
 // from the process this one succeeds.
@@ -612,7 +556,10 @@ func (m *Main) closeAll(ctx context.Context) error {
 		_ = m.public.WaitIdle(wctx)
 		cancel()
 	}
-	m.saveHotIDs()
+	m.mu.Lock()
+	warmIDs, dataDir := m.Config.Cache.WarmIDs, m.Config.DataDir
+	m.mu.Unlock()
+	saveHotIDs(m.Cache, warmIDs, dataDir, m.Logger)
 	if m.stopWatch != nil {
 		m.stopWatch()
 		<-m.watching
@@ -794,30 +741,6 @@ func openStore(cfg *config.Config, readOnly bool) (tsubame.Store, error) {
 // http://ad{2n-1}.example.com/tag.js and http://ad{2n}.example.com/tag.js.
 const DemoPlacements = 1000
 
-func loadDemo(ctx context.Context, s tsubame.Store, log *slog.Logger) error {
-	page, err := s.List(ctx, "", 1)
-	if err != nil {
-		return err
-	}
-	if len(page) > 0 {
-		log.Info("store is not empty: demo placements not loaded")
-		return nil
-	}
-	ps := make([]*tsubame.Placement, 0, DemoPlacements)
-	for n := 1; n <= DemoPlacements; n++ {
-		ps = append(ps, &tsubame.Placement{
-			ID:   fmt.Sprint(n),
-			Name: fmt.Sprintf("demo %d", n),
-			URLs: []string{fmt.Sprintf("http://ad%d.example.com/tag.js", 2*n-1), fmt.Sprintf("http://ad%d.example.com/tag.js", 2*n)},
-		})
-	}
-	if err := s.PutMany(ctx, ps); err != nil {
-		return err
-	}
-	log.Info("demo placements loaded", "count", DemoPlacements)
-	return nil
-}
-
 // newLogger returns the process logger. Repeated warnings and errors are
 // bounded by the returned handler (log.repeat_interval), whose Run writes
 // the counts.
@@ -837,216 +760,4 @@ func logLevel(cfg *config.Config) slog.Level {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(strings.ToUpper(cfg.Log.Level)))
 	return level
-}
-
-func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer, environ []string) error {
-	fs, path := newFlagSet("serve", stderr)
-	demo := fs.Bool("demo", false, "load the demo placements (ids 1..1000) if the store is empty")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("serve takes no arguments (got %q)", fs.Args())
-	}
-	cfg, err := loadConfig(*path, environ, stderr)
-	if err != nil {
-		return err
-	}
-	logger, level, bounded := newLogger(cfg, stderr)
-	// The counts of repeated lines are written every interval, and at exit.
-	logCtx, stopLog := context.WithCancel(context.Background())
-	logDone := make(chan struct{})
-	go func() { bounded.Run(logCtx); close(logDone) }()
-	defer func() { stopLog(); <-logDone }()
-	m := &Main{Config: cfg, Logger: logger, Level: level, Demo: *demo}
-	if m.handover, err = inherited(environ); err != nil {
-		return err
-	}
-	// The watchdog runs from the start: a successor is the main process
-	// from before its predecessor has drained until it exits.
-	sup := newSupervisor(m.Logger, environ)
-	sup.watchdog(ctx)
-	// The handlers are in place before the pid file and READY=1 say the
-	// server is up: a SIGHUP or SIGUSR2 sent on seeing them must not meet
-	// the default action (which ends the process). One that comes while
-	// opening waits in its channel and is handled once serving.
-	//
-	// SIGHUP reopens the access log (for external rotation such as
-	// logrotate) and reloads the configuration.
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	// SIGUSR2 starts a successor and hands over to it (restart.go).
-	usr2 := make(chan os.Signal, 1)
-	signal.Notify(usr2, syscall.SIGUSR2)
-	defer signal.Stop(usr2)
-	if err := m.Open(ctx); err != nil {
-		return err
-	}
-	if m.handover != nil {
-		m.Logger.Info("took over from the previous process")
-	}
-	pidFile := filepath.Join(cfg.DataDir, PIDFile)
-	if err := writePIDFile(pidFile); err != nil {
-		m.Logger.Warn("cannot write pid file; tsubame log reopen will not find this server", "file", pidFile, "err", err)
-	}
-	defer removePIDFile(pidFile)
-	sup.ready("serving", os.Getpid())
-
-	runCtx, stopRun := context.WithCancel(ctx)
-	defer stopRun()
-	var succ *successor
-	go func() {
-		for {
-			select {
-			case <-hup:
-				sup.reloading("reloading the configuration")
-				status := m.hangup(ctx, *path, environ)
-				sup.ready(status, os.Getpid())
-			case <-usr2:
-				m.Logger.Info("restart requested: starting the new process")
-				sup.reloading("starting the new process")
-				s, err := m.startSuccessor(os.Args[1:], environ, os.Stdout, os.Stderr)
-				if err != nil {
-					m.Logger.Error("restart failed; this process keeps serving", "err", err)
-					sup.ready("serving; the last restart failed: "+err.Error(), os.Getpid())
-					continue
-				}
-				// Before draining: this process is still the main one, and
-				// systemd must follow the successor before this one exits.
-				sup.handingOver(s.cmd.Process.Pid)
-				succ = s
-				stopRun()
-				return
-			case <-runCtx.Done():
-				return
-			}
-		}
-	}()
-	waitErr := m.Wait(runCtx)
-	if succ != nil {
-		m.Logger.Info("handing over to the new process", "pid", succ.cmd.Process.Pid)
-		closeErr := m.Close()
-		succ.release()
-		if closeErr != nil {
-			return closeErr
-		}
-		m.Logger.Info("handed over")
-		return nil
-	}
-	m.Logger.Info("shutting down", "timeout", cfg.Server.ShutdownTimeout)
-	sup.stopping()
-	closeErr := m.Close()
-	if err := errors.Join(waitErr, closeErr); err != nil {
-		return err
-	}
-	m.Logger.Info("stopped")
-	return nil
-}
-
-// hangup handles SIGHUP: reopen the access log, then reload the
-// configuration from where it was first read. A configuration with errors
-// is rejected, each error logged, and the running one stays. It returns a
-// one-line status for the service manager.
-func (m *Main) hangup(ctx context.Context, path string, environ []string) string {
-	if err := m.ReopenLogs(ctx); err != nil {
-		m.Logger.Error("reopening the access log failed", "err", err)
-	} else {
-		m.Logger.Info("access log reopened")
-	}
-	if path == "" {
-		path = lookupEnv(environ, config.EnvConfigFile)
-	}
-	cfg, warnings, err := config.LoadValid(path, environ)
-	for _, w := range warnings {
-		m.Logger.Warn(w)
-	}
-	if err != nil {
-		m.Logger.Error("configuration not reloaded; the running one stays", "err", err)
-		return "serving; the last reload was refused (see the log)"
-	}
-	restart, err := m.Reload(cfg)
-	if err != nil {
-		m.Logger.Error("configuration not reloaded; the running one stays", "err", err)
-		return "serving; the last reload was refused (see the log)"
-	}
-	m.Logger.Info("configuration reloaded", "endpoints", len(cfg.Endpoints))
-	if len(restart) > 0 {
-		m.Logger.Warn("changed keys that take effect only after a restart (SIGUSR2 or tsubame restart)", "keys", restart)
-		return "serving; reloaded, some changes wait for a restart"
-	}
-	return "serving; reloaded"
-}
-
-// PIDFile is the name of the file in the data directory that holds the
-// running server's process id, for tsubame log reopen.
-const PIDFile = "tsubame.pid"
-
-func writePIDFile(path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
-		return err
-	}
-	return os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
-}
-
-// removePIDFile removes the file if it still names this process.
-func removePIDFile(path string) {
-	if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(os.Getpid()) {
-		_ = os.Remove(path)
-	}
-}
-
-// runLog implements "tsubame log reopen": signal the server named by the pid
-// file in the data directory to reopen its access log.
-func runLog(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) error {
-	if len(args) > 0 && args[0] == "export" {
-		return runLogExport(ctx, args[1:], stdout, stderr, environ)
-	}
-	if len(args) > 0 && args[0] == "ship" {
-		return runLogShip(ctx, args[1:], stdout, stderr, environ)
-	}
-	if len(args) == 0 || args[0] != "reopen" {
-		return usagef("usage: tsubame log reopen [-config FILE] | tsubame log export [-config FILE] [FILE|-] | tsubame log ship [-config FILE] -from FILE [FILE...]")
-	}
-	fs, path := newFlagSet("log reopen", stderr)
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	cfg, err := loadConfig(*path, environ, stderr)
-	if err != nil {
-		return err
-	}
-	pidFile := filepath.Join(cfg.DataDir, PIDFile)
-	b, err := os.ReadFile(pidFile)
-	if err != nil {
-		return fmt.Errorf("no running server found (%v)", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return fmt.Errorf("pid file %s does not hold a process id", pidFile)
-	}
-	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
-		return fmt.Errorf("cannot signal server process %d: %w", pid, err)
-	}
-	fmt.Fprintf(stderr, "asked server process %d to reopen its access log\n", pid)
-	return nil
-}
-
-func runCheckConfig(args []string, stdout, stderr io.Writer, environ []string) error {
-	fs, path := newFlagSet("check-config", stderr)
-	show := fs.Bool("print", false, "print the effective configuration")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	cfg, err := loadConfig(*path, environ, stderr)
-	if err != nil {
-		return err
-	}
-	if *show {
-		if err := printConfig(stdout, cfg); err != nil {
-			return err
-		}
-	}
-	fmt.Fprintln(stderr, "configuration ok")
-	return nil
 }

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"tsubame"
+)
+
+// loadDemo fills an empty store with the demo placements (serve -demo,
+// make run): ids 1..1000, id n serving http://ad{2n-1}.example.com/tag.js
+// and http://ad{2n}.example.com/tag.js. A store that holds anything is left
+// alone.
+func loadDemo(ctx context.Context, s tsubame.Store, log *slog.Logger) error {
+	page, err := s.List(ctx, "", 1)
+	if err != nil {
+		return err
+	}
+	if len(page) > 0 {
+		log.Info("store is not empty: demo placements not loaded")
+		return nil
+	}
+	ps := make([]*tsubame.Placement, 0, DemoPlacements)
+	for n := 1; n <= DemoPlacements; n++ {
+		ps = append(ps, &tsubame.Placement{
+			ID:   fmt.Sprint(n),
+			Name: fmt.Sprintf("demo %d", n),
+			URLs: []string{fmt.Sprintf("http://ad%d.example.com/tag.js", 2*n-1), fmt.Sprintf("http://ad%d.example.com/tag.js", 2*n)},
+		})
+	}
+	if err := s.PutMany(ctx, ps); err != nil {
+		return err
+	}
+	log.Info("demo placements loaded", "count", DemoPlacements)
+	return nil
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"tsubame/internal/config"
+)
+
+func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer, environ []string) error {
+	fs, path := newFlagSet("serve", stderr)
+	demo := fs.Bool("demo", false, "load the demo placements (ids 1..1000) if the store is empty")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("serve takes no arguments (got %q)", fs.Args())
+	}
+	cfg, err := loadConfig(*path, environ, stderr)
+	if err != nil {
+		return err
+	}
+	logger, level, bounded := newLogger(cfg, stderr)
+	// The counts of repeated lines are written every interval, and at exit.
+	logCtx, stopLog := context.WithCancel(context.Background())
+	logDone := make(chan struct{})
+	go func() { bounded.Run(logCtx); close(logDone) }()
+	defer func() { stopLog(); <-logDone }()
+	m := &Main{Config: cfg, Logger: logger, Level: level, Demo: *demo}
+	if m.handover, err = inherited(environ); err != nil {
+		return err
+	}
+	// The watchdog runs from the start: a successor is the main process
+	// from before its predecessor has drained until it exits.
+	sup := newSupervisor(m.Logger, environ)
+	sup.watchdog(ctx)
+	// The handlers are in place before the pid file and READY=1 say the
+	// server is up: a SIGHUP or SIGUSR2 sent on seeing them must not meet
+	// the default action (which ends the process). One that comes while
+	// opening waits in its channel and is handled once serving.
+	//
+	// SIGHUP reopens the access log (for external rotation such as
+	// logrotate) and reloads the configuration.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	// SIGUSR2 starts a successor and hands over to it (restart.go).
+	usr2 := make(chan os.Signal, 1)
+	signal.Notify(usr2, syscall.SIGUSR2)
+	defer signal.Stop(usr2)
+	if err := m.Open(ctx); err != nil {
+		return err
+	}
+	if m.handover != nil {
+		m.Logger.Info("took over from the previous process")
+	}
+	pidFile := filepath.Join(cfg.DataDir, PIDFile)
+	if err := writePIDFile(pidFile); err != nil {
+		m.Logger.Warn("cannot write pid file; tsubame log reopen will not find this server", "file", pidFile, "err", err)
+	}
+	defer removePIDFile(pidFile)
+	sup.ready("serving", os.Getpid())
+
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	var succ *successor
+	go func() {
+		for {
+			select {
+			case <-hup:
+				sup.reloading("reloading the configuration")
+				status := m.hangup(ctx, *path, environ)
+				sup.ready(status, os.Getpid())
+			case <-usr2:
+				m.Logger.Info("restart requested: starting the new process")
+				sup.reloading("starting the new process")
+				s, err := m.startSuccessor(os.Args[1:], environ, os.Stdout, os.Stderr)
+				if err != nil {
+					m.Logger.Error("restart failed; this process keeps serving", "err", err)
+					sup.ready("serving; the last restart failed: "+err.Error(), os.Getpid())
+					continue
+				}
+				// Before draining: this process is still the main one, and
+				// systemd must follow the successor before this one exits.
+				sup.handingOver(s.cmd.Process.Pid)
+				succ = s
+				stopRun()
+				return
+			case <-runCtx.Done():
+				return
+			}
+		}
+	}()
+	waitErr := m.Wait(runCtx)
+	if succ != nil {
+		m.Logger.Info("handing over to the new process", "pid", succ.cmd.Process.Pid)
+		closeErr := m.Close()
+		succ.release()
+		if closeErr != nil {
+			return closeErr
+		}
+		m.Logger.Info("handed over")
+		return nil
+	}
+	m.Logger.Info("shutting down", "timeout", cfg.Server.ShutdownTimeout)
+	sup.stopping()
+	closeErr := m.Close()
+	if err := errors.Join(waitErr, closeErr); err != nil {
+		return err
+	}
+	m.Logger.Info("stopped")
+	return nil
+}
+
+// hangup handles SIGHUP: reopen the access log, then reload the
+// configuration from where it was first read. A configuration with errors
+// is rejected, each error logged, and the running one stays. It returns a
+// one-line status for the service manager.
+func (m *Main) hangup(ctx context.Context, path string, environ []string) string {
+	if err := m.ReopenLogs(ctx); err != nil {
+		m.Logger.Error("reopening the access log failed", "err", err)
+	} else {
+		m.Logger.Info("access log reopened")
+	}
+	if path == "" {
+		path = lookupEnv(environ, config.EnvConfigFile)
+	}
+	cfg, warnings, err := config.LoadValid(path, environ)
+	for _, w := range warnings {
+		m.Logger.Warn(w)
+	}
+	if err != nil {
+		m.Logger.Error("configuration not reloaded; the running one stays", "err", err)
+		return "serving; the last reload was refused (see the log)"
+	}
+	restart, err := m.Reload(cfg)
+	if err != nil {
+		m.Logger.Error("configuration not reloaded; the running one stays", "err", err)
+		return "serving; the last reload was refused (see the log)"
+	}
+	m.Logger.Info("configuration reloaded", "endpoints", len(cfg.Endpoints))
+	if len(restart) > 0 {
+		m.Logger.Warn("changed keys that take effect only after a restart (SIGUSR2 or tsubame restart)", "keys", restart)
+		return "serving; reloaded, some changes wait for a restart"
+	}
+	return "serving; reloaded"
+}
