@@ -130,20 +130,9 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		return err
 	}
 	m.backend = backend
-	m.Cache, err = cache.New(backend, cache.Options{
-		MaxBytes:        uint64(cfg.Cache.MaxBytes),
-		TTL:             cfg.Cache.TTL,
-		NegativeTTL:     cfg.Cache.NegativeTTL,
-		StaleIfError:    staleIfError(cfg.Cache.StaleIfError),
-		RetryInterval:   cfg.Cache.RetryInterval,
-		LoadTimeout:     cfg.Cache.LoadTimeout,
-		BreakerFailures: cfg.Cache.BreakerFailures,
-		BreakerCooldown: cfg.Cache.BreakerCooldown,
-		MaxLoads:        cfg.Cache.MaxLoads,
-		LoadWait:        cfg.Cache.LoadWait,
-		Encoders:        m.encoders(cfg, servedFormats(cfg)),
-		Logger:          m.Logger,
-	})
+	copt := cfg.Cache.Options()
+	copt.Encoders, copt.Logger = m.encoders(cfg, servedFormats(cfg)), m.Logger
+	m.Cache, err = cache.New(backend, copt)
 	if err != nil {
 		_ = backend.Close()
 		return err
@@ -299,15 +288,6 @@ func (m *Main) bindListeners(cfg *config.Config) error {
 		}
 	}
 	return nil
-}
-
-// staleIfError maps the config's "0 means none" onto the cache's "negative
-// means none, 0 means default".
-func staleIfError(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
 }
 
 func (m *Main) serverOptions(cfg *config.Config) server.Options {

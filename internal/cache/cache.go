@@ -41,7 +41,7 @@ type Options struct {
 	// NegativeTTL is the same for unknown ids. Default 10s.
 	NegativeTTL time.Duration
 	// StaleIfError is how long past its TTL an entry may still be served
-	// while refreshing it fails. Default 10m.
+	// while refreshing it fails. Default 10m; NoStaleIfError turns it off.
 	StaleIfError time.Duration
 	// RetryInterval is the wait between refresh attempts of a stale entry
 	// whose last refresh failed. Default 1s.
@@ -69,38 +69,59 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// Defaults are the options a zero value takes: the cache owns them, and
+// the configuration's defaults (cache: in defaults.yaml) are checked
+// against them.
+var Defaults = Options{
+	MaxBytes:        100 << 20,
+	TTL:             60 * time.Second,
+	NegativeTTL:     10 * time.Second,
+	StaleIfError:    10 * time.Minute,
+	RetryInterval:   time.Second,
+	LoadTimeout:     time.Second,
+	BreakerFailures: 5,
+	BreakerCooldown: time.Second,
+	MaxLoads:        256,
+	LoadWait:        100 * time.Millisecond,
+}
+
+// NoStaleIfError is the StaleIfError that turns stale-if-error off (a zero
+// StaleIfError takes the default).
+const NoStaleIfError time.Duration = -1
+
 func (o *Options) setDefaults() {
+	d := Defaults
 	if o.MaxBytes == 0 {
-		o.MaxBytes = 100 << 20
+		o.MaxBytes = d.MaxBytes
 	}
 	if o.TTL <= 0 {
-		o.TTL = 60 * time.Second
+		o.TTL = d.TTL
 	}
 	if o.NegativeTTL <= 0 {
-		o.NegativeTTL = 10 * time.Second
+		o.NegativeTTL = d.NegativeTTL
 	}
 	if o.StaleIfError < 0 {
 		o.StaleIfError = 0
 	} else if o.StaleIfError == 0 {
-		o.StaleIfError = 10 * time.Minute
+		o.StaleIfError = d.StaleIfError
 	}
 	if o.RetryInterval <= 0 {
-		o.RetryInterval = time.Second
+		o.RetryInterval = d.RetryInterval
 	}
 	if o.LoadTimeout <= 0 {
-		o.LoadTimeout = time.Second
+		o.LoadTimeout = d.LoadTimeout
 	}
 	if o.BreakerFailures == 0 {
-		o.BreakerFailures = 5
+		o.BreakerFailures = d.BreakerFailures
 	}
 	if o.BreakerCooldown <= 0 {
-		o.BreakerCooldown = time.Second
+		o.BreakerCooldown = d.BreakerCooldown
 	}
 	if o.MaxLoads <= 0 {
-		o.MaxLoads = 256
+		o.MaxLoads = d.MaxLoads
 	}
 	if o.LoadWait <= 0 {
-		o.LoadWait = 100 * time.Millisecond
+		o.LoadWait = d.LoadWait
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

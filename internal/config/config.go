@@ -30,6 +30,7 @@ import (
 
 	"tsubame"
 	"tsubame/internal/admin"
+	"tsubame/internal/cache"
 	"tsubame/internal/certs"
 	"tsubame/internal/render"
 )
@@ -242,6 +243,19 @@ type Cache struct {
 	LoadWait        time.Duration `koanf:"load_wait"`
 	WarmIDs         int           `koanf:"warm_ids"`
 	WarmTimeout     time.Duration `koanf:"warm_timeout"`
+}
+
+// Options are the cache's options this section sets (the caller adds the
+// encoders and the logger). stale_if_error: 0 turns it off, which the
+// cache spells NoStaleIfError (its zero takes the default).
+func (c Cache) Options() cache.Options {
+	stale := c.StaleIfError
+	if stale == 0 {
+		stale = cache.NoStaleIfError
+	}
+	return cache.Options{MaxBytes: uint64(c.MaxBytes), TTL: c.TTL, NegativeTTL: c.NegativeTTL, StaleIfError: stale,
+		RetryInterval: c.RetryInterval, LoadTimeout: c.LoadTimeout, BreakerFailures: c.BreakerFailures,
+		BreakerCooldown: c.BreakerCooldown, MaxLoads: c.MaxLoads, LoadWait: c.LoadWait}
 }
 
 // AccessLog configures the access logs.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/knadh/koanf/providers/rawbytes"
 	"github.com/knadh/koanf/v2"
 
+	"tsubame/internal/cache"
 	"tsubame/internal/certs/certstest"
 	"tsubame/internal/config"
 )
@@ -559,5 +561,19 @@ access_log:
 	noFile := load(t, "endpoints: {x: {source: store}}\n", "TSUBAME_ACCESS_LOG_KAFKA_BROKERS=k1:9092")
 	if errs := fmt.Sprint(noFile.Validate()); !strings.Contains(errs, "no endpoint has access_log: file") {
 		t.Errorf("a shipper without a file log is accepted: %s", errs)
+	}
+}
+
+// The cache owns its defaults; defaults.yaml says the same (a change to
+// one without the other fails here), and stale_if_error: 0 turns the
+// feature off rather than taking the cache's default.
+func TestCacheDefaultsAgree(t *testing.T) {
+	cfg := load(t, "")
+	if got := cfg.Cache.Options(); !reflect.DeepEqual(got, cache.Defaults) {
+		t.Fatalf("defaults.yaml cache: %+v\ncache.Defaults:     %+v", got, cache.Defaults)
+	}
+	off := load(t, "cache:\n  stale_if_error: 0s\n")
+	if got := off.Cache.Options().StaleIfError; got != cache.NoStaleIfError {
+		t.Fatalf("stale_if_error 0: %v", got)
 	}
 }
