@@ -583,16 +583,8 @@ const idleGrace = 2 * time.Second
 // openLogs opens the access logs the endpoints use.
 func (m *Main) openLogs(backend tsubame.Store) error {
 	al := m.Config.AccessLog
-	format, _ := accesslog.ParseFormat(al.Format)
-	opts := accesslog.Options{
-		Format:        format,
-		FlushInterval: al.FlushInterval,
-		BufferBytes:   int(al.BufferBytes),
-		MaxWait:       al.MaxWait,
-		Sync:          al.Durability == "sync",
-		FallbackDir:   al.FallbackDir,
-		Logger:        m.Logger,
-	}
+	opts := al.LoggerOptions()
+	opts.Logger = m.Logger
 	if m.Config.UsesLog(config.LogFile) {
 		fo := accesslog.FileOptions{
 			Dir:         al.Dir,
@@ -655,21 +647,9 @@ func (m *Main) openWebhook(backend tsubame.Store) (*webhook.Receiver, error) {
 		}
 		results = rs
 	}
-	p, err := webhook.New(webhook.Options{
-		QueueSize:    wc.QueueSize,
-		MaxInFlight:  wc.MaxInFlight,
-		DedupeWindow: wc.DedupeWindow,
-		DedupeMax:    wc.DedupeMax,
-		API: webhook.APIOptions{
-			URL: wc.API.URL, Token: wc.API.Token, Timeout: wc.API.Timeout, Retries: wc.API.Retries,
-			Backoff: wc.API.Backoff, MaxBackoff: wc.API.MaxBackoff, H2C: wc.API.H2C,
-			MaxConns: wc.API.MaxConns, H2Conns: wc.API.MaxConns,
-		},
-		Results:          results,
-		StoreConcurrency: wc.StoreConcurrency,
-		DeadLetterPath:   m.Config.DeadLetterPath(),
-		Logger:           m.Logger,
-	})
+	wopt := wc.Options()
+	wopt.Results, wopt.DeadLetterPath, wopt.Logger = results, m.Config.DeadLetterPath(), m.Logger
+	p, err := webhook.New(wopt)
 	if err != nil {
 		return nil, err
 	}

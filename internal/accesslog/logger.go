@@ -63,15 +63,20 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// Defaults are the values zero options take for the settings the
+// configuration has too (access_log: in defaults.yaml, checked against
+// them).
+var Defaults = Options{FlushInterval: 100 * time.Millisecond, BufferBytes: 8 << 20, MaxWait: time.Second}
+
 func (o *Options) setDefaults() {
 	if o.FlushInterval <= 0 {
-		o.FlushInterval = 100 * time.Millisecond
+		o.FlushInterval = Defaults.FlushInterval
 	}
 	if o.BufferBytes <= 0 {
-		o.BufferBytes = 8 << 20
+		o.BufferBytes = Defaults.BufferBytes
 	}
 	if o.MaxWait <= 0 {
-		o.MaxWait = time.Second
+		o.MaxWait = Defaults.MaxWait
 	}
 	if o.Shards <= 0 {
 		o.Shards = 4 * runtime.GOMAXPROCS(0)

@@ -29,10 +29,12 @@ import (
 	"github.com/knadh/koanf/v2"
 
 	"tsubame"
+	"tsubame/internal/accesslog"
 	"tsubame/internal/admin"
 	"tsubame/internal/cache"
 	"tsubame/internal/certs"
 	"tsubame/internal/render"
+	"tsubame/internal/webhook"
 )
 
 // DefaultsYAML is the documented default configuration.
@@ -258,6 +260,14 @@ func (c Cache) Options() cache.Options {
 		BreakerCooldown: c.BreakerCooldown, MaxLoads: c.MaxLoads, LoadWait: c.LoadWait}
 }
 
+// LoggerOptions are the access log's buffering options this section sets
+// (the caller adds the format's encoder and the logger).
+func (a AccessLog) LoggerOptions() accesslog.Options {
+	format, _ := accesslog.ParseFormat(a.Format) // checked by Validate
+	return accesslog.Options{Format: format, FlushInterval: a.FlushInterval, BufferBytes: int(a.BufferBytes),
+		MaxWait: a.MaxWait, Sync: a.Durability == "sync", FallbackDir: a.FallbackDir}
+}
+
 // AccessLog configures the access logs.
 type AccessLog struct {
 	Dir           string        `koanf:"dir"`
@@ -416,6 +426,15 @@ type Webhook struct {
 	RecordResults    bool          `koanf:"record_results"`
 	StoreConcurrency int           `koanf:"store_concurrency"`
 	API              WebhookAPI    `koanf:"api"`
+}
+
+// Options are the webhook processor's options this section sets (the
+// caller adds the result store, the dead-letter path and the logger).
+func (w Webhook) Options() webhook.Options {
+	return webhook.Options{QueueSize: w.QueueSize, MaxInFlight: w.MaxInFlight, DedupeWindow: w.DedupeWindow,
+		DedupeMax: w.DedupeMax, StoreConcurrency: w.StoreConcurrency,
+		API: webhook.APIOptions{URL: w.API.URL, Token: w.API.Token, Timeout: w.API.Timeout, Retries: w.API.Retries,
+			Backoff: w.API.Backoff, MaxBackoff: w.API.MaxBackoff, H2C: w.API.H2C, MaxConns: w.API.MaxConns, H2Conns: w.API.MaxConns}}
 }
 
 // MinCallbackToken is the shortest webhook.callback_token accepted.
@@ -1018,7 +1037,7 @@ func (c *Config) validateAccessLog(p *problems) {
 	if al.Dir == "" {
 		p.add("access_log.dir: must not be empty")
 	}
-	if al.Format != "ltsv" && al.Format != "json" {
+	if _, ok := accesslog.ParseFormat(al.Format); !ok {
 		p.add("access_log.format: %q is not one of ltsv, json", al.Format)
 	}
 	if al.FileName == "" || strings.ContainsAny(al.FileName, "/\\") || strings.HasPrefix(al.FileName, ".") {

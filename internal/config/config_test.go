@@ -14,9 +14,11 @@ import (
 	"github.com/knadh/koanf/providers/rawbytes"
 	"github.com/knadh/koanf/v2"
 
+	"tsubame/internal/accesslog"
 	"tsubame/internal/cache"
 	"tsubame/internal/certs/certstest"
 	"tsubame/internal/config"
+	"tsubame/internal/webhook"
 )
 
 func load(t *testing.T, yamlText string, env ...string) *config.Config {
@@ -575,5 +577,20 @@ func TestCacheDefaultsAgree(t *testing.T) {
 	off := load(t, "cache:\n  stale_if_error: 0s\n")
 	if got := off.Cache.Options().StaleIfError; got != cache.NoStaleIfError {
 		t.Fatalf("stale_if_error 0: %v", got)
+	}
+}
+
+// The webhook processor and the access log own their defaults too.
+func TestWebhookAndAccessLogDefaultsAgree(t *testing.T) {
+	cfg := load(t, "")
+	w, d := cfg.Webhook.Options(), webhook.Defaults
+	if w.QueueSize != d.QueueSize || w.DedupeWindow != d.DedupeWindow || w.DedupeMax != d.DedupeMax ||
+		w.StoreConcurrency != d.StoreConcurrency || w.API.Timeout != d.API.Timeout || w.API.Backoff != d.API.Backoff ||
+		w.API.MaxBackoff != d.API.MaxBackoff {
+		t.Errorf("defaults.yaml webhook: %+v\nwebhook.Defaults: %+v", w, d)
+	}
+	a, ad := cfg.AccessLog.LoggerOptions(), accesslog.Defaults
+	if a.FlushInterval != ad.FlushInterval || a.BufferBytes != ad.BufferBytes || a.MaxWait != ad.MaxWait {
+		t.Errorf("defaults.yaml access_log: %+v\naccesslog.Defaults: %+v", a, ad)
 	}
 }

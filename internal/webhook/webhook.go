@@ -71,9 +71,22 @@ type Options struct {
 	Handle func(ctx context.Context, m *Message) error
 }
 
+// Defaults are the values zero options take (MaxInFlight, the API's
+// connection bounds and Retries excepted: those depend on the API, and
+// zero retries means none). The configuration's defaults (webhook: in
+// defaults.yaml) are checked against them.
+var Defaults = Options{
+	QueueSize:        100000,
+	DedupeWindow:     10 * time.Minute,
+	DedupeMax:        1000000,
+	StoreConcurrency: 2,
+	API:              APIOptions{Timeout: 5 * time.Second, Backoff: 200 * time.Millisecond, MaxBackoff: 5 * time.Second},
+}
+
 func (o *Options) setDefaults() {
+	d := Defaults
 	if o.QueueSize <= 0 {
-		o.QueueSize = 100000
+		o.QueueSize = d.QueueSize
 	}
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = 20000
@@ -82,22 +95,22 @@ func (o *Options) setDefaults() {
 		}
 	}
 	if o.DedupeWindow <= 0 {
-		o.DedupeWindow = 10 * time.Minute
+		o.DedupeWindow = d.DedupeWindow
 	}
 	if o.DedupeMax <= 0 {
-		o.DedupeMax = 1000000
+		o.DedupeMax = d.DedupeMax
 	}
 	if o.StoreConcurrency <= 0 {
-		o.StoreConcurrency = 2
+		o.StoreConcurrency = d.StoreConcurrency
 	}
 	if o.API.Timeout <= 0 {
-		o.API.Timeout = 5 * time.Second
+		o.API.Timeout = d.API.Timeout
 	}
 	if o.API.Backoff <= 0 {
-		o.API.Backoff = 200 * time.Millisecond
+		o.API.Backoff = d.API.Backoff
 	}
 	if o.API.MaxBackoff < o.API.Backoff {
-		o.API.MaxBackoff = max(5*time.Second, o.API.Backoff)
+		o.API.MaxBackoff = max(d.API.MaxBackoff, o.API.Backoff)
 	}
 	if o.API.H2Conns <= 0 {
 		o.API.H2Conns = min(max(2, o.MaxInFlight/1000), 256)
