@@ -26,6 +26,8 @@ var layering = []struct {
 	{"tsubame/internal/cache", []string{"tsubame/internal/server", "tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/"}},
 	{"tsubame/internal/server", []string{"tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/", "tsubame/internal/metrics"}},
 	{"tsubame/internal/admin", []string{"tsubame/internal/server", "tsubame/internal/config", "tsubame/internal/store/", "tsubame/internal/cache"}},
+	{"tsubame/internal/h2call", []string{"tsubame/internal/webhook", "tsubame/internal/server", "tsubame/internal/admin",
+		"tsubame/internal/config", "tsubame/internal/store/", "tsubame/internal/render", "tsubame/internal/cache"}},
 	{"tsubame/internal/webhook", []string{"tsubame/internal/server", "tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/"}},
 	{"tsubame/internal/accesslog", []string{"tsubame/internal/server", "tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/"}},
 	{"tsubame/internal/logship", []string{"tsubame/internal/server", "tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/"}},

@@ -23,8 +23,8 @@ import (
 	"syscall"
 	"time"
 
+	"tsubame/internal/h2call/fakeapi"
 	"tsubame/internal/kafkatest"
-	"tsubame/internal/webhook/fakeapi"
 )
 
 const wantBody = `Example.process({"urls":["http://ad1.example.com/tag.js","http://ad2.example.com/tag.js"]});`

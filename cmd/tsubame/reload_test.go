@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"tsubame/internal/config"
-	"tsubame/internal/webhook/fakeapi"
+	"tsubame/internal/h2call/fakeapi"
 )
 
 func TestRestartOnlyKeys(t *testing.T) {

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"tsubame/internal/h2call/fakeapi"
 	"tsubame/internal/store/embedded"
-	"tsubame/internal/webhook/fakeapi"
 )
 
 // The real binary takes /callback and LINE webhooks, answers at once, calls

@@ -7,7 +7,7 @@
 // messages fit the queue (else 503, nothing queued), and at most
 // MaxInFlight messages are being processed. When the API speaks HTTP/2
 // (https, or http with h2c) a message waiting on it is a stream of the
-// event-driven client in h2client.go, a 256-byte task and no goroutine, so
+// event-driven client of internal/h2call, a 256-byte task and no goroutine, so
 // external latency costs neither throughput nor much memory; over HTTP/1.1
 // each message in flight holds a goroutine and a connection. A panic or error in one message never
 // affects another; a message that fails after the last retry goes to the
@@ -36,6 +36,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"tsubame"
+	"tsubame/internal/h2call"
 )
 
 // ResultStore keeps the outcome of each processed webhook message under the
@@ -148,8 +149,8 @@ type Stats struct {
 // Processor queues and processes messages. Create it with New; Close drains it.
 type Processor struct {
 	opt    Options
-	api    *apiClient // net/http: HTTP/1.1, and the fallback when a TLS API refuses HTTP/2
-	h2     *h2Client  // event-driven HTTP/2, when the API speaks it
+	api    *apiClient     // net/http: HTTP/1.1, and the fallback when a TLS API refuses HTTP/2
+	h2     *h2call.Client // event-driven HTTP/2, when the API speaks it
 	dedupe *otter.Cache[string, struct{}]
 	dl     *deadLetters
 	queue  chan *task
@@ -222,7 +223,7 @@ func New(opt Options) (*Processor, error) {
 			if opt.API.Token != "" {
 				header = append(header, hpack.HeaderField{Name: "authorization", Value: "Bearer " + opt.API.Token, Sensitive: true})
 			}
-			if p.h2, err = newH2Client(opt.API.URL, opt.API.H2C, opt.API.H2Conns, header, "x-line-retry-key", opt.API.Timeout, opt.Logger); err != nil {
+			if p.h2, err = h2call.New(opt.API.URL, opt.API.H2C, opt.API.H2Conns, header, "x-line-retry-key", opt.API.Timeout, opt.Logger); err != nil {
 				dl.close()
 				return nil, err
 			}
@@ -367,7 +368,7 @@ func (p *Processor) dispatch() {
 		p.reserve.Add(-1)
 		p.inflight.Add(1)
 		p.nInFlight.Add(1)
-		if p.h2 != nil && p.h2.usable() && p.runCtx.Err() == nil && p.opt.Handle == nil && replies(&t.msg) {
+		if p.h2 != nil && p.h2.Usable() && p.runCtx.Err() == nil && p.opt.Handle == nil && replies(&t.msg) {
 			p.startAsync(t)
 		} else {
 			go p.process(t)
@@ -454,14 +455,15 @@ type task struct {
 	attempts int32
 	anon     bool  // a /callback message: its id is given when it is done
 	received int64 // msg.Received as Unix nanoseconds
-	call     h2Call
+	call     h2call.Call
 	msg      Message // 256 bytes in all; see above
 }
 
 // taskSize is the size the layout of task counts on.
 const taskSize = 256
 
-func (t *task) h2Done(status int, retryAfter time.Duration, err error) {
+// CallDone is how the HTTP/2 client says a call ended (h2call.Owner).
+func (t *task) CallDone(status int, retryAfter time.Duration, err error) {
 	t.p.onAsyncDone(t, status, retryAfter, err)
 }
 
@@ -474,8 +476,8 @@ func (p *Processor) startAsync(t *task) {
 		go func() { defer p.release(); p.complete(&t.msg, 0, &permanentError{err}) }()
 		return
 	}
-	t.p, t.start = p, monotonic()
-	t.call = h2Call{key: t.msg.RetryKey, body: body, owner: t}
+	t.p, t.start = p, h2call.Monotonic()
+	t.call.Reset(t, t.msg.RetryKey, body)
 	p.sendAsync(t)
 }
 
@@ -490,9 +492,10 @@ func (p *Processor) sendAsync(t *task) {
 	if t.attempts > 1 {
 		// The last call let its body go once sent: make it again.
 		body, _ := replyJSON(&t.msg) // it encoded the first time
-		call = &h2Call{key: t.msg.RetryKey, body: body, owner: t}
+		call = new(h2call.Call)
+		call.Reset(t, t.msg.RetryKey, body)
 	}
-	p.h2.do(call)
+	p.h2.Do(call)
 }
 
 // onAsyncDone runs on the client's reader (or a timer): it must not block.
@@ -505,7 +508,7 @@ func (p *Processor) onAsyncDone(t *task, status int, retryAfter time.Duration, e
 			p.finish(t, fmt.Errorf("panic: %v", r))
 		}
 	}()
-	if errors.Is(err, errNoH2) {
+	if errors.Is(err, h2call.ErrNoH2) {
 		// The API refused HTTP/2: this and later messages go over net/http.
 		t.attempts--
 		p.apiCalls.Add(^uint64(0))
@@ -515,14 +518,14 @@ func (p *Processor) onAsyncDone(t *task, status int, retryAfter time.Duration, e
 	if err == nil {
 		err = statusError(status)
 		if err == nil {
-			p.apiNanos.Add(uint64(monotonic() - t.start))
+			p.apiNanos.Add(uint64(h2call.Monotonic() - t.start))
 			p.recordAsync(t)
 			return
 		}
 	}
 	var perm *permanentError
 	if errors.As(err, &perm) || int(t.attempts) > p.opt.API.Retries || p.runCtx.Err() != nil {
-		p.apiNanos.Add(uint64(monotonic() - t.start))
+		p.apiNanos.Add(uint64(h2call.Monotonic() - t.start))
 		p.finish(t, err)
 		return
 	}
@@ -596,7 +599,7 @@ func (p *Processor) finishAsync(t *task, err error) {
 // abortAsync ends every HTTP/2 call out and every retry waiting, at Close's
 // deadline: they go to the dead-letter file.
 func (p *Processor) abortAsync() {
-	p.h2.abort(errors.New("not answered before shutdown"))
+	p.h2.Abort(errors.New("not answered before shutdown"))
 	p.retryMu.Lock()
 	defer p.retryMu.Unlock()
 	for t, timer := range p.retryWait {

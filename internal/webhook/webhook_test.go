@@ -22,8 +22,9 @@ import (
 	"time"
 	"unsafe"
 
+	"tsubame/internal/h2call"
+	"tsubame/internal/h2call/fakeapi"
 	"tsubame/internal/store/memory"
-	"tsubame/internal/webhook/fakeapi"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -627,7 +628,7 @@ func TestTaskLayout(t *testing.T) {
 	if size := unsafe.Sizeof(task{}); size != taskSize {
 		t.Errorf("task is %d bytes, its layout counts on %d", size, taskSize)
 	}
-	if end := unsafe.Offsetof(task{}.call) + unsafe.Offsetof(h2Call{}.deadline); end > 128 {
+	if end := unsafe.Offsetof(task{}.call) + h2call.AnswerReads; end > 128 {
 		t.Errorf("what an answer reads ends at byte %d of task, past the first 128", end)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
-	"tsubame/internal/webhook/internal/streams"
+	"tsubame/internal/h2call/internal/streams"
 )
 
 // h2Conn serves one HTTP/2 connection: one goroutine reads frames, answers

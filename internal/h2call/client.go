@@ -1,4 +1,12 @@
-package webhook
+// Package h2call is an event-driven HTTP/2 client for many small calls to
+// one API: each call is a stream, a call in flight is a record the caller
+// embeds in its own (no goroutine waits on it), and its owner learns the
+// outcome from the connection's reader. The stream table (internal/streams)
+// and the stand-in API server for tests and benchmarks (fakeapi) sit beside
+// it.
+//
+// It imports nothing of this module but its own stream table.
+package h2call
 
 import (
 	"bufio"
@@ -16,15 +24,16 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/google/uuid"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
-	"tsubame/internal/webhook/internal/streams"
+	"tsubame/internal/h2call/internal/streams"
 )
 
-// h2Client is an event-driven HTTP/2 client for one origin: a call in flight
+// Client is an event-driven HTTP/2 client for one origin: a call in flight
 // is a stream and a small struct, not a goroutine. Each connection has one
 // goroutine reading frames and one flushing coalesced writes; completions
 // are callbacks run by the reader. This is what lets tens of thousands of
@@ -35,7 +44,7 @@ import (
 // client is written here on x/net's Framer and HPACK codec, which do the
 // wire format; this file does the connection and stream state (RFC 9113
 // §5, §6.5, §6.8, §6.9).
-type h2Client struct {
+type Client struct {
 	scheme, authority, path string
 	addr                    string
 	header                  []hpack.HeaderField // sent with every call
@@ -47,9 +56,9 @@ type h2Client struct {
 	log                     *slog.Logger
 
 	mu      sync.Mutex
-	conns   []*h2Conn
+	conns   []*conn
 	dialing int
-	waiting []*h2Call // calls with no stream yet, oldest first
+	waiting []*Call // calls with no stream yet, oldest first
 	closed  bool
 	noH2    atomic.Bool // the server does not speak HTTP/2 (TLS without "h2")
 
@@ -67,21 +76,21 @@ const sweepEvery = 20 * time.Millisecond
 // maxDialing bounds the connections being dialed at once.
 const maxDialing = 4
 
-// errNoH2 reports a TLS server that did not agree to HTTP/2.
-var errNoH2 = errors.New("the API server does not speak HTTP/2")
+// ErrNoH2 reports a TLS server that did not agree to HTTP/2.
+var ErrNoH2 = errors.New("the API server does not speak HTTP/2")
 
 // errConnLost is a call whose connection broke before its answer: it may or
 // may not have been processed, like any network error.
 var errConnLost = errors.New("connection to the API lost")
 
-// h2Call is one request: a POST of body, with the client's headers and
+// Call is one request: a POST of body, with the client's headers and
 // the call's key header. owner.h2Done runs once, with the status and the
-// Retry-After the answer carried, or an error. A caller embeds the h2Call
+// Retry-After the answer carried, or an error. A caller embeds the Call
 // in its own record, so a call in flight is one allocation.
-type h2Call struct {
+type Call struct {
 	// What an answer reads first, together: it arrives when the call has
 	// long left the CPU's caches.
-	owner      h2Owner
+	owner      Owner
 	finished   atomic.Bool
 	id         uint32 // stream id; id and the fields below are guarded by the connection's lock
 	status     int
@@ -93,28 +102,40 @@ type h2Call struct {
 	body       []byte    // dropped once sent
 }
 
-// h2Owner learns how a call ended.
-type h2Owner interface {
-	h2Done(status int, retryAfter time.Duration, err error)
+// Owner learns how a call ended.
+type Owner interface {
+	CallDone(status int, retryAfter time.Duration, err error)
 }
 
+// Reset makes c a new call for owner, carrying key under the client's key
+// header and body (reset before each attempt: a call lets its body go once
+// sent).
+func (c *Call) Reset(owner Owner, key uuid.UUID, body []byte) {
+	*c = Call{owner: owner, key: key, body: body}
+}
+
+// AnswerReads is how far into a Call an answer reads (its owner and state
+// come first; the deadline starts here): a caller that embeds a Call keeps
+// it within its own first cache lines.
+const AnswerReads = unsafe.Offsetof(Call{}.deadline)
+
 // finish tells the owner once; later calls do nothing.
-func (c *h2Call) finish(status int, retryAfter time.Duration, err error) {
+func (c *Call) finish(status int, retryAfter time.Duration, err error) {
 	if !c.finished.CompareAndSwap(false, true) {
 		return
 	}
-	c.owner.h2Done(status, retryAfter, err)
+	c.owner.CallDone(status, retryAfter, err)
 }
 
-// newH2Client makes a client for the origin of rawURL; every call carries
+// New makes a client for the origin of rawURL; every call carries
 // header and its key under keyHeader, and ends within timeout.
-func newH2Client(rawURL string, h2c bool, maxConns int, header []hpack.HeaderField, keyHeader string,
-	timeout time.Duration, log *slog.Logger) (*h2Client, error) {
+func New(rawURL string, h2c bool, maxConns int, header []hpack.HeaderField, keyHeader string,
+	timeout time.Duration, log *slog.Logger) (*Client, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	c := &h2Client{scheme: u.Scheme, authority: u.Host, path: u.RequestURI(), maxConns: max(maxConns, 1),
+	c := &Client{scheme: u.Scheme, authority: u.Host, path: u.RequestURI(), maxConns: max(maxConns, 1),
 		header: header, keyHeader: keyHeader, timeout: timeout, dialTimeout: 10 * time.Second, log: log,
 		stopT: make(chan struct{})}
 	port := u.Port()
@@ -139,20 +160,20 @@ func newH2Client(rawURL string, h2c bool, maxConns int, header []hpack.HeaderFie
 // monotonic is a clock for deadlines.
 var epoch = time.Now()
 
-func monotonic() int64 { return int64(time.Since(epoch)) }
+func Monotonic() int64 { return int64(time.Since(epoch)) }
 
 // sweep cancels calls past their deadline until the client closes.
-func (c *h2Client) sweep() {
+func (c *Client) sweep() {
 	t := time.NewTicker(sweepEvery)
 	defer t.Stop()
-	var expired []*h2Call
+	var expired []*Call
 	for {
 		select {
 		case <-c.stopT:
 			return
 		case <-t.C:
 		}
-		now := monotonic()
+		now := Monotonic()
 		c.mu.Lock()
 		for len(c.waiting) > 0 && c.waiting[0].deadline <= now {
 			expired = append(expired, c.waiting[0])
@@ -178,7 +199,7 @@ func (c *h2Client) sweep() {
 }
 
 // do starts call; its owner hears when it ends, within the client's timeout.
-func (c *h2Client) do(call *h2Call) {
+func (c *Client) Do(call *Call) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -187,10 +208,10 @@ func (c *h2Client) do(call *h2Call) {
 	}
 	if c.noH2.Load() {
 		c.mu.Unlock()
-		call.finish(0, 0, errNoH2)
+		call.finish(0, 0, ErrNoH2)
 		return
 	}
-	call.deadline = monotonic() + int64(c.timeout)
+	call.deadline = Monotonic() + int64(c.timeout)
 	c.waiting = append(c.waiting, call)
 	c.scheduleLocked()
 	c.mu.Unlock()
@@ -198,13 +219,13 @@ func (c *h2Client) do(call *h2Call) {
 
 // scheduleLocked gives waiting calls to connections with free streams and
 // dials more connections while calls wait and the bound allows.
-func (c *h2Client) scheduleLocked() {
+func (c *Client) scheduleLocked() {
 	if c.closed {
 		return
 	}
 	for len(c.waiting) > 0 {
 		call := c.waiting[0]
-		var conn *h2Conn
+		var conn *conn
 		for _, cc := range c.conns {
 			if cc.reserve() {
 				conn = cc
@@ -231,13 +252,13 @@ func (c *h2Client) scheduleLocked() {
 	}
 }
 
-func (c *h2Client) dial() {
+func (c *Client) dial() {
 	conn, err := c.connect()
 	c.mu.Lock()
 	c.dialing--
 	if err != nil {
-		var fail []*h2Call
-		if errors.Is(err, errNoH2) {
+		var fail []*Call
+		if errors.Is(err, ErrNoH2) {
 			c.noH2.Store(true)
 		}
 		if len(c.conns) == 0 && c.dialing == 0 {
@@ -262,7 +283,7 @@ func (c *h2Client) dial() {
 }
 
 // connect dials, negotiates and sends the connection preface.
-func (c *h2Client) connect() (*h2Conn, error) {
+func (c *Client) connect() (*conn, error) {
 	d := net.Dialer{Timeout: c.dialTimeout, KeepAlive: 30 * time.Second}
 	var nc net.Conn
 	var err error
@@ -271,7 +292,7 @@ func (c *h2Client) connect() (*h2Conn, error) {
 		nc, err = td.Dial("tcp", c.addr)
 		if err == nil && nc.(*tls.Conn).ConnectionState().NegotiatedProtocol != "h2" {
 			nc.Close()
-			return nil, errNoH2
+			return nil, ErrNoH2
 		}
 	} else {
 		nc, err = d.Dial("tcp", c.addr)
@@ -279,7 +300,7 @@ func (c *h2Client) connect() (*h2Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	cc := &h2Conn{client: c, nc: nc, nextID: 1,
+	cc := &conn{client: c, nc: nc, nextID: 1,
 		maxStreams: 100, // until the server's SETTINGS say otherwise (RFC 9113 §6.5.2 suggests ≥ 100)
 		sendWindow: 65535, initialWindow: 65535, maxFrame: 16384, flush: make(chan struct{}, 1), stop: make(chan struct{})}
 	cc.bw = bufio.NewWriterSize(nc, 32<<10)
@@ -313,7 +334,7 @@ func (c *h2Client) connect() (*h2Conn, error) {
 
 // abort ends every call waiting or in flight with err (a shutdown past its
 // deadline) and closes the connections.
-func (c *h2Client) abort(err error) {
+func (c *Client) Abort(err error) {
 	c.mu.Lock()
 	if !c.closed {
 		close(c.stopT)
@@ -332,9 +353,9 @@ func (c *h2Client) abort(err error) {
 
 // usable reports whether the client can carry calls (false after the
 // server refused HTTP/2).
-func (c *h2Client) usable() bool { return !c.noH2.Load() }
+func (c *Client) Usable() bool { return !c.noH2.Load() }
 
-func (c *h2Client) removeConn(cc *h2Conn) {
+func (c *Client) removeConn(cc *conn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, x := range c.conns {
@@ -346,10 +367,10 @@ func (c *h2Client) removeConn(cc *h2Conn) {
 	c.scheduleLocked()
 }
 
-// h2Conn is one connection. mu guards everything but the read half of the
+// conn is one connection. mu guards everything but the read half of the
 // framer, which only readLoop uses.
-type h2Conn struct {
-	client *h2Client
+type conn struct {
+	client *Client
 	nc     net.Conn
 	bw     *bufio.Writer
 	fr     *http2.Framer
@@ -359,13 +380,13 @@ type h2Conn struct {
 	mu            sync.Mutex
 	henc          *hpack.Encoder
 	hbuf          bytes.Buffer
-	streams       streams.Table[h2Call]
+	streams       streams.Table[Call]
 	reserved      int // streams promised by reserve, not yet started
 	nextID        uint32
 	maxStreams    uint32
-	sendWindow    int64     // connection-level flow-control window for our DATA
-	initialWindow int64     // the server's per-stream window
-	pending       []*h2Call // streams with body bytes waiting for window
+	sendWindow    int64   // connection-level flow-control window for our DATA
+	initialWindow int64   // the server's per-stream window
+	pending       []*Call // streams with body bytes waiting for window
 	maxFrame      uint32
 	recvUnacked   uint32 // response bytes read since the last connection WINDOW_UPDATE
 	goingAway     bool
@@ -373,7 +394,7 @@ type h2Conn struct {
 }
 
 // reserve takes a stream slot if the connection can open another stream.
-func (cc *h2Conn) reserve() bool {
+func (cc *conn) reserve() bool {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	if cc.closed || cc.goingAway || uint32(cc.streams.Len()+cc.reserved) >= cc.maxStreams || cc.nextID > 1<<31-2 {
@@ -385,7 +406,7 @@ func (cc *h2Conn) reserve() bool {
 
 // start opens a stream for call on a reserved slot and writes its request.
 // It runs under the client's lock, so it never runs a callback itself.
-func (cc *h2Conn) start(call *h2Call) {
+func (cc *conn) start(call *Call) {
 	cc.mu.Lock()
 	cc.reserved--
 	if cc.closed {
@@ -433,7 +454,7 @@ func (cc *h2Conn) start(call *h2Call) {
 
 // writeHeaders writes a header block, split into CONTINUATION frames when
 // longer than a frame.
-func (cc *h2Conn) writeHeaders(id uint32, block []byte, endStream bool) error {
+func (cc *conn) writeHeaders(id uint32, block []byte, endStream bool) error {
 	first := true
 	for len(block) > 0 || first {
 		n := min(len(block), int(cc.maxFrame))
@@ -455,7 +476,7 @@ func (cc *h2Conn) writeHeaders(id uint32, block []byte, endStream bool) error {
 }
 
 // pump sends the body bytes the flow-control windows allow.
-func (cc *h2Conn) pump() error {
+func (cc *conn) pump() error {
 	rest := cc.pending[:0]
 	for _, call := range cc.pending {
 		if call.finished.Load() {
@@ -486,14 +507,14 @@ func (cc *h2Conn) pump() error {
 
 // kick asks the flusher to write what is buffered; bursts of calls share
 // one write.
-func (cc *h2Conn) kick() {
+func (cc *conn) kick() {
 	select {
 	case cc.flush <- struct{}{}:
 	default:
 	}
 }
 
-func (cc *h2Conn) flushLoop() {
+func (cc *conn) flushLoop() {
 	for {
 		select {
 		case <-cc.stop:
@@ -518,7 +539,7 @@ func (cc *h2Conn) flushLoop() {
 // expire ends the streams whose deadline passed by now (the oldest ones:
 // deadlines grow with stream ids), tells the server, and appends their
 // calls to out for the caller to finish.
-func (cc *h2Conn) expire(now int64, out []*h2Call) []*h2Call {
+func (cc *conn) expire(now int64, out []*Call) []*Call {
 	n := len(out)
 	cc.mu.Lock()
 	for {
@@ -538,7 +559,7 @@ func (cc *h2Conn) expire(now int64, out []*h2Call) []*h2Call {
 }
 
 // readLoop reads frames until the connection fails, completing calls.
-func (cc *h2Conn) readLoop() {
+func (cc *conn) readLoop() {
 	var done []ending // reused: most frames end one call
 	for {
 		f, err := cc.fr.ReadFrame()
@@ -579,7 +600,7 @@ func (cc *h2Conn) readLoop() {
 }
 
 // drained reports a connection going away with no stream left.
-func (cc *h2Conn) drained() bool {
+func (cc *conn) drained() bool {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	return cc.goingAway && cc.streams.Len() == 0 && cc.reserved == 0
@@ -587,13 +608,13 @@ func (cc *h2Conn) drained() bool {
 
 // ending is a call that a frame completed, with an error if it failed.
 type ending struct {
-	call *h2Call
+	call *Call
 	err  error
 }
 
 // handle applies one frame; it appends the calls it ends to done, whose
 // callbacks run after the lock is released.
-func (cc *h2Conn) handle(f http2.Frame, done *[]ending) error {
+func (cc *conn) handle(f http2.Frame, done *[]ending) error {
 	switch f := f.(type) {
 	case *http2.MetaHeadersFrame:
 		call := cc.streams.Get(f.StreamID)
@@ -700,7 +721,7 @@ func (cc *h2Conn) handle(f http2.Frame, done *[]ending) error {
 	return nil
 }
 
-func (cc *h2Conn) endStream(call *h2Call, done *[]ending) {
+func (cc *conn) endStream(call *Call, done *[]ending) {
 	cc.streams.Delete(call.id)
 	if call.status == 0 {
 		call.status = 502 // ended without a response head
@@ -709,14 +730,14 @@ func (cc *h2Conn) endStream(call *h2Call, done *[]ending) {
 }
 
 // close fails every stream of the connection and drops it from the pool.
-func (cc *h2Conn) close(err error) {
+func (cc *conn) close(err error) {
 	cc.mu.Lock()
 	if cc.closed {
 		cc.mu.Unlock()
 		return
 	}
 	cc.closed = true
-	var calls []*h2Call
+	var calls []*Call
 	for _, call := range cc.streams.All() {
 		calls = append(calls, call)
 	}
