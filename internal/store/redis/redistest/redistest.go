@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,46 +40,76 @@ func Require(t testing.TB) {
 	}
 }
 
-func freePort(t testing.TB) int {
+// freePort returns a loopback port free now; with bus, one whose cluster
+// bus port (the port + 10000) is free too.
+func freePort(t testing.TB, bus bool) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		if !bus {
+			ln.Close()
+			return port
+		}
+		if port+10000 <= 65535 {
+			if busLn, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000)); err == nil {
+				busLn.Close()
+				ln.Close()
+				return port
+			}
+		}
+		ln.Close()
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port with a free cluster bus port")
+	return 0
 }
 
-// Start runs a standalone server; extra arguments go to redis-server.
+// Start runs a standalone server; extra arguments go to redis-server. A
+// port taken by someone else between choosing it and the server's bind
+// (other tests run beside) is chosen again.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
 	Require(t)
-	dir := t.TempDir()
-	port := freePort(t)
-	s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Dir: dir}
-	s.args = append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-		"--save", "", "--appendonly", "no", "--protected-mode", "yes", "--daemonize", "no",
-		"--logfile", filepath.Join(dir, "redis.log")}, extra...)
-	s.start(t)
-	t.Cleanup(s.Kill)
-	return s
+	bus := slices.Contains(extra, "--cluster-enabled")
+	var err error
+	for range 5 {
+		dir := t.TempDir()
+		port := freePort(t, bus)
+		s := &Server{Addr: "127.0.0.1:" + strconv.Itoa(port), Dir: dir}
+		s.args = append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+			"--save", "", "--appendonly", "no", "--protected-mode", "yes", "--daemonize", "no",
+			"--logfile", filepath.Join(dir, "redis.log")}, extra...)
+		if err = s.start(); err == nil {
+			t.Cleanup(s.Kill)
+			return s
+		}
+		s.Kill()
+		if !strings.Contains(err.Error(), "Address already in use") {
+			break
+		}
+	}
+	t.Fatal(err)
+	return nil
 }
 
-func (s *Server) start(t testing.TB) {
-	t.Helper()
+// start runs the server and waits until it answers PING.
+func (s *Server) start() error {
 	s.cmd = exec.Command("redis-server", s.args...)
 	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	go func(c *exec.Cmd) { _ = c.Wait() }(s.cmd)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if out, err := exec.Command("redis-cli", "-h", "127.0.0.1", "-p", s.port(), "ping").Output(); err == nil && strings.TrimSpace(string(out)) == "PONG" {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
-			t.Fatalf("redis-server on %s did not start:\n%s", s.Addr, log)
+		log, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
+		if time.Now().After(deadline) || strings.Contains(string(log), "Address already in use") {
+			return fmt.Errorf("redis-server on %s did not start:\n%s", s.Addr, log)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -105,7 +136,9 @@ func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.Kill()
 	time.Sleep(50 * time.Millisecond)
-	s.start(t)
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // CLI runs redis-cli against the server and returns its output.
