@@ -205,28 +205,49 @@ func TestAdminTLS(t *testing.T) {
 	}
 }
 
-// With admin.alert_webhook, a user made with the CLI and a token made
-// through the running server's API each reach the webhook (an HTTPS
-// server whose CA is given by admin.alert_webhook_ca_file).
-func TestAdminAlertWebhook(t *testing.T) {
-	var mu sync.Mutex
-	var texts []string
-	hook := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// alertHook is a local HTTPS receiver for admin.alert_webhook (Slack's
+// {"text": ...} body); env points the server at it and trusts its CA.
+type alertHook struct {
+	mu    sync.Mutex
+	texts []string
+	env   []string
+}
+
+func startAlertHook(t *testing.T, path string) *alertHook {
+	t.Helper()
+	h := &alertHook{}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body struct{ Text string }
 		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
 			http.Error(w, "bad", http.StatusBadRequest)
 			return
 		}
-		mu.Lock()
-		texts = append(texts, body.Text)
-		mu.Unlock()
+		h.mu.Lock()
+		h.texts = append(h.texts, body.Text)
+		h.mu.Unlock()
 	}))
-	defer hook.Close()
+	t.Cleanup(srv.Close)
 	ca := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hook.Certificate().Raw}), 0o600); err != nil {
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := append(testEnv(t), "TSUBAME_ADMIN_ALERT_WEBHOOK="+hook.URL+"/hooks/secret-path", "TSUBAME_ADMIN_ALERT_WEBHOOK_CA_FILE="+ca)
+	h.env = []string{"TSUBAME_ADMIN_ALERT_WEBHOOK=" + srv.URL + path, "TSUBAME_ADMIN_ALERT_WEBHOOK_CA_FILE=" + ca}
+	return h
+}
+
+// got is every text received so far, one a line.
+func (h *alertHook) got() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return strings.Join(h.texts, "\n")
+}
+
+// With admin.alert_webhook, a user made with the CLI and a token made
+// through the running server's API each reach the webhook (an HTTPS
+// server whose CA is given by admin.alert_webhook_ca_file).
+func TestAdminAlertWebhook(t *testing.T) {
+	hook := startAlertHook(t, "/hooks/secret-path")
+	env := append(testEnv(t), hook.env...)
 	m := openMain(t, env, false)
 	if code, _, stderr := runCmd(t, env, "correct horse battery staple\n", "admin", "create-user", "carol"); code != 0 {
 		t.Fatalf("create-user: %d %s", code, stderr)
@@ -241,9 +262,7 @@ func TestAdminAlertWebhook(t *testing.T) {
 	resp.Body.Close()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		mu.Lock()
-		got := strings.Join(texts, "\n")
-		mu.Unlock()
+		got := hook.got()
 		if strings.Contains(got, `user "carol" created by cli`) && strings.Contains(got, "API token") && strings.Contains(got, "created by token:") {
 			break
 		}

@@ -5,13 +5,10 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/tls"
-	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -369,30 +366,15 @@ func TestKafkaTLSOptions(t *testing.T) {
 // and, past access_log.kafka.lag_alert, an alert reaches admin.alert_webhook
 // with the brokers' reason.
 func TestKafkaDownServesAndAlerts(t *testing.T) {
-	var mu sync.Mutex
-	var texts []string
-	hook := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var body struct{ Text string }
-		if json.NewDecoder(r.Body).Decode(&body) == nil {
-			mu.Lock()
-			texts = append(texts, body.Text)
-			mu.Unlock()
-		}
-	}))
-	defer hook.Close()
-	ca := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: hook.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	hook := startAlertHook(t, "/hooks/x")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	dead := ln.Addr().String()
 	ln.Close()
-	env := append(testEnv(t), "TSUBAME_ACCESS_LOG_KAFKA_BROKERS="+dead, "TSUBAME_ACCESS_LOG_KAFKA_LAG_ALERT=1s",
-		"TSUBAME_ADMIN_ALERT_WEBHOOK="+hook.URL+"/hooks/x", "TSUBAME_ADMIN_ALERT_WEBHOOK_CA_FILE="+ca,
-		"TSUBAME_SERVER_SHUTDOWN_TIMEOUT=2s")
+	env := append(append(testEnv(t), hook.env...), "TSUBAME_ACCESS_LOG_KAFKA_BROKERS="+dead,
+		"TSUBAME_ACCESS_LOG_KAFKA_LAG_ALERT=1s", "TSUBAME_SERVER_SHUTDOWN_TIMEOUT=2s")
 	m := openMain(t, env, true)
 	base := "http://" + m.PublicAddr()
 	for range 20 {
@@ -405,9 +387,7 @@ func TestKafkaDownServesAndAlerts(t *testing.T) {
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		mu.Lock()
-		got := strings.Join(texts, "\n")
-		mu.Unlock()
+		got := hook.got()
 		if strings.Contains(got, "Access log shipping to Kafka is behind") {
 			if !strings.Contains(got, "20 lines waiting") {
 				t.Errorf("alert without the lag: %q", got)

@@ -31,12 +31,13 @@ func (m *Main) Reload(cfg *config.Config) (needsRestart []string, err error) {
 	// The cache keeps a payload per encoding it was made with; a format
 	// needing another, or VAST options that change what it keeps, wait for
 	// a restart.
+	kept := servedFormats(old)
 	for _, f := range servedFormats(cfg) {
-		if !render.Uses(servedFormats(old), f.Encoding()) {
+		if !render.Uses(kept, f.Encoding()) {
 			return nil, fmt.Errorf("an endpoint now serves .%s, whose payloads this process's cache does not keep: restart instead", f)
 		}
 	}
-	if cfg.VAST != old.VAST && render.Uses(servedFormats(old), render.EncodingVAST) {
+	if cfg.VAST != old.VAST && render.Uses(kept, render.EncodingVAST) {
 		return nil, fmt.Errorf("vast options changed while endpoints serve .xml from the cache: restart instead")
 	}
 	if err := m.loadCerts(cfg); err != nil {
