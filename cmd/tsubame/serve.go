@@ -636,7 +636,7 @@ func (m *Main) openLogs(backend tsubame.Store) error {
 // openWebhook starts the message processor when a webhook receiver is enabled.
 func (m *Main) openWebhook(backend tsubame.Store) (*webhook.Receiver, error) {
 	wc := m.Config.Webhook
-	if wc.CallbackToken == "" && wc.LINE.ChannelSecret == "" {
+	if !wc.Enabled() {
 		return nil, nil
 	}
 	var results webhook.ResultStore
@@ -657,7 +657,10 @@ func (m *Main) openWebhook(backend tsubame.Store) (*webhook.Receiver, error) {
 	if wc.LINE.ChannelSecret == "" {
 		m.Logger.Info("POST /webhook/line is off: set webhook.line.channel_secret (TSUBAME_LINE_CHANNEL_SECRET) to serve it")
 	}
-	return webhook.NewReceiver(p, wc.LINE.ChannelSecret, int(wc.MaxBodyBytes), m.Logger), nil
+	if wc.Slack.SigningSecret == "" {
+		m.Logger.Info("POST /webhook/slack is off: set webhook.slack.signing_secret and bot_token (TSUBAME_SLACK_SIGNING_SECRET, TSUBAME_SLACK_BOT_TOKEN) to serve it")
+	}
+	return webhook.NewReceiver(p, int(wc.MaxBodyBytes), m.Logger), nil
 }
 
 // ReopenLogs reopens the file access log (after an external rotation).

@@ -6,10 +6,16 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -134,6 +140,113 @@ func TestBinaryWebhookEndToEnd(t *testing.T) {
 	}
 	if bytes.Contains(p.logs.Bytes(), []byte(secret)) || bytes.Contains(p.logs.Bytes(), []byte("access-token")) ||
 		bytes.Contains(p.logs.Bytes(), []byte(callbackToken)) {
+		t.Fatalf("a secret reached the process log:\n%s", p.logs)
+	}
+}
+
+// The real binary serves the Slack Events API at /webhook/slack: the URL
+// verification, signed events (a retry by Slack processed once, a replay
+// and a forgery refused), each person's message answered through
+// chat.postMessage with the bot token (a bot's message not), and what
+// Slack refuses dead-lettered with its reason.
+func TestBinarySlackEndToEnd(t *testing.T) {
+	const secret, token = "slack-signing-secret-e2e", "xoxb-e2e-bot-token"
+	var mu sync.Mutex
+	var posts []string
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p struct {
+			Channel, Text string
+			ThreadTS      string `json:"thread_ts"`
+		}
+		if r.Header.Get("Authorization") != "Bearer "+token || json.NewDecoder(r.Body).Decode(&p) != nil {
+			fmt.Fprint(w, `{"ok":false,"error":"invalid_auth"}`)
+			return
+		}
+		mu.Lock()
+		posts = append(posts, p.Channel+"/"+p.ThreadTS+" "+p.Text)
+		mu.Unlock()
+		if p.Channel == "C404" {
+			fmt.Fprint(w, `{"ok":false,"error":"channel_not_found"}`)
+			return
+		}
+		fmt.Fprint(w, `{"ok":true}`)
+	}))
+	defer api.Close()
+	p := startBinary(t, "TSUBAME_SLACK_SIGNING_SECRET="+secret, "TSUBAME_SLACK_BOT_TOKEN="+token, "TSUBAME_WEBHOOK_SLACK_API_URL="+api.URL)
+
+	post := func(body string, at time.Time, sign string, retry bool) (int, string) {
+		ts := strconv.FormatInt(at.Unix(), 10)
+		m := hmac.New(sha256.New, []byte(sign))
+		m.Write([]byte("v0:" + ts + ":" + body))
+		req, _ := http.NewRequest("POST", p.base+"/webhook/slack", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Slack-Request-Timestamp", ts)
+		req.Header.Set("X-Slack-Signature", "v0="+hex.EncodeToString(m.Sum(nil)))
+		if retry {
+			req.Header.Set("X-Slack-Retry-Num", "1")
+			req.Header.Set("X-Slack-Retry-Reason", "http_timeout")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	event := func(id, fields string) string {
+		return `{"type":"event_callback","team_id":"T1","api_app_id":"A1","event_id":"` + id + `","event_time":1,"event":{` + fields + `}}`
+	}
+	now := time.Now()
+	if status, body := post(`{"type":"url_verification","challenge":"c-123","token":"x"}`, now, secret, false); status != 200 || body != `{"challenge":"c-123"}` {
+		t.Fatalf("url verification: %d %s", status, body)
+	}
+	hello := event("Ev1", `"type":"message","channel":"C1","user":"U1","text":"hello slack","ts":"1.1"`)
+	for _, c := range []struct {
+		name, body string
+		at         time.Time
+		secret     string
+		retry      bool
+		want       int
+	}{
+		{"message", hello, now, secret, false, 200},
+		{"Slack's retry", hello, now, secret, true, 200},
+		{"replayed later", hello, now.Add(-10 * time.Minute), secret, false, 401},
+		{"forged", hello, now, "not-the-secret", false, 401},
+		{"in a thread", event("Ev2", `"type":"app_mention","channel":"C1","user":"U1","text":"in thread","ts":"1.3","thread_ts":"1.2"`), now, secret, false, 200},
+		{"a bot's", event("Ev3", `"type":"message","channel":"C1","bot_id":"B1","text":"hello slack","ts":"1.4"`), now, secret, false, 200},
+		{"unknown channel", event("Ev4", `"type":"message","channel":"C404","user":"U1","text":"lost","ts":"1.5"`), now, secret, false, 200},
+	} {
+		if status, body := post(c.body, c.at, c.secret, c.retry); status != c.want {
+			t.Fatalf("%s: %d %s, want %d", c.name, status, body, c.want)
+		}
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(t); err != nil {
+		t.Fatalf("exit: %v\n%s", err, p.logs)
+	}
+	mu.Lock()
+	slices.Sort(posts)
+	got := strings.Join(posts, "|")
+	mu.Unlock()
+	if want := "C1/ hello slack|C1/1.2 in thread|C404/ lost"; got != want {
+		t.Fatalf("chat.postMessage got %q, want %q", got, want)
+	}
+	s, err := embedded.Open(filepath.Join(p.dataDir, embedded.FileName), embedded.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if n, err := s.CountResults(context.Background()); err != nil || n != 3 {
+		t.Fatalf("%d results recorded (%v), want Ev1, Ev2 and the bot's Ev3", n, err)
+	}
+	dead, err := os.ReadFile(filepath.Join(p.dataDir, "webhook-deadletter.jsonl"))
+	if err != nil || !bytes.Contains(dead, []byte(`"id":"Ev4"`)) || !bytes.Contains(dead, []byte("channel_not_found")) || bytes.Count(dead, []byte("\n")) != 1 {
+		t.Fatalf("dead letters (%v):\n%s", err, dead)
+	}
+	if bytes.Contains(p.logs.Bytes(), []byte(secret)) || bytes.Contains(p.logs.Bytes(), []byte(token)) {
 		t.Fatalf("a secret reached the process log:\n%s", p.logs)
 	}
 }

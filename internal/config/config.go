@@ -416,6 +416,7 @@ type Webhook struct {
 	// CallbackToken turns POST /callback on; requests must carry it as a bearer token.
 	CallbackToken    string        `koanf:"callback_token" secret:"true"`
 	LINE             LINE          `koanf:"line"`
+	Slack            Slack         `koanf:"slack"`
 	MaxBodyBytes     ByteSize      `koanf:"max_body_bytes"`
 	QueueSize        int           `koanf:"queue_size"`
 	MaxInFlight      int           `koanf:"max_in_flight"`
@@ -434,8 +435,24 @@ func (w Webhook) Options() webhook.Options {
 	return webhook.Options{QueueSize: w.QueueSize, MaxInFlight: w.MaxInFlight, DedupeWindow: w.DedupeWindow,
 		DedupeMax: w.DedupeMax, StoreConcurrency: w.StoreConcurrency,
 		API: webhook.APIOptions{URL: w.API.URL, Token: w.API.Token, Timeout: w.API.Timeout, Retries: w.API.Retries,
-			Backoff: w.API.Backoff, MaxBackoff: w.API.MaxBackoff, H2C: w.API.H2C, MaxConns: w.API.MaxConns, H2Conns: w.API.MaxConns}}
+			Backoff: w.API.Backoff, MaxBackoff: w.API.MaxBackoff, H2C: w.API.H2C, MaxConns: w.API.MaxConns, H2Conns: w.API.MaxConns},
+		Platforms: w.Platforms()}
 }
+
+// Platforms are the webhook platforms configured, besides the callback.
+func (w Webhook) Platforms() []webhook.Platform {
+	var out []webhook.Platform
+	if w.LINE.ChannelSecret != "" {
+		out = append(out, webhook.NewLINE(w.LINE.ChannelSecret))
+	}
+	if w.Slack.SigningSecret != "" {
+		out = append(out, webhook.NewSlack(w.Slack.SigningSecret, w.Slack.BotToken, w.Slack.APIURL))
+	}
+	return out
+}
+
+// Enabled reports whether any webhook endpoint is served.
+func (w Webhook) Enabled() bool { return w.CallbackToken != "" || len(w.Platforms()) > 0 }
 
 // MinCallbackToken is the shortest webhook.callback_token accepted.
 const MinCallbackToken = 32
@@ -443,6 +460,13 @@ const MinCallbackToken = 32
 // LINE configures the LINE Messaging API receiver.
 type LINE struct {
 	ChannelSecret string `koanf:"channel_secret" env:"TSUBAME_LINE_CHANNEL_SECRET" secret:"true"`
+}
+
+// Slack configures the Slack Events API receiver.
+type Slack struct {
+	SigningSecret string `koanf:"signing_secret" env:"TSUBAME_SLACK_SIGNING_SECRET" secret:"true"`
+	BotToken      string `koanf:"bot_token" env:"TSUBAME_SLACK_BOT_TOKEN" secret:"true"`
+	APIURL        string `koanf:"api_url"`
 }
 
 // WebhookAPI configures the external API called for each message.
@@ -1095,8 +1119,17 @@ func (c *Config) validateWebhook(p *problems) {
 	if wh.API.Retries < 0 || wh.API.Retries > 20 {
 		p.add("webhook.api.retries: must be between 0 and 20")
 	}
-	if !printableASCII(wh.API.Token) || !printableASCII(wh.LINE.ChannelSecret) {
-		p.add("webhook.api.token and webhook.line.channel_secret: must be printable ASCII")
+	if !printableASCII(wh.API.Token) || !printableASCII(wh.LINE.ChannelSecret) ||
+		!printableASCII(wh.Slack.SigningSecret) || !printableASCII(wh.Slack.BotToken) {
+		p.add("webhook.api.token, webhook.line.channel_secret, webhook.slack.signing_secret and bot_token: must be printable ASCII")
+	}
+	if wh.Slack.SigningSecret != "" && wh.Slack.BotToken == "" {
+		p.add("webhook.slack.bot_token: required with webhook.slack.signing_secret (TSUBAME_SLACK_BOT_TOKEN): messages are answered with it")
+	}
+	if u := wh.Slack.APIURL; u != "" {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" || pu.User != nil {
+			p.add("webhook.slack.api_url: %q is not an absolute http or https URL", u)
+		}
 	}
 	if t := wh.CallbackToken; t != "" && (len(t) < MinCallbackToken || !printableASCII(t) || strings.ContainsAny(t, " \t")) {
 		p.add("webhook.callback_token: must be at least %d printable ASCII characters without spaces (make one with: openssl rand -hex 32)", MinCallbackToken)

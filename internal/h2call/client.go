@@ -128,7 +128,8 @@ func (c *Call) finish(status int, retryAfter time.Duration, err error) {
 }
 
 // New makes a client for the origin of rawURL; every call carries
-// header and its key under keyHeader, and ends within timeout.
+// header and its key under keyHeader (none if empty), and ends within
+// timeout.
 func New(rawURL string, h2c bool, maxConns int, header []hpack.HeaderField, keyHeader string,
 	timeout time.Duration, log *slog.Logger) (*Client, error) {
 	u, err := url.Parse(rawURL)
@@ -432,7 +433,9 @@ func (cc *conn) start(call *Call) {
 	}
 	// Each call's key is new: sent as a literal never put in HPACK's
 	// table, where it would only push out the fields that repeat.
-	_ = cc.henc.WriteField(hpack.HeaderField{Name: cc.client.keyHeader, Value: call.key.String(), Sensitive: true})
+	if cc.client.keyHeader != "" {
+		_ = cc.henc.WriteField(hpack.HeaderField{Name: cc.client.keyHeader, Value: call.key.String(), Sensitive: true})
+	}
 	enc("content-length", strconv.Itoa(len(call.body)))
 	err := cc.writeHeaders(id, cc.hbuf.Bytes(), len(call.body) == 0)
 	if err == nil && len(call.body) > 0 {

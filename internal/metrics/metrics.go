@@ -4,10 +4,11 @@
 package metrics
 
 import (
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"strconv"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"tsubame/internal/accesslog"
 	"tsubame/internal/cache"
@@ -276,7 +277,7 @@ func NewRequestCollector(requests func() []server.RouteCount) *RequestCollector 
 	labels := []string{"endpoint", "code"}
 	return &RequestCollector{requests: requests,
 		total: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "http", "requests_total"),
-			"Public requests answered, by endpoint (or route: callback, webhook_line, lib, json, other) and status code (0: any other).", labels, nil),
+			"Public requests answered, by endpoint (or route: callback, webhook_line, webhook_slack, lib, json, other) and status code (0: any other).", labels, nil),
 		duration: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "http", "request_duration_seconds"),
 			"Time from reading a public request to writing its response, by endpoint and status code.", labels, nil),
 	}

@@ -86,7 +86,7 @@ func (rs *routeStats) observe(conn uint64, code int, d time.Duration) {
 // Route names of the requests that are not ad tags.
 const (
 	RouteCallback = "callback"
-	RouteLINE     = "webhook_line"
+	RouteWebhook  = "webhook_" // + the platform: webhook_line, webhook_slack
 	RouteLib      = "lib"
 	RouteJSON     = "json"
 	RouteHealth   = "health" // /healthz and /readyz

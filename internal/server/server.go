@@ -124,8 +124,10 @@ type Server struct {
 	deadlines *deadlines
 	reqs      requestStats
 	// The routes that are not ad tags, counted apart.
-	statCallback, statLINE, statLib, statJSON, statHealth, statOther *routeStats
-	bootID                                                           string // prefixes generated request ids, so they differ across restarts
+	statCallback, statLib, statJSON, statHealth, statOther *routeStats
+	// hooks are the webhook platforms served at /webhook/<source>.
+	hooks  map[string]hookRoute
+	bootID string // prefixes generated request ids, so they differ across restarts
 }
 
 // routes is what a reload may change. A request reads it once, so it sees
@@ -197,6 +199,12 @@ type endpoint struct {
 	renders      *otter.Cache[string, *rendered] // template output by id
 }
 
+// hookRoute is a webhook platform served at /webhook/<source>.
+type hookRoute struct {
+	source webhook.Source
+	stats  *routeStats
+}
+
 // rendered is a template's output for one placement version.
 type rendered struct {
 	version any
@@ -214,7 +222,15 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 	s := &Server{log: opt.Logger, webhook: opt.Webhook, trustedProxies: opt.TrustedProxies, proxyProto: opt.ProxyProtocol,
 		readTimeout: opt.ReadTimeout,
 		maxConns:    opt.MaxConns, bootID: strconv.FormatInt(time.Now().UnixNano(), 36)}
-	s.statCallback, s.statLINE, s.statLib = s.reqs.get(RouteCallback), s.reqs.get(RouteLINE), s.reqs.get(RouteLib)
+	s.statCallback, s.statLib = s.reqs.get(RouteCallback), s.reqs.get(RouteLib)
+	if s.webhook != nil {
+		s.hooks = map[string]hookRoute{}
+		for _, src := range s.webhook.Sources() {
+			if src != webhook.SourceCallback { // at /callback, behind its token
+				s.hooks[string(src)] = hookRoute{src, s.reqs.get(RouteWebhook + string(src))}
+			}
+		}
+	}
 	s.statJSON, s.statHealth, s.statOther = s.reqs.get(RouteJSON), s.reqs.get(RouteHealth), s.reqs.get(RouteOther)
 	s.ready.probe = opt.Ready
 	if err := s.Reload(opt, endpoints); err != nil {
@@ -395,7 +411,7 @@ var (
 
 	libPrefix    = []byte("/lib/")
 	callbackPath = []byte("/callback")
-	linePath     = []byte("/webhook/line")
+	hookPrefix   = []byte("/webhook/")
 	argID        = "id"
 	argCB        = "callback"
 
@@ -466,14 +482,19 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx, lr *logged, rs **routeStats)
 		*rs = s.statCallback
 		if allowPost(ctx) && s.authorized(ctx, r.callbackKey) && s.enter(ctx, r.hooks, &s.counters.hookLimit, errTooManyWebhooks) {
 			defer r.hooks.leave()
-			status, body := s.webhook.Callback(ctx.PostBody())
+			status, body := s.webhook.Serve(webhook.SourceCallback, ctx.PostBody(), &ctx.Request.Header)
 			reply(ctx, status, body)
 		}
-	case s.webhook != nil && s.webhook.LINEEnabled() && bytes.Equal(path, linePath):
-		*rs = s.statLINE
+	case bytes.HasPrefix(path, hookPrefix) && s.hooks != nil:
+		h, ok := s.hooks[string(path[len(hookPrefix):])]
+		if !ok {
+			plain(ctx, fasthttp.StatusNotFound, "not found")
+			return
+		}
+		*rs = h.stats
 		if allowPost(ctx) && s.enter(ctx, r.hooks, &s.counters.hookLimit, errTooManyWebhooks) {
 			defer r.hooks.leave()
-			status, body := s.webhook.LINE(ctx.PostBody(), string(ctx.Request.Header.Peek("X-Line-Signature")))
+			status, body := s.webhook.Serve(h.source, ctx.PostBody(), &ctx.Request.Header)
 			reply(ctx, status, body)
 		}
 	case bytes.HasPrefix(path, libPrefix):

@@ -3,7 +3,6 @@ package webhook
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,14 +25,16 @@ type APIOptions struct {
 	H2Conns    int  // bound on HTTP/2 connections (each carries many calls)
 }
 
-// apiClient calls the external API once per message, LINE reply-style,
-// retrying what may succeed later.
+// apiClient calls a platform's API once per message, retrying what may
+// succeed later.
 type apiClient struct {
-	opt    APIOptions
-	client *http.Client
+	opt       APIOptions
+	client    *http.Client
+	keyHeader string                              // the platform's RetryHeader
+	check     func(status int, body []byte) error // classifies an answer by its body too; nil: by its status
 }
 
-func newAPIClient(opt APIOptions) *apiClient {
+func newAPIClient(opt APIOptions, keyHeader string, check func(status int, body []byte) error) *apiClient {
 	tr := &http.Transport{
 		Proxy:               nil, // loopback and private APIs must not go through an environment proxy
 		MaxIdleConns:        opt.MaxConns,
@@ -49,17 +50,7 @@ func newAPIClient(opt APIOptions) *apiClient {
 		p.SetUnencryptedHTTP2(true)
 		tr.Protocols = &p
 	}
-	return &apiClient{opt: opt, client: &http.Client{Transport: tr}}
-}
-
-type replyBody struct {
-	ReplyToken string        `json:"replyToken,omitempty"`
-	Messages   []textMessage `json:"messages"`
-}
-
-type textMessage struct {
-	Type string `json:"type"`
-	Text string `json:"text"`
+	return &apiClient{opt: opt, client: &http.Client{Transport: tr}, keyHeader: keyHeader, check: check}
 }
 
 // permanentError is a failure a retry cannot fix (a 4xx other than 408/429).
@@ -67,6 +58,10 @@ type permanentError struct{ err error }
 
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks an API's answer as one a retry cannot change: the
+// message goes to the dead-letter file at once.
+func Permanent(err error) error { return &permanentError{err} }
 
 // retryWait is the wait after failed attempt n (from 1): the server's
 // Retry-After if it gave one, else a random wait (full jitter) below
@@ -84,14 +79,11 @@ func (o *APIOptions) retryWait(attempt int, retryAfter time.Duration) time.Durat
 	return time.Duration(rand.Int64N(int64(ceiling) + 1))
 }
 
-// call sends m, retrying network errors, 408, 429 and 5xx with exponential
-// backoff and full jitter (honouring Retry-After up to MaxBackoff). It
-// returns the number of attempts made.
-func (c *apiClient) call(ctx context.Context, m *Message, onRetry func()) (int, error) {
-	body, err := replyJSON(m)
-	if err != nil {
-		return 0, &permanentError{err}
-	}
+// call sends body for m, retrying network errors and what the answer's
+// check calls retryable (408, 429 and 5xx) with exponential backoff and
+// full jitter (honouring Retry-After up to MaxBackoff). It returns the
+// number of attempts made.
+func (c *apiClient) call(ctx context.Context, m *Message, body []byte, onRetry func()) (int, error) {
 	for attempt := 1; ; attempt++ {
 		retryAfter, err := c.once(ctx, m, body)
 		if err == nil {
@@ -122,8 +114,10 @@ func (c *apiClient) once(ctx context.Context, m *Message, body []byte) (time.Dur
 	if err != nil {
 		return 0, &permanentError{err}
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-Line-Retry-Key", m.RetryKey.String())
+	req.Header.Set("Content-Type", "application/json; charset=utf-8")
+	if c.keyHeader != "" {
+		req.Header.Set(c.keyHeader, m.RetryKey.String())
+	}
 	if c.opt.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.opt.Token)
 	}
@@ -131,18 +125,23 @@ func (c *apiClient) once(ctx context.Context, m *Message, body []byte) (time.Dur
 	if err != nil {
 		return 0, err
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	var answer []byte
+	if c.check != nil {
+		answer, err = io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // the rest, so that the connection is kept
 	resp.Body.Close()
 	var wait time.Duration
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
 		wait = time.Duration(s) * time.Second
 	}
+	switch {
+	case err != nil:
+		return wait, fmt.Errorf("reading the external API's answer: %w", err)
+	case c.check != nil:
+		return wait, c.check(resp.StatusCode, answer)
+	}
 	return wait, statusError(resp.StatusCode)
-}
-
-// replyJSON is the LINE reply-style body for m.
-func replyJSON(m *Message) ([]byte, error) {
-	return json.Marshal(replyBody{ReplyToken: m.ReplyToken, Messages: []textMessage{{Type: "text", Text: m.Text}}})
 }
 
 // statusError classifies an answer: nil for 2xx, a retryable error for

@@ -4,79 +4,79 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"tsubame"
 	"tsubame/internal/render"
 )
 
-// Receiver answers webhook requests: it validates them, queues their
-// messages on a Processor and says at once whether they were taken. It
-// knows nothing of the HTTP server: the adapter passes the body and the
-// signature header and writes the status and body it gets back.
+// Receiver answers webhook requests: it checks and reads them through
+// their platform, queues their messages on a Processor and says at once
+// whether they were taken. It knows nothing of the HTTP server: the
+// adapter passes the platform's name, the body and the header, and writes
+// the status and body it gets back.
 type Receiver struct {
-	p          *Processor
-	lineSecret []byte
-	maxBody    int
-	log        *slog.Logger
+	p       *Processor
+	maxBody int
+	log     *slog.Logger
 }
 
-// NewReceiver returns a Receiver. An empty lineSecret disables LINE().
-func NewReceiver(p *Processor, lineSecret string, maxBody int, log *slog.Logger) *Receiver {
+// NewReceiver returns a Receiver for p's platforms.
+func NewReceiver(p *Processor, maxBody int, log *slog.Logger) *Receiver {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Receiver{p: p, lineSecret: []byte(lineSecret), maxBody: maxBody, log: log}
+	return &Receiver{p: p, maxBody: maxBody, log: log}
 }
 
-// LINEEnabled reports whether a channel secret is configured.
-func (r *Receiver) LINEEnabled() bool { return len(r.lineSecret) > 0 }
+// Enabled reports whether source's platform is served.
+func (r *Receiver) Enabled(source Source) bool { return r.p.Platform(source) != nil }
 
-var (
-	okCallback = []byte(`{"ok":"ok"}`)
-	okLINE     = []byte(`{}`)
-)
+// Sources lists the platforms served, the callback first.
+func (r *Receiver) Sources() []Source {
+	out := make([]Source, len(r.p.routes))
+	for i, rt := range r.p.routes {
+		out[i] = rt.platform.Source()
+	}
+	return out
+}
 
-// Callback handles POST /callback: {"messages":"1,2,3"}.
-func (r *Receiver) Callback(body []byte) (int, []byte) { return answer(r.callback(body), okCallback) }
+// Serve answers one request to source's platform: 200 with the platform's
+// answer, or the error's status (the one error→status map,
+// render.HTTPStatus) with {"error": its client-safe message}.
+func (r *Receiver) Serve(source Source, body []byte, h Header) (int, []byte) {
+	ok, err := r.serve(source, body, h)
+	if err == nil {
+		return http.StatusOK, ok
+	}
+	return render.HTTPStatus(err), errorBody(tsubame.ErrorMessage(err))
+}
 
-func (r *Receiver) callback(body []byte) error {
+func (r *Receiver) serve(source Source, body []byte, h Header) ([]byte, error) {
+	pl := r.p.Platform(source)
+	if pl == nil {
+		return nil, errNotFound
+	}
 	if len(body) > r.maxBody {
-		return errTooLarge
+		return nil, errTooLarge
+	}
+	if err := pl.Verify(body, h, time.Now()); err != nil {
+		return nil, tsubame.WrapError(tsubame.EUNAUTHORIZED, err, "%v", err)
 	}
 	if r.p.Full() { // refused before parsing: a burst against a full queue costs little
-		return unavailable(ErrQueueFull)
+		return nil, unavailable(ErrQueueFull)
 	}
-	texts, err := ParseCallback(body)
-	if err != nil {
-		return tsubame.WrapError(tsubame.EINVALID, err, "%v", err)
+	msgs, answer, err := pl.Parse(body, h)
+	switch {
+	case err != nil:
+		return nil, tsubame.WrapError(tsubame.EINVALID, err, "%v", err)
+	case answer != nil:
+		return answer, nil
 	}
-	return unavailable(r.p.EnqueueTexts(texts))
-}
-
-// LINE handles POST /webhook/line with its X-Line-Signature header value.
-func (r *Receiver) LINE(body []byte, signature string) (int, []byte) {
-	return answer(r.line(body, signature), okLINE)
-}
-
-func (r *Receiver) line(body []byte, signature string) error {
-	if !r.LINEEnabled() {
-		return errNotFound
+	if _, err := r.p.Enqueue(source, msgs); err != nil {
+		return nil, unavailable(err)
 	}
-	if len(body) > r.maxBody {
-		return errTooLarge
-	}
-	if err := VerifyLINE(r.lineSecret, body, signature); err != nil {
-		return tsubame.WrapError(tsubame.EUNAUTHORIZED, err, "invalid signature")
-	}
-	if r.p.Full() {
-		return unavailable(ErrQueueFull)
-	}
-	events, err := ParseLINE(body)
-	if err != nil {
-		return tsubame.WrapError(tsubame.EINVALID, err, "%v", err)
-	}
-	_, err = r.p.EnqueueLINE(events)
-	return unavailable(err)
+	return pl.Ack(), nil
 }
 
 var (
@@ -84,24 +84,12 @@ var (
 	errNotFound = tsubame.Errorf(tsubame.ENOTFOUND, "not found")
 )
 
-// unavailable gives a refusal by the queue its kind (nil stays nil).
+// unavailable gives a refusal by the queue its kind.
 func unavailable(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, ErrQueueFull):
+	if errors.Is(err, ErrQueueFull) {
 		return tsubame.WrapError(tsubame.EUNAVAILABLE, err, "message queue is full, retry later")
 	}
 	return tsubame.WrapError(tsubame.EUNAVAILABLE, err, "server is stopping, retry later")
-}
-
-// answer is a webhook's answer: ok, or err's status (the one error→status
-// map, render.HTTPStatus) with {"error": its client-safe message}.
-func answer(err error, ok []byte) (int, []byte) {
-	if err == nil {
-		return http.StatusOK, ok
-	}
-	return render.HTTPStatus(err), errorBody(tsubame.ErrorMessage(err))
 }
 
 func errorBody(msg string) []byte {

@@ -1,7 +1,13 @@
-// Package webhook receives chat-bot webhooks (/callback, as the Phoenix LINE-bot write-up had it, and the
-// LINE Messaging API), answers at once, and processes each message
-// concurrently: a call to an external API (retried, bounded in concurrency),
-// then a result record in the store.
+// Package webhook receives chat-bot webhooks, answers at once, and
+// processes each message concurrently: a call to the platform's API
+// (retried, bounded in concurrency), then a result record in the store.
+//
+// A chat service is a Platform (platform.go): /callback, as the Phoenix
+// LINE-bot write-up had it (callback.go), the LINE Messaging API (line.go)
+// and the Slack Events API (slack.go). The Receiver (receiver.go) verifies
+// and reads requests through them; the Processor (this file) queues,
+// dedupes, calls, retries (api.go), records and dead-letters
+// (deadletter.go) the same way for all.
 //
 // Memory and goroutines are bounded: a request is accepted only if all its
 // messages fit the queue (else 503, nothing queued), and at most
@@ -61,8 +67,12 @@ type Options struct {
 	MaxInFlight  int           // messages processed at once; default 600000 over HTTP/2, 20000 otherwise
 	DedupeWindow time.Duration // default 10m
 	DedupeMax    int           // default 1,000,000
-	// API is the external API; an empty URL skips the call.
+	// API is the external API the callback and LINE answer through (LINE
+	// reply-style); an empty URL skips the call. A platform with an API of
+	// its own (OwnAPI) takes its timeouts, retries and bounds.
 	API APIOptions
+	// Platforms are the platforms served besides Callback, which always is.
+	Platforms []Platform
 	// Results records each processed message; nil skips it.
 	Results          ResultStore
 	StoreConcurrency int    // result batches written at once; default 2
@@ -149,8 +159,7 @@ type Stats struct {
 // Processor queues and processes messages. Create it with New; Close drains it.
 type Processor struct {
 	opt    Options
-	api    *apiClient     // net/http: HTTP/1.1, and the fallback when a TLS API refuses HTTP/2
-	h2     *h2call.Client // event-driven HTTP/2, when the API speaks it
+	routes []route // by task.route: Callback first, then Options.Platforms
 	dedupe *otter.Cache[string, struct{}]
 	dl     *deadLetters
 	queue  chan *task
@@ -189,6 +198,86 @@ type finishedMsg struct {
 	err error
 }
 
+// route is how one platform's messages are answered.
+type route struct {
+	platform Platform
+	api      *apiClient     // net/http: HTTP/1.1, and the fallback when a TLS API refuses HTTP/2; nil: no API
+	h2       *h2call.Client // event-driven HTTP/2, when the API speaks it and is judged by status
+}
+
+// newRoutes makes a route per platform. Platforms on the same API with the
+// same retry header share its clients (and so their connections).
+func newRoutes(opt *Options) ([]route, error) {
+	type clients struct {
+		api *apiClient
+		h2  *h2call.Client
+	}
+	shared := map[string]clients{}
+	var routes []route
+	for _, pl := range append([]Platform{Callback{}}, opt.Platforms...) {
+		if slices.ContainsFunc(routes, func(r route) bool { return r.platform.Source() == pl.Source() }) {
+			return routes, fmt.Errorf("webhook: platform %q given twice", pl.Source())
+		}
+		r := route{platform: pl}
+		if opt.Handle != nil {
+			routes = append(routes, r)
+			continue
+		}
+		api, keyHeader := opt.API, pl.RetryHeader()
+		if own, ok := pl.(OwnAPI); ok {
+			r.api = newAPIClient(own.API(opt.API), keyHeader, own.CheckAnswer)
+			routes = append(routes, r)
+			continue
+		}
+		if api.URL == "" {
+			routes = append(routes, r)
+			continue
+		}
+		key := keyHeader
+		if c, ok := shared[key]; ok {
+			r.api, r.h2 = c.api, c.h2
+			routes = append(routes, r)
+			continue
+		}
+		r.api = newAPIClient(api, keyHeader, nil)
+		if api.H2C || strings.HasPrefix(api.URL, "https://") {
+			header := []hpack.HeaderField{{Name: "content-type", Value: "application/json; charset=utf-8"}}
+			if api.Token != "" {
+				header = append(header, hpack.HeaderField{Name: "authorization", Value: "Bearer " + api.Token, Sensitive: true})
+			}
+			var err error
+			if r.h2, err = h2call.New(api.URL, api.H2C, api.H2Conns, header, strings.ToLower(keyHeader), api.Timeout, opt.Logger); err != nil {
+				return routes, err
+			}
+		}
+		shared[key] = clients{r.api, r.h2}
+		routes = append(routes, r)
+	}
+	return routes, nil
+}
+
+// anyH2 reports whether a route calls its API over the event-driven client.
+func (p *Processor) anyH2() bool {
+	return slices.ContainsFunc(p.routes, func(r route) bool { return r.h2 != nil })
+}
+
+// Platform returns the platform of source, or nil.
+func (p *Processor) Platform(source Source) Platform {
+	if i, ok := p.routeOf(source); ok {
+		return p.routes[i].platform
+	}
+	return nil
+}
+
+func (p *Processor) routeOf(source Source) (uint8, bool) {
+	for i := range p.routes {
+		if p.routes[i].platform.Source() == source {
+			return uint8(i), true
+		}
+	}
+	return 0, false
+}
+
 // New starts a Processor.
 func New(opt Options) (*Processor, error) {
 	opt.setDefaults()
@@ -216,26 +305,20 @@ func New(opt Options) (*Processor, error) {
 		dispatched: make(chan struct{}),
 		bootID:     strconv.FormatInt(time.Now().UnixNano(), 36),
 	}
-	if opt.API.URL != "" && opt.Handle == nil {
-		p.api = newAPIClient(opt.API)
-		if opt.API.H2C || strings.HasPrefix(opt.API.URL, "https://") {
-			header := []hpack.HeaderField{{Name: "content-type", Value: "application/json"}}
-			if opt.API.Token != "" {
-				header = append(header, hpack.HeaderField{Name: "authorization", Value: "Bearer " + opt.API.Token, Sensitive: true})
-			}
-			if p.h2, err = h2call.New(opt.API.URL, opt.API.H2C, opt.API.H2Conns, header, "x-line-retry-key", opt.API.Timeout, opt.Logger); err != nil {
-				dl.close()
-				return nil, err
-			}
-			p.retryWait = map[*task]*time.Timer{}
-			p.finished = make(chan finishedMsg, opt.MaxInFlight)
-			for range failureWorkers {
-				p.workers.Go(func() {
-					for f := range p.finished {
-						p.finishAsync(f.t, f.err)
-					}
-				})
-			}
+	if p.routes, err = newRoutes(&opt); err != nil {
+		p.closeClients()
+		dl.close()
+		return nil, err
+	}
+	if p.anyH2() {
+		p.retryWait = map[*task]*time.Timer{}
+		p.finished = make(chan finishedMsg, opt.MaxInFlight)
+		for range failureWorkers {
+			p.workers.Go(func() {
+				for f := range p.finished {
+					p.finishAsync(f.t, f.err)
+				}
+			})
 		}
 	}
 	if opt.Results != nil {
@@ -245,7 +328,7 @@ func New(opt Options) (*Processor, error) {
 		}
 	}
 	p.runCtx, p.cancelRun = context.WithCancel(context.Background())
-	if p.h2 != nil {
+	if p.anyH2() {
 		// Past Close's deadline every call still out ends at once (and goes
 		// to the dead-letter file).
 		context.AfterFunc(p.runCtx, p.abortAsync)
@@ -254,9 +337,9 @@ func New(opt Options) (*Processor, error) {
 	return p, nil
 }
 
-// EnqueueTexts queues the messages of one /callback request: all or none.
-// Room is reserved before any message is made: a refused request (the queue
-// full under a burst) costs no allocation.
+// EnqueueTexts queues texts as /callback messages: all or none. Room is
+// reserved before any message is made: a refused request (the queue full
+// under a burst) costs no allocation.
 func (p *Processor) EnqueueTexts(texts []string) error {
 	now := time.Now().UTC()
 	return p.enqueueN(len(texts), func(i int) *task {
@@ -304,25 +387,37 @@ func (p *Processor) messageIDAt(n uint64) string {
 	return string(append(id, seq...))
 }
 
-// EnqueueLINE queues the text events of one LINE webhook: all or none.
-// Events whose webhookEventId was seen within the dedupe window are dropped
-// (LINE redelivers); it returns how many were.
-func (p *Processor) EnqueueLINE(events []LINEEvent) (dups int, err error) {
+// Enqueue queues the messages of one request from source's platform: all
+// or none. A message with an ID seen within the dedupe window is dropped
+// (platforms redeliver); it returns how many were. Messages without an ID
+// are given one when they are done.
+func (p *Processor) Enqueue(source Source, msgs []Message) (dups int, err error) {
+	ri, ok := p.routeOf(source)
+	if !ok {
+		return 0, fmt.Errorf("webhook: no platform %q", source)
+	}
 	now := time.Now().UTC()
-	tasks := make([]*task, 0, len(events))
-	seen := make(map[string]bool, len(events))
-	for _, e := range events {
-		if seen[e.EventID] {
-			dups++
-			continue
+	tasks := make([]*task, 0, len(msgs))
+	var seen map[string]bool
+	for i := range msgs {
+		m := &msgs[i]
+		if m.ID != "" {
+			if seen == nil {
+				seen = make(map[string]bool, len(msgs))
+			}
+			if seen[m.ID] {
+				dups++
+				continue
+			}
+			seen[m.ID] = true
+			if _, ok := p.dedupe.GetIfPresent(m.ID); ok {
+				dups++
+				continue
+			}
 		}
-		seen[e.EventID] = true
-		if _, ok := p.dedupe.GetIfPresent(e.EventID); ok {
-			dups++
-			continue
-		}
-		tasks = append(tasks, &task{msg: Message{ID: e.EventID, Source: SourceLINE, Text: e.Text, ReplyToken: e.ReplyToken,
-			Event: e.Event, RetryKey: uuid.New(), Received: now}})
+		t := &task{route: ri, anon: m.ID == "", received: now.UnixNano(), msg: *m}
+		t.msg.Source, t.msg.RetryKey, t.msg.Received = source, uuid.New(), now
+		tasks = append(tasks, t)
 	}
 	if err := p.enqueueN(len(tasks), func(i int) *task { return tasks[i] }); err != nil {
 		return 0, err
@@ -331,7 +426,9 @@ func (p *Processor) EnqueueLINE(events []LINEEvent) (dups int, err error) {
 	// not be taken for a duplicate. Two deliveries racing here both pass;
 	// the per-id result record keeps that harmless.
 	for _, t := range tasks {
-		p.dedupe.Set(t.msg.ID, struct{}{})
+		if !t.anon {
+			p.dedupe.Set(t.msg.ID, struct{}{})
+		}
 	}
 	p.duplicates.Add(uint64(dups))
 	return dups, nil
@@ -368,11 +465,13 @@ func (p *Processor) dispatch() {
 		p.reserve.Add(-1)
 		p.inflight.Add(1)
 		p.nInFlight.Add(1)
-		if p.h2 != nil && p.h2.Usable() && p.runCtx.Err() == nil && p.opt.Handle == nil && replies(&t.msg) {
-			p.startAsync(t)
-		} else {
-			go p.process(t)
+		if r := &p.routes[t.route]; r.h2 != nil && r.h2.Usable() && p.runCtx.Err() == nil {
+			if body, err := r.platform.Reply(&t.msg); body != nil || err != nil {
+				p.startAsync(t, body, err)
+				continue
+			}
 		}
+		go p.process(t)
 	}
 }
 
@@ -410,21 +509,19 @@ func (p *Processor) process(t *task) {
 		attempts = 1
 		p.ensureID(m)
 		err = p.opt.Handle(ctx, m)
-	case p.api != nil && replies(m):
-		start := time.Now()
-		attempts, err = p.api.call(ctx, m, func() { p.retries.Add(1) })
-		p.apiCalls.Add(uint64(attempts))
-		p.apiNanos.Add(uint64(time.Since(start)))
+	case p.routes[t.route].api != nil:
+		r := &p.routes[t.route]
+		var body []byte
+		if body, err = r.platform.Reply(m); err != nil {
+			err = Permanent(fmt.Errorf("cannot make the reply: %w", err))
+		} else if body != nil { // else: nothing to answer, recorded as it is
+			start := time.Now()
+			attempts, err = r.api.call(ctx, m, body, func() { p.retries.Add(1) })
+			p.apiCalls.Add(uint64(attempts))
+			p.apiNanos.Add(uint64(time.Since(start)))
+		}
 	}
 	p.complete(m, attempts, err)
-}
-
-// replies reports whether m calls the API. A LINE event is answered
-// through the reply endpoint, which needs its replyToken and a text to
-// send: events without a token (standby mode, unsend, unfollow, leave, ...)
-// and events other than text messages are recorded without a call.
-func replies(m *Message) bool {
-	return m.Source != SourceLINE || (m.ReplyToken != "" && m.Text != "")
 }
 
 // complete records m's result after a successful call, or dead-letters it.
@@ -453,7 +550,8 @@ type task struct {
 	p        *Processor
 	start    int64 // monotonic nanoseconds of the first call
 	attempts int32
-	anon     bool  // a /callback message: its id is given when it is done
+	route    uint8 // its platform's, in Processor.routes
+	anon     bool  // a message without an ID: its id is given when it is done
 	received int64 // msg.Received as Unix nanoseconds
 	call     h2call.Call
 	msg      Message // 256 bytes in all; see above
@@ -467,13 +565,13 @@ func (t *task) CallDone(status int, retryAfter time.Duration, err error) {
 	t.p.onAsyncDone(t, status, retryAfter, err)
 }
 
-// startAsync sends t through the event-driven client; its completion
-// callback carries it on (retry, record, dead letter) without a goroutine
-// waiting in between.
-func (p *Processor) startAsync(t *task) {
-	body, err := replyJSON(&t.msg)
+// startAsync sends t's reply body through the event-driven client; its
+// completion callback carries it on (retry, record, dead letter) without
+// a goroutine waiting in between.
+func (p *Processor) startAsync(t *task, body []byte, err error) {
 	if err != nil {
-		go func() { defer p.release(); p.complete(&t.msg, 0, &permanentError{err}) }()
+		err = Permanent(fmt.Errorf("cannot make the reply: %w", err))
+		go func() { defer p.release(); p.complete(&t.msg, 0, err) }()
 		return
 	}
 	t.p, t.start = p, h2call.Monotonic()
@@ -488,14 +586,15 @@ func (p *Processor) sendAsync(t *task) {
 	}
 	t.attempts++
 	p.apiCalls.Add(1)
+	r := &p.routes[t.route]
 	call := &t.call
 	if t.attempts > 1 {
 		// The last call let its body go once sent: make it again.
-		body, _ := replyJSON(&t.msg) // it encoded the first time
+		body, _ := r.platform.Reply(&t.msg) // it was made the first time
 		call = new(h2call.Call)
 		call.Reset(t, t.msg.RetryKey, body)
 	}
-	p.h2.Do(call)
+	r.h2.Do(call)
 }
 
 // onAsyncDone runs on the client's reader (or a timer): it must not block.
@@ -599,7 +698,11 @@ func (p *Processor) finishAsync(t *task, err error) {
 // abortAsync ends every HTTP/2 call out and every retry waiting, at Close's
 // deadline: they go to the dead-letter file.
 func (p *Processor) abortAsync() {
-	p.h2.Abort(errors.New("not answered before shutdown"))
+	for _, r := range p.routes {
+		if r.h2 != nil {
+			r.h2.Abort(errors.New("not answered before shutdown")) // again for a shared client: a no-op
+		}
+	}
 	p.retryMu.Lock()
 	defer p.retryMu.Unlock()
 	for t, timer := range p.retryWait {
@@ -791,15 +894,22 @@ func (p *Processor) Close(ctx context.Context) error {
 		close(p.recordQ)
 		p.batchers.Wait()
 	}
-	if p.api != nil {
-		p.api.close()
-	}
+	p.closeClients()
 	p.dedupe.StopAllGoroutines()
 	err := p.dl.close()
 	if f := p.failed.Load(); f > 0 {
 		p.opt.Logger.Warn("webhook messages in the dead-letter file", "count", f, "file", p.opt.DeadLetterPath)
 	}
 	return err
+}
+
+// closeClients lets the API clients' idle connections go.
+func (p *Processor) closeClients() {
+	for _, r := range p.routes {
+		if r.api != nil {
+			r.api.close()
+		}
+	}
 }
 
 // Stats returns a snapshot of the counters.

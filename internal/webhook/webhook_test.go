@@ -68,6 +68,9 @@ func newProcessor(t *testing.T, opt Options) (*Processor, *memory.Store) {
 	store := memory.New()
 	opt.Results = store
 	opt.Logger = quiet
+	if opt.Platforms == nil {
+		opt.Platforms = []Platform{NewLINE(testSecret)}
+	}
 	if opt.DeadLetterPath == "" {
 		opt.DeadLetterPath = filepath.Join(t.TempDir(), "dead.jsonl")
 	}
@@ -77,6 +80,17 @@ func newProcessor(t *testing.T, opt Options) (*Processor, *memory.Store) {
 	}
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
 	return p, store
+}
+
+// header is a request's header in tests.
+type header map[string]string
+
+func (h header) Peek(key string) []byte { return []byte(h[key]) }
+
+func callback(r *Receiver, body []byte) (int, []byte) { return r.Serve(SourceCallback, body, header{}) }
+
+func line(r *Receiver, body []byte, signature string) (int, []byte) {
+	return r.Serve(SourceLINE, body, header{"X-Line-Signature": signature})
 }
 
 func lineBodyJSON(ids ...string) string {
@@ -98,7 +112,7 @@ func TestReceiverAnswers(t *testing.T) {
 		<-hold
 		return nil
 	}})
-	r := NewReceiver(p, testSecret, 4096, quiet)
+	r := NewReceiver(p, 4096, quiet)
 	cases := []struct {
 		name       string
 		status     int
@@ -106,23 +120,23 @@ func TestReceiverAnswers(t *testing.T) {
 		do         func() (int, []byte)
 		wantQueued uint64
 	}{
-		{"callback string", 200, `{"ok":"ok"}`, func() (int, []byte) { return r.Callback([]byte(`{"messages":"1,2,3"}`)) }, 3},
-		{"callback array", 200, `{"ok":"ok"}`, func() (int, []byte) { return r.Callback([]byte(`{"messages":["a","b"]}`)) }, 5},
-		{"callback malformed", 400, "", func() (int, []byte) { return r.Callback([]byte(`{"messages":`)) }, 5},
-		{"callback wrong type", 400, "", func() (int, []byte) { return r.Callback([]byte(`{"messages":42}`)) }, 5},
-		{"callback unknown field", 400, "", func() (int, []byte) { return r.Callback([]byte(`{"messages":"1","x":1}`)) }, 5},
+		{"callback string", 200, `{"ok":"ok"}`, func() (int, []byte) { return callback(r, []byte(`{"messages":"1,2,3"}`)) }, 3},
+		{"callback array", 200, `{"ok":"ok"}`, func() (int, []byte) { return callback(r, []byte(`{"messages":["a","b"]}`)) }, 5},
+		{"callback malformed", 400, "", func() (int, []byte) { return callback(r, []byte(`{"messages":`)) }, 5},
+		{"callback wrong type", 400, "", func() (int, []byte) { return callback(r, []byte(`{"messages":42}`)) }, 5},
+		{"callback unknown field", 400, "", func() (int, []byte) { return callback(r, []byte(`{"messages":"1","x":1}`)) }, 5},
 		{"callback oversized", 413, "", func() (int, []byte) {
-			return r.Callback([]byte(`{"messages":"` + strings.Repeat("a", 5000) + `"}`))
+			return callback(r, []byte(`{"messages":"`+strings.Repeat("a", 5000)+`"}`))
 		}, 5},
-		{"callback queue full, nothing queued", 503, "", func() (int, []byte) { return r.Callback([]byte(`{"messages":"1,2,3,4,5,6"}`)) }, 5},
+		{"callback queue full, nothing queued", 503, "", func() (int, []byte) { return callback(r, []byte(`{"messages":"1,2,3,4,5,6"}`)) }, 5},
 		{"line connectivity check", 200, `{}`, func() (int, []byte) {
 			b := `{"destination":"U0123456789abcdef","events":[]}`
-			return r.LINE([]byte(b), sign(b))
+			return line(r, []byte(b), sign(b))
 		}, 5},
-		{"line missing signature", 401, "", func() (int, []byte) { return r.LINE([]byte(lineBodyJSON("e1")), "") }, 5},
-		{"line bad signature", 401, "", func() (int, []byte) { return r.LINE([]byte(lineBodyJSON("e1")), sign("other")) }, 5},
-		{"line malformed but signed", 400, "", func() (int, []byte) { return r.LINE([]byte(`{"events":[`), sign(`{"events":[`)) }, 5},
-		{"line signed (two texts and a follow)", 200, `{}`, func() (int, []byte) { b := lineBodyJSON("e1", "e2"); return r.LINE([]byte(b), sign(b)) }, 8},
+		{"line missing signature", 401, "", func() (int, []byte) { return line(r, []byte(lineBodyJSON("e1")), "") }, 5},
+		{"line bad signature", 401, "", func() (int, []byte) { return line(r, []byte(lineBodyJSON("e1")), sign("other")) }, 5},
+		{"line malformed but signed", 400, "", func() (int, []byte) { return line(r, []byte(`{"events":[`), sign(`{"events":[`)) }, 5},
+		{"line signed (two texts and a follow)", 200, `{}`, func() (int, []byte) { b := lineBodyJSON("e1", "e2"); return line(r, []byte(b), sign(b)) }, 8},
 	}
 	for _, c := range cases {
 		status, body := c.do()
@@ -136,11 +150,12 @@ func TestReceiverAnswers(t *testing.T) {
 			t.Errorf("%s: %d accepted in all, want %d", c.name, got, c.wantQueued)
 		}
 	}
-	if NewReceiver(p, "", 4096, quiet).LINEEnabled() {
-		t.Fatal("LINE enabled without a secret")
+	p2, _ := newProcessor(t, Options{Platforms: []Platform{}})
+	if NewReceiver(p2, 4096, quiet).Enabled(SourceLINE) {
+		t.Fatal("LINE enabled without its platform")
 	}
-	if status, _ := NewReceiver(p, "", 4096, quiet).LINE([]byte(`{}`), sign(`{}`)); status != 404 {
-		t.Fatal("LINE served without a secret")
+	if status, _ := line(NewReceiver(p2, 4096, quiet), []byte(`{}`), sign(`{}`)); status != 404 {
+		t.Fatal("LINE served without its platform")
 	}
 }
 
@@ -153,14 +168,14 @@ func TestProcessesEachMessageOnceThroughTheAPI(t *testing.T) {
 	}
 	defer api.Close()
 	p, store := newProcessor(t, Options{QueueSize: 5000, MaxInFlight: 2000, API: APIOptions{URL: api.URL, Token: "tok", H2C: true}})
-	r := NewReceiver(p, testSecret, 1<<20, quiet)
+	r := NewReceiver(p, 1<<20, quiet)
 	for i := range 200 {
 		texts := make([]string, 10)
 		for j := range texts {
 			texts[j] = fmt.Sprintf("%d-%d", i, j)
 		}
 		body, _ := json.Marshal(map[string]any{"messages": strings.Join(texts, ",")})
-		if status, b := r.Callback(body); status != 200 {
+		if status, b := callback(r, body); status != 200 {
 			t.Fatalf("callback %d: %d %s", i, status, b)
 		}
 	}
@@ -466,11 +481,11 @@ func TestDedupe(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}})
-	r := NewReceiver(p, testSecret, 1<<20, quiet)
+	r := NewReceiver(p, 1<<20, quiet)
 	b1 := lineBodyJSON("ev1", "ev2")
 	b2 := lineBodyJSON("ev2", "ev3", "ev3")
 	for _, b := range []string{b1, b2, b1} {
-		if status, body := r.LINE([]byte(b), sign(b)); status != http.StatusOK {
+		if status, body := line(r, []byte(b), sign(b)); status != http.StatusOK {
 			t.Fatalf("%d %s", status, body)
 		}
 	}
@@ -497,23 +512,23 @@ func TestQueueFullAllOrNothing(t *testing.T) {
 	}})
 	// Registered after the processor's: a failure does not leave Close waiting.
 	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
-	r := NewReceiver(p, testSecret, 1<<20, quiet)
-	if status, _ := r.Callback([]byte(`{"messages":"1,2,3"}`)); status != 200 {
+	r := NewReceiver(p, 1<<20, quiet)
+	if status, _ := callback(r, []byte(`{"messages":"1,2,3"}`)); status != 200 {
 		t.Fatal(status)
 	}
 	time.Sleep(50 * time.Millisecond) // one message is taken into processing
 	b := lineBodyJSON("a", "b", "c", "d")
-	if status, _ := r.LINE([]byte(b), sign(b)); status != http.StatusServiceUnavailable {
+	if status, _ := line(r, []byte(b), sign(b)); status != http.StatusServiceUnavailable {
 		t.Fatalf("5 events (4 texts and a follow) into a queue with room for 3: %d", status)
 	}
 	if st := p.Stats(); st.Accepted != 3 || st.Rejected != 5 || st.Queued != 2 {
 		t.Fatalf("stats %+v", st)
 	}
 	// Filled up: a request is refused before it is even read.
-	if status, _ := r.Callback([]byte(`{"messages":"4,5,6"}`)); status != 200 {
+	if status, _ := callback(r, []byte(`{"messages":"4,5,6"}`)); status != 200 {
 		t.Fatal(status)
 	}
-	if status, _ := r.Callback([]byte(`not even json`)); status != http.StatusServiceUnavailable {
+	if status, _ := callback(r, []byte(`not even json`)); status != http.StatusServiceUnavailable {
 		t.Fatalf("a request against a full queue: %d", status)
 	}
 	if st := p.Stats(); st.Refused != 1 || st.Accepted != 6 {
@@ -527,7 +542,7 @@ func TestQueueFullAllOrNothing(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if status, _ := r.LINE([]byte(b), sign(b)); status != 200 {
+	if status, _ := line(r, []byte(b), sign(b)); status != 200 {
 		t.Fatalf("redelivery after room was made: %d", status)
 	}
 	if err := p.Close(context.Background()); err != nil {
@@ -590,7 +605,7 @@ func TestResultRecords(t *testing.T) {
 		if err := p.EnqueueTexts([]string{"a", "b"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := p.EnqueueLINE([]LINEEvent{{EventID: "ev1", ReplyToken: "rt", Text: "c"}}); err != nil {
+		if _, err := p.Enqueue(SourceLINE, []Message{{ID: "ev1", ReplyToken: "rt", Text: "c"}}); err != nil {
 			t.Fatal(err)
 		}
 		if err := p.Close(context.Background()); err != nil {
@@ -723,7 +738,7 @@ func TestEveryLINEEventType(t *testing.T) {
 		}
 		defer api.Close()
 		p, store := newProcessor(t, Options{API: APIOptions{URL: api.URL, H2C: h2c}})
-		r := NewReceiver(p, testSecret, 1<<20, quiet)
+		r := NewReceiver(p, 1<<20, quiet)
 		var events []string
 		replies := 0
 		for _, e := range lineEvents {
@@ -734,7 +749,7 @@ func TestEveryLINEEventType(t *testing.T) {
 			}
 		}
 		body := `{"destination":"xxxxxxxxxx","events":[` + strings.Join(events, ",") + `]}`
-		if status, b := r.LINE([]byte(body), sign(body)); status != 200 {
+		if status, b := line(r, []byte(body), sign(body)); status != 200 {
 			t.Fatalf("%d %s", status, b)
 		}
 		if err := p.Close(context.Background()); err != nil {
@@ -776,11 +791,11 @@ func TestLINEEventsReachTheHandler(t *testing.T) {
 		got[m.ID] = *m
 		return nil
 	}})
-	r := NewReceiver(p, testSecret, 1<<20, quiet)
+	r := NewReceiver(p, 1<<20, quiet)
 	body := `{"destination":"x","events":[` +
 		`{"type":"message","mode":"standby","timestamp":1,"source":{"type":"user","userId":"U1"},"webhookEventId":"a","deliveryContext":{"isRedelivery":false},"message":{"id":"1","type":"text","text":"hi"}},` +
 		`{"type":"follow","mode":"active","timestamp":1,"source":{"type":"user","userId":"U1"},"webhookEventId":"b","replyToken":"rt-b","deliveryContext":{"isRedelivery":false},"follow":{"isUnblocked":true}}]}`
-	if status, b := r.LINE([]byte(body), sign(body)); status != 200 {
+	if status, b := line(r, []byte(body), sign(body)); status != 200 {
 		t.Fatalf("%d %s", status, b)
 	}
 	if err := p.Close(context.Background()); err != nil {
