@@ -1,15 +1,14 @@
 // Package h2call is an event-driven HTTP/2 client for many small calls to
 // one API: each call is a stream, a call in flight is a record the caller
 // embeds in its own (no goroutine waits on it), and its owner learns the
-// outcome from the connection's reader. The stream table (internal/streams)
-// and the stand-in API server for tests and benchmarks (fakeapi) sit beside
-// it.
+// outcome from the connection's reader. The stream table (internal/streams),
+// the framing it shares with the stand-in API server (internal/wire) and
+// that server, for tests and benchmarks (fakeapi), sit beside it.
 //
-// It imports nothing of this module but its own stream table.
+// It imports nothing of this module but its own stream table and framing.
 package h2call
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -31,6 +30,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"tsubame/internal/h2call/internal/streams"
+	"tsubame/internal/h2call/internal/wire"
 )
 
 // Client is an event-driven HTTP/2 client for one origin: a call in flight
@@ -301,35 +301,27 @@ func (c *Client) connect() (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	cc := &conn{client: c, nc: nc, nextID: 1,
+	cc := &conn{client: c, nextID: 1,
 		maxStreams: 100, // until the server's SETTINGS say otherwise (RFC 9113 §6.5.2 suggests ≥ 100)
-		sendWindow: 65535, initialWindow: 65535, maxFrame: 16384, flush: make(chan struct{}, 1), stop: make(chan struct{})}
-	cc.bw = bufio.NewWriterSize(nc, 32<<10)
-	cc.fr = http2.NewFramer(cc.bw, bufio.NewReaderSize(nc, 32<<10))
-	cc.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	cc.fr.MaxHeaderListSize = 64 << 10
+		sendWindow: 65535, initialWindow: 65535, maxFrame: 16384}
+	cc.w = wire.New(nc, &cc.mu, 64<<10)
+	cc.fr = cc.w.Fr
 	cc.henc = hpack.NewEncoder(&cc.hbuf)
-	_ = nc.SetWriteDeadline(time.Now().Add(c.dialTimeout))
-	if _, err := cc.bw.WriteString(http2.ClientPreface); err == nil {
-		err = cc.fr.WriteSettings(
-			http2.Setting{ID: http2.SettingEnablePush, Val: 0},
-			http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20},
-			http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: 64 << 10},
-		)
-		if err == nil {
-			err = cc.fr.WriteWindowUpdate(0, 1<<30-65535)
-		}
-		if err == nil {
-			err = cc.bw.Flush()
-		}
-		if err != nil {
-			nc.Close()
-			return nil, err
-		}
+	err = cc.w.Open(http2.ClientPreface, c.dialTimeout,
+		http2.Setting{ID: http2.SettingEnablePush, Val: 0},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: 64 << 10},
+	)
+	if err != nil {
+		nc.Close()
+		return nil, err
 	}
-	_ = nc.SetWriteDeadline(time.Time{})
 	go cc.readLoop()
-	go cc.flushLoop()
+	go func() {
+		if err := cc.w.FlushLoop(); err != nil {
+			cc.close(err)
+		}
+	}()
 	return cc, nil
 }
 
@@ -372,11 +364,8 @@ func (c *Client) removeConn(cc *conn) {
 // framer, which only readLoop uses.
 type conn struct {
 	client *Client
-	nc     net.Conn
-	bw     *bufio.Writer
-	fr     *http2.Framer
-	flush  chan struct{} // a write is buffered
-	stop   chan struct{} // closed with the connection
+	w      *wire.Conn
+	fr     *http2.Framer // w.Fr
 
 	mu            sync.Mutex
 	henc          *hpack.Encoder
@@ -389,16 +378,14 @@ type conn struct {
 	initialWindow int64   // the server's per-stream window
 	pending       []*Call // streams with body bytes waiting for window
 	maxFrame      uint32
-	recvUnacked   uint32 // response bytes read since the last connection WINDOW_UPDATE
 	goingAway     bool
-	closed        bool
 }
 
 // reserve takes a stream slot if the connection can open another stream.
 func (cc *conn) reserve() bool {
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
-	if cc.closed || cc.goingAway || uint32(cc.streams.Len()+cc.reserved) >= cc.maxStreams || cc.nextID > 1<<31-2 {
+	if cc.w.Closed() || cc.goingAway || uint32(cc.streams.Len()+cc.reserved) >= cc.maxStreams || cc.nextID > 1<<31-2 {
 		return false
 	}
 	cc.reserved++
@@ -410,7 +397,7 @@ func (cc *conn) reserve() bool {
 func (cc *conn) start(call *Call) {
 	cc.mu.Lock()
 	cc.reserved--
-	if cc.closed {
+	if cc.w.Closed() {
 		cc.mu.Unlock()
 		go call.finish(0, 0, errConnLost)
 		return
@@ -452,7 +439,7 @@ func (cc *conn) start(call *Call) {
 		go cc.close(err)
 		return
 	}
-	cc.kick()
+	cc.w.Kick()
 }
 
 // writeHeaders writes a header block, split into CONTINUATION frames when
@@ -508,37 +495,6 @@ func (cc *conn) pump() error {
 	return nil
 }
 
-// kick asks the flusher to write what is buffered; bursts of calls share
-// one write.
-func (cc *conn) kick() {
-	select {
-	case cc.flush <- struct{}{}:
-	default:
-	}
-}
-
-func (cc *conn) flushLoop() {
-	for {
-		select {
-		case <-cc.stop:
-			return
-		case <-cc.flush:
-		}
-		cc.mu.Lock()
-		if cc.closed {
-			cc.mu.Unlock()
-			return
-		}
-		_ = cc.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		err := cc.bw.Flush()
-		cc.mu.Unlock()
-		if err != nil {
-			cc.close(err)
-			return
-		}
-	}
-}
-
 // expire ends the streams whose deadline passed by now (the oldest ones:
 // deadlines grow with stream ids), tells the server, and appends their
 // calls to out for the caller to finish.
@@ -556,7 +512,7 @@ func (cc *conn) expire(now int64, out []*Call) []*Call {
 	}
 	cc.mu.Unlock()
 	if len(out) > n {
-		cc.kick()
+		cc.w.Kick()
 	}
 	return out
 }
@@ -574,7 +530,7 @@ func (cc *conn) readLoop() {
 		done = done[:0]
 		cc.mu.Lock()
 		err = cc.handle(f, &done)
-		writes := cc.bw.Buffered() > 0
+		writes := cc.w.Buffered()
 		cc.mu.Unlock()
 		for _, e := range done {
 			if e.err != nil {
@@ -589,7 +545,7 @@ func (cc *conn) readLoop() {
 			cc.client.mu.Unlock()
 		}
 		if writes {
-			cc.kick()
+			cc.w.Kick()
 		}
 		if err != nil {
 			cc.close(err)
@@ -645,24 +601,12 @@ func (cc *conn) handle(f http2.Frame, done *[]ending) error {
 			cc.endStream(call, done)
 		}
 	case *http2.DataFrame:
-		n := uint32(len(f.Data()))
-		cc.recvUnacked += f.Length
-		if cc.recvUnacked >= 1<<19 {
-			if err := cc.fr.WriteWindowUpdate(0, cc.recvUnacked); err != nil {
-				return err
-			}
-			cc.recvUnacked = 0
-		}
 		call := cc.streams.Get(f.StreamID)
-		if call == nil {
-			return nil
+		if err := cc.w.Received(f, call != nil && !f.StreamEnded()); err != nil {
+			return err
 		}
-		if f.StreamEnded() {
+		if call != nil && f.StreamEnded() {
 			cc.endStream(call, done)
-		} else if n > 0 {
-			if err := cc.fr.WriteWindowUpdate(f.StreamID, f.Length); err != nil {
-				return err
-			}
 		}
 	case *http2.RSTStreamFrame:
 		if call := cc.streams.Delete(f.StreamID); call != nil {
@@ -704,9 +648,7 @@ func (cc *conn) handle(f http2.Frame, done *[]ending) error {
 		}
 		return cc.pump()
 	case *http2.PingFrame:
-		if !f.IsAck() {
-			return cc.fr.WritePing(true, f.Data)
-		}
+		return cc.w.Pong(f)
 	case *http2.GoAwayFrame:
 		cc.goingAway = true
 		var unprocessed []uint32
@@ -735,11 +677,10 @@ func (cc *conn) endStream(call *Call, done *[]ending) {
 // close fails every stream of the connection and drops it from the pool.
 func (cc *conn) close(err error) {
 	cc.mu.Lock()
-	if cc.closed {
+	if !cc.w.CloseLocked() {
 		cc.mu.Unlock()
 		return
 	}
-	cc.closed = true
 	var calls []*Call
 	for _, call := range cc.streams.All() {
 		calls = append(calls, call)
@@ -747,8 +688,7 @@ func (cc *conn) close(err error) {
 	cc.streams.Reset()
 	cc.pending = nil
 	cc.mu.Unlock()
-	_ = cc.nc.Close()
-	close(cc.stop)
+	cc.w.Shut()
 	if errors.Is(err, io.EOF) {
 		err = errConnLost
 	}

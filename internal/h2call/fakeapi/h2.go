@@ -1,7 +1,6 @@
 package fakeapi
 
 import (
-	"bufio"
 	"bytes"
 	"net"
 	"sync"
@@ -11,25 +10,22 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"tsubame/internal/h2call/internal/streams"
+	"tsubame/internal/h2call/internal/wire"
 )
 
 // h2Conn serves one HTTP/2 connection: one goroutine reads frames, answers
-// wait on timers, and a second goroutine flushes coalesced writes.
+// wait on timers, and a second goroutine flushes coalesced writes (the
+// framing the client uses too, internal/wire).
 type h2Conn struct {
-	s     *Server
-	nc    net.Conn
-	bw    *bufio.Writer
-	fr    *http2.Framer
-	flush chan struct{}
-	stop  chan struct{}
+	s  *Server
+	w  *wire.Conn
+	fr *http2.Framer // w.Fr
 
-	mu          sync.Mutex
-	henc        *hpack.Encoder
-	hbuf        bytes.Buffer
-	streams     streams.Table[h2Req] // a request being read, or served once it is waiting for its answer
-	sendWindow  int64
-	recvUnacked uint32
-	closed      bool
+	mu         sync.Mutex
+	henc       *hpack.Encoder
+	hbuf       bytes.Buffer
+	streams    streams.Table[h2Req] // a request being read, or served once it is waiting for its answer
+	sendWindow int64
 }
 
 type h2Req struct {
@@ -42,10 +38,9 @@ type h2Req struct {
 var served = &h2Req{}
 
 func (s *Server) serveH2(nc net.Conn) {
-	c := &h2Conn{s: s, nc: nc, flush: make(chan struct{}, 1), stop: make(chan struct{}), sendWindow: 65535}
-	c.bw = bufio.NewWriterSize(nc, 32<<10)
-	c.fr = http2.NewFramer(c.bw, bufio.NewReaderSize(nc, 32<<10))
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c := &h2Conn{s: s, sendWindow: 65535}
+	c.w = wire.New(nc, &c.mu, 0)
+	c.fr = c.w.Fr
 	c.henc = hpack.NewEncoder(&c.hbuf)
 	maxStreams := s.opt.MaxStreams
 	if maxStreams == 0 {
@@ -54,21 +49,17 @@ func (s *Server) serveH2(nc net.Conn) {
 	s.connMu.Lock()
 	s.conns[c] = true
 	s.connMu.Unlock()
-	c.mu.Lock()
-	err := c.fr.WriteSettings(http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: maxStreams},
+	err := c.w.Open("", 10*time.Second, http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: maxStreams},
 		http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 20})
-	if err == nil {
-		err = c.fr.WriteWindowUpdate(0, 1<<30-65535)
-	}
-	if err == nil {
-		err = c.bw.Flush()
-	}
-	c.mu.Unlock()
 	if err != nil {
 		c.close()
 		return
 	}
-	go c.flushLoop()
+	go func() {
+		if c.w.FlushLoop() != nil {
+			c.close()
+		}
+	}()
 	c.readLoop()
 }
 
@@ -98,19 +89,15 @@ func (c *h2Conn) readLoop() {
 				ready = append(ready, f.StreamID)
 			}
 		case *http2.DataFrame:
-			c.recvUnacked += f.Length
-			if c.recvUnacked >= 1<<19 {
-				err = c.fr.WriteWindowUpdate(0, c.recvUnacked)
-				c.recvUnacked = 0
-			}
-			if r := c.streams.Get(f.StreamID); r != nil && r != served {
+			r := c.streams.Get(f.StreamID)
+			open := r != nil && r != served
+			err = c.w.Received(f, open && !f.StreamEnded())
+			if open {
 				if len(r.body)+len(f.Data()) <= 1<<20 {
 					r.body = append(r.body, f.Data()...)
 				}
 				if f.StreamEnded() {
 					ready = append(ready, f.StreamID)
-				} else if err == nil && f.Length > 0 {
-					err = c.fr.WriteWindowUpdate(f.StreamID, f.Length)
 				}
 			}
 		case *http2.SettingsFrame:
@@ -118,9 +105,7 @@ func (c *h2Conn) readLoop() {
 				err = c.fr.WriteSettingsAck()
 			}
 		case *http2.PingFrame:
-			if !f.IsAck() {
-				err = c.fr.WritePing(true, f.Data)
-			}
+			err = c.w.Pong(f)
 		case *http2.WindowUpdateFrame:
 			if f.StreamID == 0 {
 				c.sendWindow += int64(f.Increment)
@@ -137,7 +122,7 @@ func (c *h2Conn) readLoop() {
 			c.streams.Set(id, served)
 		}
 		c.mu.Unlock()
-		c.kick()
+		c.w.Kick()
 		if err != nil {
 			return
 		}
@@ -161,13 +146,13 @@ func (c *h2Conn) serve(id uint32, r *h2Req) {
 
 func (c *h2Conn) respond(id uint32, status int, body string) {
 	c.mu.Lock()
-	defer c.kick()
+	defer c.w.Kick()
 	defer c.mu.Unlock()
 	c.respondLocked(id, status, body)
 }
 
 func (c *h2Conn) respondLocked(id uint32, status int, body string) {
-	if c.closed || c.streams.Delete(id) == nil {
+	if c.w.Closed() || c.streams.Delete(id) == nil {
 		return // reset by the client, or the connection is gone
 	}
 	// Answers are tiny; past the client's window the body is left out.
@@ -195,44 +180,14 @@ func itoa(n int) string {
 	return "500"
 }
 
-func (c *h2Conn) kick() {
-	select {
-	case c.flush <- struct{}{}:
-	default:
-	}
-}
-
-func (c *h2Conn) flushLoop() {
-	for {
-		select {
-		case <-c.stop:
-			return
-		case <-c.flush:
-		}
-		c.mu.Lock()
-		var err error
-		if !c.closed {
-			_ = c.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-			err = c.bw.Flush()
-		}
-		c.mu.Unlock()
-		if err != nil {
-			c.close()
-			return
-		}
-	}
-}
-
 func (c *h2Conn) close() {
 	c.mu.Lock()
-	if c.closed {
+	if !c.w.CloseLocked() {
 		c.mu.Unlock()
 		return
 	}
-	c.closed = true
 	c.mu.Unlock()
-	close(c.stop)
-	_ = c.nc.Close()
+	c.w.Shut()
 	c.s.connMu.Lock()
 	delete(c.s.conns, c)
 	c.s.connMu.Unlock()

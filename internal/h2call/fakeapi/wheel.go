@@ -84,6 +84,6 @@ func answerAll(s *Server, due []pending) {
 			}
 		}
 		c.mu.Unlock()
-		c.kick()
+		c.w.Kick()
 	}
 }
