@@ -75,22 +75,10 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 			reg.MustRegister(metrics.NewAccessLogCollector(name, l.Stats, rotations))
 		}
 	}
-	a := cfg.Admin
-	m.admin = admin.New(admin.Options{
-		Logger: m.Logger, Metrics: reg, MetricsPublic: a.MetricsPublic, Pprof: a.Pprof,
-		Probe:    m.probe(backend),
-		Accounts: accounts, Audit: m.audit, Policy: admin.PasswordPolicy{MinLength: a.MinPasswordLength, MinScore: a.MinPasswordScore},
-		RequireTOTP: a.RequireTOTP, SessionIdle: a.SessionIdle, SessionMax: a.SessionMax,
-		LoginFreeFailures: a.LoginFreeFailures, LoginMaxDelay: a.LoginMaxDelay, LoginPerMinute: a.LoginPerMinute,
-		TLS:            tlsConfig,
-		Placements:     m.Cache,
-		Purge:          m.purge(backend),
-		ConfigView:     m.configView,
-		AccessLog:      m.accessLogStatus,
-		Sample:         m.sample,
-		MaxImportBytes: int64(a.MaxImportBytes),
-		MaxTokenTTL:    a.MaxTokenTTL,
-	})
+	opt := cfg.Admin.Options()
+	opt.Logger, opt.Metrics, opt.Probe, opt.Accounts, opt.Audit, opt.TLS = m.Logger, reg, m.probe(backend), accounts, m.audit, tlsConfig
+	opt.Placements, opt.Purge, opt.ConfigView, opt.AccessLog, opt.Sample = m.Cache, m.purge(backend), m.configView, m.accessLogStatus, m.sample
+	m.admin = admin.New(opt)
 	if tok := m.admin.BootstrapToken(); tok != "" {
 		console := m.Console
 		if console == nil {

@@ -291,29 +291,11 @@ func (m *Main) bindListeners(cfg *config.Config) error {
 }
 
 func (m *Main) serverOptions(cfg *config.Config) server.Options {
-	trusted, _ := cfg.Server.TrustedPrefixes() // checked by Validate
-	return server.Options{
-		Name:               cfg.Server.Name,
-		ReadTimeout:        cfg.Server.ReadTimeout,
-		WriteTimeout:       cfg.Server.WriteTimeout,
-		IdleTimeout:        cfg.Server.IdleTimeout,
-		MaxHeaderBytes:     int(cfg.Server.MaxHeaderBytes),
-		MaxBodyBytes:       int(cfg.Server.MaxBodyBytes),
-		MaxConns:           cfg.Server.MaxConns,
-		MaxInFlightAds:     cfg.Server.MaxInFlightAds,
-		MaxInFlightHooks:   cfg.Server.MaxInFlightHook,
-		LimitWait:          cfg.Server.LimitWait,
-		HelloJSON:          cfg.Server.HelloJSON,
-		Webhook:            m.receiver,
-		CallbackToken:      cfg.Webhook.CallbackToken,
-		Static:             m.static,
-		Sites:              m.sites(cfg),
-		RejectUnknownHosts: cfg.UnknownHosts == "reject",
-		Ready:              m.publicReady,
-		TrustedProxies:     trusted,
-		ProxyProtocol:      cfg.Server.ProxyProtocol,
-		Logger:             m.Logger,
-	}
+	opt := cfg.Server.Options()
+	opt.Webhook, opt.CallbackToken, opt.Static = m.receiver, cfg.Webhook.CallbackToken, m.static
+	opt.Sites, opt.RejectUnknownHosts = m.sites(cfg), cfg.UnknownHosts == "reject"
+	opt.Ready, opt.Logger = m.publicReady, m.Logger
+	return opt
 }
 
 // errNotServing is the public /readyz's answer before serving and while
@@ -369,8 +351,7 @@ func (m *Main) sites(cfg *config.Config) []server.Site {
 // openStatic opens the default site's and every site's static root.
 func (m *Main) openStatic(cfg *config.Config) error {
 	open := func(root string) (*static.Server, error) {
-		st, err := static.New(static.Options{Root: root, CacheBytes: uint64(cfg.Static.CacheBytes),
-			MaxFiles: cfg.Static.MaxFiles, MaxBytes: int64(cfg.Static.MaxBytes)})
+		st, err := static.New(cfg.Static.Options(root))
 		if err != nil {
 			return nil, fmt.Errorf("cannot open static root %q: %w", root, err)
 		}

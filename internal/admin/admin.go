@@ -100,16 +100,33 @@ type Server struct {
 	bootstrap string // the one-time token while no user exists; "" once used
 }
 
+// Defaults are the values zero options take where zero means nothing
+// (sessions that end at once, imports of no bytes); the login throttle's
+// and the policy's zeros are settings of their own. The configuration's
+// defaults (admin: in defaults.yaml) are checked against them.
+var Defaults = Options{SessionIdle: 30 * time.Minute, SessionMax: 12 * time.Hour, MaxImportBytes: 64 << 20}
+
+func (o *Options) setDefaults() {
+	d := Defaults
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.MaxImportBytes <= 0 {
+		o.MaxImportBytes = d.MaxImportBytes
+	}
+	if o.SessionIdle <= 0 {
+		o.SessionIdle = d.SessionIdle
+	}
+	if o.SessionMax <= 0 {
+		o.SessionMax = d.SessionMax
+	}
+}
+
 // New returns an admin Server; it reports not ready until SetReady(true).
 // If no user exists yet it makes a one-time bootstrap token, which
 // BootstrapToken returns for the caller to show once.
 func New(opt Options) *Server {
-	if opt.Logger == nil {
-		opt.Logger = slog.Default()
-	}
-	if opt.MaxImportBytes <= 0 {
-		opt.MaxImportBytes = 64 << 20
-	}
+	opt.setDefaults()
 	s := &Server{opt: opt, probe: opt.Probe, log: opt.Logger, accounts: opt.Accounts, auditLog: opt.Audit,
 		sessions: &sessions{m: map[[32]byte]*session{}, idle: opt.SessionIdle, max: opt.SessionMax},
 		throttle: newThrottle(opt.LoginFreeFailures, opt.LoginMaxDelay, opt.LoginPerMinute),

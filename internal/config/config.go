@@ -34,6 +34,8 @@ import (
 	"tsubame/internal/cache"
 	"tsubame/internal/certs"
 	"tsubame/internal/render"
+	"tsubame/internal/server"
+	"tsubame/internal/static"
 	"tsubame/internal/webhook"
 )
 
@@ -411,6 +413,16 @@ func (c *Config) validateKafka(add func(string, ...any)) {
 	}
 }
 
+// Options are the admin server's options this section sets (the caller
+// adds the accounts, audit, stores, TLS and the views it serves).
+func (a Admin) Options() admin.Options {
+	return admin.Options{MetricsPublic: a.MetricsPublic, Pprof: a.Pprof,
+		Policy:      admin.PasswordPolicy{MinLength: a.MinPasswordLength, MinScore: a.MinPasswordScore},
+		RequireTOTP: a.RequireTOTP, SessionIdle: a.SessionIdle, SessionMax: a.SessionMax,
+		LoginFreeFailures: a.LoginFreeFailures, LoginMaxDelay: a.LoginMaxDelay, LoginPerMinute: a.LoginPerMinute,
+		MaxImportBytes: int64(a.MaxImportBytes), MaxTokenTTL: a.MaxTokenTTL}
+}
+
 // Webhook configures the webhook receivers and their message processing.
 type Webhook struct {
 	// CallbackToken turns POST /callback on; requests must carry it as a bearer token.
@@ -497,6 +509,12 @@ type Static struct {
 	MaxBytes   ByteSize `koanf:"max_bytes"`
 }
 
+// Options are the static server's options this section sets, for root
+// (the section's, or a site's).
+func (s Static) Options(root string) static.Options {
+	return static.Options{Root: root, CacheBytes: uint64(s.CacheBytes), MaxFiles: s.MaxFiles, MaxBytes: int64(s.MaxBytes)}
+}
+
 // Access log destinations of an endpoint.
 const (
 	LogNone  = "none"
@@ -522,6 +540,19 @@ type Server struct {
 	// X-Forwarded-For, Forwarded and PROXY headers name the client.
 	TrustedProxies []string `koanf:"trusted_proxies"`
 	ProxyProtocol  bool     `koanf:"proxy_protocol"`
+}
+
+// Options are the public listener's options this section sets (the
+// caller adds the receivers, sites, readiness and logger).
+func (s Server) Options() server.Options {
+	trusted, _ := s.TrustedPrefixes() // checked by Validate
+	if len(trusted) == 0 {
+		trusted = nil
+	}
+	return server.Options{Name: s.Name, ReadTimeout: s.ReadTimeout, WriteTimeout: s.WriteTimeout, IdleTimeout: s.IdleTimeout,
+		MaxHeaderBytes: int(s.MaxHeaderBytes), MaxBodyBytes: int(s.MaxBodyBytes), MaxConns: s.MaxConns,
+		MaxInFlightAds: s.MaxInFlightAds, MaxInFlightHooks: s.MaxInFlightHook, LimitWait: s.LimitWait,
+		HelloJSON: s.HelloJSON, TrustedProxies: trusted, ProxyProtocol: s.ProxyProtocol}
 }
 
 // TrustedPrefixes parses TrustedProxies (Validate reports bad ones).

@@ -15,9 +15,12 @@ import (
 	"github.com/knadh/koanf/v2"
 
 	"tsubame/internal/accesslog"
+	"tsubame/internal/admin"
 	"tsubame/internal/cache"
 	"tsubame/internal/certs/certstest"
 	"tsubame/internal/config"
+	"tsubame/internal/server"
+	"tsubame/internal/static"
 	"tsubame/internal/webhook"
 )
 
@@ -577,6 +580,26 @@ func TestCacheDefaultsAgree(t *testing.T) {
 	off := load(t, "cache:\n  stale_if_error: 0s\n")
 	if got := off.Cache.Options().StaleIfError; got != cache.NoStaleIfError {
 		t.Fatalf("stale_if_error 0: %v", got)
+	}
+}
+
+// The public listener and the static server own their defaults too.
+func TestServerAndStaticDefaultsAgree(t *testing.T) {
+	cfg := load(t, "")
+	if got := cfg.Server.Options(); !reflect.DeepEqual(got, server.Defaults) {
+		t.Errorf("defaults.yaml server: %+v\nserver.Defaults:     %+v", got, server.Defaults)
+	}
+	got, d := cfg.Static.Options(""), static.Defaults
+	if got.CacheBytes != d.CacheBytes || got.MaxFiles != d.MaxFiles || got.MaxBytes != d.MaxBytes {
+		t.Errorf("defaults.yaml static: %+v\nstatic.Defaults:     %+v", got, d)
+	}
+}
+
+// And the admin server.
+func TestAdminDefaultsAgree(t *testing.T) {
+	got, d := load(t, "").Admin.Options(), admin.Defaults
+	if got.SessionIdle != d.SessionIdle || got.SessionMax != d.SessionMax || got.MaxImportBytes != d.MaxImportBytes {
+		t.Errorf("defaults.yaml admin: %+v\nadmin.Defaults:     %+v", got, d)
 	}
 }
 

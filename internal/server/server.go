@@ -58,7 +58,9 @@ type Site struct {
 	Static    *static.Server // nil: no /lib/
 }
 
-// Options configure the listener.
+// Options configure the listener. Zero timeouts and sizes take Defaults'
+// (a public listener has no "no timeout"); MaxConns, MaxInFlightAds,
+// MaxInFlightHooks and LimitWait keep their zero (no bound, no wait).
 type Options struct {
 	Name           string // Server header; empty sends none
 	ReadTimeout    time.Duration
@@ -66,7 +68,7 @@ type Options struct {
 	IdleTimeout    time.Duration
 	MaxHeaderBytes int
 	MaxBodyBytes   int
-	MaxConns       int
+	MaxConns       int // connections open at once; one more gets a 503 (0: no bound)
 	// MaxInFlightAds and MaxInFlightHooks bound the /api and webhook
 	// requests handled at once (0: no bound); one over the bound waits up to
 	// LimitWait for a slot, then gets a 503.
@@ -214,11 +216,33 @@ type rendered struct {
 // renderCacheBytes bounds each template endpoint's cache of outputs.
 const renderCacheBytes = 8 << 20
 
+// Defaults are the listener's defaults. The configuration's (server: in
+// defaults.yaml) are checked against them.
+var Defaults = Options{Name: "tsubame", ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, IdleTimeout: time.Minute,
+	MaxHeaderBytes: 8 << 10, MaxBodyBytes: 1 << 20, MaxConns: 100000, MaxInFlightAds: 10000, MaxInFlightHooks: 1000,
+	LimitWait: 50 * time.Millisecond, HelloJSON: true}
+
+func (o *Options) setDefaults() {
+	d := Defaults
+	for _, v := range []struct{ p, d *time.Duration }{{&o.ReadTimeout, &d.ReadTimeout}, {&o.WriteTimeout, &d.WriteTimeout}, {&o.IdleTimeout, &d.IdleTimeout}} {
+		if *v.p <= 0 {
+			*v.p = *v.d
+		}
+	}
+	if o.MaxHeaderBytes <= 0 {
+		o.MaxHeaderBytes = d.MaxHeaderBytes
+	}
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = d.MaxBodyBytes
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
 // New returns a Server for the given endpoints.
 func New(opt Options, endpoints []Endpoint) (*Server, error) {
-	if opt.Logger == nil {
-		opt.Logger = slog.Default()
-	}
+	opt.setDefaults()
 	s := &Server{log: opt.Logger, webhook: opt.Webhook, trustedProxies: opt.TrustedProxies, proxyProto: opt.ProxyProtocol,
 		readTimeout: opt.ReadTimeout,
 		maxConns:    opt.MaxConns, bootID: strconv.FormatInt(time.Now().UnixNano(), 36)}

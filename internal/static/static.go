@@ -26,13 +26,33 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// Options configure a Server.
+// Options configure a Server; zero values take Defaults'.
 type Options struct {
 	Root       string        // directory the asset paths are relative to
-	CacheBytes uint64        // bound on the cached assets; default 64 MiB
-	MaxFiles   int           // most files combined in one URL; default 16
-	MaxBytes   int64         // largest combined asset; default 8 MiB
-	CheckEvery time.Duration // how often a cached asset re-checks its files; default 1s
+	CacheBytes uint64        // bound on the cached assets
+	MaxFiles   int           // most files combined in one URL
+	MaxBytes   int64         // largest combined asset
+	CheckEvery time.Duration // how often a cached asset re-checks its files
+}
+
+// Defaults are the values zero options take. The configuration's defaults
+// (static: in defaults.yaml) are checked against them.
+var Defaults = Options{CacheBytes: 64 << 20, MaxFiles: 16, MaxBytes: 8 << 20, CheckEvery: time.Second}
+
+func (o *Options) setDefaults() {
+	d := Defaults
+	if o.CacheBytes == 0 {
+		o.CacheBytes = d.CacheBytes
+	}
+	if o.MaxFiles <= 0 {
+		o.MaxFiles = d.MaxFiles
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = d.MaxBytes
+	}
+	if o.CheckEvery <= 0 {
+		o.CheckEvery = d.CheckEvery
+	}
 }
 
 // Asset is a combined, ready-to-send file. It is shared and must not be modified.
@@ -74,18 +94,7 @@ type Server struct {
 
 // New opens root.
 func New(opt Options) (*Server, error) {
-	if opt.CacheBytes == 0 {
-		opt.CacheBytes = 64 << 20
-	}
-	if opt.MaxFiles <= 0 {
-		opt.MaxFiles = 16
-	}
-	if opt.MaxBytes <= 0 {
-		opt.MaxBytes = 8 << 20
-	}
-	if opt.CheckEvery <= 0 {
-		opt.CheckEvery = time.Second
-	}
+	opt.setDefaults()
 	root, err := os.OpenRoot(opt.Root)
 	if err != nil {
 		return nil, err
