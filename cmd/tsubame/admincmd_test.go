@@ -35,7 +35,7 @@ import (
 func TestAdminCLI(t *testing.T) {
 	env := testEnv(t)
 	m := openMain(t, env, false)
-	if m.admin.BootstrapToken() == "" {
+	if m.adm.server.BootstrapToken() == "" {
 		t.Fatal("no bootstrap token on a first start")
 	}
 	code, out, stderr := runCmd(t, env, "correct horse battery staple\n", "admin", "create-user", "-role", "editor", "alice")

@@ -27,59 +27,59 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 	if err != nil {
 		return fmt.Errorf("admin accounts: %w", err)
 	}
-	m.audit, m.alerts, err = openAuditLog(cfg, m.Logger)
+	m.adm.audit, m.adm.alerts, err = openAuditLog(cfg, m.Logger)
 	if err != nil {
 		return err
 	}
 	var tlsConfig *tls.Config
-	if m.adminCerts != nil { // loaded by Open
-		tlsConfig = m.adminCerts.Config(tls.VersionTLS12)
+	if m.adm.certs != nil { // loaded by Open
+		tlsConfig = m.adm.certs.Config(tls.VersionTLS12)
 	}
 
 	reg := metrics.NewRegistry(version)
-	reg.MustRegister(metrics.NewCacheCollector(m.Cache.Stats), metrics.NewServerCollector(m.public.Stats),
-		metrics.NewRequestCollector(m.public.Requests), metrics.NewAdminCollector(func() (uint64, uint64, uint64) {
-			st := m.audit.Stats()
+	reg.MustRegister(metrics.NewCacheCollector(m.Cache.Stats), metrics.NewServerCollector(m.pub.server.Stats),
+		metrics.NewRequestCollector(m.pub.server.Requests), metrics.NewAdminCollector(func() (uint64, uint64, uint64) {
+			st := m.adm.audit.Stats()
 			return st.AuthFailures, st.Alerts, st.WriteErrors
 		}))
-	if m.tlsCerts != nil || m.adminCerts != nil {
+	if m.pub.tlsCerts != nil || m.adm.certs != nil {
 		reg.MustRegister(metrics.NewCertCollector(func() map[string][]certs.Loaded {
 			out := map[string][]certs.Loaded{}
-			if m.tlsCerts != nil {
-				out["tls"] = m.tlsCerts.Loaded()
+			if m.pub.tlsCerts != nil {
+				out["tls"] = m.pub.tlsCerts.Loaded()
 			}
-			if m.adminCerts != nil {
-				out["admin"] = m.adminCerts.Loaded()
+			if m.adm.certs != nil {
+				out["admin"] = m.adm.certs.Loaded()
 			}
 			return out
 		}))
 	}
-	if _, ok := m.audit.SyslogStats(); ok {
+	if _, ok := m.adm.audit.SyslogStats(); ok {
 		reg.MustRegister(metrics.NewAuditSyslogCollector(func() (uint64, uint64, bool) {
-			st, _ := m.audit.SyslogStats()
+			st, _ := m.adm.audit.SyslogStats()
 			return st.Sent, st.Dropped, st.Failing
 		}))
 	}
-	if m.Webhook != nil {
-		reg.MustRegister(metrics.NewWebhookCollector(m.Webhook.Stats))
+	if m.hooks.processor != nil {
+		reg.MustRegister(metrics.NewWebhookCollector(m.hooks.processor.Stats))
 	}
-	if m.shipper != nil {
-		reg.MustRegister(metrics.NewShipperCollector(m.shipper.Stats))
+	if m.logs.shipper != nil {
+		reg.MustRegister(metrics.NewShipperCollector(m.logs.shipper.Stats))
 	}
-	for name, l := range map[string]*accesslog.Logger{"file": m.FileLog, "store": m.StoreLog} {
+	for name, l := range map[string]*accesslog.Logger{"file": m.logs.file, "store": m.logs.store} {
 		if l != nil {
 			var rotations func() uint64
 			if name == "file" {
-				rotations = m.fileSink.Rotations
+				rotations = m.logs.fileSink.Rotations
 			}
 			reg.MustRegister(metrics.NewAccessLogCollector(name, l.Stats, rotations))
 		}
 	}
 	opt := cfg.Admin.Options()
-	opt.Logger, opt.Metrics, opt.Probe, opt.Accounts, opt.Audit, opt.TLS = m.Logger, reg, m.probe(backend), accounts, m.audit, tlsConfig
+	opt.Logger, opt.Metrics, opt.Probe, opt.Accounts, opt.Audit, opt.TLS = m.Logger, reg, m.probe(backend), accounts, m.adm.audit, tlsConfig
 	opt.Placements, opt.Purge, opt.ConfigView, opt.AccessLog, opt.Sample = m.Cache, m.purge(backend), m.configView, m.accessLogStatus, m.sample
-	m.admin = admin.New(opt)
-	if tok := m.admin.BootstrapToken(); tok != "" {
+	m.adm.server = admin.New(opt)
+	if tok := m.adm.server.BootstrapToken(); tok != "" {
 		console := m.Console
 		if console == nil {
 			console = os.Stderr
@@ -98,7 +98,7 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 // probe checks what a ready server needs: the access logs and the store.
 func (m *Main) probe(backend tsubame.Store) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
-		for _, l := range []*accesslog.Logger{m.FileLog, m.StoreLog} {
+		for _, l := range []*accesslog.Logger{m.logs.file, m.logs.store} {
 			if l != nil {
 				if err := l.Healthy(); err != nil {
 					return err
@@ -145,7 +145,7 @@ func (m *Main) configView() any {
 // accessLogStatus describes each access log sink.
 func (m *Main) accessLogStatus() any {
 	out := map[string]any{}
-	for name, l := range map[string]*accesslog.Logger{"file": m.FileLog, "store": m.StoreLog} {
+	for name, l := range map[string]*accesslog.Logger{"file": m.logs.file, "store": m.logs.store} {
 		if l == nil {
 			continue
 		}
@@ -153,12 +153,12 @@ func (m *Main) accessLogStatus() any {
 		v := map[string]any{"appended": st.Appended, "written": st.Written, "bytes": st.Bytes, "flushes": st.Flushes,
 			"write_errors": st.WriteErrors, "waits": st.Waits, "overflows": st.Overflows, "buffered_bytes": st.Buffered,
 			"failing": st.Failing, "last_error": st.LastError, "healthy": l.Healthy() == nil}
-		if name == "file" && m.fileSink != nil {
-			v["rotations"] = m.fileSink.Rotations()
+		if name == "file" && m.logs.fileSink != nil {
+			v["rotations"] = m.logs.fileSink.Rotations()
 			v["dir"] = m.Config.AccessLog.Dir
 		}
-		if name == "file" && m.shipper != nil {
-			ks := m.shipper.Stats()
+		if name == "file" && m.logs.shipper != nil {
+			ks := m.logs.shipper.Stats()
 			k := map[string]any{"lines": ks.Lines, "bytes": ks.Bytes, "lag_lines": ks.Lag, "errors": ks.Errors,
 				"failing": ks.Failing, "last_error": ks.LastErr, "topic": m.Config.AccessLog.Kafka.Topic}
 			if !ks.Oldest.IsZero() {
@@ -174,7 +174,7 @@ func (m *Main) accessLogStatus() any {
 // sample gathers the counters the dashboard shows.
 func (m *Main) sample() admin.Sample {
 	s := admin.Sample{LatencyBounds: server.LatencyBounds, Latency: make([]uint64, len(server.LatencyBounds)+1)}
-	for _, rc := range m.public.Requests() {
+	for _, rc := range m.pub.server.Requests() {
 		for i, n := range rc.Buckets {
 			s.Latency[i] += n
 			s.Requests += n
@@ -182,7 +182,7 @@ func (m *Main) sample() admin.Sample {
 	}
 	cs := m.Cache.Stats()
 	s.CacheHits, s.CacheMisses = cs.Hits+cs.Stale, cs.Misses
-	for _, l := range []*accesslog.Logger{m.FileLog, m.StoreLog} {
+	for _, l := range []*accesslog.Logger{m.logs.file, m.logs.store} {
 		if l != nil {
 			st := l.Stats()
 			s.LogBuffered += st.Buffered
@@ -190,18 +190,18 @@ func (m *Main) sample() admin.Sample {
 		}
 	}
 	s.ShipLag = -1
-	if m.shipper != nil {
-		ks := m.shipper.Stats()
+	if m.logs.shipper != nil {
+		ks := m.logs.shipper.Stats()
 		s.ShipLag, s.ShipFailing = int64(ks.Lag), ks.Failing
 		if !ks.Oldest.IsZero() {
 			s.ShipAge = time.Since(ks.Oldest)
 		}
 	}
-	if m.Webhook != nil {
-		ws := m.Webhook.Stats()
+	if m.hooks.processor != nil {
+		ws := m.hooks.processor.Stats()
 		s.HookQueued, s.HookInFlight = ws.Queued, ws.InFlight
 	}
-	s.Conns = m.public.Stats().Conns
+	s.Conns = m.pub.server.Stats().Conns
 	return s
 }
 

@@ -94,7 +94,7 @@ func (m *Main) newShipper(al config.AccessLog) (*logship.Shipper, error) {
 		Dir: al.Dir, Name: al.FileName, StateFile: al.KafkaStatePath(), Node: node, Topic: k.Topic,
 		ByPlacement: k.PartitionBy == "placement", Client: opts,
 		PollInterval: k.PollInterval, StateInterval: k.StateInterval,
-		Written: func() uint64 { return m.FileLog.Stats().Written },
+		Written: func() uint64 { return m.logs.file.Stats().Written },
 		Logger:  m.Logger.With("component", "kafka-shipper"),
 	})
 }
@@ -117,7 +117,7 @@ func (m *Main) watchShipLag(ctx context.Context, limit time.Duration) {
 			return
 		case <-t.C:
 		}
-		st := m.shipper.Stats()
+		st := m.logs.shipper.Stats()
 		age := time.Duration(0)
 		if !st.Oldest.IsZero() {
 			age = time.Since(st.Oldest)
@@ -127,15 +127,15 @@ func (m *Main) watchShipLag(ctx context.Context, limit time.Duration) {
 			alerting = true
 			m.Logger.Warn("access log lines are not reaching Kafka", "oldest_unshipped", age.Round(time.Second),
 				"lag_lines", st.Lag, "last_error", st.LastErr)
-			if m.alerts != nil {
-				m.alerts.Notify("Access log shipping to Kafka is behind: the oldest unshipped line is %s old, %d lines waiting (%s). Lines are kept on disk until shipped.",
+			if m.adm.alerts != nil {
+				m.adm.alerts.Notify("Access log shipping to Kafka is behind: the oldest unshipped line is %s old, %d lines waiting (%s). Lines are kept on disk until shipped.",
 					age.Round(time.Second), st.Lag, st.LastErr)
 			}
 		case alerting && age <= limit/2:
 			alerting = false
 			m.Logger.Info("access log shipping to Kafka caught up", "lag_lines", st.Lag)
-			if m.alerts != nil {
-				m.alerts.Notify("Access log shipping to Kafka caught up (%d lines waiting).", st.Lag)
+			if m.adm.alerts != nil {
+				m.adm.alerts.Notify("Access log shipping to Kafka caught up (%d lines waiting).", st.Lag)
 			}
 		}
 	}

@@ -395,11 +395,11 @@ func TestKafkaDownServesAndAlerts(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no lag alert; alerts: %q, stats %+v", got, m.shipper.Stats())
+			t.Fatalf("no lag alert; alerts: %q, stats %+v", got, m.logs.shipper.Stats())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if st := m.shipper.Stats(); st.Lag != 20 || st.Lines != 0 {
+	if st := m.logs.shipper.Stats(); st.Lag != 20 || st.Lines != 0 {
 		t.Fatalf("stats: %+v", st)
 	}
 	if code, _ := get(t, base+"/readyz"); code != 200 {

@@ -19,10 +19,10 @@ import (
 // effect at the next restart (SIGUSR2 or tsubame restart); Reload returns
 // their names. An error leaves the running configuration untouched.
 func (m *Main) Reload(cfg *config.Config) (needsRestart []string, err error) {
-	if cfg.UsesLog(config.LogFile) && m.FileLog == nil {
+	if cfg.UsesLog(config.LogFile) && m.logs.file == nil {
 		return nil, fmt.Errorf("an endpoint now logs to the access-log file, which this process did not open: restart instead")
 	}
-	if cfg.UsesLog(config.LogStore) && m.StoreLog == nil {
+	if cfg.UsesLog(config.LogStore) && m.logs.store == nil {
 		return nil, fmt.Errorf("an endpoint now logs into the store, which this process did not set up: restart instead")
 	}
 	m.mu.Lock()
@@ -43,7 +43,7 @@ func (m *Main) Reload(cfg *config.Config) (needsRestart []string, err error) {
 	if err := m.loadCerts(cfg); err != nil {
 		return nil, err
 	}
-	if err := m.public.Reload(m.serverOptions(cfg), m.endpoints(cfg)); err != nil {
+	if err := m.pub.server.Reload(m.serverOptions(cfg), m.endpoints(cfg)); err != nil {
 		return nil, err
 	}
 	if m.Level != nil {
@@ -53,7 +53,7 @@ func (m *Main) Reload(cfg *config.Config) (needsRestart []string, err error) {
 	m.Config = cfg
 	m.mu.Unlock()
 	restart := restartOnly(old, cfg)
-	if m.receiver != nil {
+	if m.hooks.receiver != nil {
 		// The webhook processor runs, so the public listener applied the
 		// callback token: rotated, or /callback turned on or off.
 		restart = slices.DeleteFunc(restart, func(k string) bool { return k == "webhook.callback_token" })

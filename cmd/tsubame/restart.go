@@ -150,7 +150,7 @@ func (m *Main) startSuccessor(args []string, environ []string, stdout, stderr io
 	for _, l := range []struct {
 		name string
 		ln   net.Listener
-	}{{"public", m.publicLn}, {"admin", m.adminLn}, {"tls", m.tlsLn}} {
+	}{{"public", m.pub.ln}, {"admin", m.adm.ln}, {"tls", m.pub.tlsLn}} {
 		if l.ln == nil {
 			continue
 		}

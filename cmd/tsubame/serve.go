@@ -34,73 +34,98 @@ import (
 )
 
 // Main is the running server: the store, the cache over it and the two
-// listeners. Open builds and starts it; Close stops it in order.
+// listeners. Open builds and starts it; Close stops it in order. The
+// caller sets the first group of fields; Open makes the rest.
 type Main struct {
 	Config *config.Config
 	Logger *slog.Logger
+	// Level is the process log's level, changed by a reload.
+	Level *slog.LevelVar
 	// Demo loads the demo placements into an empty store on Open.
 	Demo bool
+	// Console receives what only the operator at the console may see: the
+	// admin bootstrap token. Nil means os.Stderr.
+	Console io.Writer
 
-	Store tsubame.Store // the cache over the backend: writes here invalidate
-	Cache *cache.Cache
-	// FileLog and StoreLog are the access logs of endpoints with
-	// access_log: file and store; nil when no endpoint uses them.
-	FileLog  *accesslog.Logger
-	StoreLog *accesslog.Logger
-	fileSink *accesslog.FileSink
-	// shipper ships the file log to Kafka (access_log.kafka); nil without.
-	shipper     *logship.Shipper
+	Store   tsubame.Store // the cache over the backend: writes here invalidate
+	Cache   *cache.Cache
+	backend tsubame.Store // the store under the cache
+
+	logs  accessLogs
+	hooks webhooks
+	pub   publicSide
+	adm   adminSide
+	run   running
+
+	mu sync.Mutex // guards Config against a reload during Close
+}
+
+// accessLogs are the access logs of endpoints with access_log: file and
+// store (nil when no endpoint uses them) and the file log's shipper.
+type accessLogs struct {
+	file, store *accesslog.Logger
+	fileSink    *accesslog.FileSink
+	shipper     *logship.Shipper // access_log.kafka; nil without
 	stopLagWarn context.CancelFunc
-	// Webhook processes the messages of /callback and /webhook/line; nil
-	// when neither is enabled.
-	Webhook *webhook.Processor
+}
 
-	public     *server.Server
-	publicLn   net.Listener
-	tlsLn      net.Listener // the public TLS listener; nil without tls.listen
-	tlsCerts   *certs.Store // its certificates, read again by a reload
-	adminCerts *certs.Store // the admin listener's, if it speaks TLS
-	admin      *admin.Server
-	adminLn    net.Listener
+// webhooks are the webhook receivers' processor and receiver; nil when
+// no webhook endpoint is on.
+type webhooks struct {
+	processor *webhook.Processor
+	receiver  *webhook.Receiver
+}
+
+// publicSide is the public listener: the server, its plain and TLS
+// listeners, their certificates and the /lib/ servers.
+type publicSide struct {
+	server     *server.Server
+	ln         net.Listener
+	tlsLn      net.Listener              // nil without tls.listen
+	tlsCerts   *certs.Store              // read again by a reload
+	static     *static.Server            // the default site's /lib/
+	siteStatic map[string]*static.Server // each site's /lib/, by site name
+}
+
+// adminSide is the admin listener and what it keeps: the audit log and
+// the alerts.
+type adminSide struct {
+	server *admin.Server
+	ln     net.Listener
+	certs  *certs.Store // if it speaks TLS
+	audit  *admin.Audit
+	alerts *admin.Notifier // admin.alert_webhook; nil without
+}
+
+// running is the state of the listeners' loops and of a handover.
+type running struct {
 	served     chan error
 	nListeners int
 	stopWatch  context.CancelFunc
 	watching   chan struct{}
-	mu         sync.Mutex    // guards Config against a reload during Close
-	backend    tsubame.Store // the store under the cache
-	handover   *handover     // set when this process succeeds another (restart.go)
-	serving    bool          // the listeners' Serve loops run
-	ready      atomic.Bool   // the public /readyz answers ready
+	handover   *handover   // set when this process succeeds another (restart.go)
+	serving    bool        // the listeners' Serve loops run
+	ready      atomic.Bool // the public /readyz answers ready
 	readyProbe func(ctx context.Context) error
-	receiver   *webhook.Receiver
-	static     *static.Server            // the default site's /lib/
-	siteStatic map[string]*static.Server // each site's /lib/, by site name
-	// Level is the process log's level, changed by a reload.
-	Level *slog.LevelVar
-	// Console receives what only the operator at the console may see: the
-	// admin bootstrap token. Nil means os.Stderr.
-	Console io.Writer
-	audit   *admin.Audit
-	alerts  *admin.Notifier // admin.alert_webhook; nil without
 }
 
 // PublicAddr is the address the public listener is bound to.
-func (m *Main) PublicAddr() string { return m.publicLn.Addr().String() }
+func (m *Main) PublicAddr() string { return m.pub.ln.Addr().String() }
 
 // TLSAddr is the address the public TLS listener is bound to, or "".
 func (m *Main) TLSAddr() string {
-	if m.tlsLn == nil {
+	if m.pub.tlsLn == nil {
 		return ""
 	}
-	return m.tlsLn.Addr().String()
+	return m.pub.tlsLn.Addr().String()
 }
 
 // AdminAddr is the address the admin listener is bound to, or "" if disabled.
 func (m *Main) AdminAddr() string {
-	if m.adminLn == nil {
+	if m.adm.ln == nil {
 		return ""
 	}
-	return m.adminLn.Addr().String()
+	return m.adm.ln.Addr().String()
 }
 
 // Open opens the store, builds the cache and endpoints, binds both listeners
@@ -117,9 +142,9 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if err := m.bindListeners(cfg); err != nil {
 		return err
 	}
-	if m.handover != nil {
-		m.handover.ready(m.Logger)
-		m.handover.waitRelease(m.Logger)
+	if m.run.handover != nil {
+		m.run.handover.ready(m.Logger)
+		m.run.handover.waitRelease(m.Logger)
 	}
 	backend, err := openStore(cfg, false)
 	if errors.Is(err, embedded.ErrInUse) {
@@ -141,10 +166,10 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if feed, ok := backend.(tsubame.ChangeFeed); ok {
 		// Writes by other nodes (and the CLI) drop entries from our cache.
 		wctx, cancel := context.WithCancel(context.Background())
-		m.stopWatch = cancel
-		m.watching = make(chan struct{})
+		m.run.stopWatch = cancel
+		m.run.watching = make(chan struct{})
 		go func() {
-			defer close(m.watching)
+			defer close(m.run.watching)
 			_ = feed.Watch(wctx, m.Cache)
 		}()
 	}
@@ -162,28 +187,28 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		return err
 	}
 
-	m.receiver = receiver
-	m.readyProbe = m.probe(backend)
+	m.hooks.receiver = receiver
+	m.run.readyProbe = m.probe(backend)
 	if err := m.openStatic(cfg); err != nil {
 		return err
 	}
-	m.public, err = server.New(m.serverOptions(cfg), m.endpoints(cfg))
+	m.pub.server, err = server.New(m.serverOptions(cfg), m.endpoints(cfg))
 	if err != nil {
 		return err
 	}
-	if m.tlsLn != nil {
-		m.tlsCerts = new(certs.Store)
+	if m.pub.tlsLn != nil {
+		m.pub.tlsCerts = new(certs.Store)
 	}
 	if cfg.Admin.Listen != "" && cfg.Admin.TLSCert != "" {
-		m.adminCerts = new(certs.Store)
+		m.adm.certs = new(certs.Store)
 	}
 	if err := m.loadCerts(cfg); err != nil {
 		return err
 	}
 	var tlsConfig *tls.Config
-	if m.tlsCerts != nil {
+	if m.pub.tlsCerts != nil {
 		minVersion, _ := certs.MinVersion(cfg.TLS.MinVersion) // checked by Validate
-		tlsConfig = m.tlsCerts.Config(minVersion)
+		tlsConfig = m.pub.tlsCerts.Config(minVersion)
 	}
 	if cfg.Admin.Listen != "" {
 		if err := m.openAdmin(cfg, backend); err != nil {
@@ -191,24 +216,24 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		}
 	}
 
-	if m.shipper != nil {
+	if m.logs.shipper != nil {
 		lctx, cancel := context.WithCancel(context.Background())
-		m.stopLagWarn = cancel
+		m.logs.stopLagWarn = cancel
 		go m.watchShipLag(lctx, cfg.AccessLog.Kafka.LagAlert)
 	}
-	m.served = make(chan error, 3)
-	m.serving = true
-	m.nListeners = 1
-	go func() { m.served <- m.public.Serve(m.publicLn) }()
-	if m.tlsLn != nil {
-		m.nListeners++
-		go func() { m.served <- m.public.ServeTLS(m.tlsLn, tlsConfig) }()
+	m.run.served = make(chan error, 3)
+	m.run.serving = true
+	m.run.nListeners = 1
+	go func() { m.run.served <- m.pub.server.Serve(m.pub.ln) }()
+	if m.pub.tlsLn != nil {
+		m.run.nListeners++
+		go func() { m.run.served <- m.pub.server.ServeTLS(m.pub.tlsLn, tlsConfig) }()
 	}
-	m.ready.Store(true)
-	if m.admin != nil && m.adminLn != nil {
-		m.nListeners++
-		go func() { m.served <- m.admin.Serve(m.adminLn) }()
-		m.admin.SetReady(true)
+	m.run.ready.Store(true)
+	if m.adm.server != nil && m.adm.ln != nil {
+		m.run.nListeners++
+		go func() { m.run.served <- m.adm.server.Serve(m.adm.ln) }()
+		m.adm.server.SetReady(true)
 	}
 	m.Logger.Info("serving", "listen", m.PublicAddr(), "tls", m.TLSAddr(), "admin", m.AdminAddr(), "store", cfg.Store.Type,
 		"endpoints", len(cfg.Endpoints), "version", version)
@@ -221,14 +246,14 @@ func (m *Main) Open(ctx context.Context) (err error) {
 // certificate in use is logged with its expiry; one that has expired or
 // expires within certWarnBefore is logged as a warning.
 func (m *Main) loadCerts(cfg *config.Config) error {
-	if m.tlsCerts != nil {
+	if m.pub.tlsCerts != nil {
 		def, sites := cfg.TLSCertificates()
-		if err := m.tlsCerts.Load(def, sites); err != nil {
+		if err := m.pub.tlsCerts.Load(def, sites); err != nil {
 			return err
 		}
 	}
-	if m.adminCerts != nil {
-		if err := m.adminCerts.Load(certs.Pair{Cert: cfg.Admin.TLSCert, Key: cfg.Admin.TLSKey}, nil); err != nil {
+	if m.adm.certs != nil {
+		if err := m.adm.certs.Load(certs.Pair{Cert: cfg.Admin.TLSCert, Key: cfg.Admin.TLSKey}, nil); err != nil {
 			return fmt.Errorf("admin.tls_cert/tls_key: %w", err)
 		}
 	}
@@ -236,7 +261,7 @@ func (m *Main) loadCerts(cfg *config.Config) error {
 	for _, l := range []struct {
 		name  string
 		store *certs.Store
-	}{{"tls", m.tlsCerts}, {"admin", m.adminCerts}} {
+	}{{"tls", m.pub.tlsCerts}, {"admin", m.adm.certs}} {
 		if l.store == nil {
 			continue
 		}
@@ -265,18 +290,18 @@ const certWarnBefore = 14 * 24 * time.Hour
 // opened.
 func (m *Main) bindListeners(cfg *config.Config) error {
 	var err error
-	if m.handover != nil {
-		if m.publicLn, m.adminLn, m.tlsLn, err = m.handover.listeners(); err != nil {
+	if m.run.handover != nil {
+		if m.pub.ln, m.adm.ln, m.pub.tlsLn, err = m.run.handover.listeners(); err != nil {
 			return err
 		}
-	} else if m.publicLn, err = net.Listen("tcp", cfg.Listen); err != nil {
+	} else if m.pub.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return fmt.Errorf("cannot listen on %s: %w", cfg.Listen, err)
 	}
 	for _, l := range []struct {
 		ln   *net.Listener
 		addr string
 		what string
-	}{{&m.adminLn, cfg.Admin.Listen, " (admin)"}, {&m.tlsLn, cfg.TLS.Listen, " (tls)"}} {
+	}{{&m.adm.ln, cfg.Admin.Listen, " (admin)"}, {&m.pub.tlsLn, cfg.TLS.Listen, " (tls)"}} {
 		switch {
 		case *l.ln != nil && l.addr == "":
 			_ = (*l.ln).Close()
@@ -292,7 +317,7 @@ func (m *Main) bindListeners(cfg *config.Config) error {
 
 func (m *Main) serverOptions(cfg *config.Config) server.Options {
 	opt := cfg.Server.Options()
-	opt.Webhook, opt.CallbackToken, opt.Static = m.receiver, cfg.Webhook.CallbackToken, m.static
+	opt.Webhook, opt.CallbackToken, opt.Static = m.hooks.receiver, cfg.Webhook.CallbackToken, m.pub.static
 	opt.Sites, opt.RejectUnknownHosts = m.sites(cfg), cfg.UnknownHosts == "reject"
 	opt.Ready, opt.Logger = m.publicReady, m.Logger
 	return opt
@@ -305,10 +330,10 @@ var errNotServing = errors.New("not serving")
 // publicReady is what the public /readyz reports: serving, with a healthy
 // access log and a store that answers.
 func (m *Main) publicReady(ctx context.Context) error {
-	if !m.ready.Load() {
+	if !m.run.ready.Load() {
 		return errNotServing
 	}
-	if err := m.readyProbe(ctx); err != nil {
+	if err := m.run.readyProbe(ctx); err != nil {
 		m.Logger.Warn("readiness probe failed", "err", err)
 		return err
 	}
@@ -343,7 +368,7 @@ func (m *Main) sites(cfg *config.Config) []server.Site {
 	for _, name := range slices.Sorted(maps.Keys(cfg.Sites)) {
 		sc := cfg.Sites[name]
 		out = append(out, server.Site{Name: name, Hosts: sc.Hosts, Endpoints: m.endpointsOf(cfg, sc.Endpoints, compileTemplates(cfg, name)),
-			Static: m.siteStatic[name]})
+			Static: m.pub.siteStatic[name]})
 	}
 	return out
 }
@@ -359,14 +384,14 @@ func (m *Main) openStatic(cfg *config.Config) error {
 	}
 	var err error
 	if cfg.Static.Root != "" {
-		if m.static, err = open(cfg.Static.Root); err != nil {
+		if m.pub.static, err = open(cfg.Static.Root); err != nil {
 			return err
 		}
 	}
-	m.siteStatic = map[string]*static.Server{}
+	m.pub.siteStatic = map[string]*static.Server{}
 	for name, sc := range cfg.Sites {
 		if sc.StaticRoot != "" {
-			if m.siteStatic[name], err = open(sc.StaticRoot); err != nil {
+			if m.pub.siteStatic[name], err = open(sc.StaticRoot); err != nil {
 				return err
 			}
 		}
@@ -409,9 +434,9 @@ func (m *Main) endpointsOf(cfg *config.Config, eps map[string]config.Endpoint, t
 			CORSOrigins: ec.CORSOrigins, CORSMaxAge: ec.CORSMaxAge}
 		switch ec.AccessLog {
 		case config.LogFile:
-			ep.Log = m.FileLog
+			ep.Log = m.logs.file
 		case config.LogStore:
-			ep.Log = m.StoreLog
+			ep.Log = m.logs.store
 		}
 		for _, f := range ec.Formats {
 			format, _ := render.ParseFormat([]byte(f))
@@ -434,8 +459,8 @@ func (m *Main) endpointsOf(cfg *config.Config, eps map[string]config.Endpoint, t
 // error, or nil when ctx ended.
 func (m *Main) Wait(ctx context.Context) error {
 	select {
-	case err := <-m.served:
-		m.nListeners--
+	case err := <-m.run.served:
+		m.run.nListeners--
 		if err == nil {
 			err = errors.New("listener stopped")
 		}
@@ -460,19 +485,19 @@ func (m *Main) Close() error {
 
 func (m *Main) closeAll(ctx context.Context) error {
 	var errs []error
-	m.ready.Store(false)
-	if m.admin != nil {
-		m.admin.SetReady(false)
+	m.run.ready.Store(false)
+	if m.adm.server != nil {
+		m.adm.server.SetReady(false)
 	}
 	drained := true
-	if m.public != nil && m.serving {
-		if err := m.public.Shutdown(ctx); err != nil {
+	if m.pub.server != nil && m.run.serving {
+		if err := m.pub.server.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("public listener: %w", err))
 			drained = false
 		}
 	} else {
 		// Never served: the listeners are only bound.
-		for _, ln := range []net.Listener{m.publicLn, m.tlsLn} {
+		for _, ln := range []net.Listener{m.pub.ln, m.pub.tlsLn} {
 			if ln != nil {
 				_ = ln.Close()
 			}
@@ -481,31 +506,31 @@ func (m *Main) closeAll(ctx context.Context) error {
 	// The public listener has drained: no message or record comes in any
 	// more. Process the queued messages (for up to webhook.drain_timeout),
 	// then write every access-log record, before the store closes.
-	if m.Webhook != nil {
+	if m.hooks.processor != nil {
 		m.mu.Lock()
 		drain := m.Config.Webhook.DrainTimeout
 		m.mu.Unlock()
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drain)
-		if err := m.Webhook.Close(dctx); err != nil {
+		if err := m.hooks.processor.Close(dctx); err != nil {
 			errs = append(errs, fmt.Errorf("webhook: %w", err))
 		}
 		cancel()
 	}
-	for _, l := range []*accesslog.Logger{m.FileLog, m.StoreLog} {
+	for _, l := range []*accesslog.Logger{m.logs.file, m.logs.store} {
 		if l != nil {
 			if err := l.Close(ctx); err != nil {
 				errs = append(errs, err)
 			}
 		}
 	}
-	if m.shipper != nil {
+	if m.logs.shipper != nil {
 		// The last file is closed out: ship it while Kafka answers, then
 		// stop (what is not acknowledged is sent by the next start).
-		if m.stopLagWarn != nil {
-			m.stopLagWarn()
+		if m.logs.stopLagWarn != nil {
+			m.logs.stopLagWarn()
 		}
-		m.shipper.Drain(ctx)
-		if err := m.shipper.Close(ctx); err != nil {
+		m.logs.shipper.Drain(ctx)
+		if err := m.logs.shipper.Close(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -514,21 +539,21 @@ func (m *Main) closeAll(ctx context.Context) error {
 		// recorded in the fallback file) now that it has closed: let
 		// those answers go out.
 		wctx, cancel := context.WithTimeout(context.Background(), idleGrace)
-		_ = m.public.WaitIdle(wctx)
+		_ = m.pub.server.WaitIdle(wctx)
 		cancel()
 	}
 	m.mu.Lock()
 	warmIDs, dataDir := m.Config.Cache.WarmIDs, m.Config.DataDir
 	m.mu.Unlock()
 	saveHotIDs(m.Cache, warmIDs, dataDir, m.Logger)
-	if m.stopWatch != nil {
-		m.stopWatch()
-		<-m.watching
+	if m.run.stopWatch != nil {
+		m.run.stopWatch()
+		<-m.run.watching
 	}
-	if m.static != nil {
-		_ = m.static.Close()
+	if m.pub.static != nil {
+		_ = m.pub.static.Close()
 	}
-	for _, st := range m.siteStatic {
+	for _, st := range m.pub.siteStatic {
 		_ = st.Close()
 	}
 	if m.Store != nil {
@@ -536,21 +561,21 @@ func (m *Main) closeAll(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("store: %w", err))
 		}
 	}
-	if m.admin != nil && m.serving && m.adminLn != nil {
-		if err := m.admin.Shutdown(ctx); err != nil {
+	if m.adm.server != nil && m.run.serving && m.adm.ln != nil {
+		if err := m.adm.server.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("admin listener: %w", err))
 		}
-	} else if m.adminLn != nil {
-		_ = m.adminLn.Close()
+	} else if m.adm.ln != nil {
+		_ = m.adm.ln.Close()
 	}
-	if m.audit != nil {
-		if err := closeAuditLog(m.audit, m.alerts); err != nil {
+	if m.adm.audit != nil {
+		if err := closeAuditLog(m.adm.audit, m.adm.alerts); err != nil {
 			errs = append(errs, fmt.Errorf("admin audit log: %w", err))
 		}
-		m.audit, m.alerts = nil, nil
+		m.adm.audit, m.adm.alerts = nil, nil
 	}
-	for ; m.nListeners > 0; m.nListeners-- {
-		if err := <-m.served; err != nil {
+	for ; m.run.nListeners > 0; m.run.nListeners-- {
+		if err := <-m.run.served; err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -581,27 +606,27 @@ func (m *Main) openLogs(backend tsubame.Store) error {
 		var err error
 		if al.Kafka.Enabled() {
 			// Made first: retention asks it, from the start, what is shipped.
-			if m.shipper, err = m.newShipper(al); err != nil {
+			if m.logs.shipper, err = m.newShipper(al); err != nil {
 				return fmt.Errorf("access_log.kafka: %w", err)
 			}
-			fo.Hold = m.shipper.Hold
+			fo.Hold = m.logs.shipper.Hold
 		}
 		if al.Durability == "async" {
-			if m.fileSink, err = accesslog.OpenFile(fo); err == nil {
-				m.FileLog = accesslog.New(m.fileSink, opts)
+			if m.logs.fileSink, err = accesslog.OpenFile(fo); err == nil {
+				m.logs.file = accesslog.New(m.logs.fileSink, opts)
 			}
 		} else {
-			m.FileLog, m.fileSink, err = accesslog.OpenMapped(fo, opts)
+			m.logs.file, m.logs.fileSink, err = accesslog.OpenMapped(fo, opts)
 		}
 		if err != nil {
-			if m.shipper != nil {
-				_ = m.shipper.Close(context.Background())
-				m.shipper = nil
+			if m.logs.shipper != nil {
+				_ = m.logs.shipper.Close(context.Background())
+				m.logs.shipper = nil
 			}
 			return err
 		}
-		if m.shipper != nil {
-			m.shipper.Start()
+		if m.logs.shipper != nil {
+			m.logs.shipper.Start()
 		}
 	}
 	if m.Config.UsesLog(config.LogStore) {
@@ -609,7 +634,7 @@ func (m *Main) openLogs(backend tsubame.Store) error {
 		if !ok {
 			return usagef("store type %q cannot hold access logs (access_log: store)", m.Config.Store.Type)
 		}
-		m.StoreLog = accesslog.New(accesslog.NewStoreSink(ls, al.MaxWait+5*time.Second, al.StoreCompression == "s2"), opts)
+		m.logs.store = accesslog.New(accesslog.NewStoreSink(ls, al.MaxWait+5*time.Second, al.StoreCompression == "s2"), opts)
 	}
 	return nil
 }
@@ -634,7 +659,7 @@ func (m *Main) openWebhook(backend tsubame.Store) (*webhook.Receiver, error) {
 	if err != nil {
 		return nil, err
 	}
-	m.Webhook = p
+	m.hooks.processor = p
 	if wc.LINE.ChannelSecret == "" {
 		m.Logger.Info("POST /webhook/line is off: set webhook.line.channel_secret (TSUBAME_LINE_CHANNEL_SECRET) to serve it")
 	}
@@ -646,10 +671,10 @@ func (m *Main) openWebhook(backend tsubame.Store) (*webhook.Receiver, error) {
 
 // ReopenLogs reopens the file access log (after an external rotation).
 func (m *Main) ReopenLogs(ctx context.Context) error {
-	if m.FileLog == nil {
+	if m.logs.file == nil {
 		return nil
 	}
-	return m.FileLog.Reopen(ctx)
+	return m.logs.file.Reopen(ctx)
 }
 
 // Every backend keeps access-log lines and webhook results: the ports the

@@ -32,7 +32,7 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer,
 	go func() { bounded.Run(logCtx); close(logDone) }()
 	defer func() { stopLog(); <-logDone }()
 	m := &Main{Config: cfg, Logger: logger, Level: level, Demo: *demo}
-	if m.handover, err = inherited(environ); err != nil {
+	if m.run.handover, err = inherited(environ); err != nil {
 		return err
 	}
 	// The watchdog runs from the start: a successor is the main process
@@ -56,7 +56,7 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer,
 	if err := m.Open(ctx); err != nil {
 		return err
 	}
-	if m.handover != nil {
+	if m.run.handover != nil {
 		m.Logger.Info("took over from the previous process")
 	}
 	pidFile := filepath.Join(cfg.DataDir, PIDFile)

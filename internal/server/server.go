@@ -76,7 +76,8 @@ type Options struct {
 	MaxInFlightHooks int
 	LimitWait        time.Duration
 	HelloJSON        bool // serve GET /json
-	// Webhook receives POST /callback and POST /webhook/line; nil serves neither.
+	// Webhook receives POST /callback and POST /webhook/<platform> for
+	// each of its platforms; nil serves none.
 	Webhook *webhook.Receiver
 	// CallbackToken, if set (with Webhook), serves POST /callback to requests
 	// carrying "Authorization: Bearer <CallbackToken>"; others get a 401.
