@@ -93,13 +93,7 @@ func TestSlackReceiverAnswers(t *testing.T) {
 	challenge := `{"token":"unused","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`
 	retry := slackRequest(slackSecret, text, now)
 	retry["X-Slack-Retry-Num"], retry["X-Slack-Retry-Reason"] = "1", "http_timeout"
-	cases := []struct {
-		name       string
-		status     int
-		body       string
-		do         func() (int, []byte)
-		wantQueued uint64
-	}{
+	cases := []answerCase{
 		{"url verification", 200, `{"challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"}`,
 			func() (int, []byte) { return slack(r, challenge, slackRequest(slackSecret, challenge, now)) }, 0},
 		{"url verification unsigned", 401, "", func() (int, []byte) { return slack(r, challenge, header{}) }, 0},
@@ -126,18 +120,7 @@ func TestSlackReceiverAnswers(t *testing.T) {
 			return slack(r, b, slackRequest(slackSecret, b, now))
 		}, 2},
 	}
-	for _, c := range cases {
-		status, body := c.do()
-		if status != c.status || (c.body != "" && string(body) != c.body) {
-			t.Errorf("%s: %d %s, want %d %s", c.name, status, body, c.status, c.body)
-		}
-		if !json.Valid(body) {
-			t.Errorf("%s: body is not JSON: %s", c.name, body)
-		}
-		if got := p.Stats().Accepted; got != c.wantQueued {
-			t.Errorf("%s: %d accepted in all, want %d", c.name, got, c.wantQueued)
-		}
-	}
+	checkAnswers(t, p, cases)
 	if st := p.Stats(); st.Duplicates != 1 {
 		t.Errorf("%d duplicates, want the retry", st.Duplicates)
 	}

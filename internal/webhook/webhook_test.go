@@ -104,6 +104,34 @@ func lineBodyJSON(ids ...string) string {
 	return `{"destination":"U0123456789abcdef","events":[` + strings.Join(ev, ",") + `]}`
 }
 
+// answerCase is a request to a Receiver: the answer it must get, and the
+// messages accepted in all after it.
+type answerCase struct {
+	name       string
+	status     int
+	body       string
+	do         func() (int, []byte)
+	wantQueued uint64
+}
+
+// checkAnswers makes each request in turn and checks its answer (always
+// JSON) and what the processor took.
+func checkAnswers(t *testing.T, p *Processor, cases []answerCase) {
+	t.Helper()
+	for _, c := range cases {
+		status, body := c.do()
+		if status != c.status || (c.body != "" && string(body) != c.body) {
+			t.Errorf("%s: %d %s, want %d %s", c.name, status, body, c.status, c.body)
+		}
+		if !json.Valid(body) {
+			t.Errorf("%s: body is not JSON: %s", c.name, body)
+		}
+		if got := p.Stats().Accepted; got != c.wantQueued {
+			t.Errorf("%s: %d accepted in all, want %d", c.name, got, c.wantQueued)
+		}
+	}
+}
+
 func TestReceiverAnswers(t *testing.T) {
 	// Processing waits until the test ends, so the queue only fills.
 	hold := make(chan struct{})
@@ -113,13 +141,7 @@ func TestReceiverAnswers(t *testing.T) {
 		return nil
 	}})
 	r := NewReceiver(p, 4096, quiet)
-	cases := []struct {
-		name       string
-		status     int
-		body       string
-		do         func() (int, []byte)
-		wantQueued uint64
-	}{
+	cases := []answerCase{
 		{"callback string", 200, `{"ok":"ok"}`, func() (int, []byte) { return callback(r, []byte(`{"messages":"1,2,3"}`)) }, 3},
 		{"callback array", 200, `{"ok":"ok"}`, func() (int, []byte) { return callback(r, []byte(`{"messages":["a","b"]}`)) }, 5},
 		{"callback malformed", 400, "", func() (int, []byte) { return callback(r, []byte(`{"messages":`)) }, 5},
@@ -138,18 +160,7 @@ func TestReceiverAnswers(t *testing.T) {
 		{"line malformed but signed", 400, "", func() (int, []byte) { return line(r, []byte(`{"events":[`), sign(`{"events":[`)) }, 5},
 		{"line signed (two texts and a follow)", 200, `{}`, func() (int, []byte) { b := lineBodyJSON("e1", "e2"); return line(r, []byte(b), sign(b)) }, 8},
 	}
-	for _, c := range cases {
-		status, body := c.do()
-		if status != c.status || (c.body != "" && string(body) != c.body) {
-			t.Errorf("%s: %d %s, want %d %s", c.name, status, body, c.status, c.body)
-		}
-		if !json.Valid(body) {
-			t.Errorf("%s: body is not JSON: %s", c.name, body)
-		}
-		if got := p.Stats().Accepted; got != c.wantQueued {
-			t.Errorf("%s: %d accepted in all, want %d", c.name, got, c.wantQueued)
-		}
-	}
+	checkAnswers(t, p, cases)
 	p2, _ := newProcessor(t, Options{Platforms: []Platform{}})
 	if NewReceiver(p2, 4096, quiet).Enabled(SourceLINE) {
 		t.Fatal("LINE enabled without its platform")
