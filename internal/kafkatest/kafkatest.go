@@ -422,11 +422,17 @@ func freePort() (int, error) {
 }
 
 // clusterID is a random KRaft cluster id: 16 bytes in URL-safe base64
-// without padding, as kafka-storage random-uuid makes.
+// without padding, as kafka-storage random-uuid makes. Like Kafka's
+// Uuid.randomUuid, it never starts with '-': the storage tool would take
+// such an id for an option (one broker start in 64 failed so).
 func clusterID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return base64.RawURLEncoding.EncodeToString(b[:])
+	for {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		if id := base64.RawURLEncoding.EncodeToString(b[:]); id[0] != '-' {
+			return id
+		}
+	}
 }
 
 // Consume reads the records of topic from its start, handing each to fn,

@@ -2,6 +2,7 @@ package kafkatest
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"testing"
 	"time"
@@ -75,4 +76,20 @@ func consume(t *testing.T, addr string, want int) map[string]bool {
 		fs.EachRecord(func(r *kgo.Record) { got[string(r.Value)] = true })
 	}
 	return got
+}
+
+// A cluster id starting with '-' is taken by the storage tool for an
+// option and the broker never starts: ids are drawn until they do not.
+// 10,000 draws meet such an id with a chance of 1 - (63/64)^10000 if the
+// rule were lost.
+func TestClusterIDIsNotAnOption(t *testing.T) {
+	for range 10000 {
+		id := clusterID()
+		if id[0] == '-' || len(id) != 22 {
+			t.Fatalf("cluster id %q", id)
+		}
+		if b, err := base64.RawURLEncoding.DecodeString(id); err != nil || len(b) != 16 {
+			t.Fatalf("cluster id %q is not 16 bytes of URL-safe base64: %v", id, err)
+		}
+	}
 }
