@@ -212,7 +212,7 @@ func newRoutes(opt *Options) ([]route, error) {
 		api *apiClient
 		h2  *h2call.Client
 	}
-	shared := map[string]clients{}
+	shared := map[string]clients{} // by retry header: the API is opt.API for all
 	var routes []route
 	for _, pl := range append([]Platform{Callback{}}, opt.Platforms...) {
 		if slices.ContainsFunc(routes, func(r route) bool { return r.platform.Source() == pl.Source() }) {
@@ -233,8 +233,7 @@ func newRoutes(opt *Options) ([]route, error) {
 			routes = append(routes, r)
 			continue
 		}
-		key := keyHeader
-		if c, ok := shared[key]; ok {
+		if c, ok := shared[keyHeader]; ok {
 			r.api, r.h2 = c.api, c.h2
 			routes = append(routes, r)
 			continue
@@ -250,7 +249,7 @@ func newRoutes(opt *Options) ([]route, error) {
 				return routes, err
 			}
 		}
-		shared[key] = clients{r.api, r.h2}
+		shared[keyHeader] = clients{r.api, r.h2}
 		routes = append(routes, r)
 	}
 	return routes, nil
