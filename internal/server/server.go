@@ -225,20 +225,21 @@ var Defaults = Options{Name: "tsubame", ReadTimeout: 5 * time.Second, WriteTimeo
 
 func (o *Options) setDefaults() {
 	d := Defaults
-	for _, v := range []struct{ p, d *time.Duration }{{&o.ReadTimeout, &d.ReadTimeout}, {&o.WriteTimeout, &d.WriteTimeout}, {&o.IdleTimeout, &d.IdleTimeout}} {
-		if *v.p <= 0 {
-			*v.p = *v.d
-		}
-	}
-	if o.MaxHeaderBytes <= 0 {
-		o.MaxHeaderBytes = d.MaxHeaderBytes
-	}
-	if o.MaxBodyBytes <= 0 {
-		o.MaxBodyBytes = d.MaxBodyBytes
-	}
+	o.ReadTimeout = positiveOr(o.ReadTimeout, d.ReadTimeout)
+	o.WriteTimeout = positiveOr(o.WriteTimeout, d.WriteTimeout)
+	o.IdleTimeout = positiveOr(o.IdleTimeout, d.IdleTimeout)
+	o.MaxHeaderBytes = positiveOr(o.MaxHeaderBytes, d.MaxHeaderBytes)
+	o.MaxBodyBytes = positiveOr(o.MaxBodyBytes, d.MaxBodyBytes)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+}
+
+func positiveOr[T int | time.Duration](v, d T) T {
+	if v <= 0 {
+		return d
+	}
+	return v
 }
 
 // New returns a Server for the given endpoints.
