@@ -145,13 +145,26 @@ func MinVersion(v string) (uint16, error) {
 	return 0, fmt.Errorf("%q is not a TLS version this server accepts as a minimum: use 1.2 or 1.3", v)
 }
 
+// CipherSuites are the TLS 1.2 suites a listener accepts: ECDHE key
+// exchange (forward secrecy) with an AEAD cipher only. Go's own default
+// list still has the ECDHE CBC-SHA suites, which are neither; TLS 1.3's
+// suites are all AEAD and are not configurable.
+var CipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
 // Config returns a server tls.Config presenting the store's certificates.
-// Cipher suites and curves are Go's defaults: AEAD suites with forward
-// secrecy only, and X25519 (with its post-quantum hybrid) first. nextProtos
-// is what ALPN offers.
+// Cipher suites are CipherSuites; curves are Go's defaults, X25519 (with
+// its post-quantum hybrid) first. nextProtos is what ALPN offers.
 func (s *Store) Config(minVersion uint16, nextProtos ...string) *tls.Config {
 	return &tls.Config{
 		MinVersion:     minVersion,
+		CipherSuites:   CipherSuites,
 		GetCertificate: s.Certificate,
 		NextProtos:     nextProtos,
 	}

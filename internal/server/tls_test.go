@@ -312,3 +312,31 @@ func TestTLSClientAddress(t *testing.T) {
 		"none":  {"127.0.0.1", ""},
 	})
 }
+
+// cbcSuites are the TLS 1.2 CBC suites Go's client can offer: none may be
+// accepted (docs/edge.md promises AEAD only).
+var cbcSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA,
+}
+
+// A TLS 1.2 client offering only CBC suites fails its handshake; one
+// offering an ECDHE AEAD suite is served.
+func TestTLSRefusesCBCSuites(t *testing.T) {
+	f := startTLS(t, server.Options{})
+	for _, suite := range cbcSuites {
+		_, err := f.client(func(c *tls.Config) {
+			c.MaxVersion, c.CipherSuites = tls.VersionTLS12, []uint16{suite}
+		}).Get("https://ads.example/json")
+		if err == nil {
+			t.Errorf("a client offering only %s was served", tls.CipherSuiteName(suite))
+		}
+	}
+	waitUntil(t, func() bool { return f.srv.Stats().Refused[server.ReasonTLSHandshake] == uint64(len(cbcSuites)) })
+	resp, _ := fetch(t, f.client(func(c *tls.Config) {
+		c.MaxVersion, c.CipherSuites = tls.VersionTLS12, []uint16{tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256}
+	}), "https://ads.example/json")
+	if resp.TLS.CipherSuite != tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256 {
+		t.Fatalf("negotiated %s", tls.CipherSuiteName(resp.TLS.CipherSuite))
+	}
+}
