@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"tsubame/internal/framing"
 )
 
 // CORS per endpoint, so publishers' pages can read .json with fetch().
@@ -100,7 +102,7 @@ func (s *Server) preflight(ctx *fasthttp.RequestCtx, ep *endpoint) {
 // tokenList reports whether b is a comma-separated list of field names.
 func tokenList(b []byte) bool {
 	for _, c := range b {
-		if !tchar[c] && c != ',' && c != ' ' && c != '\t' {
+		if !framing.TokenByte(c) && c != ',' && c != ' ' && c != '\t' {
 			return false
 		}
 	}

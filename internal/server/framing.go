@@ -4,6 +4,8 @@ import (
 	"bytes"
 
 	"github.com/valyala/fasthttp"
+
+	"tsubame/internal/framing"
 )
 
 // Strict framing on top of fasthttp's parser.
@@ -25,93 +27,24 @@ import (
 // gets a 400 and its connection is closed, so nothing after it on the socket
 // is read as another request.
 
-// framingError says why a request's framing is refused.
-type framingError string
+// framingError says why a request's framing is refused: the rules are
+// internal/framing's, shared with the admin listener.
+type framingError = framing.Error
 
-const (
-	errBareLF     framingError = "a header line ends in a bare LF"
-	errBareCR     framingError = "a bare CR in the request head"
-	errObsFold    framingError = "obsolete line folding"
-	errFieldName  framingError = "invalid header field name"
-	errCLAndTE    framingError = "both Content-Length and Transfer-Encoding"
-	errTEValue    framingError = "Transfer-Encoding other than chunked"
-	errVersion    framingError = "HTTP version other than 1.0 and 1.1"
-	errUnfinished framingError = "unterminated header block"
-)
+var http10 = []byte("HTTP/1.0")
 
-var (
-	hdrContentLength    = []byte("content-length")
-	hdrTransferEncoding = []byte("transfer-encoding")
-	http10              = []byte("HTTP/1.0")
-	valChunked          = []byte("chunked")
-)
-
-// tchar marks the bytes allowed in a field name (RFC 9110 §5.6.2).
-var tchar = func() (t [256]bool) {
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c], t[c-'a'+'A'] = true, true
-	}
-	for _, c := range "!#$%&'*+-.^_`|~" {
-		t[c] = true
-	}
-	return t
-}()
-
-// checkFraming returns why the request head h is refused, or "".
+// checkFraming returns why the request head h is refused, or "": the
+// field lines by framing.Fields (which also checks every Host value), the
+// request target's authority by framing.Target.
 func checkFraming(h *fasthttp.RequestHeader) framingError {
-	raw := h.RawHeaders()
 	if !h.IsHTTP11() && !bytes.Equal(h.Protocol(), http10) {
-		return errVersion // fasthttp reads any HTTP/d.d as 1.0
+		return framing.ErrVersion // fasthttp reads any HTTP/d.d as 1.0
 	}
-	var cl, te bool
-	for len(raw) > 0 {
-		nl := bytes.IndexByte(raw, '\n')
-		if nl < 0 {
-			return errUnfinished
-		}
-		if nl == 0 || raw[nl-1] != '\r' {
-			return errBareLF
-		}
-		line := raw[:nl-1]
-		raw = raw[nl+1:]
-		if len(line) == 0 {
-			break // the blank line that ends the head
-		}
-		if line[0] == ' ' || line[0] == '\t' {
-			return errObsFold
-		}
-		colon := bytes.IndexByte(line, ':')
-		if colon <= 0 {
-			return errFieldName
-		}
-		name, value := line[:colon], line[colon+1:]
-		for _, c := range name {
-			if !tchar[c] {
-				return errFieldName
-			}
-		}
-		if bytes.IndexByte(value, '\r') >= 0 {
-			return errBareCR
-		}
-		switch len(name) {
-		case len(hdrContentLength):
-			cl = cl || bytes.EqualFold(name, hdrContentLength)
-		case len(hdrTransferEncoding):
-			if bytes.EqualFold(name, hdrTransferEncoding) {
-				te = true
-				if !bytes.EqualFold(bytes.Trim(value, " \t"), valChunked) {
-					return errTEValue
-				}
-			}
-		}
+	var head framing.Head
+	if why := framing.Fields(h.RawHeaders(), &head); why != "" {
+		return why
 	}
-	if cl && te {
-		return errCLAndTE
-	}
-	return ""
+	return framing.Target(h.RequestURI())
 }
 
 // refuseFraming answers a request whose framing is refused: 400 (505 for
@@ -120,10 +53,10 @@ func (s *Server) refuseFraming(ctx *fasthttp.RequestCtx, why framingError) {
 	s.counters.framing.Add(1)
 	ctx.SetConnectionClose()
 	status := fasthttp.StatusBadRequest
-	if why == errVersion {
+	if why == framing.ErrVersion {
 		status = fasthttp.StatusHTTPVersionNotSupported
 	}
-	plain(ctx, status, "bad request framing: "+string(why))
+	plain(ctx, status, "bad request: "+string(why))
 }
 
 // checkFramingIf is checkFraming, unless the benchmark's comparison build

@@ -155,14 +155,19 @@ type site struct {
 // maxHost bounds the Host header looked up (DNS names are at most 253 bytes).
 const maxHost = 256
 
-// site picks the site for a Host header: exact name first, then the
-// longest *.suffix, then the default. It allocates nothing.
+// site picks the site for a host (the Host header's, or an absolute-form
+// target's, as fasthttp reads them): exact name first, then the longest
+// *.suffix, then the default; case, the port and one trailing dot are
+// ignored. It allocates nothing.
 func (r *routes) site(host []byte) *site {
 	if len(r.exact) == 0 && len(r.wild) == 0 {
 		return r.def
 	}
 	if i := bytes.LastIndexByte(host, ':'); i >= 0 && bytes.IndexByte(host[i:], ']') < 0 {
 		host = host[:i] // drop the port (but not from an IPv6 literal's inside)
+	}
+	if n := len(host); n > 0 && host[n-1] == '.' {
+		host = host[:n-1] // a fully qualified name's trailing dot
 	}
 	if len(host) > maxHost {
 		return r.def
@@ -706,7 +711,7 @@ func (s *Server) logRequest(ctx *fasthttp.RequestCtx, lr *logged, took time.Dura
 		Duration:  took,
 		Remote:    remote,
 		Peer:      peer,
-		Host:      ctx.Host(),
+		Host:      ctx.Request.Header.Host(), // as sent; ctx.Host() is fasthttp's reading of it
 		Method:    ctx.Method(),
 		Path:      ctx.Path(),
 		Endpoint:  ep.name,
