@@ -15,6 +15,7 @@ import (
 	"tsubame/internal/admin"
 	"tsubame/internal/certs"
 	"tsubame/internal/config"
+	"tsubame/internal/health"
 	"tsubame/internal/metrics"
 	"tsubame/internal/server"
 )
@@ -42,6 +43,7 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 			st := m.adm.audit.Stats()
 			return st.AuthFailures, st.Alerts, st.WriteErrors
 		}))
+	reg.MustRegister(metrics.NewHealthGauges(m.readiness)...)
 	if m.pub.tlsCerts != nil || m.adm.certs != nil {
 		reg.MustRegister(metrics.NewCertCollector(func() map[string][]certs.Loaded {
 			out := map[string][]certs.Loaded{}
@@ -76,7 +78,7 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 		}
 	}
 	opt := cfg.Admin.Options()
-	opt.Logger, opt.Metrics, opt.Probe, opt.Accounts, opt.Audit, opt.TLS = m.Logger, reg, m.probe(backend), accounts, m.adm.audit, tlsConfig
+	opt.Logger, opt.Metrics, opt.Ready, opt.Accounts, opt.Audit, opt.TLS = m.Logger, reg, m.readiness, accounts, m.adm.audit, tlsConfig
 	opt.Placements, opt.Purge, opt.ConfigView, opt.AccessLog, opt.Sample = m.Cache, m.purge(backend), m.configView, m.accessLogStatus, m.sample
 	m.adm.server = admin.New(opt)
 	if tok := m.adm.server.BootstrapToken(); tok != "" {
@@ -93,21 +95,6 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 			scheme, m.AdminAddr(), tok)
 	}
 	return nil
-}
-
-// probe checks what a ready server needs: the access logs and the store.
-func (m *Main) probe(backend tsubame.Store) func(ctx context.Context) error {
-	return func(ctx context.Context) error {
-		for _, l := range []*accesslog.Logger{m.logs.file, m.logs.store} {
-			if l != nil {
-				if err := l.Healthy(); err != nil {
-					return err
-				}
-			}
-		}
-		_, err := backend.List(ctx, "", 1)
-		return err
-	}
 }
 
 // publisher is a store that tells every node to drop cached placements
@@ -202,6 +189,11 @@ func (m *Main) sample() admin.Sample {
 		s.HookQueued, s.HookInFlight = ws.Queued, ws.InFlight
 	}
 	s.Conns = m.pub.server.Stats().Conns
+	rep := m.readiness()
+	s.Ready = rep.Ready()
+	if c, ok := rep.Find(health.Store); ok {
+		s.StoreUp = c.OK
+	}
 	return s
 }
 

@@ -22,6 +22,7 @@ import (
 	"tsubame/internal/cache"
 	"tsubame/internal/certs"
 	"tsubame/internal/config"
+	"tsubame/internal/health"
 	"tsubame/internal/logship"
 	"tsubame/internal/ratelog"
 	"tsubame/internal/render"
@@ -103,10 +104,11 @@ type running struct {
 	nListeners int
 	stopWatch  context.CancelFunc
 	watching   chan struct{}
-	handover   *handover   // set when this process succeeds another (restart.go)
-	serving    bool        // the listeners' Serve loops run
-	ready      atomic.Bool // the public /readyz answers ready
-	readyProbe func(ctx context.Context) error
+	handover   *handover     // set when this process succeeds another (restart.go)
+	serving    bool          // the listeners' Serve loops run
+	ready      atomic.Bool   // open and not draining (readiness)
+	warmed     atomic.Bool   // the cache's warm-up at Open has run
+	store      *health.Probe // whether the store answers, probed in the background
 }
 
 // PublicAddr is the address the public listener is bound to.
@@ -163,16 +165,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		return err
 	}
 	m.Store = m.Cache
-	if feed, ok := backend.(tsubame.ChangeFeed); ok {
-		// Writes by other nodes (and the CLI) drop entries from our cache.
-		wctx, cancel := context.WithCancel(context.Background())
-		m.run.stopWatch = cancel
-		m.run.watching = make(chan struct{})
-		go func() {
-			defer close(m.run.watching)
-			_ = feed.Watch(wctx, m.Cache)
-		}()
-	}
+	m.watchStore(ctx, backend)
 	if err := m.openLogs(backend); err != nil {
 		return err
 	}
@@ -182,13 +175,13 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		}
 	}
 	warmCache(ctx, m.Cache, cfg, m.Logger)
+	m.run.warmed.Store(true)
 	receiver, err := m.openWebhook(backend)
 	if err != nil {
 		return err
 	}
 
 	m.hooks.receiver = receiver
-	m.run.readyProbe = m.probe(backend)
 	if err := m.openStatic(cfg); err != nil {
 		return err
 	}
@@ -319,25 +312,8 @@ func (m *Main) serverOptions(cfg *config.Config) server.Options {
 	opt := cfg.Server.Options()
 	opt.Webhook, opt.CallbackToken, opt.Static = m.hooks.receiver, cfg.Webhook.CallbackToken, m.pub.static
 	opt.Sites, opt.RejectUnknownHosts = m.sites(cfg), cfg.UnknownHosts == "reject"
-	opt.Ready, opt.Logger = m.publicReady, m.Logger
+	opt.Ready, opt.Logger = m.readiness, m.Logger
 	return opt
-}
-
-// errNotServing is the public /readyz's answer before serving and while
-// draining.
-var errNotServing = errors.New("not serving")
-
-// publicReady is what the public /readyz reports: serving, with a healthy
-// access log and a store that answers.
-func (m *Main) publicReady(ctx context.Context) error {
-	if !m.run.ready.Load() {
-		return errNotServing
-	}
-	if err := m.run.readyProbe(ctx); err != nil {
-		m.Logger.Warn("readiness probe failed", "err", err)
-		return err
-	}
-	return nil
 }
 
 func (m *Main) endpoints(cfg *config.Config) []server.Endpoint {

@@ -28,13 +28,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"tsubame"
+	"tsubame/internal/health"
 )
 
 // Options configure the admin listener.
 type Options struct {
-	// Probe checks the backends a ready server needs (the store). It is
-	// called by /readyz with a short deadline; nil means always healthy.
-	Probe func(ctx context.Context) error
+	// Ready returns the checks /readyz reports (nil: none; the listener's
+	// own SetReady still counts). It is called on every probe, so it must
+	// only read state kept elsewhere, and be safe for concurrent use.
+	Ready func() health.Report
 	// Metrics is served at /metrics in the Prometheus text format; nil
 	// disables the route. MetricsPublic serves it without authentication.
 	Metrics       prometheus.Gatherer
@@ -82,7 +84,6 @@ type Options struct {
 type Server struct {
 	opt       Options
 	http      *http.Server
-	probe     func(ctx context.Context) error
 	log       *slog.Logger
 	ready     atomic.Bool
 	accounts  *Accounts
@@ -127,7 +128,7 @@ func (o *Options) setDefaults() {
 // BootstrapToken returns for the caller to show once.
 func New(opt Options) *Server {
 	opt.setDefaults()
-	s := &Server{opt: opt, probe: opt.Probe, log: opt.Logger, accounts: opt.Accounts, auditLog: opt.Audit,
+	s := &Server{opt: opt, log: opt.Logger, accounts: opt.Accounts, auditLog: opt.Audit,
 		sessions: &sessions{m: map[[32]byte]*session{}, idle: opt.SessionIdle, max: opt.SessionMax},
 		throttle: newThrottle(opt.LoginFreeFailures, opt.LoginMaxDelay, opt.LoginPerMinute),
 		now:      time.Now, closing: make(chan struct{})}
@@ -259,23 +260,34 @@ func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	text(w, http.StatusOK, "ok")
 }
 
-// readyz answers 200 when the server takes traffic and its store answers,
-// 503 otherwise: for load balancers, which stop sending traffic on drain.
+// readyz answers 200 while the node can serve (serving, and every
+// required check passing), 503 otherwise: for load balancers, which stop
+// sending traffic on drain. The store is reported, not required: a node
+// rides out its outage on the cache. With ?verbose it lists every check,
+// with why a failed one failed (this listener is the operator's).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	var rep health.Report
+	if s.opt.Ready != nil {
+		rep = s.opt.Ready()
+	}
 	if !s.ready.Load() {
-		text(w, http.StatusServiceUnavailable, "not ready")
+		rep = rep.With(health.Check{Name: health.Serving, Required: true, Detail: "starting or draining"})
+	}
+	status := http.StatusOK
+	if !rep.Ready() {
+		status = http.StatusServiceUnavailable
+	}
+	if _, verbose := r.URL.Query()["verbose"]; verbose {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(status)
+		_ = rep.WriteVerbose(w, true)
 		return
 	}
-	if s.probe != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := s.probe(ctx); err != nil {
-			s.log.Warn("readiness probe failed", "err", err)
-			text(w, http.StatusServiceUnavailable, "store unavailable")
-			return
-		}
+	if status == http.StatusOK {
+		text(w, status, "ready")
+	} else {
+		text(w, status, "not ready")
 	}
-	text(w, http.StatusOK, "ready")
 }
 
 func text(w http.ResponseWriter, status int, msg string) {

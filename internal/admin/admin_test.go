@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"tsubame"
+	"tsubame/internal/health"
 	"tsubame/internal/store/memory"
 )
 
@@ -1118,27 +1119,42 @@ func TestQuantile(t *testing.T) {
 	}
 }
 
+// /readyz follows the required checks only: the store down leaves the
+// node ready, a failing access log or a drain does not. ?verbose lists
+// every check with why a failed one failed.
 func TestReadyz(t *testing.T) {
-	var down atomic.Bool
+	var storeDown, logFailing atomic.Bool
 	h := newHarness(t, true, func(o *Options) {
-		o.Probe = func(context.Context) error {
-			if down.Load() {
-				return errors.New("down")
-			}
-			return nil
+		o.Ready = func() health.Report {
+			return health.Report{{Name: health.AccessLogFile, OK: !logFailing.Load(), Required: true, Detail: "no space left on device"},
+				{Name: health.Store, OK: !storeDown.Load(), Detail: "dial tcp 10.0.0.7:6379: connection refused"}}
 		}
 	})
+	if r := h.do("GET", "/readyz", nil); r.status != 200 || string(r.body) != "ready\n" {
+		t.Errorf("ready: %d %q", r.status, r.body)
+	}
+	storeDown.Store(true)
 	if r := h.do("GET", "/readyz", nil); r.status != 200 {
-		t.Errorf("ready: %d", r.status)
+		t.Errorf("store down: %d, want 200 (the store is reported, not required)", r.status)
 	}
-	down.Store(true)
-	if r := h.do("GET", "/readyz", nil); r.status != 503 {
-		t.Errorf("store down: %d", r.status)
+	want := "[+]access_log_file ok\n[-]store failed: dial tcp 10.0.0.7:6379: connection refused (reported, not required)\nready\n"
+	if r := h.do("GET", "/readyz?verbose", nil); r.status != 200 || string(r.body) != want {
+		t.Errorf("verbose, store down: %d %q, want %q", r.status, r.body, want)
 	}
-	down.Store(false)
+	logFailing.Store(true)
+	if r := h.do("GET", "/readyz", nil); r.status != 503 || string(r.body) != "not ready\n" {
+		t.Errorf("log failing: %d %q", r.status, r.body)
+	}
+	if r := h.do("GET", "/readyz?verbose", nil); r.status != 503 || !strings.Contains(string(r.body), "[-]access_log_file failed: no space left on device\n") {
+		t.Errorf("verbose, log failing: %d %q", r.status, r.body)
+	}
+	logFailing.Store(false)
 	h.s.SetReady(false)
 	if r := h.do("GET", "/readyz", nil); r.status != 503 {
 		t.Errorf("draining: %d", r.status)
+	}
+	if r := h.do("GET", "/readyz?verbose", nil); r.status != 503 || !strings.Contains(string(r.body), "[-]serving failed: starting or draining\n") {
+		t.Errorf("verbose, draining: %d %q", r.status, r.body)
 	}
 }
 

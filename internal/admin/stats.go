@@ -35,6 +35,11 @@ type Sample struct {
 	HookQueued   int // webhook messages waiting
 	HookInFlight int // webhook messages being processed
 	Conns        int64
+	// Ready is what /readyz answers (every required check passing);
+	// StoreUp whether the store answered its last probe, which readiness
+	// does not count.
+	Ready   bool
+	StoreUp bool
 }
 
 // Point is one second of the dashboard: rates over the last second and
@@ -58,6 +63,8 @@ type Point struct {
 	Heap         uint64    `json:"heap_bytes"`
 	CPU          []float64 `json:"cpu"`         // busy % of each core (whole machine)
 	ProcessCPU   float64   `json:"process_cpu"` // this process, % of one core
+	Ready        bool      `json:"ready"`
+	StoreUp      bool      `json:"store_up"`
 }
 
 // historyLen is how many seconds the dashboard can show on load.
@@ -102,7 +109,7 @@ func (r *statsRing) tick(now time.Time) {
 	p := Point{Time: now.UTC().Truncate(time.Millisecond), HitRate: -1, LogBuffered: cur.LogBuffered, LogFailing: cur.LogFailing,
 		ShipLag: cur.ShipLag, ShipAge: cur.ShipAge.Seconds(), ShipFailing: cur.ShipFailing,
 		HookQueued: cur.HookQueued, HookInFlight: cur.HookInFlight, Conns: cur.Conns, Goroutines: runtime.NumGoroutine(),
-		RSS: rss()}
+		RSS: rss(), Ready: cur.Ready, StoreUp: cur.StoreUp}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	p.Heap = ms.HeapAlloc

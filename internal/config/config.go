@@ -205,9 +205,12 @@ type Log struct {
 
 // Store selects and configures the placement store.
 type Store struct {
-	Type     string        `koanf:"type" env:"TSUBAME_STORE"`
-	Embedded EmbeddedStore `koanf:"embedded"`
-	Redis    RedisStore    `koanf:"redis"`
+	Type string `koanf:"type" env:"TSUBAME_STORE"`
+	// ProbeInterval is how often the store is probed for /readyz?verbose,
+	// tsubame_store_up and the admin's stats; it bounds each probe too.
+	ProbeInterval time.Duration `koanf:"probe_interval"`
+	Embedded      EmbeddedStore `koanf:"embedded"`
+	Redis         RedisStore    `koanf:"redis"`
 }
 
 // RedisStore configures the Redis store.
@@ -1058,6 +1061,7 @@ func (c *Config) validateStore(p *problems) {
 		p.add("store.type: %q is not one of embedded, redis, memory", c.Store.Type)
 	}
 	p.positive("store.embedded.lock_timeout", c.Store.Embedded.LockTimeout)
+	p.positive("store.probe_interval", c.Store.ProbeInterval)
 }
 
 // validateCache checks the cache section.

@@ -13,6 +13,7 @@ import (
 	"tsubame/internal/accesslog"
 	"tsubame/internal/cache"
 	"tsubame/internal/certs"
+	"tsubame/internal/health"
 	"tsubame/internal/logship"
 	"tsubame/internal/server"
 	"tsubame/internal/webhook"
@@ -36,6 +37,28 @@ func NewRegistry(version string) *prometheus.Registry {
 		}, func() float64 { return 1 }),
 	)
 	return reg
+}
+
+// NewHealthGauges returns the gauges of the node's checks, read from report
+// at each scrape: tsubame_ready, 1 while /readyz answers 200 (every
+// required check passing), and tsubame_store_up, 1 while the store answers
+// its probe (reported apart: readiness does not count it).
+func NewHealthGauges(report func() health.Report) []prometheus.Collector {
+	gauge := func(name, help string, value func(health.Report) bool) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: Namespace, Name: name, Help: help}, func() float64 {
+			if value(report()) {
+				return 1
+			}
+			return 0
+		})
+	}
+	return []prometheus.Collector{
+		gauge("ready", "1 while this node can serve and /readyz answers 200: open and not draining, cache warmed, access logs writable.",
+			health.Report.Ready),
+		gauge("store_up", "1 while the store answers its probe (store.probe_interval). Readiness does not count it: "+
+			"with the store down a node serves cached ids and answers 503 for the others.",
+			func(r health.Report) bool { c, ok := r.Find(health.Store); return ok && c.OK }),
+	}
 }
 
 // CacheCollector exports a cache's Stats.

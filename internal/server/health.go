@@ -1,23 +1,21 @@
 package server
 
 import (
-	"context"
-	"sync"
-	"time"
-
 	"github.com/valyala/fasthttp"
+
+	"tsubame/internal/health"
+	"tsubame/internal/render"
 )
 
 // Load balancers probe the port they send traffic to, so GET /healthz and
 // GET /readyz answer on the public listener too, as on the admin one but
 // without details: 200 "ok" while the process runs; 200 "ready" or 503 "not
-// ready" from Options.Ready. Anyone may call them, so a probe result is
-// reused for readyEvery: a flood of /readyz costs one store read a second.
-
-const (
-	readyEvery   = time.Second
-	readyTimeout = 2 * time.Second
-)
+// ready" from Options.Ready's required checks. GET /readyz?verbose lists
+// every check by name and state, the reported-only ones (the store) too,
+// and nothing else: no detail of a failure, which may name hosts, reaches
+// the public listener. The checks are read from state kept by others (the
+// store is probed in the background), so a flood of /readyz costs the
+// store nothing.
 
 var (
 	healthPath = []byte("/healthz")
@@ -25,28 +23,16 @@ var (
 	valNoStore = []byte("no-store")
 )
 
-// readiness runs Options.Ready at most once per readyEvery; callers that
-// come while a probe runs wait for its result.
+// readiness reads Options.Ready.
 type readiness struct {
-	probe func(ctx context.Context) error // nil: always ready
-	mu    sync.Mutex
-	at    time.Time
-	err   error
+	probe func() health.Report // nil: always ready
 }
 
-func (r *readiness) check(now time.Time) error {
+func (r *readiness) report() health.Report {
 	if r.probe == nil {
 		return nil
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !r.at.IsZero() && now.Sub(r.at) < readyEvery {
-		return r.err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
-	defer cancel()
-	r.err, r.at = r.probe(ctx), time.Now()
-	return r.err
+	return r.probe()
 }
 
 // serveHealth answers /healthz (health) or /readyz.
@@ -55,12 +41,22 @@ func (s *Server) serveHealth(ctx *fasthttp.RequestCtx, ready bool) {
 		return
 	}
 	ctx.Response.Header.SetCanonical(hdrCacheControl, valNoStore)
-	switch {
-	case !ready:
+	if !ready {
 		plain(ctx, fasthttp.StatusOK, "ok")
-	case s.ready.check(time.Now()) != nil:
-		plain(ctx, fasthttp.StatusServiceUnavailable, "not ready")
+		return
+	}
+	rep := s.ready.report()
+	status := fasthttp.StatusOK
+	if !rep.Ready() {
+		status = fasthttp.StatusServiceUnavailable
+	}
+	switch {
+	case ctx.QueryArgs().Has("verbose"):
+		answer(ctx, status, render.ContentTypeText)
+		_ = rep.WriteVerbose(ctx, false)
+	case status == fasthttp.StatusOK:
+		plain(ctx, status, "ready")
 	default:
-		plain(ctx, fasthttp.StatusOK, "ready")
+		plain(ctx, status, "not ready")
 	}
 }

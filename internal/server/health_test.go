@@ -1,25 +1,26 @@
 package server_test
 
 import (
-	"context"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 
+	"tsubame/internal/health"
 	"tsubame/internal/server"
 )
 
-// The public listener answers load balancers' probes, without details.
+// The public listener answers load balancers' probes, without details:
+// readiness follows the required checks only, and ?verbose names every
+// check and its state but no detail of a failure.
 func TestPublicHealthProbes(t *testing.T) {
-	var failing atomic.Bool
-	ready := func(context.Context) error {
-		if failing.Load() {
-			return errors.New("redis: connection refused to 10.0.0.7:6379")
-		}
-		return nil
+	var storeDown, logFailing atomic.Bool
+	ready := func() health.Report {
+		rep := health.Report{{Name: health.Serving, OK: true, Required: true},
+			{Name: health.AccessLogFile, OK: !logFailing.Load(), Required: true, Detail: "write /var/log/tsubame/access.log: no space left on device"},
+			{Name: health.Store, OK: !storeDown.Load(), Detail: "dial tcp 10.0.0.7:6379: connection refused"}}
+		return rep
 	}
 	_, addr := startWith(t, server.Options{Ready: ready})
 	get := func(method, path string) (int, string, http.Header) {
@@ -44,12 +45,35 @@ func TestPublicHealthProbes(t *testing.T) {
 	if code, _, _ := get("POST", "/healthz"); code != 405 {
 		t.Fatalf("POST /healthz: %d, want 405", code)
 	}
-	// A failing backend: 503 and no detail of it. The first probe's result
-	// may be reused for a second, so wait for the new one.
-	failing.Store(true)
-	waitUntil(t, func() bool { code, _, _ := get("GET", "/readyz"); return code == 503 })
-	if code, body, _ := get("GET", "/readyz"); code != 503 || body != "not ready\n" || strings.Contains(body, "10.0.0.7") {
-		t.Fatalf("/readyz with a failing store: %d %q", code, body)
+	want := "[+]serving ok\n[+]access_log_file ok\n[+]store ok (reported, not required)\nready\n"
+	if code, body, h := get("GET", "/readyz?verbose"); code != 200 || body != want || h.Get("Cache-Control") != "no-store" {
+		t.Fatalf("/readyz?verbose: %d %q, want %q", code, body, want)
+	}
+
+	// The store down: still ready (the node serves from its cache); the
+	// verbose answer says the store failed, and nothing of why.
+	storeDown.Store(true)
+	if code, body, _ := get("GET", "/readyz"); code != 200 || body != "ready\n" {
+		t.Fatalf("/readyz with the store down: %d %q", code, body)
+	}
+	want = "[+]serving ok\n[+]access_log_file ok\n[-]store failed (reported, not required)\nready\n"
+	if code, body, _ := get("GET", "/readyz?verbose"); code != 200 || body != want {
+		t.Fatalf("/readyz?verbose with the store down: %d %q, want %q", code, body, want)
+	}
+
+	// A failing access log: 503, and again no detail of it.
+	logFailing.Store(true)
+	if code, body, _ := get("GET", "/readyz"); code != 503 || body != "not ready\n" {
+		t.Fatalf("/readyz with a failing log: %d %q", code, body)
+	}
+	code, body, _ := get("GET", "/readyz?verbose")
+	if code != 503 || !strings.Contains(body, "[-]access_log_file failed\n") || !strings.HasSuffix(body, "not ready\n") {
+		t.Fatalf("/readyz?verbose with a failing log: %d %q", code, body)
+	}
+	for _, secret := range []string{"10.0.0.7", "6379", "/var/log", "space"} {
+		if strings.Contains(body, secret) {
+			t.Fatalf("the public /readyz?verbose shows %q: %q", secret, body)
+		}
 	}
 	if code, _, _ := get("GET", "/healthz"); code != 200 {
 		t.Fatalf("/healthz must stay 200 while not ready: %d", code)

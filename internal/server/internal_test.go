@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"testing"
 	"time"
 )
@@ -30,26 +29,5 @@ func TestPanicLogBoundsLines(t *testing.T) {
 		if ok != st.ok || n != st.suppressed {
 			t.Fatalf("step %d (+%v): allow = %v, %d; want %v, %d", i, st.at, ok, n, st.ok, st.suppressed)
 		}
-	}
-}
-
-// A readiness probe runs at most once per readyEvery, whatever the callers.
-func TestReadinessReusesAProbe(t *testing.T) {
-	calls := 0
-	r := readiness{probe: func(context.Context) error { calls++; return nil }}
-	t0 := time.Now()
-	for _, at := range []time.Duration{0, time.Millisecond, readyEvery / 2} {
-		if err := r.check(t0.Add(at)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if calls != 1 {
-		t.Fatalf("%d probes within readyEvery, want 1", calls)
-	}
-	// r.at is the probe's own time (≥ t0), so a call readyEvery after that
-	// probes again.
-	_ = r.check(r.at.Add(readyEvery))
-	if calls != 2 {
-		t.Fatalf("%d probes after readyEvery, want 2", calls)
 	}
 }

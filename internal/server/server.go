@@ -28,6 +28,7 @@ import (
 
 	"tsubame"
 	"tsubame/internal/accesslog"
+	"tsubame/internal/health"
 	"tsubame/internal/render"
 	"tsubame/internal/static"
 	"tsubame/internal/webhook"
@@ -95,9 +96,11 @@ type Options struct {
 	// believed; see clientaddr.go. Both need a restart to change.
 	TrustedProxies []netip.Prefix
 	ProxyProtocol  bool
-	// Ready tells GET /readyz whether the server takes traffic (nil: always);
-	// it is called at most once a second, with a deadline.
-	Ready  func(ctx context.Context) error
+	// Ready returns the checks GET /readyz reports (nil: always ready): the
+	// server takes traffic while every required one passes. It is called on
+	// every probe, so it must only read state kept elsewhere, and be safe
+	// for concurrent use.
+	Ready  func() health.Report
 	Logger *slog.Logger
 }
 

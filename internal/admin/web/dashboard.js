@@ -131,6 +131,7 @@ const fmt = {
 };
 
 function render(p) {
+  $("health").textContent = (p.ready ? "ready" : "not ready") + " / " + (p.store_up ? "up" : "down");
   $("rps").textContent = fmt.num(p.rps);
   $("p50").textContent = fmt.ms(p.p50_ms);
   $("p99").textContent = fmt.ms(p.p99_ms);
