@@ -60,6 +60,9 @@ type Options struct {
 	LoginPerMinute    int
 	// TLS is the listener's TLS config, nil for plain HTTP.
 	TLS *tls.Config
+	// Hosts are the names (and addresses) a request's Host may give besides
+	// localhost, loopback addresses and the listener's own: see hosts.go.
+	Hosts []string
 
 	// Placements is the store the API edits: the cache decorator, so that a
 	// write invalidates this node's cache and, on Redis, every node's.
@@ -93,6 +96,7 @@ type Server struct {
 	now       func() time.Time
 	stats     *statsRing
 	stopStats context.CancelFunc
+	hosts     *hostAllow
 
 	closing   chan struct{} // closed by Shutdown: ends the stats streams
 	closeOnce sync.Once
@@ -131,7 +135,7 @@ func New(opt Options) *Server {
 	s := &Server{opt: opt, log: opt.Logger, accounts: opt.Accounts, auditLog: opt.Audit,
 		sessions: &sessions{m: map[[32]byte]*session{}, idle: opt.SessionIdle, max: opt.SessionMax},
 		throttle: newThrottle(opt.LoginFreeFailures, opt.LoginMaxDelay, opt.LoginPerMinute),
-		now:      time.Now, closing: make(chan struct{})}
+		now:      time.Now, closing: make(chan struct{}), hosts: newHostAllow(opt.Hosts)}
 	if opt.Accounts.Empty() {
 		s.bootstrap = randomToken(24)
 	}
@@ -180,13 +184,13 @@ func New(opt Options) *Server {
 		writeError(w, http.StatusForbidden, "cross-origin request refused")
 	}))
 	s.http = &http.Server{
-		Handler:           s.headers(cop.Handler(mux)),
+		Handler:           s.checkHost(s.headers(cop.Handler(mux))),
 		TLSConfig:         opt.TLS,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       time.Minute, // bulk imports
 		WriteTimeout:      0,           // the stats stream and pprof profiles run long; handlers bound their own writes
 		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    16 << 10,
+		MaxHeaderBytes:    adminMaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(opt.Logger.Handler(), slog.LevelDebug),
 	}
 	return s
@@ -234,12 +238,11 @@ func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
 
 // Serve accepts connections on ln until Shutdown; it returns nil after Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
-	var err error
+	s.listening(ln.Addr())
 	if s.opt.TLS != nil {
-		err = s.http.Serve(tls.NewListener(ln, s.opt.TLS))
-	} else {
-		err = s.http.Serve(ln)
+		ln = tls.NewListener(ln, s.opt.TLS)
 	}
+	err := s.http.Serve(strictListener{ln, s.log}) // see strict.go
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

@@ -153,6 +153,7 @@ type Admin struct {
 	TLSCert             string        `koanf:"tls_cert"`
 	TLSKey              string        `koanf:"tls_key"`
 	AllowPlaintext      bool          `koanf:"allow_plaintext"`
+	Hosts               []string      `koanf:"hosts"`
 	Dir                 string        `koanf:"dir"`
 	AuditLog            string        `koanf:"audit_log"`
 	SessionIdle         time.Duration `koanf:"session_idle"`
@@ -423,7 +424,7 @@ func (a Admin) Options() admin.Options {
 		Policy:      admin.PasswordPolicy{MinLength: a.MinPasswordLength, MinScore: a.MinPasswordScore},
 		RequireTOTP: a.RequireTOTP, SessionIdle: a.SessionIdle, SessionMax: a.SessionMax,
 		LoginFreeFailures: a.LoginFreeFailures, LoginMaxDelay: a.LoginMaxDelay, LoginPerMinute: a.LoginPerMinute,
-		MaxImportBytes: int64(a.MaxImportBytes), MaxTokenTTL: a.MaxTokenTTL}
+		MaxImportBytes: int64(a.MaxImportBytes), MaxTokenTTL: a.MaxTokenTTL, Hosts: a.Hosts}
 }
 
 // Webhook configures the webhook receivers and their message processing.
@@ -1489,6 +1490,11 @@ func (c *Config) validateAdmin(add func(string, ...any), positive func(string, t
 	}
 	if a.MaxTokenTTL < 0 {
 		add("admin.max_token_ttl: %v must not be negative", a.MaxTokenTTL)
+	}
+	for _, h := range a.Hosts {
+		if !admin.ValidHostName(h) {
+			add("admin.hosts: %q is not a host name or IP address (no port, scheme or wildcard)", h)
+		}
 	}
 	if a.AlertWebhook != "" {
 		if u, err := url.Parse(a.AlertWebhook); err != nil || u.Scheme != "https" || u.Host == "" || u.User != nil {
