@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"tsubame/internal/config"
+	"tsubame/internal/server"
 )
 
 // Zero-downtime restart. On SIGUSR2 (or `tsubame restart`) the running
@@ -41,9 +42,12 @@ type handover struct {
 	public, admin, tls *os.File
 	readyW             *os.File // successor -> predecessor
 	releaseR           *os.File // predecessor -> successor
+	// conns is the socket on which the predecessor hands over its idle
+	// connections (server.Adopt); nil from a predecessor without it.
+	conns *os.File
 }
 
-// inherited parses TSUBAME_INHERIT ("public=3,admin=4,tls=5,ready=6,release=7").
+// inherited parses TSUBAME_INHERIT ("public=3,admin=4,tls=5,conns=6,ready=7,release=8").
 func inherited(environ []string) (*handover, error) {
 	v := lookupEnv(environ, config.EnvInherit)
 	if v == "" {
@@ -68,6 +72,8 @@ func inherited(environ []string) (*handover, error) {
 			h.readyW = f
 		case "release":
 			h.releaseR = f
+		case "conns":
+			h.conns = f
 		default:
 			return nil, fmt.Errorf("malformed %s=%q", config.EnvInherit, v)
 		}
@@ -128,6 +134,7 @@ func (h *handover) waitRelease(log *slog.Logger) {
 type successor struct {
 	cmd      *exec.Cmd
 	releaseW *os.File
+	conns    *os.File // our end of the connection handover
 }
 
 // startSuccessor starts the successor and waits (bounded) until it has
@@ -162,6 +169,19 @@ func (m *Main) startSuccessor(args []string, environ []string, stdout, stderr io
 		files = append(files, f)
 		spec = append(spec, fmt.Sprintf("%s=%d", l.name, 3+len(files)-1))
 	}
+	connsKeep, connsGive, err := server.HandoffPair()
+	if err != nil {
+		return nil, err
+	}
+	defer connsGive.Close()
+	files = append(files, connsGive)
+	spec = append(spec, fmt.Sprintf("conns=%d", 3+len(files)-1))
+	ok := false
+	defer func() {
+		if !ok {
+			connsKeep.Close()
+		}
+	}()
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -183,6 +203,15 @@ func (m *Main) startSuccessor(args []string, environ []string, stdout, stderr io
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.ExtraFiles = files
 	err = cmd.Start()
+	// Start put the listening sockets in blocking mode (os.File.Fd does,
+	// and the mode belongs to the socket both processes share): a blocked
+	// accept would keep this process's listener from ever closing if the
+	// successor fails before it sets them back (as net.FileListener does).
+	for _, l := range []net.Listener{m.pub.ln, m.adm.ln, m.pub.tlsLn} {
+		if err := setNonblock(l); err != nil {
+			m.Logger.Warn("cannot set a listening socket back to non-blocking", "err", err)
+		}
+	}
 	readyW.Close()
 	releaseR.Close()
 	if err != nil {
@@ -199,7 +228,8 @@ func (m *Main) startSuccessor(args []string, environ []string, stdout, stderr io
 	select {
 	case line := <-got:
 		if line == "ready" {
-			return &successor{cmd: cmd, releaseW: releaseW}, nil
+			ok = true
+			return &successor{cmd: cmd, releaseW: releaseW, conns: connsKeep}, nil
 		}
 		releaseW.Close()
 		return nil, errors.New("the new process exited before taking over (see its log lines above)")
@@ -208,6 +238,35 @@ func (m *Main) startSuccessor(args []string, environ []string, stdout, stderr io
 		releaseW.Close()
 		return nil, errors.New("the new process did not take over within a minute")
 	}
+}
+
+// setNonblock puts a listening socket in non-blocking mode; nil does nothing.
+func setNonblock(ln net.Listener) error {
+	tl, ok := ln.(*net.TCPListener)
+	if !ok || tl == nil {
+		return nil
+	}
+	rc, err := tl.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = syscall.SetNonblock(int(fd), true) }); err != nil {
+		return err
+	}
+	return serr
+}
+
+// handoff returns the sender of idle connections to the successor, or nil
+// (the drain then closes them after its grace).
+func (s *successor) handoff(log *slog.Logger) *server.Handoff {
+	h, err := server.NewHandoff(s.conns)
+	s.conns = nil
+	if err != nil {
+		log.Warn("idle connections will not be handed over", "err", err)
+		return nil
+	}
+	return h
 }
 
 // release lets the successor open the store and serve.

@@ -105,6 +105,7 @@ type running struct {
 	stopWatch  context.CancelFunc
 	watching   chan struct{}
 	handover   *handover     // set when this process succeeds another (restart.go)
+	adopted    net.Listener  // the idle connections the previous process hands over; nil without
 	serving    bool          // the listeners' Serve loops run
 	ready      atomic.Bool   // open and not draining (readiness)
 	warmed     atomic.Bool   // the cache's warm-up at Open has run
@@ -144,9 +145,16 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if err := m.bindListeners(cfg); err != nil {
 		return err
 	}
-	if m.run.handover != nil {
-		m.run.handover.ready(m.Logger)
-		m.run.handover.waitRelease(m.Logger)
+	if h := m.run.handover; h != nil {
+		if h.conns != nil {
+			// Taken off the socket from now on, served once we serve.
+			if m.run.adopted, err = server.Adopt(h.conns); err != nil {
+				m.Logger.Warn("cannot take the previous process's idle connections", "err", err)
+			}
+			h.conns = nil
+		}
+		h.ready(m.Logger)
+		h.waitRelease(m.Logger)
 	}
 	backend, err := openStore(cfg, false)
 	if errors.Is(err, embedded.ErrInUse) {
@@ -221,6 +229,11 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if m.pub.tlsLn != nil {
 		m.run.nListeners++
 		go func() { m.run.served <- m.pub.server.ServeTLS(m.pub.tlsLn, tlsConfig) }()
+	}
+	if m.run.adopted != nil {
+		// Not one of nListeners: it ends, with nil, when the previous
+		// process is done handing over.
+		go func() { _ = m.pub.server.ServeAdopted(m.run.adopted) }()
 	}
 	m.run.ready.Store(true)
 	if m.adm.server != nil && m.adm.ln != nil {
@@ -473,7 +486,7 @@ func (m *Main) closeAll(ctx context.Context) error {
 		}
 	} else {
 		// Never served: the listeners are only bound.
-		for _, ln := range []net.Listener{m.pub.ln, m.pub.tlsLn} {
+		for _, ln := range []net.Listener{m.pub.ln, m.pub.tlsLn, m.run.adopted} {
 			if ln != nil {
 				_ = ln.Close()
 			}
@@ -550,9 +563,21 @@ func (m *Main) closeAll(ctx context.Context) error {
 		}
 		m.adm.audit, m.adm.alerts = nil, nil
 	}
+	// The loops have returned, or return now that their listeners are
+	// closed; the stop is bounded all the same: a loop that does not
+	// return (an accept stuck in the kernel) must not hold the exit.
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), idleGrace)
+	defer cancel()
 	for ; m.run.nListeners > 0; m.run.nListeners-- {
-		if err := <-m.run.served; err != nil {
-			errs = append(errs, err)
+		select {
+		case err := <-m.run.served:
+			if err != nil {
+				errs = append(errs, err)
+			}
+		case <-wctx.Done():
+			errs = append(errs, fmt.Errorf("%d listener(s) did not stop; exiting all the same", m.run.nListeners))
+			m.run.nListeners = 0
+			return errors.Join(errs...)
 		}
 	}
 	return errors.Join(errs...)

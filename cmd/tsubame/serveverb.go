@@ -79,6 +79,11 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer,
 			case <-usr2:
 				m.Logger.Info("restart requested: starting the new process")
 				sup.reloading("starting the new process")
+				if l := m.logs.file; l != nil {
+					// While the new process starts: the handover's
+					// close of the log then has little left to sync.
+					go l.WriteBack()
+				}
 				s, err := m.startSuccessor(os.Args[1:], environ, os.Stdout, os.Stderr)
 				if err != nil {
 					m.Logger.Error("restart failed; this process keeps serving", "err", err)
@@ -99,7 +104,15 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer,
 	waitErr := m.Wait(runCtx)
 	if succ != nil {
 		m.Logger.Info("handing over to the new process", "pid", succ.cmd.Process.Pid)
+		h := succ.handoff(m.Logger)
+		if h != nil {
+			m.pub.server.SetHandoff(h)
+		}
 		closeErr := m.Close()
+		if h != nil {
+			n, _ := h.Close()
+			m.Logger.Info("idle connections handed over", "connections", n)
+		}
 		succ.release()
 		if closeErr != nil {
 			return closeErr

@@ -597,6 +597,18 @@ func (l *Logger) Reopen(ctx context.Context) error {
 	return <-res
 }
 
+// WriteBack writes what the active file holds to disk now, so that a Close
+// soon after (a restart's) has little left to write: the fsync of a busy
+// log's last seconds takes tens of milliseconds, during which a handover
+// accepts no connection. Only the mapped writer (durability: process or
+// sync) does anything. Safe for concurrent use; a failure is left to the
+// writes and the Close that follow.
+func (l *Logger) WriteBack() {
+	if l.direct != nil {
+		l.direct.writeBack()
+	}
+}
+
 // Close stops taking records, writes everything buffered and closes the
 // sink. While the sink fails it keeps retrying until ctx ends; what is still
 // unwritten then is saved by Options.Fallback (or standard error), never

@@ -291,6 +291,14 @@ func (m *mapped) syncTo(seg *segment) {
 	}
 }
 
+// writeBack fdatasyncs the current segment. It may race with the segment's
+// end, which closes the file: the sync then fails, and the end syncs.
+func (m *mapped) writeBack() {
+	if seg := m.cur.Load(); seg != nil {
+		_ = unix.Fdatasync(int(seg.f.Fd()))
+	}
+}
+
 // waitChange waits until the current segment is no longer seg (or space
 // was added), or the log closes.
 func (m *mapped) waitChange(seg *segment) error {

@@ -115,7 +115,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if l.max <= 0 {
 			l.open.Add(1)
 		}
-		cc := &countedConn{Conn: c, l: l}
+		cc := &countedConn{Conn: c, l: l, plain: l.tls == nil}
 		if pc, ok := c.(*proxyproto.Conn); ok {
 			// The client's address is in a PROXY header not read yet:
 			// reading it here would let one slow peer hold the accept loop.
@@ -155,6 +155,15 @@ type countedConn struct {
 	// its first request, when the header has been read).
 	peer    netip.Addr
 	proxied bool
+
+	// idle is when the connection became idle (deadlines' clock), or
+	// connBusy, or connClaimed (drain.go).
+	idle atomic.Int64
+	// plain is a connection without TLS, which a drain may hand over.
+	plain bool
+	// handoff, set by a drain's claim under mu, receives the connection
+	// instead of it being closed.
+	handoff *Handoff
 }
 
 // tcpAddr is c's peer address, or the zero Addr for another kind of conn.
@@ -168,6 +177,15 @@ func tcpAddr(c net.Conn) netip.Addr {
 func (c *countedConn) Close() error {
 	c.closed.Store(true)
 	c.once.Do(func() {
+		c.mu.Lock()
+		h := c.handoff
+		c.mu.Unlock()
+		if h != nil {
+			// Claimed idle by a drain, with nothing read since: the
+			// successor serves it from here. Closing this copy then ends
+			// nothing.
+			_ = h.send(c.Conn)
+		}
 		c.l.open.Add(-1)
 		c.dl.remove(c)
 	})

@@ -96,6 +96,11 @@ type Options struct {
 	// believed; see clientaddr.go. Both need a restart to change.
 	TrustedProxies []netip.Prefix
 	ProxyProtocol  bool
+	// DrainGrace is how long a stop lets a keep-alive connection sit idle
+	// before closing it, counted from the stop or from its last answer,
+	// whichever is later; every answer in a stop carries Connection:
+	// close (drain.go). Zero takes Defaults'.
+	DrainGrace time.Duration
 	// Ready returns the checks GET /readyz reports (nil: always ready): the
 	// server takes traffic while every required one passes. It is called on
 	// every probe, so it must only read state kept elsewhere, and be safe
@@ -131,6 +136,10 @@ type Server struct {
 	reqs      requestStats
 	// The routes that are not ad tags, counted apart.
 	statCallback, statLib, statJSON, statHealth, statOther *routeStats
+	// draining is set by Shutdown: every answer closes its connection.
+	draining   atomic.Bool
+	drainGrace time.Duration
+	handoff    atomic.Pointer[Handoff] // where a drain sends idle connections; nil closes them
 	// hooks are the webhook platforms served at /webhook/<source>.
 	hooks  map[string]hookRoute
 	bootID string // prefixes generated request ids, so they differ across restarts
@@ -229,7 +238,7 @@ const renderCacheBytes = 8 << 20
 // defaults.yaml) are checked against them.
 var Defaults = Options{Name: "tsubame", ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, IdleTimeout: time.Minute,
 	MaxHeaderBytes: 8 << 10, MaxBodyBytes: 1 << 20, MaxConns: 100000, MaxInFlightAds: 10000, MaxInFlightHooks: 1000,
-	LimitWait: 50 * time.Millisecond, HelloJSON: true}
+	LimitWait: 50 * time.Millisecond, DrainGrace: time.Second, HelloJSON: true}
 
 func (o *Options) setDefaults() {
 	d := Defaults
@@ -238,6 +247,7 @@ func (o *Options) setDefaults() {
 	o.IdleTimeout = positiveOr(o.IdleTimeout, d.IdleTimeout)
 	o.MaxHeaderBytes = positiveOr(o.MaxHeaderBytes, d.MaxHeaderBytes)
 	o.MaxBodyBytes = positiveOr(o.MaxBodyBytes, d.MaxBodyBytes)
+	o.DrainGrace = positiveOr(o.DrainGrace, d.DrainGrace)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -254,7 +264,7 @@ func positiveOr[T int | time.Duration](v, d T) T {
 func New(opt Options, endpoints []Endpoint) (*Server, error) {
 	opt.setDefaults()
 	s := &Server{log: opt.Logger, webhook: opt.Webhook, trustedProxies: opt.TrustedProxies, proxyProto: opt.ProxyProtocol,
-		readTimeout: opt.ReadTimeout,
+		readTimeout: opt.ReadTimeout, drainGrace: opt.DrainGrace,
 		maxConns:    opt.MaxConns, bootID: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	s.statCallback, s.statLib = s.reqs.get(RouteCallback), s.reqs.get(RouteLib)
 	if s.webhook != nil {
@@ -285,7 +295,7 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 		// 503; fasthttp's own bound only backs it up.
 		Concurrency:           max(opt.MaxConns*2, 1024),
 		ErrorHandler:          s.errorHandler,
-		CloseOnShutdown:       true,
+		ConnState:             s.connState,
 		SecureErrorLogMessage: true,
 		Logger:                fasthttpLogger{opt.Logger},
 	}
@@ -385,6 +395,10 @@ func (s *Server) Serve(ln net.Listener) error {
 // listener share the connection bound, the deadlines and the handler; a
 // PROXY header, if any, comes before the TLS handshake.
 func (s *Server) serveOn(ln net.Listener, t *tlsServing) error {
+	return s.serveConns(ln, t, s.proxyProto)
+}
+
+func (s *Server) serveConns(ln net.Listener, t *tlsServing, proxied bool) error {
 	s.lnMu.Lock()
 	if s.shutdown {
 		s.lnMu.Unlock()
@@ -393,7 +407,7 @@ func (s *Server) serveOn(ln net.Listener, t *tlsServing) error {
 	}
 	s.lns = append(s.lns, ln)
 	s.lnMu.Unlock()
-	if s.proxyProto {
+	if proxied {
 		ln = s.proxyListener(ln, s.readTimeout)
 	}
 	ll := &limitListener{Listener: ln, max: int64(s.maxConns), open: &s.open, refused: &s.counters.conns, dl: s.deadlines, tls: t}
@@ -404,17 +418,20 @@ func (s *Server) serveOn(ln net.Listener, t *tlsServing) error {
 	return err
 }
 
-// Shutdown stops accepting, lets in-flight requests finish and closes idle
-// connections; it returns when all are done or ctx ends.
+// Shutdown stops accepting, lets in-flight requests finish, answers each
+// connection's next request with Connection: close and lets idle ones go
+// (to a successor, or after DrainGrace: drain.go); it returns when every
+// connection has ended or ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.lnMu.Lock()
 	s.shutdown = true
 	lns := s.lns
 	s.lnMu.Unlock()
-	err := s.srv.ShutdownWithContext(ctx)
+	s.draining.Store(true)
 	for _, ln := range lns {
-		_ = ln.Close() // already closed, unless Serve had just started
+		_ = ln.Close() // Serve returns; its workers finish their connections
 	}
+	err := s.drain(ctx)
 	if err == nil {
 		// Every connection is closed; those left by a cut-short shutdown
 		// keep their deadlines swept.
@@ -467,6 +484,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) {
 		s.refuseFraming(ctx, why)
 	} else {
 		rs = s.serve(ctx, &lr)
+	}
+	if s.draining.Load() {
+		ctx.SetConnectionClose()
 	}
 	d := time.Since(ctx.Time())
 	if lr.ep != nil {

@@ -1,0 +1,156 @@
+package server
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Draining without a client error. A keep-alive client may send its next
+// request at any moment, so closing a connection that sits between requests
+// (what fasthttp's Shutdown and nginx's graceful quit do at once) races with
+// that request: the client sees a FIN or an RST after sending, and clients
+// that do not retry (wrk, ad SDKs, exchanges' bid callers) count an error.
+// So Shutdown instead:
+//
+//  1. stops accepting (the listeners close; fasthttp's workers keep serving
+//     the connections they have);
+//  2. answers every request from then on with "Connection: close", so a
+//     busy connection ends cleanly after its next response, closed by the
+//     client that read that header;
+//  3. with a successor that adopts connections (SetHandoff), passes each
+//     idle plain-text connection to it at once, socket and all: bytes the
+//     client sends meanwhile wait in the kernel's buffer for the successor,
+//     so nothing races;
+//  4. ends any other connection (TLS, PROXY protocol, or no successor) only
+//     once it has sat idle for DrainGrace since the drain began or since its
+//     last response, whichever is later: every client gets DrainGrace to
+//     meet a Connection: close, and one silent that long is unlikely to be
+//     mid-send.
+//
+// An idle connection is let go by expiring its read deadline: fasthttp's
+// wait for the next request returns with nothing read and it closes the
+// connection without an answer (a connection that never sent a request is
+// answered 408, which clients take as "retry on a new connection").
+
+// Connection states kept in countedConn.idle besides the coarse clock
+// (deadlines.now) at which the connection became idle.
+const (
+	connBusy    = 0  // reading or answering a request
+	connClaimed = -1 // the drain is letting it go
+)
+
+// connState is fasthttp's ConnState hook: it records when a connection
+// becomes idle, as one atomic store on the connection.
+func (s *Server) connState(nc net.Conn, st fasthttp.ConnState) {
+	c := rawConn(nc)
+	if c == nil {
+		return
+	}
+	switch st {
+	case fasthttp.StateNew, fasthttp.StateIdle:
+		c.idle.Store(s.deadlines.now.Load())
+	case fasthttp.StateActive:
+		if c.idle.Swap(connBusy) == connClaimed {
+			// The drain claimed the connection as its request arrived:
+			// the request is answered (with Connection: close) here, so
+			// take back the expired deadline before fasthttp reads on.
+			c.unclaim()
+		}
+	}
+}
+
+// rawConn is the accepted connection under nc, or nil.
+func rawConn(nc net.Conn) *countedConn {
+	switch c := nc.(type) {
+	case *countedConn:
+		return c
+	case *tlsConn:
+		return c.raw
+	}
+	return nil
+}
+
+// claim ends an idle connection's wait for its next request, unless it has
+// just become busy; h, if set, receives the connection when fasthttp
+// closes it. The claim and the expiry are one step under c.mu, so an
+// unclaim (which takes c.mu after the request's first byte) always follows
+// a whole expiry.
+func (c *countedConn) claim(since int64, h *Handoff) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.idle.CompareAndSwap(since, connClaimed) {
+		return false
+	}
+	c.handoff = h
+	c.armed |= readDeadline
+	c.armedAny.Store(c.armed)
+	_ = c.setReal(readDeadline, aLongTimeAgo)
+	return true
+}
+
+// unclaim undoes claim for a connection whose request arrived as it was
+// claimed: it stays here, and its read deadline is fasthttp's again.
+func (c *countedConn) unclaim() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.handoff = nil
+	if c.rd.Load() == 0 {
+		c.armed &^= readDeadline
+		c.armedAny.Store(c.armed)
+		_ = c.setReal(readDeadline, time.Time{})
+	}
+}
+
+// drain waits, after the listeners have closed, until every connection has
+// ended or ctx ends, letting idle ones go as described above.
+func (s *Server) drain(ctx context.Context) error {
+	start := s.deadlines.now.Load()
+	grace := int64(s.drainGrace)
+	h := s.handoff.Load()
+	tick := time.NewTicker(drainTick)
+	defer tick.Stop()
+	var idle []*countedConn
+	var since []int64
+	for s.open.Load() > 0 {
+		now := time.Now().UnixNano()
+		idle, since = s.idleConns(idle[:0], since[:0])
+		for i, c := range idle {
+			switch {
+			case h != nil && c.plain:
+				c.claim(since[i], h)
+			case now-max(since[i], start) >= grace:
+				c.claim(since[i], nil)
+			}
+			idle[i] = nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// drainTick is how often a drain looks for connections to let go. A
+// handover waits for the last one, so it is short; a look costs a walk of
+// the connections, during a drain only.
+const drainTick = 2 * time.Millisecond
+
+// idleConns appends the idle connections and the times they became idle.
+func (s *Server) idleConns(out []*countedConn, since []int64) ([]*countedConn, []int64) {
+	for i := range s.deadlines.shards {
+		sh := &s.deadlines.shards[i]
+		sh.mu.Lock()
+		for c := range sh.conns {
+			if t := c.idle.Load(); t > 0 {
+				out, since = append(out, c), append(since, t)
+			}
+		}
+		sh.mu.Unlock()
+	}
+	return out, since
+}

@@ -1,0 +1,227 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+)
+
+// Handing idle connections to a successor process (see drain.go). The two
+// processes share a SOCK_SEQPACKET Unix socket pair; each message carries one
+// connection's socket as SCM_RIGHTS and one byte. The sender's copy is closed
+// once sent, which ends nothing: the successor's copy keeps the connection
+// open, and a request the client sends meanwhile waits in the socket.
+
+// HandoffPair returns a connected socket pair for a handover: the
+// predecessor keeps one end for NewHandoff, the successor inherits the other
+// for Adopt.
+func HandoffPair() (predecessor, successor *os.File, err error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot make the handover socket pair: %w", err)
+	}
+	return os.NewFile(uintptr(fds[0]), "handoff"), os.NewFile(uintptr(fds[1]), "handoff"), nil
+}
+
+// Handoff sends idle connections to a successor. Safe for concurrent use.
+type Handoff struct {
+	conn *net.UnixConn
+	mu   sync.Mutex
+	sent int
+	err  error // the first send that failed; later ones are not tried
+}
+
+// NewHandoff takes over f, the predecessor's end of a HandoffPair.
+func NewHandoff(f *os.File) (*Handoff, error) {
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		c.Close()
+		return nil, errors.New("handover socket is not a unix socket")
+	}
+	return &Handoff{conn: uc}, nil
+}
+
+// SetHandoff makes a drain pass idle plain-text connections to h instead
+// of waiting for them. Call it before Shutdown.
+func (s *Server) SetHandoff(h *Handoff) { s.handoff.Store(h) }
+
+// send passes c's socket to the successor. On failure c is simply closed
+// by the caller, as it would be without a successor.
+func (h *Handoff) send(c net.Conn) error {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return errors.New("not a TCP connection")
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err != nil {
+		return h.err
+	}
+	var werr error
+	if err := rc.Control(func(fd uintptr) {
+		_, _, werr = h.conn.WriteMsgUnix([]byte{'c'}, syscall.UnixRights(int(fd)), nil)
+	}); err != nil {
+		werr = err
+	}
+	if werr != nil {
+		h.err = werr
+		return werr
+	}
+	h.sent++
+	return nil
+}
+
+// Close ends the handover: the successor's Adopt listener then returns
+// net.ErrClosed once it has handed out every connection sent. It returns
+// how many connections were passed.
+func (h *Handoff) Close() (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err == nil {
+		h.err = net.ErrClosed
+	}
+	return h.sent, h.conn.Close()
+}
+
+// Adopt returns a listener that yields the connections a predecessor hands
+// over on f, the successor's end of a HandoffPair, for ServeAdopted. They
+// are taken off the socket as they come, before anything serves them (the
+// predecessor's sends must never wait for this process, which waits for
+// its release); Accept returns net.ErrClosed once the predecessor has
+// closed its end and every connection sent has been handed out.
+func Adopt(f *os.File) (net.Listener, error) {
+	c, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		c.Close()
+		return nil, errors.New("handover socket is not a unix socket")
+	}
+	l := &adoptListener{conn: uc, more: make(chan struct{}, 1)}
+	go l.receive()
+	return l, nil
+}
+
+type adoptListener struct {
+	conn   *net.UnixConn
+	mu     sync.Mutex
+	queue  []net.Conn
+	done   bool          // the predecessor has closed its end
+	more   chan struct{} // a conn was queued, or done
+	closed sync.Once
+}
+
+func (l *adoptListener) receive() {
+	buf := make([]byte, 1)
+	oob := make([]byte, syscall.CmsgSpace(4))
+	defer func() {
+		l.mu.Lock()
+		l.done = true
+		l.mu.Unlock()
+		l.signal()
+	}()
+	for {
+		n, oobn, _, _, err := l.conn.ReadMsgUnix(buf, oob)
+		if err != nil || (n == 0 && oobn == 0) {
+			return // the predecessor is done, or gone
+		}
+		if c := connFromRights(oob[:oobn]); c != nil {
+			l.mu.Lock()
+			l.queue = append(l.queue, c)
+			l.mu.Unlock()
+			l.signal()
+		}
+	}
+}
+
+func (l *adoptListener) signal() {
+	select {
+	case l.more <- struct{}{}:
+	default:
+	}
+}
+
+// connFromRights makes a net.Conn of the one socket in oob, or returns nil.
+func connFromRights(oob []byte) net.Conn {
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for i := range msgs {
+		if got, err := syscall.ParseUnixRights(&msgs[i]); err == nil {
+			fds = append(fds, got...)
+		}
+	}
+	if len(fds) != 1 {
+		for _, fd := range fds {
+			syscall.Close(fd)
+		}
+		return nil
+	}
+	f := os.NewFile(uintptr(fds[0]), "adopted")
+	defer f.Close()
+	c, err := net.FileConn(f) // a duplicate, made non-blocking
+	if err != nil {
+		return nil
+	}
+	return c
+}
+
+func (l *adoptListener) Accept() (net.Conn, error) {
+	for {
+		l.mu.Lock()
+		if len(l.queue) > 0 {
+			c := l.queue[0]
+			l.queue[0] = nil
+			l.queue = l.queue[1:]
+			l.mu.Unlock()
+			return c, nil
+		}
+		done := l.done
+		l.mu.Unlock()
+		if done {
+			return nil, net.ErrClosed
+		}
+		<-l.more
+	}
+}
+
+// Close stops receiving; connections not yet handed out are closed.
+func (l *adoptListener) Close() error {
+	var err error
+	l.closed.Do(func() {
+		err = l.conn.Close()
+		l.mu.Lock()
+		for _, c := range l.queue {
+			c.Close()
+		}
+		l.queue = nil
+		l.mu.Unlock()
+	})
+	return err
+}
+
+func (l *adoptListener) Addr() net.Addr { return l.conn.LocalAddr() }
+
+// ServeAdopted serves the connections a predecessor hands over (Adopt)
+// until it is done or Shutdown. They are served as accepted ones, without
+// a PROXY header: a predecessor hands over no connection that had one.
+func (s *Server) ServeAdopted(ln net.Listener) error {
+	return s.serveConns(ln, nil, false)
+}
