@@ -172,3 +172,32 @@ func (h *harness) doHost(host, path string) int {
 	res.Body.Close()
 	return res.StatusCode
 }
+
+// Two Authorization fields on the admin API are a 400, whichever comes
+// first: authenticate would read only the first.
+func TestAdminTwoAuthorizations(t *testing.T) {
+	h := newHarness(t, true, nil)
+	plain, _, err := h.accounts.CreateToken(testUser, "ci", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, pair := range [][2]string{{"Bearer " + plain, "Bearer nope"}, {"Bearer nope", "Bearer " + plain}, {"Bearer " + plain, "Bearer " + plain}} {
+		req, err := http.NewRequest("GET", h.base+"/api/v1/session", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header["Authorization"] = pair[:]
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != 400 || !strings.Contains(string(b), "more than one Authorization header") {
+			t.Errorf("pair %d: %d %s", i, res.StatusCode, b) // not the pair: it holds a token
+		}
+	}
+	if r := h.do("GET", "/api/v1/session", nil, "Authorization", "Bearer "+plain); r.status != 200 {
+		t.Fatalf("one Authorization: %d %s", r.status, r.body)
+	}
+}

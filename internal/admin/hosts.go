@@ -67,12 +67,19 @@ func normalHost(n string) string {
 	return n
 }
 
-// checkHost answers 421 to a request whose Host is not accepted.
+// checkHost answers 421 to a request whose Host is not accepted, and 400
+// to one with two Authorization fields (authenticate reads the first; a
+// proxy in front may have checked or stripped the other).
 func (s *Server) checkHost(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !s.hosts.allowed(r.Host) {
 			w.Header().Set("Connection", "close")
 			text(w, http.StatusMisdirectedRequest, "unknown host: this listener answers localhost, loopback addresses, its own address and admin.hosts")
+			return
+		}
+		if len(r.Header.Values("Authorization")) > 1 {
+			s.audit(r, "", "auth", r.URL.Path, "denied", "more than one Authorization header")
+			writeError(w, http.StatusBadRequest, "more than one Authorization header")
 			return
 		}
 		next.ServeHTTP(w, r)

@@ -1,0 +1,93 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"tsubame/internal/server"
+	"tsubame/internal/webhook"
+)
+
+const testCallbackToken = "0123456789abcdef-callback"
+
+// callbackServer serves POST /callback behind testCallbackToken, counting
+// the messages its processor handles.
+func callbackServer(t *testing.T) (*server.Server, string, *atomic.Int64) {
+	t.Helper()
+	var handled atomic.Int64
+	p, err := webhook.New(webhook.Options{DeadLetterPath: filepath.Join(t.TempDir(), "dead"),
+		Handle: func(context.Context, *webhook.Message) error { handled.Add(1); return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = p.Close(ctx)
+	})
+	srv, addr := startWith(t, server.Options{Webhook: webhook.NewReceiver(p, 1<<20, nil), CallbackToken: testCallbackToken})
+	return srv, addr, &handled
+}
+
+func postCallback(t *testing.T, addr string, headers ...string) (int, string) {
+	t.Helper()
+	body := `{"messages":"1"}`
+	raw := "POST /callback HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + strings.Join(headers, "") +
+		"Content-Length: " + strconv.Itoa(len(body)) + "\r\nConnection: close\r\n\r\n" + body
+	return rawStatus(t, addr, raw)
+}
+
+// Two Authorization fields on /callback are a 400, even when both carry
+// the token: which one a proxy in front checked or stripped is unknown.
+// One right field is served.
+func TestCallbackTwoAuthorizations(t *testing.T) {
+	srv, addr, _ := callbackServer(t)
+	good := "Authorization: Bearer " + testCallbackToken + "\r\n"
+	for _, twice := range [][]string{
+		{good, good},
+		{good, "Authorization: Bearer wrong\r\n"},
+		{"Authorization: Bearer wrong\r\n", good},
+		{good, "authorization: Basic eDp5\r\n"},
+	} {
+		before := srv.Stats().Refused[server.ReasonCallbackAuth]
+		status, body := postCallback(t, addr, twice...)
+		if status != 400 || !strings.Contains(body, "more than one Authorization header") {
+			t.Errorf("%q: %d %q, want 400", twice, status, body)
+		}
+		if after := srv.Stats().Refused[server.ReasonCallbackAuth]; after != before+1 {
+			t.Errorf("%q: callback_auth %d -> %d", twice, before, after)
+		}
+	}
+	if status, body := postCallback(t, addr, good); status != 200 {
+		t.Fatalf("one right Authorization: %d %q", status, body)
+	}
+}
+
+// rawStatus sends raw on a new connection and returns the first answer.
+func rawStatus(t *testing.T, addr, raw string) (int, string) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
