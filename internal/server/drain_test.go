@@ -1,0 +1,207 @@
+package server_test
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"tsubame/internal/server"
+)
+
+// drainServer runs a Server named name with the given drain grace on
+// 127.0.0.1:0 and returns it with its address.
+func drainServer(t *testing.T, name string, grace time.Duration) (*server.Server, string, chan error) {
+	t.Helper()
+	srv, err := server.New(server.Options{Name: name, DrainGrace: grace, Logger: slog.New(slog.DiscardHandler)},
+		[]server.Endpoint{{Name: "e", Source: server.Fixed(`{"urls":[]}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	return srv, ln.Addr().String(), done
+}
+
+// keepAliveGet sends one keep-alive request on c and reads its answer.
+func keepAliveGet(t *testing.T, c net.Conn, br *bufio.Reader) *http.Response {
+	t.Helper()
+	if _, err := io.WriteString(c, "GET /api/e.json?id=1 HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		t.Fatalf("body: %v", err)
+	}
+	resp.Body.Close()
+	return resp
+}
+
+func dialKeep(t *testing.T, addr string) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(time.Minute))
+	return c, bufio.NewReader(c)
+}
+
+// waitRefused waits until addr no longer accepts: the drain has begun.
+func waitRefused(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("still accepting after Shutdown began")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A keep-alive connection idle when the stop begins is not closed under
+// its client: its next request is answered, with Connection: close, and
+// only then does the connection end (a client that does not retry would
+// otherwise see its request fail).
+func TestDrainAnswersTheNextRequest(t *testing.T) {
+	srv, addr, done := drainServer(t, "a", time.Hour) // the grace never runs out here
+	c, br := dialKeep(t, addr)
+	if resp := keepAliveGet(t, c, br); resp.StatusCode != 200 || resp.Close {
+		t.Fatalf("before the stop: %s close=%v", resp.Status, resp.Close)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- srv.Shutdown(context.Background()) }()
+	waitRefused(t, addr)
+	resp := keepAliveGet(t, c, br)
+	if resp.StatusCode != 200 || !resp.Close {
+		t.Fatalf("during the stop: %s close=%v, want 200 with Connection: close", resp.Status, resp.Close)
+	}
+	if n, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("after the last answer: %v %v, want EOF", n, err)
+	}
+	if err := <-stopped; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+}
+
+// A connection that stays idle through the stop is closed once the grace
+// has passed, without a byte, and the stop then ends.
+func TestDrainClosesIdleAfterGrace(t *testing.T) {
+	srv, addr, done := drainServer(t, "a", 100*time.Millisecond)
+	c, br := dialKeep(t, addr)
+	keepAliveGet(t, c, br)
+	if err := srv.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if b, err := br.ReadByte(); err != io.EOF {
+		t.Fatalf("idle connection after the stop: %q %v, want EOF", b, err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+}
+
+// A stop that runs out of time says so, rather than hanging.
+func TestDrainEndsWithItsContext(t *testing.T) {
+	srv, addr, _ := drainServer(t, "a", time.Hour)
+	c, br := dialKeep(t, addr)
+	keepAliveGet(t, c, br)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != context.DeadlineExceeded {
+		t.Fatalf("Shutdown with an idle connection inside its grace: %v, want %v", err, context.DeadlineExceeded)
+	}
+}
+
+// With a successor, an idle connection passes to it at once, socket and
+// all: the client's next request, sent before the successor serves at
+// all, is answered by the successor on the same connection.
+func TestHandoffPassesIdleConnections(t *testing.T) {
+	old, addr, done := drainServer(t, "old", time.Hour)
+	keep, give, err := server.HandoffPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := server.NewHandoff(keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adopted, err := server.Adopt(give)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns [3]net.Conn
+	var readers [3]*bufio.Reader
+	for i := range conns {
+		conns[i], readers[i] = dialKeep(t, addr)
+		if resp := keepAliveGet(t, conns[i], readers[i]); resp.Header.Get("Server") != "old" {
+			t.Fatalf("first answer from %q", resp.Header.Get("Server"))
+		}
+	}
+	old.SetHandoff(h)
+	if err := old.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+	if n, err := h.Close(); n != len(conns) || err != nil {
+		t.Fatalf("handed over %d (%v), want %d", n, err, len(conns))
+	}
+	// The next requests wait in the sockets until the successor serves.
+	for _, c := range conns {
+		if _, err := io.WriteString(c, "GET /api/e.json?id=1 HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+			t.Fatalf("write after the handover: %v", err)
+		}
+	}
+	next, err := server.New(server.Options{Name: "new", Logger: slog.New(slog.DiscardHandler)},
+		[]server.Endpoint{{Name: "e", Source: server.Fixed(`{"urls":[]}`)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- next.ServeAdopted(adopted) }()
+	for i := range conns {
+		resp, err := http.ReadResponse(readers[i], nil)
+		if err != nil {
+			t.Fatalf("connection %d after the handover: %v", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("Server") != "new" || resp.Close {
+			t.Fatalf("connection %d after the handover: %s from %q close=%v", i, resp.Status, resp.Header.Get("Server"), resp.Close)
+		}
+	}
+	// Every connection handed out, the predecessor's end closed: the
+	// adopted listener ends by itself.
+	if err := <-served; err != nil {
+		t.Fatalf("ServeAdopted: %v", err)
+	}
+	for i := range conns {
+		conns[i].Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := next.Shutdown(ctx); err != nil {
+		t.Fatalf("successor's Shutdown: %v", err)
+	}
+}
