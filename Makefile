@@ -121,7 +121,10 @@ reproducible: check-go
 
 # The container image (Containerfile): podman, else docker with a running
 # daemon. IMAGE_ARCH builds for another architecture (the binary is
-# cross-compiled; no emulation needed).
+# cross-compiled; no emulation needed). The Kubernetes manifests run this
+# image by its repository (tsubame); deploy/kubernetes/kustomization.yaml
+# sets the registry and the version (deploy/kubernetes/manifests_test.go
+# holds them together).
 CONTAINER_TOOL = $(shell command -v podman >/dev/null 2>&1 && echo podman || \
 	{ docker info >/dev/null 2>&1 && echo docker; })
 IMAGE      ?= tsubame:$(VERSION)

@@ -29,16 +29,46 @@ import (
 
 // objects are the decoded documents of a directory, by kind and name.
 type objects struct {
-	deployments map[string]*appsv1.Deployment
-	services    map[string]*corev1.Service
-	configMaps  map[string]*corev1.ConfigMap
-	pdbs        map[string]*policyv1.PodDisruptionBudget
-	hpas        map[string]*autoscalingv2.HorizontalPodAutoscaler
-	policies    map[string]*networkingv1.NetworkPolicy
+	statefulSets map[string]*appsv1.StatefulSet
+	deployments  map[string]*appsv1.Deployment
+	services     map[string]*corev1.Service
+	configMaps   map[string]*corev1.ConfigMap
+	pdbs         map[string]*policyv1.PodDisruptionBudget
+	hpas         map[string]*autoscalingv2.HorizontalPodAutoscaler
+	policies     map[string]*networkingv1.NetworkPolicy
+	// kustomization is the directory's kustomization.yaml, if any.
+	kustomization *kustomization
+}
+
+// kustomization is what kustomization.yaml may hold here: the manifests
+// and the image they run. Strict decoding refuses any other field.
+type kustomization struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Resources  []string `json:"resources"`
+	Images     []struct {
+		Name    string `json:"name"`
+		NewName string `json:"newName"`
+		NewTag  string `json:"newTag"`
+	} `json:"images"`
 }
 
 // kinds maps apiVersion/kind to a decoder into the typed object.
 var kinds = map[string]func(o *objects, doc []byte) (string, error){
+	"apps/v1/StatefulSet": func(o *objects, doc []byte) (string, error) {
+		return decode(doc, o.statefulSets, func(v *appsv1.StatefulSet) string { return v.Name })
+	},
+	"kustomize.config.k8s.io/v1beta1/Kustomization": func(o *objects, doc []byte) (string, error) {
+		k := new(kustomization)
+		if err := yaml.UnmarshalStrict(doc, k); err != nil {
+			return "", err
+		}
+		if o.kustomization != nil {
+			return "", fmt.Errorf("two kustomizations")
+		}
+		o.kustomization = k
+		return "kustomization", nil
+	},
 	"apps/v1/Deployment": func(o *objects, doc []byte) (string, error) {
 		return decode(doc, o.deployments, func(v *appsv1.Deployment) string { return v.Name })
 	},
@@ -79,7 +109,8 @@ func decode[T any](doc []byte, into map[string]*T, name func(*T) string) (string
 func load(t *testing.T, dir string) *objects {
 	t.Helper()
 	o := &objects{
-		deployments: map[string]*appsv1.Deployment{}, services: map[string]*corev1.Service{},
+		statefulSets: map[string]*appsv1.StatefulSet{},
+		deployments:  map[string]*appsv1.Deployment{}, services: map[string]*corev1.Service{},
 		configMaps: map[string]*corev1.ConfigMap{}, pdbs: map[string]*policyv1.PodDisruptionBudget{},
 		hpas: map[string]*autoscalingv2.HorizontalPodAutoscaler{}, policies: map[string]*networkingv1.NetworkPolicy{},
 	}
@@ -130,18 +161,26 @@ func splitDocuments(b []byte) [][]byte {
 // Every document decodes strictly; a misspelt field is caught.
 func TestStrictDecodingCatchesMistakes(t *testing.T) {
 	o := load(t, ".")
-	if len(o.deployments) != 1 || len(o.services) != 2 || len(o.configMaps) != 1 || len(o.pdbs) != 1 ||
-		len(o.hpas) != 1 || len(o.policies) != 1 {
+	if len(o.statefulSets) != 1 || len(o.deployments) != 0 || len(o.services) != 3 || len(o.configMaps) != 1 || len(o.pdbs) != 1 ||
+		len(o.hpas) != 1 || len(o.policies) != 1 || o.kustomization == nil {
 		t.Fatalf("unexpected set of objects: %+v", o)
 	}
-	b, err := os.ReadFile("deployment.yaml")
+	b, err := os.ReadFile("statefulset.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	bad := bytes.Replace(b, []byte("readinessProbe:"), []byte("readynessProbe:"), 1)
-	if _, err := kinds["apps/v1/Deployment"](&objects{deployments: map[string]*appsv1.Deployment{}}, bad); err == nil ||
+	if _, err := kinds["apps/v1/StatefulSet"](&objects{statefulSets: map[string]*appsv1.StatefulSet{}}, bad); err == nil ||
 		!strings.Contains(err.Error(), "readynessProbe") {
 		t.Fatalf("a misspelt field decoded: %v", err)
+	}
+	b, err = os.ReadFile("kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad = bytes.Replace(b, []byte("newTag:"), []byte("newTags:"), 1)
+	if _, err := kinds["kustomize.config.k8s.io/v1beta1/Kustomization"](&objects{}, bad); err == nil || !strings.Contains(err.Error(), "newTags") {
+		t.Fatalf("a misspelt kustomization field decoded: %v", err)
 	}
 }
 
@@ -175,7 +214,7 @@ func serverConfig(t *testing.T, o *objects, c *corev1.Container) *config.Config 
 	mounted := false
 	for _, m := range c.VolumeMounts {
 		if filepath.Clean(m.MountPath) == filepath.Clean(dir) {
-			for _, v := range o.deployments["tsubame"].Spec.Template.Spec.Volumes {
+			for _, v := range o.statefulSets["tsubame"].Spec.Template.Spec.Volumes {
 				if v.Name == m.Name && v.ConfigMap != nil && v.ConfigMap.Name == cm.Name {
 					mounted = true
 				}
@@ -240,15 +279,15 @@ func selects(selector, labels map[string]string) bool {
 	return true
 }
 
-// The Deployment runs the server the way its configuration says, probes
+// The StatefulSet runs the server the way its configuration says, probes
 // the right paths on the right port, drains before the kubelet kills it,
-// runs unprivileged, and the Service, budget, autoscaler and policy all
+// runs unprivileged, and the Services, budget, autoscaler and policy all
 // point at its pods.
-func TestDeploymentMatchesServer(t *testing.T) {
+func TestStatefulSetMatchesServer(t *testing.T) {
 	o := load(t, ".")
-	d := o.deployments["tsubame"]
+	d := o.statefulSets["tsubame"]
 	if d == nil {
-		t.Fatal("no Deployment tsubame")
+		t.Fatal("no StatefulSet tsubame")
 	}
 	pod := d.Spec.Template
 	if len(pod.Spec.Containers) != 1 {
@@ -258,13 +297,16 @@ func TestDeploymentMatchesServer(t *testing.T) {
 	cfg := serverConfig(t, o, c)
 
 	if d.Spec.Selector == nil || !selects(d.Spec.Selector.MatchLabels, pod.Labels) {
-		t.Error("the Deployment's selector does not match its pods")
+		t.Error("the StatefulSet's selector does not match its pods")
 	}
 	if r := d.Spec.Replicas; r == nil || *r < 2 {
 		t.Error("fewer than two replicas")
 	}
-	if ru := d.Spec.Strategy.RollingUpdate; ru == nil || ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 0 {
-		t.Error("rolling updates may remove a pod before its replacement is ready")
+	if d.Spec.UpdateStrategy.Type != appsv1.RollingUpdateStatefulSetStrategyType {
+		t.Error("updates do not roll one pod at a time")
+	}
+	if hs := o.services[d.Spec.ServiceName]; hs == nil || hs.Spec.ClusterIP != corev1.ClusterIPNone || !selects(hs.Spec.Selector, pod.Labels) {
+		t.Errorf("serviceName %q is not a headless Service over the pods", d.Spec.ServiceName)
 	}
 
 	// Ports and probes.
@@ -292,10 +334,16 @@ func TestDeploymentMatchesServer(t *testing.T) {
 	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.Lifecycle.PreStop.Sleep == nil || c.Lifecycle.PreStop.Sleep.Seconds < 3 {
 		t.Fatal("no preStop pause of a few seconds")
 	}
+	// server.shutdown_timeout bounds the requests, the log's close and
+	// the shipper's drain together; webhooks drain on a bound of their own.
 	pause := time.Duration(c.Lifecycle.PreStop.Sleep.Seconds) * time.Second
+	stop := cfg.Server.ShutdownTimeout
+	if cfg.Webhook.Enabled() {
+		stop += cfg.Webhook.DrainTimeout
+	}
 	grace := pod.Spec.TerminationGracePeriodSeconds
-	if grace == nil || time.Duration(*grace)*time.Second < pause+cfg.Server.ShutdownTimeout+10*time.Second {
-		t.Errorf("terminationGracePeriodSeconds %v leaves too little for the pause %v and shutdown_timeout %v", grace, pause, cfg.Server.ShutdownTimeout)
+	if grace == nil || time.Duration(*grace)*time.Second < pause+stop+10*time.Second {
+		t.Errorf("terminationGracePeriodSeconds %v leaves too little for the pause %v and the stop %v", grace, pause, stop)
 	}
 
 	// Unprivileged, read-only, nothing extra.
@@ -319,17 +367,53 @@ func TestDeploymentMatchesServer(t *testing.T) {
 		t.Errorf("memory limit %d is under twice cache.max_bytes %d", limit, cfg.Cache.MaxBytes)
 	}
 
-	// Every directory the server writes is a writable volume.
-	for what, dir := range map[string]string{"data_dir": cfg.DataDir, "access_log.dir": cfg.AccessLog.Dir, "access_log.fallback_dir": cfg.AccessLog.FallbackDir} {
-		ok := false
+	// Every directory the server writes is a writable volume of the pod's
+	// own, from a claim template: it outlives the pod, so lines not yet
+	// shipped survive a deletion or an eviction, and the pod that comes
+	// back under the same name finds them, with the shipper's state file.
+	claims := map[string]bool{}
+	for _, pvc := range d.Spec.VolumeClaimTemplates {
+		claims[pvc.Name] = true
+		if pvc.Spec.Resources.Requests.Storage().IsZero() || !slices.Contains(pvc.Spec.AccessModes, corev1.ReadWriteOnce) {
+			t.Errorf("claim template %s: no size or not ReadWriteOnce", pvc.Name)
+		}
+	}
+	for _, v := range pod.Spec.Volumes {
+		if claims[v.Name] {
+			t.Errorf("volume %s is both a pod volume and a claim template", v.Name)
+		}
+	}
+	for what, path := range map[string]string{"data_dir": cfg.DataDir, "access_log.dir": cfg.AccessLog.Dir,
+		"access_log.fallback_dir": cfg.AccessLog.FallbackDir, "access_log.kafka.state_file": cfg.AccessLog.KafkaStatePath()} {
+		on := ""
 		for _, m := range c.VolumeMounts {
-			if !m.ReadOnly && (dir == m.MountPath || strings.HasPrefix(dir, m.MountPath+"/")) {
-				ok = true
+			if !m.ReadOnly && (path == m.MountPath || strings.HasPrefix(path, m.MountPath+"/")) {
+				on = m.Name
 			}
 		}
-		if !ok {
-			t.Errorf("%s %q is not on a writable volume (the root filesystem is read-only)", what, dir)
+		switch {
+		case on == "":
+			t.Errorf("%s %q is not on a writable volume (the root filesystem is read-only)", what, path)
+		case !claims[on]:
+			t.Errorf("%s %q is on volume %s, which goes with the pod: not a claim template", what, path, on)
 		}
+	}
+	if p := d.Spec.PersistentVolumeClaimRetentionPolicy; p == nil || p.WhenScaled != appsv1.RetainPersistentVolumeClaimRetentionPolicyType ||
+		p.WhenDeleted != appsv1.RetainPersistentVolumeClaimRetentionPolicyType {
+		t.Error("the volumes of a removed pod may be deleted with lines not yet shipped: want whenScaled and whenDeleted Retain")
+	}
+
+	// The lines leave the pod: Kafka ships the file log, under record ids
+	// that name the pod (its host name, stable in a StatefulSet), so a
+	// replacement that resends a line resends it under the same id.
+	if !cfg.AccessLog.Kafka.Enabled() || !cfg.UsesLog(config.LogFile) {
+		t.Error("access_log.kafka is not set, or no endpoint writes the file log it ships")
+	}
+	if cfg.AccessLog.Kafka.NodeID != "" {
+		t.Errorf("access_log.kafka.node_id %q is the same in every pod: leave it empty (the pod's name)", cfg.AccessLog.Kafka.NodeID)
+	}
+	if cfg.AccessLog.Kafka.SASL.Password != "" {
+		t.Error("a Kafka password in the ConfigMap")
 	}
 
 	// What points at the pods.
@@ -350,9 +434,9 @@ func TestDeploymentMatchesServer(t *testing.T) {
 		t.Error("the PodDisruptionBudget does not keep all but one pod")
 	}
 	hpa := o.hpas["tsubame"]
-	if hpa == nil || hpa.Spec.ScaleTargetRef.Kind != "Deployment" || hpa.Spec.ScaleTargetRef.Name != d.Name ||
+	if hpa == nil || hpa.Spec.ScaleTargetRef.APIVersion != "apps/v1" || hpa.Spec.ScaleTargetRef.Kind != "StatefulSet" || hpa.Spec.ScaleTargetRef.Name != d.Name ||
 		hpa.Spec.MinReplicas == nil || *hpa.Spec.MinReplicas < 2 || hpa.Spec.MaxReplicas < *hpa.Spec.MinReplicas {
-		t.Error("the autoscaler does not scale the Deployment from at least two replicas")
+		t.Error("the autoscaler does not scale the StatefulSet from at least two replicas")
 	}
 	np := o.policies["tsubame"]
 	if np == nil || !selects(np.Spec.PodSelector.MatchLabels, pod.Labels) {
@@ -371,7 +455,7 @@ func TestDeploymentMatchesServer(t *testing.T) {
 // store of docs/scale-out.md.
 func TestRedisExampleMatchesConfiguration(t *testing.T) {
 	o := load(t, ".")
-	c := &o.deployments["tsubame"].Spec.Template.Spec.Containers[0]
+	c := &o.statefulSets["tsubame"].Spec.Template.Spec.Containers[0]
 	cfg := serverConfig(t, o, c)
 	if cfg.Store.Type != "redis" || len(cfg.Store.Redis.Addrs) == 0 {
 		t.Fatalf("store %q %v: the replicas do not share a Redis", cfg.Store.Type, cfg.Store.Redis.Addrs)
@@ -423,5 +507,57 @@ func TestRedisExampleMatchesConfiguration(t *testing.T) {
 	}
 	if !secret {
 		t.Error("the Redis password is not read from a Secret")
+	}
+}
+
+// kubectl apply -k applies every manifest here with the image make image
+// builds: kustomization.yaml lists them all and sets the image the
+// StatefulSet names (make image's repository) to a version, never latest.
+func TestKustomizationAppliesTheImageMakeBuilds(t *testing.T) {
+	o := load(t, ".")
+	k := o.kustomization
+	if k == nil {
+		t.Fatal("no kustomization.yaml")
+	}
+	files, err := filepath.Glob("*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = slices.DeleteFunc(files, func(f string) bool { return f == "kustomization.yaml" })
+	if got := slices.Sorted(slices.Values(k.Resources)); !slices.Equal(got, files) {
+		t.Errorf("kustomization.yaml lists %v, the directory holds %v", got, files)
+	}
+
+	// make image's default: IMAGE ?= <repository>:$(VERSION).
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := ""
+	for line := range strings.Lines(string(mk)) {
+		if rest, ok := strings.CutPrefix(line, "IMAGE "); ok {
+			v := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(rest), "?="))
+			if r, ok := strings.CutSuffix(v, ":$(VERSION)"); ok {
+				repo = r
+			}
+		}
+	}
+	if repo == "" {
+		t.Fatal("the Makefile has no IMAGE ?= <repository>:$(VERSION)")
+	}
+	image := o.statefulSets["tsubame"].Spec.Template.Spec.Containers[0].Image
+	if image != repo {
+		t.Errorf("the StatefulSet names image %q; make image builds %s:<version> (the tag comes from kustomization.yaml)", image, repo)
+	}
+	if len(k.Images) != 1 || k.Images[0].Name != image || k.Images[0].NewTag == "" || k.Images[0].NewTag == "latest" {
+		t.Errorf("kustomization.yaml images %+v: want %s set to a version", k.Images, image)
+	}
+	// docs/deploy.md applies the manifests with -k.
+	doc, err := os.ReadFile("../../docs/deploy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "kubectl apply -k deploy/kubernetes/") || strings.Contains(string(doc), "kubectl apply -f deploy/kubernetes/\n") {
+		t.Error("docs/deploy.md does not apply the manifests with kubectl apply -k")
 	}
 }
