@@ -295,6 +295,11 @@ func (a *Accounts) CreateUserWithRole(name, password, totpSecret string, role Ro
 		if slices.ContainsFunc(d.Users, func(u *User) bool { return u.Name == name }) {
 			return tsubame.Errorf(tsubame.ECONFLICT, "user %q exists", name)
 		}
+		// Names that differ by case only look alike in the audit log and
+		// the dashboard: one could pass for the other.
+		if i := slices.IndexFunc(d.Users, func(u *User) bool { return strings.EqualFold(u.Name, name) }); i >= 0 {
+			return tsubame.Errorf(tsubame.ECONFLICT, "user %q exists; names may not differ by case only (%q)", d.Users[i].Name, name)
+		}
 		d.Users = append(d.Users, &User{Name: name, Role: role, Password: hash, TOTP: totpSecret, Created: time.Now().UTC()})
 		return nil
 	})

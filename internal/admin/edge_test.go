@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"tsubame"
 	"tsubame/internal/certs"
 	"tsubame/internal/certs/certstest"
 )
@@ -199,5 +200,27 @@ func TestAdminTwoAuthorizations(t *testing.T) {
 	}
 	if r := h.do("GET", "/api/v1/session", nil, "Authorization", "Bearer "+plain); r.status != 200 {
 		t.Fatalf("one Authorization: %d %s", r.status, r.body)
+	}
+}
+
+// A user whose name differs from another's by case only is refused at
+// creation, with an error that names the existing user.
+func TestUserNamesDifferingByCaseOnly(t *testing.T) {
+	a, err := OpenAccounts(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := PasswordPolicy{MinLength: 12}
+	if err := a.CreateUser("rootadmin", testPassword, "", policy); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"Rootadmin", "ROOTADMIN", "rootAdmin"} {
+		err := a.CreateUserWithRole(name, testPassword, "", RoleViewer, policy)
+		if tsubame.ErrorCode(err) != tsubame.ECONFLICT || !strings.Contains(err.Error(), "differ by case only") {
+			t.Errorf("%s beside rootadmin: %v", name, err)
+		}
+	}
+	if err := a.CreateUser("rootadmin2", testPassword, "", policy); err != nil {
+		t.Fatalf("another name: %v", err)
 	}
 }
