@@ -539,6 +539,7 @@ type Server struct {
 	MaxInFlightHook int           `koanf:"max_in_flight_webhooks"`
 	LimitWait       time.Duration `koanf:"limit_wait"`
 	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
+	DrainGrace      time.Duration `koanf:"drain_grace"`
 	HelloJSON       bool          `koanf:"hello_json"`
 	// TrustedProxies are CIDRs (or addresses) of the load balancers whose
 	// X-Forwarded-For, Forwarded and PROXY headers name the client.
@@ -556,7 +557,7 @@ func (s Server) Options() server.Options {
 	return server.Options{Name: s.Name, ReadTimeout: s.ReadTimeout, WriteTimeout: s.WriteTimeout, IdleTimeout: s.IdleTimeout,
 		MaxHeaderBytes: int(s.MaxHeaderBytes), MaxBodyBytes: int(s.MaxBodyBytes), MaxConns: s.MaxConns,
 		MaxInFlightAds: s.MaxInFlightAds, MaxInFlightHooks: s.MaxInFlightHook, LimitWait: s.LimitWait,
-		HelloJSON: s.HelloJSON, TrustedProxies: trusted, ProxyProtocol: s.ProxyProtocol}
+		HelloJSON: s.HelloJSON, TrustedProxies: trusted, ProxyProtocol: s.ProxyProtocol, DrainGrace: s.DrainGrace}
 }
 
 // TrustedPrefixes parses TrustedProxies (Validate reports bad ones).
@@ -1190,6 +1191,10 @@ func (c *Config) validateServer(p *problems) {
 	p.positive("server.write_timeout", c.Server.WriteTimeout)
 	p.positive("server.idle_timeout", c.Server.IdleTimeout)
 	p.positive("server.shutdown_timeout", c.Server.ShutdownTimeout)
+	p.positive("server.drain_grace", c.Server.DrainGrace)
+	if c.Server.DrainGrace >= c.Server.ShutdownTimeout && c.Server.ShutdownTimeout > 0 {
+		p.add("server.drain_grace: must be shorter than server.shutdown_timeout (got %v and %v)", c.Server.DrainGrace, c.Server.ShutdownTimeout)
+	}
 	if c.Server.MaxHeaderBytes < 1<<10 || c.Server.MaxHeaderBytes > 1<<20 {
 		p.add("server.max_header_bytes: must be between 1KiB and 1MiB (got %v)", c.Server.MaxHeaderBytes)
 	}

@@ -25,10 +25,12 @@ import (
 //     client sends meanwhile wait in the kernel's buffer for the successor,
 //     so nothing races;
 //  4. ends any other connection (TLS, PROXY protocol, or no successor) only
-//     once it has sat idle for DrainGrace since the drain began or since its
-//     last response, whichever is later: every client gets DrainGrace to
-//     meet a Connection: close, and one silent that long is unlikely to be
-//     mid-send.
+//     once it has sat idle for DrainGrace since its last answer: a client
+//     that sends its requests back to back meets a Connection: close, and
+//     one silent that long is unlikely to be mid-send. Counting from the
+//     last answer rather than from the stop keeps a drain short: it lasts
+//     DrainGrace at most, and a handover on the embedded store waits for it
+//     (the store's lock passes when the drain is over).
 //
 // An idle connection is let go by expiring its read deadline: fasthttp's
 // wait for the next request returns with nothing read and it closes the
@@ -107,7 +109,6 @@ func (c *countedConn) unclaim() {
 // drain waits, after the listeners have closed, until every connection has
 // ended or ctx ends, letting idle ones go as described above.
 func (s *Server) drain(ctx context.Context) error {
-	start := s.deadlines.now.Load()
 	grace := int64(s.drainGrace)
 	h := s.handoff.Load()
 	tick := time.NewTicker(drainTick)
@@ -121,7 +122,7 @@ func (s *Server) drain(ctx context.Context) error {
 			switch {
 			case h != nil && c.plain:
 				c.claim(since[i], h)
-			case now-max(since[i], start) >= grace:
+			case now-since[i] >= grace:
 				c.claim(since[i], nil)
 			}
 			idle[i] = nil

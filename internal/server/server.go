@@ -97,9 +97,8 @@ type Options struct {
 	TrustedProxies []netip.Prefix
 	ProxyProtocol  bool
 	// DrainGrace is how long a stop lets a keep-alive connection sit idle
-	// before closing it, counted from the stop or from its last answer,
-	// whichever is later; every answer in a stop carries Connection:
-	// close (drain.go). Zero takes Defaults'.
+	// since its last answer before closing it; every answer in a stop
+	// carries Connection: close (drain.go). Zero takes Defaults'.
 	DrainGrace time.Duration
 	// Ready returns the checks GET /readyz reports (nil: always ready): the
 	// server takes traffic while every required one passes. It is called on
