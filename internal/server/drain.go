@@ -23,8 +23,11 @@ import (
 //  3. with a successor that adopts connections (SetHandoff), passes each
 //     idle plain-text connection to it at once, socket and all: bytes the
 //     client sends meanwhile wait in the kernel's buffer for the successor,
-//     so nothing races;
-//  4. ends any other connection (TLS, PROXY protocol, or no successor) only
+//     so nothing races (a connection through the PROXY protocol goes once
+//     its header is read, after its first answer, with the client address
+//     it named);
+//  4. ends any other connection (TLS, a PROXY connection that has not
+//     sent a request yet, or every one without a successor) only
 //     once it has sat idle for DrainGrace since its last answer: a client
 //     that sends its requests back to back meets a Connection: close, and
 //     one silent that long is unlikely to be mid-send. Counting from the
@@ -52,7 +55,12 @@ func (s *Server) connState(nc net.Conn, st fasthttp.ConnState) {
 		return
 	}
 	switch st {
-	case fasthttp.StateNew, fasthttp.StateIdle:
+	case fasthttp.StateIdle:
+		if !c.answered.Load() {
+			c.answered.Store(true)
+		}
+		c.idle.Store(s.deadlines.now.Load())
+	case fasthttp.StateNew:
 		c.idle.Store(s.deadlines.now.Load())
 	case fasthttp.StateActive:
 		if c.idle.Swap(connBusy) == connClaimed {
@@ -120,7 +128,7 @@ func (s *Server) drain(ctx context.Context) error {
 		idle, since = s.idleConns(idle[:0], since[:0])
 		for i, c := range idle {
 			switch {
-			case h != nil && c.plain:
+			case h != nil && c.plain && (!c.viaProxy || c.answered.Load()):
 				c.claim(since[i], h)
 			case now-since[i] >= grace:
 				c.claim(since[i], nil)

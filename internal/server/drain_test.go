@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -34,7 +35,12 @@ func drainServer(t *testing.T, name string, grace time.Duration) (*server.Server
 // keepAliveGet sends one keep-alive request on c and reads its answer.
 func keepAliveGet(t *testing.T, c net.Conn, br *bufio.Reader) *http.Response {
 	t.Helper()
-	if _, err := io.WriteString(c, "GET /api/e.json?id=1 HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+	return keepAliveGetID(t, c, br, "1")
+}
+
+func keepAliveGetID(t *testing.T, c net.Conn, br *bufio.Reader, id string) *http.Response {
+	t.Helper()
+	if _, err := io.WriteString(c, get(id)); err != nil {
 		t.Fatalf("write: %v", err)
 	}
 	resp, err := http.ReadResponse(br, nil)
@@ -204,4 +210,59 @@ func TestHandoffPassesIdleConnections(t *testing.T) {
 	if err := next.Shutdown(ctx); err != nil {
 		t.Fatalf("successor's Shutdown: %v", err)
 	}
+}
+
+// A connection that came through the PROXY protocol is handed over once its
+// header has been read (after its first answer), and the successor logs
+// the client address that header named, beside the proxy's.
+func TestHandoffKeepsProxiedClientAddress(t *testing.T) {
+	trusted := []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	old, addr := startWith(t, server.Options{Name: "old", TrustedProxies: trusted, ProxyProtocol: true, DrainGrace: time.Hour},
+		server.Endpoint{Name: "e", Source: server.Fixed(`{"urls":[]}`)})
+	keep, give, err := server.HandoffPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := server.NewHandoff(keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adopted, err := server.Adopt(give)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, br := dialKeep(t, addr)
+	if _, err := io.WriteString(c, "PROXY TCP4 203.0.113.7 127.0.0.1 5555 80\r\n"+get("1")); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("through the proxy: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	old.SetHandoff(h)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := old.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	if n, _ := h.Close(); n != 1 {
+		t.Fatalf("handed over %d connections, want 1", n)
+	}
+	alog, lines := memoryLog(t)
+	next, err := server.New(testDefaults(server.Options{Name: "new", TrustedProxies: trusted, ProxyProtocol: true}),
+		[]server.Endpoint{{Name: "e", Source: server.Fixed(`{"urls":[]}`), Log: alog}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = next.ServeAdopted(adopted) }()
+	resp := keepAliveGetID(t, c, br, "2")
+	if resp.StatusCode != 200 || resp.Header.Get("Server") != "new" {
+		t.Fatalf("after the handover: %s from %q", resp.Status, resp.Header.Get("Server"))
+	}
+	c.Close()
+	if err := next.Shutdown(ctx); err != nil {
+		t.Fatalf("successor's Shutdown: %v", err)
+	}
+	checkHosts(t, lines(), map[string][2]string{"2": {"203.0.113.7", "127.0.0.1"}})
 }

@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"syscall"
+
+	"github.com/pires/go-proxyproto"
 )
 
 // Handing idle connections to a successor process (see drain.go). The two
@@ -53,9 +56,29 @@ func NewHandoff(f *os.File) (*Handoff, error) {
 // of waiting for them. Call it before Shutdown.
 func (s *Server) SetHandoff(h *Handoff) { s.handoff.Store(h) }
 
+// Message kinds: a plain connection, or one whose client address came in a
+// PROXY header (already read), sent as text after the kind.
+const (
+	msgPlain   = 'c'
+	msgProxied = 'p'
+)
+
 // send passes c's socket to the successor. On failure c is simply closed
 // by the caller, as it would be without a successor.
 func (h *Handoff) send(c net.Conn) error {
+	msg := []byte{msgPlain}
+	switch pc := c.(type) {
+	case *proxyproto.Conn:
+		// Only after a request: the header is read, and RemoteAddr (the
+		// client's address) does not wait for it.
+		msg = append([]byte{msgProxied}, pc.RemoteAddr().String()...)
+		c = pc.Raw()
+	case *adoptedConn:
+		if pc.remote != nil {
+			msg = append([]byte{msgProxied}, pc.remote.String()...)
+		}
+		c = pc.Conn
+	}
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
 		return errors.New("not a TCP connection")
@@ -71,7 +94,7 @@ func (h *Handoff) send(c net.Conn) error {
 	}
 	var werr error
 	if err := rc.Control(func(fd uintptr) {
-		_, _, werr = h.conn.WriteMsgUnix([]byte{'c'}, syscall.UnixRights(int(fd)), nil)
+		_, _, werr = h.conn.WriteMsgUnix(msg, syscall.UnixRights(int(fd)), nil)
 	}); err != nil {
 		werr = err
 	}
@@ -127,7 +150,7 @@ type adoptListener struct {
 }
 
 func (l *adoptListener) receive() {
-	buf := make([]byte, 1)
+	buf := make([]byte, 128) // a kind and an address
 	oob := make([]byte, syscall.CmsgSpace(4))
 	defer func() {
 		l.mu.Lock()
@@ -141,6 +164,11 @@ func (l *adoptListener) receive() {
 			return // the predecessor is done, or gone
 		}
 		if c := connFromRights(oob[:oobn]); c != nil {
+			if n > 1 && buf[0] == msgProxied {
+				if ap, err := netip.ParseAddrPort(string(buf[1:n])); err == nil {
+					c = &adoptedConn{Conn: c, remote: net.TCPAddrFromAddrPort(ap)}
+				}
+			}
 			l.mu.Lock()
 			l.queue = append(l.queue, c)
 			l.mu.Unlock()
@@ -155,6 +183,15 @@ func (l *adoptListener) signal() {
 	default:
 	}
 }
+
+// adoptedConn is a handed-over connection whose client came through a
+// proxy: it keeps the address the PROXY header named.
+type adoptedConn struct {
+	net.Conn
+	remote *net.TCPAddr
+}
+
+func (c *adoptedConn) RemoteAddr() net.Addr { return c.remote }
 
 // connFromRights makes a net.Conn of the one socket in oob, or returns nil.
 func connFromRights(oob []byte) net.Conn {
@@ -221,7 +258,8 @@ func (l *adoptListener) Addr() net.Addr { return l.conn.LocalAddr() }
 
 // ServeAdopted serves the connections a predecessor hands over (Adopt)
 // until it is done or Shutdown. They are served as accepted ones, without
-// a PROXY header: a predecessor hands over no connection that had one.
+// a PROXY header: one that came with a header is handed over after it was
+// read, with the client's address it named.
 func (s *Server) ServeAdopted(ln net.Listener) error {
 	return s.serveConns(ln, nil, false)
 }

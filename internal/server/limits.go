@@ -117,9 +117,13 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		cc := &countedConn{Conn: c, l: l, plain: l.tls == nil}
 		if pc, ok := c.(*proxyproto.Conn); ok {
+			cc.viaProxy = true
 			// The client's address is in a PROXY header not read yet:
 			// reading it here would let one slow peer hold the accept loop.
 			cc.peer, cc.proxied = tcpAddr(pc.Raw()), true
+		} else if ac, ok := c.(*adoptedConn); ok && ac.remote != nil {
+			// Handed over with the client address its PROXY header named.
+			cc.peer, cc.remote = tcpAddr(ac.Conn), ac.remote.AddrPort().Addr().Unmap()
 		} else {
 			cc.peer = tcpAddr(c)
 			cc.remote = cc.peer
@@ -159,8 +163,10 @@ type countedConn struct {
 	// idle is when the connection became idle (deadlines' clock), or
 	// connBusy, or connClaimed (drain.go).
 	idle atomic.Int64
-	// plain is a connection without TLS, which a drain may hand over.
-	plain bool
+	// plain is a connection without TLS, which a drain may hand over;
+	// one viaProxy only once answered (its PROXY header read).
+	plain, viaProxy bool
+	answered        atomic.Bool
 	// handoff, set by a drain's claim under mu, receives the connection
 	// instead of it being closed.
 	handoff *Handoff

@@ -264,7 +264,7 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 	opt.setDefaults()
 	s := &Server{log: opt.Logger, webhook: opt.Webhook, trustedProxies: opt.TrustedProxies, proxyProto: opt.ProxyProtocol,
 		readTimeout: opt.ReadTimeout, drainGrace: opt.DrainGrace,
-		maxConns:    opt.MaxConns, bootID: strconv.FormatInt(time.Now().UnixNano(), 36)}
+		maxConns: opt.MaxConns, bootID: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	s.statCallback, s.statLib = s.reqs.get(RouteCallback), s.reqs.get(RouteLib)
 	if s.webhook != nil {
 		s.hooks = map[string]hookRoute{}
