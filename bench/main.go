@@ -53,6 +53,10 @@ type scenario struct {
 	// Ship measures the access log's Kafka shipper alone: shipLines lines
 	// from closed files to a broker on this box (no wrk).
 	Ship bool
+	// Restart runs wrk against Tsubames of its own that replace themselves
+	// restartHandovers times during each run, and against nginx reloaded as
+	// often, at each of restartConns (restart.go).
+	Restart bool
 }
 
 // peers are the alternatives measured beside Tsubame in the Peers scenarios,
@@ -104,6 +108,9 @@ var scenarios = []scenario{
 		Published: "LINE-bot write-up: 4,800 req/s (8 vCPU, wrk -c 8)", PublishedRPS: 4800},
 	{Name: "webhook-2-3s", Path: "/callback", Conns: 8, Duration: 30 * time.Second, Webhook: true, Delay: [2]time.Duration{2 * time.Second, 3 * time.Second},
 		What: "the same, external API answers after 2–3 s", Published: "LINE-bot write-up: 750 req/s, all cores at 100 %", PublishedRPS: 750},
+	// 12 s: five restarts 2 s apart, the last well before the run ends.
+	{Name: "restart", Path: "/api/sample4.js?id=1&callback=Example.process", Duration: 12 * time.Second, Restart: true,
+		What: "sample4 while Tsubame replaces itself 5 times (SIGUSR2), nginx reloads 5 times (SIGHUP)"},
 }
 
 type run struct {
@@ -111,6 +118,7 @@ type run struct {
 	peers        map[string][]wrkResult // Peers scenarios: by peer name
 	checks       []webhookCheck         // webhook scenarios: per Tsubame round
 	ships        []shipResult           // the shipping scenario: per round
+	restarts     []restartRun           // the restart scenario: per round and target
 }
 
 func main() {
@@ -127,7 +135,7 @@ func main() {
 		conns    = flag.Int("connections", 100, "wrk connections (scenarios with their own count keep it)")
 		threads  = flag.Int("threads", 2, "wrk threads")
 		rounds   = flag.Int("rounds", 3, "interleaved rounds per scenario")
-		port     = flag.Int("port", 18080, "first of the loopback ports: tsubame, its admin listener, nginx, tsubame on redis, its admin listener, redis, the peers nginx-lua, fasthttp, gnet, then four for each variant pair")
+		port     = flag.Int("port", 18080, "first of the loopback ports: tsubame, its admin listener, nginx, tsubame on redis, its admin listener, redis, the peers nginx-lua, fasthttp, gnet, then four for each variant pair, then four for the restart scenario")
 		idle     = flag.Int("idle", 19900, "idle keep-alive connections to hold open against Tsubame while its RSS is read (0: skip)")
 		only     = flag.String("scenarios", "", "comma-separated scenario names to run (default all)")
 		out      = flag.String("out", "BENCHMARKS.md", "report to write")
@@ -232,7 +240,7 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 	}
 	needRedis := false
 	for _, s := range selected {
-		needRedis = needRedis || s.Redis || s.Variant != nil && s.Variant.Redis
+		needRedis = needRedis || s.Redis || s.Variant != nil && s.Variant.Redis || s.Restart
 	}
 	if needRedis {
 		if err := startRedis(ctx, &p, dir+"/redis", redisAddr); err != nil {
@@ -246,7 +254,8 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 			return err
 		}
 	}
-	if err := startNginx(ctx, &p, dir+"/nginx", ref, runtime.NumCPU()); err != nil {
+	refPID, err := startNginx(ctx, &p, dir+"/nginx", ref, runtime.NumCPU())
+	if err != nil {
 		return err
 	}
 	if err := checkBodies(addr, ref); err != nil {
@@ -296,6 +305,16 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 			pairs[v] = pr
 		}
 	}
+	var restartNodes []*restartNode
+	if slices.ContainsFunc(selected, func(s scenario) bool { return s.Restart }) {
+		// Their successors are no processes p started: they are stopped by
+		// their pid files, on every exit path.
+		defer func() { stopRestartNodes(restartNodes) }()
+		restartNodes, err = startRestartNodes(ctx, &p, bin, dir, port+9+4*len(pairs), api.URL, cbEnv, redisAddr)
+		if err != nil {
+			return err
+		}
+	}
 
 	// Idle connections first, while Tsubame's memory is what serving, not
 	// the webhook runs' queues, made it.
@@ -321,6 +340,14 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 				fmt.Fprintf(os.Stderr, "round %d/%d %-14s %10.0f lines/s  shipper CPU %.0f %%  broker CPU %.0f %%\n",
 					round+1, rounds, s.Name, r.rate(), r.ShipperCPU, r.BrokerCPU)
 				results[i].ships = append(results[i].ships, r)
+				continue
+			}
+			if s.Restart {
+				rs, err := restartRound(ctx, s, restartNodes, ref, refPID, threads, round, rounds)
+				results[i].restarts = append(results[i].restarts, rs...)
+				if err != nil {
+					return err
+				}
 				continue
 			}
 			c := s.Conns
@@ -418,6 +445,7 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 			}
 		}
 	}
+	stopRestartNodes(restartNodes)
 	p.stop()
 
 	env := describeMachine(bin)

@@ -123,28 +123,30 @@ const nginxConf = nginxTop + `http {
 `
 
 // startNginx runs the reference: nginx answering every /api/ path with the
-// id-1 body and /json with the hello body, with a buffered access log.
-func startNginx(ctx context.Context, p *procs, dir, addr string, workers int) error {
+// id-1 body and /json with the hello body, with a buffered access log. It
+// returns the pid of nginx's master.
+func startNginx(ctx context.Context, p *procs, dir, addr string, workers int) (int, error) {
 	staticDir := filepath.Join(filepath.Dir(dir), "static")
 	return runNginx(ctx, p, dir, addr, fmt.Appendf(nil, nginxConf, workers, dir, addr, wantBody, staticDir))
 }
 
 // runNginx writes conf into dir and runs nginx on it until it answers /json
-// on addr.
-func runNginx(ctx context.Context, p *procs, dir, addr string, conf []byte) error {
+// on addr. It returns the pid of nginx's master (daemon off: the process
+// started).
+func runNginx(ctx context.Context, p *procs, dir, addr string, conf []byte) (int, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o755); err != nil {
-		return err
+		return 0, err
 	}
 	path := filepath.Join(dir, "nginx.conf")
 	if err := os.WriteFile(path, conf, 0o644); err != nil {
-		return err
+		return 0, err
 	}
 	cmd := exec.Command("nginx", "-c", path, "-p", dir)
 	cmd.Stderr = os.Stderr
 	if err := p.start(cmd); err != nil {
-		return fmt.Errorf("nginx (%s): %w", path, err)
+		return 0, fmt.Errorf("nginx (%s): %w", path, err)
 	}
-	return waitHTTP(ctx, "http://"+addr+"/json")
+	return cmd.Process.Pid, waitHTTP(ctx, "http://"+addr+"/json")
 }
 
 // nginxLuaConf is seed 004's stack doing sample3's job: OpenResty's Lua
@@ -186,7 +188,8 @@ load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
 
 // startNginxLua runs nginx + Lua (nginxLuaConf) on addr.
 func startNginxLua(ctx context.Context, p *procs, dir, addr string, workers int) error {
-	return runNginx(ctx, p, dir, addr, fmt.Appendf(nil, nginxLuaConf, workers, dir, addr))
+	_, err := runNginx(ctx, p, dir, addr, fmt.Appendf(nil, nginxLuaConf, workers, dir, addr))
+	return err
 }
 
 // startPeer builds bench/peer and runs it on addr with the given engine.

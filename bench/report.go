@@ -85,6 +85,10 @@ func median[T int64 | float64 | time.Duration](rs []wrkResult, f func(wrkResult)
 	return v[len(v)/2]
 }
 
+// paired reports whether the scenario is measured as one run of Tsubame
+// and one of nginx per round (the main table, the chart, every round).
+func (s scenario) paired() bool { return !s.Ship && !s.Restart }
+
 type summary struct {
 	rps             float64
 	avg, p50, p99   time.Duration
@@ -150,7 +154,7 @@ func buildReport(sc []scenario, results []run, held *idleResult, m machine, d ti
 	fmt.Fprintf(md, "| scenario | what | Tsubame req/s | nginx req/s | ratio | avg ms (T / ref) | p50 ms (T / ref) | p99 ms (T / ref) | σ ms (T / ref) | errors (T / ref) | published figure |\n")
 	fmt.Fprintf(md, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for i, s := range sc {
-		if s.Ship {
+		if !s.paired() {
 			continue
 		}
 		a, b := summarize(results[i].tsubame), summarize(results[i].ref)
@@ -160,6 +164,7 @@ func buildReport(sc []scenario, results []run, held *idleResult, m machine, d ti
 			s.Name, s.What, num(a.rps), num(b.rps), ratio, ms(a.avg), ms(b.avg), ms(a.p50), ms(b.p50), ms(a.p99), ms(b.p99),
 			ms(a.stdev), ms(b.stdev), a.errors, b.errors, s.Published)
 	}
+	writeRestartTable(&t, sc, results)
 	r.table = t.String()
 
 	idx := map[string]int{}
@@ -261,6 +266,7 @@ func buildReport(sc []scenario, results []run, held *idleResult, m machine, d ti
 		fmt.Fprintf(md, "| access log shipped to Kafka ≥ 500,000 lines/s (median round; shipper CPU %.0f %% of a core) | %s lines/s | %s |\n",
 			med.ShipperCPU, num(med.rate()), mark)
 	}
+	writeRestartTargets(md, sc, results)
 	if held != nil {
 		mark := "yes"
 		if held.RSS >= 400<<20 || !held.StillServes {
@@ -379,6 +385,7 @@ func buildReport(sc []scenario, results []run, held *idleResult, m machine, d ti
 		fmt.Fprintf(md, "| scenario | round | lines | time | lines/s | shipper CPU | broker CPU |\n|---|---:|---:|---:|---:|---:|---:|\n")
 		md.WriteString(shipRows.String())
 	}
+	writeRestartSection(md, sc, results)
 	if held != nil {
 		fmt.Fprintf(md, "\n## Idle connections\n\n%s keep-alive connections from %d processes on 127.0.0.2–127.0.0.%d, each after one answered\n", num(float64(held.Conns)), held.Helpers, held.Helpers+1)
 		fmt.Fprintf(md, "`GET /json`, held open and idle while Tsubame's RSS was sampled for a second (the peak is reported). This box allows a\n")
@@ -405,7 +412,7 @@ func buildReport(sc []scenario, results []run, held *idleResult, m machine, d ti
 
 	fmt.Fprintf(md, "\n## Every round\n\n| scenario | Tsubame req/s per round | nginx req/s per round |\n|---|---|---|\n")
 	for i, s := range sc {
-		if s.Ship {
+		if !s.paired() {
 			continue
 		}
 		a, b := summarize(results[i].tsubame), summarize(results[i].ref)
@@ -413,7 +420,14 @@ func buildReport(sc []scenario, results []run, held *idleResult, m machine, d ti
 	}
 	fmt.Fprintf(md, "\n## Commands\n\n```\nmake bench   # = make build, then: go run ./bench -bin bin/tsubame -duration %s -connections %d -rounds %d\n", d, conns, rounds)
 	for i, s := range sc {
-		if s.Ship {
+		if s.Restart {
+			for _, r := range results[i].restarts {
+				if r.Round == 0 && r.Target == "tsubame" {
+					fmt.Fprintf(md, "%s   # %s, %d restarts during the run\n", r.Wrk.Command, s.Name, restartHandovers)
+				}
+			}
+		}
+		if !s.paired() {
 			continue
 		}
 		fmt.Fprintf(md, "%s   # %s\n", summarize(results[i].tsubame).commandTemplate, s.Name)
@@ -441,7 +455,7 @@ func writeChart(path string, sc []scenario, results []run) error {
 	var ts, ng plotter.Values
 	var names []string
 	for i, s := range sc {
-		if s.Ship {
+		if !s.paired() {
 			continue
 		}
 		ts = append(ts, summarize(results[i].tsubame).rps)

@@ -19,10 +19,14 @@ type wrkResult struct {
 	Stdev    time.Duration
 	P50      time.Duration
 	P99      time.Duration
+	Max      time.Duration // the longest request
 	Requests int64
 	Seconds  float64 // how long the run lasted
 	Errors   int64   // socket errors plus non-2xx/3xx responses
-	Command  string
+	// Errors by kind, as wrk counts them: socket errors (connect, read,
+	// write, timeout) and responses that were not 2xx or 3xx.
+	Connect, Read, Write, Timeout, Non2xx int64
+	Command                               string
 }
 
 // OKRate is the rate of successful (2xx/3xx, no socket error) responses.
@@ -71,7 +75,7 @@ func parseWrk(out string, res *wrkResult) error {
 	for sc.Scan() {
 		line := sc.Text()
 		if m := reLatency.FindStringSubmatch(line); m != nil {
-			res.Avg, res.Stdev = parseDur(m[1]), parseDur(m[2])
+			res.Avg, res.Stdev, res.Max = parseDur(m[1]), parseDur(m[2]), parseDur(m[3])
 			seen++
 		} else if m := rePct.FindStringSubmatch(line); m != nil {
 			if m[1] == "50" {
@@ -86,13 +90,13 @@ func parseWrk(out string, res *wrkResult) error {
 			res.Requests, _ = strconv.ParseInt(m[1], 10, 64)
 			res.Seconds = parseDur(m[2]).Seconds()
 		} else if m := reSocket.FindStringSubmatch(line); m != nil {
-			for _, v := range m[1:] {
-				n, _ := strconv.ParseInt(v, 10, 64)
-				res.Errors += n
+			for i, into := range []*int64{&res.Connect, &res.Read, &res.Write, &res.Timeout} {
+				*into, _ = strconv.ParseInt(m[1+i], 10, 64)
+				res.Errors += *into
 			}
 		} else if m := reNon2xx.FindStringSubmatch(line); m != nil {
-			n, _ := strconv.ParseInt(m[1], 10, 64)
-			res.Errors += n
+			res.Non2xx, _ = strconv.ParseInt(m[1], 10, 64)
+			res.Errors += res.Non2xx
 		}
 	}
 	if seen < 2 {

@@ -28,7 +28,8 @@ func TestParseWrk(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := wrkResult{RPS: 148289.18, Avg: 620140 * time.Nanosecond, Stdev: 1230 * time.Microsecond,
-		P50: 371 * time.Microsecond, P99: 5960 * time.Microsecond, Requests: 593456, Seconds: 4, Errors: 18}
+		P50: 371 * time.Microsecond, P99: 5960 * time.Microsecond, Max: 31420 * time.Microsecond,
+		Requests: 593456, Seconds: 4, Errors: 18, Connect: 1, Read: 2, Timeout: 3, Non2xx: 12}
 	if r != want {
 		t.Fatalf("parsed %+v\nwant   %+v", r, want)
 	}
@@ -40,5 +41,27 @@ func TestParseWrk(t *testing.T) {
 	}
 	if parseDur("2.00s") != 2*time.Second || parseDur("1.00m") != time.Minute {
 		t.Fatal("units")
+	}
+}
+
+// A handover stalls a few requests: the longest is read from the Latency
+// line's Max column, whatever its unit.
+func TestParseWrkMaxLatency(t *testing.T) {
+	for _, c := range []struct {
+		line string
+		max  time.Duration
+	}{
+		{"    Latency     1.90ms    3.77ms  86.31ms   97.71%", 86310 * time.Microsecond},
+		{"    Latency     6.30ms   18.97ms   1.02s    94.56%", 1020 * time.Millisecond},
+		{"    Latency   410.00us  120.00us 900.00us   70.00%", 900 * time.Microsecond},
+	} {
+		var r wrkResult
+		out := "  Thread Stats   Avg      Stdev     Max   +/- Stdev\n" + c.line + "\n  1000 requests in 1.00s, 1.00MB read\nRequests/sec:   1000.00\n"
+		if err := parseWrk(out, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Max != c.max || r.Errors != 0 || r.Requests != 1000 {
+			t.Errorf("%q: Max %v, errors %d, requests %d; want Max %v, no errors, 1000 requests", c.line, r.Max, r.Errors, r.Requests, c.max)
+		}
 	}
 }
