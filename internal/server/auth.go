@@ -29,21 +29,67 @@ var (
 // A request with two Authorization fields is a 400: which one a front
 // proxy checked, logged or stripped is anyone's guess.
 func (s *Server) authorized(ctx *fasthttp.RequestCtx, key *[sha256.Size]byte) bool {
-	if len(ctx.Request.Header.PeekAll(hdrAuthorizationName)) > 1 {
+	switch bearer(&ctx.Request.Header, key) {
+	case bearerOK:
+		return true
+	case bearerTwice:
 		s.counters.callbackAuth.Add(1)
 		s.fail(ctx, errTwoAuthorizations)
-		return false
+	default:
+		s.counters.callbackAuth.Add(1)
+		ctx.Response.Header.SetCanonical(hdrWWWAuthenticate, valBearerChallenge)
+		s.fail(ctx, errUnauthorized)
 	}
-	v := ctx.Request.Header.PeekBytes(hdrAuthorization)
+	return false
+}
+
+// What a request's Authorization says about a bearer token.
+const (
+	bearerOK = iota
+	bearerWrong
+	bearerTwice
+)
+
+func bearer(h *fasthttp.RequestHeader, key *[sha256.Size]byte) int {
+	if len(h.PeekAll(hdrAuthorizationName)) > 1 {
+		return bearerTwice
+	}
+	v := h.PeekBytes(hdrAuthorization)
 	if len(v) > len(schemeBearer) && bytes.EqualFold(v[:len(schemeBearer)], schemeBearer) && v[len(schemeBearer)] == ' ' {
 		token := bytes.TrimLeft(v[len(schemeBearer):], " ")
 		got := sha256.Sum256(token)
 		if subtle.ConstantTimeCompare(got[:], key[:]) == 1 {
-			return true
+			return bearerOK
 		}
 	}
-	s.counters.callbackAuth.Add(1)
-	ctx.Response.Header.SetCanonical(hdrWWWAuthenticate, valBearerChallenge)
-	s.fail(ctx, errUnauthorized)
-	return false
+	return bearerWrong
+}
+
+// headerReceived runs when a request's head has been read, before its
+// body. A POST /callback without its token gets a body bound of one byte:
+// fasthttp then refuses a declared body without reading it, and
+// errorHandler answers 401 (refusedCallback), so a caller without the
+// token cannot hold a worker by trickling a body until read_timeout.
+func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	if s.unauthorizedCallback(h) {
+		return fasthttp.RequestConfig{MaxRequestBodySize: 1}
+	}
+	return fasthttp.RequestConfig{}
+}
+
+// unauthorizedCallback reports whether h is a POST /callback (served) whose
+// Authorization does not carry the token.
+func (s *Server) unauthorizedCallback(h *fasthttp.RequestHeader) bool {
+	if !h.IsPost() {
+		return false
+	}
+	uri := h.RequestURI()
+	if i := bytes.IndexByte(uri, '?'); i >= 0 {
+		uri = uri[:i]
+	}
+	if !bytes.Equal(uri, callbackPath) {
+		return false
+	}
+	key := s.routes.Load().callbackKey
+	return key != nil && bearer(h, key) != bearerOK
 }

@@ -91,3 +91,68 @@ func rawStatus(t *testing.T, addr, raw string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// POST /callback without its token is refused on its head alone: the
+// server does not wait for (or read) a body the caller may trickle until
+// read_timeout. With the token, the same head is followed by its body and
+// served; a declared body over max_body_bytes is still a 413.
+func TestCallbackRefusedBeforeItsBody(t *testing.T) {
+	p, err := webhook.New(webhook.Options{DeadLetterPath: filepath.Join(t.TempDir(), "dead"),
+		Handle: func(context.Context, *webhook.Message) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = p.Close(ctx)
+	})
+	srv, addr := startWith(t, server.Options{Webhook: webhook.NewReceiver(p, 1<<20, nil), CallbackToken: testCallbackToken,
+		ReadTimeout: time.Hour, MaxBodyBytes: 1 << 20})
+	head := func(auth string, length int) string {
+		return "POST /callback HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + auth +
+			"Content-Length: " + strconv.Itoa(length) + "\r\n\r\n"
+	}
+	for name, auth := range map[string]string{
+		"none":  "",
+		"wrong": "Authorization: Bearer wrong\r\n",
+		"twice": "Authorization: Bearer " + testCallbackToken + "\r\nAuthorization: Bearer " + testCallbackToken + "\r\n",
+	} {
+		before := srv.Stats().Refused
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The head only: a body of 500,000 bytes is declared and never sent.
+		if _, err := io.WriteString(c, head(auth, 500000)); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(time.Minute)) // generous: without the check, no answer before read_timeout (an hour)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("%s: no answer to the head alone: %v", name, err)
+		}
+		resp.Body.Close()
+		c.Close()
+		want := 401
+		if name == "twice" {
+			want = 400
+		}
+		if resp.StatusCode != want || !resp.Close {
+			t.Errorf("%s: %s close=%v, want %d and close", name, resp.Status, resp.Close, want)
+		}
+		after := srv.Stats().Refused
+		if after[server.ReasonCallbackAuth] != before[server.ReasonCallbackAuth]+1 || after[server.ReasonBody] != before[server.ReasonBody] {
+			t.Errorf("%s: callback_auth %d -> %d, body_too_large %d -> %d", name, before[server.ReasonCallbackAuth], after[server.ReasonCallbackAuth],
+				before[server.ReasonBody], after[server.ReasonBody])
+		}
+	}
+	good := "Authorization: Bearer " + testCallbackToken + "\r\n"
+	body := `{"messages":"1"}`
+	if status, b := rawStatus(t, addr, head(good, len(body))+body); status != 200 {
+		t.Fatalf("with the token: %d %q", status, b)
+	}
+	if status, _ := rawStatus(t, addr, head(good, 2<<20)); status != 413 {
+		t.Fatalf("with the token, a body over the bound: %d, want 413", status)
+	}
+}

@@ -209,6 +209,10 @@ func (s *Server) errorHandler(ctx *fasthttp.RequestCtx, err error) {
 	case errors.As(err, &small):
 		s.counters.header.Add(1)
 		plain(ctx, fasthttp.StatusRequestHeaderFieldsTooLarge, "request head too large")
+	case errors.Is(err, fasthttp.ErrBodyTooLarge) && s.unauthorizedCallback(&ctx.Request.Header):
+		// Bounded to a byte by headerReceived: the body was never read.
+		s.authorized(ctx, s.routes.Load().callbackKey)
+		ctx.SetConnectionClose()
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		s.counters.body.Add(1)
 		plain(ctx, fasthttp.StatusRequestEntityTooLarge, "request body too large")

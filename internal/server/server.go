@@ -295,6 +295,7 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 		Concurrency:           max(opt.MaxConns*2, 1024),
 		ErrorHandler:          s.errorHandler,
 		ConnState:             s.connState,
+		HeaderReceived:        s.headerReceived,
 		SecureErrorLogMessage: true,
 		Logger:                fasthttpLogger{opt.Logger},
 	}
