@@ -73,6 +73,7 @@ func restartOnly(old, cfg *config.Config) []string {
 	b.Log.Level = a.Log.Level
 	b.UnknownHosts = a.UnknownHosts
 	b.Templates = a.Templates
+	b.TLS.HSTS, b.TLS.HSTSSubdomains = a.TLS.HSTS, a.TLS.HSTSSubdomains
 	if a.TLS.Listen != "" {
 		// The certificates are applied where a TLS listener runs.
 		b.TLS.Cert, b.TLS.Key = a.TLS.Cert, a.TLS.Key

@@ -326,6 +326,7 @@ func (m *Main) serverOptions(cfg *config.Config) server.Options {
 	opt.Webhook, opt.CallbackToken, opt.Static = m.hooks.receiver, cfg.Webhook.CallbackToken, m.pub.static
 	opt.Sites, opt.RejectUnknownHosts = m.sites(cfg), cfg.UnknownHosts == "reject"
 	opt.Ready, opt.Logger = m.readiness, m.Logger
+	opt.HSTS = cfg.TLS.HSTSHeader()
 	return opt
 }
 

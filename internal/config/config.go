@@ -19,6 +19,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -132,6 +133,22 @@ type TLS struct {
 	Cert       string `koanf:"cert"`        // the default certificate chain (PEM)
 	Key        string `koanf:"key"`         // its private key (PEM)
 	MinVersion string `koanf:"min_version"` // 1.2 or 1.3
+	// HSTS is the max-age of a Strict-Transport-Security header on every
+	// answer over TLS (0: none); HSTSSubdomains adds includeSubDomains.
+	HSTS           time.Duration `koanf:"hsts"`
+	HSTSSubdomains bool          `koanf:"hsts_include_subdomains"`
+}
+
+// HSTSHeader is the Strict-Transport-Security value tls.hsts asks for, or "".
+func (t TLS) HSTSHeader() string {
+	if t.HSTS <= 0 {
+		return ""
+	}
+	v := "max-age=" + strconv.FormatInt(int64(t.HSTS/time.Second), 10)
+	if t.HSTSSubdomains {
+		v += "; includeSubDomains"
+	}
+	return v
 }
 
 // TLSCertificates returns the default pair and the sites' pairs for
@@ -1261,6 +1278,12 @@ func (c *Config) validateTLS(add func(string, ...any)) {
 	t := c.TLS
 	if _, err := certs.MinVersion(t.MinVersion); err != nil {
 		add("tls.min_version: %v", err)
+	}
+	if t.HSTS < 0 || (t.HSTS > 0 && t.HSTS < time.Second) {
+		add("tls.hsts: must be 0 (no header) or at least 1s (got %v)", t.HSTS)
+	}
+	if t.HSTS > 0 && t.Listen == "" {
+		add("tls.hsts: Strict-Transport-Security is sent over TLS only: set tls.listen")
 	}
 	def, sites := c.TLSCertificates()
 	if t.Listen == "" {

@@ -617,3 +617,26 @@ func TestWebhookAndAccessLogDefaultsAgree(t *testing.T) {
 		t.Errorf("defaults.yaml access_log: %+v\naccesslog.Defaults: %+v", a, ad)
 	}
 }
+
+func TestHSTSHeader(t *testing.T) {
+	for _, c := range []struct {
+		tls  config.TLS
+		want string
+	}{
+		{config.TLS{}, ""},
+		{config.TLS{HSTS: 8760 * time.Hour}, "max-age=31536000"},
+		{config.TLS{HSTS: 24 * time.Hour, HSTSSubdomains: true}, "max-age=86400; includeSubDomains"},
+	} {
+		if got := c.tls.HSTSHeader(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.tls, got, c.want)
+		}
+	}
+	cfg := load(t, "tls:\n  hsts: 8760h\n")
+	var found bool
+	for _, err := range cfg.Validate() {
+		found = found || strings.Contains(err.Error(), "tls.hsts: Strict-Transport-Security is sent over TLS only")
+	}
+	if !found {
+		t.Errorf("tls.hsts without tls.listen: not reported (%v)", cfg.Validate())
+	}
+}

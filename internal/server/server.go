@@ -96,6 +96,9 @@ type Options struct {
 	// believed; see clientaddr.go. Both need a restart to change.
 	TrustedProxies []netip.Prefix
 	ProxyProtocol  bool
+	// HSTS, if set, is the Strict-Transport-Security value sent on every
+	// answer over TLS (a reload may change it).
+	HSTS string
 	// DrainGrace is how long a stop lets a keep-alive connection sit idle
 	// since its last answer before closing it; every answer in a stop
 	// carries Connection: close (drain.go). Zero takes Defaults'.
@@ -153,6 +156,7 @@ type routes struct {
 	hello bool
 	ads   *gate
 	hooks *gate
+	hsts []byte // Strict-Transport-Security on TLS answers; nil sends none
 	// callbackKey is the SHA-256 of the /callback bearer credential
 	// ("Bearer <token>"); nil serves no /callback.
 	callbackKey *[sha256.Size]byte
@@ -314,6 +318,9 @@ func (s *Server) Reload(opt Options, endpoints []Endpoint) error {
 		ads:   &gate{max: int64(opt.MaxInFlightAds), wait: opt.LimitWait},
 		hooks: &gate{max: int64(opt.MaxInFlightHooks), wait: opt.LimitWait},
 	}
+	if opt.HSTS != "" {
+		r.hsts = []byte(opt.HSTS)
+	}
 	if opt.CallbackToken != "" && s.webhook != nil {
 		k := sha256.Sum256([]byte(opt.CallbackToken))
 		r.callbackKey = &k
@@ -470,6 +477,7 @@ var (
 	hdrNosniff      = []byte("X-Content-Type-Options")
 	valNosniff      = []byte("nosniff")
 	hdrCacheControl = []byte("Cache-Control")
+	hdrHSTS         = []byte("Strict-Transport-Security")
 )
 
 // bufPool holds scratch buffers for sources that encode per request.
@@ -524,6 +532,9 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx, lr *logged, rs **routeStats)
 	ctx.Response.Header.SetCanonical(hdrNosniff, valNosniff)
 	path := ctx.Path()
 	r := s.routes.Load()
+	if r.hsts != nil && ctx.IsTLS() {
+		ctx.Response.Header.SetCanonical(hdrHSTS, r.hsts)
+	}
 	switch {
 	case bytes.HasPrefix(path, apiPrefix):
 		st := r.site(ctx.Host())

@@ -340,3 +340,32 @@ func TestTLSRefusesCBCSuites(t *testing.T) {
 		t.Fatalf("negotiated %s", tls.CipherSuiteName(resp.TLS.CipherSuite))
 	}
 }
+
+// With HSTS set, every answer over TLS carries Strict-Transport-Security,
+// and none over plain HTTP does (a browser ignores it there, and it would
+// say nothing true); a reload changes it.
+func TestHSTSOnTLSOnly(t *testing.T) {
+	const want = "max-age=31536000; includeSubDomains"
+	f := startTLS(t, server.Options{HSTS: want})
+	c := f.client(nil)
+	for _, path := range []string{"/api/e.json?id=1", "/json", "/nowhere"} {
+		resp, _ := fetch(t, c, "https://ads.example"+path)
+		if got := resp.Header.Get("Strict-Transport-Security"); got != want {
+			t.Errorf("TLS %s: Strict-Transport-Security %q, want %q", path, got, want)
+		}
+		plain, err := http.Get("http://" + f.plain + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain.Body.Close()
+		if got := plain.Header.Get("Strict-Transport-Security"); got != "" {
+			t.Errorf("plain %s: Strict-Transport-Security %q, want none", path, got)
+		}
+	}
+	if err := f.srv.Reload(testDefaults(server.Options{HelloJSON: true}), []server.Endpoint{{Name: "e", Source: server.Fixed(`{"urls":[]}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, _ := fetch(t, c, "https://ads.example/json"); resp.Header.Get("Strict-Transport-Security") != "" {
+		t.Errorf("after a reload without HSTS: %q", resp.Header.Get("Strict-Transport-Security"))
+	}
+}
