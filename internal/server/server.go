@@ -156,7 +156,7 @@ type routes struct {
 	hello bool
 	ads   *gate
 	hooks *gate
-	hsts []byte // Strict-Transport-Security on TLS answers; nil sends none
+	hsts  []byte // Strict-Transport-Security on TLS answers; nil sends none
 	// callbackKey is the SHA-256 of the /callback bearer credential
 	// ("Bearer <token>"); nil serves no /callback.
 	callbackKey *[sha256.Size]byte
