@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -287,6 +288,9 @@ func (r restartRun) longest() time.Duration {
 // master, on ref), then Tsubame on Redis, each restarted
 // restartHandovers times while wrk runs.
 func restartRound(ctx context.Context, s scenario, nodes []*restartNode, ref string, master, threads, round, rounds int) ([]restartRun, error) {
+	// The bench's own keep-alive connections (its checks before the
+	// rounds) would sit idle through the run: measure wrk's alone.
+	http.DefaultClient.CloseIdleConnections()
 	var out []restartRun
 	for _, c := range restartConns {
 		targets := []*restartNode{nodes[0], {target: "nginx", addr: ref}, nodes[1]}
