@@ -53,7 +53,33 @@ func handovers(t *testing.T, conns, n int, env ...string) {
 		}
 	})
 	path := "/api/sample4.js?id=7&callback=Example.process"
-	run := rawLoad(strings.TrimPrefix(p.base, "http://"), path, conns)
+	addr := strings.TrimPrefix(p.base, "http://")
+	// One client sits idle on its connection through every handover and
+	// then sends a request: it is answered, with nothing unasked before.
+	idle, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	idleR := bufio.NewReader(idle)
+	idleGet := func() {
+		t.Helper()
+		_ = idle.SetDeadline(time.Now().Add(time.Minute))
+		if _, err := io.WriteString(idle, "GET "+path+" HTTP/1.1\r\nHost: "+addr+"\r\n\r\n"); err != nil {
+			t.Fatalf("idle client: %v", err)
+		}
+		resp, err := http.ReadResponse(idleR, nil)
+		if err != nil {
+			t.Fatalf("idle client: %v", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.HasPrefix(string(body), "Example.process(") {
+			t.Fatalf("idle client: %s %q", resp.Status, body)
+		}
+	}
+	idleGet()
+	run := rawLoad(addr, path, conns)
 	cli := append([]string{"TSUBAME_DATA_DIR=" + p.dataDir}, env...)
 	for i := range n {
 		run.waitServed(t, 200*(i+1)) // each process serves some load
@@ -71,6 +97,8 @@ func handovers(t *testing.T, conns, n int, env ...string) {
 	}
 	run.waitServed(t, int(run.ok.Load())+200)
 	run.stop()
+	idleGet()
+	run.ok.Add(2) // the idle client's two answers, for the log count
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

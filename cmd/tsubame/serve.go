@@ -231,9 +231,9 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		go func() { m.run.served <- m.pub.server.ServeTLS(m.pub.tlsLn, tlsConfig) }()
 	}
 	if m.run.adopted != nil {
-		// Not one of nListeners: it ends, with nil, when the previous
-		// process is done handing over.
-		go func() { _ = m.pub.server.ServeAdopted(m.run.adopted) }()
+		// In the background, not one of nListeners: it ends when the
+		// previous process is done handing over.
+		m.pub.server.ServeAdopted(m.run.adopted)
 	}
 	m.run.ready.Store(true)
 	if m.adm.server != nil && m.adm.ln != nil {

@@ -33,6 +33,13 @@ type deadlineShard struct {
 	_     [48]byte // pads the shard to 64 bytes: neighbouring locks on separate cache lines
 }
 
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // aLongTimeAgo is a deadline that has passed: setting it ends a blocked read
 // or write at once.
 var aLongTimeAgo = time.Unix(1, 0)
@@ -144,21 +151,33 @@ func (c *countedConn) setDeadline(kind uint32, t time.Time) error {
 	if c.closed.Load() {
 		return &net.OpError{Op: "set", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: net.ErrClosed}
 	}
+	if c.adopted && c.fresh && kind == readDeadline && !t.IsZero() {
+		// An adopted connection's first request is, for its client, the
+		// next on a kept-alive connection: it may come up to idle_timeout
+		// after the last one, not read_timeout.
+		t = later(t, time.Now().Add(c.l.idle))
+	}
 	slot := &c.rd
 	if kind == writeDeadline {
 		slot = &c.wd
 	}
+	// A read deadline that a drain expired (drain.go: claim) stays expired
+	// whatever fasthttp sets after it, until the claim is taken back: the
+	// checks are under c.mu, as the claim is.
 	var ns int64
 	if !t.IsZero() {
 		ns = t.UnixNano()
 		if ns-c.dl.now.Load() < 2*int64(c.dl.every) {
-			slot.Store(0)
 			c.mu.Lock()
+			defer c.mu.Unlock()
+			if kind == readDeadline && c.idle.Load() == connClaimed {
+				slot.Store(ns)
+				return nil
+			}
+			slot.Store(0)
 			c.armed |= kind
 			c.armedAny.Store(c.armed)
-			err := c.setReal(kind, t)
-			c.mu.Unlock()
-			return err
+			return c.setReal(kind, t)
 		}
 	}
 	slot.Store(ns)
@@ -167,7 +186,7 @@ func (c *countedConn) setDeadline(kind uint32, t time.Time) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.armed&kind == 0 {
+	if c.armed&kind == 0 || (kind == readDeadline && c.idle.Load() == connClaimed) {
 		return nil
 	}
 	c.armed &^= kind

@@ -63,13 +63,33 @@ func (s *Server) connState(nc net.Conn, st fasthttp.ConnState) {
 	case fasthttp.StateNew:
 		c.idle.Store(s.deadlines.now.Load())
 	case fasthttp.StateActive:
-		if c.idle.Swap(connBusy) == connClaimed {
-			// The drain claimed the connection as its request arrived:
-			// the request is answered (with Connection: close) here, so
-			// take back the expired deadline before fasthttp reads on.
-			c.unclaim()
+		// fasthttp says Active before a connection's first request has
+		// sent a byte; Read marks that one busy when its bytes come.
+		if c.answered.Load() {
+			c.busy()
 		}
 	}
+}
+
+// busy marks the connection as reading or answering a request. If the
+// drain claimed it as its request arrived, the request is answered (with
+// Connection: close) here: take back the expired deadline before fasthttp
+// reads on.
+func (c *countedConn) busy() {
+	if c.idle.Swap(connBusy) == connClaimed {
+		c.unclaim()
+	}
+}
+
+// Read marks a new connection busy when its first bytes come (a TLS
+// handshake, a PROXY header or a request).
+func (c *countedConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if c.fresh && n > 0 {
+		c.fresh = false
+		c.busy()
+	}
+	return n, err
 }
 
 // rawConn is the accepted connection under nc, or nil.
@@ -107,11 +127,11 @@ func (c *countedConn) unclaim() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.handoff = nil
-	if c.rd.Load() == 0 {
-		c.armed &^= readDeadline
-		c.armedAny.Store(c.armed)
-		_ = c.setReal(readDeadline, time.Time{})
-	}
+	// While claimed, setDeadline left the expired deadline in place and
+	// only recorded fasthttp's, which the sweep now enforces.
+	c.armed &^= readDeadline
+	c.armedAny.Store(c.armed)
+	_ = c.setReal(readDeadline, time.Time{})
 }
 
 // drain waits, after the listeners have closed, until every connection has

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -135,18 +136,19 @@ func Adopt(f *os.File) (net.Listener, error) {
 		c.Close()
 		return nil, errors.New("handover socket is not a unix socket")
 	}
-	l := &adoptListener{conn: uc, more: make(chan struct{}, 1)}
+	l := &adoptListener{conn: uc, more: make(chan struct{}, 1), received: make(chan struct{})}
 	go l.receive()
 	return l, nil
 }
 
 type adoptListener struct {
-	conn   *net.UnixConn
-	mu     sync.Mutex
-	queue  []net.Conn
-	done   bool          // the predecessor has closed its end
-	more   chan struct{} // a conn was queued, or done
-	closed sync.Once
+	conn     *net.UnixConn
+	mu       sync.Mutex
+	queue    []net.Conn
+	done     bool          // the predecessor has closed its end
+	more     chan struct{} // a conn was queued, or done
+	received chan struct{} // closed when the predecessor is done sending
+	closed   sync.Once
 }
 
 func (l *adoptListener) receive() {
@@ -157,6 +159,7 @@ func (l *adoptListener) receive() {
 		l.done = true
 		l.mu.Unlock()
 		l.signal()
+		close(l.received)
 	}()
 	for {
 		n, oobn, _, _, err := l.conn.ReadMsgUnix(buf, oob)
@@ -240,26 +243,53 @@ func (l *adoptListener) Accept() (net.Conn, error) {
 }
 
 // Close stops receiving; connections not yet handed out are closed.
-func (l *adoptListener) Close() error {
+func (l *adoptListener) Close() error { return l.closeInto(context.Background(), nil) }
+
+// closeInto waits (until ctx ends) for the predecessor to finish sending,
+// then passes the connections not yet handed out to h (when this process
+// is replaced right after it took over: they have not been read, so they go
+// as they came), or closes them.
+func (l *adoptListener) closeInto(ctx context.Context, h *Handoff) error {
 	var err error
 	l.closed.Do(func() {
+		if h != nil {
+			// Closing the socket now would close the connections still in
+			// it; the predecessor closes its end once it has sent them all.
+			select {
+			case <-l.received:
+			case <-ctx.Done():
+			}
+		}
 		err = l.conn.Close()
 		l.mu.Lock()
-		for _, c := range l.queue {
-			c.Close()
-		}
+		queue := l.queue
 		l.queue = nil
 		l.mu.Unlock()
+		for _, c := range queue {
+			if h != nil {
+				_ = h.send(c)
+			}
+			c.Close()
+		}
 	})
 	return err
 }
 
 func (l *adoptListener) Addr() net.Addr { return l.conn.LocalAddr() }
 
-// ServeAdopted serves the connections a predecessor hands over (Adopt)
-// until it is done or Shutdown. They are served as accepted ones, without
-// a PROXY header: one that came with a header is handed over after it was
-// read, with the client's address it named.
-func (s *Server) ServeAdopted(ln net.Listener) error {
-	return s.serveConns(ln, nil, false)
+// ServeAdopted starts serving, in the background, the connections a
+// predecessor hands over (Adopt), until it is done or Shutdown. They are
+// served as accepted ones, without a PROXY header: one that came with a
+// header is handed over after it was read, with the client's address it
+// named. A Shutdown that comes before they are served passes them on to
+// its own successor (SetHandoff) as they came, or closes them.
+func (s *Server) ServeAdopted(ln net.Listener) {
+	if !s.register(ln) {
+		return
+	}
+	go func() {
+		if err := s.serveRegistered(ln, nil, false, true); err != nil {
+			s.log.Warn("serving the connections the previous process handed over", "err", err)
+		}
+	}()
 }

@@ -87,6 +87,10 @@ type limitListener struct {
 	// returned wrapped for the handshake (tls.go), and one over the bound
 	// is closed without an answer (a plain-text 503 is not TLS).
 	tls *tlsServing
+	// adopted: the connections come from a predecessor (handoff.go), each
+	// waiting for its next request up to idle rather than read_timeout.
+	adopted bool
+	idle    time.Duration
 }
 
 var refusal = []byte("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain; charset=utf-8\r\n" +
@@ -115,7 +119,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if l.max <= 0 {
 			l.open.Add(1)
 		}
-		cc := &countedConn{Conn: c, l: l, plain: l.tls == nil}
+		cc := &countedConn{Conn: c, l: l, plain: l.tls == nil, fresh: true, adopted: l.adopted}
 		if pc, ok := c.(*proxyproto.Conn); ok {
 			cc.viaProxy = true
 			// The client's address is in a PROXY header not read yet:
@@ -167,6 +171,11 @@ type countedConn struct {
 	// one viaProxy only once answered (its PROXY header read).
 	plain, viaProxy bool
 	answered        atomic.Bool
+	// fresh is a connection that has not read a byte yet; adopted, one a
+	// predecessor handed over (for fasthttp a new connection, though its
+	// client sees one kept alive); mute drops what is written. Only the
+	// connection's own goroutine reads and writes these.
+	fresh, adopted, mute bool
 	// handoff, set by a drain's claim under mu, receives the connection
 	// instead of it being closed.
 	handoff *Handoff
@@ -178,6 +187,21 @@ func tcpAddr(c net.Conn) netip.Addr {
 		return ta.AddrPort().Addr().Unmap()
 	}
 	return netip.Addr{}
+}
+
+// Write drops what fasthttp writes to a muted connection (see errorHandler).
+func (c *countedConn) Write(b []byte) (int, error) {
+	if c.mute {
+		return len(b), nil
+	}
+	return c.Conn.Write(b)
+}
+
+// handingOff reports whether a drain claimed c for its successor.
+func (c *countedConn) handingOff() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.handoff != nil
 }
 
 func (c *countedConn) Close() error {
@@ -202,6 +226,13 @@ func (c *countedConn) Close() error {
 func (s *Server) errorHandler(ctx *fasthttp.RequestCtx, err error) {
 	if handshakeFailed(ctx) {
 		return // counted by the TLS connection; there is no channel to answer on
+	}
+	if c := rawConn(ctx.Conn()); c != nil && c.fresh && (c.adopted || c.handingOff()) {
+		// Not a byte read: an adopted connection ends as a keep-alive one
+		// does, without an answer, and one a drain hands over must reach
+		// the successor as it came.
+		c.mute = true
+		return
 	}
 	var small *fasthttp.ErrSmallBuffer
 	var netErr net.Error

@@ -141,7 +141,10 @@ type Server struct {
 	// draining is set by Shutdown: every answer closes its connection.
 	draining   atomic.Bool
 	drainGrace time.Duration
-	handoff    atomic.Pointer[Handoff] // where a drain sends idle connections; nil closes them
+	// idleTimeout is how long a kept-alive connection waits for its next
+	// request (an adopted one too, see limitListener).
+	idleTimeout time.Duration
+	handoff     atomic.Pointer[Handoff] // where a drain sends idle connections; nil closes them
 	// hooks are the webhook platforms served at /webhook/<source>.
 	hooks  map[string]hookRoute
 	bootID string // prefixes generated request ids, so they differ across restarts
@@ -267,7 +270,7 @@ func positiveOr[T int | time.Duration](v, d T) T {
 func New(opt Options, endpoints []Endpoint) (*Server, error) {
 	opt.setDefaults()
 	s := &Server{log: opt.Logger, webhook: opt.Webhook, trustedProxies: opt.TrustedProxies, proxyProto: opt.ProxyProtocol,
-		readTimeout: opt.ReadTimeout, drainGrace: opt.DrainGrace,
+		readTimeout: opt.ReadTimeout, idleTimeout: opt.IdleTimeout, drainGrace: opt.DrainGrace,
 		maxConns: opt.MaxConns, bootID: strconv.FormatInt(time.Now().UnixNano(), 36)}
 	s.statCallback, s.statLib = s.reqs.get(RouteCallback), s.reqs.get(RouteLib)
 	if s.webhook != nil {
@@ -402,22 +405,35 @@ func (s *Server) Serve(ln net.Listener) error {
 // listener share the connection bound, the deadlines and the handler; a
 // PROXY header, if any, comes before the TLS handshake.
 func (s *Server) serveOn(ln net.Listener, t *tlsServing) error {
-	return s.serveConns(ln, t, s.proxyProto)
+	return s.serveConns(ln, t, s.proxyProto, false)
 }
 
-func (s *Server) serveConns(ln net.Listener, t *tlsServing, proxied bool) error {
-	s.lnMu.Lock()
-	if s.shutdown {
-		s.lnMu.Unlock()
-		_ = ln.Close()
+func (s *Server) serveConns(ln net.Listener, t *tlsServing, proxied, adopted bool) error {
+	if !s.register(ln) {
 		return nil
 	}
+	return s.serveRegistered(ln, t, proxied, adopted)
+}
+
+// register adds ln to the listeners Shutdown closes, or closes it if
+// Shutdown has begun.
+func (s *Server) register(ln net.Listener) bool {
+	s.lnMu.Lock()
+	defer s.lnMu.Unlock()
+	if s.shutdown {
+		_ = ln.Close()
+		return false
+	}
 	s.lns = append(s.lns, ln)
-	s.lnMu.Unlock()
+	return true
+}
+
+func (s *Server) serveRegistered(ln net.Listener, t *tlsServing, proxied, adopted bool) error {
 	if proxied {
 		ln = s.proxyListener(ln, s.readTimeout)
 	}
-	ll := &limitListener{Listener: ln, max: int64(s.maxConns), open: &s.open, refused: &s.counters.conns, dl: s.deadlines, tls: t}
+	ll := &limitListener{Listener: ln, max: int64(s.maxConns), open: &s.open, refused: &s.counters.conns, dl: s.deadlines, tls: t,
+		adopted: adopted, idle: s.idleTimeout}
 	err := s.srv.Serve(ll)
 	if errors.Is(err, net.ErrClosed) {
 		return nil
@@ -436,6 +452,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.lnMu.Unlock()
 	s.draining.Store(true)
 	for _, ln := range lns {
+		if al, ok := ln.(*adoptListener); ok {
+			_ = al.closeInto(ctx, s.handoff.Load())
+			continue
+		}
 		_ = ln.Close() // Serve returns; its workers finish their connections
 	}
 	err := s.drain(ctx)
