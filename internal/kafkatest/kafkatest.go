@@ -214,6 +214,22 @@ func Start(ctx context.Context, opt Options) (*Broker, error) {
 	if err := Fetch(ctx, jarsDir); err != nil {
 		return nil, err
 	}
+	// A port chosen free can be taken before the broker's JVM binds it,
+	// seconds later (by a client socket of a test running beside: the
+	// ports come from the same ephemeral range). Choose again then.
+	for attempt := 1; ; attempt++ {
+		b, err := startOnce(ctx, opt, jarsDir)
+		if err == nil || opt.Port != 0 || attempt == 3 || !strings.Contains(err.Error(), "Address already in use") {
+			return b, err
+		}
+		if err := os.RemoveAll(filepath.Join(opt.Dir, "data")); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func startOnce(ctx context.Context, opt Options, jarsDir string) (*Broker, error) {
+	var err error
 	port := opt.Port
 	if port == 0 {
 		if port, err = freePort(); err != nil {
