@@ -75,7 +75,9 @@ func inherited(environ []string) (*handover, error) {
 		case "conns":
 			h.conns = f
 		default:
-			return nil, fmt.Errorf("malformed %s=%q", config.EnvInherit, v)
+			// A later build may hand over more: what this one does not
+			// know stays unused, and the handover goes on without it.
+			f.Close()
 		}
 	}
 	if h.public == nil || h.readyW == nil || h.releaseR == nil {

@@ -110,8 +110,11 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer,
 		}
 		closeErr := m.Close()
 		if h != nil {
-			n, _ := h.Close()
+			n, err := h.Close()
 			m.Logger.Info("idle connections handed over", "connections", n)
+			if err != nil {
+				m.Logger.Warn("some idle connections were closed after the grace instead of handed over", "err", err)
+			}
 		}
 		succ.release()
 		if closeErr != nil {

@@ -81,15 +81,27 @@ func (c *countedConn) busy() {
 	}
 }
 
-// Read marks a new connection busy when its first bytes come (a TLS
-// handshake, a PROXY header or a request).
+// Read marks a new plain connection busy when its first request bytes
+// come (a PROXY header is read by proxyproto before fasthttp sees a byte,
+// which a drain's claim may cut short like any wait); a TLS connection is
+// marked busy by tlsConn.Read, on its first decrypted byte, so that one
+// that only shook hands (a preconnect) stays idle for the drain. On an
+// adopted connection the first byte starts read_timeout for the request.
 func (c *countedConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
-	if c.fresh && n > 0 {
-		c.fresh = false
-		c.busy()
+	if c.fresh && n > 0 && c.plain {
+		c.firstBytes()
 	}
 	return n, err
+}
+
+// firstBytes marks a new connection busy at its first request bytes.
+func (c *countedConn) firstBytes() {
+	c.fresh = false
+	c.busy()
+	if c.adopted {
+		_ = c.SetReadDeadline(time.Now().Add(c.l.readTimeout))
+	}
 }
 
 // rawConn is the accepted connection under nc, or nil.
@@ -139,35 +151,48 @@ func (c *countedConn) unclaim() {
 func (s *Server) drain(ctx context.Context) error {
 	grace := int64(s.drainGrace)
 	h := s.handoff.Load()
-	tick := time.NewTicker(drainTick)
-	defer tick.Stop()
+	if h != nil {
+		h.probe()
+	}
 	var idle []*countedConn
 	var since []int64
-	for s.open.Load() > 0 {
+	for s.open.Load() > 0 || s.loops.Load() > 0 {
 		now := time.Now().UnixNano()
+		handing := h != nil && !h.Failed()
 		idle, since = s.idleConns(idle[:0], since[:0])
 		for i, c := range idle {
 			switch {
-			case h != nil && c.plain && (!c.viaProxy || c.answered.Load()):
+			case handing && c.plain && (!c.viaProxy || c.answered.Load()):
 				c.claim(since[i], h)
 			case now-since[i] >= grace:
 				c.claim(since[i], nil)
 			}
 			idle[i] = nil
 		}
+		// A handover waits for its last connection: look often while
+		// connections go to the successor; a look walks every connection,
+		// so less often while only the grace runs.
+		wait := drainTick
+		if !handing {
+			wait = graceTick
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return ctx.Err()
-		case <-tick.C:
+		case <-t.C:
 		}
 	}
 	return nil
 }
 
-// drainTick is how often a drain looks for connections to let go. A
-// handover waits for the last one, so it is short; a look costs a walk of
-// the connections, during a drain only.
-const drainTick = 2 * time.Millisecond
+// How often a drain looks for connections to let go: during a handover,
+// and while only the grace runs.
+const (
+	drainTick = 2 * time.Millisecond
+	graceTick = 25 * time.Millisecond
+)
 
 // idleConns appends the idle connections and the times they became idle.
 func (s *Server) idleConns(out []*countedConn, since []int64) ([]*countedConn, []int64) {

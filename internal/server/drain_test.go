@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net"
@@ -322,5 +323,85 @@ func TestHandoffTwiceAndFresh(t *testing.T) {
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {
 		t.Fatalf("third: Shutdown: %v", err)
+	}
+}
+
+// A successor that does not take what is sent (stalled, or gone) does not
+// hold the drain: a send gives up after its timeout, and the idle
+// connections left are closed after the grace as without a successor. One
+// gone before the drain is seen at its start: no connection is cut, and
+// the next request on an idle one is answered.
+func TestHandoffToAStalledSuccessor(t *testing.T) {
+	for _, gone := range []bool{false, true} {
+		grace := 200 * time.Millisecond
+		if gone {
+			grace = time.Hour // the clients end the drain below
+		}
+		srv, addr, done := drainServer(t, "old", grace)
+		keep, give, err := server.HandoffPair()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := server.NewHandoff(keep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gone {
+			give.Close()
+		} else {
+			defer give.Close() // open, never read: the socket's buffer fills
+		}
+		conns := make([]net.Conn, 400)
+		for i := range conns {
+			c, br := dialKeep(t, addr)
+			keepAliveGet(t, c, br)
+			conns[i] = c
+		}
+		srv.SetHandoff(h)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		stopped := make(chan error, 1)
+		go func() { stopped <- srv.Shutdown(ctx) }()
+		if gone {
+			// Within the grace: answered, with Connection: close.
+			waitRefused(t, addr)
+			br := bufio.NewReader(conns[0])
+			if resp := keepAliveGet(t, conns[0], br); resp.StatusCode != 200 || !resp.Close {
+				t.Errorf("gone: next request %s close=%v", resp.Status, resp.Close)
+			}
+			for _, c := range conns {
+				c.Close()
+			}
+		}
+		if err := <-stopped; err != nil {
+			t.Fatalf("gone=%v: Shutdown: %v", gone, err)
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+		n, err := h.Close()
+		if gone && n != 0 {
+			t.Errorf("gone: %d handed over", n)
+		}
+		if err == nil || !h.Failed() {
+			t.Errorf("gone=%v: %d handed over, Close: %v, Failed %v; want a failure", gone, n, err, h.Failed())
+		}
+		t.Logf("gone=%v: %d of %d handed over before the successor stopped taking them", gone, n, len(conns))
+	}
+}
+
+// A TLS connection that shook hands and sent nothing (a preconnect) is idle
+// for the drain: it is closed after the grace, not held until read_timeout.
+func TestDrainClosesTLSPreconnectAfterGrace(t *testing.T) {
+	f := startTLS(t, server.Options{ReadTimeout: time.Hour, DrainGrace: 100 * time.Millisecond})
+	c, err := tls.Dial("tcp", f.tls, &tls.Config{RootCAs: f.ca.Pool(), ServerName: "ads.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := f.srv.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown with a TLS preconnect: %v", err)
 	}
 }

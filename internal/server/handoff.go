@@ -8,7 +8,9 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/pires/go-proxyproto"
 )
@@ -32,11 +34,17 @@ func HandoffPair() (predecessor, successor *os.File, err error) {
 
 // Handoff sends idle connections to a successor. Safe for concurrent use.
 type Handoff struct {
-	conn *net.UnixConn
-	mu   sync.Mutex
-	sent int
-	err  error // the first send that failed; later ones are not tried
+	conn   *net.UnixConn
+	mu     sync.Mutex
+	sent   int
+	err    error       // the first send that failed; later ones are not tried
+	failed atomic.Bool // err is set: the drain falls back to its grace
 }
+
+// sendTimeout bounds one send: a successor that does not take what is sent
+// (stalled, or an older build that does not adopt) must not hold the drain,
+// which then closes idle connections after its grace instead.
+const sendTimeout = time.Second
 
 // NewHandoff takes over f, the predecessor's end of a HandoffPair.
 func NewHandoff(f *os.File) (*Handoff, error) {
@@ -62,10 +70,12 @@ func (s *Server) SetHandoff(h *Handoff) { s.handoff.Store(h) }
 const (
 	msgPlain   = 'c'
 	msgProxied = 'p'
+	msgProbe   = 'n' // no socket: see probe
 )
 
-// send passes c's socket to the successor. On failure c is simply closed
-// by the caller, as it would be without a successor.
+// send passes c's socket to the successor. On failure the caller closes
+// c; the drain then lets the remaining idle connections go after its grace
+// (Failed).
 func (h *Handoff) send(c net.Conn) error {
 	msg := []byte{msgPlain}
 	switch pc := c.(type) {
@@ -94,6 +104,7 @@ func (h *Handoff) send(c net.Conn) error {
 		return h.err
 	}
 	var werr error
+	_ = h.conn.SetWriteDeadline(time.Now().Add(sendTimeout))
 	if err := rc.Control(func(fd uintptr) {
 		_, _, werr = h.conn.WriteMsgUnix(msg, syscall.UnixRights(int(fd)), nil)
 	}); err != nil {
@@ -101,22 +112,49 @@ func (h *Handoff) send(c net.Conn) error {
 	}
 	if werr != nil {
 		h.err = werr
+		h.failed.Store(true)
 		return werr
 	}
 	h.sent++
 	return nil
 }
 
+// probe checks, before the drain claims connections for it, that the
+// successor's end is still there: a message without a socket, which Adopt
+// skips. A successor gone since it said ready then costs nothing: the idle
+// connections get the grace, as without one.
+func (h *Handoff) probe() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.err != nil {
+		return
+	}
+	_ = h.conn.SetWriteDeadline(time.Now().Add(sendTimeout))
+	if _, _, err := h.conn.WriteMsgUnix([]byte{msgProbe}, nil, nil); err != nil {
+		h.err = err
+		h.failed.Store(true)
+	}
+}
+
+// Failed reports whether a send failed; later ones are not tried.
+func (h *Handoff) Failed() bool { return h.failed.Load() }
+
 // Close ends the handover: the successor's Adopt listener then returns
 // net.ErrClosed once it has handed out every connection sent. It returns
 // how many connections were passed.
 func (h *Handoff) Close() (int, error) {
+	_ = h.conn.SetWriteDeadline(aLongTimeAgo) // a send still waiting gives up
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	var err error
+	if h.err != nil && !errors.Is(h.err, net.ErrClosed) {
+		err = fmt.Errorf("handing connections over: %w", h.err)
+	}
 	if h.err == nil {
 		h.err = net.ErrClosed
+		h.failed.Store(true)
 	}
-	return h.sent, h.conn.Close()
+	return h.sent, errors.Join(err, h.conn.Close())
 }
 
 // Adopt returns a listener that yields the connections a predecessor hands
@@ -155,6 +193,9 @@ func (l *adoptListener) receive() {
 	buf := make([]byte, 128) // a kind and an address
 	oob := make([]byte, syscall.CmsgSpace(4))
 	defer func() {
+		// Closed here, whatever ended the loop: a sender must never wait
+		// on a socket nobody reads.
+		_ = l.conn.Close()
 		l.mu.Lock()
 		l.done = true
 		l.mu.Unlock()

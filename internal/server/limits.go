@@ -91,6 +91,8 @@ type limitListener struct {
 	// waiting for its next request up to idle rather than read_timeout.
 	adopted bool
 	idle    time.Duration
+	// readTimeout bounds an adopted connection's request from its first byte.
+	readTimeout time.Duration
 }
 
 var refusal = []byte("HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain; charset=utf-8\r\n" +
@@ -105,7 +107,9 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if l.max > 0 && l.open.Add(1) > l.max {
 			l.open.Add(-1)
 			l.refused.Add(1)
-			if l.tls != nil {
+			if l.tls != nil || l.adopted {
+				// No plain-text 503 for a TLS client, nor an unasked one
+				// on a connection its client thinks kept alive.
 				_ = c.Close()
 				continue
 			}

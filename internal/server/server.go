@@ -133,6 +133,7 @@ type Server struct {
 	panics         panicLog
 	ready          readiness
 	open           atomic.Int64 // connections open, on every listener
+	loops          atomic.Int64 // accept loops running
 	// deadlines sweeps the connections' read and write deadlines.
 	deadlines *deadlines
 	reqs      requestStats
@@ -433,7 +434,12 @@ func (s *Server) serveRegistered(ln net.Listener, t *tlsServing, proxied, adopte
 		ln = s.proxyListener(ln, s.readTimeout)
 	}
 	ll := &limitListener{Listener: ln, max: int64(s.maxConns), open: &s.open, refused: &s.counters.conns, dl: s.deadlines, tls: t,
-		adopted: adopted, idle: s.idleTimeout}
+		adopted: adopted, idle: s.idleTimeout, readTimeout: s.readTimeout}
+	// A connection is counted in open only once Accept has returned it: a
+	// drain also waits for the accept loops, or one accepted as the
+	// listener closed could be served after the drain.
+	s.loops.Add(1)
+	defer s.loops.Add(-1)
 	err := s.srv.Serve(ll)
 	if errors.Is(err, net.ErrClosed) {
 		return nil

@@ -72,7 +72,11 @@ func (c *tlsConn) Read(b []byte) (int, error) {
 			return 0, err
 		}
 	}
-	return c.Conn.Read(b)
+	n, err := c.Conn.Read(b)
+	if c.raw.fresh && n > 0 {
+		c.raw.firstBytes()
+	}
+	return n, err
 }
 
 // handshakeFailed reports whether ctx's connection is a TLS one whose
