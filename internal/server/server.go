@@ -96,6 +96,9 @@ type Options struct {
 	// believed; see clientaddr.go. Both need a restart to change.
 	TrustedProxies []netip.Prefix
 	ProxyProtocol  bool
+	// Routes are the paths other packages serve (route.go), beside the
+	// server's own; they need a restart to change.
+	Routes []Route
 	// HSTS, if set, is the Strict-Transport-Security value sent on every
 	// answer over TLS (a reload may change it).
 	HSTS string
@@ -138,7 +141,8 @@ type Server struct {
 	deadlines *deadlines
 	reqs      requestStats
 	// The routes that are not ad tags, counted apart.
-	statCallback, statLib, statJSON, statHealth, statOther *routeStats
+	statOther *routeStats // unknown paths, hosts and endpoints
+	table     routeTable  // every path served, each with its stats (route.go)
 	// draining is set by Shutdown: every answer closes its connection.
 	draining   atomic.Bool
 	drainGrace time.Duration
@@ -273,7 +277,6 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 	s := &Server{log: opt.Logger, webhook: opt.Webhook, trustedProxies: opt.TrustedProxies, proxyProto: opt.ProxyProtocol,
 		readTimeout: opt.ReadTimeout, idleTimeout: opt.IdleTimeout, drainGrace: opt.DrainGrace,
 		maxConns: opt.MaxConns, bootID: strconv.FormatInt(time.Now().UnixNano(), 36)}
-	s.statCallback, s.statLib = s.reqs.get(RouteCallback), s.reqs.get(RouteLib)
 	if s.webhook != nil {
 		s.hooks = map[string]hookRoute{}
 		for _, src := range s.webhook.Sources() {
@@ -282,7 +285,20 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 			}
 		}
 	}
-	s.statJSON, s.statHealth, s.statOther = s.reqs.get(RouteJSON), s.reqs.get(RouteHealth), s.reqs.get(RouteOther)
+	s.statOther = s.reqs.get(RouteOther)
+	for _, rt := range s.builtins() {
+		if err := s.table.add(rt); err != nil {
+			return nil, err
+		}
+	}
+	for _, rt := range opt.Routes {
+		if rt.Handler == nil {
+			return nil, tsubame.Errorf(tsubame.EINVALID, "route %q has no handler", rt.Name)
+		}
+		if err := s.table.add(route{name: rt.Name, path: []byte(rt.Path), kind: routeExternal, stats: s.reqs.get(rt.Name), ext: s.external(rt)}); err != nil {
+			return nil, err
+		}
+	}
 	s.ready.probe = opt.Ready
 	if err := s.Reload(opt, endpoints); err != nil {
 		return nil, err
@@ -561,23 +577,34 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx, lr *logged, rs **routeStats)
 	if r.hsts != nil && ctx.IsTLS() {
 		ctx.Response.Header.SetCanonical(hdrHSTS, r.hsts)
 	}
-	switch {
-	case bytes.HasPrefix(path, apiPrefix):
+	rt, rest := s.table.lookup(path)
+	if rt == nil {
+		plain(ctx, fasthttp.StatusNotFound, "not found")
+		return
+	}
+	// The server's own routes are direct calls: through a func value, the
+	// request's stack state (lr, rs) would escape, two allocations a request.
+	switch rt.kind {
+	case routeAPI:
 		st := r.site(ctx.Host())
 		if st == nil {
 			s.fail(ctx, errUnknownHost)
 			return
 		}
-		s.serveAPI(ctx, r, st, path[len(apiPrefix):], lr, rs)
-	case r.callbackKey != nil && bytes.Equal(path, callbackPath):
-		*rs = s.statCallback
+		s.serveAPI(ctx, r, st, rest, lr, rs)
+	case routeCallback:
+		if r.callbackKey == nil {
+			plain(ctx, fasthttp.StatusNotFound, "not found")
+			return
+		}
+		*rs = rt.stats
 		if allowPost(ctx) && s.authorized(ctx, r.callbackKey) && s.enter(ctx, r.hooks, &s.counters.hookLimit, errTooManyWebhooks) {
 			defer r.hooks.leave()
 			status, body := s.webhook.Serve(webhook.SourceCallback, ctx.PostBody(), &ctx.Request.Header)
 			reply(ctx, status, body)
 		}
-	case bytes.HasPrefix(path, hookPrefix) && s.hooks != nil:
-		h, ok := s.hooks[string(path[len(hookPrefix):])]
+	case routeWebhook:
+		h, ok := s.hooks[string(rest)]
 		if !ok {
 			plain(ctx, fasthttp.StatusNotFound, "not found")
 			return
@@ -588,28 +615,50 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx, lr *logged, rs **routeStats)
 			status, body := s.webhook.Serve(h.source, ctx.PostBody(), &ctx.Request.Header)
 			reply(ctx, status, body)
 		}
-	case bytes.HasPrefix(path, libPrefix):
+	case routeLib:
 		st := r.site(ctx.Host())
 		if st == nil || st.static == nil {
 			plain(ctx, fasthttp.StatusNotFound, "not found")
 			return
 		}
-		*rs = s.statLib
+		*rs = rt.stats
 		if allowRead(ctx) {
-			s.serveStatic(ctx, st.static, path[len(libPrefix):])
+			s.serveStatic(ctx, st.static, rest)
 		}
-	case bytes.Equal(path, healthPath) || bytes.Equal(path, readyPath):
-		*rs = s.statHealth
-		s.serveHealth(ctx, bytes.Equal(path, readyPath))
-	case r.hello && bytes.Equal(path, helloPath):
-		*rs = s.statJSON
+	case routeHealth, routeReady:
+		*rs = rt.stats
+		s.serveHealth(ctx, rt.kind == routeReady)
+	case routeJSON:
+		if !r.hello {
+			plain(ctx, fasthttp.StatusNotFound, "not found")
+			return
+		}
+		*rs = rt.stats
 		if allowRead(ctx) {
 			ctx.SetContentType(render.ContentTypeJSON)
 			ctx.SetBody(helloBody)
 		}
-	default:
-		plain(ctx, fasthttp.StatusNotFound, "not found")
+	case routeExternal:
+		*rs = rt.stats
+		rt.ext(ctx)
 	}
+}
+
+// builtins are the server's own routes (route.go).
+func (s *Server) builtins() []route {
+	health := s.reqs.get(RouteHealth) // /healthz and /readyz together
+	out := []route{
+		{name: "api", path: apiPrefix, kind: routeAPI}, // counted by endpoint
+		{name: RouteCallback, path: callbackPath, kind: routeCallback, stats: s.reqs.get(RouteCallback)},
+		{name: RouteLib, path: libPrefix, kind: routeLib, stats: s.reqs.get(RouteLib)},
+		{name: "healthz", path: healthPath, kind: routeHealth, stats: health},
+		{name: "readyz", path: readyPath, kind: routeReady, stats: health},
+		{name: RouteJSON, path: helloPath, kind: routeJSON, stats: s.reqs.get(RouteJSON)},
+	}
+	if s.hooks != nil {
+		out = append(out, route{name: RouteWebhook, path: hookPrefix, kind: routeWebhook}) // counted by platform
+	}
+	return out
 }
 
 func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, r *routes, st *site, rest []byte, lr *logged, rs **routeStats) {
