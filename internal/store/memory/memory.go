@@ -23,6 +23,7 @@ type Store struct {
 	now     func() time.Time
 	log     [][]byte // batches of lines
 	results map[string][]byte
+	camp    campaigns
 }
 
 var (
@@ -31,7 +32,8 @@ var (
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{byID: make(map[string]*tsubame.Placement), results: make(map[string][]byte), now: time.Now}
+	return &Store{byID: make(map[string]*tsubame.Placement), results: make(map[string][]byte), now: time.Now,
+		camp: campaigns{set: &tsubame.CampaignSet{}}}
 }
 
 // Get returns a copy of the placement with the given id.

@@ -31,3 +31,11 @@ func TestResultConformance(t *testing.T) {
 		return s
 	})
 }
+
+func TestCampaignConformance(t *testing.T) {
+	storetest.RunCampaigns(t, func(t *testing.T) tsubame.CampaignStore {
+		s := memory.New()
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	})
+}

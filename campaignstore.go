@@ -1,0 +1,139 @@
+package tsubame
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// CampaignStore keeps the campaign model (advertisers, campaigns, creatives,
+// line items) beside the placements, in the same backend. Implementations
+// must be safe for concurrent use.
+//
+// Objects passed to and returned by a CampaignStore are owned by the caller:
+// a store copies what it keeps and never hands out memory it still uses, so
+// callers may modify what they get.
+//
+// The stored objects always form a valid CampaignSet: every write is checked
+// against the whole set (CampaignSet.Put, Delete and Validate) in the
+// transaction that makes it, so a write costs a read of the set. Writes are
+// rare (imports, admin edits); the request path never reads this store — the
+// decision index (internal/decision) compiles a Snapshot into memory.
+//
+// Every committed write increments a version number, in the same transaction
+// as the write: the decision index remembers the version it was built from
+// and rebuilds from a new Snapshot when CampaignsVersion differs (after a
+// write through its own process, on a CampaignFeed signal, and on a periodic
+// check that catches signals a feed missed). A version is only ever compared
+// for equality: a store emptied by other means (a flushed Redis) may start
+// again from zero.
+type CampaignStore interface {
+	// GetObject returns the object of kind k with the given id, or an
+	// ENOTFOUND error.
+	GetObject(ctx context.Context, k CampaignKind, id string) (CampaignObject, error)
+	// ListObjects returns every object of kind k, in id order (byte order).
+	ListObjects(ctx context.Context, k CampaignKind) ([]CampaignObject, error)
+	// PutObject creates or replaces the object of o's kind with o's id. It
+	// fails with EINVALID, listing every problem, when o breaks a rule or the
+	// set would (its advertiser, campaign or creatives do not exist, or a
+	// campaign moved to another advertiser would leave its line items with
+	// creatives of the old one).
+	PutObject(ctx context.Context, o CampaignObject) error
+	// DeleteObject removes the object of kind k with the given id: ENOTFOUND
+	// when there is none, ECONFLICT while other objects refer to it.
+	DeleteObject(ctx context.Context, k CampaignKind, id string) error
+	// ReplaceAll validates set (every problem at once, EINVALID) and then
+	// replaces everything stored with it, as one transaction where the
+	// backend has them: readers see the old set or the new one, never a mix,
+	// and a rejected or failed replace leaves the old set whole. Each backend
+	// documents what a failure half-way leaves where it cannot promise that.
+	ReplaceAll(ctx context.Context, set *CampaignSet) error
+	// Snapshot returns every object, each kind in id order, and the version
+	// they are at, read at one instant.
+	Snapshot(ctx context.Context) (*CampaignSet, uint64, error)
+	// CampaignsVersion returns the version of the stored set: 0 for a store
+	// never written, then one more after each write.
+	CampaignsVersion(ctx context.Context) (uint64, error)
+}
+
+// CampaignFeed is implemented by campaign stores shared between processes
+// (Redis): WatchCampaigns calls changed after every write any process makes
+// to the set, and after it reconnects (writes meanwhile went unannounced),
+// until ctx ends; it returns ctx's error. changed carries no data: the
+// receiver compares CampaignsVersion with its own and reads a Snapshot when
+// they differ, so signals may be merged, repeated or spurious. changed must
+// not block for long. Stores of one process (memory, embedded) have no feed:
+// their writes go through the process that reads them.
+type CampaignFeed interface {
+	WatchCampaigns(ctx context.Context, changed func()) error
+}
+
+// GetCampaignObject reads the object of type T (*Advertiser, *Campaign,
+// *Creative or *LineItem) with the given id from s.
+func GetCampaignObject[T CampaignObject](ctx context.Context, s CampaignStore, id string) (T, error) {
+	var zero T
+	o, err := s.GetObject(ctx, zero.Kind(), id)
+	if err != nil {
+		return zero, err
+	}
+	t, ok := o.(T)
+	if !ok {
+		return zero, Errorf(EINTERNAL, "store returned a %s for a %s", o.Kind(), zero.Kind())
+	}
+	return t, nil
+}
+
+// ListCampaignObjects reads every object of type T from s, in id order.
+func ListCampaignObjects[T CampaignObject](ctx context.Context, s CampaignStore) ([]T, error) {
+	var zero T
+	list, err := s.ListObjects(ctx, zero.Kind())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, 0, len(list))
+	for _, o := range list {
+		t, ok := o.(T)
+		if !ok {
+			return nil, Errorf(EINTERNAL, "store returned a %s for a %s", o.Kind(), zero.Kind())
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// Add appends o (not a copy) to the set's list of its kind, without any
+// check: for stores decoding what they wrote, and for building a set.
+func (s *CampaignSet) Add(o CampaignObject) {
+	switch o := o.(type) {
+	case *Advertiser:
+		s.Advertisers = append(s.Advertisers, o)
+	case *Campaign:
+		s.Campaigns = append(s.Campaigns, o)
+	case *Creative:
+		s.Creatives = append(s.Creatives, o)
+	case *LineItem:
+		s.LineItems = append(s.LineItems, o)
+	}
+}
+
+// locations caches time.LoadLocation, which reads a file per call: a set of
+// thousands of campaigns names a handful of zones.
+var locations sync.Map // name -> *time.Location
+
+func loadLocation(name string) (*time.Location, error) {
+	if v, ok := locations.Load(name); ok {
+		return v.(*time.Location), nil
+	}
+	// LoadLocation("") and "Local" would mean UTC and the machine's zone:
+	// neither is a name a campaign can mean.
+	if name == "" || name == "Local" || len(name) > 64 {
+		return nil, Errorf(EINVALID, "unknown time zone %q", clip(name, 64))
+	}
+	loc, err := time.LoadLocation(name)
+	if err != nil {
+		// Not cached: names that fail are the input's, without bound.
+		return nil, Errorf(EINVALID, "unknown time zone %q", name)
+	}
+	locations.Store(name, loc)
+	return loc, nil
+}
