@@ -87,6 +87,9 @@ func Open(path string, opt Options) (*Store, error) {
 					return err
 				}
 			}
+			if err := createCampaignBuckets(tx); err != nil {
+				return err
+			}
 			meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 			if err != nil {
 				return err

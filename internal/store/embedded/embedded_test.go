@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"tsubame"
 	"tsubame/internal/store/embedded"
 	"tsubame/internal/store/storetest"
@@ -105,4 +107,86 @@ func TestResultConformance(t *testing.T) {
 		t.Cleanup(func() { _ = s.Close() })
 		return s
 	})
+}
+
+func TestCampaignConformance(t *testing.T) {
+	storetest.RunCampaigns(t, func(t *testing.T) tsubame.CampaignStore {
+		s, err := embedded.Open(filepath.Join(t.TempDir(), embedded.FileName), embedded.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	})
+}
+
+// Campaigns survive a reopen; a read-only store reads them and refuses
+// writes; a file written before campaigns existed reads as an empty set.
+func TestCampaignsReopenAndOlderFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), embedded.FileName)
+	s, err := embedded.Open(path, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := storetest.FullCampaignSet()
+	if err := s.ReplaceAll(t.Context(), want); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := embedded.Open(path, embedded.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, v, err := ro.Snapshot(t.Context())
+	if err != nil || v != 1 || got.Len() != want.Len() || got.Currency != "JPY" {
+		t.Fatalf("after reopen: %d objects, currency %q, version %d, %v", got.Len(), got.Currency, v, err)
+	}
+	if code := tsubame.ErrorCode(ro.PutObject(t.Context(), want.Advertisers[0])); code != tsubame.EINVALID {
+		t.Fatalf("PutObject on a read-only store: code %q, want %q", code, tsubame.EINVALID)
+	}
+	ro.Close()
+
+	// An older file: the placement buckets only.
+	old := filepath.Join(t.TempDir(), embedded.FileName)
+	db, err := bolt.Open(old, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range []string{"placements", "accesslog", "webhook_results"} {
+			if _, err := tx.CreateBucket([]byte(b)); err != nil {
+				return err
+			}
+		}
+		meta, err := tx.CreateBucket([]byte("meta"))
+		if err != nil {
+			return err
+		}
+		return meta.Put([]byte("schema"), []byte("1"))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	ro, err = embedded.Open(old, embedded.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if set, v, err := ro.Snapshot(t.Context()); err != nil || set.Len() != 0 || v != 0 {
+		t.Fatalf("older file read-only: %v objects, version %d, %v", set, v, err)
+	}
+	if list, err := ro.ListObjects(t.Context(), tsubame.KindLineItem); err != nil || len(list) != 0 {
+		t.Fatalf("older file: ListObjects = %v, %v", list, err)
+	}
+	ro.Close()
+	rw, err := embedded.Open(old, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rw.Close()
+	if err := rw.ReplaceAll(t.Context(), want); err != nil {
+		t.Fatalf("older file opened for writing takes campaigns: %v", err)
+	}
 }
