@@ -10,8 +10,9 @@ import (
 	"tsubame/internal/render"
 )
 
-// Record is one served request. Byte-slice fields may point into request
-// buffers: Append copies what it needs before it returns.
+// Record is one served request, or one money event of a request (Event
+// set). Byte-slice fields may point into request buffers: Append copies
+// what it needs before it returns.
 type Record struct {
 	Time      time.Time     // when the response was produced (the request arrived Duration earlier)
 	Duration  time.Duration // time to produce the response
@@ -28,6 +29,10 @@ type Record struct {
 	UserAgent []byte
 	Referer   []byte
 	RequestID []byte
+	// Event, if set, makes the record an event line (event.go) instead of
+	// the request's line: of the request fields only Time, Remote and
+	// RequestID are written with it, which tie it to the request's line.
+	Event *Event
 }
 
 // Format is the line format of an access log.
@@ -78,6 +83,12 @@ func (c *timeCache) append(dst []byte, t time.Time) []byte {
 // appendRecord appends r as one line in format f, stamped t (r.Time, or
 // later: see Logger.Append).
 func appendRecord(dst []byte, f Format, r *Record, t time.Time, tc *timeCache) []byte {
+	if r.Event != nil {
+		if f == JSON {
+			return appendEventJSON(dst, r, t, tc)
+		}
+		return appendEventLTSV(dst, r, t, tc)
+	}
 	if f == JSON {
 		return appendJSON(dst, r, t, tc)
 	}
@@ -109,33 +120,60 @@ func LineTime(line []byte) (time.Time, bool) { return lineTime(line) }
 // the writer writes them: what a crash-clean keeps.
 func ValidLine(line []byte) bool { return len(line) > 0 && validRecord(line) }
 
-// LinePlacement returns the placement id field of a log line in either
-// format as written (escaped; "-" or "" when the request had none), or nil
-// when the line has no such field.
+// LinePlacement returns the placement id of a log line in either format,
+// as written (escaped; "-" or "" when it had none): a request line's id
+// field, an event line's placement field; nil when the line has neither.
+// The format is told by the line's start, so a value of one format cannot
+// pass for a field of the other.
 func LinePlacement(line []byte) []byte {
-	if i := bytes.Index(line, []byte("\tid:")); i >= 0 {
-		v := line[i+4:]
-		if j := bytes.IndexAny(v, "\t\n"); j >= 0 {
-			v = v[:j]
+	if bytes.HasPrefix(line, []byte(jsonTimePrefix)) {
+		if v := jsonValue(line, `,"id":`); v != nil {
+			return v
 		}
+		return jsonValue(line, `,"placement":`)
+	}
+	if v := ltsvValue(line, "\tid:"); v != nil {
 		return v
 	}
-	if i := bytes.Index(line, []byte(`,"id":`)); i >= 0 {
-		v := line[i+6:]
-		if len(v) > 0 && v[0] == '"' {
-			for j := 1; j < len(v); j++ {
-				switch v[j] {
-				case '\\':
-					j++
-				case '"':
-					return v[1:j]
-				}
+	return ltsvValue(line, "\tplacement:")
+}
+
+// ltsvValue returns the value labelled label ("\tid:") as written, or nil.
+// No value holds a raw tab, so label is found only where a field starts.
+func ltsvValue(line []byte, label string) []byte {
+	i := bytes.Index(line, []byte(label))
+	if i < 0 {
+		return nil
+	}
+	v := line[i+len(label):]
+	if j := bytes.IndexAny(v, "\t\n"); j >= 0 {
+		v = v[:j]
+	}
+	return v
+}
+
+// jsonValue returns the string (without its quotes, still escaped) or the
+// null under key (`,"id":`), or nil. No string holds a raw quote, so key
+// is found only where a field starts.
+func jsonValue(line []byte, key string) []byte {
+	i := bytes.Index(line, []byte(key))
+	if i < 0 {
+		return nil
+	}
+	v := line[i+len(key):]
+	if len(v) > 0 && v[0] == '"' {
+		for j := 1; j < len(v); j++ {
+			switch v[j] {
+			case '\\':
+				j++
+			case '"':
+				return v[1:j]
 			}
-			return nil
 		}
-		if j := bytes.IndexAny(v, ",}"); j >= 0 {
-			return v[:j] // null
-		}
+		return nil
+	}
+	if j := bytes.IndexAny(v, ",}"); j >= 0 {
+		return v[:j] // null
 	}
 	return nil
 }

@@ -133,3 +133,14 @@ func BenchmarkAppendLTSV(b *testing.B) {
 	}
 	b.SetBytes(int64(len(buf)))
 }
+
+func BenchmarkAppendJSON(b *testing.B) {
+	r := sampleRecord()
+	var tc timeCache
+	buf := make([]byte, 0, 1024)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = appendRecord(buf[:0], JSON, r, r.Time, &tc)
+	}
+	b.SetBytes(int64(len(buf)))
+}
