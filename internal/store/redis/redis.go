@@ -9,6 +9,7 @@
 //	accesslog   a list of access-log batches
 //	results     a hash of webhook results by message id
 //	invalidate  the pub/sub channel on which every write is announced
+//	...campaigns...  the campaign set (campaigns.go)
 //
 // Placements spread over the cluster's slots by id; the index, the log and
 // the results each live in one slot. A placement and its index entry are
@@ -531,25 +532,35 @@ func (s *Store) Publish(ctx context.Context, ids, deps []string, all bool) error
 // but kept, and served, while Redis does not answer. It returns ctx's
 // error.
 func (s *Store) Watch(ctx context.Context, inv tsubame.Invalidator) error {
+	return s.subscribe(ctx, s.channel, func(m string) { apply(inv, m) }, func() {
+		inv.Revalidate()
+		s.opt.Logger.Info("redis invalidation channel resubscribed; every cached placement will be read again")
+	})
+}
+
+// subscribe delivers the messages on channel to onMessage until ctx ends,
+// resubscribing with backoff when the connection breaks; resubscribed runs
+// each time the subscription is re-established after the first. It
+// returns ctx's error.
+func (s *Store) subscribe(ctx context.Context, channel string, onMessage func(string), resubscribed func()) error {
 	first := true
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
 		dc, release := s.c.Dedicate()
 		wait := dc.SetPubSubHooks(rueidis.PubSubHooks{
-			OnMessage: func(m rueidis.PubSubMessage) { apply(inv, m.Message) },
+			OnMessage: func(m rueidis.PubSubMessage) { onMessage(m.Message) },
 			OnSubscription: func(sub rueidis.PubSubSubscription) {
 				if sub.Kind != "subscribe" {
 					return
 				}
 				if !first {
-					inv.Revalidate()
-					s.opt.Logger.Info("redis invalidation channel resubscribed; every cached placement will be read again")
+					resubscribed()
 				}
 				first = false
 				backoff = 50 * time.Millisecond
 			},
 		})
-		err := dc.Do(ctx, dc.B().Subscribe().Channel(s.channel).Build()).Error()
+		err := dc.Do(ctx, dc.B().Subscribe().Channel(channel).Build()).Error()
 		if err == nil {
 			select {
 			case err = <-wait:
@@ -560,7 +571,7 @@ func (s *Store) Watch(ctx context.Context, inv tsubame.Invalidator) error {
 		if ctx.Err() != nil {
 			break
 		}
-		s.opt.Logger.Warn("redis invalidation channel lost; resubscribing", "err", err, "in", backoff)
+		s.opt.Logger.Warn("redis channel lost; resubscribing", "channel", channel, "err", err, "in", backoff)
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,6 +42,7 @@ func runSuites(t *testing.T, addrs []string) {
 	storetest.Run(t, func(t *testing.T) tsubame.Store { return open(t, addrs, uniquePrefix(t)) })
 	storetest.RunLog(t, func(t *testing.T) storetest.LogStore { return open(t, addrs, uniquePrefix(t)) })
 	storetest.RunResults(t, func(t *testing.T) storetest.ResultStore { return open(t, addrs, uniquePrefix(t)) })
+	storetest.RunCampaigns(t, func(t *testing.T) tsubame.CampaignStore { return open(t, addrs, uniquePrefix(t)) })
 }
 
 func TestConformanceStandalone(t *testing.T) {
@@ -53,6 +56,64 @@ func TestConformanceCluster(t *testing.T) {
 	}
 	c := redistest.StartCluster(t)
 	runSuites(t, c.Addrs()[:2]) // two seeds: the client finds the rest
+	t.Run("CampaignSetInOneSlot", func(t *testing.T) {
+		prefix := uniquePrefix(t)
+		s := open(t, c.Addrs()[:1], prefix)
+		if err := s.ReplaceAll(t.Context(), storetest.FullCampaignSet()); err != nil {
+			t.Fatal(err)
+		}
+		// The keys the package comment documents, all on one slot (one
+		// script writes them all).
+		tag := prefix + "{" + prefix + "campaigns}:"
+		var slots []string
+		for _, k := range []string{"version", "currency", "advertisers", "campaigns", "creatives", "line_items"} {
+			key := tag + k
+			if got := strings.TrimSpace(c.MasterOf(t, key).CLI(t, "exists", key)); got != "1" {
+				t.Fatalf("key %q: exists = %s", key, got)
+			}
+			slots = append(slots, strings.TrimSpace(c.Nodes[0].CLI(t, "cluster", "keyslot", key)))
+		}
+		if len(slices.Compact(slices.Clone(slots))) != 1 {
+			t.Fatalf("campaign keys on slots %v", slots)
+		}
+	})
+}
+
+// Writes by one process reach another's campaign watcher, which reads the
+// new version after the signal; after a reconnect the watcher is told to
+// read the set again (writes meanwhile were not announced to it).
+func TestCampaignFeedAcrossProcessesAndReconnect(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := uniquePrefix(t)
+	writer := open(t, []string{srv.Addr}, prefix)
+	watcher := open(t, []string{srv.Addr}, prefix)
+	storetest.WatchCampaignsWith(t, watcher, watcher, writer)
+
+	signals := make(chan struct{}, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- watcher.WatchCampaigns(ctx, func() { signals <- struct{}{} }) }()
+	defer func() { cancel(); <-done }()
+	// Subscribed once a write is signalled.
+	for seen := false; !seen; {
+		if err := writer.PutObject(ctx, &tsubame.Advertiser{ID: "probe", Name: "Probe"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-signals:
+			seen = true
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	for range len(signals) {
+		<-signals
+	}
+	srv.Restart(t) // both connections break; the watcher resubscribes
+	select {
+	case <-signals:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no signal after the subscription came back")
+	}
 }
 
 // recorder is an Invalidator that remembers what it was told.
