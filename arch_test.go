@@ -33,6 +33,8 @@ var layering = []struct {
 	{"tsubame/internal/webhook", []string{"tsubame/internal/server", "tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/"}},
 	{"tsubame/internal/accesslog", []string{"tsubame/internal/server", "tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/"}},
 	{"tsubame/internal/logship", []string{"tsubame/internal/server", "tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/"}},
+	{"tsubame/internal/decision", []string{"tsubame/internal/server", "tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/", "tsubame/cmd/"}},
+	{"tsubame/internal/track", []string{"tsubame/internal/server", "tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/", "tsubame/cmd/"}},
 	{"tsubame/internal/", []string{"tsubame/cmd/", "tsubame/bench", "tsubame/tools/"}},
 }
 
