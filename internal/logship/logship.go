@@ -11,6 +11,9 @@
 // acknowledgements stopped. Lines acknowledged but not yet in the state file
 // when the process died are sent again; every record carries a stable id
 // (header "tsubame-id": node/file-key/line-number) so a consumer drops them.
+// The id names a line by its place in its file, so it holds for every
+// kind of line: a request's, and the money events' lines beside it
+// (accesslog.Event), which are keyed by their placement as requests are.
 //
 // Reading the active file: the mapped writer reserves a record's bytes and
 // copies the record in afterwards, so the file can hold a run of zeros (a

@@ -73,6 +73,7 @@ type fixture struct {
 	fs     *accesslog.FileSink
 	ship   *Shipper
 	fo     accesslog.FileOptions
+	format accesslog.Format
 }
 
 func newShipper(t *testing.T, f *fixture) *Shipper {
@@ -99,7 +100,7 @@ func (f *fixture) open() {
 	fo := f.fo
 	fo.Dir, fo.Logger, fo.Hold = f.dir, quiet, f.ship.Hold
 	var err error
-	if f.log, f.fs, err = accesslog.OpenMapped(fo, accesslog.Options{Logger: quiet}); err != nil {
+	if f.log, f.fs, err = accesslog.OpenMapped(fo, accesslog.Options{Format: f.format, Logger: quiet}); err != nil {
 		f.t.Fatal(err)
 	}
 	f.ship.Start()
