@@ -1,6 +1,8 @@
 // Package tsubame holds the domain of the Tsubame ad delivery server: the
-// Placement, the Store that keeps placements, and the error kinds every
-// adapter maps to its own transport. It imports nothing but the standard
+// Placement, the Store that keeps placements, the campaign model
+// (advertisers, campaigns, creatives, line items, Money) and the
+// CampaignStore that keeps it, and the error kinds every adapter maps to its
+// own transport. It imports nothing but the standard
 // library; the adapters live in internal/ and only cmd/tsubame wires them.
 //
 // It imports no package of this module (stdlib only); everything else depends on it.
