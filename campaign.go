@@ -609,9 +609,13 @@ type Problem struct {
 // Problems are every rule an input breaks, in the input's order.
 type Problems []Problem
 
-// Error lists the problems one per line.
+// Error lists the problems one per line, after their count when there are
+// several.
 func (ps Problems) Error() string {
 	var b strings.Builder
+	if len(ps) > 1 {
+		fmt.Fprintf(&b, "%d problems:\n", len(ps))
+	}
 	for i, p := range ps {
 		if i > 0 {
 			b.WriteByte('\n')
@@ -646,11 +650,7 @@ func (v *checker) err() error {
 		return nil
 	}
 	ps := slices.Clone(v.ps)
-	msg := ps.Error()
-	if len(ps) > 1 {
-		msg = fmt.Sprintf("%d problems:\n%s", len(ps), msg)
-	}
-	return &Error{Code: EINVALID, Message: msg, Err: ps}
+	return &Error{Code: EINVALID, Message: ps.Error(), Err: ps}
 }
 
 // Validate reports every rule the set breaks, each naming the item and the

@@ -53,6 +53,9 @@ func (s *Store) writeCampaigns(fn func(set *tsubame.CampaignSet) (*tsubame.Campa
 
 // GetObject returns a copy of the object of kind k with the given id.
 func (s *Store) GetObject(_ context.Context, k tsubame.CampaignKind, id string) (tsubame.CampaignObject, error) {
+	if !k.Valid() {
+		return nil, tsubame.Errorf(tsubame.EINVALID, "unknown kind %s", k)
+	}
 	var out tsubame.CampaignObject
 	err := s.readCampaigns(func(set *tsubame.CampaignSet, _ uint64) error {
 		o := set.Object(k, id)
@@ -89,6 +92,9 @@ func (s *Store) PutObject(_ context.Context, o tsubame.CampaignObject) error {
 
 // DeleteObject removes an object nothing refers to.
 func (s *Store) DeleteObject(_ context.Context, k tsubame.CampaignKind, id string) error {
+	if !k.Valid() {
+		return tsubame.Errorf(tsubame.EINVALID, "unknown kind %s", k)
+	}
 	return s.writeCampaigns(func(set *tsubame.CampaignSet) (*tsubame.CampaignSet, error) {
 		return set, set.Delete(k, id)
 	})

@@ -34,7 +34,10 @@ import (
 // can meet half-way is Redis running out of memory (maxmemory) between two
 // writes, which leaves the writes made so far. The script bumps the version
 // before its first write, so every node reads the set again after such a
-// failure; the next successful ReplaceAll repairs it.
+// failure; the next successful ReplaceAll repairs it. While a script runs
+// Redis serves no other command, so a ReplaceAll of a large set holds every
+// client of that Redis (or of that cluster master) for as long as it takes
+// to write it: import large sets off-peak.
 
 // campaignKinds orders the kinds' hashes in the scripts' KEYS (3 to 6).
 var campaignKinds = tsubame.CampaignKinds
@@ -105,9 +108,18 @@ func decodeObject(k tsubame.CampaignKind, b []byte) (tsubame.CampaignObject, err
 	return o, nil
 }
 
+// longCtx bounds a command that carries the whole set (a snapshot, a
+// ReplaceAll) by ten times Options.Timeout unless the caller set a deadline.
+func (s *Store) longCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, noCancel
+	}
+	return context.WithTimeout(ctx, 10*s.opt.Timeout)
+}
+
 // snapshot reads the whole set and its version in one script.
 func (s *Store) snapshot(ctx context.Context) (*tsubame.CampaignSet, string, error) {
-	ctx, cancel := s.ctx(ctx)
+	ctx, cancel := s.longCtx(ctx)
 	defer cancel()
 	res, err := readCampaigns.Exec(ctx, s.c, s.campaignKeys(), nil).ToArray()
 	if err != nil {
@@ -138,7 +150,7 @@ func (s *Store) snapshot(ctx context.Context) (*tsubame.CampaignSet, string, err
 
 // write runs the write script; it reports false when the version moved.
 func (s *Store) writeSet(ctx context.Context, expect string, replace bool, currency string, ops []string) (bool, error) {
-	ctx, cancel := s.ctx(ctx)
+	ctx, cancel := s.longCtx(ctx)
 	defer cancel()
 	args := append([]string{expect, "0", s.campaignChannel(), currency}, ops...)
 	if replace {

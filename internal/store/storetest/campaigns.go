@@ -189,6 +189,9 @@ func testCampaignsEmpty(t *testing.T, s tsubame.CampaignStore) {
 	}
 	_, err := s.ListObjects(ctx(t), tsubame.CampaignKind(99))
 	wantCode(t, err, tsubame.EINVALID)
+	_, err = s.GetObject(ctx(t), tsubame.CampaignKind(0), "x")
+	wantCode(t, err, tsubame.EINVALID)
+	wantCode(t, s.DeleteObject(ctx(t), tsubame.CampaignKind(5), "x"), tsubame.EINVALID)
 }
 
 func testCampaignsRoundTrip(t *testing.T, s tsubame.CampaignStore) {
