@@ -484,8 +484,7 @@ func (s *CampaignSet) Put(o CampaignObject) error {
 		return Errorf(EINVALID, "no campaign object given")
 	}
 	v := &checker{}
-	at := fmt.Sprintf("%s %q", o.Kind(), o.ObjectID())
-	o.check(v, at)
+	o.check(v, fmt.Sprintf("%s %q", o.Kind(), clip(o.ObjectID(), MaxIDLength)))
 	if err := v.err(); err != nil {
 		return err
 	}
@@ -903,12 +902,7 @@ func (l *LineItem) check(v *checker, at string) {
 	if len(l.Creatives) == 0 {
 		v.add(at+".creatives", "a line item needs at least one creative")
 	}
-	checkList(v, at+".creatives", l.Creatives, func(s string) string {
-		if err := validObjectID(s); err != "" {
-			return err
-		}
-		return ""
-	})
+	checkList(v, at+".creatives", l.Creatives, validObjectID)
 	checkDuplicates(v, at+".creatives", l.Creatives)
 	checkWindow(v, at, l.Start, l.End)
 	im := l.Limits.Impressions
