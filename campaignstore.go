@@ -4,10 +4,6 @@ import (
 	"context"
 	"sync"
 	"time"
-	// The zone database inside the binary (about 450 kB): the container
-	// image is FROM scratch, without /usr/share/zoneinfo, and every
-	// campaign names a zone (Asia/Tokyo by default) that must load there.
-	_ "time/tzdata"
 )
 
 // CampaignStore keeps the campaign model (advertisers, campaigns, creatives,

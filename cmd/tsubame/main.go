@@ -22,6 +22,11 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	// The zone database inside the binary (about 450 kB), used where the
+	// system has none: every campaign names a zone (Asia/Tokyo by default)
+	// that must load wherever a release archive is unpacked. The container
+	// image carries Go's zoneinfo.zip as well (ZONEINFO).
+	_ "time/tzdata"
 
 	"tsubame"
 	"tsubame/internal/bulk"
