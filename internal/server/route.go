@@ -66,7 +66,11 @@ func (r Request) Path() []byte { return r.ctx.Path() }
 func (r Request) Query(name string) []byte { return r.ctx.QueryArgs().Peek(name) }
 
 // QueryEach calls fn for every query argument, in order.
-func (r Request) QueryEach(fn func(key, value []byte)) { r.ctx.QueryArgs().VisitAll(fn) }
+func (r Request) QueryEach(fn func(key, value []byte)) {
+	for k, v := range r.ctx.QueryArgs().All() {
+		fn(k, v)
+	}
+}
 
 // Header is the value of the header name (the first, if repeated), or nil.
 func (r Request) Header(name string) []byte { return r.ctx.Request.Header.Peek(name) }

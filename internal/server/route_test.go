@@ -26,6 +26,9 @@ func TestRegisteredRoutes(t *testing.T) {
 			return nil
 		}
 		w.Header("X-Client", r.Client().String())
+		var args []string
+		r.QueryEach(func(k, v []byte) { args = append(args, string(k)+"="+string(v)) })
+		w.Header("X-Args", strings.Join(args, "&"))
 		w.Cookie(server.Cookie{Name: "uid", Value: "v1", MaxAge: time.Hour, HTTPOnly: true})
 		w.Body("application/json", []byte(`{"placement":"`+string(r.Query("placement"))+`","ua":"`+string(r.Header("User-Agent"))+`","uid":"`+string(r.Cookie("uid"))+`"}`))
 		return nil
@@ -57,6 +60,9 @@ func TestRegisteredRoutes(t *testing.T) {
 	resp, body := do("GET", "/api/decide?placement=p1", "User-Agent", "UA/1", "Cookie", "uid=abc", "X-Forwarded-For", "203.0.113.9")
 	if resp.StatusCode != 200 || body != `{"placement":"p1","ua":"UA/1","uid":"abc"}` || resp.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("/api/decide: %d %q %q", resp.StatusCode, resp.Header.Get("Content-Type"), body)
+	}
+	if got := resp.Header.Get("X-Args"); got != "placement=p1" {
+		t.Errorf("query arguments: %q", got)
 	}
 	if got := resp.Header.Get("X-Client"); got != "203.0.113.9" {
 		t.Errorf("client behind the trusted proxy: %q", got)
