@@ -1,0 +1,362 @@
+package decision
+
+import (
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"tsubame"
+)
+
+// Bounds on what one request carries into the matching core; values past
+// them are ignored (a request with more is not one a page sends).
+const (
+	MaxCount     = 16  // decisions in one answer
+	MaxKeyValues = 64  // key-value pairs read from a request
+	MaxDeals     = 64  // deal ids read from a request
+	maxSiteIDs   = 128 // suffixes of a domain (at most 127 labels)
+)
+
+// KeyValue is one kv.KEY=VALUE pair of a request.
+type KeyValue struct {
+	Key, Value string
+}
+
+// Request is what a decision is made for: attributes already parsed by the
+// caller (geo from the client address, device, OS and browser from the
+// User-Agent). Strings are compared as they are: Site is a lower-case host
+// name without port. Decide reads it and keeps nothing of it.
+type Request struct {
+	Placement string
+	Site      string // a domain: a target example.com matches news.example.com
+	App       string
+	Country   string // ISO 3166-1 alpha-2 ("JP")
+	Region    string // ISO 3166-2 ("JP-13")
+	Device    string // one of tsubame.Devices
+	OS        string
+	Browser   string
+	KeyValues []KeyValue
+	// Time is when the ad is shown (time.Now when zero): flights, and hours
+	// and weekdays in each campaign's time zone.
+	Time time.Time
+	// Deals are the deal ids on offer: a line item with deals bids only
+	// when one of its deals is offered.
+	Deals []string
+	// Count is the number of slots wanted (1 when 0; at most MaxCount).
+	Count int
+	// Format ("banner", "video"), W and H, when given, narrow the creatives
+	// to that format and size.
+	Format string
+	W, H   int
+}
+
+// Decision is one filled slot.
+type Decision struct {
+	Line     *Line
+	Creative *tsubame.Creative // the Index's own copy: do not modify
+	cr       int32
+}
+
+// Counters is the port through which Decide asks whether a line item may
+// serve one more impression now: budgets, impression limits, frequency
+// caps and pacing are kept behind it. Implementations must be safe for
+// concurrent use, must not keep req, and should not allocate: Allow runs in
+// the matching core for every line item that passes targeting.
+type Counters interface {
+	Allow(l *Line, req *Request, now time.Time) bool
+}
+
+// NoCounters lets every line item serve.
+type NoCounters struct{}
+
+// Allow returns true.
+func (NoCounters) Allow(*Line, *Request, time.Time) bool { return true }
+
+// scratch is the per-call working space, pooled by the Index.
+type scratch struct {
+	cands []int32
+	lists []*posting
+	sites []uint32
+	kvs   []uint32
+	deals []uint32
+	zone  []int16 // per zone: hour<<3 | weekday, or -1 not yet computed
+	ids   [numDims]uint32
+}
+
+func (ix *Index) newScratch() *scratch {
+	return &scratch{
+		cands: make([]int32, 0, len(ix.lines)),
+		lists: make([]*posting, 0, maxSiteIDs+len(keyDims)+1),
+		sites: make([]uint32, 0, maxSiteIDs),
+		kvs:   make([]uint32, 0, MaxKeyValues),
+		deals: make([]uint32, 0, MaxDeals),
+		zone:  make([]int16, len(ix.zones)),
+	}
+}
+
+// Decide appends to out up to req.Count decisions and returns it: line
+// items of the highest priority that has any qualifying first, chosen at
+// random in proportion to their weights, then lower priorities while slots
+// remain. With Count > 1 no two decisions share an advertiser or an IAB
+// category. rnd is the random source (the goroutine-safe global one when
+// nil; a *rand.Rand must not be shared between goroutines).
+//
+// Decide reads no store and, given an out with room for Count decisions,
+// allocates nothing.
+func (ix *Index) Decide(req *Request, out []Decision, rnd *rand.Rand) []Decision {
+	count := req.Count
+	if count <= 0 {
+		count = 1
+	}
+	count = min(count, MaxCount)
+	now := req.Time
+	if now.IsZero() {
+		now = time.Now()
+	}
+	s := ix.pool.Get().(*scratch)
+	defer ix.pool.Put(s)
+	ix.resolve(req, s)
+	first := len(out)
+
+	for p := tsubame.MinPriority; p <= tsubame.MaxPriority && len(out)-first < count; p++ {
+		s.cands = s.cands[:0]
+		for _, list := range s.lists {
+			for _, i := range list[p] {
+				l := &ix.lines[i]
+				if ix.match(l, req, now, s) && ix.fits(l, req, out[first:]) && ix.counters.Allow(l, req, now) {
+					s.cands = append(s.cands, i)
+				}
+			}
+		}
+		for len(s.cands) > 0 && len(out)-first < count {
+			var total uint64
+			for _, i := range s.cands {
+				total += uint64(ix.lines[i].Weight)
+			}
+			r := uint64N(rnd, total)
+			k := 0
+			for ; k < len(s.cands)-1; k++ {
+				w := uint64(ix.lines[s.cands[k]].Weight)
+				if r < w {
+					break
+				}
+				r -= w
+			}
+			l := &ix.lines[s.cands[k]]
+			cr := ix.pickCreative(l, req, out[first:], rnd)
+			out = append(out, Decision{Line: l, Creative: ix.creatives[cr].c, cr: cr})
+			if len(out)-first == count {
+				break
+			}
+			// Keep the candidates that still fit beside what was chosen.
+			n := 0
+			for _, i := range s.cands {
+				if i != s.cands[k] && ix.fits(&ix.lines[i], req, out[first:]) {
+					s.cands[n] = i
+					n++
+				}
+			}
+			s.cands = s.cands[:n]
+		}
+	}
+	return out
+}
+
+func uint64N(rnd *rand.Rand, n uint64) uint64 {
+	if rnd == nil {
+		return rand.Uint64N(n)
+	}
+	return rnd.Uint64N(n)
+}
+
+// resolve turns the request's strings into ids and gathers the candidate
+// lists it reaches.
+func (ix *Index) resolve(req *Request, s *scratch) {
+	vals := [numDims]string{
+		dimPlacement: req.Placement, dimApp: req.App, dimCountry: req.Country,
+		dimRegion: req.Region, dimDevice: req.Device, dimOS: req.OS, dimBrowser: req.Browser,
+	}
+	for d, v := range vals {
+		s.ids[d] = ix.dicts[d][v] // 0 when no line item names it
+	}
+	s.sites = s.sites[:0]
+	for d := req.Site; d != "" && len(s.sites) < maxSiteIDs; {
+		if id, ok := ix.dicts[dimSite][d]; ok {
+			s.sites = append(s.sites, id)
+		}
+		i := strings.IndexByte(d, '.')
+		if i < 0 {
+			break
+		}
+		d = d[i+1:]
+	}
+	s.kvs = s.kvs[:0]
+	for _, kv := range req.KeyValues[:min(len(req.KeyValues), MaxKeyValues)] {
+		if id, ok := ix.kvs[kvKey{kv.Key, kv.Value}]; ok {
+			s.kvs = append(s.kvs, id)
+		}
+	}
+	s.deals = s.deals[:0]
+	for _, d := range req.Deals[:min(len(req.Deals), MaxDeals)] {
+		if id, ok := ix.deals[d]; ok {
+			s.deals = append(s.deals, id)
+		}
+	}
+	for i := range s.zone {
+		s.zone[i] = -1
+	}
+
+	s.lists = s.lists[:0]
+	for k, d := range keyDims {
+		if d == dimSite {
+			for _, id := range s.sites {
+				if p := ix.keyed[k][id]; p != nil {
+					s.lists = append(s.lists, p)
+				}
+			}
+			continue
+		}
+		if p := ix.keyed[k][s.ids[d]]; p != nil {
+			s.lists = append(s.lists, p)
+		}
+	}
+	s.lists = append(s.lists, &ix.open)
+}
+
+// match reports whether l's flight, time and targeting admit the request.
+func (ix *Index) match(l *Line, req *Request, now time.Time, s *scratch) bool {
+	if t := now.UnixNano(); t < l.start || t >= l.end {
+		return false
+	}
+	if len(l.deals) > 0 && !anyIn(s.deals, l.deals) {
+		return false
+	}
+	if l.timed {
+		z := s.zone[l.zone]
+		if z < 0 {
+			t := now.In(ix.zones[l.zone])
+			z = int16(t.Hour())<<3 | int16(t.Weekday())
+			s.zone[l.zone] = z
+		}
+		if l.hours&(1<<(z>>3)) == 0 || l.days&(1<<(z&7)) == 0 {
+			return false
+		}
+	}
+	for d := range numDims {
+		inc, exc := l.incl[d], l.excl[d]
+		if len(inc) == 0 && len(exc) == 0 {
+			continue
+		}
+		if d == dimSite {
+			if len(inc) > 0 && !anyIn(s.sites, inc) || len(exc) > 0 && anyIn(s.sites, exc) {
+				return false
+			}
+			continue
+		}
+		id := s.ids[d]
+		if len(inc) > 0 && !has(inc, id) || len(exc) > 0 && has(exc, id) {
+			return false
+		}
+	}
+	for _, vals := range l.kvIncl {
+		if !anyIn(s.kvs, vals) {
+			return false
+		}
+	}
+	if len(l.kvExcl) > 0 && anyIn(s.kvs, l.kvExcl) {
+		return false
+	}
+	return true
+}
+
+// fits reports whether l may join the decisions already chosen: another
+// advertiser, and a creative of the slot's format and size whose
+// categories none of them has.
+func (ix *Index) fits(l *Line, req *Request, chosen []Decision) bool {
+	for _, d := range chosen {
+		if d.Line.adv == l.adv {
+			return false
+		}
+	}
+	for _, c := range l.creatives {
+		if ix.creativeFits(c, req, chosen) {
+			return true
+		}
+	}
+	return false
+}
+
+func (ix *Index) creativeFits(c int32, req *Request, chosen []Decision) bool {
+	cr := &ix.creatives[c]
+	if req.Format != "" && cr.format != req.Format ||
+		req.W > 0 && cr.c.W != req.W || req.H > 0 && cr.c.H != req.H {
+		return false
+	}
+	for _, d := range chosen {
+		if sharesAny(ix.creatives[d.cr].cats, cr.cats) {
+			return false
+		}
+	}
+	return true
+}
+
+// pickCreative chooses at random among l's creatives that fit; fits(l)
+// has said there is one.
+func (ix *Index) pickCreative(l *Line, req *Request, chosen []Decision, rnd *rand.Rand) int32 {
+	n := 0
+	for _, c := range l.creatives {
+		if ix.creativeFits(c, req, chosen) {
+			n++
+		}
+	}
+	k := int(uint64N(rnd, uint64(n)))
+	for _, c := range l.creatives {
+		if ix.creativeFits(c, req, chosen) {
+			if k == 0 {
+				return c
+			}
+			k--
+		}
+	}
+	return l.creatives[0] // not reached
+}
+
+// has reports whether the sorted list holds id.
+func has(list []uint32, id uint32) bool {
+	if len(list) <= 8 {
+		for _, v := range list {
+			if v == id {
+				return true
+			}
+		}
+		return false
+	}
+	_, ok := slices.BinarySearch(list, id)
+	return ok
+}
+
+// anyIn reports whether the sorted list holds any of ids.
+func anyIn(ids, list []uint32) bool {
+	for _, id := range ids {
+		if has(list, id) {
+			return true
+		}
+	}
+	return false
+}
+
+// sharesAny reports whether two sorted lists have a value in common.
+func sharesAny(a, b []uint32) bool {
+	for i, j := 0, 0; i < len(a) && j < len(b); {
+		switch {
+		case a[i] == b[j]:
+			return true
+		case a[i] < b[j]:
+			i++
+		default:
+			j++
+		}
+	}
+	return false
+}

@@ -1,0 +1,392 @@
+package decision
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"tsubame"
+)
+
+// Targeting dimensions held as interned ids. Placement, site and country
+// also key the candidate lists (see the package doc).
+const (
+	dimPlacement = iota
+	dimSite
+	dimApp
+	dimCountry
+	dimRegion
+	dimDevice
+	dimOS
+	dimBrowser
+	numDims
+)
+
+// keyDims are the dimensions whose include lists key the candidate lists,
+// most selective first: a line item is filed under the first of them it
+// targets, or in the open list when it targets none.
+var keyDims = [...]int{dimPlacement, dimSite, dimCountry}
+
+// Options tune Compile.
+type Options struct {
+	// Now is the time of compiling (time.Now when zero): line items whose
+	// flight has ended by then are left out.
+	Now time.Time
+	// Counters is asked whether a line item may serve (NoCounters when nil).
+	Counters Counters
+}
+
+// Line is a compiled line item: what a Decision names and what Counters
+// are asked about. It is the Index's own and must not be modified.
+type Line struct {
+	ID         string
+	Campaign   string
+	Advertiser string
+	Priority   int
+	Weight     int
+	CPM        tsubame.Money
+	// Ord is the line's position in the Index, 0 to Len()-1: a dense key
+	// for counters held in arrays.
+	Ord int
+
+	adv       int32   // interned advertiser
+	creatives []int32 // approved creatives, indexes into Index.creatives
+	start     int64   // flight (campaign ∩ line), Unix nanoseconds, end excluded
+	end       int64
+	zone      int32  // index into Index.zones
+	hours     uint32 // bit h set: hour h (in the zone) may serve
+	days      uint8  // bit d set: weekday d (Sunday 0) may serve
+	timed     bool   // hours or days restrict it
+	deals     []uint32
+	incl      [numDims][]uint32 // sorted; empty: any value
+	excl      [numDims][]uint32 // sorted
+	kvIncl    [][]uint32        // per targeted key, its sorted (key, value) ids
+	kvExcl    []uint32          // sorted (key, value) ids
+}
+
+// creative is an approved creative as the picker sees it.
+type creative struct {
+	c      *tsubame.Creative // a copy owned by the Index
+	format string
+	cats   []uint32 // sorted interned IAB categories
+}
+
+// posting lists line ordinals per priority (index 0 unused), each in
+// ascending order.
+type posting [tsubame.MaxPriority + 1][]int32
+
+type kvKey struct{ k, v string }
+
+// Index is an immutable, compiled campaign set. It is safe for concurrent
+// use: any number of goroutines may call Decide at once.
+type Index struct {
+	lines     []Line
+	creatives []creative
+	zones     []*time.Location
+	counters  Counters
+
+	dicts [numDims]map[string]uint32 // value -> id (ids from 1)
+	kvs   map[kvKey]uint32
+	deals map[string]uint32
+	cats  map[string]uint32
+
+	keyed [len(keyDims)]map[uint32]*posting
+	open  posting
+
+	pool sync.Pool // *scratch
+}
+
+// Len returns the number of line items that may serve.
+func (ix *Index) Len() int { return len(ix.lines) }
+
+// Line returns the line item of ordinal ord.
+func (ix *Index) Line(ord int) *Line { return &ix.lines[ord] }
+
+// Compile builds an Index from set, which it does not keep or modify. It
+// is meant to run when the set changes, off the request path. It returns
+// the set's validation error (EINVALID) when the set breaks a rule of the
+// model, since a decision over such a set could not be trusted.
+//
+// Only approved creatives are kept; a line item is left out when it has no
+// approved creative, when its flight within its campaign's is empty, or
+// when that flight ended before opt.Now.
+func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
+	if set == nil {
+		return nil, tsubame.Errorf(tsubame.EINVALID, "no campaign set to compile")
+	}
+	if err := set.Validate(); err != nil {
+		return nil, err
+	}
+	now := opt.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	ix := &Index{counters: opt.Counters, kvs: map[kvKey]uint32{}, deals: map[string]uint32{}, cats: map[string]uint32{}}
+	if ix.counters == nil {
+		ix.counters = NoCounters{}
+	}
+	for d := range ix.dicts {
+		ix.dicts[d] = map[string]uint32{}
+	}
+	for k := range ix.keyed {
+		ix.keyed[k] = map[uint32]*posting{}
+	}
+
+	advs := map[string]int32{}
+	camps := map[string]*tsubame.Campaign{}
+	for _, c := range set.Campaigns {
+		camps[c.ID] = c
+	}
+	crIdx := map[string]int32{}
+	for _, c := range set.Creatives {
+		if c.Status != tsubame.StatusApproved {
+			continue
+		}
+		cr := creative{c: c.Clone(), format: c.Format}
+		for _, cat := range c.Categories {
+			cr.cats = append(cr.cats, intern(ix.cats, cat))
+		}
+		slices.Sort(cr.cats)
+		crIdx[c.ID] = int32(len(ix.creatives))
+		ix.creatives = append(ix.creatives, cr)
+	}
+	zoneIdx := map[string]int32{}
+	nowNs := now.UnixNano()
+
+	for _, li := range set.LineItems {
+		camp := camps[li.Campaign]
+		if camp == nil { // Validate refuses this; keep Compile total
+			return nil, tsubame.Errorf(tsubame.EINVALID, "line item %q: campaign %q does not exist", li.ID, li.Campaign)
+		}
+		start, end := flight(camp.Start, li.Start, camp.End, li.End)
+		if start >= end || end <= nowNs {
+			continue
+		}
+		l := Line{
+			ID: li.ID, Campaign: camp.ID, Advertiser: camp.Advertiser,
+			Priority: li.Priority, Weight: li.Weight, CPM: li.CPM,
+			start: start, end: end,
+		}
+		for _, id := range li.Creatives {
+			if i, ok := crIdx[id]; ok {
+				l.creatives = append(l.creatives, i)
+			}
+		}
+		if len(l.creatives) == 0 {
+			continue
+		}
+		a, ok := advs[camp.Advertiser]
+		if !ok {
+			a = int32(len(advs))
+			advs[camp.Advertiser] = a
+		}
+		l.adv = a
+
+		tz := camp.Timezone
+		if tz == "" {
+			tz = tsubame.DefaultTimezone
+		}
+		z, ok := zoneIdx[tz]
+		if !ok {
+			loc, err := camp.Location()
+			if err != nil {
+				return nil, fmt.Errorf("cannot load time zone %q of campaign %q: %w", tz, camp.ID, err)
+			}
+			z = int32(len(ix.zones))
+			zoneIdx[tz] = z
+			ix.zones = append(ix.zones, loc)
+		}
+		l.zone = z
+
+		t := &li.Targeting
+		l.hours, l.days = 1<<24-1, 1<<7-1
+		if t.Hours != nil {
+			l.hours = hourMask(*t.Hours)
+		}
+		if len(t.Weekdays) > 0 {
+			l.days = dayMask(t.Weekdays)
+		}
+		if x := t.Exclude; x != nil {
+			if x.Hours != nil {
+				l.hours &^= hourMask(*x.Hours)
+			}
+			if len(x.Weekdays) > 0 {
+				l.days &^= dayMask(x.Weekdays)
+			}
+		}
+		if l.hours == 0 || l.days == 0 {
+			continue // excluded at every hour or on every day
+		}
+		l.timed = l.hours != 1<<24-1 || l.days != 1<<7-1
+
+		for _, d := range li.Deals {
+			l.deals = append(l.deals, intern(ix.deals, d))
+		}
+		slices.Sort(l.deals)
+		l.incl = ix.compileCriteria(&t.Criteria)
+		for k, vs := range t.KeyValues {
+			var ids []uint32
+			for _, v := range vs {
+				ids = append(ids, internKV(ix.kvs, k, v))
+			}
+			slices.Sort(ids)
+			l.kvIncl = append(l.kvIncl, ids)
+		}
+		slices.SortFunc(l.kvIncl, func(a, b []uint32) int { return len(a) - len(b) }) // cheap keys first
+		if x := t.Exclude; x != nil {
+			l.excl = ix.compileCriteria(x)
+			for k, vs := range x.KeyValues {
+				for _, v := range vs {
+					l.kvExcl = append(l.kvExcl, internKV(ix.kvs, k, v))
+				}
+			}
+			slices.Sort(l.kvExcl)
+		}
+		l.Ord = len(ix.lines)
+		ix.lines = append(ix.lines, l)
+	}
+	if len(ix.lines) > math.MaxInt32 {
+		return nil, tsubame.Errorf(tsubame.EINVALID, "%d line items: more than an index holds", len(ix.lines))
+	}
+
+	// File each line under its first keying dimension.
+	for i := range ix.lines {
+		l := &ix.lines[i]
+		p := &ix.open
+		for k, d := range keyDims {
+			if len(l.incl[d]) == 0 {
+				continue
+			}
+			for _, v := range ix.keyValues(d, l.incl[d]) {
+				p := ix.keyed[k][v]
+				if p == nil {
+					p = &posting{}
+					ix.keyed[k][v] = p
+				}
+				p[l.Priority] = append(p[l.Priority], int32(i))
+			}
+			p = nil
+			break
+		}
+		if p != nil {
+			p[l.Priority] = append(p[l.Priority], int32(i))
+		}
+	}
+	ix.pool.New = func() any { return ix.newScratch() }
+	return ix, nil
+}
+
+// keyValues returns the ids under which a line targeting ids in dimension
+// d is filed. For sites, a domain whose suffix is also listed is dropped:
+// the suffix's list already reaches it, and a request then finds the line
+// in one list only.
+func (ix *Index) keyValues(d int, ids []uint32) []uint32 {
+	if d != dimSite {
+		return ids
+	}
+	names := make(map[uint32]string, len(ids))
+	listed := make(map[string]bool, len(ids))
+	for name, id := range ix.dicts[dimSite] {
+		if slices.Contains(ids, id) {
+			names[id] = name
+			listed[name] = true
+		}
+	}
+	var out []uint32
+	for _, id := range ids {
+		covered := false
+		for s := names[id]; ; {
+			i := strings.IndexByte(s, '.')
+			if i < 0 {
+				break
+			}
+			s = s[i+1:]
+			if listed[s] {
+				covered = true
+				break
+			}
+		}
+		if !covered {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func (ix *Index) compileCriteria(c *tsubame.Criteria) [numDims][]uint32 {
+	var out [numDims][]uint32
+	lists := [numDims][]string{
+		dimPlacement: c.Placements, dimSite: c.Sites, dimApp: c.Apps, dimCountry: c.Countries,
+		dimRegion: c.Regions, dimDevice: c.Devices, dimOS: c.OS, dimBrowser: c.Browsers,
+	}
+	for d, vs := range lists {
+		for _, v := range vs {
+			out[d] = append(out[d], intern(ix.dicts[d], v))
+		}
+		slices.Sort(out[d])
+		out[d] = slices.Compact(out[d])
+	}
+	return out
+}
+
+func intern(m map[string]uint32, s string) uint32 {
+	if id, ok := m[s]; ok {
+		return id
+	}
+	id := uint32(len(m) + 1)
+	m[s] = id
+	return id
+}
+
+func internKV(m map[kvKey]uint32, k, v string) uint32 {
+	key := kvKey{k, v}
+	if id, ok := m[key]; ok {
+		return id
+	}
+	id := uint32(len(m) + 1)
+	m[key] = id
+	return id
+}
+
+// flight intersects the campaign's and the line item's windows, in Unix
+// nanoseconds; a zero time is no bound.
+func flight(cs, ls, ce, le time.Time) (start, end int64) {
+	start, end = math.MinInt64, math.MaxInt64
+	for _, t := range []time.Time{cs, ls} {
+		if !t.IsZero() {
+			start = max(start, t.UnixNano())
+		}
+	}
+	for _, t := range []time.Time{ce, le} {
+		if !t.IsZero() {
+			end = min(end, t.UnixNano())
+		}
+	}
+	return start, end
+}
+
+// hourMask sets the bits of the hours From up to To (excluded), wrapping
+// midnight when From > To.
+func hourMask(h tsubame.HourRange) uint32 {
+	var m uint32
+	for i := h.From; i != h.To; i = (i + 1) % 24 {
+		m |= 1 << i
+		if h.To == 24 && i == 23 {
+			break
+		}
+	}
+	return m
+}
+
+func dayMask(days []string) uint8 {
+	var m uint8
+	for _, d := range days {
+		if i := slices.Index(tsubame.Weekdays, d); i >= 0 {
+			m |= 1 << i
+		}
+	}
+	return m
+}
