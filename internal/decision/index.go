@@ -253,6 +253,10 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 	}
 
 	// File each line under its first keying dimension.
+	siteNames := make([]string, len(ix.dicts[dimSite])+1)
+	for name, id := range ix.dicts[dimSite] {
+		siteNames[id] = name
+	}
 	for i := range ix.lines {
 		l := &ix.lines[i]
 		p := &ix.open
@@ -260,7 +264,7 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 			if len(l.incl[d]) == 0 {
 				continue
 			}
-			for _, v := range ix.keyValues(d, l.incl[d]) {
+			for _, v := range ix.keyValues(d, l.incl[d], siteNames) {
 				p := ix.keyed[k][v]
 				if p == nil {
 					p = &posting{}
@@ -283,28 +287,20 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 // d is filed. For sites, a domain whose suffix is also listed is dropped:
 // the suffix's list already reaches it, and a request then finds the line
 // in one list only.
-func (ix *Index) keyValues(d int, ids []uint32) []uint32 {
+func (ix *Index) keyValues(d int, ids []uint32, siteNames []string) []uint32 {
 	if d != dimSite {
 		return ids
-	}
-	names := make(map[uint32]string, len(ids))
-	listed := make(map[string]bool, len(ids))
-	for name, id := range ix.dicts[dimSite] {
-		if slices.Contains(ids, id) {
-			names[id] = name
-			listed[name] = true
-		}
 	}
 	var out []uint32
 	for _, id := range ids {
 		covered := false
-		for s := names[id]; ; {
+		for s := siteNames[id]; ; {
 			i := strings.IndexByte(s, '.')
 			if i < 0 {
 				break
 			}
 			s = s[i+1:]
-			if listed[s] {
+			if sid, ok := ix.dicts[dimSite][s]; ok && has(ids, sid) {
 				covered = true
 				break
 			}
