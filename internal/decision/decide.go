@@ -28,6 +28,9 @@ type KeyValue struct {
 // User-Agent). Strings are compared as they are: Site is a lower-case host
 // name without port. Decide reads it and keeps nothing of it.
 type Request struct {
+	// User is the visitor (uid or cookie), for Counters' frequency caps;
+	// empty when unknown or when a privacy signal rules per-visitor caps out.
+	User      string
 	Placement string
 	Site      string // a domain: a target example.com matches news.example.com
 	App       string

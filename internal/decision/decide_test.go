@@ -135,7 +135,9 @@ func TestTargeting(t *testing.T) {
 		{name: "hours excluded", tg: tsubame.Targeting{Exclude: &tsubame.Criteria{Hours: &tsubame.HourRange{From: 10, To: 11}}}, want: false},
 		{name: "weekday in Tokyo", tg: days("mon"), edit: func(r *req) { r.Time = at("2026-11-22T23:30:00Z") }, want: true}, // Sunday UTC, Monday 08:30 JST
 		{name: "weekday in UTC", tz: "UTC", tg: days("mon"), edit: func(r *req) { r.Time = at("2026-11-22T23:30:00Z") }, want: false},
-		{name: "weekday in New York", tz: "America/New_York", tg: days("sun"), want: true}, // Sunday 20:00 EST
+		{name: "weekday in New York", tz: "America/New_York", tg: days("sun"), want: true},                                                                                                                      // Sunday 20:00 EST
+		{name: "weekday and hours across midnight, next day", tz: "UTC", tg: tsubame.Targeting{Criteria: tsubame.Criteria{Weekdays: []string{"sun"}, Hours: &tsubame.HourRange{From: 22, To: 6}}}, want: false}, // Monday 01:00 UTC
+		{name: "weekday and hours across midnight, same day", tz: "UTC", tg: tsubame.Targeting{Criteria: tsubame.Criteria{Weekdays: []string{"mon"}, Hours: &tsubame.HourRange{From: 22, To: 6}}}, want: true},
 		{name: "weekday excluded", tg: tsubame.Targeting{Exclude: &tsubame.Criteria{Weekdays: []string{"mon"}}}, want: false},
 		{name: "weekday and hours", tz: "UTC", tg: tsubame.Targeting{Criteria: tsubame.Criteria{Weekdays: []string{"mon"}, Hours: &tsubame.HourRange{From: 0, To: 2}}}, want: true},
 		{name: "keyvalue", tg: kv("section", "news", "sports"), want: true},

@@ -46,7 +46,9 @@
 // the slots the higher left. A creative fits when it is of the request's
 // format and size (when the request names them); a line item's creative is
 // chosen at random among those that fit. Hours and weekdays are evaluated
-// in each campaign's time zone, computed once per zone per request.
+// in each campaign's time zone, computed once per zone per request, and
+// independently of each other: {22, 6} with Friday serves Friday from
+// 00:00 to 06:00 and from 22:00 to midnight, not into Saturday morning.
 //
 // Decide takes its working space from a pool held by the Index, the
 // caller's out slice for the answer, and a caller's *rand.Rand (or the
