@@ -1,6 +1,7 @@
 package decision
 
 import (
+	"math/bits"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -85,6 +86,7 @@ type scratch struct {
 	deals []uint32
 	zone  []int16 // per zone: hour<<3 | weekday, or -1 not yet computed
 	ids   [numDims]uint32
+	now   int64 // the request's time in Unix nanoseconds
 }
 
 func (ix *Index) newScratch() *scratch {
@@ -120,6 +122,7 @@ func (ix *Index) Decide(req *Request, out []Decision, rnd *rand.Rand) []Decision
 	s := ix.pool.Get().(*scratch)
 	defer ix.pool.Put(s)
 	ix.resolve(req, s)
+	s.now = now.UnixNano()
 	first := len(out)
 
 	for p := tsubame.MinPriority; p <= tsubame.MaxPriority && len(out)-first < count; p++ {
@@ -229,7 +232,7 @@ func (ix *Index) resolve(req *Request, s *scratch) {
 
 // match reports whether l's flight, time and targeting admit the request.
 func (ix *Index) match(l *Line, req *Request, now time.Time, s *scratch) bool {
-	if t := now.UnixNano(); t < l.start || t >= l.end {
+	if s.now < l.start || s.now >= l.end {
 		return false
 	}
 	if len(l.deals) > 0 && !anyIn(s.deals, l.deals) {
@@ -246,11 +249,9 @@ func (ix *Index) match(l *Line, req *Request, now time.Time, s *scratch) bool {
 			return false
 		}
 	}
-	for d := range numDims {
+	for m := l.dims; m != 0; m &= m - 1 {
+		d := bits.TrailingZeros16(m)
 		inc, exc := l.incl[d], l.excl[d]
-		if len(inc) == 0 && len(exc) == 0 {
-			continue
-		}
 		if d == dimSite {
 			if len(inc) > 0 && !anyIn(s.sites, inc) || len(exc) > 0 && anyIn(s.sites, exc) {
 				return false

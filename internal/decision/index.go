@@ -60,6 +60,7 @@ type Line struct {
 	hours     uint32 // bit h set: hour h (in the zone) may serve
 	days      uint8  // bit d set: weekday d (Sunday 0) may serve
 	timed     bool   // hours or days restrict it
+	dims      uint16 // bit d set: incl[d] or excl[d] is not empty
 	deals     []uint32
 	incl      [numDims][]uint32 // sorted; empty: any value
 	excl      [numDims][]uint32 // sorted
@@ -244,6 +245,11 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 				}
 			}
 			slices.Sort(l.kvExcl)
+		}
+		for d := range numDims {
+			if len(l.incl[d]) > 0 || len(l.excl[d]) > 0 {
+				l.dims |= 1 << d
+			}
 		}
 		l.Ord = len(ix.lines)
 		ix.lines = append(ix.lines, l)
