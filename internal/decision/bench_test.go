@@ -111,10 +111,24 @@ func benchSet(n int) *tsubame.CampaignSet {
 			c.Weekdays = benchPick(r, tsubame.Weekdays, 2+r.IntN(4))
 		}
 		if r.IntN(10) == 0 {
-			l.Targeting.Exclude = &tsubame.Criteria{
+			x := &tsubame.Criteria{
 				KeyValues: map[string][]string{"section": {"kids"}},
 				Browsers:  benchPick(r, benchBrowsers, 1),
 			}
+			switch r.IntN(4) {
+			case 0:
+				from := r.IntN(24)
+				x.Hours = &tsubame.HourRange{From: from, To: (from+r.IntN(8))%24 + 1}
+				if x.Hours.From == x.Hours.To {
+					x.Hours = nil
+				}
+			case 1:
+				x.Sites = benchPick(r, sites, 1+r.IntN(20))
+			case 2:
+				x.Placements = benchPick(r, placements, 1+r.IntN(20))
+				x.Countries = []string{"US"}
+			}
+			l.Targeting.Exclude = x
 		}
 		if r.IntN(20) == 0 {
 			l.Deals = []string{fmt.Sprintf("deal-%d", r.IntN(50))}
