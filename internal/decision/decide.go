@@ -64,9 +64,13 @@ type Decision struct {
 
 // Counters is the port through which Decide asks whether a line item may
 // serve one more impression now: budgets, impression limits, frequency
-// caps and pacing are kept behind it. Implementations must be safe for
-// concurrent use, must not keep req, and should not allocate: Allow runs in
-// the matching core for every line item that passes targeting.
+// caps and pacing are kept behind it. Decide asks only about the line item
+// it has drawn for a slot, after targeting: when Allow returns true that
+// line item is in the answer, so an implementation may take the impression
+// then (a reservation the impression settles or its expiry releases); when
+// it returns false Decide draws again among the others. Implementations
+// must be safe for concurrent use, must not keep req, and should not
+// allocate: Allow runs in the matching core.
 type Counters interface {
 	Allow(l *Line, req *Request, now time.Time) bool
 }
@@ -130,7 +134,7 @@ func (ix *Index) Decide(req *Request, out []Decision, rnd *rand.Rand) []Decision
 		for _, list := range s.lists {
 			for _, i := range list[p] {
 				l := &ix.lines[i]
-				if ix.match(l, req, now, s) && ix.fits(l, req, out[first:]) && ix.counters.Allow(l, req, now) {
+				if ix.match(l, req, now, s) && ix.fits(l, req, out[first:]) {
 					s.cands = append(s.cands, i)
 				}
 			}
@@ -150,6 +154,11 @@ func (ix *Index) Decide(req *Request, out []Decision, rnd *rand.Rand) []Decision
 				r -= w
 			}
 			l := &ix.lines[s.cands[k]]
+			if !ix.counters.Allow(l, req, now) {
+				s.cands[k] = s.cands[len(s.cands)-1]
+				s.cands = s.cands[:len(s.cands)-1]
+				continue
+			}
 			cr := ix.pickCreative(l, req, out[first:], rnd)
 			out = append(out, Decision{Line: l, Creative: ix.creatives[cr].c, cr: cr})
 			if len(out)-first == count {

@@ -441,22 +441,59 @@ func TestCompileErrors(t *testing.T) {
 	}
 }
 
-// denyCounters refuses the line items it names.
-type denyCounters map[string]bool
+// denyCounters refuses the line items it names and records what it is
+// asked.
+type denyCounters struct {
+	deny  map[string]bool
+	mu    sync.Mutex
+	asked []string
+}
 
-func (d denyCounters) Allow(l *decision.Line, _ *decision.Request, _ time.Time) bool { return !d[l.ID] }
+func (d *denyCounters) Allow(l *decision.Line, _ *decision.Request, _ time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.asked = append(d.asked, l.ID)
+	return !d.deny[l.ID]
+}
 
 func TestCountersAreAsked(t *testing.T) {
-	var f fixture
-	f.single("capped", 1, 1)
-	f.single("fallback", 2, 1)
-	ix, err := decision.Compile(&f.set, decision.Options{Now: compiledAt, Counters: denyCounters{"capped": true}})
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name  string
+		deny  []string
+		count int
+		want  string // served
+		asked string
+	}{
+		{name: "allowed", want: "[first]", asked: "[first]"},
+		{name: "denied: the next priority", deny: []string{"first"}, want: "[next]", asked: "[first next]"},
+		{name: "denied: the other of the same priority", deny: []string{"next"}, count: 2, want: "[first other]", asked: "[first next other]"},
+		{name: "all denied", deny: []string{"first", "next", "other", "never"}, want: "[]", asked: "[first next other never]"},
 	}
-	got := ids(ix.Decide(&decision.Request{Placement: "top", Time: compiledAt}, nil, nil))
-	if fmt.Sprint(got) != "[fallback]" {
-		t.Fatalf("got %v, want the line item the counters allow", got)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var f fixture
+			f.single("first", 1, 1)
+			f.single("next", 2, 1_000_000) // drawn first while it qualifies
+			f.single("other", 2, 1)
+			f.single("never", 3, 1).Targeting = tg(func(c *tsubame.Criteria) { c.Countries = []string{"JP"} })
+			f.single("lowest", 4, 1).Targeting = tg(func(c *tsubame.Criteria) { c.Countries = []string{"US"} })
+			counters := &denyCounters{deny: map[string]bool{}}
+			for _, id := range tt.deny {
+				counters.deny[id] = true
+			}
+			ix, err := decision.Compile(&f.set, decision.Options{Now: compiledAt, Counters: counters})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A fixed seed: "next" outweighs "other" a million to one.
+			got := ids(ix.Decide(&decision.Request{Placement: "top", Country: "JP", Time: compiledAt, Count: tt.count}, nil, rand.New(rand.NewPCG(1, 1))))
+			if fmt.Sprint(got) != tt.want {
+				t.Fatalf("served %v, want %s", got, tt.want)
+			}
+			if fmt.Sprint(counters.asked) != tt.asked {
+				t.Fatalf("Counters asked about %v, want %s: only line items about to serve", counters.asked, tt.asked)
+			}
+		})
 	}
 }
 

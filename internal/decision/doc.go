@@ -39,8 +39,11 @@
 // # Deciding
 //
 // Priorities are taken from 1 (first) to 16. Within one, the line items
-// that pass targeting, fit beside the decisions already made and are
-// allowed by Counters are chosen at random in proportion to their weights.
+// that pass targeting and fit beside the decisions already made are drawn
+// at random in proportion to their weights; the one drawn serves if
+// Counters allows it, else it is set aside and the draw repeated among the
+// rest (which keeps the weights' proportions among those allowed, and asks
+// Counters only about line items about to serve).
 // With Count > 1 the next slot is drawn from the rest, so that no two
 // decisions share an advertiser or an IAB category; lower priorities fill
 // the slots the higher left. A creative fits when it is of the request's
