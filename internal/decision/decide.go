@@ -153,7 +153,8 @@ func (ix *Index) Decide(req *Request, out []Decision, rnd *rand.Rand) []Decision
 				}
 				r -= w
 			}
-			l := &ix.lines[s.cands[k]]
+			chosen := s.cands[k]
+			l := &ix.lines[chosen]
 			if !ix.counters.Allow(l, req, now) {
 				s.cands[k] = s.cands[len(s.cands)-1]
 				s.cands = s.cands[:len(s.cands)-1]
@@ -167,7 +168,7 @@ func (ix *Index) Decide(req *Request, out []Decision, rnd *rand.Rand) []Decision
 			// Keep the candidates that still fit beside what was chosen.
 			n := 0
 			for _, i := range s.cands {
-				if i != s.cands[k] && ix.fits(&ix.lines[i], req, out[first:]) {
+				if i != chosen && ix.fits(&ix.lines[i], req, out[first:]) {
 					s.cands[n] = i
 					n++
 				}

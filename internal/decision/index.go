@@ -48,8 +48,8 @@ type Line struct {
 	Priority   int
 	Weight     int
 	CPM        tsubame.Money
-	// Ord is the line's position in the Index, 0 to Len()-1: a dense key
-	// for counters held in arrays.
+	// Ord is the line's position in this Index, 0 to Len()-1: a dense key
+	// for counters held in arrays (not stable across compiles: the ID is).
 	Ord int
 
 	adv       int32   // interned advertiser
