@@ -529,3 +529,45 @@ func TestConcurrentDecide(t *testing.T) {
 		t.Error(e)
 	}
 }
+
+func TestRequestDefaults(t *testing.T) {
+	var f fixture
+	for i := range 20 {
+		f.single(fmt.Sprint("li-", i), 1, 1)
+	}
+	now := time.Now()
+	f.set.Campaigns[0].Start, f.set.Campaigns[0].End = now.Add(-time.Hour), now.Add(time.Hour)
+	ix, err := decision.Compile(&f.set, decision.Options{}) // compiled now
+	if err != nil {
+		t.Fatal(err)
+	}
+	rnd := rand.New(rand.NewPCG(6, 6))
+	tests := []struct {
+		name  string
+		count int
+		want  int
+	}{
+		{"count 0 is 1", 0, 1},
+		{"count 3", 3, 3},
+		{"count beyond MaxCount", 100, decision.MaxCount},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			prefix := []decision.Decision{{}}
+			got := ix.Decide(&decision.Request{Placement: "top", Count: tt.count}, prefix, rnd)
+			if len(got) != 1+tt.want || got[0].Line != nil {
+				t.Fatalf("got %d decisions after the caller's one, want %d (and the caller's kept)", len(got)-1, tt.want)
+			}
+		})
+	}
+	// A zero time is now: li-0's campaign runs from an hour ago to an hour on.
+	seen := false
+	for range 500 {
+		for _, d := range ix.Decide(&decision.Request{Placement: "top"}, nil, rnd) {
+			seen = seen || d.Line.ID == "li-0"
+		}
+	}
+	if !seen {
+		t.Fatal("a request without a time did not reach the line item running now")
+	}
+}
