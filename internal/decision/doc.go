@@ -18,16 +18,17 @@
 // zone as an index into the few zones of the set.
 //
 // A request must not scan every line item, so each line item is filed in
-// exactly one candidate list: under each placement it targets, else under
-// each site it targets (a domain whose suffix it also targets is dropped,
-// since the suffix reaches it), else under each country it targets, else
-// in one open list. Each list is split by priority. A request resolves its
-// strings to ids with one map lookup each (a site with one per suffix:
-// news.example.com, example.com, com), which gathers at most one placement
-// list, one list per known suffix of its site, one country list and the
-// open list; a line item reached is in exactly one of them, so no
+// candidate lists keyed by the values of one dimension it targets, the
+// first of placement, site, app, region, country, OS, browser and device
+// (most selective first); a line item that targets none of them goes to
+// one open list. For sites, a domain whose suffix the line item also
+// targets is not filed, since the suffix reaches it. Each list is split by
+// priority. A request resolves its strings to ids with one map lookup each
+// (a site with one per suffix: news.example.com, example.com, com), which
+// gathers one list per dimension (one per known suffix of the site) and
+// the open list; a line item reached is in exactly one of them, so no
 // deduplication is needed. Only those line items are checked, against their
-// remaining dimensions, by sorted-list membership (linear for short lists,
+// other dimensions, by sorted-list membership (linear for short lists,
 // binary search otherwise).
 //
 // Per-value bitsets over all line items were the alternative: they cost

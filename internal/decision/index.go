@@ -26,9 +26,10 @@ const (
 )
 
 // keyDims are the dimensions whose include lists key the candidate lists,
-// most selective first: a line item is filed under the first of them it
-// targets, or in the open list when it targets none.
-var keyDims = [...]int{dimPlacement, dimSite, dimCountry}
+// most selective first (a request has one value of each, a site one per
+// suffix): a line item is filed under the first of them it targets, or in
+// the open list when it targets none.
+var keyDims = [...]int{dimPlacement, dimSite, dimApp, dimRegion, dimCountry, dimOS, dimBrowser, dimDevice}
 
 // Options tune Compile.
 type Options struct {

@@ -22,7 +22,9 @@ func TestCandidateLists(t *testing.T) {
 		{Placements: []string{"top", "side"}, Sites: []string{"example.com"}, Countries: []string{"JP"}},
 		{Sites: []string{"news.example.com", "example.com", "other.org"}, Countries: []string{"JP"}},
 		{Countries: []string{"JP", "US"}, Devices: []string{"mobile"}},
-		{Devices: []string{"mobile"}},
+		{Devices: []string{"mobile"}, KeyValues: map[string][]string{"k": {"v"}}},
+		{Regions: []string{"JP-13"}, OS: []string{"iOS"}, Devices: []string{"mobile"}},
+		{Hours: &tsubame.HourRange{From: 1, To: 2}, KeyValues: map[string][]string{"k": {"v"}}},
 	}
 	for i, c := range targets {
 		set.LineItems = append(set.LineItems, &tsubame.LineItem{ID: fmt.Sprint("li-", i), Campaign: "c", Priority: 1 + i,
@@ -59,7 +61,8 @@ func TestCandidateLists(t *testing.T) {
 		"top": {"li-0"}, "side": {"li-0"}, // placements first, whatever else is targeted
 		"example.com": {"li-1"}, "other.org": {"li-1"}, // news.example.com is reached through example.com
 		"JP": {"li-2"}, "US": {"li-2"},
-		"open": {"li-3"},
+		"mobile": {"li-3"}, "JP-13": {"li-4"}, // the region before the OS and the device
+		"open": {"li-5"}, // no dimension of lists targeted
 	}
 	if fmt.Sprint(filed) != fmt.Sprint(want) {
 		t.Fatalf("filed %v, want %v", filed, want)
@@ -72,6 +75,7 @@ func TestCandidateLists(t *testing.T) {
 		{Request{Placement: "top", Site: "a.news.example.com", Country: "JP"}, 3}, // top, example.com, JP
 		{Request{Placement: "bottom", Site: "example.org", Country: "FR"}, 0},
 		{Request{Site: "other.org"}, 1},
+		{Request{Region: "JP-13", Device: "mobile", OS: "Android"}, 2},
 	}
 	s := ix.newScratch()
 	for _, tt := range tests {
