@@ -44,10 +44,11 @@
 // at random in proportion to their weights; the one drawn serves if
 // Counters allows it, else it is set aside and the draw repeated among the
 // rest (which keeps the weights' proportions among those allowed, and asks
-// Counters only about line items about to serve).
-// With Count > 1 the next slot is drawn from the rest, so that no two
-// decisions share an advertiser or an IAB category; lower priorities fill
-// the slots the higher left. A creative fits when it is of the request's
+// Counters only about line items about to serve). With Count > 1 the next
+// slot is drawn from the rest, so that no two decisions share an advertiser
+// or an IAB category; lower priorities fill the slots the higher left. A
+// line item with deals is a candidate only when the request offers one of
+// them; one without deals bids on every request. A creative fits when it is of the request's
 // format and size (when the request names them); a line item's creative is
 // chosen at random among those that fit. Hours and weekdays are evaluated
 // in each campaign's time zone, computed once per zone per request, and
