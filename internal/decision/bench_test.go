@@ -3,6 +3,7 @@ package decision_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -235,10 +236,22 @@ func BenchmarkDecideLatency(b *testing.B) {
 // line items compiled into an index (off the request path).
 func BenchmarkCompile(b *testing.B) {
 	set := benchSet(10_000)
+	// What one index keeps on the heap beside its set.
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	ix, err := decision.Compile(set, decision.Options{Now: compiledAt})
+	if err != nil {
+		b.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	runtime.KeepAlive(ix)
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := decision.Compile(set, decision.Options{Now: compiledAt}); err != nil {
 			b.Fatal(err)
 		}
 	}
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "index-MiB")
 }
