@@ -1,0 +1,439 @@
+package track
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"hash"
+	"net/url"
+	"sync"
+	"time"
+
+	"tsubame"
+)
+
+// Kind is the event a signed URL reports.
+type Kind uint8
+
+// The event kinds. Their values are part of the signed wire form: never
+// renumber one, only add.
+const (
+	KindImp   Kind = 1 // an impression
+	KindClick Kind = 2 // a click; the only kind that carries a destination
+	KindWin   Kind = 3 // an auction win notice
+	KindBill  Kind = 4 // a billing notice
+)
+
+var kindNames = [...]string{KindImp: "imp", KindClick: "click", KindWin: "win", KindBill: "bill"}
+
+// String returns the kind's name as the access log writes it.
+func (k Kind) String() string {
+	if k.valid() {
+		return kindNames[k]
+	}
+	return "unknown"
+}
+
+func (k Kind) valid() bool { return k >= KindImp && k <= KindBill }
+
+// Bounds of what a token carries. They are tighter than the model's
+// (tsubame.MaxIDLength, tsubame.MaxURLLength) on purpose: a tracking URL is
+// refused by its length before any work, so every field must fit in it.
+const (
+	MaxIDLen    = 64  // bytes in a decision, line item, creative or placement id
+	MaxClickLen = 384 // bytes in a click destination
+	MaxKeyIDLen = 8   // bytes in a key id
+	MinSecret   = 32  // bytes in a key's secret, at least
+	MaxSecret   = 256 // bytes in a key's secret, at most
+	MaxKeys     = 16  // keys in a ring
+)
+
+const (
+	version = 1
+	macLen  = sha256.Size
+	// maxRaw is the longest decoded token: version, key id, kind, expiry,
+	// price, four ids, the click destination and the MAC.
+	maxRaw = 1 + 1 + MaxKeyIDLen + 1 + 8 + 8 + 4*(1+MaxIDLen) + 2 + MaxClickLen + macLen
+	minRaw = 1 + 1 + 1 + 1 + 8 + 8 + 4*(1+1) + 2 + macLen
+)
+
+// MaxTokenLen is the longest encoded token Verify looks at; anything longer is
+// refused before it is decoded.
+const MaxTokenLen = (maxRaw*8 + 5) / 6
+
+const minTokenLen = (minRaw*8 + 5) / 6
+
+// Token is what a signed tracking URL says. Verify returns it only from the
+// signed part, so every field is as the signer wrote it.
+type Token struct {
+	Kind      Kind
+	Decision  string
+	LineItem  string
+	Creative  string
+	Placement string
+	// Click is the absolute http(s) URL a click leads to; set for KindClick
+	// and empty for every other kind.
+	Click string
+	// Price is the CPM in micro-units of the account currency.
+	Price tsubame.Money
+	// Expires is when the token stops verifying. It is kept to the second
+	// (truncated); a token is expired from that instant on.
+	Expires time.Time
+}
+
+// The refusals of Verify. Each is a *tsubame.Error whose kind maps to a 4xx
+// status; compare with errors.Is. They are shared values: do not modify them.
+var (
+	// ErrMalformed: not a token of ours (bad length, alphabet, encoding or layout).
+	ErrMalformed = &tsubame.Error{Code: tsubame.EINVALID, Message: "malformed tracking token"}
+	// ErrVersion: a token of a format version this build does not know.
+	ErrVersion = &tsubame.Error{Code: tsubame.EINVALID, Message: "unknown tracking token version"}
+	// ErrUnknownKey: signed with a key not in the ring (foreign, or rotated out).
+	ErrUnknownKey = &tsubame.Error{Code: tsubame.EINVALID, Message: "tracking token signed with an unknown key"}
+	// ErrSignature: the MAC does not match; the token was altered.
+	ErrSignature = &tsubame.Error{Code: tsubame.EINVALID, Message: "bad tracking token signature"}
+	// ErrKind: a valid token, but for another event kind than the caller expects.
+	ErrKind = &tsubame.Error{Code: tsubame.EINVALID, Message: "tracking token for another event kind"}
+	// ErrExpired: a valid token past its expiry; ours, but no longer honoured.
+	ErrExpired = &tsubame.Error{Code: tsubame.EUNAUTHORIZED, Message: "tracking token expired"}
+)
+
+var errNoClock = &tsubame.Error{Code: tsubame.EINTERNAL, Message: "track: Verify called without the time"}
+
+// Key is one signing key of a ring. Its String and GoString never show the
+// secret, so a Key printed by mistake leaks nothing.
+type Key struct {
+	ID     string // 1 to 8 bytes of [a-z0-9]; not secret, it travels in every token
+	Secret []byte // at least MinSecret bytes
+}
+
+// String returns the key id only.
+func (k Key) String() string { return "key " + k.ID + " (secret redacted)" }
+
+// GoString returns the key id only.
+func (k Key) GoString() string { return k.String() }
+
+type ringKey struct {
+	id     string
+	secret []byte
+	// macs holds hmac hashes of this key for reuse: hmac.New allocates, and
+	// Verify is on the request path.
+	macs sync.Pool
+}
+
+func (k *ringKey) mac(dst, msg []byte) []byte {
+	h, _ := k.macs.Get().(hash.Hash)
+	if h == nil {
+		h = hmac.New(sha256.New, k.secret)
+	} else {
+		h.Reset()
+	}
+	h.Write(msg)
+	dst = h.Sum(dst)
+	k.macs.Put(h)
+	return dst
+}
+
+// scratch is the working memory of one Sign or Verify. It is pooled rather
+// than on the stack because the hash takes its input through an interface,
+// which would move a stack buffer to the heap on every call.
+type scratch struct {
+	raw [maxRaw]byte
+	enc [MaxTokenLen]byte
+	sum [macLen]byte
+}
+
+var scratches = sync.Pool{New: func() any { return new(scratch) }}
+
+// Signer signs and verifies tracking tokens with a ring of keys: it signs with
+// the current key and verifies with any key in the ring, so a key is rotated
+// by adding the new one as current and dropping the old one only after the
+// longest expiry it signed has passed. A Signer is immutable and safe for
+// concurrent use; Sign and Verify return strings the caller may keep.
+type Signer struct {
+	keys    []*ringKey
+	current *ringKey
+}
+
+// NewSigner returns a Signer over keys that signs with the key named current.
+// It copies the secrets. Errors name keys by position and id, never by secret.
+func NewSigner(current string, keys ...Key) (*Signer, error) {
+	if len(keys) == 0 {
+		return nil, tsubame.Errorf(tsubame.EINVALID, "no signing keys")
+	}
+	if len(keys) > MaxKeys {
+		return nil, tsubame.Errorf(tsubame.EINVALID, "more than %d signing keys", MaxKeys)
+	}
+	s := &Signer{keys: make([]*ringKey, 0, len(keys))}
+	for i, k := range keys {
+		if !validKeyID(k.ID) {
+			// The bad id is not echoed: a secret pasted in the wrong field
+			// must not reach a log.
+			return nil, tsubame.Errorf(tsubame.EINVALID, "signing key %d: id must be 1 to %d characters of a-z and 0-9", i+1, MaxKeyIDLen)
+		}
+		if len(k.Secret) < MinSecret || len(k.Secret) > MaxSecret {
+			return nil, tsubame.Errorf(tsubame.EINVALID, "signing key %q: secret must be %d to %d bytes", k.ID, MinSecret, MaxSecret)
+		}
+		for _, o := range s.keys {
+			if o.id == k.ID {
+				return nil, tsubame.Errorf(tsubame.EINVALID, "signing key %q given twice", k.ID)
+			}
+		}
+		rk := &ringKey{id: k.ID, secret: append([]byte(nil), k.Secret...)}
+		s.keys = append(s.keys, rk)
+		if k.ID == current {
+			s.current = rk
+		}
+	}
+	if s.current == nil {
+		return nil, tsubame.Errorf(tsubame.EINVALID, "current signing key is not in the ring")
+	}
+	return s, nil
+}
+
+// String names the keys, never their secrets.
+func (s *Signer) String() string {
+	ids := make([]string, len(s.keys))
+	for i, k := range s.keys {
+		ids[i] = k.id
+	}
+	return fmt.Sprintf("track.Signer{current: %s, keys: %v}", s.current.id, ids)
+}
+
+// GoString names the keys, never their secrets.
+func (s *Signer) GoString() string { return s.String() }
+
+func validKeyID(id string) bool {
+	if len(id) == 0 || len(id) > MaxKeyIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// Sign returns t as a URL-safe token (base64url without padding) signed with
+// the current key. It refuses, as EINVALID, a token that Verify would not
+// accept: an unknown kind, an id out of bounds, a missing or negative value,
+// or a click destination that is not an absolute http(s) URL.
+func (s *Signer) Sign(t Token) (string, error) {
+	if err := checkToken(&t); err != nil {
+		return "", err
+	}
+	sc := scratches.Get().(*scratch)
+	defer scratches.Put(sc)
+	b := sc.raw[:0]
+	b = append(b, version, byte(len(s.current.id)))
+	b = append(b, s.current.id...)
+	b = append(b, byte(t.Kind))
+	b = binary.BigEndian.AppendUint64(b, uint64(t.Expires.Unix()))
+	b = binary.BigEndian.AppendUint64(b, uint64(t.Price))
+	for _, f := range [...]string{t.Decision, t.LineItem, t.Creative, t.Placement} {
+		b = append(b, byte(len(f)))
+		b = append(b, f...)
+	}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(t.Click)))
+	b = append(b, t.Click...)
+	b = s.current.mac(b, b)
+	n := base64.RawURLEncoding.EncodedLen(len(b))
+	base64.RawURLEncoding.Encode(sc.enc[:n], b)
+	return string(sc.enc[:n]), nil
+}
+
+func checkToken(t *Token) error {
+	if !t.Kind.valid() {
+		return tsubame.Errorf(tsubame.EINVALID, "unknown event kind %d", t.Kind)
+	}
+	for _, f := range [...]struct{ name, v string }{
+		{"decision", t.Decision}, {"line item", t.LineItem}, {"creative", t.Creative}, {"placement", t.Placement},
+	} {
+		if !validID(f.v) {
+			return tsubame.Errorf(tsubame.EINVALID, "%s id must be 1 to %d bytes of letters, digits and -_.:@", f.name, MaxIDLen)
+		}
+	}
+	if t.Price < 0 {
+		return tsubame.Errorf(tsubame.EINVALID, "negative price")
+	}
+	if t.Expires.Unix() <= 0 {
+		return tsubame.Errorf(tsubame.EINVALID, "missing expiry")
+	}
+	if t.Kind != KindClick {
+		if t.Click != "" {
+			return tsubame.Errorf(tsubame.EINVALID, "only a click token carries a destination")
+		}
+		return nil
+	}
+	return checkClick(t.Click)
+}
+
+// checkClick admits only what a browser reads one way: an absolute http(s)
+// URL with a host, no user info (https://ours@elsewhere), no backslash,
+// space or control character.
+func checkClick(s string) error {
+	if s == "" {
+		return tsubame.Errorf(tsubame.EINVALID, "missing click destination")
+	}
+	if len(s) > MaxClickLen {
+		return tsubame.Errorf(tsubame.EINVALID, "click destination longer than %d bytes", MaxClickLen)
+	}
+	if !clickChars(s) {
+		return tsubame.Errorf(tsubame.EINVALID, "click destination must be printable ASCII without spaces or backslashes")
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.Opaque != "" {
+		return tsubame.Errorf(tsubame.EINVALID, "click destination must be an absolute http or https URL")
+	}
+	if u.User != nil {
+		return tsubame.Errorf(tsubame.EINVALID, "click destination must not carry user info")
+	}
+	return nil
+}
+
+func clickChars(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= 0x7f || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+func validID(id string) bool {
+	if len(id) == 0 || len(id) > MaxIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if !tsubame.IDChar(id[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Verify checks s and returns the token it carries. It refuses, before any
+// decoding, a string longer than MaxTokenLen; then anything that is not
+// canonical base64url of a token of this version (ErrMalformed, ErrVersion), a
+// key not in the ring (ErrUnknownKey), a MAC that does not match, compared in
+// constant time (ErrSignature), and a token whose expiry is at or before now
+// (ErrExpired). Only the returned strings are allocated, in one piece.
+func (s *Signer) Verify(tok string, now time.Time) (Token, error) {
+	if now.IsZero() {
+		// A zero clock would accept every expiry: a caller's bug, refused.
+		return Token{}, errNoClock
+	}
+	if len(tok) > MaxTokenLen || len(tok) < minTokenLen {
+		return Token{}, ErrMalformed
+	}
+	sc := scratches.Get().(*scratch)
+	defer scratches.Put(sc)
+	// The standard decoder skips \r and \n; a token has one spelling only.
+	enc := &sc.enc
+	for i := 0; i < len(tok); i++ {
+		c := tok[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return Token{}, ErrMalformed
+		}
+		enc[i] = c
+	}
+	n, err := base64.RawURLEncoding.Strict().Decode(sc.raw[:], enc[:len(tok)])
+	if err != nil || n < minRaw {
+		return Token{}, ErrMalformed
+	}
+	raw := sc.raw[:n]
+	if raw[0] != version {
+		return Token{}, ErrVersion
+	}
+	kl := int(raw[1])
+	if kl == 0 || kl > MaxKeyIDLen {
+		return Token{}, ErrMalformed
+	}
+	var key *ringKey
+	for _, k := range s.keys {
+		if k.id == string(raw[2:2+kl]) {
+			key = k
+			break
+		}
+	}
+	if key == nil {
+		return Token{}, ErrUnknownKey
+	}
+	signed, got := raw[:n-macLen], raw[n-macLen:]
+	if !hmac.Equal(key.mac(sc.sum[:0], signed), got) {
+		return Token{}, ErrSignature
+	}
+	t, ok := parse(signed[2+kl:])
+	if !ok {
+		return Token{}, ErrMalformed
+	}
+	if !now.Before(t.Expires) {
+		return Token{}, ErrExpired
+	}
+	return t, nil
+}
+
+// VerifyKind is Verify for a caller that expects one event kind: a valid token
+// of another kind is refused with ErrKind.
+func (s *Signer) VerifyKind(tok string, kind Kind, now time.Time) (Token, error) {
+	t, err := s.Verify(tok, now)
+	if err != nil {
+		return Token{}, err
+	}
+	if t.Kind != kind {
+		return Token{}, ErrKind
+	}
+	return t, nil
+}
+
+// parse reads the signed fields after the key id. It runs only on bytes whose
+// MAC matched, and still checks every bound: a layout error is a bug or a
+// leaked key, never a reason to read past the end.
+func parse(b []byte) (Token, bool) {
+	if len(b) < 1+8+8 {
+		return Token{}, false
+	}
+	kind := Kind(b[0])
+	exp := int64(binary.BigEndian.Uint64(b[1:]))
+	price := int64(binary.BigEndian.Uint64(b[9:]))
+	b = b[17:]
+	// One string for all fields: the only allocation of a Verify.
+	all := string(b)
+	var ids [4]string
+	off := 0
+	for i := range ids {
+		if off >= len(all) {
+			return Token{}, false
+		}
+		l := int(all[off])
+		off++
+		if l > len(all)-off {
+			return Token{}, false
+		}
+		ids[i] = all[off : off+l]
+		off += l
+		if !validID(ids[i]) {
+			return Token{}, false
+		}
+	}
+	if len(all)-off < 2 {
+		return Token{}, false
+	}
+	cl := int(binary.BigEndian.Uint16(b[off:]))
+	off += 2
+	if cl != len(all)-off {
+		return Token{}, false
+	}
+	click := all[off:]
+	if !kind.valid() || price < 0 || exp <= 0 || (kind == KindClick) != (click != "") ||
+		len(click) > MaxClickLen || !clickChars(click) {
+		return Token{}, false
+	}
+	return Token{
+		Kind: kind, Decision: ids[0], LineItem: ids[1], Creative: ids[2], Placement: ids[3],
+		Click: click, Price: tsubame.Money(price), Expires: time.Unix(exp, 0).UTC(),
+	}, true
+}
