@@ -23,6 +23,12 @@ const testCallbackToken = "0123456789abcdef-callback"
 // the messages its processor handles.
 func callbackServer(t *testing.T) (*server.Server, string, *atomic.Int64) {
 	t.Helper()
+	return callbackServerWith(t, server.Options{})
+}
+
+// callbackServerWith is callbackServer with more options.
+func callbackServerWith(t *testing.T, opt server.Options) (*server.Server, string, *atomic.Int64) {
+	t.Helper()
 	var handled atomic.Int64
 	p, err := webhook.New(webhook.Options{DeadLetterPath: filepath.Join(t.TempDir(), "dead"),
 		Handle: func(context.Context, *webhook.Message) error { handled.Add(1); return nil }})
@@ -34,7 +40,8 @@ func callbackServer(t *testing.T) (*server.Server, string, *atomic.Int64) {
 		defer cancel()
 		_ = p.Close(ctx)
 	})
-	srv, addr := startWith(t, server.Options{Webhook: webhook.NewReceiver(p, 1<<20, nil), CallbackToken: testCallbackToken})
+	opt.Webhook, opt.CallbackToken = webhook.NewReceiver(p, 1<<20, nil), testCallbackToken
+	srv, addr := startWith(t, opt)
 	return srv, addr, &handled
 }
 
@@ -97,18 +104,7 @@ func rawStatus(t *testing.T, addr, raw string) (int, string) {
 // read_timeout. With the token, the same head is followed by its body and
 // served; a declared body over max_body_bytes is still a 413.
 func TestCallbackRefusedBeforeItsBody(t *testing.T) {
-	p, err := webhook.New(webhook.Options{DeadLetterPath: filepath.Join(t.TempDir(), "dead"),
-		Handle: func(context.Context, *webhook.Message) error { return nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = p.Close(ctx)
-	})
-	srv, addr := startWith(t, server.Options{Webhook: webhook.NewReceiver(p, 1<<20, nil), CallbackToken: testCallbackToken,
-		ReadTimeout: time.Hour, MaxBodyBytes: 1 << 20})
+	srv, addr, _ := callbackServerWith(t, server.Options{ReadTimeout: time.Hour, MaxBodyBytes: 1 << 20})
 	head := func(auth string, length int) string {
 		return "POST /callback HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" + auth +
 			"Content-Length: " + strconv.Itoa(length) + "\r\n\r\n"

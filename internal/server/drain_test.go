@@ -33,6 +33,25 @@ func drainServer(t *testing.T, name string, grace time.Duration) (*server.Server
 	return srv, ln.Addr().String(), done
 }
 
+// handoffPair is a predecessor's Handoff and a successor's Adopt listener
+// on one socket pair.
+func handoffPair(t *testing.T) (*server.Handoff, net.Listener) {
+	t.Helper()
+	keep, give, err := server.HandoffPair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := server.NewHandoff(keep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adopted, err := server.Adopt(give)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, adopted
+}
+
 // keepAliveGet sends one keep-alive request on c and reads its answer.
 func keepAliveGet(t *testing.T, c net.Conn, br *bufio.Reader) *http.Response {
 	t.Helper()
@@ -145,18 +164,7 @@ func TestDrainEndsWithItsContext(t *testing.T) {
 // all, is answered by the successor on the same connection.
 func TestHandoffPassesIdleConnections(t *testing.T) {
 	old, addr, done := drainServer(t, "old", time.Hour)
-	keep, give, err := server.HandoffPair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := server.NewHandoff(keep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	adopted, err := server.Adopt(give)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, adopted := handoffPair(t)
 	var conns [3]net.Conn
 	var readers [3]*bufio.Reader
 	for i := range conns {
@@ -214,18 +222,7 @@ func TestHandoffKeepsProxiedClientAddress(t *testing.T) {
 	trusted := []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 	old, addr := startWith(t, server.Options{Name: "old", TrustedProxies: trusted, ProxyProtocol: true, DrainGrace: time.Hour},
 		server.Endpoint{Name: "e", Source: server.Fixed(`{"urls":[]}`)})
-	keep, give, err := server.HandoffPair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := server.NewHandoff(keep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	adopted, err := server.Adopt(give)
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, adopted := handoffPair(t)
 	c, br := dialKeep(t, addr)
 	if _, err := io.WriteString(c, "PROXY TCP4 203.0.113.7 127.0.0.1 5555 80\r\n"+get("1")); err != nil {
 		t.Fatal(err)
@@ -274,18 +271,7 @@ func TestHandoffTwiceAndFresh(t *testing.T) {
 	srv := first
 	var adopted net.Listener
 	for _, name := range []string{"second", "third"} {
-		keep, give, err := server.HandoffPair()
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := server.NewHandoff(keep)
-		if err != nil {
-			t.Fatal(err)
-		}
-		next, err := server.Adopt(give)
-		if err != nil {
-			t.Fatal(err)
-		}
+		h, next := handoffPair(t)
 		srv.SetHandoff(h)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		if err := srv.Shutdown(ctx); err != nil {
@@ -299,6 +285,7 @@ func TestHandoffTwiceAndFresh(t *testing.T) {
 			adopted.Close()
 		}
 		adopted = next
+		var err error
 		if srv, err = server.New(server.Options{Name: name, Logger: slog.New(slog.DiscardHandler)},
 			[]server.Endpoint{{Name: "e", Source: server.Fixed(`{"urls":[]}`)}}); err != nil {
 			t.Fatal(err)

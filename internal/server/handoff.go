@@ -46,8 +46,8 @@ type Handoff struct {
 // which then closes idle connections after its grace instead.
 const sendTimeout = time.Second
 
-// NewHandoff takes over f, the predecessor's end of a HandoffPair.
-func NewHandoff(f *os.File) (*Handoff, error) {
+// unixConnOf takes over f, one end of a HandoffPair.
+func unixConnOf(f *os.File) (*net.UnixConn, error) {
 	c, err := net.FileConn(f)
 	f.Close()
 	if err != nil {
@@ -57,6 +57,15 @@ func NewHandoff(f *os.File) (*Handoff, error) {
 	if !ok {
 		c.Close()
 		return nil, errors.New("handover socket is not a unix socket")
+	}
+	return uc, nil
+}
+
+// NewHandoff takes over f, the predecessor's end of a HandoffPair.
+func NewHandoff(f *os.File) (*Handoff, error) {
+	uc, err := unixConnOf(f)
+	if err != nil {
+		return nil, err
 	}
 	return &Handoff{conn: uc}, nil
 }
@@ -164,15 +173,9 @@ func (h *Handoff) Close() (int, error) {
 // its release); Accept returns net.ErrClosed once the predecessor has
 // closed its end and every connection sent has been handed out.
 func Adopt(f *os.File) (net.Listener, error) {
-	c, err := net.FileConn(f)
-	f.Close()
+	uc, err := unixConnOf(f)
 	if err != nil {
 		return nil, err
-	}
-	uc, ok := c.(*net.UnixConn)
-	if !ok {
-		c.Close()
-		return nil, errors.New("handover socket is not a unix socket")
 	}
 	l := &adoptListener{conn: uc, more: make(chan struct{}, 1), received: make(chan struct{})}
 	go l.receive()

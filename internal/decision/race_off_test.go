@@ -1,0 +1,5 @@
+//go:build !race
+
+package decision_test
+
+const raceEnabled = false
