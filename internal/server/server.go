@@ -422,14 +422,10 @@ func (s *Server) Serve(ln net.Listener) error {
 // listener share the connection bound, the deadlines and the handler; a
 // PROXY header, if any, comes before the TLS handshake.
 func (s *Server) serveOn(ln net.Listener, t *tlsServing) error {
-	return s.serveConns(ln, t, s.proxyProto, false)
-}
-
-func (s *Server) serveConns(ln net.Listener, t *tlsServing, proxied, adopted bool) error {
 	if !s.register(ln) {
 		return nil
 	}
-	return s.serveRegistered(ln, t, proxied, adopted)
+	return s.serveRegistered(ln, t, s.proxyProto, false)
 }
 
 // register adds ln to the listeners Shutdown closes, or closes it if
