@@ -79,6 +79,11 @@ type Config struct {
 	Templates map[string]Template `koanf:"templates"`
 	// VAST configures the .xml format's VAST documents.
 	VAST VAST `koanf:"vast"`
+	// Ads configures deciding and tracking; Geo and Device the visitor
+	// attributes targeting reads.
+	Ads    Ads    `koanf:"ads"`
+	Geo    Geo    `koanf:"geo"`
+	Device Device `koanf:"device"`
 }
 
 // VAST configures the VAST 4 documents endpoints serve as .xml.
@@ -125,6 +130,8 @@ type Site struct {
 	// presented to clients whose SNI name is one of Hosts.
 	TLSCert string `koanf:"tls_cert"`
 	TLSKey  string `koanf:"tls_key"`
+	// Privacy overrides ads.privacy for the site's visitors.
+	Privacy string `koanf:"privacy"`
 }
 
 // TLS configures the public TLS listener.
@@ -878,7 +885,8 @@ func durationHook(from, to reflect.Type, data any) (any, error) {
 const DefaultCORSMaxAge = 2 * time.Hour
 
 // normalize applies the per-endpoint defaults: cache on for a store
-// endpoint unless set, both formats, no access log, a 2h preflight age.
+// endpoint unless set, both formats, no access log (the file for a decide
+// endpoint), a 2h preflight age.
 func normalize(k *koanf.Koanf, prefix string, eps map[string]Endpoint) {
 	for name, ep := range eps {
 		if !k.Exists(prefix + name + ".cache") {
@@ -889,6 +897,9 @@ func normalize(k *koanf.Koanf, prefix string, eps map[string]Endpoint) {
 		}
 		if ep.AccessLog == "" {
 			ep.AccessLog = LogNone
+			if ep.Source == SourceDecide { // its decisions are the invoice
+				ep.AccessLog = LogFile
+			}
 		}
 		if !k.Exists(prefix + name + ".cors_max_age") {
 			ep.CORSMaxAge = DefaultCORSMaxAge
@@ -999,6 +1010,7 @@ func (c *Config) Validate() []error {
 	c.validateStatic(&p)
 	c.validateServer(&p)
 	c.validateRouting(&p)
+	c.validateAds(&p)
 	return p.errs
 }
 
@@ -1389,8 +1401,21 @@ func (e Endpoint) validate(prefix, name string) []error {
 		if len(e.URLs) > 0 {
 			add("urls: only a fixed endpoint takes urls")
 		}
+	case SourceDecide:
+		if len(e.URLs) > 0 {
+			add("urls: only a fixed endpoint takes urls")
+		}
+		if e.Cache {
+			add("cache: a decide endpoint decides per request; there is nothing to cache")
+		}
+		if e.Template != "" {
+			add("template: a decide endpoint answers its decisions, not a template")
+		}
+		if e.AccessLog == LogNone {
+			add("access_log: a decide endpoint's decisions are the invoice: file or store, not none")
+		}
 	default:
-		add("source: %q is not one of fixed, store", e.Source)
+		add("source: %q is not one of fixed, store, decide", e.Source)
 	}
 	for _, o := range e.CORSOrigins {
 		if o == "*" {

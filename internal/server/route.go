@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"tsubame"
+	"tsubame/internal/accesslog"
 )
 
 // The public listener's paths are one table: the server's own routes (ad
@@ -32,6 +33,10 @@ type Route struct {
 	// serves GET and HEAD.
 	Methods []string
 	Handler Handler
+	// Log, when set, receives the line of every response of the route (as
+	// an endpoint's), and the event lines its handler writes through
+	// Request.LogEvent.
+	Log *accesslog.Logger
 }
 
 // Handler answers requests. It must be safe for concurrent use. A Request
@@ -54,6 +59,7 @@ func (f HandlerFunc) ServeRequest(w Response, r Request) error { return f(w, r) 
 type Request struct {
 	ctx *fasthttp.RequestCtx
 	s   *Server
+	log *accesslog.Logger // the route's or endpoint's; nil: events are not logged
 }
 
 // Method is the request's method.
@@ -96,6 +102,32 @@ func (r Request) Client() netip.Addr {
 
 // Time is when the request's head was read.
 func (r Request) Time() time.Time { return r.ctx.Time() }
+
+// UserAgent is the request's User-Agent.
+func (r Request) UserAgent() []byte { return r.ctx.UserAgent() }
+
+// Logs reports whether LogEvent writes to an access log.
+func (r Request) Logs() bool { return r.log != nil }
+
+// LogEvent appends e as an event line of this request to the access log of
+// its route or endpoint (with the request's time, client and request id,
+// which tie it to the request's own line). An error means the log refused
+// it (only once it is closed): the caller must not serve what the event
+// records. Without a log it does nothing.
+func (r Request) LogEvent(e *accesslog.Event) error {
+	if r.log == nil {
+		return nil
+	}
+	remote, _ := r.s.clientAddr(r.ctx)
+	var idBuf [40]byte
+	rec := accesslog.Record{
+		Time:      time.Now(),
+		Remote:    remote,
+		RequestID: r.s.requestID(r.ctx, idBuf[:0]),
+		Event:     e,
+	}
+	return r.log.Append(&rec, r.ctx.ConnID())
+}
 
 // Response is how a Handler answers.
 type Response struct {
@@ -160,6 +192,7 @@ type route struct {
 	kind  routeKind
 	stats *routeStats                    // nil: the route counts by endpoint or platform itself
 	ext   func(ctx *fasthttp.RequestCtx) // kind routeExternal
+	logEP *endpoint                      // kind routeExternal with a Log: what its lines are logged as
 }
 
 // routeKind names the server's own routes, which dispatch calls directly.
@@ -230,7 +263,7 @@ func (s *Server) external(rt Route) func(ctx *fasthttp.RequestCtx) {
 			plain(ctx, fasthttp.StatusMethodNotAllowed, "method not allowed")
 			return
 		}
-		if err := rt.Handler.ServeRequest(Response{ctx}, Request{ctx, s}); err != nil {
+		if err := rt.Handler.ServeRequest(Response{ctx}, Request{ctx, s, rt.Log}); err != nil {
 			s.fail(ctx, err)
 		}
 	}

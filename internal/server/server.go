@@ -227,6 +227,7 @@ type endpoint struct {
 	encodes      bool // the source encodes per request and wants a scratch buffer
 	stats        *routeStats
 	psource      PlacementSource
+	rsource      RequestSource // the source, when it reads the whole request
 	renders      *otter.Cache[string, *rendered] // template output by id
 }
 
@@ -295,7 +296,11 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 		if rt.Handler == nil {
 			return nil, tsubame.Errorf(tsubame.EINVALID, "route %q has no handler", rt.Name)
 		}
-		if err := s.table.add(route{name: rt.Name, path: []byte(rt.Path), kind: routeExternal, stats: s.reqs.get(rt.Name), ext: s.external(rt)}); err != nil {
+		ext := route{name: rt.Name, path: []byte(rt.Path), kind: routeExternal, stats: s.reqs.get(rt.Name), ext: s.external(rt)}
+		if rt.Log != nil {
+			ext.logEP = &endpoint{name: rt.Name, log: rt.Log}
+		}
+		if err := s.table.add(ext); err != nil {
 			return nil, err
 		}
 	}
@@ -386,6 +391,9 @@ func (s *Server) buildSite(endpoints []Endpoint, st *static.Server) (*site, erro
 			cors: newCORS(e.CORSOrigins, e.CORSMaxAge)}
 		if enc, ok := e.Source.(interface{ encodesPerRequest() bool }); ok {
 			ep.encodes = enc.encodesPerRequest()
+		}
+		if rs, ok := e.Source.(RequestSource); ok {
+			ep.rsource, ep.encodes = rs, true
 		}
 		if e.CacheControl != "" {
 			ep.cacheControl = []byte(e.CacheControl)
@@ -636,6 +644,9 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx, lr *logged, rs **routeStats)
 		}
 	case routeExternal:
 		*rs = rt.stats
+		if rt.logEP != nil {
+			lr.ep = rt.logEP
+		}
 		rt.ext(ctx)
 	}
 }
@@ -737,7 +748,14 @@ func (s *Server) respond(ctx *fasthttp.RequestCtx, ep *endpoint, format render.F
 		defer bufPool.Put(bp)
 		scratch = (*bp)[:0]
 	}
-	payload, found, err := ep.source.Payload(context.Background(), format.Encoding(), id, scratch)
+	var payload []byte
+	var found bool
+	var err error
+	if ep.rsource != nil {
+		payload, found, err = ep.rsource.RequestPayload(Response{ctx}, Request{ctx, s, ep.log}, format.Encoding(), id, scratch)
+	} else {
+		payload, found, err = ep.source.Payload(context.Background(), format.Encoding(), id, scratch)
+	}
 	if err != nil {
 		return err
 	}
@@ -804,13 +822,8 @@ func (s *Server) logRequest(ctx *fasthttp.RequestCtx, lr *logged, took time.Dura
 	if peer == remote {
 		peer = netip.Addr{} // logged only when it differs
 	}
-	reqID := ctx.Request.Header.Peek("X-Request-Id")
 	var idBuf [40]byte
-	if len(reqID) == 0 || len(reqID) > maxRequestID {
-		b := append(idBuf[:0], s.bootID...)
-		b = append(b, '-')
-		reqID = strconv.AppendUint(b, ctx.ID(), 36)
-	}
+	reqID := s.requestID(ctx, idBuf[:0])
 	rec := accesslog.Record{
 		Time:      done,
 		Duration:  took,
@@ -837,6 +850,18 @@ func (s *Server) logRequest(ctx *fasthttp.RequestCtx, lr *logged, took time.Dura
 		rec.Status, rec.Size = fasthttp.StatusServiceUnavailable, len(ctx.Response.Body())
 		ep.log.Late(&rec)
 	}
+}
+
+// requestID is the request's id in the access log: the client's
+// X-Request-Id when it has a sane length, else this process's boot id and
+// the request's number, appended to buf.
+func (s *Server) requestID(ctx *fasthttp.RequestCtx, buf []byte) []byte {
+	if id := ctx.Request.Header.Peek("X-Request-Id"); len(id) > 0 && len(id) <= maxRequestID {
+		return id
+	}
+	buf = append(buf, s.bootID...)
+	buf = append(buf, '-')
+	return strconv.AppendUint(buf, ctx.ID(), 36)
 }
 
 // checkID returns why id cannot name a placement, or nil if it can.

@@ -18,6 +18,17 @@ type Source interface {
 	Payload(ctx context.Context, enc render.Encoding, id []byte, buf []byte) (payload []byte, found bool, err error)
 }
 
+// RequestSource is a Source whose payload depends on the whole request (the
+// visitor, the site, key-values: a decision), not on the placement id
+// alone. The server calls RequestPayload instead of Payload, with the
+// response (for a cookie) and the request, whose LogEvent writes to the
+// endpoint's access log. A RequestSource always gets a scratch buffer;
+// found false answers 404 as for an unknown placement.
+type RequestSource interface {
+	Source
+	RequestPayload(w Response, r Request, enc render.Encoding, id []byte, buf []byte) (payload []byte, found bool, err error)
+}
+
 // PlacementSource is a Source that also hands out the placement itself,
 // for response templates. The placement is nil for an unknown id; it is
 // shared and read-only. version tells placements apart: the same non-nil

@@ -1,0 +1,164 @@
+package config
+
+import (
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+)
+
+// SourceDecide is the endpoint source that decides an ad per request (the
+// campaigns, line items and creatives in the store): JSONP, JSON or VAST
+// answers of /api/decide's shape.
+const SourceDecide = "decide"
+
+// Ads configures deciding (/api/decide and source: decide endpoints) and
+// tracking.
+type Ads struct {
+	// Currency is the ISO 4217 code of every amount.
+	Currency string `koanf:"currency"`
+	// Refresh is how often the store's campaigns version is checked (Redis
+	// also tells of a change at once).
+	Refresh  time.Duration `koanf:"refresh"`
+	Tracking Tracking      `koanf:"tracking"`
+	Cookie   AdsCookie     `koanf:"cookie"`
+	// Privacy is how visitors' privacy signals are met on sites that do not
+	// set their own (Site.Privacy): PrivacySignals or PrivacyNoCookies.
+	Privacy string `koanf:"privacy"`
+	// HeadlessIsBot treats headless browsers as crawlers (204, not counted).
+	HeadlessIsBot bool `koanf:"headless_is_bot"`
+}
+
+// Privacy modes (ads.privacy, sites.<name>.privacy).
+const (
+	// PrivacySignals sets and reads the visitor cookie unless the request
+	// carries a privacy signal (gdpr=1 without storage consent, a
+	// us_privacy opt-out, gpp, coppa=1, DNT or Sec-GPC).
+	PrivacySignals = "signals"
+	// PrivacyNoCookies never sets or reads the cookie: only an explicit uid
+	// identifies a visitor.
+	PrivacyNoCookies = "no_cookies"
+)
+
+// PrivacyModes lists the privacy modes.
+var PrivacyModes = []string{PrivacySignals, PrivacyNoCookies}
+
+// Tracking configures the signed impression and click URLs.
+type Tracking struct {
+	// URL is the scheme and host tracking URLs start with
+	// (https://ads.example.com); empty takes the ad request's own.
+	URL string `koanf:"url"`
+	// TTL is how long a tracking URL is honoured after its decision.
+	TTL time.Duration `koanf:"ttl"`
+	// KeysFile holds the signing keys, one "ID SECRET" line each, the
+	// first line the key that signs (the others still verify: rotation).
+	// Empty means <data_dir>/tracking.keys, made with one random key at
+	// first start: every node behind one host name must share it.
+	KeysFile string `koanf:"keys_file"`
+}
+
+// AdsCookie configures the visitor cookie.
+type AdsCookie struct {
+	Name   string        `koanf:"name"`
+	MaxAge time.Duration `koanf:"max_age"`
+}
+
+// Geo configures the country and region of a client address.
+type Geo struct {
+	// Database is a MaxMind-format database file (GeoLite2 or GeoIP2
+	// Country or City); empty: no geography (country and region targeting
+	// never match).
+	Database string `koanf:"database"`
+}
+
+// Device configures the User-Agent parser.
+type Device struct {
+	// CacheSize bounds the parsed User-Agents kept.
+	CacheSize int `koanf:"cache_size"`
+}
+
+// TrackingKeysPath is ads.tracking.keys_file, or tracking.keys in the data
+// directory.
+func (c *Config) TrackingKeysPath() string {
+	if c.Ads.Tracking.KeysFile != "" {
+		return c.Ads.Tracking.KeysFile
+	}
+	return strings.TrimSuffix(c.DataDir, "/") + "/tracking.keys"
+}
+
+// SitePrivacy is the privacy mode of the named site ("" the default site).
+func (c *Config) SitePrivacy(site string) string {
+	if s, ok := c.Sites[site]; ok && s.Privacy != "" {
+		return s.Privacy
+	}
+	return c.Ads.Privacy
+}
+
+// Deciding reports whether any endpoint decides (source: decide).
+func (c *Config) Deciding() bool {
+	for _, ep := range c.Endpoints {
+		if ep.Source == SourceDecide {
+			return true
+		}
+	}
+	for _, s := range c.Sites {
+		for _, ep := range s.Endpoints {
+			if ep.Source == SourceDecide {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (c *Config) validateAds(p *problems) {
+	a := c.Ads
+	if !validCurrency(a.Currency) {
+		p.add("ads.currency: %q is not an ISO 4217 code such as USD or JPY (three upper-case letters)", a.Currency)
+	}
+	p.positive("ads.refresh", a.Refresh)
+	if a.Tracking.URL != "" {
+		u, err := url.Parse(a.Tracking.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+			(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+			p.add("ads.tracking.url: %q is not a scheme and host such as https://ads.example.com", a.Tracking.URL)
+		}
+	}
+	if a.Tracking.TTL < time.Minute || a.Tracking.TTL > 30*24*time.Hour {
+		p.add("ads.tracking.ttl: must be between 1m and 720h (got %v)", a.Tracking.TTL)
+	}
+	if !validCookieName(a.Cookie.Name) {
+		p.add("ads.cookie.name: %q must be 1 to 64 characters of a-z, A-Z, 0-9, '-' and '_'", a.Cookie.Name)
+	}
+	if a.Cookie.MaxAge < time.Hour || a.Cookie.MaxAge > 400*24*time.Hour {
+		p.add("ads.cookie.max_age: must be between 1h and 9600h (400 days, the most browsers keep) (got %v)", a.Cookie.MaxAge)
+	}
+	if !slices.Contains(PrivacyModes, a.Privacy) {
+		p.add("ads.privacy: %q is not one of %s", a.Privacy, strings.Join(PrivacyModes, ", "))
+	}
+	for name, s := range c.Sites {
+		if s.Privacy != "" && !slices.Contains(PrivacyModes, s.Privacy) {
+			p.add("sites.%s.privacy: %q is not one of %s", name, s.Privacy, strings.Join(PrivacyModes, ", "))
+		}
+	}
+	if c.Device.CacheSize < 1 || c.Device.CacheSize > 10_000_000 {
+		p.add("device.cache_size: must be between 1 and 10000000 (got %d)", c.Device.CacheSize)
+	}
+}
+
+func validCurrency(s string) bool {
+	return len(s) == 3 && strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == ""
+}
+
+func validCookieName(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
