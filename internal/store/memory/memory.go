@@ -14,7 +14,8 @@ import (
 	"tsubame/internal/logbatch"
 )
 
-// Store is an in-memory tsubame.Store. It is safe for concurrent use.
+// Store is an in-memory tsubame.Store, CampaignStore and Deduper. It is safe
+// for concurrent use.
 type Store struct {
 	mu      sync.RWMutex
 	byID    map[string]*tsubame.Placement
@@ -24,6 +25,7 @@ type Store struct {
 	log     [][]byte // batches of lines
 	results map[string][]byte
 	camp    campaigns
+	seen    seen // event ids (dedupe.go), with locks of their own
 }
 
 var (
@@ -32,8 +34,10 @@ var (
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{byID: make(map[string]*tsubame.Placement), results: make(map[string][]byte), now: time.Now,
+	s := &Store{byID: make(map[string]*tsubame.Placement), results: make(map[string][]byte), now: time.Now,
 		camp: campaigns{set: &tsubame.CampaignSet{}}}
+	s.seen.init()
+	return s
 }
 
 // Get returns a copy of the placement with the given id.
@@ -131,6 +135,8 @@ func (s *Store) Close() error {
 	defer s.mu.Unlock()
 	s.closed = true
 	s.byID, s.ids = nil, nil
+	// Lock order: mu before a seen shard's (FirstSeen takes a shard's alone).
+	s.seen.close()
 	return nil
 }
 

@@ -39,3 +39,17 @@ func TestCampaignConformance(t *testing.T) {
 		return s
 	})
 }
+
+func TestDedupeConformance(t *testing.T) {
+	storetest.RunDedupe(t, func(t *testing.T) (a, b tsubame.Deduper) {
+		s := memory.New()
+		t.Cleanup(func() { _ = s.Close() })
+		return s, s
+	})
+}
+
+func BenchmarkFirstSeen(b *testing.B) {
+	s := memory.New()
+	defer s.Close()
+	storetest.BenchFirstSeen(b, s)
+}
