@@ -54,9 +54,9 @@ const (
 	version = 1
 	macLen  = sha256.Size
 	// maxRaw is the longest decoded token: version, key id, kind, expiry,
-	// price, four ids, the click destination and the MAC.
-	maxRaw = 1 + 1 + MaxKeyIDLen + 1 + 8 + 8 + 4*(1+MaxIDLen) + 2 + MaxClickLen + macLen
-	minRaw = 1 + 1 + 1 + 1 + 8 + 8 + 4*(1+1) + 2 + macLen
+	// price, five ids and the visitor, the click destination and the MAC.
+	maxRaw = 1 + 1 + MaxKeyIDLen + 1 + 8 + 8 + 6*(1+MaxIDLen) + 2 + MaxClickLen + macLen
+	minRaw = 1 + 1 + 1 + 1 + 8 + 8 + 5*(1+1) + 1 + 2 + macLen
 )
 
 // MaxTokenLen is the longest encoded token Verify looks at; anything longer is
@@ -71,8 +71,12 @@ type Token struct {
 	Kind      Kind
 	Decision  string
 	LineItem  string
+	Campaign  string
 	Creative  string
 	Placement string
+	// User is the visitor the decision was made for: empty when unknown
+	// (or ruled out by a privacy signal), else an id like the others.
+	User string
 	// Click is the absolute http(s) URL a click leads to; set for KindClick
 	// and empty for every other kind.
 	Click string
@@ -233,7 +237,7 @@ func (s *Signer) Sign(t Token) (string, error) {
 	b = append(b, byte(t.Kind))
 	b = binary.BigEndian.AppendUint64(b, uint64(t.Expires.Unix()))
 	b = binary.BigEndian.AppendUint64(b, uint64(t.Price))
-	for _, f := range [...]string{t.Decision, t.LineItem, t.Creative, t.Placement} {
+	for _, f := range [...]string{t.Decision, t.LineItem, t.Campaign, t.Creative, t.Placement, t.User} {
 		b = append(b, byte(len(f)))
 		b = append(b, f...)
 	}
@@ -250,11 +254,14 @@ func checkToken(t *Token) error {
 		return tsubame.Errorf(tsubame.EINVALID, "unknown event kind %d", t.Kind)
 	}
 	for _, f := range [...]struct{ name, v string }{
-		{"decision", t.Decision}, {"line item", t.LineItem}, {"creative", t.Creative}, {"placement", t.Placement},
+		{"decision", t.Decision}, {"line item", t.LineItem}, {"campaign", t.Campaign}, {"creative", t.Creative}, {"placement", t.Placement},
 	} {
 		if !validID(f.v) {
 			return tsubame.Errorf(tsubame.EINVALID, "%s id must be 1 to %d bytes of letters, digits and -_.:@", f.name, MaxIDLen)
 		}
+	}
+	if t.User != "" && !validID(t.User) {
+		return tsubame.Errorf(tsubame.EINVALID, "user id must be 1 to %d bytes of letters, digits and -_.:@", MaxIDLen)
 	}
 	if t.Price < 0 {
 		return tsubame.Errorf(tsubame.EINVALID, "negative price")
@@ -402,7 +409,7 @@ func parse(b []byte) (Token, bool) {
 	b = b[17:]
 	// One string for all fields: the only allocation of a Verify.
 	all := string(b)
-	var ids [4]string
+	var ids [6]string // the last, the user, may be empty
 	off := 0
 	for i := range ids {
 		if off >= len(all) {
@@ -415,7 +422,7 @@ func parse(b []byte) (Token, bool) {
 		}
 		ids[i] = all[off : off+l]
 		off += l
-		if !validID(ids[i]) {
+		if !validID(ids[i]) && (i < len(ids)-1 || ids[i] != "") {
 			return Token{}, false
 		}
 	}
@@ -433,7 +440,7 @@ func parse(b []byte) (Token, bool) {
 		return Token{}, false
 	}
 	return Token{
-		Kind: kind, Decision: ids[0], LineItem: ids[1], Creative: ids[2], Placement: ids[3],
+		Kind: kind, Decision: ids[0], LineItem: ids[1], Campaign: ids[2], Creative: ids[3], Placement: ids[4], User: ids[5],
 		Click: click, Price: tsubame.Money(price), Expires: time.Unix(exp, 0).UTC(),
 	}, true
 }

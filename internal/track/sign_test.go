@@ -29,8 +29,8 @@ func newSigner(t testing.TB, current string, keys ...track.Key) *track.Signer {
 
 func token(kind track.Kind) track.Token {
 	tk := track.Token{
-		Kind: kind, Decision: "01JDX8Q5ZK3M9T7A2B4C6D8E0F", LineItem: "li-42", Creative: "cr.7",
-		Placement: "top:banner@home", Price: 2_500_000, Expires: t0.Add(time.Hour),
+		Kind: kind, Decision: "01JDX8Q5ZK3M9T7A2B4C6D8E0F", LineItem: "li-42", Campaign: "spring", Creative: "cr.7",
+		Placement: "top:banner@home", User: "u-9f8e", Price: 2_500_000, Expires: t0.Add(time.Hour),
 	}
 	if kind == track.KindClick {
 		tk.Click = "https://advertiser.example/landing?utm_source=tsubame&x=%20y#top"
@@ -66,7 +66,7 @@ func TestSignVerifyRoundTrip(t *testing.T) {
 func TestSignLongestFieldsFit(t *testing.T) {
 	s := newSigner(t, "abcdefgh", track.Key{ID: "abcdefgh", Secret: secret('a')})
 	id := strings.Repeat("x", track.MaxIDLen)
-	tk := track.Token{Kind: track.KindClick, Decision: id, LineItem: id, Creative: id, Placement: id,
+	tk := track.Token{Kind: track.KindClick, Decision: id, LineItem: id, Campaign: id, Creative: id, Placement: id, User: id,
 		Click: "https://a.example/" + strings.Repeat("p", track.MaxClickLen-len("https://a.example/")),
 		Price: 1<<63 - 1, Expires: t0.Add(time.Hour)}
 	tok, err := s.Sign(tk)
@@ -466,4 +466,28 @@ func BenchmarkVerifyParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A decision without a known visitor signs an empty User, and only an
+// empty one: the other ids are required.
+func TestSignWithoutUser(t *testing.T) {
+	s := newSigner(t, "k1", track.Key{ID: "k1", Secret: secret('a')})
+	tk := token(track.KindImp)
+	tk.User = ""
+	tok, err := s.Sign(tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Verify(tok, t0)
+	if err != nil || got != tk {
+		t.Fatalf("got %+v, %v; want %+v", got, err, tk)
+	}
+	tk.User, tk.Campaign = "u1", ""
+	if _, err := s.Sign(tk); tsubame.ErrorCode(err) != tsubame.EINVALID {
+		t.Fatalf("empty campaign signed: %v", err)
+	}
+	tk.Campaign, tk.User = "c", "bad user"
+	if _, err := s.Sign(tk); tsubame.ErrorCode(err) != tsubame.EINVALID {
+		t.Fatalf("user with a space signed: %v", err)
+	}
 }
