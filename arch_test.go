@@ -35,6 +35,7 @@ var layering = []struct {
 	{"tsubame/internal/logship", []string{"tsubame/internal/server", "tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/"}},
 	{"tsubame/internal/decision", []string{"tsubame/internal/server", "tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/", "tsubame/cmd/"}},
 	{"tsubame/internal/track", []string{"tsubame/internal/server", "tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/", "tsubame/cmd/"}},
+	{"tsubame/internal/geo", []string{"tsubame/internal/server", "tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/", "tsubame/cmd/"}},
 	{"tsubame/internal/", []string{"tsubame/cmd/", "tsubame/bench", "tsubame/tools/"}},
 }
 
