@@ -1,0 +1,419 @@
+package bulk_test
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"tsubame"
+	"tsubame/internal/bulk"
+)
+
+// exampleYAML is a small but complete campaign file: every kind, amounts
+// as strings and numbers, pacing both ways, targeting with an exclusion.
+const exampleYAML = `currency: JPY
+advertisers:
+  - id: adv-b
+    name: Kaze Travel
+    domains: [kaze.example]
+  - id: adv-a
+    name: Sakura Coffee
+campaigns:
+  - id: camp-1
+    advertiser: adv-a
+    start: 2026-03-01T00:00:00+09:00
+    end: 2026-06-01T00:00:00+09:00
+    budget: {total: "1500000", daily: 50000.25}
+    pacing: even
+  - id: camp-2
+    advertiser: adv-b
+    pacing:
+      mode: frontloaded
+      hour_weights: [1, 1, 1, 1, 1, 1, 2, 4, 6, 6, 5, 5, 6, 5, 4, 4, 5, 6, 8, 9, 9, 7, 4, 2]
+creatives:
+  - id: cr-1
+    advertiser: adv-a
+    format: banner
+    w: 300
+    h: 250
+    html: |
+      <a href="https://a.example/"><img src="https://cdn.a.example/1.png"></a>
+    click: https://a.example/
+    status: approved
+  - id: cr-2
+    advertiser: adv-b
+    format: video
+    w: 1280
+    h: 720
+    duration: 15
+    mimes: [video/mp4]
+    media: https://cdn.kaze.example/15s.mp4
+    click: https://kaze.example/
+line_items:
+  - id: li-2
+    campaign: camp-2
+    priority: 6
+    weight: 1
+    cpm: 1200
+    creatives: [cr-2]
+    frequency: [{impressions: 1, per: 1h}]
+  - id: li-1
+    campaign: camp-1
+    priority: 4
+    weight: 3
+    cpm: "350.5"
+    creatives: [cr-1]
+    limits: {impressions: {total: 2000000, daily: 80000}}
+    targeting:
+      countries: [JP]
+      hours: {from: 7, to: 23}
+      keyvalues: {section: [news, business]}
+      exclude: {sites: [competitor.example]}
+`
+
+func readSet(t *testing.T, in, name string, format bulk.CampaignFormat) *tsubame.CampaignSet {
+	t.Helper()
+	f, err := bulk.ReadCampaigns(strings.NewReader(in), name, format)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := f.Resolve(nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+func write(t *testing.T, set *tsubame.CampaignSet, format bulk.CampaignFormat) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := bulk.WriteCampaigns(&b, set, format); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+func TestCampaignFileRoundTrip(t *testing.T) {
+	set := readSet(t, exampleYAML, "example.yaml", bulk.CampaignsYAML)
+	if got := set.LineItems[1].CPM; got != 350_500_000 {
+		t.Fatalf("cpm %q read as %d micros", "350.5", got)
+	}
+	if got := set.Campaigns[0].Budget.Daily; got != 50_000_250_000 {
+		t.Fatalf("daily budget 50000.25 read as %d micros", got)
+	}
+	sorted := set.Clone()
+	sorted.Sort()
+	for _, format := range []bulk.CampaignFormat{bulk.CampaignsJSON, bulk.CampaignsYAML} {
+		t.Run(string(format), func(t *testing.T) {
+			out := write(t, set, format)
+			back := readSet(t, out, "export", format)
+			if !reflect.DeepEqual(back, sorted) {
+				t.Fatalf("read back a different set:\n%s", out)
+			}
+			if again := write(t, back, format); again != out {
+				t.Fatalf("the export of the read-back set differs:\n%s\n---\n%s", out, again)
+			}
+			// The order of the input does not show in the output.
+			shuffled := set.Clone()
+			slices.Reverse(shuffled.LineItems)
+			slices.Reverse(shuffled.Advertisers)
+			if write(t, shuffled, format) != out {
+				t.Fatal("the export depends on the order of the set")
+			}
+			// Auto tells the formats apart.
+			if auto := readSet(t, out, "-", bulk.CampaignsAuto); !reflect.DeepEqual(auto, sorted) {
+				t.Fatal("auto read a different set")
+			}
+		})
+	}
+	if out := write(t, &tsubame.CampaignSet{}, bulk.CampaignsJSON); !strings.Contains(out, `"line_items": []`) {
+		t.Fatalf("an empty set exports null lists:\n%s", out)
+	}
+	if out := write(t, set, bulk.CampaignsJSON); !strings.Contains(out, `<a href=`) {
+		t.Fatalf("HTML escaped in the export:\n%s", out)
+	}
+}
+
+// Amounts are read from their text in both formats, never through a float.
+func TestCampaignFileAmountsExact(t *testing.T) {
+	base := `{"advertisers":[{"id":"a","name":"A"}],"campaigns":[{"id":"c","advertiser":"a","budget":{"total":AMOUNT}}],"creatives":[],"line_items":[]}`
+	for _, tc := range []struct {
+		format bulk.CampaignFormat
+		amount string
+		want   tsubame.Money
+	}{
+		{bulk.CampaignsJSON, `12345678901.123457`, 12345678901_123457},
+		{bulk.CampaignsJSON, `"12345678901.123457"`, 12345678901_123457},
+		{bulk.CampaignsYAML, `12345678901.123457`, 12345678901_123457},
+		{bulk.CampaignsYAML, `"0.000001"`, 1},
+		{bulk.CampaignsYAML, `0.000001`, 1},
+		{bulk.CampaignsYAML, `9_000`, 9000_000000},
+	} {
+		in := strings.Replace(base, "AMOUNT", tc.amount, 1)
+		if tc.format == bulk.CampaignsYAML {
+			in = "advertisers: [{id: a, name: A}]\ncampaigns: [{id: c, advertiser: a, budget: {total: " + tc.amount + "}}]\n"
+		}
+		set := readSet(t, in, "f", tc.format)
+		if got := set.Campaigns[0].Budget.Total; got != tc.want {
+			t.Errorf("%s %s: %d micros, want %d", tc.format, tc.amount, got, tc.want)
+		}
+	}
+}
+
+// problemLines reads in and returns the problems Resolve (or ReadCampaigns)
+// reports, one string each.
+func problemLines(t *testing.T, in, name string, format bulk.CampaignFormat, base *tsubame.CampaignSet, replace bool) []string {
+	t.Helper()
+	f, err := bulk.ReadCampaigns(strings.NewReader(in), name, format)
+	var set *tsubame.CampaignSet
+	if err == nil {
+		set, err = f.Resolve(base, replace)
+	}
+	var fe *bulk.FileError
+	if !errors.As(err, &fe) || set != nil {
+		t.Fatalf("got %v, %v; want a *bulk.FileError", set, err)
+	}
+	if tsubame.ErrorCode(err) != tsubame.EINVALID {
+		t.Errorf("error kind %q, want invalid", tsubame.ErrorCode(err))
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if want := len(fe.Problems); !strings.HasSuffix(lines[0], "nothing imported:") || len(lines) != want+1 {
+		t.Fatalf("%d lines for %d problems: %s", len(lines), want, err)
+	}
+	return lines[1:]
+}
+
+func TestCampaignFileReportsEveryProblem(t *testing.T) {
+	in := `currency: JPY
+colour: red
+advertisers:
+  - id: adv-a
+    name: Sakura Coffee
+campaigns:
+  - id: camp-1
+    advertiser: adv-a
+    pacing: {mode: even, hour_wieghts: [1]}
+    budget: {total: "12.3456789"}
+creatives:
+  - id: cr-1
+    advertiser: adv-a
+    format: banner
+    w: 300
+    h: 250
+    image: https://cdn.a.example/1.png
+    click: https://a.example/
+line_items:
+  - id: li-1
+    campaign: camp-1
+    priority: high
+    weight: 1
+    cpm: 1
+    creatives: [cr-1]
+    targeting:
+      countries: [JP, jp]
+      postcode: ["100-0001"]
+  - id: li-2
+    campaign: camp-9
+    priority: 1
+    weight: 1
+    cpm: 1
+    creatives: [cr-1]
+  - id: li-1
+    campaign: camp-1
+    priority: 1
+    weight: 1
+    cpm: 1
+    creatives: [cr-1]
+    start: tomorrow
+`
+	got := problemLines(t, in, "campaigns.yaml", bulk.CampaignsYAML, nil, true)
+	want := []string{
+		`campaigns.yaml:2: colour: unknown field`,
+		`campaigns.yaml:9: campaigns[0] (id "camp-1").pacing.hour_wieghts: unknown field`,
+		`campaigns.yaml:10: campaigns[0] (id "camp-1").budget.total: amount "12.3456789": more than 6 decimals (the smallest amount is 0.000001)`,
+		`campaigns.yaml:22: line_items[0] (id "li-1").priority: must be a whole number, not a string`,
+		`campaigns.yaml:27: line_items[0] (id "li-1").targeting.countries[1]: "jp": not an ISO 3166-1 alpha-2 code (two capital letters, such as JP)`,
+		`campaigns.yaml:28: line_items[0] (id "li-1").targeting.postcode: unknown field`,
+		`campaigns.yaml:30: line_items[1] (id "li-2").campaign: campaign "camp-9" does not exist`,
+		`campaigns.yaml:35: line_items[2] (id "li-1").id: the same id as line_items[0]`,
+		`campaigns.yaml:41: line_items[2] (id "li-1").start: must be a time as RFC 3339 writes it, such as "2026-04-01T00:00:00+09:00"`,
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	// The same file as JSON names the same paths on the JSON's lines.
+	jsonIn := `{
+  "advertisers": [{"id": "adv-a", "name": "A", "domain": "a.example"}],
+  "campaigns": [{"id": "camp-1", "advertiser": "adv-a", "budget": {"daily": 1e3}}],
+  "creatives": [],
+  "line_items": [
+    {"id": "li-1", "campaign": "camp-1", "priority": 1.5, "weight": 1, "cpm": 1, "creatives": ["cr-x"], "creatives": []}
+  ]
+}`
+	got = problemLines(t, jsonIn, "c.json", bulk.CampaignsJSON, nil, true)
+	want = []string{
+		`c.json:2: advertisers[0] (id "adv-a").domain: unknown field`,
+		`c.json:3: campaigns[0] (id "camp-1").budget.daily: amount "1e3": exponents are not allowed: write the amount as a plain decimal`,
+		`c.json:6: line_items[0] (id "li-1").priority: must be a whole number, not the number 1.5`,
+		`c.json:6: line_items[0] (id "li-1").creatives: given twice`, // and nothing about what the first gave
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestCampaignFileSyntax(t *testing.T) {
+	for _, tc := range []struct {
+		name, in string
+		format   bulk.CampaignFormat
+		want     string
+	}{
+		{"json", "{\n  \"advertisers\": [\n    {\"id\": \"a\",, }\n  ]\n}", bulk.CampaignsJSON, `f:3:16: invalid JSON: invalid character ',' looking for beginning of object key string`},
+		{"json truncated", "{\n\"advertisers\": [", bulk.CampaignsJSON, `f:2:17: invalid JSON: the input ends inside a value`},
+		{"json trailing", "{}\n{}", bulk.CampaignsJSON, `f:2:1: data after the JSON value`},
+		{"json not an object", "[]", bulk.CampaignsJSON, `f:1: must be an object, not a list`},
+		{"json empty", " \n", bulk.CampaignsJSON, `f: empty: no JSON value`},
+		{"yaml", "advertisers:\n  - id: a\n    name: \"x\n", bulk.CampaignsYAML, `f:3: invalid YAML: found unexpected end of stream`},
+		{"yaml empty", "# nothing\n", bulk.CampaignsYAML, `f: empty: no YAML document`},
+		{"yaml two documents", "currency: JPY\n---\ncurrency: USD\n", bulk.CampaignsYAML, `f:2: a second YAML document: a campaign file is one document`},
+		{"yaml infinity", "advertisers: []\ncampaigns:\n  - budget: {total: .inf}\n", bulk.CampaignsYAML, `f:3: ".inf" is not a finite number`},
+		{"yaml tag", "currency: !!binary SlBZ\n", bulk.CampaignsYAML, `f:1: the tag !!binary is not supported: write a plain value`},
+		{"yaml key", "? [a, b]\n: 1\n", bulk.CampaignsYAML, `f:1: a key must be a plain name, not a list or mapping`},
+		{"yaml alias bomb", "a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n" +
+			"d: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n",
+			bulk.CampaignsYAML, `f:1: aliases expand the file beyond ...`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := problemLines(t, tc.in, "f", tc.format, nil, true)
+			prefix, cut := strings.CutSuffix(tc.want, "...")
+			if len(got) != 1 || got[0] != tc.want && !(cut && strings.HasPrefix(got[0], prefix)) {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// YAML's anchors, aliases and merge keys work; numbers in other notations
+// are read as YAML reads them.
+func TestCampaignFileYAMLFeatures(t *testing.T) {
+	in := `advertisers: [{id: a, name: A}]
+campaigns: [{id: c, advertiser: a}]
+creatives:
+  - {id: cr, advertiser: a, format: banner, w: 0x12c, h: 250, image: "https://a.example/i.png", click: "https://a.example/"}
+line_items:
+  - &base
+    id: li-1
+    campaign: c
+    priority: 010
+    weight: 1
+    cpm: +2.5
+    creatives: [cr]
+  - <<: *base
+    id: li-2
+    weight: 2
+`
+	set := readSet(t, in, "f.yaml", bulk.CampaignsYAML)
+	if len(set.LineItems) != 2 || set.LineItems[1].ID != "li-2" || set.LineItems[1].Weight != 2 || set.LineItems[1].CPM != 2_500_000 ||
+		set.LineItems[1].Campaign != "c" || set.LineItems[0].Priority != 10 || set.Creatives[0].W != 300 {
+		t.Fatalf("read %+v %+v %+v", set.LineItems[0], set.LineItems[1], set.Creatives[0])
+	}
+}
+
+func storedSet(t *testing.T) *tsubame.CampaignSet {
+	t.Helper()
+	return readSet(t, exampleYAML, "stored", bulk.CampaignsYAML)
+}
+
+func TestCampaignFileMerge(t *testing.T) {
+	base := storedSet(t)
+	in := `currency: JPY
+line_items:
+  - {id: li-1, campaign: camp-1, priority: 1, weight: 9, cpm: 1, creatives: [cr-1]}
+  - {id: li-3, campaign: camp-2, priority: 1, weight: 1, cpm: 1, creatives: [cr-2]}
+`
+	f, err := bulk.ReadCampaigns(strings.NewReader(in), "f.yaml", bulk.CampaignsYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := f.Resolve(base, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := bulk.CampaignCounts(set); n["line_items"] != 3 || n["advertisers"] != 2 || n["creatives"] != 2 {
+		t.Fatalf("merged counts %v", n)
+	}
+	if li := set.Object(tsubame.KindLineItem, "li-1").(*tsubame.LineItem); li.Weight != 9 || li.Targeting.Countries != nil {
+		t.Fatalf("li-1 not replaced by the file's: %+v", li)
+	}
+	if base.Object(tsubame.KindLineItem, "li-3") != nil || base.Object(tsubame.KindLineItem, "li-1").(*tsubame.LineItem).Weight != 3 {
+		t.Fatal("the merge changed the stored set")
+	}
+	if got := bulk.DescribeCounts(bulk.CampaignCounts(set)); got != "2 advertisers, 2 campaigns, 2 creatives, 3 line_items" {
+		t.Fatalf("DescribeCounts: %q", got)
+	}
+	// Replace: the file alone, so its references must all be in it.
+	got := problemLines(t, in, "f.yaml", bulk.CampaignsYAML, base, true)
+	if len(got) != 4 || got[0] != `f.yaml:3: line_items[0] (id "li-1").campaign: campaign "camp-1" does not exist` {
+		t.Fatalf("replace: %q", got)
+	}
+
+	// A file moving a creative to another advertiser breaks a stored line
+	// item: the problem names it as stored. Another currency is refused.
+	in = `currency: USD
+creatives:
+  - {id: cr-2, advertiser: adv-a, format: banner, w: 1, h: 1, image: "https://a.example/i.png", click: "https://a.example/"}
+`
+	got = problemLines(t, in, "f.yaml", bulk.CampaignsYAML, base, false)
+	want := []string{
+		`f.yaml:1: currency: "USD" differs from the stored set's "JPY": the stored amounts would change meaning (import with replace to change the currency)`,
+		`f.yaml: stored line_items (id "li-2").creatives[0]: creative "cr-2" belongs to advertiser "adv-a", not to the campaign's advertiser "adv-b"`,
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestCampaignFormats(t *testing.T) {
+	for in, want := range map[string]bulk.CampaignFormat{"": bulk.CampaignsAuto, "auto": bulk.CampaignsAuto, "json": bulk.CampaignsJSON,
+		"YAML": bulk.CampaignsYAML, "yml": bulk.CampaignsYAML} {
+		if got, err := bulk.ParseCampaignFormat(in); err != nil || got != want {
+			t.Errorf("ParseCampaignFormat(%q) = %q, %v", in, got, err)
+		}
+	}
+	if _, err := bulk.ParseCampaignFormat("toml"); err == nil {
+		t.Error("toml accepted")
+	}
+	for name, want := range map[string]bulk.CampaignFormat{"a.json": bulk.CampaignsJSON, "dir.x/a.YAML": bulk.CampaignsYAML,
+		"a.yml": bulk.CampaignsYAML, "a.txt": bulk.CampaignsAuto, "-": bulk.CampaignsAuto} {
+		if got := bulk.CampaignFormatOf(name); got != want {
+			t.Errorf("CampaignFormatOf(%q) = %q", name, got)
+		}
+	}
+}
+
+func TestDecodeStrict(t *testing.T) {
+	var li tsubame.LineItem
+	err := bulk.DecodeStrict([]byte(`{"id": "li-1", "priority": "1", "weight": 1,
+  "cpm": "x", "targeting": {"countries": "JP", "hours": {"from": 1, "until": 2}}}`), "body", &li)
+	var fe *bulk.FileError
+	if !errors.As(err, &fe) || tsubame.ErrorCode(err) != tsubame.EINVALID {
+		t.Fatalf("DecodeStrict: %v", err)
+	}
+	want := `4 problems, nothing imported:
+body:1: priority: must be a whole number, not a string
+body:2: cpm: amount "x": not a decimal number (digits, optionally a point and up to 6 decimals)
+body:2: targeting.countries: must be a list, not a string
+body:2: targeting.hours.until: unknown field`
+	if err.Error() != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", err, want)
+	}
+	li = tsubame.LineItem{}
+	if err := bulk.DecodeStrict([]byte(`{"id":"li-1","cpm":"2.5","creatives":["a"],"targeting":{"hours":{"from":1,"to":2}}}`), "body", &li); err != nil ||
+		li.CPM != 2_500_000 || li.Targeting.Hours.To != 2 || li.Creatives[0] != "a" {
+		t.Fatalf("DecodeStrict: %+v, %v", li, err)
+	}
+}
