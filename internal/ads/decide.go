@@ -1,0 +1,247 @@
+package ads
+
+import (
+	"bytes"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"tsubame"
+	"tsubame/internal/accesslog"
+	"tsubame/internal/decision"
+	"tsubame/internal/render"
+	"tsubame/internal/server"
+	"tsubame/internal/track"
+)
+
+// The answer of a decision request, before it is encoded.
+type answer struct {
+	req       decision.Request
+	kvs       [decision.MaxKeyValues]decision.KeyValue
+	out       [decision.MaxCount]decision.Decision
+	ids       [decision.MaxCount]string
+	imp       [decision.MaxCount]string // impression URLs
+	click     [decision.MaxCount]string // click URLs
+	n         int
+	crawler   bool
+	vast      string // the VAST version the request allows
+	base      []byte // scheme://host of tracking URLs
+	baseBuf   [8 + 256]byte
+	placement []byte
+}
+
+var (
+	errNoPlacement = tsubame.Errorf(tsubame.EINVALID, "missing placement")
+	errBadCount    = tsubame.Errorf(tsubame.EINVALID, "count must be 1 to 16")
+	errBadSite     = tsubame.Errorf(tsubame.EINVALID, "site must be a domain name")
+	errBadKV       = tsubame.Errorf(tsubame.EINVALID, "kv.KEY=VALUE: a key is 1 to 64 letters, digits, '_', '-' and '.', a value at most 256 printable bytes")
+	errBadSize     = tsubame.Errorf(tsubame.EINVALID, "w and h must be 1 to 10000")
+	errBadFormat   = tsubame.Errorf(tsubame.EINVALID, "format must be banner or video")
+	errBadVAST     = tsubame.Errorf(tsubame.EINVALID, "vast must be a VAST version the player takes: 2, 3 or 4")
+)
+
+var answers = sync.Pool{New: func() any { return new(answer) }}
+
+// decide makes the decisions of r for placement, logs each, and leaves
+// them in a (a.n of them; none for a crawler, a.crawler set).
+func (s *Service) decide(w server.Response, r server.Request, placement []byte, format string, a *answer) error {
+	now := time.Now()
+	a.placement = placement
+	var dev Device
+	if s.opt.Device != nil {
+		dev = s.opt.Device(r.UserAgent())
+	}
+	if dev.Bot {
+		a.crawler = true
+		return nil
+	}
+	mode, ok := s.opt.Privacy[r.Site()]
+	if !ok {
+		mode = s.opt.DefaultPrivacy
+	}
+	v, err := s.identify(r, mode)
+	if err != nil {
+		return err
+	}
+	req := &a.req
+	*req = decision.Request{User: v.uid, Placement: string(placement), Time: now,
+		Device: dev.Device, OS: dev.OS, Browser: dev.Browser, Format: format, Count: 1}
+	if err := s.parseRequest(r, a); err != nil {
+		return err
+	}
+	if s.opt.Geo != nil {
+		req.Country, req.Region = s.opt.Geo(r.Client())
+	}
+	s.setCookie(w, r, v)
+
+	out := s.opt.Engine.Index().Decide(req, a.out[:0], nil)
+	a.n = len(out)
+	if a.n == 0 {
+		return nil
+	}
+	a.base = s.trackingBase(r, a.baseBuf[:0])
+	sg := s.signer.Load()
+	expires := now.Add(s.opt.TTL)
+	for i := range out {
+		d := &out[i]
+		id := newID(now)
+		tk := track.Token{Kind: track.KindImp, Decision: id, LineItem: d.Line.ID, Campaign: d.Line.Campaign,
+			Creative: d.Creative.ID, Placement: req.Placement, User: v.uid, Price: d.Line.CPM, Expires: expires}
+		imp, err := sg.Sign(tk)
+		if err != nil {
+			// Ids longer than a token carries: the model allows 128
+			// bytes, tokens 64. The line item cannot be tracked, so it
+			// is not served.
+			return tsubame.WrapError(tsubame.EINTERNAL, err, "cannot sign the impression of line item %q", d.Line.ID)
+		}
+		tk.Kind, tk.Click = track.KindClick, d.Creative.Click
+		click, err := sg.Sign(tk)
+		if err != nil {
+			return tsubame.WrapError(tsubame.EINTERNAL, err, "cannot sign the click of line item %q", d.Line.ID)
+		}
+		a.ids[i], a.imp[i], a.click[i] = id, string(a.base)+PathImp+imp, string(a.base)+PathClick+click
+		e := accesslog.Event{Kind: accesslog.EventDecision, ID: accesslog.String("d:" + id), Decision: accesslog.String(id),
+			LineItem: accesslog.String(d.Line.ID), Campaign: accesslog.String(d.Line.Campaign), Creative: accesslog.String(d.Creative.ID),
+			Placement: accesslog.Bytes(placement), UID: accesslog.String(v.uid), Price: int64(d.Line.CPM),
+			Currency: accesslog.String(s.opt.Currency), Valid: true}
+		e.AddText(keySite, accesslog.String(req.Site))
+		e.AddText(keyCountry, accesslog.String(req.Country))
+		e.AddText(keyDevice, accesslog.String(req.Device))
+		if err := s.logEvent(r, &e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseRequest reads the request's parameters into a.req: site (else the
+// Referer's host), kv.KEY=VALUE pairs, count, format, w, h and vast.
+func (s *Service) parseRequest(r server.Request, a *answer) error {
+	req := &a.req
+	site := r.Query("site")
+	if site == nil {
+		site = refererHost(r.Header("Referer"))
+	} else if !validSite(site) {
+		return errBadSite
+	}
+	if len(site) > 0 && validSite(site) {
+		req.Site = string(bytes.ToLower(site))
+	}
+	var bad error
+	kvs := a.kvs[:0]
+	r.QueryEach(func(k, v []byte) {
+		key, ok := bytes.CutPrefix(k, []byte("kv."))
+		if !ok || bad != nil {
+			return
+		}
+		if !validKVKey(key) || len(v) > tsubame.MaxValueLength || !printable(v) {
+			bad = errBadKV
+			return
+		}
+		if len(kvs) < cap(kvs) {
+			kvs = append(kvs, decision.KeyValue{Key: string(key), Value: string(v)})
+		}
+	})
+	if bad != nil {
+		return bad
+	}
+	req.KeyValues = kvs
+	if c := r.Query("count"); c != nil {
+		n, err := strconv.Atoi(string(c))
+		if err != nil || n < 1 || n > decision.MaxCount {
+			return errBadCount
+		}
+		req.Count = n
+	}
+	if f := r.Query("format"); f != nil {
+		switch string(f) {
+		case tsubame.FormatBanner, tsubame.FormatVideo:
+			if req.Format != "" && req.Format != string(f) {
+				return errBadFormat
+			}
+			req.Format = string(f)
+		default:
+			return errBadFormat
+		}
+	}
+	for _, p := range []struct {
+		name string
+		dst  *int
+	}{{"w", &req.W}, {"h", &req.H}} {
+		if b := r.Query(p.name); b != nil {
+			n, err := strconv.Atoi(string(b))
+			if err != nil || n < 1 || n > 10000 {
+				return errBadSize
+			}
+			*p.dst = n
+		}
+	}
+	a.vast = render.VASTVersion
+	if b := r.Query("vast"); b != nil {
+		v, ok := render.ParseVASTVersion(b)
+		if !ok {
+			return errBadVAST
+		}
+		a.vast = v
+	}
+	return nil
+}
+
+// trackingBase appends the scheme and host tracking URLs start with.
+func (s *Service) trackingBase(r server.Request, dst []byte) []byte {
+	if s.opt.TrackingURL != "" {
+		return append(dst, s.opt.TrackingURL...)
+	}
+	if r.TLS() {
+		dst = append(dst, "https://"...)
+	} else {
+		dst = append(dst, "http://"...)
+	}
+	return append(dst, r.Host()...)
+}
+
+func refererHost(ref []byte) []byte {
+	if len(ref) == 0 || len(ref) > 2048 {
+		return nil
+	}
+	u, err := url.Parse(string(ref))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return nil
+	}
+	return []byte(u.Hostname())
+}
+
+// validSite admits a DNS name: letters, digits, '-' and '.', at most 253.
+func validSite(b []byte) bool {
+	if len(b) == 0 || len(b) > 253 {
+		return false
+	}
+	for _, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func validKVKey(b []byte) bool {
+	if len(b) == 0 || len(b) > 64 {
+		return false
+	}
+	for _, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func printable(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}

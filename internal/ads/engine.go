@@ -1,0 +1,134 @@
+package ads
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"tsubame"
+	"tsubame/internal/decision"
+)
+
+// Engine keeps the decision index compiled from a CampaignStore: it
+// compiles a new one when the store's version moves, off the request path,
+// and swaps it in at once. Requests read the index with one atomic load.
+type Engine struct {
+	store    tsubame.CampaignStore
+	counters decision.Counters
+	log      *slog.Logger
+
+	idx     atomic.Pointer[decision.Index]
+	mu      sync.Mutex // serialises Refresh
+	version uint64     // of idx; under mu
+	stale   bool       // under mu: compile even at the same version
+	built   atomic.Bool
+	// changed wakes Run: a feed's signal, or a write through this process.
+	changed chan struct{}
+}
+
+// NewEngine returns an Engine over store with an empty index; Refresh (or
+// Run) compiles the first. counters may be nil (decision.NoCounters).
+func NewEngine(store tsubame.CampaignStore, counters decision.Counters, log *slog.Logger) *Engine {
+	e := &Engine{store: store, counters: counters, log: log, changed: make(chan struct{}, 1)}
+	empty, _ := decision.Compile(&tsubame.CampaignSet{}, decision.Options{Counters: counters})
+	e.idx.Store(empty)
+	return e
+}
+
+// Index is the index in use. It is immutable: a request keeps the one it
+// loaded to the end.
+func (e *Engine) Index() *decision.Index { return e.idx.Load() }
+
+// Ready reports whether an index has been compiled from the store.
+func (e *Engine) Ready() bool { return e.built.Load() }
+
+// Changed tells the engine the store may have changed (a feed's signal or
+// a write through this process): Run refreshes at once. It never blocks.
+func (e *Engine) Changed() {
+	select {
+	case e.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Refresh compiles a new index if the store's version differs from the
+// index's (or none was built yet), and reports whether it did. On an error
+// the index in use stays.
+func (e *Engine) Refresh(ctx context.Context) (bool, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	v, err := e.store.CampaignsVersion(ctx)
+	if err != nil {
+		return false, err
+	}
+	if e.built.Load() && v == e.version && !e.stale {
+		return false, nil
+	}
+	set, v, err := e.store.Snapshot(ctx)
+	if err != nil {
+		return false, err
+	}
+	start := time.Now()
+	idx, err := decision.Compile(set, decision.Options{Counters: e.counters})
+	if err != nil {
+		return false, err
+	}
+	level := slog.LevelDebug // a periodic compile of the same version
+	if !e.built.Load() || v != e.version {
+		level = slog.LevelInfo
+	}
+	e.idx.Store(idx)
+	e.version, e.stale = v, false
+	if e.log != nil {
+		e.log.Log(ctx, level, "decision index compiled", "version", v, "line_items", idx.Len(), "took", time.Since(start).Round(time.Microsecond))
+	}
+	e.built.Store(true)
+	return true, nil
+}
+
+// Run refreshes every interval and whenever Changed is called, until ctx
+// ends. Flights start and end with time, not with writes: the interval
+// also recompiles at least every recompileEvery, so a line item whose
+// flight has ended leaves the index. Errors are logged, and the index in
+// use stays until a refresh succeeds.
+func (e *Engine) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	lastBuild := time.Now()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-e.changed:
+		}
+		if time.Since(lastBuild) >= recompileEvery {
+			e.mu.Lock()
+			e.stale = true // flights move with the clock
+			e.mu.Unlock()
+		}
+		built, err := e.Refresh(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			if !failing && e.log != nil {
+				e.log.Error("cannot refresh the decision index; serving the one in use", "err", err)
+			}
+			failing = true
+		case err == nil:
+			if failing && e.log != nil {
+				e.log.Info("decision index refreshes again")
+			}
+			failing = false
+			if built {
+				lastBuild = time.Now()
+			}
+		}
+	}
+}
+
+// recompileEvery bounds how long a compiled index serves without a change:
+// Compile leaves out ended flights, and a flight's end is not a write.
+const recompileEvery = time.Minute

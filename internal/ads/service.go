@@ -1,0 +1,145 @@
+package ads
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"tsubame"
+	"tsubame/internal/accesslog"
+	"tsubame/internal/server"
+	"tsubame/internal/track"
+)
+
+// Device is what a User-Agent tells: the values targeting compares
+// (tsubame.Devices, lower-case OS and browser tokens), and whether it is a
+// crawler.
+type Device struct {
+	Device, OS, Browser string
+	Bot                 bool
+}
+
+// Deduper tells a repeated event apart, across every node sharing the store
+// (tsubame.Deduper).
+type Deduper interface {
+	FirstSeen(ctx context.Context, id string, ttl time.Duration) (bool, error)
+}
+
+// Options configure a Service.
+type Options struct {
+	Engine *Engine
+	Signer *track.Signer
+	// Currency is the ISO 4217 code of every price.
+	Currency string
+	// TrackingURL is the scheme and host of tracking URLs
+	// (https://ads.example.com); empty takes the ad request's own.
+	TrackingURL string
+	// TTL is how long tracking URLs are honoured.
+	TTL time.Duration
+	// CookieName and CookieMaxAge are the visitor cookie's.
+	CookieName   string
+	CookieMaxAge time.Duration
+	// Privacy is the mode of each site by name; others take DefaultPrivacy.
+	Privacy        map[string]Privacy
+	DefaultPrivacy Privacy
+	// Geo maps a client address to its country and region; nil: none.
+	Geo func(netip.Addr) (country, region string)
+	// Device parses a User-Agent (valid only during the call); nil: none
+	// (no device targeting, no crawler is recognised).
+	Device func(ua []byte) Device
+	// Dedupe counts a repeated impression or click once.
+	Dedupe Deduper
+	// AdSystem names the ad server in VAST documents.
+	AdSystem string
+	Log      *slog.Logger
+}
+
+// Service answers decisions and their tracking URLs. It is safe for
+// concurrent use.
+type Service struct {
+	opt    Options
+	signer atomic.Pointer[track.Signer]
+	// bufs holds answer buffers.
+	bufs sync.Pool
+}
+
+// Route names and paths.
+const (
+	RouteDecide = "decide"
+	RouteImp    = "track_imp"
+	RouteClick  = "track_click"
+
+	PathDecide = "/api/decide"
+	PathImp    = "/t/i/"
+	PathClick  = "/t/c/"
+)
+
+// New checks opt and returns a Service.
+func New(opt Options) (*Service, error) {
+	switch {
+	case opt.Engine == nil:
+		return nil, tsubame.Errorf(tsubame.EINVALID, "ads: no decision engine")
+	case opt.Signer == nil:
+		return nil, tsubame.Errorf(tsubame.EINVALID, "ads: no signing keys")
+	case opt.Dedupe == nil:
+		return nil, tsubame.Errorf(tsubame.EINVALID, "ads: no deduper: a repeated impression would count twice")
+	case opt.TTL <= 0:
+		return nil, tsubame.Errorf(tsubame.EINVALID, "ads: tracking TTL must be positive")
+	case opt.CookieName == "":
+		return nil, tsubame.Errorf(tsubame.EINVALID, "ads: no cookie name")
+	}
+	if opt.Currency == "" {
+		opt.Currency = tsubame.DefaultCurrency
+	}
+	if opt.AdSystem == "" {
+		opt.AdSystem = "Tsubame"
+	}
+	s := &Service{opt: opt}
+	s.signer.Store(opt.Signer)
+	s.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
+	return s, nil
+}
+
+// SetSigner replaces the signing keys (a reload after a rotation).
+func (s *Service) SetSigner(sg *track.Signer) { s.signer.Store(sg) }
+
+// Routes are the public routes of the service: /api/decide and the
+// impression and click URLs, each request and event logged to log.
+func (s *Service) Routes(log *accesslog.Logger) []server.Route {
+	get := []string{"GET"}
+	return []server.Route{
+		{Name: RouteDecide, Path: PathDecide, Methods: get, Handler: server.HandlerFunc(s.serveDecide), Log: log},
+		{Name: RouteImp, Path: PathImp, Methods: get, Handler: server.HandlerFunc(s.serveImp), Log: log},
+		{Name: RouteClick, Path: PathClick, Methods: get, Handler: server.HandlerFunc(s.serveClick), Log: log},
+	}
+}
+
+// Extra fields of event lines.
+var (
+	keySite    = accesslog.MustKey("site")
+	keyCountry = accesslog.MustKey("country")
+	keyDevice  = accesslog.MustKey("device")
+	keyReason  = accesslog.MustKey("reason")
+)
+
+// Why an event line is not valid.
+const (
+	reasonRepeat  = "repeat"
+	reasonCrawler = "crawler"
+	reasonStore   = "store_unavailable" // the deduper could not tell: not counted
+)
+
+var errLog = tsubame.Errorf(tsubame.EUNAVAILABLE, "access log unavailable")
+
+func (s *Service) logEvent(r server.Request, e *accesslog.Event) error {
+	if err := r.LogEvent(e); err != nil {
+		if s.opt.Log != nil {
+			s.opt.Log.Error("access log refused an event line; not serving it", "event", e.Kind.String(), "err", err)
+		}
+		return errLog
+	}
+	return nil
+}

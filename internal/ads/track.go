@@ -1,0 +1,95 @@
+package ads
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"time"
+
+	"tsubame/internal/accesslog"
+	"tsubame/internal/server"
+	"tsubame/internal/track"
+)
+
+// pixel is a transparent 1×1 GIF, the impression URL's answer.
+var pixel = []byte("GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\x00\x00\x00!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;")
+
+// dedupeTimeout bounds how long an impression or click waits for the
+// store to tell a repeat; past it the event is logged as not counted.
+const dedupeTimeout = time.Second
+
+// dedupeSlack keeps an event id a little past its token's expiry, so a
+// repeat a clock skew between nodes lets through is still caught.
+const dedupeSlack = 5 * time.Minute
+
+// serveImp answers /t/i/<token> with a 1×1 GIF and logs the impression:
+// counted (valid) the first time on any node, not for repeats and
+// crawlers. A tampered, expired or foreign token is a 4xx with nothing
+// logged but the request's line.
+func (s *Service) serveImp(w server.Response, r server.Request) error {
+	t, err := s.verify(r, PathImp, track.KindImp)
+	if err != nil {
+		return err
+	}
+	if err := s.count(r, &t, accesslog.EventImp, "imp:", int64(t.Price)); err != nil {
+		return err
+	}
+	w.Header("Cache-Control", "no-store")
+	w.Body("image/gif", pixel)
+	return nil
+}
+
+// serveClick answers /t/c/<token> with a 302 to the creative's click URL
+// the token carries (signed: never an open redirect) and logs the click as
+// serveImp does the impression.
+func (s *Service) serveClick(w server.Response, r server.Request) error {
+	t, err := s.verify(r, PathClick, track.KindClick)
+	if err != nil {
+		return err
+	}
+	if err := s.count(r, &t, accesslog.EventClick, "click:", 0); err != nil {
+		return err
+	}
+	w.Header("Cache-Control", "no-store")
+	w.Redirect(t.Click, http.StatusFound)
+	return nil
+}
+
+func (s *Service) verify(r server.Request, prefix string, kind track.Kind) (track.Token, error) {
+	tok, _ := bytes.CutPrefix(r.Path(), []byte(prefix))
+	if len(tok) > track.MaxTokenLen {
+		return track.Token{}, track.ErrMalformed
+	}
+	return s.signer.Load().VerifyKind(string(tok), kind, time.Now())
+}
+
+// count logs the event of t: valid unless a crawler fetched it, the id was
+// seen before, or the store could not tell.
+func (s *Service) count(r server.Request, t *track.Token, kind accesslog.EventKind, idPrefix string, price int64) error {
+	id := idPrefix + t.Decision
+	reason := ""
+	if s.opt.Device != nil && s.opt.Device(r.UserAgent()).Bot {
+		reason = reasonCrawler // and its fetch does not use up the id
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), dedupeTimeout)
+		first, err := s.opt.Dedupe.FirstSeen(ctx, id, time.Until(t.Expires)+dedupeSlack)
+		cancel()
+		switch {
+		case err != nil:
+			reason = reasonStore
+			if s.opt.Log != nil {
+				s.opt.Log.Warn("cannot tell a repeated event; logged as not counted", "event", kind.String(), "err", err)
+			}
+		case !first:
+			reason = reasonRepeat
+		}
+	}
+	e := accesslog.Event{Kind: kind, ID: accesslog.String(id), Decision: accesslog.String(t.Decision),
+		LineItem: accesslog.String(t.LineItem), Campaign: accesslog.String(t.Campaign), Creative: accesslog.String(t.Creative),
+		Placement: accesslog.String(t.Placement), UID: accesslog.String(t.User), Price: price,
+		Currency: accesslog.String(s.opt.Currency), Valid: reason == ""}
+	if reason != "" {
+		e.AddText(keyReason, accesslog.String(reason))
+	}
+	return s.logEvent(r, &e)
+}

@@ -1,0 +1,41 @@
+package ads
+
+import (
+	"tsubame"
+	"tsubame/internal/render"
+)
+
+// appendVAST appends a VAST document (in the version the request allows)
+// of the first n decisions that are videos; none makes the empty
+// document players read as "no ad".
+func (s *Service) appendVAST(dst []byte, a *answer, n int) []byte {
+	var ads [len(a.out)]render.VASTAd
+	k := 0
+	for i := range n {
+		if a.out[i].Creative.Format == tsubame.FormatVideo {
+			ads[k] = s.vastAd(a, i)
+			k++
+		}
+	}
+	return render.AppendVASTInline(dst, a.vast, ads[:k])
+}
+
+// appendVASTOne appends the VAST document of decision i alone.
+func (s *Service) appendVASTOne(dst []byte, a *answer, i int) []byte {
+	ad := [1]render.VASTAd{s.vastAd(a, i)}
+	return render.AppendVASTInline(dst, a.vast, ad[:])
+}
+
+func (s *Service) vastAd(a *answer, i int) render.VASTAd {
+	d := &a.out[i]
+	c := d.Creative
+	mime := "video/mp4"
+	if len(c.MIMEs) > 0 {
+		mime = c.MIMEs[0]
+	}
+	return render.VASTAd{
+		ID: a.ids[i], AdSystem: s.opt.AdSystem, Title: c.ID, Advertiser: d.Line.Advertiser, CreativeID: c.ID,
+		Duration: c.Duration, Media: c.Media, MIME: mime, W: c.W, H: c.H,
+		Impression: a.imp[i], ClickThrough: a.click[i], Categories: c.Categories,
+	}
+}

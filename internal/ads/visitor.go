@@ -1,0 +1,190 @@
+package ads
+
+import (
+	"encoding/base64"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"tsubame"
+	"tsubame/internal/server"
+	"tsubame/internal/track"
+)
+
+// Privacy is how a site meets its visitors' privacy signals.
+type Privacy uint8
+
+const (
+	// PrivacySignals sets and reads the visitor cookie, and takes a uid,
+	// unless the request carries a privacy signal.
+	PrivacySignals Privacy = iota
+	// PrivacyNoCookies never sets or reads the cookie; a uid is still
+	// taken unless the request carries a privacy signal.
+	PrivacyNoCookies
+)
+
+// ParsePrivacy maps a configured mode ("signals", "no_cookies").
+func ParsePrivacy(s string) (Privacy, bool) {
+	switch s {
+	case "signals":
+		return PrivacySignals, true
+	case "no_cookies":
+		return PrivacyNoCookies, true
+	}
+	return 0, false
+}
+
+// visitor is who a request is for.
+type visitor struct {
+	uid string // "" when unknown or ruled out
+	// private: a privacy signal rules per-visitor caps and targeting out.
+	private bool
+	// newCookie: uid was made for this request and is set as the cookie.
+	newCookie bool
+}
+
+var errBadUID = tsubame.Errorf(tsubame.EINVALID, "uid must be 1 to 64 characters of letters, digits and -_.:@")
+
+// identify picks the visitor of r: none when a privacy signal is present;
+// else the uid parameter, else (unless the site takes no cookies) the
+// cookie, made anew when missing or not one of ours.
+func (s *Service) identify(r server.Request, mode Privacy) (visitor, error) {
+	if privacySignal(r) {
+		return visitor{private: true}, nil
+	}
+	if uid := r.Query("uid"); uid != nil {
+		if !validUID(uid) {
+			return visitor{}, errBadUID
+		}
+		return visitor{uid: string(uid)}, nil
+	}
+	if mode == PrivacyNoCookies {
+		return visitor{}, nil
+	}
+	if c := r.Cookie(s.opt.CookieName); validCookieID(c) {
+		return visitor{uid: string(c)}, nil
+	}
+	return visitor{uid: newID(time.Now()), newCookie: true}, nil
+}
+
+// setCookie sets the visitor cookie made for v: HttpOnly (no script of
+// the page reads it), and over TLS Secure with SameSite=None, which an ad
+// server on its own domain needs for the browser to send it back from the
+// publisher's page.
+func (s *Service) setCookie(w server.Response, r server.Request, v visitor) {
+	if !v.newCookie {
+		return
+	}
+	tls := r.TLS()
+	w.Cookie(server.Cookie{Name: s.opt.CookieName, Value: v.uid, MaxAge: s.opt.CookieMaxAge,
+		HTTPOnly: true, Secure: tls, SameSiteNone: tls})
+}
+
+// privacySignal reports whether r carries a signal that rules per-visitor
+// storage and targeting out: gdpr=1 without storage consent (TCF purpose
+// 1) in gdpr_consent, a us_privacy string opting out of sale, any gpp
+// string, coppa=1, DNT: 1 or Sec-GPC: 1.
+func privacySignal(r server.Request) bool {
+	if string(r.Query("coppa")) == "1" || string(r.Header("DNT")) == "1" || string(r.Header("Sec-GPC")) == "1" {
+		return true
+	}
+	if string(r.Query("gdpr")) == "1" && !tcfStorageConsent(r.Query("gdpr_consent")) {
+		return true
+	}
+	if up := r.Query("us_privacy"); len(up) == 4 && up[2] == 'Y' {
+		return true
+	}
+	return len(r.Query("gpp")) > 0
+}
+
+// tcfStorageConsent reports whether a TCF v2 consent string's core segment
+// grants purpose 1 (store and access information on a device). The string
+// is base64url; the core segment's fields before the purposes take 152
+// bits (TCF v2.2 core string layout), so purpose 1 is bit 152.
+func tcfStorageConsent(s []byte) bool {
+	const purposesAt = 152
+	if len(s) < 30 {
+		return false
+	}
+	var raw [24]byte
+	var enc [32]byte
+	n := copy(enc[:], s[:min(len(s), 32)])
+	for i := range n {
+		if enc[i] == '.' { // the core segment ended early
+			return false
+		}
+	}
+	m, err := base64.RawURLEncoding.Decode(raw[:], enc[:n-n%4])
+	if err != nil || m*8 < purposesAt+1 {
+		return false
+	}
+	if raw[0]>>2 != 2 { // the version, 6 bits
+		return false
+	}
+	return raw[purposesAt/8]&(0x80>>(purposesAt%8)) != 0
+}
+
+func validUID(b []byte) bool {
+	if len(b) == 0 || len(b) > track.MaxIDLen {
+		return false
+	}
+	for _, c := range b {
+		if !tsubame.IDChar(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// validCookieID admits only ids this server makes (newID), so a cookie
+// set by someone else on the domain cannot put anything in the log.
+func validCookieID(b []byte) bool {
+	if len(b) != idLen {
+		return false
+	}
+	for _, c := range b {
+		if crockfordIndex(c) < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// idLen is the length of a decision id or a visitor id: 26 characters of
+// Crockford's base32, 48 bits of milliseconds then 80 random bits (the
+// ULID layout: ids sort by time, and two nodes never make the same one).
+const idLen = 26
+
+const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+func crockfordIndex(c byte) int {
+	return strings.IndexByte(crockford, c)
+}
+
+// newID makes a decision or visitor id. The runtime's random source is
+// ChaCha8, seeded from the system: ids cannot be guessed from others.
+func newID(now time.Time) string {
+	var b [idLen]byte
+	appendID(b[:0], now)
+	return string(b[:])
+}
+
+func appendID(dst []byte, now time.Time) []byte {
+	var b [idLen]byte
+	ms := uint64(now.UnixMilli())
+	for i := 9; i >= 0; i-- { // 50 bits of time, the top 2 zero
+		b[i] = crockford[ms&31]
+		ms >>= 5
+	}
+	r := rand.Uint64()
+	for i := 10; i < 22; i++ { // 60 random bits
+		b[i] = crockford[r&31]
+		r >>= 5
+	}
+	r = rand.Uint64()
+	for i := 22; i < idLen; i++ { // 20 more
+		b[i] = crockford[r&31]
+		r >>= 5
+	}
+	return append(dst, b[:]...)
+}
