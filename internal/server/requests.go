@@ -19,7 +19,9 @@ var boundsNS = func() (out [15]int64) {
 }()
 
 // Codes are the status codes counted apart; any other is counted as 0.
-var Codes = []int{200, 204, 304, 400, 401, 403, 404, 405, 408, 413, 429, 431, 500, 503, 0}
+var Codes = [numCodes]int{200, 204, 302, 304, 400, 401, 403, 404, 405, 408, 413, 429, 431, 500, 503, 0}
+
+const numCodes = 16
 
 func codeIndex(code int) int {
 	switch code {
@@ -27,32 +29,34 @@ func codeIndex(code int) int {
 		return 0
 	case 204:
 		return 1
-	case 304:
+	case 302:
 		return 2
-	case 400:
+	case 304:
 		return 3
-	case 401:
+	case 400:
 		return 4
-	case 403:
+	case 401:
 		return 5
-	case 404:
+	case 403:
 		return 6
-	case 405:
+	case 404:
 		return 7
-	case 408:
+	case 405:
 		return 8
-	case 413:
+	case 408:
 		return 9
-	case 429:
+	case 413:
 		return 10
-	case 431:
+	case 429:
 		return 11
-	case 500:
+	case 431:
 		return 12
-	case 503:
+	case 500:
 		return 13
+	case 503:
+		return 14
 	}
-	return 14
+	return 15
 }
 
 // routeStats counts one route's requests by status code and latency:
@@ -66,8 +70,8 @@ type routeStats struct {
 const statShards = 8
 
 type statShard struct {
-	buckets [15][16]atomic.Uint64 // [code][bucket]
-	sumNS   [15]atomic.Int64
+	buckets [numCodes][16]atomic.Uint64 // [code][bucket]
+	sumNS   [numCodes]atomic.Int64
 	_       [64]byte // keeps the next shard off this one's last cache line
 }
 
