@@ -16,6 +16,9 @@ const SourceDecide = "decide"
 // Ads configures deciding (/api/decide and source: decide endpoints) and
 // tracking.
 type Ads struct {
+	// Enabled serves /api/decide and the tracking URLs (and lets endpoints
+	// take source: decide); it needs a store that keeps campaigns.
+	Enabled bool `koanf:"enabled"`
 	// Currency is the ISO 4217 code of every amount.
 	Currency string `koanf:"currency"`
 	// Refresh is how often the store's campaigns version is checked (Redis
@@ -114,6 +117,9 @@ func (c *Config) Deciding() bool {
 
 func (c *Config) validateAds(p *problems) {
 	a := c.Ads
+	if !a.Enabled && c.Deciding() {
+		p.add("ads.enabled: false, but an endpoint has source: decide")
+	}
 	if !validCurrency(a.Currency) {
 		p.add("ads.currency: %q is not an ISO 4217 code such as USD or JPY (three upper-case letters)", a.Currency)
 	}

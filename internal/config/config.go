@@ -367,7 +367,7 @@ func (c *Config) validateKafka(add func(string, ...any)) {
 		return
 	}
 	if !c.UsesLog(LogFile) {
-		add("access_log.kafka: the shipper reads the file log, and no endpoint has access_log: file")
+		add("access_log.kafka: the shipper reads the file log, and nothing writes it (no endpoint has access_log: file, and ads.enabled is false)")
 	}
 	for _, b := range k.Brokers {
 		if err := checkAddr(b); err != nil {
@@ -656,8 +656,12 @@ type Endpoint struct {
 	Template string `koanf:"template"`
 }
 
-// UsesLog reports whether any endpoint logs to the given destination.
+// UsesLog reports whether anything logs to the given destination: an
+// endpoint, or (the file) the ads routes.
 func (c *Config) UsesLog(dest string) bool {
+	if dest == LogFile && c.Ads.Enabled { // /api/decide and the tracking URLs
+		return true
+	}
 	for _, ep := range c.Endpoints {
 		if ep.AccessLog == dest {
 			return true

@@ -563,7 +563,7 @@ access_log:
 	if strings.Contains(text, "\"p\"") {
 		t.Error("an error shows the password")
 	}
-	noFile := load(t, "endpoints: {x: {source: store}}\n", "TSUBAME_ACCESS_LOG_KAFKA_BROKERS=k1:9092")
+	noFile := load(t, "endpoints: {x: {source: store}}\nads: {enabled: false}\n", "TSUBAME_ACCESS_LOG_KAFKA_BROKERS=k1:9092")
 	if errs := fmt.Sprint(noFile.Validate()); !strings.Contains(errs, "no endpoint has access_log: file") {
 		t.Errorf("a shipper without a file log is accepted: %s", errs)
 	}

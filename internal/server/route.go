@@ -87,6 +87,15 @@ func (r Request) Cookie(name string) []byte { return r.ctx.Request.Header.Cookie
 // Host is the Host the request names (the site it was routed by).
 func (r Request) Host() []byte { return r.ctx.Host() }
 
+// Site is the name of the site the request's Host routes to ("" for the
+// default site, and for a host no site takes).
+func (r Request) Site() string {
+	if st := r.s.routes.Load().site(r.ctx.Host()); st != nil {
+		return st.name
+	}
+	return ""
+}
+
 // Body is the request's body.
 func (r Request) Body() []byte { return r.ctx.PostBody() }
 

@@ -171,6 +171,7 @@ type routes struct {
 }
 
 type site struct {
+	name      string // "" for the default site
 	endpoints map[string]*endpoint
 	static    *static.Server
 }
@@ -362,6 +363,7 @@ func (s *Server) Reload(opt Options, endpoints []Endpoint) error {
 		if err != nil {
 			return tsubame.WrapError(tsubame.EINVALID, err, "site %q", sc.Name)
 		}
+		st.name = sc.Name
 		for _, h := range sc.Hosts {
 			h = strings.ToLower(h)
 			m, key := r.exact, h
