@@ -142,11 +142,20 @@ type Creative struct {
 	Status string `json:"status,omitempty"`
 }
 
+// Line item statuses: a paused line item keeps its place and settings in
+// the set but serves nothing until it is active again.
+const (
+	StatusActive = "active" // the default
+	StatusPaused = "paused"
+)
+
 // LineItem says which of a campaign's creatives serve where, when, at what
 // price and how often.
 type LineItem struct {
 	ID       string `json:"id"`
 	Campaign string `json:"campaign"`
+	// Status is active (the default) or paused.
+	Status string `json:"status,omitempty"`
 	// Priority 1 (first) to 16: a lower priority serves only when no line
 	// item of a higher one qualifies.
 	Priority int `json:"priority"`
@@ -887,9 +896,17 @@ func (c *Creative) check(v *checker, at string) {
 	}
 }
 
+// Paused reports whether l is paused.
+func (l *LineItem) Paused() bool { return l.Status == StatusPaused }
+
 func (l *LineItem) check(v *checker, at string) {
 	checkID(v, at+".id", l.ID)
 	checkRef(v, at+".campaign", l.Campaign)
+	switch l.Status {
+	case "", StatusActive, StatusPaused:
+	default:
+		v.add(at+".status", "%q is not one of active, paused", clip(l.Status, 40))
+	}
 	if l.Priority < MinPriority || l.Priority > MaxPriority {
 		v.add(at+".priority", "must be %d to %d, not %d", MinPriority, MaxPriority, l.Priority)
 	}

@@ -138,6 +138,7 @@ func TestValidateRules(t *testing.T) {
 		{"video mime", func(s *tsubame.CampaignSet) { s.Creatives[1].MIMEs = []string{"mp4"} }, `creatives[1] (id "cr-2").mimes[0]`},
 		{"video duration", func(s *tsubame.CampaignSet) { s.Creatives[1].Duration = 0 }, `creatives[1] (id "cr-2").duration`},
 		{"line item campaign", func(s *tsubame.CampaignSet) { s.LineItems[0].Campaign = "c-9" }, `line_items[0] (id "li-1").campaign`},
+		{"line item status", func(s *tsubame.CampaignSet) { s.LineItems[0].Status = "stopped" }, `line_items[0] (id "li-1").status`},
 		{"creative missing", func(s *tsubame.CampaignSet) { s.LineItems[0].Creatives[1] = "cr-9" }, `line_items[0] (id "li-1").creatives[1]`},
 		{"creative twice", func(s *tsubame.CampaignSet) { s.LineItems[0].Creatives[1] = "cr-1" }, `line_items[0] (id "li-1").creatives[1]`},
 		{"no creative", func(s *tsubame.CampaignSet) { s.LineItems[0].Creatives = nil }, `line_items[0] (id "li-1").creatives`},

@@ -8,9 +8,9 @@
 //
 // # The index
 //
-// Compile keeps approved creatives only, and line items with at least one
-// of them whose flight (the campaign's window narrowed by the line item's)
-// has not ended. Every targeting value is interned into a small integer per
+// Compile keeps approved creatives only, and line items that are not paused,
+// with at least one of them, whose flight (the campaign's window narrowed by
+// the line item's) has not ended. Every targeting value is interned into a small integer per
 // dimension (placement, site, app, country, region, device, OS, browser;
 // key-value pairs; deal ids; IAB categories), and each line item holds its
 // include and exclude lists as sorted id slices, its hours and weekdays as

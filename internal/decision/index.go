@@ -112,9 +112,9 @@ func (ix *Index) Line(ord int) *Line { return &ix.lines[ord] }
 // the set's validation error (EINVALID) when the set breaks a rule of the
 // model, since a decision over such a set could not be trusted.
 //
-// Only approved creatives are kept; a line item is left out when it has no
-// approved creative, when its flight within its campaign's is empty, or
-// when that flight ended before opt.Now.
+// Only approved creatives are kept; a line item is left out when it is
+// paused, when it has no approved creative, when its flight within its
+// campaign's is empty, or when that flight ended before opt.Now.
 func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 	if set == nil {
 		return nil, tsubame.Errorf(tsubame.EINVALID, "no campaign set to compile")
@@ -164,7 +164,7 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 			return nil, tsubame.Errorf(tsubame.EINVALID, "line item %q: campaign %q does not exist", li.ID, li.Campaign)
 		}
 		start, end := flight(camp.Start, li.Start, camp.End, li.End)
-		if start >= end || end <= nowNs {
+		if start >= end || end <= nowNs || li.Paused() {
 			continue
 		}
 		l := Line{

@@ -81,7 +81,7 @@ func FullCampaignSet() *tsubame.CampaignSet {
 				Click: "https://acme.example/video", Categories: []string{"IAB2-1"}, Status: tsubame.StatusRejected},
 		},
 		LineItems: []*tsubame.LineItem{
-			{ID: "li-1", Campaign: "c-1", Priority: 1, Weight: 3, CPM: 1_250_000,
+			{ID: "li-1", Campaign: "c-1", Status: tsubame.StatusPaused, Priority: 1, Weight: 3, CPM: 1_250_000,
 				Creatives: []string{"cr-banner", "cr-video"}, Start: start.Add(24 * time.Hour), End: end.Add(-time.Hour),
 				Limits:    tsubame.Limits{Impressions: tsubame.ImpressionLimits{Total: 1_000_000, Daily: 50_000}},
 				Frequency: []tsubame.FrequencyCap{{Impressions: 3, Per: tsubame.Duration(time.Hour)}, {Impressions: 10, Per: tsubame.Duration(24 * time.Hour)}},
