@@ -80,6 +80,9 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 	opt := cfg.Admin.Options()
 	opt.Logger, opt.Metrics, opt.Ready, opt.Accounts, opt.Audit, opt.TLS = m.Logger, reg, m.readiness, accounts, m.adm.audit, tlsConfig
 	opt.Placements, opt.Purge, opt.ConfigView, opt.AccessLog, opt.Sample = m.Cache, m.purge(backend), m.configView, m.accessLogStatus, m.sample
+	if cs, ok := backend.(tsubame.CampaignStore); ok { // else the campaign routes say the store keeps none
+		opt.Campaigns = cs
+	}
 	m.adm.server = admin.New(opt)
 	if tok := m.adm.server.BootstrapToken(); tok != "" {
 		console := m.Console

@@ -67,6 +67,10 @@ type Options struct {
 	// Placements is the store the API edits: the cache decorator, so that a
 	// write invalidates this node's cache and, on Redis, every node's.
 	Placements tsubame.Store
+	// Campaigns is the campaign model's store, which the campaign API
+	// (campaigns.go) reads and writes; nil: those routes answer that this
+	// server keeps no campaigns.
+	Campaigns tsubame.CampaignStore
 	// Purge drops cached placements on every node: by id, by dependency key,
 	// or everything.
 	Purge func(ctx context.Context, ids, deps []string, all bool) error

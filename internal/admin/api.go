@@ -45,6 +45,7 @@ func (s *Server) apiRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/v1/users", admin(s.createUser))
 	mux.HandleFunc("PUT /api/v1/users/{name}/role", admin(s.setRole))
 	mux.HandleFunc("DELETE /api/v1/users/{name}", admin(s.deleteUser))
+	s.campaignRoutes(mux)
 }
 
 // writeStoreError answers err with the status of its kind and its safe

@@ -1,0 +1,355 @@
+package admin
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"sync"
+
+	"tsubame"
+	"tsubame/internal/bulk"
+)
+
+// The campaign API: advertisers, campaigns, creatives and line items, each
+// kind under /api/v1/<kind> (list, get, put, delete), pause and resume of
+// line items, and the whole set imported and exported as a campaign file
+// (internal/bulk). Viewers read, editors write; every write is audited as
+// <kind>.put, <kind>.delete, line_item.pause, line_item.resume or
+// campaigns.import. The store checks every write against the whole set, so
+// a write that would leave a reference dangling is refused with every
+// problem listed (400), and a delete of an object others use is refused
+// naming them (409).
+
+// maxCampaignObjectBody bounds the body of one object's PUT: a line item
+// may list up to tsubame.MaxListValues values in each targeting list.
+const maxCampaignObjectBody = 4 << 20
+
+// maxAuditDetail bounds the detail of an audit line: an import's problems,
+// which the client gets in full, can run to a thousand lines.
+const maxAuditDetail = 1 << 10
+
+// campaignKinds are the kinds as the API's paths name them.
+var campaignKinds = []struct {
+	path string
+	kind tsubame.CampaignKind
+}{
+	{"advertisers", tsubame.KindAdvertiser},
+	{"campaigns", tsubame.KindCampaign},
+	{"creatives", tsubame.KindCreative},
+	{"line-items", tsubame.KindLineItem},
+}
+
+// errNoCampaignStore answers every campaign route of a server given no
+// campaign store.
+var errNoCampaignStore = tsubame.Errorf(tsubame.ENOTFOUND,
+	"campaigns need a store that keeps them, and this server's store does not")
+
+// campaignAPI serves the campaign routes.
+type campaignAPI struct {
+	s     *Server
+	store tsubame.CampaignStore
+	// mu serialises this node's writes: pause and resume read the line item
+	// they rewrite, and a merge import the set it merges into. Writes from
+	// other nodes (Redis) are not held off: an import checks that the set's
+	// version did not move while it was checked (ECONFLICT then), and a pause
+	// that races another node's edit of the same line item keeps one of the
+	// two.
+	mu sync.Mutex
+}
+
+func (s *Server) campaignRoutes(mux *http.ServeMux) {
+	c := &campaignAPI{s: s, store: s.opt.Campaigns}
+	viewer := func(h http.HandlerFunc) http.HandlerFunc { return s.requireRole(RoleViewer, c.needStore(h)) }
+	editor := func(h http.HandlerFunc) http.HandlerFunc { return s.requireRole(RoleEditor, c.needStore(h)) }
+	for _, k := range campaignKinds {
+		kind, base := k.kind, "/api/v1/"+k.path
+		mux.HandleFunc("GET "+base, viewer(func(w http.ResponseWriter, r *http.Request) { c.list(w, r, kind) }))
+		mux.HandleFunc("GET "+base+"/{id}", viewer(func(w http.ResponseWriter, r *http.Request) { c.get(w, r, kind) }))
+		mux.HandleFunc("PUT "+base+"/{id}", editor(func(w http.ResponseWriter, r *http.Request) { c.put(w, r, kind) }))
+		mux.HandleFunc("DELETE "+base+"/{id}", editor(func(w http.ResponseWriter, r *http.Request) { c.delete(w, r, kind) }))
+	}
+	mux.HandleFunc("POST /api/v1/line-items/{id}/pause", editor(func(w http.ResponseWriter, r *http.Request) {
+		c.setStatus(w, r, "line_item.pause", tsubame.StatusPaused)
+	}))
+	mux.HandleFunc("POST /api/v1/line-items/{id}/resume", editor(func(w http.ResponseWriter, r *http.Request) {
+		c.setStatus(w, r, "line_item.resume", "") // active, the default
+	}))
+	// These two are more specific than /api/v1/campaigns/{id}: a campaign
+	// with the id "export" is read through the list.
+	mux.HandleFunc("POST /api/v1/campaigns/import", editor(c.importSet))
+	mux.HandleFunc("GET /api/v1/campaigns/export", viewer(c.export))
+}
+
+func (c *campaignAPI) needStore(h http.HandlerFunc) http.HandlerFunc {
+	if c.store != nil {
+		return h
+	}
+	return func(w http.ResponseWriter, _ *http.Request) { c.s.writeStoreError(w, errNoCampaignStore) }
+}
+
+// done is Server.done with the audit line's detail clipped to
+// maxAuditDetail; the client gets the whole message.
+func (c *campaignAPI) done(w http.ResponseWriter, r *http.Request, action, target string, err error) bool {
+	msg := tsubame.ErrorMessage(err)
+	if len(msg) <= maxAuditDetail {
+		return c.s.done(w, r, action, target, err)
+	}
+	result := "error"
+	if k := tsubame.ErrorCode(err); k == tsubame.EINVALID || k == tsubame.ENOTFOUND || k == tsubame.ECONFLICT {
+		result = "invalid"
+	}
+	c.s.audit(r, identityOf(r).actor, action, target, result, msg[:maxAuditDetail]+"...")
+	c.s.writeStoreError(w, err)
+	return false
+}
+
+// checkObjectID checks an id from a path as the model checks ids.
+func checkObjectID(k tsubame.CampaignKind, id string) error {
+	if id == "" || len(id) > tsubame.MaxIDLength {
+		return tsubame.Errorf(tsubame.EINVALID, "a %s id is 1 to %d bytes", k, tsubame.MaxIDLength)
+	}
+	for i := 0; i < len(id); i++ {
+		if !tsubame.IDChar(id[i]) {
+			return tsubame.Errorf(tsubame.EINVALID, "a %s id may contain only letters, digits and -_.:@", k)
+		}
+	}
+	return nil
+}
+
+// readBody reads a request body of at most limit bytes.
+func readBody(w http.ResponseWriter, r *http.Request, limit int64, setting string) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	return b, bodyError(err, limit, setting)
+}
+
+// bodyError turns an error reading a body into a domain error.
+func bodyError(err error, limit int64, setting string) error {
+	if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
+		if setting != "" {
+			setting = " (" + setting + ")"
+		}
+		return tsubame.Errorf(tsubame.ETOOLARGE, "the request body exceeds %d bytes%s", limit, setting)
+	}
+	if err != nil {
+		return tsubame.WrapError(tsubame.EINVALID, err, "cannot read the request body")
+	}
+	return nil
+}
+
+// list answers every object of kind k, in id order, under the kind's
+// plural name, with their count.
+func (c *campaignAPI) list(w http.ResponseWriter, r *http.Request, k tsubame.CampaignKind) {
+	objs, err := c.store.ListObjects(r.Context(), k)
+	if err != nil {
+		c.s.writeStoreError(w, err)
+		return
+	}
+	if objs == nil {
+		objs = []tsubame.CampaignObject{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{k.Plural(): objs, "total": len(objs)})
+}
+
+func (c *campaignAPI) get(w http.ResponseWriter, r *http.Request, k tsubame.CampaignKind) {
+	id := r.PathValue("id")
+	var o tsubame.CampaignObject
+	err := checkObjectID(k, id)
+	if err == nil {
+		o, err = c.store.GetObject(r.Context(), k, id)
+	}
+	if err != nil {
+		c.s.writeStoreError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, o)
+}
+
+// put creates or replaces the object of kind k with the path's id. The
+// body is the object, decoded strictly (every unknown field and value of
+// the wrong type listed); its id, if given, must be the path's.
+func (c *campaignAPI) put(w http.ResponseWriter, r *http.Request, k tsubame.CampaignKind) {
+	id := r.PathValue("id")
+	o := tsubame.NewCampaignObject(k)
+	err := checkObjectID(k, id)
+	var body []byte
+	if err == nil {
+		body, err = readBody(w, r, maxCampaignObjectBody, "")
+	}
+	if err == nil {
+		err = bulk.DecodeStrict(body, "body", o)
+	}
+	if err == nil && o.ObjectID() != "" && o.ObjectID() != id {
+		err = tsubame.Errorf(tsubame.EINVALID, "the body's id %q differs from the path's %q", o.ObjectID(), id)
+	}
+	if err == nil {
+		setObjectID(o, id)
+		c.mu.Lock()
+		err = c.store.PutObject(r.Context(), o)
+		c.mu.Unlock()
+	}
+	if c.done(w, r, k.String()+".put", id, err) {
+		writeJSON(w, http.StatusOK, o)
+	}
+}
+
+func setObjectID(o tsubame.CampaignObject, id string) {
+	switch o := o.(type) {
+	case *tsubame.Advertiser:
+		o.ID = id
+	case *tsubame.Campaign:
+		o.ID = id
+	case *tsubame.Creative:
+		o.ID = id
+	case *tsubame.LineItem:
+		o.ID = id
+	}
+}
+
+// delete removes the object of kind k with the path's id; one that others
+// use is refused (ECONFLICT) naming them.
+func (c *campaignAPI) delete(w http.ResponseWriter, r *http.Request, k tsubame.CampaignKind) {
+	id := r.PathValue("id")
+	err := checkObjectID(k, id)
+	if err == nil {
+		c.mu.Lock()
+		err = c.store.DeleteObject(r.Context(), k, id)
+		c.mu.Unlock()
+	}
+	if c.done(w, r, k.String()+".delete", id, err) {
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+// setStatus pauses or resumes a line item and answers it.
+func (c *campaignAPI) setStatus(w http.ResponseWriter, r *http.Request, action, status string) {
+	id := r.PathValue("id")
+	var li *tsubame.LineItem
+	err := checkObjectID(tsubame.KindLineItem, id)
+	if err == nil {
+		c.mu.Lock()
+		li, err = tsubame.GetCampaignObject[*tsubame.LineItem](r.Context(), c.store, id)
+		if err == nil && li.Status != status {
+			li.Status = status
+			err = c.store.PutObject(r.Context(), li)
+		}
+		c.mu.Unlock()
+	}
+	if c.done(w, r, action, id, err) {
+		writeJSON(w, http.StatusOK, li)
+	}
+}
+
+// importSet writes a campaign file, all or nothing: ?mode=merge (the
+// default) puts the file's objects into the stored set, ?mode=replace makes
+// the stored set the file's. The result is checked as a whole and every
+// problem answered (400) before anything is written; then one ReplaceAll
+// writes it. The format is ?format=json|yaml, else the Content-Type's
+// (application/json; application/yaml, text/yaml and their x- forms), else
+// sniffed.
+func (c *campaignAPI) importSet(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	mode := q.Get("mode")
+	var err error
+	switch mode {
+	case "":
+		mode = "merge"
+	case "merge", "replace":
+	default:
+		err = tsubame.Errorf(tsubame.EINVALID, "mode must be merge or replace")
+	}
+	format := bulk.CampaignsAuto
+	if err == nil {
+		format, err = importFormat(q.Get("format"), r.Header.Get("Content-Type"))
+	}
+	var file *bulk.CampaignFile
+	if err == nil {
+		file, err = bulk.ReadCampaigns(http.MaxBytesReader(w, r.Body, c.s.opt.MaxImportBytes), "body", format)
+		if tsubame.ErrorCode(err) != tsubame.EINVALID { // not the file's problems: reading the body failed
+			err = bodyError(err, c.s.opt.MaxImportBytes, "admin.max_import_bytes")
+		}
+	}
+	var set *tsubame.CampaignSet
+	if err == nil {
+		c.mu.Lock()
+		set, err = c.replace(r, file, mode == "replace")
+		c.mu.Unlock()
+	}
+	target := mode
+	if file != nil {
+		target += ": " + bulk.DescribeCounts(bulk.CampaignCounts(file.Set))
+	}
+	if c.done(w, r, "campaigns.import", target, err) {
+		writeJSON(w, http.StatusOK, map[string]any{"mode": mode, "imported": bulk.CampaignCounts(file.Set),
+			"stored": bulk.CampaignCounts(set)})
+	}
+}
+
+// replace resolves file against the stored set and writes the result,
+// unless the stored set changed meanwhile. c.mu held.
+func (c *campaignAPI) replace(r *http.Request, file *bulk.CampaignFile, replace bool) (*tsubame.CampaignSet, error) {
+	ctx := r.Context()
+	base, version, err := c.store.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	set, err := file.Resolve(base, replace)
+	if err != nil {
+		return nil, err
+	}
+	if now, err := c.store.CampaignsVersion(ctx); err != nil {
+		return nil, err
+	} else if now != version {
+		return nil, tsubame.Errorf(tsubame.ECONFLICT, "the campaigns changed while the import was checked: send it again")
+	}
+	return set, c.store.ReplaceAll(ctx, set)
+}
+
+// importFormat picks a campaign file's format from ?format= or the
+// Content-Type.
+func importFormat(param, contentType string) (bulk.CampaignFormat, error) {
+	if param != "" {
+		f, err := bulk.ParseCampaignFormat(param)
+		if err != nil {
+			return "", tsubame.WrapError(tsubame.EINVALID, err, "%v", err)
+		}
+		return f, nil
+	}
+	mt, _, _ := mime.ParseMediaType(contentType)
+	switch mt {
+	case "application/json":
+		return bulk.CampaignsJSON, nil
+	case "application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml":
+		return bulk.CampaignsYAML, nil
+	}
+	return bulk.CampaignsAuto, nil
+}
+
+// export answers the stored set as a campaign file: JSON, or YAML with
+// ?format=yaml.
+func (c *campaignAPI) export(w http.ResponseWriter, r *http.Request) {
+	format, err := bulk.ParseCampaignFormat(r.URL.Query().Get("format"))
+	if err != nil {
+		c.s.writeStoreError(w, tsubame.WrapError(tsubame.EINVALID, err, "%v", err))
+		return
+	}
+	set, _, err := c.store.Snapshot(r.Context())
+	if err != nil {
+		c.s.writeStoreError(w, err)
+		return
+	}
+	var buf bytes.Buffer
+	if err := bulk.WriteCampaigns(&buf, set, format); err != nil {
+		c.s.writeStoreError(w, fmt.Errorf("cannot write the campaign file: %w", err))
+		return
+	}
+	ctype := "application/json"
+	if format == bulk.CampaignsYAML {
+		ctype = "application/yaml; charset=utf-8"
+	}
+	w.Header().Set("Content-Type", ctype)
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(buf.Bytes())
+}

@@ -1,0 +1,364 @@
+package admin
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"tsubame"
+	"tsubame/internal/bulk"
+)
+
+// campaignFile is a small campaign set: two advertisers, each with a
+// campaign, a creative and a line item.
+const campaignFile = `currency: JPY
+advertisers:
+  - {id: adv-a, name: Sakura Coffee}
+  - {id: adv-b, name: Kaze Travel}
+campaigns:
+  - {id: camp-a, advertiser: adv-a, budget: {daily: "5000"}}
+  - {id: camp-b, advertiser: adv-b}
+creatives:
+  - {id: cr-a, advertiser: adv-a, format: banner, w: 300, h: 250, image: "https://cdn.a.example/1.png", click: "https://a.example/", status: approved}
+  - {id: cr-b, advertiser: adv-b, format: banner, w: 728, h: 90, image: "https://cdn.b.example/1.png", click: "https://b.example/", status: approved}
+line_items:
+  - {id: li-a, campaign: camp-a, priority: 4, weight: 3, cpm: "350.5", creatives: [cr-a], targeting: {countries: [JP]}}
+  - {id: li-b, campaign: camp-b, priority: 6, weight: 1, cpm: 1200, creatives: [cr-b]}
+`
+
+// campaignHarness is a harness whose memory store keeps campaigns too, with
+// an API token for each role.
+func campaignHarness(t *testing.T) (*harness, tsubame.CampaignStore, map[Role][]string) {
+	t.Helper()
+	h := newHarness(t, true, func(o *Options) { o.Campaigns = o.Placements.(tsubame.CampaignStore) })
+	auth := map[Role][]string{}
+	for _, role := range []Role{RoleViewer, RoleEditor} {
+		name := "u-" + string(role)
+		if err := h.accounts.CreateUserWithRole(name, testPassword, "", role, PasswordPolicy{MinLength: 12}); err != nil {
+			t.Fatal(err)
+		}
+		plain, _, err := h.accounts.CreateToken(name, "campaigns", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		auth[role] = []string{"Authorization", "Bearer " + plain}
+	}
+	return h, h.store.(tsubame.CampaignStore), auth
+}
+
+func importFile(t *testing.T, h *harness, auth []string, query, body string) response {
+	t.Helper()
+	return h.do("POST", "/api/v1/campaigns/import"+query, body, append([]string{"Content-Type", "application/yaml"}, auth...)...)
+}
+
+func snapshot(t *testing.T, cs tsubame.CampaignStore) (*tsubame.CampaignSet, uint64) {
+	t.Helper()
+	set, v, err := cs.Snapshot(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set, v
+}
+
+// Viewers read, editors write: every campaign route, for both roles.
+func TestCampaignRoutesRoles(t *testing.T) {
+	h, _, auth := campaignHarness(t)
+	if r := importFile(t, h, auth[RoleEditor], "", campaignFile); r.status != 200 {
+		t.Fatalf("import: %d %s", r.status, r.body)
+	}
+	li := `{"campaign":"camp-a","priority":1,"weight":1,"cpm":"1","creatives":["cr-a"]}`
+	routes := []struct {
+		method, path string
+		body         string
+		need         Role
+	}{
+		{"GET", "/api/v1/advertisers", "", RoleViewer},
+		{"GET", "/api/v1/campaigns", "", RoleViewer},
+		{"GET", "/api/v1/creatives", "", RoleViewer},
+		{"GET", "/api/v1/line-items", "", RoleViewer},
+		{"GET", "/api/v1/advertisers/adv-a", "", RoleViewer},
+		{"GET", "/api/v1/campaigns/camp-a", "", RoleViewer},
+		{"GET", "/api/v1/creatives/cr-a", "", RoleViewer},
+		{"GET", "/api/v1/line-items/li-a", "", RoleViewer},
+		{"GET", "/api/v1/campaigns/export", "", RoleViewer},
+		{"GET", "/api/v1/campaigns/export?format=yaml", "", RoleViewer},
+		{"PUT", "/api/v1/advertisers/adv-c", `{"name":"C"}`, RoleEditor},
+		{"PUT", "/api/v1/campaigns/camp-c", `{"advertiser":"adv-a"}`, RoleEditor},
+		{"PUT", "/api/v1/creatives/cr-c", `{"advertiser":"adv-a","format":"banner","w":1,"h":1,"image":"https://a.example/c.png","click":"https://a.example/"}`, RoleEditor},
+		{"PUT", "/api/v1/line-items/li-c", li, RoleEditor},
+		{"POST", "/api/v1/line-items/li-c/pause", "", RoleEditor},
+		{"POST", "/api/v1/line-items/li-c/resume", "", RoleEditor},
+		{"DELETE", "/api/v1/line-items/li-c", "", RoleEditor},
+		{"DELETE", "/api/v1/creatives/cr-c", "", RoleEditor},
+		{"DELETE", "/api/v1/campaigns/camp-c", "", RoleEditor},
+		{"DELETE", "/api/v1/advertisers/adv-c", "", RoleEditor},
+		{"POST", "/api/v1/campaigns/import", campaignFile, RoleEditor},
+	}
+	for _, role := range []Role{RoleViewer, RoleEditor} {
+		for _, rt := range routes {
+			var body any
+			if rt.body != "" {
+				body = rt.body
+			}
+			r := h.do(rt.method, rt.path, body, auth[role]...)
+			switch {
+			case role.Allows(rt.need) && r.status/100 != 2:
+				t.Errorf("%s %s as %s: %d %s, want served", rt.method, rt.path, role, r.status, r.body)
+			case !role.Allows(rt.need) && r.status != 403:
+				t.Errorf("%s %s as %s: %d, want 403", rt.method, rt.path, role, r.status)
+			}
+		}
+	}
+	if r := h.do("GET", "/api/v1/line-items", nil); r.status != 401 {
+		t.Errorf("no credentials: %d", r.status)
+	}
+}
+
+func TestCampaignAPI(t *testing.T) {
+	h, cs, auth := campaignHarness(t)
+	do := func(method, path string, body any) response { return h.do(method, path, body, auth[RoleEditor]...) }
+
+	r := importFile(t, h, auth[RoleEditor], "", campaignFile)
+	if r.status != 200 || !strings.Contains(string(r.body), `"imported":{"advertisers":2,"campaigns":2,"creatives":2,"line_items":2}`) {
+		t.Fatalf("import: %d %s", r.status, r.body)
+	}
+	r = do("GET", "/api/v1/line-items", nil)
+	var list struct {
+		LineItems []tsubame.LineItem `json:"line_items"`
+		Total     int
+	}
+	if err := json.Unmarshal(r.body, &list); err != nil || list.Total != 2 || list.LineItems[0].ID != "li-a" || list.LineItems[0].CPM != 350_500_000 {
+		t.Fatalf("list: %d %s", r.status, r.body)
+	}
+	if r := do("GET", "/api/v1/campaigns/camp-a", nil); r.status != 200 || r.json(t)["advertiser"] != "adv-a" {
+		t.Errorf("get: %d %s", r.status, r.body)
+	}
+	for path, want := range map[string]int{"/api/v1/campaigns/camp-x": 404, "/api/v1/campaigns/a%20b": 400, "/api/v1/line-items/" + strings.Repeat("x", 129): 400} {
+		if r := do("GET", path, nil); r.status != want {
+			t.Errorf("GET %s: %d, want %d", path, r.status, want)
+		}
+	}
+
+	// PUT: a new line item; the body's id may be left out, not differ.
+	li := map[string]any{"campaign": "camp-b", "priority": 2, "weight": 1, "cpm": "9.99", "creatives": []string{"cr-b"}}
+	if r := do("PUT", "/api/v1/line-items/li-new", li); r.status != 200 || r.json(t)["id"] != "li-new" {
+		t.Fatalf("put: %d %s", r.status, r.body)
+	}
+	if got, err := tsubame.GetCampaignObject[*tsubame.LineItem](t.Context(), cs, "li-new"); err != nil || got.CPM != 9_990_000 {
+		t.Fatalf("stored %+v, %v", got, err)
+	}
+	li["id"] = "li-other"
+	if r := do("PUT", "/api/v1/line-items/li-new", li); r.status != 400 || !strings.Contains(string(r.body), "differs from the path") {
+		t.Errorf("id mismatch: %d %s", r.status, r.body)
+	}
+	// Dangling references and bad fields are refused with every problem.
+	_, before := snapshot(t, cs)
+	bad := `{"campaign": "camp-x", "priority": 1, "weight": 1, "cpm": "1", "creatives": ["cr-a"]}`
+	if r := do("PUT", "/api/v1/line-items/li-bad", bad); r.status != 400 || !strings.Contains(string(r.body), `campaign \"camp-x\" does not exist`) {
+		t.Errorf("dangling campaign: %d %s", r.status, r.body)
+	}
+	bad = `{"campaign": "camp-a", "priority": "high", "weight": 1, "cpm": "1.1234567", "creatives": ["cr-a"], "colour": "red"}`
+	r = do("PUT", "/api/v1/line-items/li-bad", bad)
+	for _, want := range []string{"3 problems", "body:1: priority: must be a whole number", "body:1: cpm: amount", "body:1: colour: unknown field"} {
+		if r.status != 400 || !strings.Contains(r.json(t)["error"].(string), want) {
+			t.Errorf("bad body: %d %s, want %q", r.status, r.body, want)
+		}
+	}
+	if r := do("PUT", "/api/v1/line-items/li-bad", `{"campaign": "camp-a", "priority": 0, "weight": 1, "cpm": "1", "creatives": ["cr-b"]}`); r.status != 400 ||
+		!strings.Contains(string(r.body), "priority: must be 1 to 16") {
+		t.Errorf("bad priority: %d %s", r.status, r.body)
+	}
+	if r := do("PUT", "/api/v1/line-items/li-bad", strings.Repeat(" ", maxCampaignObjectBody+1)); r.status != 413 {
+		t.Errorf("oversized body: %d", r.status)
+	}
+	if _, after := snapshot(t, cs); after != before {
+		t.Errorf("refused writes moved the version from %d to %d", before, after)
+	}
+
+	// Pause and resume.
+	r = do("POST", "/api/v1/line-items/li-a/pause", nil)
+	if r.status != 200 || r.json(t)["status"] != "paused" {
+		t.Fatalf("pause: %d %s", r.status, r.body)
+	}
+	if got, _ := tsubame.GetCampaignObject[*tsubame.LineItem](t.Context(), cs, "li-a"); !got.Paused() || got.CPM != 350_500_000 {
+		t.Fatalf("after pause: %+v", got)
+	}
+	if r := do("POST", "/api/v1/line-items/li-a/resume", nil); r.status != 200 || r.json(t)["status"] != nil {
+		t.Fatalf("resume: %d %s", r.status, r.body)
+	}
+	if r := do("POST", "/api/v1/line-items/li-x/pause", nil); r.status != 404 {
+		t.Errorf("pause a missing line item: %d", r.status)
+	}
+
+	// Deletes of what others use are refused, naming them.
+	if r := do("DELETE", "/api/v1/campaigns/camp-b", nil); r.status != 409 || !strings.Contains(string(r.body), `line_item \"li-b\"`) ||
+		!strings.Contains(string(r.body), `line_item \"li-new\"`) {
+		t.Errorf("delete a used campaign: %d %s", r.status, r.body)
+	}
+	if r := do("DELETE", "/api/v1/advertisers/adv-a", nil); r.status != 409 || !strings.Contains(string(r.body), `campaign \"camp-a\"`) {
+		t.Errorf("delete a used advertiser: %d %s", r.status, r.body)
+	}
+	if r := do("DELETE", "/api/v1/line-items/li-new", nil); r.status != 204 {
+		t.Errorf("delete: %d %s", r.status, r.body)
+	}
+	if r := do("DELETE", "/api/v1/line-items/li-new", nil); r.status != 404 {
+		t.Errorf("delete twice: %d", r.status)
+	}
+
+	// Every change audited under the token's actor (repeated failures of
+	// one kind are counted on one line: see Audit).
+	audited := auditedActions(t, h)
+	for _, want := range []string{
+		"campaigns.import merge: 2 advertisers, 2 campaigns, 2 creatives, 2 line_items ok",
+		"line_item.put li-new ok", "line_item.put li-new invalid", "line_item.put li-bad invalid", "line_item.put li-bad error",
+		"line_item.pause li-a ok", "line_item.resume li-a ok", "line_item.pause li-x invalid",
+		"campaign.delete camp-b invalid", "advertiser.delete adv-a invalid",
+		"line_item.delete li-new ok", "line_item.delete li-new invalid",
+	} {
+		if !slices.Contains(audited, want) {
+			t.Errorf("no audit line %q in:\n%s", want, strings.Join(audited, "\n"))
+		}
+	}
+}
+
+// auditedActions returns the campaign API's audit lines as "ACTION TARGET
+// RESULT", checking that each names its token.
+func auditedActions(t *testing.T, h *harness) []string {
+	t.Helper()
+	h.s.auditLog.flush(true)
+	var out []string
+	for _, rec := range h.auditLines() {
+		if !strings.Contains(rec.Action, "line_item") && !strings.Contains(rec.Action, "campaign") && !strings.Contains(rec.Action, "advertiser") {
+			continue
+		}
+		if !strings.HasPrefix(rec.Actor, "token:") {
+			t.Errorf("audit line without its actor: %+v", rec)
+		}
+		if len(rec.Detail) > maxAuditDetail+3 {
+			t.Errorf("audit detail of %d bytes", len(rec.Detail))
+		}
+		out = append(out, rec.Action+" "+rec.Target+" "+rec.Result)
+	}
+	return out
+}
+
+func TestCampaignImport(t *testing.T) {
+	h, cs, auth := campaignHarness(t)
+	ed := auth[RoleEditor]
+	if r := importFile(t, h, ed, "", campaignFile); r.status != 200 {
+		t.Fatalf("import: %d %s", r.status, r.body)
+	}
+	stored, version := snapshot(t, cs)
+
+	// A bad file: every problem listed with its line, nothing written.
+	bad := `line_items:
+  - {id: li-a, campaign: camp-a, priority: 4, weight: 3, cpm: "1", creatives: [cr-a]}
+  - {id: li-c, campaign: camp-x, priority: 4, weight: 3, cpm: "1", creatives: [cr-a]}
+  - {id: li-d, campaign: camp-a, priority: 40, weight: 3, cpm: "1", creatives: [cr-b], colour: red}
+`
+	r := importFile(t, h, ed, "", bad)
+	msg, _ := r.json(t)["error"].(string)
+	for _, want := range []string{
+		"4 problems, nothing imported:",
+		`body:3: line_items[1] (id "li-c").campaign: campaign "camp-x" does not exist`,
+		`body:4: line_items[2] (id "li-d").colour: unknown field`,
+		`body:4: line_items[2] (id "li-d").priority: must be 1 to 16, not 40`,
+		`body:4: line_items[2] (id "li-d").creatives[0]: creative "cr-b" belongs to advertiser "adv-b", not to the campaign's advertiser "adv-a"`,
+	} {
+		if r.status != 400 || !strings.Contains(msg, want) {
+			t.Errorf("bad import: %d %s\nwant %q", r.status, msg, want)
+		}
+	}
+	// Many problems: all of them to the client, a clipped detail to the
+	// audit log (auditedActions checks).
+	var many strings.Builder
+	many.WriteString("line_items:\n")
+	for i := range 60 {
+		fmt.Fprintf(&many, "  - {id: li-%d, campaign: camp-a, priority: 99, weight: 1, cpm: 1, creatives: [cr-a]}\n", i)
+	}
+	r = importFile(t, h, ed, "", many.String())
+	if msg, _ := r.json(t)["error"].(string); r.status != 400 || !strings.HasPrefix(msg, "60 problems") || strings.Count(msg, "\n") != 60 {
+		t.Errorf("many problems: %d %s", r.status, r.body)
+	}
+	if after, v := snapshot(t, cs); v != version || !reflect.DeepEqual(after, stored) {
+		t.Fatalf("a refused import changed the store (version %d to %d)", version, v)
+	}
+	// Malformed requests.
+	for query, want := range map[string]int{"?mode=upsert": 400, "?format=toml": 400} {
+		if r := importFile(t, h, ed, query, campaignFile); r.status != want {
+			t.Errorf("import%s: %d, want %d", query, r.status, want)
+		}
+	}
+	if r := importFile(t, h, ed, "", "currency: [\n"); r.status != 400 || !strings.Contains(string(r.body), "body:") {
+		t.Errorf("syntax error: %d %s", r.status, r.body)
+	}
+	if r := importFile(t, h, ed, "", strings.Repeat("#", 2<<20)); r.status != 413 || !strings.Contains(string(r.body), "admin.max_import_bytes") {
+		t.Errorf("oversized import: %d %s", r.status, r.body)
+	}
+
+	// Merge keeps what the file does not name; JSON by its content type.
+	merge := `{"line_items": [{"id": "li-a", "campaign": "camp-a", "priority": 1, "weight": 9, "cpm": 2, "creatives": ["cr-a"]}]}`
+	r = h.do("POST", "/api/v1/campaigns/import", merge, append([]string{"Content-Type", "application/json"}, ed...)...)
+	if r.status != 200 || !strings.Contains(string(r.body), `"stored":{"advertisers":2,"campaigns":2,"creatives":2,"line_items":2}`) {
+		t.Fatalf("merge: %d %s", r.status, r.body)
+	}
+	if li, _ := tsubame.GetCampaignObject[*tsubame.LineItem](t.Context(), cs, "li-a"); li.Weight != 9 || li.Targeting.Countries != nil {
+		t.Errorf("merged li-a: %+v", li)
+	}
+
+	// Export, then replace with the export: the same set.
+	r = h.do("GET", "/api/v1/campaigns/export?format=yaml", nil, auth[RoleViewer]...)
+	if r.status != 200 || r.header.Get("Content-Type") != "application/yaml; charset=utf-8" {
+		t.Fatalf("export: %d %s", r.status, r.body)
+	}
+	exported := string(r.body)
+	before, _ := snapshot(t, cs)
+	only := "advertisers: [{id: adv-z, name: Z}]\n"
+	if r := importFile(t, h, ed, "?mode=replace", only); r.status != 200 || !strings.Contains(string(r.body), `"stored":{"advertisers":1,"campaigns":0`) {
+		t.Fatalf("replace: %d %s", r.status, r.body)
+	}
+	if r := importFile(t, h, ed, "?mode=replace", exported); r.status != 200 {
+		t.Fatalf("replace with the export: %d %s", r.status, r.body)
+	}
+	if after, _ := snapshot(t, cs); !reflect.DeepEqual(after, before) {
+		t.Errorf("export and import changed the set")
+	}
+	r = h.do("GET", "/api/v1/campaigns/export", nil, auth[RoleViewer]...)
+	var b strings.Builder
+	if err := bulk.WriteCampaigns(&b, before, bulk.CampaignsJSON); err != nil || r.status != 200 || string(r.body) != b.String() {
+		t.Errorf("JSON export: %d %s", r.status, r.body)
+	}
+
+	audited := auditedActions(t, h)
+	for _, want := range []string{
+		"campaigns.import merge: 2 advertisers, 2 campaigns, 2 creatives, 2 line_items ok",
+		"campaigns.import merge: 0 advertisers, 0 campaigns, 0 creatives, 3 line_items invalid",
+		"campaigns.import merge: 0 advertisers, 0 campaigns, 0 creatives, 60 line_items invalid",
+		"campaigns.import upsert invalid", "campaigns.import merge invalid", "campaigns.import merge error",
+		"campaigns.import merge: 0 advertisers, 0 campaigns, 0 creatives, 1 line_items ok",
+		"campaigns.import replace: 1 advertisers, 0 campaigns, 0 creatives, 0 line_items ok",
+		"campaigns.import replace: 2 advertisers, 2 campaigns, 2 creatives, 2 line_items ok",
+	} {
+		if !slices.Contains(audited, want) {
+			t.Errorf("no audit line %q in:\n%s", want, strings.Join(audited, "\n"))
+		}
+	}
+}
+
+func TestCampaignRoutesWithoutStore(t *testing.T) {
+	h := newHarness(t, true, nil)
+	plain, _, err := h.accounts.CreateToken(testUser, "ci", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/api/v1/line-items", "/api/v1/campaigns/export"} {
+		r := h.do("GET", path, nil, "Authorization", "Bearer "+plain)
+		if r.status != 404 || !strings.Contains(string(r.body), "campaigns need a store that keeps them") {
+			t.Errorf("%s: %d %s", path, r.status, r.body)
+		}
+	}
+}
