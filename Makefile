@@ -7,7 +7,7 @@ LDFLAGS       := -s -w -X main.version=$(VERSION)
 STATICCHECK_VERSION := v0.8.2
 GOBIN         := $(shell $(GO) env GOPATH 2>/dev/null)/bin
 # Packages on the request path, for the micro-benchmarks.
-HOT_PKGS      := ./internal/server ./internal/cache ./internal/render ./internal/decision ./internal/geo
+HOT_PKGS      := ./internal/server ./internal/cache ./internal/render ./internal/decision ./internal/geo ./internal/device
 BENCHTIME     ?= 1s
 COUNT         ?= 6
 APT_GET       := $(if $(filter 0,$(shell id -u)),,sudo) apt-get
@@ -48,7 +48,7 @@ lint: check-go
 race: check-go test-tools
 	$(GO) test -race -count=1 -timeout 20m ./...
 	@# Allocation bounds cannot hold under -race (its sync.Pool drops entries): again without it.
-	$(GO) test -count=1 -run 'AllocatesNothing' ./internal/decision
+	$(GO) test -count=1 -run 'AllocatesNothing' ./internal/decision ./internal/device
 
 # The tests start real Redis servers (redis-server and redis-cli), drive
 # headless Chromium, check TLS with curl, limit file sizes with prlimit,

@@ -15,6 +15,7 @@ require (
 	github.com/knadh/koanf/v2 v2.4.1
 	github.com/maxmind/mmdbwriter v1.2.0
 	github.com/maypok86/otter/v2 v2.4.0
+	github.com/medama-io/go-useragent v1.2.5
 	github.com/oschwald/maxminddb-golang/v2 v2.9.0
 	github.com/panjf2000/gnet/v2 v2.9.7
 	github.com/piglig/go-qr v1.1.0
@@ -46,6 +47,7 @@ require (
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/boombuler/barcode v1.0.1 // indirect
+	github.com/boyter/go-string v1.0.5 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/fsnotify/fsnotify v1.9.0 // indirect
