@@ -3,6 +3,7 @@
 //	tsubame serve [-config FILE] [-demo]      run the server
 //	tsubame check-config [-config FILE] [-print]
 //	tsubame placements import|export|get|put|delete ...
+//	tsubame campaigns import|export ...
 //	tsubame admin create-user|delete-user|list-users|create-token|verify-audit ...
 //	tsubame log reopen|export|ship ...
 //	tsubame restart
@@ -65,6 +66,15 @@ Usage:
   tsubame placements delete [-config FILE] ID
         Manage placements in the configured store. The embedded store can be
         used by one process at a time: stop the server first.
+  tsubame campaigns import [-config FILE] [-format json|yaml] [-replace] FILE|-
+  tsubame campaigns export [-config FILE] [-format json|yaml] [FILE|-]
+        Import or export the campaign file: every advertiser, campaign,
+        creative and line item, in JSON or YAML (-format, else the file's
+        extension). An import is merged into the stored set (-replace: the
+        store holds exactly the file), checked as a whole and written only
+        if valid; every problem is listed as FILE:LINE: PATH: MESSAGE. The
+        embedded store can be used by one process at a time: with a server
+        running, use its admin API (POST /api/v1/campaigns/import).
   tsubame admin create-user  [-config FILE] [-no-totp] NAME
   tsubame admin delete-user  [-config FILE] NAME
   tsubame admin list-users   [-config FILE]
@@ -108,6 +118,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = runCheckConfig(rest, stdout, stderr, environ)
 	case "placements":
 		err = runPlacements(ctx, rest, stdin, stdout, stderr, environ)
+	case "campaigns":
+		err = runCampaigns(ctx, rest, stdin, stdout, stderr, environ)
 	case "admin":
 		err = runAdmin(ctx, rest, stdin, stdout, stderr, environ)
 	case "log":
