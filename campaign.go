@@ -974,8 +974,8 @@ func (c *Criteria) check(v *checker, at string) {
 		return ""
 	})
 	checkList(v, at+".devices", c.Devices, oneOf(Devices))
-	checkList(v, at+".os", c.OS, checkToken)
-	checkList(v, at+".browsers", c.Browsers, checkToken)
+	checkList(v, at+".os", c.OS, checkUAName)
+	checkList(v, at+".browsers", c.Browsers, checkUAName)
 	if h := c.Hours; h != nil {
 		if h.From < 0 || h.From > 23 {
 			v.add(at+".hours.from", "must be 0 to 23")
@@ -1110,6 +1110,16 @@ func checkDomain(s string) string {
 func checkToken(s string) string {
 	if s == "" || len(s) > MaxValueLength || !printable(s, false) {
 		return fmt.Sprintf("must be 1 to %d printable characters without spaces", MaxValueLength)
+	}
+	return ""
+}
+
+// checkUAName accepts an OS or browser as the User-Agent parser names
+// them: a lower-case word of letters and digits ("ios", "chrome"; the list
+// is in docs/ads.md), so that "iOS" is refused rather than never matched.
+func checkUAName(s string) string {
+	if s == "" || len(s) > 32 || strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789") != "" {
+		return "must be a lower-case name of letters and digits, as the User-Agent parser gives it (ios, android, chrome, safari: docs/ads.md lists them)"
 	}
 	return ""
 }

@@ -33,7 +33,7 @@ const importFile = `{
      "frequency": [{"impressions": 3, "per": "1h"}, {"impressions": 10, "per": "24h"}],
      "deals": ["d-1"],
      "targeting": {"placements": ["top"], "sites": ["news.example"], "apps": ["com.example.app"], "countries": ["JP"],
-       "regions": ["JP-13"], "devices": ["mobile"], "os": ["iOS"], "browsers": ["Safari"], "hours": {"from": 9, "to": 18},
+       "regions": ["JP-13"], "devices": ["mobile"], "os": ["ios"], "browsers": ["safari"], "hours": {"from": 9, "to": 18},
        "weekdays": ["mon", "fri"], "keyvalues": {"section": ["sports", "news"]},
        "exclude": {"sites": ["bad.example"], "keyvalues": {"kids": ["1"]}}}},
     {"id": "li-2", "campaign": "c-2", "priority": 16, "weight": 1, "cpm": "0.000001", "creatives": ["cr-1"]}
@@ -163,6 +163,8 @@ func TestValidateRules(t *testing.T) {
 		{"placement id", func(s *tsubame.CampaignSet) { s.LineItems[0].Targeting.Placements = []string{"top/1"} }, `line_items[0] (id "li-1").targeting.placements[0]`},
 		{"site", func(s *tsubame.CampaignSet) { s.LineItems[0].Targeting.Sites = []string{"http://news.example"} }, `line_items[0] (id "li-1").targeting.sites[0]`},
 		{"country", func(s *tsubame.CampaignSet) { s.LineItems[0].Targeting.Countries = []string{"jp"} }, `line_items[0] (id "li-1").targeting.countries[0]`},
+		{"os case", func(s *tsubame.CampaignSet) { s.LineItems[0].Targeting.OS = []string{"iOS"} }, `line_items[0] (id "li-1").targeting.os[0]`},
+		{"browser case", func(s *tsubame.CampaignSet) { s.LineItems[0].Targeting.Browsers = []string{"Mobile Safari"} }, `line_items[0] (id "li-1").targeting.browsers[0]`},
 		{"region", func(s *tsubame.CampaignSet) { s.LineItems[0].Targeting.Regions = []string{"JP13"} }, `line_items[0] (id "li-1").targeting.regions[0]`},
 		{"device", func(s *tsubame.CampaignSet) { s.LineItems[0].Targeting.Devices = []string{"phone"} }, `line_items[0] (id "li-1").targeting.devices[0]`},
 		{"os", func(s *tsubame.CampaignSet) { s.LineItems[0].Targeting.OS = []string{"Mac OS"} }, `line_items[0] (id "li-1").targeting.os[0]`},

@@ -25,8 +25,8 @@ var (
 		"AU", "NZ", "CA", "MX", "BR", "AR", "CL", "ES", "IT", "NL", "BE", "SE", "NO", "DK", "FI", "PL", "CZ", "AT",
 		"CH", "IE", "PT", "GR", "TR", "IL", "AE", "SA", "EG", "ZA", "NG", "KE", "RU", "UA", "HK", "MO", "BD"}
 	benchZones    = []string{"", "UTC", "America/New_York"}
-	benchOS       = []string{"iOS", "Android", "Windows", "macOS", "Linux"}
-	benchBrowsers = []string{"Safari", "Chrome", "Firefox", "Edge"}
+	benchOS       = []string{"ios", "android", "windows", "macos", "linux"}
+	benchBrowsers = []string{"safari", "chrome", "firefox", "edge"}
 	benchSections = []string{"news", "sports", "business", "tech", "life", "travel", "food", "games", "music", "movies",
 		"cars", "money", "health", "science", "books", "fashion", "home", "pets", "kids", "weather"}
 )

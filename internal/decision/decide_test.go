@@ -80,7 +80,7 @@ func TestTargeting(t *testing.T) {
 	}
 	base := decision.Request{
 		Placement: "top", Site: "news.example.com", App: "com.example.app", Country: "JP", Region: "JP-13",
-		Device: "mobile", OS: "iOS", Browser: "Safari",
+		Device: "mobile", OS: "ios", Browser: "safari",
 		KeyValues: []decision.KeyValue{{"section", "sports"}, {"lang", "ja"}},
 		Time:      compiledAt, // Monday 10:00 in Tokyo
 	}
@@ -119,12 +119,12 @@ func TestTargeting(t *testing.T) {
 		{name: "device", tg: tg(func(c *tsubame.Criteria) { c.Devices = []string{"mobile", "tablet"} }), want: true},
 		{name: "device other", tg: tg(func(c *tsubame.Criteria) { c.Devices = []string{"desktop"} }), want: false},
 		{name: "device excluded", tg: ex(func(c *tsubame.Criteria) { c.Devices = []string{"mobile"} }), want: false},
-		{name: "os", tg: tg(func(c *tsubame.Criteria) { c.OS = []string{"iOS"} }), want: true},
-		{name: "os other", tg: tg(func(c *tsubame.Criteria) { c.OS = []string{"Android"} }), want: false},
-		{name: "os excluded", tg: ex(func(c *tsubame.Criteria) { c.OS = []string{"iOS"} }), want: false},
-		{name: "browser", tg: tg(func(c *tsubame.Criteria) { c.Browsers = []string{"Safari"} }), want: true},
-		{name: "browser other", tg: tg(func(c *tsubame.Criteria) { c.Browsers = []string{"Chrome"} }), want: false},
-		{name: "browser excluded", tg: ex(func(c *tsubame.Criteria) { c.Browsers = []string{"Safari"} }), want: false},
+		{name: "os", tg: tg(func(c *tsubame.Criteria) { c.OS = []string{"ios"} }), want: true},
+		{name: "os other", tg: tg(func(c *tsubame.Criteria) { c.OS = []string{"android"} }), want: false},
+		{name: "os excluded", tg: ex(func(c *tsubame.Criteria) { c.OS = []string{"ios"} }), want: false},
+		{name: "browser", tg: tg(func(c *tsubame.Criteria) { c.Browsers = []string{"safari"} }), want: true},
+		{name: "browser other", tg: tg(func(c *tsubame.Criteria) { c.Browsers = []string{"chrome"} }), want: false},
+		{name: "browser excluded", tg: ex(func(c *tsubame.Criteria) { c.Browsers = []string{"safari"} }), want: false},
 		{name: "hours in Tokyo", tg: hours(9, 11), want: true},           // 10:00 JST
 		{name: "hours in UTC", tz: "UTC", tg: hours(9, 11), want: false}, // 01:00 UTC
 		{name: "hours end excluded", tg: hours(8, 10), want: false},
@@ -162,8 +162,8 @@ func TestTargeting(t *testing.T) {
 		{name: "everything", tz: "Asia/Tokyo", tg: tsubame.Targeting{
 			Criteria: tsubame.Criteria{
 				Placements: []string{"top"}, Sites: []string{"example.com"}, Apps: []string{"com.example.app"},
-				Countries: []string{"JP"}, Regions: []string{"JP-13"}, Devices: []string{"mobile"}, OS: []string{"iOS"},
-				Browsers: []string{"Safari"}, Hours: &tsubame.HourRange{From: 9, To: 18}, Weekdays: []string{"mon", "tue"},
+				Countries: []string{"JP"}, Regions: []string{"JP-13"}, Devices: []string{"mobile"}, OS: []string{"ios"},
+				Browsers: []string{"safari"}, Hours: &tsubame.HourRange{From: 9, To: 18}, Weekdays: []string{"mon", "tue"},
 				KeyValues: map[string][]string{"section": {"sports"}},
 			},
 			Exclude: &tsubame.Criteria{Sites: []string{"bad.example.com"}, Countries: []string{"US"}},

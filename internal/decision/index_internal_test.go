@@ -23,7 +23,7 @@ func TestCandidateLists(t *testing.T) {
 		{Sites: []string{"news.example.com", "example.com", "other.org"}, Countries: []string{"JP"}},
 		{Countries: []string{"JP", "US"}, Devices: []string{"mobile"}},
 		{Devices: []string{"mobile"}, KeyValues: map[string][]string{"k": {"v"}}},
-		{Regions: []string{"JP-13"}, OS: []string{"iOS"}, Devices: []string{"mobile"}},
+		{Regions: []string{"JP-13"}, OS: []string{"ios"}, Devices: []string{"mobile"}},
 		{Hours: &tsubame.HourRange{From: 1, To: 2}, KeyValues: map[string][]string{"k": {"v"}}},
 	}
 	for i, c := range targets {
@@ -75,7 +75,7 @@ func TestCandidateLists(t *testing.T) {
 		{Request{Placement: "top", Site: "a.news.example.com", Country: "JP"}, 3}, // top, example.com, JP
 		{Request{Placement: "bottom", Site: "example.org", Country: "FR"}, 0},
 		{Request{Site: "other.org"}, 1},
-		{Request{Region: "JP-13", Device: "mobile", OS: "Android"}, 2},
+		{Request{Region: "JP-13", Device: "mobile", OS: "android"}, 2},
 	}
 	s := ix.newScratch()
 	for _, tt := range tests {
