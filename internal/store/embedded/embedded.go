@@ -49,10 +49,12 @@ type Options struct {
 	ReadOnly bool
 }
 
-// Store is a bbolt-backed tsubame.Store. It is safe for concurrent use.
+// Store is a bbolt-backed tsubame.Store, CampaignStore and Deduper. It is
+// safe for concurrent use.
 type Store struct {
-	db  *bolt.DB
-	now func() time.Time
+	db   *bolt.DB
+	now  func() time.Time
+	seen sweeper // of the event ids (dedupe.go)
 }
 
 var (
@@ -82,7 +84,7 @@ func Open(path string, opt Options) (*Store, error) {
 	}
 	if !opt.ReadOnly {
 		err = db.Update(func(tx *bolt.Tx) error {
-			for _, b := range [][]byte{bucketPlacements, bucketAccessLog, bucketResults} {
+			for _, b := range [][]byte{bucketPlacements, bucketAccessLog, bucketResults, bucketSeen} {
 				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 					return err
 				}

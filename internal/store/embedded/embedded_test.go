@@ -1,6 +1,7 @@
 package embedded_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -188,5 +189,97 @@ func TestCampaignsReopenAndOlderFile(t *testing.T) {
 	defer rw.Close()
 	if err := rw.ReplaceAll(t.Context(), want); err != nil {
 		t.Fatalf("older file opened for writing takes campaigns: %v", err)
+	}
+}
+
+func TestDedupeConformance(t *testing.T) {
+	storetest.RunDedupe(t, func(t *testing.T) (a, b tsubame.Deduper) {
+		s, err := embedded.Open(filepath.Join(t.TempDir(), embedded.FileName), embedded.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s, s // one process holds the file
+	})
+}
+
+// An id seen before a restart is a repeat after it; a read-only store
+// (the CLI's) refuses to record.
+func TestDedupeSurvivesReopenAndReadOnlyRefuses(t *testing.T) {
+	path := filepath.Join(t.TempDir(), embedded.FileName)
+	s, err := embedded.Open(path, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.FirstSeen(t.Context(), "imp:d-1", time.Hour); err != nil || !ok {
+		t.Fatalf("first sighting: %v, %v", ok, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ro, err := embedded.Open(path, embedded.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, err := ro.FirstSeen(t.Context(), "imp:d-2", time.Hour)
+	if ok || tsubame.ErrorCode(err) != tsubame.EINVALID {
+		t.Fatalf("FirstSeen on a read-only store = %v, %v; want false and an EINVALID error", ok, err)
+	}
+	if err := ro.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = embedded.Open(path, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if ok, err := s.FirstSeen(t.Context(), "imp:d-1", time.Hour); err != nil || ok {
+		t.Fatalf("repeat after reopening: %v, %v; want false", ok, err)
+	}
+	if ok, err := s.FirstSeen(t.Context(), "imp:d-2", time.Hour); err != nil || !ok {
+		t.Fatalf("id refused by the read-only store: %v, %v; want true (nothing was recorded)", ok, err)
+	}
+}
+
+// A store file from before event ids has no bucket for them; opening it
+// for writing adds one.
+func TestDedupeOnAnOlderFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), embedded.FileName)
+	s, err := embedded.Open(path, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket([]byte("event_ids")) }); err != nil {
+		t.Fatal(err)
+	}
+	_ = db.Close()
+	s, err = embedded.Open(path, embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if ok, err := s.FirstSeen(t.Context(), "a", time.Hour); err != nil || !ok {
+		t.Fatalf("FirstSeen on an older file: %v, %v", ok, err)
+	}
+}
+
+// BenchmarkFirstSeen at a few concurrencies: bbolt's Batch gathers the
+// calls waiting at once into one transaction and one fsync, so throughput
+// grows with them (a tracking node has hundreds of requests in flight).
+func BenchmarkFirstSeen(b *testing.B) {
+	for _, p := range []int{1, 32, 512} {
+		b.Run(fmt.Sprintf("goroutines=%dxCPU", p), func(b *testing.B) {
+			s, err := embedded.Open(filepath.Join(b.TempDir(), embedded.FileName), embedded.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			storetest.BenchFirstSeen(b, s, p)
+		})
 	}
 }

@@ -51,5 +51,5 @@ func TestDedupeConformance(t *testing.T) {
 func BenchmarkFirstSeen(b *testing.B) {
 	s := memory.New()
 	defer s.Close()
-	storetest.BenchFirstSeen(b, s)
+	storetest.BenchFirstSeen(b, s, 1)
 }

@@ -194,15 +194,17 @@ func testDedupeRace(t *testing.T, a, b tsubame.Deduper) {
 	}
 }
 
-// BenchFirstSeen measures d.FirstSeen from b's parallel goroutines:
-// "new" asks only about ids never seen (a write each), "repeat" only about
-// ids already seen (the answer false). The id strings are built per call
-// in "new", which costs the benchmark one allocation of its own per op.
-func BenchFirstSeen(b *testing.B, d tsubame.Deduper) {
+// BenchFirstSeen measures d.FirstSeen from parallelism goroutines per CPU
+// (b.SetParallelism): "new" asks only about ids never seen (a write each),
+// "repeat" only about ids already seen (the answer false). The id strings
+// are built per call in "new", which costs the benchmark one allocation of
+// its own per op.
+func BenchFirstSeen(b *testing.B, d tsubame.Deduper, parallelism int) {
 	bctx := context.Background()
 	b.Run("new", func(b *testing.B) {
 		var goroutine atomic.Int64
 		b.ReportAllocs()
+		b.SetParallelism(parallelism)
 		b.RunParallel(func(pb *testing.PB) {
 			g := goroutine.Add(1)
 			buf := fmt.Appendf(nil, "bench:%d:%d:", time.Now().UnixNano(), g)
@@ -227,6 +229,7 @@ func BenchFirstSeen(b *testing.B, d tsubame.Deduper) {
 		}
 		var goroutine atomic.Int64
 		b.ReportAllocs()
+		b.SetParallelism(parallelism)
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
 			i := int(goroutine.Add(1)) * 97
