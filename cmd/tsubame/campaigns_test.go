@@ -168,16 +168,10 @@ func TestCampaignsCLIWhileServerRuns(t *testing.T) {
 	if code, body := postCampaigns(t, m, token, exampleCampaigns); code != 200 || !strings.Contains(body, `"line_items":3`) {
 		t.Fatalf("import through the admin API: %d %s", code, body)
 	}
-	req, _ := http.NewRequest("GET", "http://"+m.AdminAddr()+"/api/v1/line-items/li-spring-mornings", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
+	status, body := getWith(t, "http://"+m.AdminAddr()+"/api/v1/line-items/li-spring-mornings", token)
 	var li tsubame.LineItem
-	if err := json.NewDecoder(res.Body).Decode(&li); err != nil || !li.Paused() {
-		t.Fatalf("line item through the admin API: %d %+v %v", res.StatusCode, li, err)
+	if err := json.Unmarshal([]byte(body), &li); err != nil || !li.Paused() {
+		t.Fatalf("line item through the admin API: %d %+v %v", status, li, err)
 	}
 }
 
@@ -190,16 +184,9 @@ func TestCampaignsCLIOnRedis(t *testing.T) {
 		t.Fatalf("import beside a running server: %d %s", code, stderr)
 	}
 	token := adminToken(t, m)
-	req, _ := http.NewRequest("GET", "http://"+m.AdminAddr()+"/api/v1/campaigns/export?format=yaml", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	served, _ := io.ReadAll(res.Body)
+	status, served := getWith(t, "http://"+m.AdminAddr()+"/api/v1/campaigns/export?format=yaml", token)
 	code, exported, _ := runCmd(t, env, "", "campaigns", "export", "-format", "yaml")
-	if res.StatusCode != 200 || code != 0 || string(served) != exported || !strings.Contains(exported, "li-okinawa-preroll") {
-		t.Fatalf("the server's export (%d) differs from the CLI's (%d):\n%s\n---\n%s", res.StatusCode, code, served, exported)
+	if status != 200 || code != 0 || served != exported || !strings.Contains(exported, "li-okinawa-preroll") {
+		t.Fatalf("the server's export (%d) differs from the CLI's (%d):\n%s\n---\n%s", status, code, served, exported)
 	}
 }
