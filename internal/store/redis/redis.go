@@ -9,10 +9,11 @@
 //	accesslog   a list of access-log batches
 //	results     a hash of webhook results by message id
 //	invalidate  the pub/sub channel on which every write is announced
+//	seen:<id>   an event id of FirstSeen, "1" until its ttl passes (dedupe.go)
 //	...campaigns...  the campaign set (campaigns.go)
 //
-// Placements spread over the cluster's slots by id; the index, the log and
-// the results each live in one slot. A placement and its index entry are
+// Placements and event ids spread over the cluster's slots by id; the
+// index, the log and the results each live in one slot. A placement and its index entry are
 // two writes (value first, then index; on delete the reverse), so a crash
 // between them leaves at worst an index entry without a value, which List
 // skips.
@@ -58,8 +59,8 @@ type Options struct {
 	Logger        *slog.Logger
 }
 
-// Store is a Redis-backed tsubame.Store, LogStore and ResultStore, and a
-// ChangeFeed. It is safe for concurrent use.
+// Store is a Redis-backed tsubame.Store, CampaignStore, Deduper, LogStore
+// and ResultStore, and a ChangeFeed. It is safe for concurrent use.
 type Store struct {
 	c       rueidis.Client
 	opt     Options

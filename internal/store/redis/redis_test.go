@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -43,6 +44,11 @@ func runSuites(t *testing.T, addrs []string) {
 	storetest.RunLog(t, func(t *testing.T) storetest.LogStore { return open(t, addrs, uniquePrefix(t)) })
 	storetest.RunResults(t, func(t *testing.T) storetest.ResultStore { return open(t, addrs, uniquePrefix(t)) })
 	storetest.RunCampaigns(t, func(t *testing.T) tsubame.CampaignStore { return open(t, addrs, uniquePrefix(t)) })
+	// Two clients on one prefix: two nodes sharing the store.
+	storetest.RunDedupe(t, func(t *testing.T) (a, b tsubame.Deduper) {
+		prefix := uniquePrefix(t)
+		return open(t, addrs, prefix), open(t, addrs, prefix)
+	})
 }
 
 func TestConformanceStandalone(t *testing.T) {
@@ -445,5 +451,66 @@ func TestShardStandaloneIsOne(t *testing.T) {
 		if sh := s.Shard(fmt.Sprint(i)); sh != 0 {
 			t.Fatalf("standalone id %d in shard %d", i, sh)
 		}
+	}
+}
+
+// The event ids are the keys the package comment names, each expiring by
+// itself after its ttl (rounded up to a millisecond); in a cluster they
+// spread over the masters.
+func TestDedupeKeys(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := uniquePrefix(t)
+	s := open(t, []string{srv.Addr}, prefix)
+	for _, tc := range []struct {
+		id       string
+		ttl      time.Duration
+		min, max int
+	}{
+		{"imp:d-1", time.Minute, 1, 60000},
+		{"clk:d-1", time.Nanosecond, -2, 1}, // 1 ms: gone (-2) or about to go
+	} {
+		if ok, err := s.FirstSeen(t.Context(), tc.id, tc.ttl); err != nil || !ok {
+			t.Fatalf("FirstSeen(%q) = %v, %v", tc.id, ok, err)
+		}
+		pttl, err := strconv.Atoi(strings.TrimSpace(srv.CLI(t, "pttl", prefix+"seen:"+tc.id)))
+		if err != nil || pttl < tc.min || pttl > tc.max || pttl == -1 {
+			t.Fatalf("key %q: PTTL %d (%v), want %d..%d and never without expiry", prefix+"seen:"+tc.id, pttl, err, tc.min, tc.max)
+		}
+	}
+}
+
+func TestDedupeSpreadsOverTheCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 6-node cluster; skipped in -short mode")
+	}
+	c := redistest.StartCluster(t)
+	prefix := uniquePrefix(t)
+	s := open(t, c.Addrs()[:1], prefix)
+	masters := map[string]bool{}
+	for i := range 30 {
+		id := fmt.Sprint("imp:d-", i)
+		if ok, err := s.FirstSeen(t.Context(), id, time.Minute); err != nil || !ok {
+			t.Fatalf("FirstSeen(%q) = %v, %v", id, ok, err)
+		}
+		m := c.MasterOf(t, prefix+"seen:"+id)
+		if got := strings.TrimSpace(m.CLI(t, "exists", prefix+"seen:"+id)); got != "1" {
+			t.Fatalf("%q not on the master of its slot %s", id, m.Addr)
+		}
+		masters[m.Addr] = true
+	}
+	if len(masters) != 3 {
+		t.Fatalf("30 event ids on %d masters, want all 3", len(masters))
+	}
+}
+
+// BenchmarkFirstSeen against a local server: one round trip per call,
+// pipelined with the other goroutines' (rueidis).
+func BenchmarkFirstSeen(b *testing.B) {
+	srv := redistest.Start(b)
+	for _, p := range []int{1, 32} {
+		b.Run(fmt.Sprintf("goroutines=%dxCPU", p), func(b *testing.B) {
+			s := open(b, []string{srv.Addr}, fmt.Sprintf("bench%d:", time.Now().UnixNano()))
+			storetest.BenchFirstSeen(b, s, p)
+		})
 	}
 }

@@ -1,0 +1,42 @@
+package redis
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"tsubame"
+)
+
+var _ tsubame.Deduper = (*Store)(nil)
+
+// FirstSeen records id with SET <prefix>seen:<id> 1 NX PX <ttl>: Redis runs
+// commands one at a time, so of any number of callers on any number of
+// nodes exactly one creates the key and is answered OK; the others, until
+// the key expires, get nil. Each id is a key of its own, so in a cluster the
+// ids spread over the slots. ttl is rounded up to a millisecond and measured
+// by the server's clock; Redis deletes the key when it expires.
+//
+// The command is not retried (rueidis retries only read-only commands): a
+// reply lost after the server ran it yields an error, and the id stays
+// recorded.
+func (s *Store) FirstSeen(ctx context.Context, id string, ttl time.Duration) (bool, error) {
+	if err := tsubame.ValidateFirstSeen(id, ttl); err != nil {
+		return false, err
+	}
+	if err := s.check(); err != nil {
+		return false, err
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	ms := (ttl + time.Millisecond - 1) / time.Millisecond
+	err := s.c.Do(ctx, s.c.B().Set().Key(s.opt.KeyPrefix+"seen:"+id).Value("1").Nx().PxMilliseconds(int64(ms)).Build()).Error()
+	if rueidis.IsRedisNil(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, unavailable(err)
+	}
+	return true, nil
+}
