@@ -2,11 +2,42 @@ package main
 
 import (
 	"context"
+	_ "embed"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 
 	"tsubame"
 )
+
+// demoCampaigns are the campaigns serve -demo loads into a store that has
+// never held any: two advertisers whose line items fill placements 1 to 3
+// (a key-value target among them: kv.section=sports) and a video for
+// placement preroll, so that /api/decide answers at once.
+//
+//go:embed demo_campaigns.json
+var demoCampaigns []byte
+
+// loadDemoCampaigns fills a campaign store never written with demoCampaigns.
+func loadDemoCampaigns(ctx context.Context, cs tsubame.CampaignStore, log *slog.Logger) error {
+	v, err := cs.CampaignsVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if v != 0 {
+		log.Info("campaign store is not empty: demo campaigns not loaded")
+		return nil
+	}
+	var set tsubame.CampaignSet
+	if err := json.Unmarshal(demoCampaigns, &set); err != nil {
+		return err
+	}
+	if err := cs.ReplaceAll(ctx, &set); err != nil {
+		return err
+	}
+	log.Info("demo campaigns loaded", "line_items", len(set.LineItems))
+	return nil
+}
 
 // loadDemo fills an empty store with the demo placements (serve -demo,
 // make run): ids 1..1000, id n serving http://ad{2n-1}.example.com/tag.js

@@ -40,7 +40,13 @@ func (m *Main) Reload(cfg *config.Config) (needsRestart []string, err error) {
 	if cfg.VAST != old.VAST && render.Uses(kept, render.EncodingVAST) {
 		return nil, fmt.Errorf("vast options changed while endpoints serve .xml from the cache: restart instead")
 	}
+	if cfg.Deciding() && m.ads.svc == nil {
+		return nil, fmt.Errorf("an endpoint now has source: decide, and this process serves no decisions (ads.enabled was false): restart instead")
+	}
 	if err := m.loadCerts(cfg); err != nil {
+		return nil, err
+	}
+	if err := m.reloadAds(cfg); err != nil {
 		return nil, err
 	}
 	if err := m.pub.server.Reload(m.serverOptions(cfg), m.endpoints(cfg)); err != nil {

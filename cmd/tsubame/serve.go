@@ -54,6 +54,7 @@ type Main struct {
 
 	logs  accessLogs
 	hooks webhooks
+	ads   adsSide
 	pub   publicSide
 	adm   adminSide
 	run   running
@@ -190,6 +191,9 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}
 
 	m.hooks.receiver = receiver
+	if err := m.openAds(ctx, cfg, backend); err != nil {
+		return err
+	}
 	if err := m.openStatic(cfg); err != nil {
 		return err
 	}
@@ -327,6 +331,9 @@ func (m *Main) serverOptions(cfg *config.Config) server.Options {
 	opt.Sites, opt.RejectUnknownHosts = m.sites(cfg), cfg.UnknownHosts == "reject"
 	opt.Ready, opt.Logger = m.readiness, m.Logger
 	opt.HSTS = cfg.TLS.HSTSHeader()
+	if m.ads.svc != nil {
+		opt.Routes = m.ads.svc.Routes(m.logs.file)
+	}
 	return opt
 }
 
@@ -435,6 +442,10 @@ func (m *Main) endpointsOf(cfg *config.Config, eps map[string]config.Endpoint, t
 		switch {
 		case ec.Source == config.SourceFixed:
 			ep.Source = server.FixedURLs(ec.URLs, m.encoders(cfg, ep.Formats))
+		case ec.Source == config.SourceDecide:
+			if m.ads.svc != nil {
+				ep.Source = m.ads.svc.Source()
+			} // else server.New refuses the endpoint without a source
 		case ec.Cache:
 			ep.Source = server.Cached{Cache: m.Cache}
 		default:
@@ -506,6 +517,7 @@ func (m *Main) closeAll(ctx context.Context) error {
 		}
 		cancel()
 	}
+	m.closeAds() // no request decides any more
 	for _, l := range []*accesslog.Logger{m.logs.file, m.logs.store} {
 		if l != nil {
 			if err := l.Close(ctx); err != nil {

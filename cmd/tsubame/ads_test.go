@@ -1,0 +1,230 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"tsubame"
+	"tsubame/internal/geo"
+	"tsubame/internal/geo/geotest"
+)
+
+// adsSet is the campaigns of the end-to-end tests: a line item for
+// placement top from Japan, and one for everyone else at a lower priority.
+const adsSet = `{
+  "advertisers": [{"id": "acme", "name": "Acme"}],
+  "campaigns": [{"id": "spring", "advertiser": "acme"}],
+  "creatives": [{"id": "b1", "advertiser": "acme", "format": "banner", "w": 300, "h": 250,
+    "image": "https://cdn.acme.example/b1.png", "click": "https://acme.example/spring", "status": "approved"}],
+  "line_items": [
+    {"id": "li-jp", "campaign": "spring", "priority": 2, "weight": 1, "cpm": "1.25", "creatives": ["b1"],
+     "targeting": {"placements": ["top"], "countries": ["JP"], "regions": ["JP-13"]}},
+    {"id": "li-all", "campaign": "spring", "priority": 5, "weight": 1, "cpm": "0.5", "creatives": ["b1"],
+     "targeting": {"placements": ["top"]}}
+  ]
+}`
+
+func putCampaigns(t *testing.T, m *Main, text string) {
+	t.Helper()
+	var set tsubame.CampaignSet
+	if err := json.Unmarshal([]byte(text), &set); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.backend.(tsubame.CampaignStore).ReplaceAll(t.Context(), &set); err != nil {
+		t.Fatal(err)
+	}
+	m.ads.engine.Changed()
+}
+
+type adsAnswer struct {
+	Decisions []struct {
+		LineItem      string `json:"line_item"`
+		ImpressionURL string `json:"impression_url"`
+		ClickURL      string `json:"click_url"`
+	} `json:"decisions"`
+}
+
+// decideFrom asks /api/decide as a client at addr (through the trusted
+// proxy's X-Forwarded-For), waiting for the index to hold line items.
+func decideFrom(t *testing.T, m *Main, client string) adsAnswer {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		req, _ := http.NewRequest("GET", "http://"+m.PublicAddr()+"/api/decide?placement=top&uid=u-1", nil)
+		req.Header.Set("X-Forwarded-For", client)
+		req.Header.Set("User-Agent", browserUA)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			var a adsAnswer
+			if err := json.Unmarshal(body, &a); err != nil || len(a.Decisions) != 1 {
+				t.Fatalf("%v: %s", err, body)
+			}
+			return a
+		}
+		if resp.StatusCode != http.StatusNoContent || time.Now().After(deadline) {
+			t.Fatalf("decide: %d %s", resp.StatusCode, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The real Main: campaigns written to the embedded store reach the index,
+// the client's country and region come from a MaxMind-format database
+// behind a trusted proxy, the tracking keys file is made at first start
+// (owner-only) and a rotation by reload keeps URLs already out working.
+func TestAdsEndToEnd(t *testing.T) {
+	dbPath := filepath.Join(t.TempDir(), "geo.mmdb")
+	geotest.Write(t, dbPath, map[string]geo.Location{
+		"203.0.113.0/24":  {Country: "JP", Region: "JP-13"},
+		"198.51.100.0/24": {Country: "US", Region: "US-CA"},
+	})
+	env := append(testEnv(t), "TSUBAME_GEO_DATABASE="+dbPath, "TSUBAME_SERVER_TRUSTED_PROXIES=127.0.0.1")
+	m := openMain(t, env, false)
+	putCampaigns(t, m, adsSet)
+
+	if a := decideFrom(t, m, "203.0.113.7"); a.Decisions[0].LineItem != "li-jp" {
+		t.Errorf("from Tokyo: %s", a.Decisions[0].LineItem)
+	}
+	if a := decideFrom(t, m, "198.51.100.7"); a.Decisions[0].LineItem != "li-all" {
+		t.Errorf("from California: %s", a.Decisions[0].LineItem)
+	}
+
+	keys := m.Config.TrackingKeysPath()
+	fi, err := os.Stat(keys)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("tracking keys file: %v %v", fi, err)
+	}
+	old := decideFrom(t, m, "203.0.113.7").Decisions[0]
+	body, _ := os.ReadFile(keys)
+	var oldLine string
+	for _, l := range strings.Split(string(body), "\n") {
+		if l != "" && l[0] != '#' {
+			oldLine = l
+		}
+	}
+	rotated := "k2 " + strings.Repeat("n", 40) + "\n" + oldLine + "\n"
+	if err := os.WriteFile(keys, []byte(rotated), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload := func() {
+		t.Helper()
+		cfg, err := loadConfig("", env, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if restart, err := m.Reload(cfg); err != nil || len(restart) != 0 {
+			t.Fatalf("Reload: %v, needs restart %v", err, restart)
+		}
+	}
+	reload()
+	status := func(url string) int {
+		t.Helper()
+		code, _ := browserGet(t, url)
+		return code
+	}
+	if s := status(old.ClickURL); s != http.StatusFound {
+		t.Errorf("a click URL signed before the rotation: %d", s)
+	}
+	fresh := decideFrom(t, m, "203.0.113.7").Decisions[0]
+	if s := status(fresh.ImpressionURL); s != http.StatusOK {
+		t.Errorf("an impression URL signed after the rotation: %d", s)
+	}
+	// The old key dropped: its URLs are refused, the new ones still work.
+	if err := os.WriteFile(keys, []byte("k2 "+strings.Repeat("n", 40)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	reload()
+	if s := status(old.ImpressionURL); s != http.StatusBadRequest {
+		t.Errorf("a URL of a dropped key: %d, want 400", s)
+	}
+	if s := status(fresh.ClickURL); s != http.StatusFound {
+		t.Errorf("a URL of the current key: %d", s)
+	}
+	// A broken keys file fails the reload and keeps the keys in use.
+	if err := os.WriteFile(keys, []byte("k3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ := loadConfig("", env, io.Discard)
+	if _, err := m.Reload(cfg); err == nil {
+		t.Errorf("a broken keys file: %v", err)
+	}
+	if s := status(fresh.ClickURL); s != http.StatusFound {
+		t.Errorf("after a failed reload: %d", s)
+	}
+}
+
+var noFollow = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// browserUA is a browser's User-Agent: Go's own is a crawler's, and a
+// crawler gets no ad.
+const browserUA = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36"
+
+// browserGet is get as a browser.
+func browserGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("User-Agent", browserUA)
+	resp, err := noFollow.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(body)
+}
+
+// A store that cannot keep campaigns is refused at start with the key to
+// change; ads.enabled: false starts without the ads routes.
+func TestAdsDisabled(t *testing.T) {
+	m := openMain(t, append(testEnv(t), "TSUBAME_ADS_ENABLED=false"), false)
+	if code, _ := get(t, "http://"+m.PublicAddr()+"/api/decide?placement=top"); code != http.StatusNotFound {
+		t.Errorf("/api/decide with ads off: %d", code)
+	}
+}
+
+// serve -demo (make run) loads demo campaigns into a campaign store never
+// written, so /api/decide and a source: decide endpoint answer at once;
+// a store that holds campaigns keeps its own.
+func TestDemoCampaigns(t *testing.T) {
+	env := testEnv(t)
+	m := openMain(t, env, true)
+	code, body := browserGet(t, "http://"+m.PublicAddr()+"/api/decide?placement=1&uid=u&kv.section=sports")
+	if code != http.StatusOK || !strings.Contains(body, `"line_item":"demo-coffee-sports"`) {
+		t.Fatalf("demo decide: %d %s", code, body)
+	}
+	code, body = browserGet(t, "http://"+m.PublicAddr()+"/api/decide?placement=preroll&uid=u")
+	if code, _ := get(t, "http://"+m.PublicAddr()+"/api/decide?placement=1&uid=u"); code != http.StatusNoContent {
+		t.Errorf("Go's HTTP client, a crawler: %d, want 204", code)
+	}
+	if code != http.StatusOK || !strings.Contains(body, `"format":"video"`) {
+		t.Fatalf("demo video: %d %s", code, body)
+	}
+	putCampaigns(t, m, adsSet)
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m = openMain(t, env, true)
+	if _, err := m.ads.engine.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.ads.engine.Index().Len(); n != 2 {
+		t.Errorf("after a restart with -demo: %d line items, want the store's 2", n)
+	}
+}

@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"tsubame"
+	"tsubame/internal/ads"
+	"tsubame/internal/config"
+	"tsubame/internal/device"
+	"tsubame/internal/geo"
+	"tsubame/internal/track"
+)
+
+// adsSide is the decision engine and the service answering /api/decide,
+// source: decide endpoints and the tracking URLs; zero when ads.enabled is
+// false.
+type adsSide struct {
+	engine *ads.Engine
+	svc    *ads.Service
+	geo    *geo.DB
+	stop   context.CancelFunc
+	done   chan struct{}
+}
+
+// openAds compiles the first decision index from the store's campaigns and
+// starts keeping it current.
+func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.Store) error {
+	if !cfg.Ads.Enabled {
+		return nil
+	}
+	cs, ok := backend.(tsubame.CampaignStore)
+	if !ok {
+		return usagef("store type %q keeps no campaigns: set ads.enabled: false", cfg.Store.Type)
+	}
+	dd, ok := backend.(tsubame.Deduper)
+	if !ok {
+		return usagef("store type %q cannot tell a repeated impression: set ads.enabled: false", cfg.Store.Type)
+	}
+	signer, err := loadTrackingKeys(cfg.TrackingKeysPath(), cfg.Ads.Tracking.KeysFile == "")
+	if err != nil {
+		return err
+	}
+	opt := ads.Options{
+		Signer: signer, Currency: cfg.Ads.Currency, TrackingURL: strings.TrimSuffix(cfg.Ads.Tracking.URL, "/"),
+		TTL: cfg.Ads.Tracking.TTL, CookieName: cfg.Ads.Cookie.Name, CookieMaxAge: cfg.Ads.Cookie.MaxAge,
+		Privacy: map[string]ads.Privacy{}, Dedupe: dd, AdSystem: cfg.VAST.AdSystem, Log: m.Logger,
+	}
+	opt.DefaultPrivacy, _ = ads.ParsePrivacy(cfg.Ads.Privacy) // checked by Validate
+	for name := range cfg.Sites {
+		opt.Privacy[name], _ = ads.ParsePrivacy(cfg.SitePrivacy(name))
+	}
+	if cfg.Geo.Database != "" {
+		db, err := geo.Open(cfg.Geo.Database)
+		if err != nil {
+			return fmt.Errorf("geo.database: %w", err)
+		}
+		m.ads.geo = db
+		opt.Geo = func(a netip.Addr) (string, string) {
+			l := db.Lookup(a)
+			return l.Country, l.Region
+		}
+		m.Logger.Info("geo database", "path", cfg.Geo.Database, "database", db.Metadata().String())
+	}
+	if opt.Device, err = newDeviceParser(cfg); err != nil {
+		return err
+	}
+	if m.Demo {
+		if err := loadDemoCampaigns(ctx, cs, m.Logger); err != nil {
+			return err
+		}
+	}
+	m.ads.engine = ads.NewEngine(cs, nil, m.Logger)
+	if _, err := m.ads.engine.Refresh(ctx); err != nil {
+		// The index stays empty (no ads) until a refresh succeeds: a
+		// store that answers placements but not campaigns yet must not
+		// keep the ad tags down.
+		m.Logger.Error("cannot compile the decision index; serving no decisions until the store answers", "err", err)
+	}
+	opt.Engine = m.ads.engine
+	if m.ads.svc, err = ads.New(opt); err != nil {
+		return err
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	m.ads.stop, m.ads.done = cancel, make(chan struct{})
+	go func() {
+		defer close(m.ads.done)
+		if feed, ok := backend.(tsubame.CampaignFeed); ok {
+			go func() { _ = feed.WatchCampaigns(rctx, m.ads.engine.Changed) }()
+		}
+		m.ads.engine.Run(rctx, cfg.Ads.Refresh)
+	}()
+	return nil
+}
+
+// closeAds stops keeping the index current.
+func (m *Main) closeAds() {
+	if m.ads.stop != nil {
+		m.ads.stop()
+		<-m.ads.done
+		m.ads.stop = nil
+	}
+	if m.ads.geo != nil {
+		_ = m.ads.geo.Close()
+		m.ads.geo = nil
+	}
+}
+
+// reloadAds reads the tracking keys again (a rotation).
+func (m *Main) reloadAds(cfg *config.Config) error {
+	if m.ads.svc == nil {
+		return nil
+	}
+	signer, err := loadTrackingKeys(cfg.TrackingKeysPath(), false)
+	if err != nil {
+		return err
+	}
+	m.ads.svc.SetSigner(signer)
+	return nil
+}
+
+// loadTrackingKeys reads the signing keys: one "ID SECRET" line each, the
+// first the key that signs; blank lines and # comments are skipped. When
+// the file is missing and create is set (the default path in the data
+// directory), it is made with one random key, readable by this user only.
+func loadTrackingKeys(path string, create bool) (*track.Signer, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) && create {
+		if b, err = createTrackingKeys(path); err != nil {
+			return nil, fmt.Errorf("cannot create the tracking keys file: %w", err)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ads.tracking.keys_file: %w", err)
+	}
+	var keys []track.Key
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		id, secret, ok := strings.Cut(line, " ")
+		secret = strings.TrimSpace(secret)
+		if !ok || secret == "" {
+			// The line is not echoed: it may hold a secret.
+			return nil, tsubame.Errorf(tsubame.EINVALID, "%s: line %d is not \"ID SECRET\"", path, n)
+		}
+		keys = append(keys, track.Key{ID: id, Secret: []byte(secret)})
+	}
+	if len(keys) == 0 {
+		return nil, tsubame.Errorf(tsubame.EINVALID, "%s: no signing key", path)
+	}
+	s, err := track.NewSigner(keys[0].ID, keys...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+func createTrackingKeys(path string) ([]byte, error) {
+	var secret [32]byte
+	if _, err := rand.Read(secret[:]); err != nil {
+		return nil, err
+	}
+	id := make([]byte, 6)
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	var r [6]byte
+	if _, err := rand.Read(r[:]); err != nil {
+		return nil, err
+	}
+	for i := range id {
+		id[i] = alphabet[int(r[i])%len(alphabet)]
+	}
+	body := fmt.Sprintf("# Tracking URL signing keys: \"ID SECRET\" per line, the first signs.\n"+
+		"# Every node serving the same tracking host needs the same file.\n%s %s\n",
+		id, base64.RawURLEncoding.EncodeToString(secret[:]))
+	if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return os.ReadFile(path) // another process made it first
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, err := f.WriteString(body); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return []byte(body), f.Close()
+}
+
+// newDeviceParser is the User-Agent parser ads targeting reads.
+func newDeviceParser(cfg *config.Config) (func([]byte) ads.Device, error) {
+	p, err := device.New(device.Options{CacheSize: cfg.Device.CacheSize, HeadlessIsBrowser: !cfg.Ads.HeadlessIsBot})
+	if err != nil {
+		return nil, fmt.Errorf("device: %w", err)
+	}
+	return func(ua []byte) ads.Device {
+		i := p.Parse(ua)
+		return ads.Device{Device: i.Device, OS: i.OS, Browser: i.Browser, Bot: i.Bot}
+	}, nil
+}
