@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"image/png"
 	"io"
@@ -270,6 +271,165 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	if who := b.text("#whoami"); who != "watcher (viewer)" {
 		t.Errorf("whoami %q", who)
+	}
+}
+
+// An editor sees the campaigns the file gave (advertisers, their campaigns,
+// each campaign's line items), pauses a line item and edits another; a
+// viewer sees the same table with the buttons disabled and no editor.
+func TestDashboardCampaignsInBrowser(t *testing.T) {
+	browser := chromium(t)
+	adminAddr := "127.0.0.1:" + freePort(t)
+	p := startBinary(t, "TSUBAME_ADMIN_LISTEN="+adminAddr)
+	adminURL := "http://" + adminAddr
+	env := []string{"TSUBAME_DATA_DIR=" + p.dataDir}
+	const password = "correct horse battery staple"
+	secrets := map[string]string{}
+	for _, u := range []string{"ed", "watcher"} {
+		role := map[string]string{"ed": "editor", "watcher": "viewer"}[u]
+		exit, out, stderr := runCmd(t, env, password+"\n", "admin", "create-user", "-role", role, u)
+		secret := regexp.MustCompile(`TOTP secret .*: ([A-Z2-7]+)`).FindStringSubmatch(out)
+		if exit != 0 || secret == nil {
+			t.Fatalf("create-user %s: %d %s %s", u, exit, out, stderr)
+		}
+		secrets[u] = secret[1]
+	}
+	exit, token, stderr := runCmd(t, env, "", "admin", "create-token", "-user", "ed", "-name", "import")
+	token = strings.TrimSpace(token)
+	if exit != 0 || token == "" {
+		t.Fatalf("create-token: %d %s", exit, stderr)
+	}
+	file, err := os.ReadFile(exampleCampaigns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Replace: -demo loaded campaigns of its own (in another currency).
+	req, _ := http.NewRequest("POST", adminURL+"/api/v1/campaigns/import?mode=replace", bytes.NewReader(file))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/yaml")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("import: %d %s", resp.StatusCode, answer)
+	}
+	lineItem := func(id string) map[string]any {
+		t.Helper()
+		code, body := getWith(t, adminURL+"/api/v1/line-items/"+id, token)
+		var li map[string]any
+		if err := json.Unmarshal([]byte(body), &li); err != nil || code != 200 {
+			t.Fatalf("line item %s: %d %s", id, code, body)
+		}
+		return li
+	}
+
+	ctx := browserContext(t, browser)
+	b := &page{t: t, ctx: ctx}
+	login := func(user string) {
+		t.Helper()
+		code, err := totp.GenerateCode(secrets[user], time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.do("log in as "+user,
+			chromedp.Navigate(adminURL+"/"),
+			chromedp.WaitVisible(css("#login")),
+			chromedp.SetValue(css("#login-user"), user),
+			chromedp.SetValue(css("#login-password"), password),
+			chromedp.SetValue(css("#login-totp"), code),
+			chromedp.Click(css("#login-submit")),
+			chromedp.WaitVisible(css("#dash")),
+			chromedp.WaitVisible(css(`#campaigns tr[data-id="li-spring-tokyo"]`)),
+		)
+	}
+	// row returns a line item's row as the table shows it: its cells' text.
+	row := func(id string) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](fmt.Sprintf(
+			`[...document.querySelector('#campaigns tr[data-id=%q]').cells].map(c => c.textContent).join("|")`, id)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	login("ed")
+	saveScreenshot(t, ctx, "campaigns.png")
+	if got, want := row("li-spring-tokyo"), "li-spring-tokyo|active|4|3|350 JPY|2026-03-01 → 2026-06-01|—|Pause"; got != want {
+		t.Errorf("row %q, want %q", got, want)
+	}
+	if got, want := row("li-spring-mornings"), "li-spring-mornings|paused|2|1|420.5 JPY|2026-03-01 → 2026-06-01|—|Resume"; got != want {
+		t.Errorf("row %q, want %q", got, want)
+	}
+	// Advertisers, then their campaigns, then the campaigns' line items.
+	order, err := chromedp.Run(ctx, chromedp.Evaluate[string](
+		`[...document.querySelectorAll("#campaigns tbody tr")].map(r => r.dataset.id || r.className + ":" + r.cells[0].textContent.split(" · ")[0]).join(",")`))
+	if want := "adv:Kaze Travel (adv-kaze),camp:campaign camp-summer-trips,li-okinawa-preroll," +
+		"adv:Sakura Coffee (adv-sakura),camp:campaign camp-spring,li-spring-mornings,li-spring-tokyo"; err != nil || order != want {
+		t.Errorf("table order %q (%v), want %q", order, err, want)
+	}
+	if got := b.text("#campaigns-count"); got != "2 advertisers, 2 campaigns, 3 line items (1 paused)" {
+		t.Errorf("count %q", got)
+	}
+
+	b.do("pause a line item",
+		chromedp.Click(css(`#campaigns tr[data-id="li-spring-tokyo"] button.pause`)),
+		b.until(`document.querySelector('#campaigns tr[data-id="li-spring-tokyo"] td.status').textContent === "paused"`, 10*time.Second),
+	)
+	if li := lineItem("li-spring-tokyo"); li["status"] != "paused" || li["cpm"] != "350" {
+		t.Errorf("after the pause the store holds %v", li)
+	}
+	if got := row("li-spring-tokyo"); !strings.HasSuffix(got, "|Resume") {
+		t.Errorf("a paused row offers %q", got)
+	}
+
+	// Edit another from the table: the form shows it; a bad targeting is
+	// refused before it is sent, a bad creative by the server; then a save.
+	b.do("pick a line item",
+		chromedp.Click(css(`#campaigns tr[data-id="li-okinawa-preroll"] td:first-child`)),
+		b.until(`document.getElementById("li-id").value === "li-okinawa-preroll"`, 10*time.Second),
+	)
+	if !b.eval(`JSON.parse(document.getElementById("li-targeting").value).devices.length === 3 && document.getElementById("li-cpm").value === "1200"`) {
+		t.Error("the editor does not show the line item's targeting and CPM")
+	}
+	b.do("a targeting that is not JSON",
+		chromedp.SetValue(css("#li-targeting"), `{"countries": ["JP"`),
+		chromedp.Click(css("#li-save")),
+		b.until(`document.getElementById("li-edit-status").textContent.startsWith("Not saved: the targeting is not JSON")`, 10*time.Second),
+	)
+	b.do("a creative of another advertiser",
+		chromedp.SetValue(css("#li-targeting"), `{"countries": ["JP", "KR"]}`),
+		chromedp.SetValue(css("#li-creatives"), "cr-spring-300x250"),
+		chromedp.Click(css("#li-save")),
+		b.until(`document.getElementById("li-edit-status").textContent.includes("belongs to advertiser")`, 10*time.Second),
+	)
+	b.do("save",
+		chromedp.SetValue(css("#li-creatives"), "cr-okinawa-video"),
+		chromedp.SetValue(css("#li-weight"), "5"),
+		chromedp.SetValue(css("#li-cpm"), "1250.5"),
+		chromedp.Click(css("#li-save")),
+		b.until(`document.getElementById("li-edit-status").textContent === "Saved li-okinawa-preroll."`, 10*time.Second),
+		b.until(`document.querySelector('#campaigns tr[data-id="li-okinawa-preroll"]').cells[3].textContent === "5"`, 10*time.Second),
+	)
+	li := lineItem("li-okinawa-preroll")
+	if li["weight"] != 5.0 || li["cpm"] != "1250.5" || fmt.Sprint(li["targeting"]) != "map[countries:[JP KR]]" ||
+		fmt.Sprint(li["deals"]) != "[deal-travel-q3]" || len(li["frequency"].([]any)) != 2 {
+		t.Errorf("after the edit the store holds %v", li)
+	}
+
+	// A viewer: the same table, the buttons disabled, no editor.
+	b.do("log out", chromedp.Click(css("#logout")), chromedp.WaitVisible(css("#login")))
+	login("watcher")
+	if !b.eval(`[...document.querySelectorAll("#campaigns button.pause")].every(b => b.disabled)`) {
+		t.Error("a viewer's pause buttons are enabled")
+	}
+	if !b.eval(`document.getElementById("line-item-tools").hidden`) {
+		t.Error("a viewer sees the line item editor")
+	}
+	if got := row("li-spring-tokyo"); !strings.Contains(got, "|paused|") {
+		t.Errorf("the viewer sees %q", got)
 	}
 }
 

@@ -1,9 +1,10 @@
 // Tsubame admin dashboard: setup, login, live stats (server-sent events),
-// placements and cache purge. No framework, no third-party code.
+// placements, cache purge and campaigns. No framework, no third-party code.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
 let csrf = "";
+let role = "";
 let stream = null;
 const history = [];
 const pageSize = 20;
@@ -45,14 +46,20 @@ async function start() {
   showLogin();
 }
 
+const canEdit = () => role === "editor" || role === "admin";
+
 function enter(session) {
   csrf = session.csrf_token || "";
+  role = session.role;
   $("whoami").textContent = `${session.user} (${session.role})`;
-  // Viewers read; editors and admins also change placements and purge.
-  $("editor-tools").hidden = !(session.role === "editor" || session.role === "admin");
+  // Viewers read; editors and admins also change placements, purge and
+  // change line items.
+  $("editor-tools").hidden = !canEdit();
+  $("line-item-tools").hidden = !canEdit();
   show("dash");
   startStream();
   loadPage(0);
+  loadCampaigns();
 }
 
 $("setup-form").addEventListener("submit", async (ev) => {
@@ -335,6 +342,177 @@ $("purge-form").addEventListener("submit", async (ev) => {
   const kind = document.querySelector('input[name="purge-kind"]:checked').value;
   const r = await api("POST", "/api/v1/purge", kind === "ids" ? { ids: keys } : { deps: keys });
   $("purge-status").textContent = r.status === 200 ? `Purged ${keys.length} ${kind}.` : `Not purged: ${(r.data && r.data.error) || r.status}`;
+});
+
+// Campaigns: advertisers, their campaigns, and each campaign's line items,
+// from one export of the stored set (a consistent view).
+let lineItem = null; // the line item in the editor, as loaded
+
+async function loadCampaigns() {
+  const r = await api("GET", "/api/v1/campaigns/export");
+  const body = $("campaigns").tBodies[0];
+  if (r.status !== 200 || !r.data) {
+    body.replaceChildren();
+    $("campaigns-count").textContent = "";
+    $("campaigns-error").textContent = (r.data && r.data.error) || `Cannot read the campaigns (${r.status}).`;
+    return;
+  }
+  $("campaigns-error").textContent = "";
+  renderCampaigns(r.data);
+}
+
+function byKey(list, key) {
+  const m = new Map();
+  for (const o of list) {
+    if (!m.has(o[key])) m.set(o[key], []);
+    m.get(o[key]).push(o);
+  }
+  return m;
+}
+
+// cell appends a cell holding text: never innerHTML, campaign data is
+// untrusted.
+function cell(tr, text, className) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  if (className) td.className = className;
+  tr.appendChild(td);
+  return td;
+}
+
+function groupRow(className, text) {
+  const tr = document.createElement("tr");
+  tr.className = className;
+  cell(tr, text).colSpan = 8;
+  return tr;
+}
+
+// flight is the window a line item serves in, its own within its
+// campaign's: dates (and times, unless midnight) as the file writes them,
+// in full in the title.
+function flight(c, li) {
+  const at = (s) => (s ? Date.parse(s) : NaN);
+  const start = !li.start || at(c.start) > at(li.start) ? c.start : li.start;
+  const end = !li.end || at(c.end) < at(li.end) ? c.end : li.end;
+  const short = (s) => {
+    const m = /^(\d{4}-\d\d-\d\d)T(\d\d:\d\d)/.exec(s || "");
+    return !m ? s : m[2] === "00:00" ? m[1] : `${m[1]} ${m[2]}`;
+  };
+  if (!start && !end) return { text: "always", title: "" };
+  return { text: `${short(start) || "now"} → ${short(end) || "open"}`, title: `${start || "now"} → ${end || "open"}` };
+}
+
+function campaignText(c, currency) {
+  const parts = [`campaign ${c.id}`, flight(c, {}).text];
+  const b = c.budget || {};
+  if (b.total) parts.push(`budget ${b.total} ${currency}`);
+  if (b.daily) parts.push(`${b.daily} ${currency} a day`);
+  const pacing = typeof c.pacing === "string" ? c.pacing : (c.pacing && c.pacing.mode);
+  if (pacing) parts.push(`pacing ${pacing}`);
+  return parts.join(" · ");
+}
+
+function lineRow(li, c, currency) {
+  const tr = document.createElement("tr");
+  tr.className = canEdit() ? "line" : "line readonly";
+  tr.dataset.id = li.id;
+  const paused = li.status === "paused";
+  cell(tr, li.id);
+  cell(tr, paused ? "paused" : "active", paused ? "status paused" : "status");
+  cell(tr, String(li.priority), "num");
+  cell(tr, String(li.weight), "num");
+  cell(tr, `${li.cpm} ${currency}`, "num");
+  const f = flight(c, li);
+  cell(tr, f.text, "flight").title = f.title;
+  // The delivery counters are not served yet.
+  cell(tr, "—", "num delivered").title = "delivery counts are not available yet";
+  const b = document.createElement("button");
+  b.type = "button";
+  b.className = "pause";
+  b.textContent = paused ? "Resume" : "Pause";
+  b.disabled = !canEdit();
+  b.title = canEdit() ? "" : "editors pause and resume line items";
+  b.addEventListener("click", (ev) => { ev.stopPropagation(); setPaused(li.id, !paused); });
+  cell(tr, "").appendChild(b);
+  if (canEdit()) tr.addEventListener("click", () => editLineItem(li));
+  return tr;
+}
+
+function renderCampaigns(set) {
+  const body = $("campaigns").tBodies[0];
+  body.replaceChildren();
+  const currency = set.currency || "USD";
+  const campaignsOf = byKey(set.campaigns, "advertiser"), itemsOf = byKey(set.line_items, "campaign");
+  for (const a of set.advertisers) {
+    body.appendChild(groupRow("adv", `${a.name} (${a.id})`));
+    for (const c of campaignsOf.get(a.id) || []) {
+      body.appendChild(groupRow("camp", campaignText(c, currency)));
+      const items = itemsOf.get(c.id) || [];
+      if (items.length === 0) body.appendChild(groupRow("none", "no line items"));
+      for (const li of items) body.appendChild(lineRow(li, c, currency));
+    }
+  }
+  const paused = set.line_items.filter((li) => li.status === "paused").length;
+  $("campaigns-count").textContent = set.advertisers.length === 0 ? "none yet: import a campaign file" :
+    `${set.advertisers.length} advertisers, ${set.campaigns.length} campaigns, ${set.line_items.length} line items (${paused} paused)`;
+}
+
+async function setPaused(id, pause) {
+  const r = await api("POST", `/api/v1/line-items/${encodeURIComponent(id)}/${pause ? "pause" : "resume"}`);
+  if (r.status !== 200) {
+    $("campaigns-error").textContent = `Not ${pause ? "paused" : "resumed"}: ${(r.data && r.data.error) || r.status}`;
+    return;
+  }
+  await loadCampaigns();
+  if (lineItem && lineItem.id === id) editLineItem(r.data);
+}
+
+function editLineItem(li) {
+  lineItem = li;
+  $("li-id").value = li.id;
+  $("li-campaign").value = li.campaign;
+  $("li-status").value = li.status === "paused" ? "paused" : "active";
+  $("li-priority").value = li.priority;
+  $("li-weight").value = li.weight;
+  $("li-cpm").value = li.cpm;
+  $("li-creatives").value = (li.creatives || []).join("\n");
+  $("li-targeting").value = JSON.stringify(li.targeting || {}, null, 2);
+  $("li-edit-status").textContent = "";
+}
+
+$("li-form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const id = $("li-id").value.trim();
+  let targeting;
+  try {
+    targeting = JSON.parse($("li-targeting").value.trim() || "{}");
+  } catch (e) {
+    $("li-edit-status").textContent = `Not saved: the targeting is not JSON (${e.message}).`;
+    return;
+  }
+  // The fields the form does not show (limits, frequency caps, deals,
+  // flight) stay as they were.
+  const body = Object.assign({}, lineItem && lineItem.id === id ? lineItem : {}, {
+    id, campaign: $("li-campaign").value.trim(), priority: Number($("li-priority").value),
+    weight: Number($("li-weight").value), cpm: $("li-cpm").value.trim(), creatives: lines($("li-creatives").value), targeting,
+  });
+  if ($("li-status").value === "paused") body.status = "paused"; else delete body.status;
+  const r = await api("PUT", "/api/v1/line-items/" + encodeURIComponent(id), body);
+  if (r.status !== 200) {
+    $("li-edit-status").textContent = `Not saved: ${(r.data && r.data.error) || r.status}`;
+    return;
+  }
+  $("li-edit-status").textContent = `Saved ${id}.`;
+  lineItem = r.data;
+  loadCampaigns();
+});
+
+$("li-delete").addEventListener("click", async () => {
+  const id = $("li-id").value.trim();
+  if (!id || !confirm(`Delete line item ${id}?`)) return;
+  const r = await api("DELETE", "/api/v1/line-items/" + encodeURIComponent(id));
+  $("li-edit-status").textContent = r.status === 204 ? `Deleted ${id}.` : `Not deleted: ${(r.data && r.data.error) || r.status}`;
+  if (r.status === 204) { lineItem = null; loadCampaigns(); }
 });
 
 start();
