@@ -57,6 +57,10 @@ type scenario struct {
 	// restartHandovers times during each run, and against nginx reloaded as
 	// often, at each of restartConns (restart.go).
 	Restart bool
+	// Decide runs against a Tsubame of its own, loaded with decideSet
+	// before it starts, and cycles wrk through decideRequests (decide.go);
+	// Path is only the first of them.
+	Decide bool
 }
 
 // peers are the alternatives measured beside Tsubame in the Peers scenarios,
@@ -79,6 +83,10 @@ var scenarios = []scenario{
 		Published: "11,556 req/s, 9.07 ms, σ 5.91 ms", PublishedRPS: 11556.05},
 	{Name: "sample4", Path: "/api/sample4.js?id=1&callback=Example.process", What: "+ lossless file access log",
 		Published: "2,884 req/s, 34.70 ms, σ 4.96 ms", PublishedRPS: 2883.61},
+	// Right after sample4: the cost of deciding an ad over serving a
+	// stored one, both with the file access log.
+	{Name: "decide", Path: decideRequests(1)[0].Path(), Decide: true,
+		What: "/api/decide among 10,000 line items, targeting on: 4,096 distinct requests, a decision event line and two signed tracking URLs each"},
 	{Name: "sample5", Path: "/api/sample5.js?id=1&callback=Example.process", What: "+ access log into the store, batched",
 		Published: "93 req/s, 1,070 ms, σ 129.72 ms", PublishedRPS: 93.14},
 	{Name: "json", Path: "/json", What: `{"message":"Hello, World!"}`,
@@ -118,6 +126,7 @@ type run struct {
 	peers        map[string][]wrkResult // Peers scenarios: by peer name
 	checks       []webhookCheck         // webhook scenarios: per Tsubame round
 	ships        []shipResult           // the shipping scenario: per round
+	fills        []fill                 // the decide scenario: Tsubame's answers per round
 	restarts     []restartRun           // the restart scenario: per round and target
 }
 
@@ -135,7 +144,7 @@ func main() {
 		conns    = flag.Int("connections", 100, "wrk connections (scenarios with their own count keep it)")
 		threads  = flag.Int("threads", 2, "wrk threads")
 		rounds   = flag.Int("rounds", 3, "interleaved rounds per scenario")
-		port     = flag.Int("port", 18080, "first of the loopback ports: tsubame, its admin listener, nginx, tsubame on redis, its admin listener, redis, the peers nginx-lua, fasthttp, gnet, then four for each variant pair, then four for the restart scenario")
+		port     = flag.Int("port", 18080, "first of the loopback ports: tsubame, its admin listener, nginx, tsubame on redis, its admin listener, redis, the peers nginx-lua, fasthttp, gnet, then four for each variant pair, then four for the restart scenario, then two for the decide scenario")
 		idle     = flag.Int("idle", 19900, "idle keep-alive connections to hold open against Tsubame while its RSS is read (0: skip)")
 		only     = flag.String("scenarios", "", "comma-separated scenario names to run (default all)")
 		out      = flag.String("out", "BENCHMARKS.md", "report to write")
@@ -316,6 +325,35 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 		}
 	}
 
+	// The decide scenario's Tsubame: the same binary and settings as the
+	// first, its store loaded with decideSet before it starts. A node of
+	// its own keeps the index's memory (tens of MiB) out of what the other
+	// scenarios measure, the idle connections' RSS above all.
+	var decideAddr, decideAdmin, decideScript string
+	if slices.ContainsFunc(selected, func(s scenario) bool { return s.Decide }) {
+		first := port + 9 + 4*len(pairs) + 4 // after the variant pairs and the restart scenario's four
+		decideAddr, decideAdmin = "127.0.0.1:"+strconv.Itoa(first), "127.0.0.1:"+strconv.Itoa(first+1)
+		for _, a := range []string{decideAddr, decideAdmin} {
+			if err := portFree(a); err != nil {
+				return err
+			}
+		}
+		campaigns, sc, err := writeDecideFiles(dir)
+		if err != nil {
+			return err
+		}
+		if err := importCampaigns(ctx, bin, filepath.Join(dir, "decide"), campaigns); err != nil {
+			return err
+		}
+		if _, err := startTsubame(ctx, &p, bin, filepath.Join(dir, "decide"), decideAddr, decideAdmin, api.URL, cbEnv); err != nil {
+			return err
+		}
+		if err := checkBodies(decideAddr); err != nil {
+			return err
+		}
+		decideScript = sc
+	}
+
 	// Idle connections first, while Tsubame's memory is what serving, not
 	// the webhook runs' queues, made it.
 	var held *idleResult
@@ -360,6 +398,8 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 				own = raddr
 			case s.Variant != nil:
 				own = pairs[s.Variant].base
+			case s.Decide:
+				own = decideAddr
 			}
 			type target struct {
 				addr, who string
@@ -399,6 +439,19 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 				if s.Variant != nil {
 					sc = pairs[s.Variant].script // nginx ignores what it adds
 				}
+				if s.Decide {
+					sc = decideScript // nginx answers every /api/ path alike
+				}
+				var header []string
+				if !s.Webhook {
+					header = []string{"User-Agent: " + browserUA}
+				}
+				var filled fill
+				if s.Decide && target.addr == own {
+					if filled, err = scrapeDecide(decideAdmin); err != nil {
+						return err
+					}
+				}
 				var before int64
 				var rss *rssSampler
 				if s.Webhook && target.addr == addr {
@@ -415,12 +468,22 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 				if s.Duration > 0 {
 					d = s.Duration
 				}
-				r, err := runWrk(ctx, "http://"+target.addr+s.Path, threads, c, d, sc)
+				r, err := runWrk(ctx, "http://"+target.addr+s.Path, threads, c, d, sc, header...)
 				if err != nil {
 					return err
 				}
 				fmt.Fprintf(os.Stderr, "round %d/%d %-14s %-9s %10.0f req/s (%.0f ok)  p99 %8v  errors %d\n",
 					round+1, rounds, s.Name, target.who, r.RPS, r.OKRate(), r.P99.Round(time.Microsecond), r.Errors)
+				if s.Decide && target.addr == own {
+					after, err := scrapeDecide(decideAdmin)
+					if err != nil {
+						return err
+					}
+					f := after.sub(filled)
+					results[i].fills = append(results[i].fills, f)
+					fmt.Fprintf(os.Stderr, "    %d answered with a decision (200), %d without (204), %d otherwise: %.1f %% filled\n",
+						f.Filled, f.Empty, f.Other, 100*f.Rate())
+				}
 				if target.into != nil {
 					*target.into = append(*target.into, r)
 				} else {

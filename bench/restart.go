@@ -316,7 +316,7 @@ func restartRound(ctx context.Context, s scenario, nodes []*restartNode, ref str
 				took, err := spaced(rctx, start, s.Duration, restartHandovers, restart)
 				done <- made{took, err}
 			}()
-			w, err := runWrk(ctx, "http://"+t.addr+s.Path, threads, c, s.Duration, "")
+			w, err := runWrk(ctx, "http://"+t.addr+s.Path, threads, c, s.Duration, "", "User-Agent: "+browserUA)
 			if err != nil {
 				cancel()
 				<-done

@@ -46,20 +46,20 @@ var (
 	reNon2xx   = regexp.MustCompile(`Non-2xx or 3xx responses: (\d+)`)
 )
 
-// runWrk runs wrk against url and parses its report.
-func runWrk(ctx context.Context, url string, threads, conns int, d time.Duration, script string) (wrkResult, error) {
+// runWrk runs wrk against url and parses its report. Each header ("Name:
+// value") is sent with every request.
+func runWrk(ctx context.Context, url string, threads, conns int, d time.Duration, script string, header ...string) (wrkResult, error) {
 	args := []string{"-t" + strconv.Itoa(threads), "-c" + strconv.Itoa(conns), "-d" + d.String(), "--timeout", "5s", "--latency"}
+	for _, h := range header {
+		args = append(args, "-H", h)
+	}
 	if script != "" {
 		args = append(args, "-s", script)
 	}
 	args = append(args, url)
 	cmd := exec.CommandContext(ctx, "wrk", args...)
 	out, err := cmd.CombinedOutput()
-	shown := strings.Join(args, " ")
-	if script != "" { // the script lives in a temporary directory: show its name only
-		shown = strings.Replace(shown, script, filepath.Base(script), 1)
-	}
-	res := wrkResult{Command: "wrk " + shown}
+	res := wrkResult{Command: "wrk " + showArgs(args, script)}
 	if err != nil {
 		return res, fmt.Errorf("%s: %v\n%s", res.Command, err, out)
 	}
@@ -67,6 +67,22 @@ func runWrk(ctx context.Context, url string, threads, conns int, d time.Duration
 		return res, fmt.Errorf("%s: %v\n%s", res.Command, err, out)
 	}
 	return res, nil
+}
+
+// showArgs writes wrk's arguments as a shell would take them: quoted where
+// they hold spaces, the script (in a temporary directory) by its name only.
+func showArgs(args []string, script string) string {
+	shown := make([]string, len(args))
+	for i, a := range args {
+		switch {
+		case script != "" && a == script:
+			a = filepath.Base(a)
+		case strings.ContainsAny(a, " ;()&?*"):
+			a = "'" + a + "'"
+		}
+		shown[i] = a
+	}
+	return strings.Join(shown, " ")
 }
 
 func parseWrk(out string, res *wrkResult) error {

@@ -65,3 +65,12 @@ func TestParseWrkMaxLatency(t *testing.T) {
 		}
 	}
 }
+
+// The command the report shows can be pasted into a shell.
+func TestShowArgs(t *testing.T) {
+	args := []string{"-t2", "-H", "User-Agent: Mozilla/5.0 (X11; Linux) Chrome/131", "-s", "run/decide.lua", "http://127.0.0.1:1/a?b=1&c=2"}
+	want := "-t2 -H 'User-Agent: Mozilla/5.0 (X11; Linux) Chrome/131' -s decide.lua 'http://127.0.0.1:1/a?b=1&c=2'"
+	if got := showArgs(args, "run/decide.lua"); got != want {
+		t.Fatalf("showArgs = %q\nwant        %q", got, want)
+	}
+}
