@@ -23,6 +23,9 @@ const (
 // Limits on campaign data: they bound what one import can make every node
 // hold in memory.
 const (
+	// MaxObjectIDLength bounds the id of an advertiser, campaign, creative
+	// or line item: every tracking URL carries three of them, signed.
+	MaxObjectIDLength    = 64
 	MinPriority          = 1      // the first priority served
 	MaxPriority          = 16     // the last priority served
 	MaxListValues        = 10_000 // values in one targeting list, creatives or deals of a line item
@@ -1028,8 +1031,8 @@ func validObjectID(id string) string {
 	if id == "" {
 		return "missing id"
 	}
-	if len(id) > MaxIDLength {
-		return fmt.Sprintf("an id is at most %d bytes", MaxIDLength)
+	if len(id) > MaxObjectIDLength {
+		return fmt.Sprintf("an id is at most %d bytes", MaxObjectIDLength)
 	}
 	for i := 0; i < len(id); i++ {
 		if !IDChar(id[i]) {
