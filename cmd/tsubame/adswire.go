@@ -80,7 +80,7 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 			return err
 		}
 	}
-	m.ads.engine = ads.NewEngine(cs, nil, m.Logger)
+	m.ads.engine = ads.NewEngine(cs, ads.EngineOptions{Currency: cfg.Ads.Currency, Log: m.Logger})
 	if _, err := m.ads.engine.Refresh(ctx); err != nil {
 		// The index stays empty (no ads) until a refresh succeeds: a
 		// store that answers placements but not campaigns yet must not

@@ -40,7 +40,9 @@ type fixture struct {
 	keys  []track.Key
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T) *fixture { return newFixtureB(t) }
+
+func newFixtureB(t testing.TB) *fixture {
 	t.Helper()
 	b, err := os.ReadFile("testdata/campaigns.json")
 	if err != nil {
@@ -71,7 +73,7 @@ func (f *fixture) start(t *testing.T, o nodeOpts) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := ads.NewEngine(f.store, nil, nil)
+	eng := ads.NewEngine(f.store, ads.EngineOptions{Currency: "JPY"})
 	if _, err := eng.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +342,7 @@ func TestDecideNoFill(t *testing.T) {
 			t.Errorf("%s: %d %v", q, resp.StatusCode, ds)
 		}
 	}
-	for _, q := range []string{"", "placement=", "placement=a%20b", "placement=top&count=0", "placement=top&count=17",
+	for _, q := range []string{"", "placement=", "placement=a%20b", "placement=" + strings.Repeat("p", 65), "placement=top&count=0", "placement=top&count=17",
 		"placement=top&uid=a%20b", "placement=top&site=a/b", "placement=top&kv.a%20b=1", "placement=top&format=native",
 		"placement=top&w=0", "placement=top&vast=1"} {
 		if resp, body := get(t, n.url+"/api/decide?"+q); resp.StatusCode != http.StatusBadRequest {
@@ -579,5 +581,18 @@ func TestRepeatsCountOnceAcrossNodes(t *testing.T) {
 				t.Errorf("%s of %s counted %d times", kind, d, c)
 			}
 		}
+	}
+}
+
+// A campaign set in another currency than the account's is not compiled:
+// its amounts would be logged as the account's.
+func TestEngineRefusesAnotherCurrency(t *testing.T) {
+	f := newFixture(t)
+	eng := ads.NewEngine(f.store, ads.EngineOptions{Currency: "USD"})
+	if _, err := eng.Refresh(context.Background()); tsubame.ErrorCode(err) != tsubame.EINVALID || !strings.Contains(err.Error(), "JPY") {
+		t.Fatalf("Refresh: %v", err)
+	}
+	if eng.Ready() || eng.Index().Len() != 0 {
+		t.Errorf("an index was compiled from a JPY set for a USD account")
 	}
 }

@@ -44,7 +44,8 @@ func (s *Service) release(a *answer) {
 	clear(a.imp[:a.n])
 	clear(a.click[:a.n])
 	clear(a.out[:a.n])
-	*a = answer{}
+	buf := a.urlBuf[:0]
+	*a = answer{urlBuf: buf}
 	answers.Put(a)
 }
 
@@ -125,4 +126,3 @@ func (s *Service) appendJSON(dst []byte, a *answer) []byte {
 	}
 	return append(dst, "]}"...)
 }
-

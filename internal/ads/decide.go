@@ -29,16 +29,18 @@ type answer struct {
 	base      []byte // scheme://host of tracking URLs
 	baseBuf   [8 + 256]byte
 	placement []byte
+	urlBuf    []byte // builds tracking URLs; kept with the pooled answer
 }
 
 var (
-	errNoPlacement = tsubame.Errorf(tsubame.EINVALID, "missing placement")
-	errBadCount    = tsubame.Errorf(tsubame.EINVALID, "count must be 1 to 16")
-	errBadSite     = tsubame.Errorf(tsubame.EINVALID, "site must be a domain name")
-	errBadKV       = tsubame.Errorf(tsubame.EINVALID, "kv.KEY=VALUE: a key is 1 to 64 letters, digits, '_', '-' and '.', a value at most 256 printable bytes")
-	errBadSize     = tsubame.Errorf(tsubame.EINVALID, "w and h must be 1 to 10000")
-	errBadFormat   = tsubame.Errorf(tsubame.EINVALID, "format must be banner or video")
-	errBadVAST     = tsubame.Errorf(tsubame.EINVALID, "vast must be a VAST version the player takes: 2, 3 or 4")
+	errNoPlacement   = tsubame.Errorf(tsubame.EINVALID, "missing placement")
+	errLongPlacement = tsubame.Errorf(tsubame.EINVALID, "a placement decided for is at most 64 bytes (its tracking URLs carry it)")
+	errBadCount      = tsubame.Errorf(tsubame.EINVALID, "count must be 1 to 16")
+	errBadSite       = tsubame.Errorf(tsubame.EINVALID, "site must be a domain name")
+	errBadKV         = tsubame.Errorf(tsubame.EINVALID, "kv.KEY=VALUE: a key is 1 to 64 letters, digits, '_', '-' and '.', a value at most 256 printable bytes")
+	errBadSize       = tsubame.Errorf(tsubame.EINVALID, "w and h must be 1 to 10000")
+	errBadFormat     = tsubame.Errorf(tsubame.EINVALID, "format must be banner or video")
+	errBadVAST       = tsubame.Errorf(tsubame.EINVALID, "vast must be a VAST version the player takes: 2, 3 or 4")
 )
 
 var answers = sync.Pool{New: func() any { return new(answer) }}
@@ -46,6 +48,9 @@ var answers = sync.Pool{New: func() any { return new(answer) }}
 // decide makes the decisions of r for placement, logs each, and leaves
 // them in a (a.n of them; none for a crawler, a.crawler set).
 func (s *Service) decide(w server.Response, r server.Request, placement []byte, format string, a *answer) error {
+	if len(placement) > track.MaxIDLen {
+		return errLongPlacement
+	}
 	now := time.Now()
 	a.placement = placement
 	var dev Device
@@ -88,19 +93,21 @@ func (s *Service) decide(w server.Response, r server.Request, placement []byte, 
 		id := newID(now)
 		tk := track.Token{Kind: track.KindImp, Decision: id, LineItem: d.Line.ID, Campaign: d.Line.Campaign,
 			Creative: d.Creative.ID, Placement: req.Placement, User: v.uid, Price: d.Line.CPM, Expires: expires}
-		imp, err := sg.Sign(tk)
+		u := append(append(a.urlBuf[:0], a.base...), PathImp...)
+		u, err := sg.AppendSign(u, tk)
 		if err != nil {
-			// Ids longer than a token carries: the model allows 128
-			// bytes, tokens 64. The line item cannot be tracked, so it
-			// is not served.
+			// Ids longer than a token carries: the model bounds them
+			// (MaxObjectIDLength), so this is a bug, not a request's fault.
 			return tsubame.WrapError(tsubame.EINTERNAL, err, "cannot sign the impression of line item %q", d.Line.ID)
 		}
+		a.imp[i] = string(u)
 		tk.Kind, tk.Click = track.KindClick, d.Creative.Click
-		click, err := sg.Sign(tk)
-		if err != nil {
+		u = append(append(u[:0], a.base...), PathClick...)
+		if u, err = sg.AppendSign(u, tk); err != nil {
 			return tsubame.WrapError(tsubame.EINTERNAL, err, "cannot sign the click of line item %q", d.Line.ID)
 		}
-		a.ids[i], a.imp[i], a.click[i] = id, string(a.base)+PathImp+imp, string(a.base)+PathClick+click
+		a.click[i], a.ids[i] = string(u), id
+		a.urlBuf = u
 		e := accesslog.Event{Kind: accesslog.EventDecision, ID: accesslog.String("d:" + id), Decision: accesslog.String(id),
 			LineItem: accesslog.String(d.Line.ID), Campaign: accesslog.String(d.Line.Campaign), Creative: accesslog.String(d.Creative.ID),
 			Placement: accesslog.Bytes(placement), UID: accesslog.String(v.uid), Price: int64(d.Line.CPM),

@@ -1,6 +1,7 @@
 package ads
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"sync"
@@ -17,6 +18,7 @@ import (
 type Engine struct {
 	store    tsubame.CampaignStore
 	counters decision.Counters
+	currency string
 	log      *slog.Logger
 
 	idx     atomic.Pointer[decision.Index]
@@ -28,11 +30,23 @@ type Engine struct {
 	changed chan struct{}
 }
 
+// EngineOptions configure an Engine.
+type EngineOptions struct {
+	// Counters keep budgets, limits and caps (decision.NoCounters when nil).
+	Counters decision.Counters
+	// Currency is the account currency (tsubame.DefaultCurrency when
+	// empty): a campaign set in another is not compiled, since its amounts
+	// would be logged and billed as this one's.
+	Currency string
+	Log      *slog.Logger
+}
+
 // NewEngine returns an Engine over store with an empty index; Refresh (or
-// Run) compiles the first. counters may be nil (decision.NoCounters).
-func NewEngine(store tsubame.CampaignStore, counters decision.Counters, log *slog.Logger) *Engine {
-	e := &Engine{store: store, counters: counters, log: log, changed: make(chan struct{}, 1)}
-	empty, _ := decision.Compile(&tsubame.CampaignSet{}, decision.Options{Counters: counters})
+// Run) compiles the first.
+func NewEngine(store tsubame.CampaignStore, opt EngineOptions) *Engine {
+	e := &Engine{store: store, counters: opt.Counters, currency: cmp.Or(opt.Currency, tsubame.DefaultCurrency),
+		log: opt.Log, changed: make(chan struct{}, 1)}
+	empty, _ := decision.Compile(&tsubame.CampaignSet{}, decision.Options{Counters: opt.Counters})
 	e.idx.Store(empty)
 	return e
 }
@@ -69,6 +83,9 @@ func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 	set, v, err := e.store.Snapshot(ctx)
 	if err != nil {
 		return false, err
+	}
+	if c := cmp.Or(set.Currency, tsubame.DefaultCurrency); c != e.currency {
+		return false, tsubame.Errorf(tsubame.EINVALID, "the stored campaigns are in %s and ads.currency is %s: import them in %s (or set ads.currency)", c, e.currency, e.currency)
 	}
 	start := time.Now()
 	idx, err := decision.Compile(set, decision.Options{Counters: e.counters})

@@ -109,6 +109,9 @@ func TestSignRefuses(t *testing.T) {
 		{"click control", func(t *track.Token) { t.Click = "https://a.example/\r\nSet-Cookie:x" }},
 		{"click non-ASCII", func(t *track.Token) { t.Click = "https://exämple.example/" }},
 		{"click too long", func(t *track.Token) { t.Click = "https://a.example/" + strings.Repeat("p", track.MaxClickLen) }},
+		{"click port only", func(t *track.Token) { t.Click = "https://:443/x" }},
+		{"click host percent", func(t *track.Token) { t.Click = "https://evil%2eexample/" }},
+		{"click scheme only", func(t *track.Token) { t.Click = "https://" }},
 		{"destination on an impression", func(t *track.Token) { t.Kind = track.KindImp }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -489,5 +492,24 @@ func TestSignWithoutUser(t *testing.T) {
 	tk.Campaign, tk.User = "c", "bad user"
 	if _, err := s.Sign(tk); tsubame.ErrorCode(err) != tsubame.EINVALID {
 		t.Fatalf("user with a space signed: %v", err)
+	}
+}
+
+// The destinations a creative may have sign: any case of scheme, a port,
+// an IPv6 literal, a query and fragment without a path.
+func TestSignClickAccepts(t *testing.T) {
+	s := newSigner(t, "k1", track.Key{ID: "k1", Secret: secret('a')})
+	for _, u := range []string{"HTTPS://A.Example/Landing", "http://a.example:8080/x?y=1#z", "https://[2001:db8::1]/",
+		"https://a.example?q=1", "https://a.example#top", "https://a.example"} {
+		tk := token(track.KindClick)
+		tk.Click = u
+		tok, err := s.Sign(tk)
+		if err != nil {
+			t.Fatalf("%s: %v", u, err)
+		}
+		got, err := s.Verify(tok, t0)
+		if err != nil || got.Click != u {
+			t.Fatalf("%s: %q %v", u, got.Click, err)
+		}
 	}
 }
