@@ -20,9 +20,10 @@ import (
 	"tsubame/internal/server"
 )
 
-// openAdmin builds the admin listener: its accounts and audit log, its
-// metrics registry, and the views it shows. With no user yet, it prints
-// the one-time bootstrap token to the console.
+// openAdmin builds the admin server, for its listener, its control socket
+// or both: its accounts and audit log, its metrics registry, and the views
+// it shows, and makes the control socket. With no user yet, it prints the
+// one-time bootstrap token to the console.
 func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 	accounts, err := admin.OpenAccounts(cfg.AdminDir())
 	if err != nil {
@@ -84,7 +85,12 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 		opt.Campaigns = cs
 	}
 	m.adm.server = admin.New(opt)
-	if tok := m.adm.server.BootstrapToken(); tok != "" {
+	if path := cfg.AdminSocketPath(); path != "" {
+		if m.adm.sock, err = admin.ListenSocket(path); err != nil {
+			return fmt.Errorf("admin.socket: %w", err)
+		}
+	}
+	if tok := m.adm.server.BootstrapToken(); tok != "" && m.AdminAddr() != "" { // the token is for the dashboard's form
 		console := m.Console
 		if console == nil {
 			console = os.Stderr

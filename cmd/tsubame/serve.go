@@ -94,6 +94,7 @@ type publicSide struct {
 type adminSide struct {
 	server *admin.Server
 	ln     net.Listener
+	sock   net.Listener // the control socket (admin.socket); nil when off
 	certs  *certs.Store // if it speaks TLS
 	audit  *admin.Audit
 	alerts *admin.Notifier // admin.alert_webhook; nil without
@@ -215,7 +216,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		minVersion, _ := certs.MinVersion(cfg.TLS.MinVersion) // checked by Validate
 		tlsConfig = m.pub.tlsCerts.Config(minVersion)
 	}
-	if cfg.Admin.Listen != "" {
+	if cfg.Admin.Listen != "" || cfg.AdminSocketPath() != "" {
 		if err := m.openAdmin(cfg, backend); err != nil {
 			return err
 		}
@@ -226,7 +227,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		m.logs.stopLagWarn = cancel
 		go m.watchShipLag(lctx, cfg.AccessLog.Kafka.LagAlert)
 	}
-	m.run.served = make(chan error, 3)
+	m.run.served = make(chan error, 4)
 	m.run.serving = true
 	m.run.nListeners = 1
 	go func() { m.run.served <- m.pub.server.Serve(m.pub.ln) }()
@@ -240,13 +241,19 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		m.pub.server.ServeAdopted(m.run.adopted)
 	}
 	m.run.ready.Store(true)
-	if m.adm.server != nil && m.adm.ln != nil {
-		m.run.nListeners++
-		go func() { m.run.served <- m.adm.server.Serve(m.adm.ln) }()
+	if m.adm.server != nil {
+		if m.adm.ln != nil {
+			m.run.nListeners++
+			go func() { m.run.served <- m.adm.server.Serve(m.adm.ln) }()
+		}
+		if m.adm.sock != nil {
+			m.run.nListeners++
+			go func() { m.run.served <- m.adm.server.ServeSocket(m.adm.sock) }()
+		}
 		m.adm.server.SetReady(true)
 	}
-	m.Logger.Info("serving", "listen", m.PublicAddr(), "tls", m.TLSAddr(), "admin", m.AdminAddr(), "store", cfg.Store.Type,
-		"endpoints", len(cfg.Endpoints), "version", version)
+	m.Logger.Info("serving", "listen", m.PublicAddr(), "tls", m.TLSAddr(), "admin", m.AdminAddr(), "admin_socket", cfg.AdminSocketPath(),
+		"store", cfg.Store.Type, "endpoints", len(cfg.Endpoints), "version", version)
 	return nil
 }
 
@@ -563,12 +570,17 @@ func (m *Main) closeAll(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("store: %w", err))
 		}
 	}
-	if m.adm.server != nil && m.run.serving && m.adm.ln != nil {
+	if m.adm.server != nil && m.run.serving && (m.adm.ln != nil || m.adm.sock != nil) {
+		// Closes the listener and the control socket (removing its file).
 		if err := m.adm.server.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("admin listener: %w", err))
 		}
-	} else if m.adm.ln != nil {
-		_ = m.adm.ln.Close()
+	} else {
+		for _, ln := range []net.Listener{m.adm.ln, m.adm.sock} {
+			if ln != nil {
+				_ = ln.Close()
+			}
+		}
 	}
 	if m.adm.audit != nil {
 		if err := closeAuditLog(m.adm.audit, m.adm.alerts); err != nil {

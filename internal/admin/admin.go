@@ -4,7 +4,8 @@
 // (Prometheus), /debug/pprof, /healthz and /readyz. Everything but the
 // probes, the login and the page's assets takes a user: there are no default
 // credentials; the first user is created with a one-time bootstrap token or
-// `tsubame admin create-user`. It listens on loopback by default.
+// `tsubame admin create-user`. It listens on loopback by default, and on
+// the control socket (socket.go), where the peer's uid authenticates.
 //
 // It must not import the public listener, config, the cache or the store backends: it works through tsubame.Store and the callbacks cmd/tsubame gives it (arch_test.go).
 package admin
@@ -196,6 +197,7 @@ func New(opt Options) *Server {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    adminMaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(opt.Logger.Handler(), slog.LevelDebug),
+		ConnContext:       connContext, // the control socket's peer (socket.go)
 	}
 	return s
 }
@@ -316,7 +318,11 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 
 // audit records an action of the request r.
 func (s *Server) audit(r *http.Request, actor, action, target, result, detail string) {
-	s.auditLog.Record(AuditRecord{Actor: actor, Remote: remoteAddr(r).String(), Action: action, Target: target,
+	remote := remoteAddr(r).String()
+	if socketIdentity(r) != nil {
+		remote = localRemote
+	}
+	s.auditLog.Record(AuditRecord{Actor: actor, Remote: remote, Action: action, Target: target,
 		Result: result, Detail: detail})
 }
 

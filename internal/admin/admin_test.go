@@ -1304,6 +1304,7 @@ func TestRouteRoleMatrix(t *testing.T) {
 		{"GET", "/api/v1/session", nil, RoleViewer},
 		{"GET", "/api/v1/placements", nil, RoleViewer},
 		{"GET", "/api/v1/placements/1", nil, RoleViewer},
+		{"GET", "/api/v1/export", nil, RoleViewer},
 		{"GET", "/api/v1/config", nil, RoleViewer},
 		{"GET", "/api/v1/accesslog", nil, RoleViewer},
 		{"GET", "/api/v1/stats", nil, RoleViewer},

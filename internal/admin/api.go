@@ -2,6 +2,7 @@ package admin
 
 import (
 	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -33,6 +34,7 @@ func (s *Server) apiRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("PUT /api/v1/placements/{id}", editor(s.putPlacement))
 	mux.HandleFunc("DELETE /api/v1/placements/{id}", editor(s.deletePlacement))
 	mux.HandleFunc("POST /api/v1/import", editor(s.importPlacements))
+	mux.HandleFunc("GET /api/v1/export", viewer(s.exportPlacements))
 	mux.HandleFunc("POST /api/v1/purge", editor(s.purge))
 	mux.HandleFunc("GET /api/v1/config", viewer(s.config))
 	mux.HandleFunc("GET /api/v1/accesslog", viewer(s.accessLog))
@@ -246,6 +248,37 @@ func (s *Server) importPlacements(w http.ResponseWriter, r *http.Request) {
 	if s.done(w, r, "placement.import", strconv.Itoa(len(ps))+" placements", err) {
 		writeJSON(w, http.StatusOK, map[string]int{"imported": len(ps)})
 	}
+}
+
+// exportPlacements answers every placement as JSON lines in id (byte)
+// order: what `tsubame placements export` writes and POST /api/v1/import
+// reads. It streams; a failure once the answer has begun aborts the
+// connection, so that no client takes a cut export for a whole one.
+func (s *Server) exportPlacements(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/jsonl")
+	cw := &countingWriter{w: w}
+	if _, err := bulk.Write(r.Context(), cw, s.opt.Placements); err != nil {
+		if cw.n == 0 {
+			s.writeStoreError(w, err)
+			return
+		}
+		if r.Context().Err() == nil { // else the client left
+			s.log.Error("admin API: placement export cut short", "err", err)
+		}
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// countingWriter counts what it passes on.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 type purgeRequest struct {

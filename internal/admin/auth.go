@@ -276,7 +276,7 @@ func (t *throttle) prune(now time.Time) {
 // identity is who made an authenticated request.
 type identity struct {
 	user  string
-	actor string // for the audit log: the user, or "token:<id>@<user>"
+	actor string // for the audit log: the user, "token:<id>@<user>" or "local:<user>(uid N)"
 	sess  *session
 	role  Role
 	scope string // a token's scope ("" or ScopeMetrics)
@@ -299,10 +299,14 @@ func remoteAddr(r *http.Request) netip.Addr {
 	return ap.Addr().Unmap()
 }
 
-// authenticate resolves the request's credentials: a bearer token, or the
-// session cookie. It returns nil, with presented reporting whether any
-// credential was offered, when none is valid.
+// authenticate resolves the request's credentials: the peer of a control
+// socket connection (checked when it was accepted: socket.go), else a
+// bearer token, or the session cookie. It returns nil, with presented
+// reporting whether any credential was offered, when none is valid.
 func (s *Server) authenticate(r *http.Request) (id *identity, presented bool) {
+	if id := socketIdentity(r); id != nil {
+		return id, true
+	}
 	now := s.now()
 	if h := r.Header.Get("Authorization"); h != "" {
 		// RFC 9110 §11.1: the scheme is case-insensitive ("bearer" too),

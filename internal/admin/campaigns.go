@@ -8,6 +8,8 @@ import (
 	"mime"
 	"net/http"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 
 	"tsubame"
 	"tsubame/internal/bulk"
@@ -248,7 +250,8 @@ func (c *campaignAPI) setStatus(w http.ResponseWriter, r *http.Request, action, 
 // problem answered (400) before anything is written; then one ReplaceAll
 // writes it. The format is ?format=json|yaml, else the Content-Type's
 // (application/json; application/yaml, text/yaml and their x- forms), else
-// sniffed.
+// sniffed. The problems name the file ?name= (the client's file name, as
+// `tsubame campaigns import` gives it), else "body".
 func (c *campaignAPI) importSet(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	mode := q.Get("mode")
@@ -260,13 +263,18 @@ func (c *campaignAPI) importSet(w http.ResponseWriter, r *http.Request) {
 	default:
 		err = tsubame.Errorf(tsubame.EINVALID, "mode must be merge or replace")
 	}
+	name := "body"
+	if q.Has("name") && err == nil {
+		name = q.Get("name")
+		err = checkFileLabel(name)
+	}
 	format := bulk.CampaignsAuto
 	if err == nil {
 		format, err = importFormat(q.Get("format"), r.Header.Get("Content-Type"))
 	}
 	var file *bulk.CampaignFile
 	if err == nil {
-		file, err = bulk.ReadCampaigns(http.MaxBytesReader(w, r.Body, c.s.opt.MaxImportBytes), "body", format)
+		file, err = bulk.ReadCampaigns(http.MaxBytesReader(w, r.Body, c.s.opt.MaxImportBytes), name, format)
 		if tsubame.ErrorCode(err) != tsubame.EINVALID { // not the file's problems: reading the body failed
 			err = bodyError(err, c.s.opt.MaxImportBytes, "admin.max_import_bytes")
 		}
@@ -305,6 +313,22 @@ func (c *campaignAPI) replace(r *http.Request, file *bulk.CampaignFile, replace 
 		return nil, tsubame.Errorf(tsubame.ECONFLICT, "the campaigns changed while the import was checked: send it again")
 	}
 	return set, c.store.ReplaceAll(ctx, set)
+}
+
+// maxFileLabel bounds an import's ?name=.
+const maxFileLabel = 1024
+
+// checkFileLabel checks a file name a client gives for its problems to
+// name: text that prints as one line.
+func checkFileLabel(name string) error {
+	ok := name != "" && len(name) <= maxFileLabel && utf8.ValidString(name)
+	for _, r := range name {
+		ok = ok && !unicode.IsControl(r)
+	}
+	if !ok {
+		return tsubame.Errorf(tsubame.EINVALID, "name must be 1 to %d bytes of text without control characters", maxFileLabel)
+	}
+	return nil
 }
 
 // importFormat picks a campaign file's format from ?format= or the

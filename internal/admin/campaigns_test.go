@@ -296,6 +296,16 @@ func TestCampaignImport(t *testing.T) {
 	if r := importFile(t, h, ed, "", "currency: [\n"); r.status != 400 || !strings.Contains(string(r.body), "body:") {
 		t.Errorf("syntax error: %d %s", r.status, r.body)
 	}
+	// The problems name the file the client names (tsubame campaigns import
+	// through the control socket), if it prints as one line.
+	if r := importFile(t, h, ed, "?name=bad.yaml", "currency: [\n"); r.status != 400 || !strings.Contains(string(r.body), `nothing imported:\nbad.yaml:`) {
+		t.Errorf("named syntax error: %d %s", r.status, r.body)
+	}
+	for _, name := range []string{"", "a%0Ab", "%1B%5B31m", strings.Repeat("n", 1025)} {
+		if r := importFile(t, h, ed, "?name="+name, campaignFile); r.status != 400 || !strings.Contains(string(r.body), "name must be") {
+			t.Errorf("name %q: %d %s", name, r.status, r.body)
+		}
+	}
 	if r := importFile(t, h, ed, "", strings.Repeat("#", 2<<20)); r.status != 413 || !strings.Contains(string(r.body), "admin.max_import_bytes") {
 		t.Errorf("oversized import: %d %s", r.status, r.body)
 	}

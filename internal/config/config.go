@@ -179,6 +179,7 @@ type Admin struct {
 	AllowPlaintext      bool          `koanf:"allow_plaintext"`
 	Hosts               []string      `koanf:"hosts"`
 	Dir                 string        `koanf:"dir"`
+	Socket              string        `koanf:"socket"`
 	AuditLog            string        `koanf:"audit_log"`
 	SessionIdle         time.Duration `koanf:"session_idle"`
 	SessionMax          time.Duration `koanf:"session_max"`
@@ -211,6 +212,21 @@ func (c *Config) AdminDir() string {
 		return c.Admin.Dir
 	}
 	return filepath.Join(c.DataDir, "admin")
+}
+
+// SocketOff is the admin.socket value that turns the control socket off.
+const SocketOff = "off"
+
+// AdminSocketPath is the control socket's path (admin.socket, else
+// admin.SocketName in admin.dir), or "" when admin.socket is off.
+func (c *Config) AdminSocketPath() string {
+	switch c.Admin.Socket {
+	case SocketOff:
+		return ""
+	case "":
+		return filepath.Join(c.AdminDir(), admin.SocketName)
+	}
+	return c.Admin.Socket
 }
 
 // AuditLogPath is the admin audit log's file.
@@ -687,12 +703,15 @@ func (a AccessLog) KafkaStatePath() string {
 }
 
 // Resolved returns a copy with every path that an empty value derives
-// (admin.dir, admin.audit_log, store.embedded.path, webhook.dead_letter,
+// (admin.dir, admin.socket, admin.audit_log, store.embedded.path, webhook.dead_letter,
 // access_log.kafka.state_file) set to the path in use: what check-config
 // -print shows.
 func (c *Config) Resolved() Config {
 	r := *c
 	r.Admin.Dir, r.Admin.AuditLog = c.AdminDir(), c.AuditLogPath()
+	if r.Admin.Socket != SocketOff {
+		r.Admin.Socket = c.AdminSocketPath()
+	}
 	r.Store.Embedded.Path = c.StorePath()
 	r.Webhook.DeadLetter = c.DeadLetterPath()
 	r.AccessLog.Kafka.StateFile = c.AccessLog.KafkaStatePath()
@@ -1544,6 +1563,12 @@ func (c *Config) validateAdmin(add func(string, ...any), positive func(string, t
 		add("admin.listen: %q is reachable from the network without TLS: passwords, session cookies and tokens would cross it "+
 			"in clear text; set admin.tls_cert and admin.tls_key, listen on a loopback address, or set admin.allow_plaintext: true "+
 			"for a private network you trust", a.Listen)
+	}
+	if path := c.AdminSocketPath(); len(path) > admin.MaxSocketPath {
+		add("admin.socket: %q is %d bytes, and a Unix socket's path may have at most %d: set admin.socket to a shorter path "+
+			"(or off), or use a shorter admin.dir or data_dir", path, len(path), admin.MaxSocketPath)
+	} else if strings.ContainsRune(path, 0) {
+		add("admin.socket: must not contain a NUL byte")
 	}
 	if a.MaxTokenTTL < 0 {
 		add("admin.max_token_ttl: %v must not be negative", a.MaxTokenTTL)
