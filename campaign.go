@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -25,7 +26,10 @@ const (
 const (
 	// MaxObjectIDLength bounds the id of an advertiser, campaign, creative
 	// or line item: every tracking URL carries three of them, signed.
-	MaxObjectIDLength    = 64
+	MaxObjectIDLength = 64
+	// MaxClickLength bounds a creative's click URL: its click tracking URL
+	// carries it, signed.
+	MaxClickLength       = 1024
 	MinPriority          = 1      // the first priority served
 	MaxPriority          = 16     // the last priority served
 	MaxListValues        = 10_000 // values in one targeting list, creatives or deals of a line item
@@ -886,9 +890,12 @@ func (c *Creative) check(v *checker, at string) {
 	default:
 		v.add(at+".format", "%q is not one of banner, video", clip(c.Format, 40))
 	}
-	if c.Click == "" {
+	switch {
+	case c.Click == "":
 		v.add(at+".click", "missing: the URL a click leads to")
-	} else {
+	case len(c.Click) > MaxClickLength:
+		v.add(at+".click", "longer than %d bytes (its click tracking URL carries it)", MaxClickLength)
+	default:
 		checkURL(v, at+".click", c.Click)
 	}
 	checkList(v, at+".categories", c.Categories, checkCategory)
@@ -1145,6 +1152,9 @@ func checkCategory(s string) string {
 	}
 	top, sub, hasSub := strings.Cut(rest, "-")
 	if !digits(top, 2) || hasSub && !digits(sub, 3) {
+		return msg
+	}
+	if n, _ := strconv.Atoi(top); n > 26 {
 		return msg
 	}
 	return ""

@@ -131,8 +131,12 @@ func TestValidateRules(t *testing.T) {
 		{"click scheme", func(s *tsubame.CampaignSet) { s.Creatives[0].Click = "javascript:alert(1)" }, `creatives[0] (id "cr-1").click`},
 		{"click relative", func(s *tsubame.CampaignSet) { s.Creatives[0].Click = "/landing" }, `creatives[0] (id "cr-1").click`},
 		{"click missing", func(s *tsubame.CampaignSet) { s.Creatives[0].Click = "" }, `creatives[0] (id "cr-1").click`},
+		{"click too long", func(s *tsubame.CampaignSet) {
+			s.Creatives[0].Click = "https://acme.example/" + strings.Repeat("q", tsubame.MaxClickLength)
+		}, `creatives[0] (id "cr-1").click`},
 		{"size", func(s *tsubame.CampaignSet) { s.Creatives[0].W = 0 }, `creatives[0] (id "cr-1").w`},
 		{"category", func(s *tsubame.CampaignSet) { s.Creatives[0].Categories = []string{"IAB0"} }, `creatives[0] (id "cr-1").categories[0]`},
+		{"category past 26", func(s *tsubame.CampaignSet) { s.Creatives[0].Categories = []string{"IAB27"} }, `creatives[0] (id "cr-1").categories[0]`},
 		{"status", func(s *tsubame.CampaignSet) { s.Creatives[0].Status = "live" }, `creatives[0] (id "cr-1").status`},
 		{"video media", func(s *tsubame.CampaignSet) { s.Creatives[1].Media = "" }, `creatives[1] (id "cr-2").media`},
 		{"video mime", func(s *tsubame.CampaignSet) { s.Creatives[1].MIMEs = []string{"mp4"} }, `creatives[1] (id "cr-2").mimes[0]`},

@@ -228,3 +228,49 @@ func TestDemoCampaigns(t *testing.T) {
 		t.Errorf("after a restart with -demo: %d line items, want the store's 2", n)
 	}
 }
+
+// A reload applies a new release of the geo database, and a site's
+// privacy mode, without a restart.
+func TestAdsReloadGeoAndPrivacy(t *testing.T) {
+	dir := t.TempDir()
+	dbPath := filepath.Join(dir, "geo.mmdb")
+	geotest.Write(t, dbPath, map[string]geo.Location{"203.0.113.0/24": {Country: "US", Region: "US-CA"}})
+	env := append(testEnv(t), "TSUBAME_GEO_DATABASE="+dbPath, "TSUBAME_SERVER_TRUSTED_PROXIES=127.0.0.1")
+	m := openMain(t, env, false)
+	putCampaigns(t, m, adsSet)
+	if a := decideFrom(t, m, "203.0.113.7"); a.Decisions[0].LineItem != "li-all" {
+		t.Fatalf("before: %s", a.Decisions[0].LineItem)
+	}
+	geotest.Write(t, dbPath, map[string]geo.Location{"203.0.113.0/24": {Country: "JP", Region: "JP-13"}})
+	cfg, err := loadConfig("", append(env, "TSUBAME_ADS_PRIVACY=no_cookies"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if restart, err := m.Reload(cfg); err != nil || len(restart) != 0 {
+		t.Fatalf("Reload: %v, needs restart %v", err, restart)
+	}
+	if a := decideFrom(t, m, "203.0.113.7"); a.Decisions[0].LineItem != "li-jp" {
+		t.Errorf("after the database's new release: %s", a.Decisions[0].LineItem)
+	}
+	req, _ := http.NewRequest("GET", "http://"+m.PublicAddr()+"/api/decide?placement=top", nil)
+	req.Header.Set("User-Agent", browserUA)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Set-Cookie") != "" {
+		t.Errorf("ads.privacy: no_cookies after the reload: %d, Set-Cookie %q", resp.StatusCode, resp.Header.Get("Set-Cookie"))
+	}
+	// A database that does not open fails the reload; the one in use stays.
+	if err := os.WriteFile(dbPath+".bad", []byte("not a database"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _ = loadConfig("", append(env, "TSUBAME_GEO_DATABASE="+dbPath+".bad"), io.Discard)
+	if _, err := m.Reload(cfg); err == nil {
+		t.Error("a reload with a broken geo database succeeded")
+	}
+	if a := decideFrom(t, m, "203.0.113.7"); a.Decisions[0].LineItem != "li-jp" {
+		t.Errorf("after the failed reload: %s", a.Decisions[0].LineItem)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 
 	"tsubame"
 	"tsubame/internal/ads"
@@ -28,7 +29,7 @@ import (
 type adsSide struct {
 	engine *ads.Engine
 	svc    *ads.Service
-	geo    *geo.DB
+	geo    atomic.Pointer[geo.DB] // nil without geo.database; swapped by a reload
 	stop   context.CancelFunc
 	done   chan struct{}
 }
@@ -54,23 +55,18 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 	opt := ads.Options{
 		Signer: signer, Currency: cfg.Ads.Currency, TrackingURL: strings.TrimSuffix(cfg.Ads.Tracking.URL, "/"),
 		TTL: cfg.Ads.Tracking.TTL, CookieName: cfg.Ads.Cookie.Name, CookieMaxAge: cfg.Ads.Cookie.MaxAge,
-		Privacy: map[string]ads.Privacy{}, Dedupe: dd, AdSystem: cfg.VAST.AdSystem, Log: m.Logger,
+		Dedupe: dd, AdSystem: cfg.VAST.AdSystem, Log: m.Logger,
 	}
-	opt.DefaultPrivacy, _ = ads.ParsePrivacy(cfg.Ads.Privacy) // checked by Validate
-	for name := range cfg.Sites {
-		opt.Privacy[name], _ = ads.ParsePrivacy(cfg.SitePrivacy(name))
+	opt.DefaultPrivacy, opt.Privacy = privacyModes(cfg)
+	if err := m.openGeo(cfg); err != nil {
+		return err
 	}
-	if cfg.Geo.Database != "" {
-		db, err := geo.Open(cfg.Geo.Database)
-		if err != nil {
-			return fmt.Errorf("geo.database: %w", err)
-		}
-		m.ads.geo = db
-		opt.Geo = func(a netip.Addr) (string, string) {
+	opt.Geo = func(a netip.Addr) (string, string) {
+		if db := m.ads.geo.Load(); db != nil {
 			l := db.Lookup(a)
 			return l.Country, l.Region
 		}
-		m.Logger.Info("geo database", "path", cfg.Geo.Database, "database", db.Metadata().String())
+		return "", ""
 	}
 	if opt.Device, err = newDeviceParser(cfg); err != nil {
 		return err
@@ -110,13 +106,15 @@ func (m *Main) closeAds() {
 		<-m.ads.done
 		m.ads.stop = nil
 	}
-	if m.ads.geo != nil {
-		_ = m.ads.geo.Close()
-		m.ads.geo = nil
+	if db := m.ads.geo.Swap(nil); db != nil {
+		_ = db.Close()
 	}
 }
 
-// reloadAds reads the tracking keys again (a rotation).
+// reloadAds applies what a reload may change of deciding: the tracking
+// keys (a rotation), the geo database (a new release of the file, or
+// another file) and the sites' privacy modes. Nothing changes unless the
+// keys and the database load.
 func (m *Main) reloadAds(cfg *config.Config) error {
 	if m.ads.svc == nil {
 		return nil
@@ -125,8 +123,39 @@ func (m *Main) reloadAds(cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	if err := m.openGeo(cfg); err != nil {
+		return err
+	}
 	m.ads.svc.SetSigner(signer)
+	m.ads.svc.SetPrivacy(privacyModes(cfg))
 	return nil
+}
+
+// openGeo opens geo.database (none when empty) and puts it in use,
+// closing the one it replaces.
+func (m *Main) openGeo(cfg *config.Config) error {
+	var db *geo.DB
+	if cfg.Geo.Database != "" {
+		var err error
+		if db, err = geo.Open(cfg.Geo.Database); err != nil {
+			return fmt.Errorf("geo.database: %w", err)
+		}
+		m.Logger.Info("geo database", "path", cfg.Geo.Database, "database", db.Metadata().String())
+	}
+	if old := m.ads.geo.Swap(db); old != nil {
+		_ = old.Close() // lookups running on it answer nothing, then it is gone
+	}
+	return nil
+}
+
+// privacyModes are ads.privacy and each site's mode (checked by Validate).
+func privacyModes(cfg *config.Config) (ads.Privacy, map[string]ads.Privacy) {
+	def, _ := ads.ParsePrivacy(cfg.Ads.Privacy)
+	bySite := make(map[string]ads.Privacy, len(cfg.Sites))
+	for name := range cfg.Sites {
+		bySite[name], _ = ads.ParsePrivacy(cfg.SitePrivacy(name))
+	}
+	return def, bySite
 }
 
 // loadTrackingKeys reads the signing keys: one "ID SECRET" line each, the
@@ -150,13 +179,12 @@ func loadTrackingKeys(path string, create bool) (*track.Signer, error) {
 		if line == "" || line[0] == '#' {
 			continue
 		}
-		id, secret, ok := strings.Cut(line, " ")
-		secret = strings.TrimSpace(secret)
-		if !ok || secret == "" {
+		f := strings.Fields(line)
+		if len(f) != 2 {
 			// The line is not echoed: it may hold a secret.
 			return nil, tsubame.Errorf(tsubame.EINVALID, "%s: line %d is not \"ID SECRET\"", path, n)
 		}
-		keys = append(keys, track.Key{ID: id, Secret: []byte(secret)})
+		keys = append(keys, track.Key{ID: f[0], Secret: []byte(f[1])})
 	}
 	if len(keys) == 0 {
 		return nil, tsubame.Errorf(tsubame.EINVALID, "%s: no signing key", path)

@@ -80,6 +80,9 @@ func restartOnly(old, cfg *config.Config) []string {
 	b.UnknownHosts = a.UnknownHosts
 	b.Templates = a.Templates
 	b.TLS.HSTS, b.TLS.HSTSSubdomains = a.TLS.HSTS, a.TLS.HSTSSubdomains
+	if a.Ads.Enabled && b.Ads.Enabled { // reloadAds applies these
+		b.Ads.Tracking.KeysFile, b.Ads.Privacy, b.Geo = a.Ads.Tracking.KeysFile, a.Ads.Privacy, a.Geo
+	}
 	if a.TLS.Listen != "" {
 		// The certificates are applied where a TLS listener runs.
 		b.TLS.Cert, b.TLS.Key = a.TLS.Cert, a.TLS.Key
@@ -91,7 +94,7 @@ func restartOnly(old, cfg *config.Config) []string {
 	sites := map[string]config.Site{}
 	for name, sb := range b.Sites {
 		if sa, ok := a.Sites[name]; ok {
-			sb.Hosts, sb.Endpoints, sb.Templates = sa.Hosts, sa.Endpoints, sa.Templates
+			sb.Hosts, sb.Endpoints, sb.Templates, sb.Privacy = sa.Hosts, sa.Endpoints, sa.Templates, sa.Privacy
 			sb.TLSCert, sb.TLSKey = sa.TLSCert, sa.TLSKey
 		} else if sb.StaticRoot == "" && sb.TLSCert == "" {
 			continue // a new site without static files: fully applied

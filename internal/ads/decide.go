@@ -40,6 +40,7 @@ var (
 	errBadKV         = tsubame.Errorf(tsubame.EINVALID, "kv.KEY=VALUE: a key is 1 to 64 letters, digits, '_', '-' and '.', a value at most 256 printable bytes")
 	errBadSize       = tsubame.Errorf(tsubame.EINVALID, "w and h must be 1 to 10000")
 	errBadFormat     = tsubame.Errorf(tsubame.EINVALID, "format must be banner or video")
+	errFormatVAST    = tsubame.Errorf(tsubame.EINVALID, "an .xml answer is a VAST document: format may only be video")
 	errBadVAST       = tsubame.Errorf(tsubame.EINVALID, "vast must be a VAST version the player takes: 2, 3 or 4")
 )
 
@@ -61,11 +62,7 @@ func (s *Service) decide(w server.Response, r server.Request, placement []byte, 
 		a.crawler = true
 		return nil
 	}
-	mode, ok := s.opt.Privacy[r.Site()]
-	if !ok {
-		mode = s.opt.DefaultPrivacy
-	}
-	v, err := s.identify(r, mode)
+	v, err := s.identify(r, s.privacyOf(r.Site()))
 	if err != nil {
 		return err
 	}
@@ -165,7 +162,7 @@ func (s *Service) parseRequest(r server.Request, a *answer) error {
 		switch string(f) {
 		case tsubame.FormatBanner, tsubame.FormatVideo:
 			if req.Format != "" && req.Format != string(f) {
-				return errBadFormat
+				return errFormatVAST // .xml answers VAST: videos only
 			}
 			req.Format = string(f)
 		default:

@@ -60,8 +60,9 @@ type Options struct {
 // Service answers decisions and their tracking URLs. It is safe for
 // concurrent use.
 type Service struct {
-	opt    Options
-	signer atomic.Pointer[track.Signer]
+	opt     Options
+	signer  atomic.Pointer[track.Signer]
+	privacy atomic.Pointer[privacyModes]
 	// bufs holds answer buffers.
 	bufs sync.Pool
 }
@@ -99,12 +100,34 @@ func New(opt Options) (*Service, error) {
 	}
 	s := &Service{opt: opt}
 	s.signer.Store(opt.Signer)
+	s.SetPrivacy(opt.DefaultPrivacy, opt.Privacy)
 	s.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	return s, nil
 }
 
 // SetSigner replaces the signing keys (a reload after a rotation).
 func (s *Service) SetSigner(sg *track.Signer) { s.signer.Store(sg) }
+
+// privacyModes are the sites' privacy modes.
+type privacyModes struct {
+	bySite map[string]Privacy
+	def    Privacy
+}
+
+// SetPrivacy replaces the privacy modes: def for sites bySite does not
+// name (a reload). bySite is kept: the caller must not change it.
+func (s *Service) SetPrivacy(def Privacy, bySite map[string]Privacy) {
+	s.privacy.Store(&privacyModes{bySite: bySite, def: def})
+}
+
+// privacyOf is the mode of the named site.
+func (s *Service) privacyOf(site string) Privacy {
+	p := s.privacy.Load()
+	if m, ok := p.bySite[site]; ok {
+		return m
+	}
+	return p.def
+}
 
 // Routes are the public routes of the service: /api/decide and the
 // impression and click URLs, each request and event logged to log.

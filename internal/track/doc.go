@@ -1,12 +1,13 @@
 // Package track signs and checks the impression and click URLs of decisions
-// (sign.go: HMAC-SHA256, a ring of rotating keys, expiry); it will count each
-// event once across nodes and settle spend, writing every event as a typed
-// access-log line.
+// (sign.go: HMAC-SHA256, a ring of rotating keys, expiry). Counting each
+// event once across nodes and writing it as an access-log line is
+// internal/ads's, over the store's Deduper.
 //
 // A token is base64url without padding of: a version byte, the key id
 // (length-prefixed), the event kind, the expiry (Unix seconds) and the price
-// (micro-units), both big-endian int64, the decision, line item, creative and
-// placement ids (each length-prefixed by one byte), the click destination
+// (micro-units), both big-endian int64, the decision, line item, campaign,
+// creative and placement ids and the visitor's (each length-prefixed by one
+// byte; the visitor's may be empty), the click destination
 // (prefixed by two bytes) and the HMAC-SHA256 of everything before it. A click
 // leads only to the destination inside the signed part, so a click URL cannot
 // be turned into an open redirect.

@@ -42,12 +42,12 @@ func (k Kind) valid() bool { return k >= KindImp && k <= KindBill }
 // (tsubame.MaxIDLength, tsubame.MaxURLLength) on purpose: a tracking URL is
 // refused by its length before any work, so every field must fit in it.
 const (
-	MaxIDLen    = 64  // bytes in a decision, line item, creative or placement id
-	MaxClickLen = 384 // bytes in a click destination
-	MaxKeyIDLen = 8   // bytes in a key id
-	MinSecret   = 32  // bytes in a key's secret, at least
-	MaxSecret   = 256 // bytes in a key's secret, at most
-	MaxKeys     = 16  // keys in a ring
+	MaxIDLen    = 64                     // bytes in a decision, line item, creative or placement id
+	MaxClickLen = tsubame.MaxClickLength // bytes in a click destination
+	MaxKeyIDLen = 8                      // bytes in a key id
+	MinSecret   = 32                     // bytes in a key's secret, at least
+	MaxSecret   = 256                    // bytes in a key's secret, at most
+	MaxKeys     = 16                     // keys in a ring
 )
 
 const (
