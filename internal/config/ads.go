@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
 )
 
 // SourceDecide is the endpoint source that decides an ad per request (the

@@ -228,7 +228,7 @@ type endpoint struct {
 	encodes      bool // the source encodes per request and wants a scratch buffer
 	stats        *routeStats
 	psource      PlacementSource
-	rsource      RequestSource // the source, when it reads the whole request
+	rsource      RequestSource                   // the source, when it reads the whole request
 	renders      *otter.Cache[string, *rendered] // template output by id
 }
 
