@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -86,7 +87,14 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 	}
 	m.adm.server = admin.New(opt)
 	if path := cfg.AdminSocketPath(); path != "" {
-		if m.adm.sock, err = admin.ListenSocket(path); err != nil {
+		m.adm.sock, err = admin.ListenSocket(path)
+		switch {
+		case errors.Is(err, admin.ErrSocketInUse) && cfg.Store.Type != "embedded":
+			// Nodes of a shared store may share a data_dir; the commands
+			// write to that store themselves and need no socket.
+			m.Logger.Warn("another process serves the control socket: this server has none", "admin_socket", path)
+		case err != nil:
+			// The commands would send this server's changes to another.
 			return fmt.Errorf("admin.socket: %w", err)
 		}
 	}

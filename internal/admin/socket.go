@@ -34,6 +34,10 @@ const SocketName = "admin.sock"
 // sun_path holds 108 bytes, the terminating NUL included.
 const MaxSocketPath = 107
 
+// ErrSocketInUse is the cause of ListenSocket's error when a process
+// answers on the socket's path.
+var ErrSocketInUse = errors.New("served by another process")
+
 // localRemote is the audit's client address of a control socket request.
 const localRemote = "local"
 
@@ -128,8 +132,8 @@ func removeStaleSocket(path string) error {
 	c, err := net.DialTimeout("unix", path, time.Second)
 	if err == nil {
 		c.Close()
-		return fmt.Errorf("control socket %q is served by another process (a tsubame server on the same admin.dir?): "+
-			"stop it, or give this server an admin.socket of its own", path)
+		return fmt.Errorf("control socket %q is %w (a tsubame server on the same admin.dir?): "+
+			"stop it, or give this server an admin.socket of its own", path, ErrSocketInUse)
 	}
 	if !errors.Is(err, syscall.ECONNREFUSED) {
 		return fmt.Errorf("control socket %q: cannot tell whether a process serves it: %w", path, err)
