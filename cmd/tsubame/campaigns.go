@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"tsubame"
 	"tsubame/internal/bulk"
 	"tsubame/internal/config"
+	"tsubame/internal/store/embedded"
 )
 
 // runCampaigns imports and exports the campaign file (internal/bulk).
@@ -44,45 +46,62 @@ func runCampaigns(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	if err != nil {
 		return err
 	}
-	store, cs, err := openCampaignStore(cfg, sub == "export")
+	store, err := openCampaignStore(ctx, cfg, sub == "export", stderr)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	if sub == "import" {
-		return importCampaigns(ctx, cfg, cs, fs.Arg(0), f, *replace, stdin, stderr)
+		return importCampaigns(ctx, store, fs.Arg(0), f, *replace, stdin, stderr)
 	}
-	return exportCampaigns(ctx, cs, fs.Arg(0), f, stdout, stderr)
+	return exportCampaigns(ctx, store, fs.Arg(0), f, stdout, stderr)
 }
 
-// openCampaignStore opens the configured store for the campaign commands;
-// while a server holds the embedded store, the error names the admin API
-// route that does the same.
-func openCampaignStore(cfg *config.Config, readOnly bool) (io.Closer, tsubame.CampaignStore, error) {
-	s, err := openCLIStore(cfg, readOnly)
-	if tsubame.ErrorCode(err) == tsubame.ECONFLICT && cfg.Store.Type == "embedded" {
+// campaignFiles is what the campaign commands need: the configured store,
+// or, while a server holds the embedded store, that server (serverAPI).
+type campaignFiles interface {
+	// Import resolves the campaign file in (merge, or replace) against the
+	// stored set and writes the result whole, or reports every problem and
+	// writes nothing. It returns the file's and the stored set's counts.
+	Import(ctx context.Context, in io.Reader, name string, format bulk.CampaignFormat, replace bool) (file, stored map[string]int, err error)
+	// Stored returns the stored set.
+	Stored(ctx context.Context) (*tsubame.CampaignSet, error)
+	Close() error
+}
+
+// ownCampaigns is the configured store, opened by this process.
+type ownCampaigns struct {
+	io.Closer
+	cs  tsubame.CampaignStore
+	cfg *config.Config
+}
+
+// openCampaignStore opens the configured store for the campaign commands,
+// or, while a server holds the embedded store, reaches that server
+// through its control socket.
+func openCampaignStore(ctx context.Context, cfg *config.Config, readOnly bool, stderr io.Writer) (campaignFiles, error) {
+	s, err := openOwnStore(cfg, readOnly)
+	if errors.Is(err, embedded.ErrInUse) {
 		route := "POST /api/v1/campaigns/import"
 		if readOnly {
 			route = "GET /api/v1/campaigns/export"
 		}
-		return nil, nil, tsubame.Errorf(tsubame.ECONFLICT, "store %q is in use by another process (a running tsubame server?): stop that server, or use its admin API (%s on %s)",
-			cfg.StorePath(), route, cfg.Admin.Listen)
+		return viaServer(ctx, cfg, err, "use its admin API ("+route+" on "+cfg.Admin.Listen+")", stderr)
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	cs, ok := s.(tsubame.CampaignStore)
 	if !ok {
 		_ = s.Close()
-		return nil, nil, usagef("store type %q keeps no campaigns", cfg.Store.Type)
+		return nil, usagef("store type %q keeps no campaigns", cfg.Store.Type)
 	}
-	return s, cs, nil
+	return ownCampaigns{Closer: s, cs: cs, cfg: cfg}, nil
 }
 
-// importCampaigns reads a campaign file, resolves it against the stored set
-// (merge, or replace) and writes the result whole, or reports every problem
-// and writes nothing.
-func importCampaigns(ctx context.Context, cfg *config.Config, cs tsubame.CampaignStore, name string, format bulk.CampaignFormat,
+// importCampaigns imports a campaign file (name, or standard input for
+// "-") and says what the store holds now.
+func importCampaigns(ctx context.Context, store campaignFiles, name string, format bulk.CampaignFormat,
 	replace bool, stdin io.Reader, stderr io.Writer) error {
 	in := stdin
 	if name != "-" {
@@ -96,44 +115,64 @@ func importCampaigns(ctx context.Context, cfg *config.Config, cs tsubame.Campaig
 			format = bulk.CampaignFormatOf(name)
 		}
 	}
-	file, err := bulk.ReadCampaigns(in, name, format)
+	imported, stored, err := store.Import(ctx, in, name, format, replace)
 	if err != nil {
 		return err
 	}
-	base, version, err := cs.Snapshot(ctx)
-	if err != nil {
-		return err
+	fmt.Fprintf(stderr, "imported %s (%s): %s\nthe store holds %s\n", name, importMode(replace), bulk.DescribeCounts(imported),
+		bulk.DescribeCounts(stored))
+	return nil
+}
+
+func importMode(replace bool) string {
+	if replace {
+		return "replace"
 	}
-	set, err := file.Resolve(base, replace)
+	return "merge"
+}
+
+// Import reads the file, resolves it against the stored set and writes
+// the result, then audits the import.
+func (o ownCampaigns) Import(ctx context.Context, in io.Reader, name string, format bulk.CampaignFormat, replace bool) (file, stored map[string]int, err error) {
+	f, err := bulk.ReadCampaigns(in, name, format)
 	if err != nil {
-		return err
+		return nil, nil, err
+	}
+	base, version, err := o.cs.Snapshot(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	set, err := f.Resolve(base, replace)
+	if err != nil {
+		return nil, nil, err
 	}
 	// Another process (a server on Redis) may have written meanwhile: the
 	// file was checked against a set that is gone.
-	if now, err := cs.CampaignsVersion(ctx); err != nil {
-		return err
+	if now, err := o.cs.CampaignsVersion(ctx); err != nil {
+		return nil, nil, err
 	} else if now != version {
-		return tsubame.Errorf(tsubame.ECONFLICT, "the stored campaigns changed while %s was checked: import it again", name)
+		return nil, nil, tsubame.Errorf(tsubame.ECONFLICT, "the stored campaigns changed while %s was checked: import it again", name)
 	}
-	if err := cs.ReplaceAll(ctx, set); err != nil {
-		return err
+	if err := o.cs.ReplaceAll(ctx, set); err != nil {
+		return nil, nil, err
 	}
-	mode := "merge"
-	if replace {
-		mode = "replace"
-	}
-	imported := bulk.DescribeCounts(bulk.CampaignCounts(file.Set))
-	fmt.Fprintf(stderr, "imported %s (%s): %s\nthe store holds %s\n", name, mode, imported, bulk.DescribeCounts(bulk.CampaignCounts(set)))
-	return auditCLI(cfg, mode+": "+imported, "campaigns.import")
+	file, stored = bulk.CampaignCounts(f.Set), bulk.CampaignCounts(set)
+	return file, stored, auditCLI(o.cfg, importMode(replace)+": "+bulk.DescribeCounts(file), "campaigns.import")
+}
+
+// Stored returns the stored set.
+func (o ownCampaigns) Stored(ctx context.Context) (*tsubame.CampaignSet, error) {
+	set, _, err := o.cs.Snapshot(ctx)
+	return set, err
 }
 
 // exportCampaigns writes the stored set to a file (atomically) or standard
 // output.
-func exportCampaigns(ctx context.Context, cs tsubame.CampaignStore, name string, format bulk.CampaignFormat, stdout, stderr io.Writer) error {
+func exportCampaigns(ctx context.Context, store campaignFiles, name string, format bulk.CampaignFormat, stdout, stderr io.Writer) error {
 	if format == bulk.CampaignsAuto {
 		format = bulk.CampaignFormatOf(name)
 	}
-	set, _, err := cs.Snapshot(ctx)
+	set, err := store.Stored(ctx)
 	if err != nil {
 		return err
 	}

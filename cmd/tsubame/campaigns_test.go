@@ -153,10 +153,11 @@ func postCampaigns(t *testing.T, m *Main, token, file string) (int, string) {
 	return res.StatusCode, string(b)
 }
 
-// While a server holds the embedded store, the campaign commands name the
-// admin API route that does the same; the server's admin API imports.
+// While a server without a control socket holds the embedded store, the
+// campaign commands name the admin API route that does the same; the
+// server's admin API imports.
 func TestCampaignsCLIWhileServerRuns(t *testing.T) {
-	env := testEnv(t)
+	env := append(testEnv(t), "TSUBAME_ADMIN_SOCKET=off")
 	m := openMain(t, env, false)
 	for args, route := range map[string]string{"import " + exampleCampaigns: "POST /api/v1/campaigns/import", "export": "GET /api/v1/campaigns/export"} {
 		code, _, stderr := runCmd(t, env, "", append([]string{"campaigns"}, strings.Fields(args)...)...)

@@ -223,22 +223,43 @@ func TestPlacementsCLI(t *testing.T) {
 	}
 }
 
-// While a server holds the embedded store, the CLI says so at once.
+// While a server holds the embedded store, the data commands go through
+// its control socket (TestDataCommandsThroughServer has the rest); with no
+// socket to use, they say at once what to do, naming admin.socket.
 func TestCLIFailsFastWhileServerRuns(t *testing.T) {
 	env := testEnv(t)
 	openMain(t, env, true)
-	// A CLI that waited for the file would never return while the server
-	// holds it: the exit status and the message are the proof.
-	for _, args := range [][]string{{"placements", "get", "1"}, {"placements", "put", "1", "http://a.example.com/"}, {"placements", "export"}} {
-		code, _, stderr := runCmd(t, env, "", args...)
-		if code != 1 || !strings.Contains(stderr, "in use by another process") || !strings.Contains(stderr, "admin API") {
-			t.Fatalf("%v: %d %s", args, code, stderr)
-		}
+	code, out, stderr := runCmd(t, env, "", "placements", "get", "1")
+	if code != 0 || !strings.Contains(out, "http://ad1.example.com/tag.js") || !strings.Contains(stderr, "going through its control socket") {
+		t.Fatalf("get through the running server: %d %s %s", code, out, stderr)
 	}
 	// A second server on the same data directory names it.
-	code, _, stderr := runCmd(t, env, "", "serve")
+	code, _, stderr = runCmd(t, env, "", "serve")
 	if code == 0 || !strings.Contains(stderr, "is in use by another tsubame server") || !strings.Contains(stderr, "TSUBAME_DATA_DIR") {
 		t.Fatalf("a second serve: %d %s", code, stderr)
+	}
+
+	// A server with admin.socket: off. A CLI that waited for the file would
+	// never return while the server holds it: the exit status and the
+	// message are the proof.
+	off := append(testEnv(t), "TSUBAME_ADMIN_SOCKET=off")
+	openMain(t, off, true)
+	sockPath := filepath.Join(lookupEnv(off, "TSUBAME_DATA_DIR"), "admin", admin.SocketName)
+	for _, tc := range []struct {
+		env    []string
+		socket string
+	}{
+		{off, "control socket, which these commands would go through, is off (admin.socket)"},
+		{withoutEnv(off, "TSUBAME_ADMIN_SOCKET"), "no control socket answers at " + sockPath + " (admin.socket)"},
+	} {
+		for _, args := range [][]string{{"placements", "get", "1"}, {"placements", "put", "1", "http://a.example.com/"}, {"placements", "export"},
+			{"campaigns", "export"}} {
+			code, _, stderr := runCmd(t, tc.env, "", args...)
+			if code != 1 || !strings.Contains(stderr, "in use by another process") || !strings.Contains(stderr, "admin API") ||
+				!strings.Contains(stderr, tc.socket) {
+				t.Errorf("%v: %d %s", args, code, stderr)
+			}
+		}
 	}
 }
 

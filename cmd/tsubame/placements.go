@@ -51,7 +51,7 @@ func runPlacements(ctx context.Context, args []string, stdin io.Reader, stdout, 
 		return err
 	}
 	readOnly := sub == "export" || sub == "get"
-	store, err := openCLIStore(cfg, readOnly)
+	store, err := openPlacementStore(ctx, cfg, readOnly, stderr)
 	if err != nil {
 		return err
 	}
@@ -95,7 +95,55 @@ func runPlacements(ctx context.Context, args []string, stdin io.Reader, stdout, 
 	}
 }
 
+// placementStore is what the placements commands need: the configured
+// store, or, while a server holds the embedded store, that server
+// (serverAPI). Implementations must be safe for concurrent use.
+type placementStore interface {
+	Get(ctx context.Context, id string) (*tsubame.Placement, error)
+	Put(ctx context.Context, p *tsubame.Placement) error
+	PutMany(ctx context.Context, ps []*tsubame.Placement) error
+	Delete(ctx context.Context, id string) error
+	// Export writes every placement to w as JSON lines, in id order, and
+	// returns how many it wrote.
+	Export(ctx context.Context, w io.Writer) (int, error)
+	Close() error
+}
+
+// ownStore is the configured store, opened by this process.
+type ownStore struct{ tsubame.Store }
+
+func (s ownStore) Export(ctx context.Context, w io.Writer) (int, error) {
+	return bulk.Write(ctx, w, s.Store)
+}
+
+// openPlacementStore opens the configured store, or, while a server holds
+// the embedded store, reaches that server through its control socket.
+func openPlacementStore(ctx context.Context, cfg *config.Config, readOnly bool, stderr io.Writer) (placementStore, error) {
+	s, err := openOwnStore(cfg, readOnly)
+	if errors.Is(err, embedded.ErrInUse) {
+		return viaServer(ctx, cfg, err, "change placements through its admin API ("+cfg.Admin.Listen+")", stderr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ownStore{s}, nil
+}
+
+// openCLIStore opens the configured store for a command that needs the
+// store itself: while a server holds the embedded store, the error says
+// what to do.
 func openCLIStore(cfg *config.Config, readOnly bool) (tsubame.Store, error) {
+	s, err := openOwnStore(cfg, readOnly)
+	if errors.Is(err, embedded.ErrInUse) {
+		return nil, tsubame.Errorf(tsubame.ECONFLICT, "%s: stop that server, or change placements through its admin API (%s)",
+			tsubame.ErrorMessage(err), cfg.Admin.Listen)
+	}
+	return s, err
+}
+
+// openOwnStore opens the configured store in this process; while another
+// holds the embedded store, the error is embedded.ErrInUse's.
+func openOwnStore(cfg *config.Config, readOnly bool) (tsubame.Store, error) {
 	if cfg.Store.Type == "memory" {
 		return nil, usagef("store.type is memory: its data lives inside a running server; there is nothing to manage from here")
 	}
@@ -104,15 +152,10 @@ func openCLIStore(cfg *config.Config, readOnly bool) (tsubame.Store, error) {
 			return nil, tsubame.Errorf(tsubame.ENOTFOUND, "no store at %s yet (run tsubame serve or import first)", cfg.StorePath())
 		}
 	}
-	s, err := openStore(cfg, readOnly)
-	if errors.Is(err, embedded.ErrInUse) {
-		return nil, tsubame.Errorf(tsubame.ECONFLICT, "%s: stop that server, or change placements through its admin API (%s)",
-			tsubame.ErrorMessage(err), cfg.Admin.Listen)
-	}
-	return s, err
+	return openStore(cfg, readOnly)
 }
 
-func importPlacements(ctx context.Context, store tsubame.Store, args []string, format string, stdin io.Reader, stderr io.Writer) error {
+func importPlacements(ctx context.Context, store placementStore, args []string, format string, stdin io.Reader, stderr io.Writer) error {
 	f, err := bulk.ParseFormat(format)
 	if err != nil {
 		return usagef("%v", err)
@@ -143,19 +186,19 @@ func importPlacements(ctx context.Context, store tsubame.Store, args []string, f
 	return nil
 }
 
-func exportPlacements(ctx context.Context, store tsubame.Store, args []string, stdout, stderr io.Writer) error {
+func exportPlacements(ctx context.Context, store placementStore, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 1 {
 		return usagef("usage: tsubame placements export [FILE|-]")
 	}
 	if len(args) == 1 && args[0] != "-" {
-		n, err := writeFileAtomically(args[0], func(w io.Writer) (int, error) { return bulk.Write(ctx, w, store) })
+		n, err := writeFileAtomically(args[0], func(w io.Writer) (int, error) { return store.Export(ctx, w) })
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "exported %d placement(s) to %s\n", n, args[0])
 		return nil
 	}
-	n, err := bulk.Write(ctx, stdout, store)
+	n, err := store.Export(ctx, stdout)
 	if err != nil {
 		return err
 	}
