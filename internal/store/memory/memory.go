@@ -14,8 +14,8 @@ import (
 	"tsubame/internal/logbatch"
 )
 
-// Store is an in-memory tsubame.Store, CampaignStore and Deduper. It is safe
-// for concurrent use.
+// Store is an in-memory tsubame.Store, CampaignStore, Deduper and
+// FrequencyCounter. It is safe for concurrent use.
 type Store struct {
 	mu      sync.RWMutex
 	byID    map[string]*tsubame.Placement
@@ -25,7 +25,8 @@ type Store struct {
 	log     [][]byte // batches of lines
 	results map[string][]byte
 	camp    campaigns
-	seen    seen // event ids (dedupe.go), with locks of their own
+	seen    seen        // event ids (dedupe.go), with locks of their own
+	freq    frequencies // frequency caps' times (frequency.go), likewise
 }
 
 var (
@@ -135,8 +136,10 @@ func (s *Store) Close() error {
 	defer s.mu.Unlock()
 	s.closed = true
 	s.byID, s.ids = nil, nil
-	// Lock order: mu before a seen shard's (FirstSeen takes a shard's alone).
+	// Lock order: mu before a seen or frequency shard's (FirstSeen and
+	// Take take a shard's alone).
 	s.seen.close()
+	s.freq.close()
 	return nil
 }
 
