@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"tsubame"
-	"tsubame/internal/admin"
 	"tsubame/internal/store/redis/redistest"
 )
 
@@ -109,16 +108,8 @@ func TestCampaignsCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	audit, err := os.ReadFile(cfg.AuditLogPath())
-	if err != nil {
-		t.Fatal(err)
-	}
 	var imports []string
-	for _, line := range strings.Split(strings.TrimSpace(string(audit)), "\n") {
-		var rec admin.AuditRecord
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatal(err)
-		}
+	for _, rec := range auditRecords(t, cfg.AuditLogPath()) {
 		if rec.Action == "campaigns.import" {
 			imports = append(imports, rec.Target)
 		}

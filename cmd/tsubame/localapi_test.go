@@ -31,6 +31,24 @@ func shortEnv(t *testing.T) []string {
 	}
 }
 
+// auditRecords reads the audit log's active file.
+func auditRecords(t *testing.T, path string) []admin.AuditRecord {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []admin.AuditRecord
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var rec admin.AuditRecord
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
 // runOK runs a command that must succeed and returns its output.
 func runOK(t *testing.T, env []string, stdin string, args ...string) (string, string) {
 	t.Helper()
@@ -170,16 +188,8 @@ func TestDataCommandsThroughServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	actor := "local:" + u.Username + "(uid " + u.Uid + ")"
-	audit, err := os.ReadFile(m.Config.AuditLogPath())
-	if err != nil {
-		t.Fatal(err)
-	}
 	var audited []string
-	for _, line := range strings.Split(strings.TrimSpace(string(audit)), "\n") {
-		var rec admin.AuditRecord
-		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			t.Fatal(err)
-		}
+	for _, rec := range auditRecords(t, m.Config.AuditLogPath()) {
 		if rec.Actor == actor && rec.Remote == "local" {
 			audited = append(audited, rec.Action+" "+rec.Target+" "+rec.Result)
 		}
