@@ -83,7 +83,7 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 	opt.Logger, opt.Metrics, opt.Ready, opt.Accounts, opt.Audit, opt.TLS = m.Logger, reg, m.readiness, accounts, m.adm.audit, tlsConfig
 	opt.Placements, opt.Purge, opt.ConfigView, opt.AccessLog, opt.Sample = m.Cache, m.purge(backend), m.configView, m.accessLogStatus, m.sample
 	if cs, ok := backend.(tsubame.CampaignStore); ok { // else the campaign routes say the store keeps none
-		opt.Campaigns = cs
+		opt.Campaigns = m.campaignsForWrites(cs)
 	}
 	m.adm.server = admin.New(opt)
 	if path := cfg.AdminSocketPath(); path != "" {

@@ -274,3 +274,39 @@ func TestAdsReloadGeoAndPrivacy(t *testing.T) {
 		t.Errorf("after the failed reload: %s", a.Decisions[0].LineItem)
 	}
 }
+
+// A write through the admin API is served by this process at once, not at
+// the next refresh tick (an hour here).
+func TestAdminWriteReachesTheIndex(t *testing.T) {
+	m := openMain(t, append(testEnv(t), "TSUBAME_ADS_REFRESH=1h"), false)
+	token := adminToken(t, m)
+	putCampaigns(t, m, adsSet) // and the engine told, as a test
+	if a := decideFrom(t, m, "198.51.100.7"); a.Decisions[0].LineItem != "li-all" {
+		t.Fatalf("before: %s", a.Decisions[0].LineItem)
+	}
+	body := `{"id": "li-all", "campaign": "spring", "priority": 5, "weight": 1, "cpm": "0.5", "creatives": ["b1"],
+	  "targeting": {"placements": ["top"]}, "status": "paused"}`
+	req, _ := http.NewRequest("PUT", "http://"+m.AdminAddr()+"/api/v1/line-items/li-all", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT: %d %s", resp.StatusCode, msg)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, _ := browserGet(t, "http://"+m.PublicAddr()+"/api/decide?placement=top&uid=u")
+		if code == http.StatusNoContent {
+			break // the paused line item left the index
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the paused line item still serves: %d", code)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

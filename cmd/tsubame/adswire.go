@@ -245,3 +245,44 @@ func newDeviceParser(cfg *config.Config) (func([]byte) ads.Device, error) {
 		return ads.Device{Device: i.Device, OS: i.OS, Browser: i.Browser, Bot: i.Bot}
 	}, nil
 }
+
+// notifying is a CampaignStore that tells the decision engine of each
+// write it makes, so that a change through the admin API (or the control
+// socket) is served by this process at once rather than at the next
+// refresh tick. Other nodes learn of it through the store's feed (Redis)
+// or their own tick.
+type notifying struct {
+	tsubame.CampaignStore
+	changed func()
+}
+
+func (n notifying) after(err error) error {
+	if err == nil {
+		n.changed()
+	}
+	return err
+}
+
+// PutObject writes o, then tells the engine.
+func (n notifying) PutObject(ctx context.Context, o tsubame.CampaignObject) error {
+	return n.after(n.CampaignStore.PutObject(ctx, o))
+}
+
+// DeleteObject deletes, then tells the engine.
+func (n notifying) DeleteObject(ctx context.Context, k tsubame.CampaignKind, id string) error {
+	return n.after(n.CampaignStore.DeleteObject(ctx, k, id))
+}
+
+// ReplaceAll replaces the set, then tells the engine.
+func (n notifying) ReplaceAll(ctx context.Context, set *tsubame.CampaignSet) error {
+	return n.after(n.CampaignStore.ReplaceAll(ctx, set))
+}
+
+// campaignsForWrites is cs as the admin API should write it: telling this
+// process's engine of each change when deciding is on.
+func (m *Main) campaignsForWrites(cs tsubame.CampaignStore) tsubame.CampaignStore {
+	if m.ads.engine == nil {
+		return cs
+	}
+	return notifying{CampaignStore: cs, changed: m.ads.engine.Changed}
+}
