@@ -64,17 +64,17 @@ Usage:
   tsubame placements get    [-config FILE] ID
   tsubame placements put    [-config FILE] [-name NAME] [-dep KEY]... ID URL...
   tsubame placements delete [-config FILE] ID
-        Manage placements in the configured store. The embedded store can be
-        used by one process at a time: stop the server first.
+        Manage placements in the configured store. While a server holds the
+        embedded store, they go through its control socket (admin.socket).
   tsubame campaigns import [-config FILE] [-format json|yaml] [-replace] FILE|-
   tsubame campaigns export [-config FILE] [-format json|yaml] [FILE|-]
         Import or export the campaign file: every advertiser, campaign,
         creative and line item, in JSON or YAML (-format, else the file's
         extension). An import is merged into the stored set (-replace: the
         store holds exactly the file), checked as a whole and written only
-        if valid; every problem is listed as FILE:LINE: PATH: MESSAGE. The
-        embedded store can be used by one process at a time: with a server
-        running, use its admin API (POST /api/v1/campaigns/import).
+        if valid; every problem is listed as FILE:LINE: PATH: MESSAGE. While
+        a server holds the embedded store, they go through its control
+        socket (admin.socket).
   tsubame admin create-user  [-config FILE] [-no-totp] NAME
   tsubame admin delete-user  [-config FILE] NAME
   tsubame admin list-users   [-config FILE]
