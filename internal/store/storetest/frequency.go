@@ -280,13 +280,20 @@ func BenchTake(b *testing.B, fc tsubame.FrequencyCounter, parallelism int) {
 	b.Run("refused", func(b *testing.B) {
 		keys := make([]string, 1024)
 		now := time.Now()
+		var wg sync.WaitGroup // concurrent, so that a store that batches writes fills them fast
 		for i := range keys {
 			keys[i] = fmt.Sprintf("bench-full-%d/%d", now.UnixNano(), i)
-			for range 3 {
-				if _, err := fc.Take(bctx, keys[i], cs, now); err != nil {
-					b.Fatal(err)
+			wg.Go(func() {
+				for range 3 {
+					if _, err := fc.Take(bctx, keys[i], cs, now); err != nil {
+						b.Error(err)
+					}
 				}
-			}
+			})
+		}
+		wg.Wait()
+		if b.Failed() {
+			return
 		}
 		var goroutine atomic.Int64
 		b.ReportAllocs()
