@@ -49,6 +49,10 @@ func runSuites(t *testing.T, addrs []string) {
 		prefix := uniquePrefix(t)
 		return open(t, addrs, prefix), open(t, addrs, prefix)
 	})
+	storetest.RunFrequency(t, func(t *testing.T) (a, b, c tsubame.FrequencyCounter) { // three nodes
+		prefix := uniquePrefix(t)
+		return open(t, addrs, prefix), open(t, addrs, prefix), open(t, addrs, prefix)
+	})
 }
 
 func TestConformanceStandalone(t *testing.T) {

@@ -28,9 +28,9 @@ func RunFrequency(t *testing.T, open func(t *testing.T) (a, b, c tsubame.Frequen
 		{"TwoCapsTogether", testFrequencyTwoCaps},
 		{"WindowSlides", testFrequencySlides},
 		{"LaterTimesCount", testFrequencyLater},
-		{"KeysIndependent", testFrequencyIndependent},
-		{"RejectsInvalid", testFrequencyInvalid},
-		{"CancelledNeverTrue", testFrequencyCancelled},
+		{"FrequencyKeysIndependent", testFrequencyIndependent},
+		{"TakeRejectsInvalid", testFrequencyInvalid},
+		{"TakeCancelledNeverTrue", testFrequencyCancelled},
 		{"ExactlyTheCapUnderRace", testFrequencyRace},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
