@@ -48,9 +48,9 @@ type FrequencyCounter interface {
 }
 
 // FrequencyKey is the key a FrequencyCounter counts a visitor's
-// impressions of a line item under. Both ids are at most
-// MaxObjectIDLength bytes of IDChar, which has no '/': the key names one
-// pair, and is at most MaxFrequencyKeyLength bytes.
+// impressions of a line item under. A line item id is IDChar, which has no
+// '/', so the key names one pair; with a visitor id of at most
+// MaxObjectIDLength bytes it is at most MaxFrequencyKeyLength bytes.
 func FrequencyKey(lineItemID, visitor string) string {
 	return lineItemID + "/" + visitor
 }

@@ -17,6 +17,7 @@ import (
 
 	"tsubame"
 	"tsubame/internal/ads"
+	"tsubame/internal/budget"
 	"tsubame/internal/config"
 	"tsubame/internal/device"
 	"tsubame/internal/geo"
@@ -48,6 +49,10 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 	if !ok {
 		return usagef("store type %q cannot tell a repeated impression: set ads.enabled: false", cfg.Store.Type)
 	}
+	fc, ok := backend.(tsubame.FrequencyCounter)
+	if !ok {
+		return usagef("store type %q cannot count frequency caps: set ads.enabled: false", cfg.Store.Type)
+	}
 	signer, err := loadTrackingKeys(cfg.TrackingKeysPath(), cfg.Ads.Tracking.KeysFile == "")
 	if err != nil {
 		return err
@@ -76,7 +81,8 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 			return err
 		}
 	}
-	m.ads.engine = ads.NewEngine(cs, ads.EngineOptions{Currency: cfg.Ads.Currency, Log: m.Logger})
+	m.ads.engine = ads.NewEngine(cs, ads.EngineOptions{Counters: budget.New(fc, budget.Options{Log: m.Logger}),
+		Currency: cfg.Ads.Currency, Log: m.Logger})
 	if _, err := m.ads.engine.Refresh(ctx); err != nil {
 		// The index stays empty (no ads) until a refresh succeeds: a
 		// store that answers placements but not campaigns yet must not

@@ -52,6 +52,9 @@ type Line struct {
 	// Ord is the line's position in this Index, 0 to Len()-1: a dense key
 	// for counters held in arrays (not stable across compiles: the ID is).
 	Ord int
+	// Frequency are the line item's frequency caps (none: uncapped), for
+	// Counters to count per visitor; the Index's own copy.
+	Frequency []tsubame.FrequencyCap
 
 	adv       int32   // interned advertiser
 	creatives []int32 // approved creatives, indexes into Index.creatives
@@ -169,7 +172,7 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 		}
 		l := Line{
 			ID: li.ID, Campaign: camp.ID, Advertiser: camp.Advertiser,
-			Priority: li.Priority, Weight: li.Weight, CPM: li.CPM,
+			Priority: li.Priority, Weight: li.Weight, CPM: li.CPM, Frequency: slices.Clone(li.Frequency),
 			start: start, end: end,
 		}
 		for _, id := range li.Creatives {

@@ -1,0 +1,261 @@
+package budget_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"tsubame"
+	"tsubame/internal/budget"
+	"tsubame/internal/decision"
+	"tsubame/internal/store/memory"
+	"tsubame/internal/store/redis"
+	"tsubame/internal/store/redis/redistest"
+)
+
+// campaigns reads the test set: li-capped (priority 1, 3 per hour and 5
+// per day) and li-open (priority 2, no cap), both on placement top.
+func campaigns(t testing.TB) *tsubame.CampaignSet {
+	t.Helper()
+	b, err := os.ReadFile("testdata/campaigns.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var set tsubame.CampaignSet
+	if err := json.Unmarshal(b, &set); err != nil {
+		t.Fatal(err)
+	}
+	return &set
+}
+
+// lines compiles set and returns its lines by id.
+func lines(t testing.TB, set *tsubame.CampaignSet, c decision.Counters) (*decision.Index, map[string]*decision.Line) {
+	t.Helper()
+	ix, err := decision.Compile(set, decision.Options{Counters: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*decision.Line{}
+	for i := range ix.Len() {
+		out[ix.Line(i).ID] = ix.Line(i)
+	}
+	return ix, out
+}
+
+// counting counts the Takes that reach the store.
+type counting struct {
+	tsubame.FrequencyCounter
+	takes atomic.Int64
+}
+
+func (c *counting) Take(ctx context.Context, key string, caps []tsubame.FrequencyCap, now time.Time) (bool, error) {
+	c.takes.Add(1)
+	return c.FrequencyCounter.Take(ctx, key, caps, now)
+}
+
+// Compile gives a line item's caps to its Line, as a copy of its own.
+func TestCompileKeepsTheCaps(t *testing.T) {
+	set := campaigns(t)
+	_, ls := lines(t, set, nil)
+	want := slices.Clone(set.LineItems[0].Frequency)
+	set.LineItems[0].Frequency[0].Impressions = 99
+	if got := ls["li-capped"].Frequency; !slices.Equal(got, want) {
+		t.Fatalf("li-capped's Line has caps %v, want %v (and not the set's slice)", got, want)
+	}
+	if got := ls["li-open"].Frequency; got != nil {
+		t.Fatalf("li-open's Line has caps %v", got)
+	}
+}
+
+func TestAllow(t *testing.T) {
+	st := memory.New()
+	defer st.Close()
+	fc := &counting{FrequencyCounter: st}
+	c := budget.New(fc, budget.Options{})
+	_, ls := lines(t, campaigns(t), c)
+	capped, open := ls["li-capped"], ls["li-open"]
+	t0 := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
+	allow := func(l *decision.Line, user string, at time.Time, n int) string {
+		var b strings.Builder
+		for range n {
+			if c.Allow(l, &decision.Request{User: user}, at) {
+				b.WriteByte('1')
+			} else {
+				b.WriteByte('0')
+			}
+		}
+		return b.String()
+	}
+	// Without caps: every time, and the store is never asked.
+	if got := allow(open, "u-1", t0, 5) + allow(open, "", t0, 5); got != "1111111111" {
+		t.Fatalf("uncapped line item: %s", got)
+	}
+	// With caps, no visitor (or one that is not an id): never, without asking.
+	if got := allow(capped, "", t0, 3) + allow(capped, strings.Repeat("u", tsubame.MaxObjectIDLength+1), t0, 3); got != "000000" {
+		t.Fatalf("capped line item without a visitor: %s", got)
+	}
+	if n := fc.takes.Load(); n != 0 {
+		t.Fatalf("%d Takes for uncapped line items or unknown visitors", n)
+	}
+	// 3 per hour, 5 per day, per visitor.
+	for _, st := range []struct {
+		user string
+		at   time.Time
+		want string
+	}{
+		{"u-1", t0, "11100"},
+		{"u-2", t0, "111"},
+		{"u-1", t0.Add(time.Hour), "1100"},
+		{"u-1", t0.Add(3 * time.Hour), "0"},
+		{"u-1", t0.Add(24 * time.Hour), "11100"},
+	} {
+		if got := allow(capped, st.user, st.at, len(st.want)); got != st.want {
+			t.Fatalf("%s at %v: %s, want %s", st.user, st.at, got, st.want)
+		}
+	}
+	if c.Errors() != 0 {
+		t.Fatalf("%d errors", c.Errors())
+	}
+}
+
+// syncBuffer is a log destination safe for concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// A store that fails refuses capped line items only; the failures are
+// counted, and logged once per LogEvery however many there are.
+func TestAllowFailsClosed(t *testing.T) {
+	st := memory.New()
+	_ = st.Close()
+	var logs syncBuffer
+	c := budget.New(st, budget.Options{Log: slog.New(slog.NewTextHandler(&logs, nil)), LogEvery: time.Hour})
+	_, ls := lines(t, campaigns(t), c)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for range 25 {
+				if c.Allow(ls["li-capped"], &decision.Request{User: "u-1"}, time.Now()) {
+					t.Errorf("goroutine %d: a capped line item served with the store closed", g)
+				}
+				if !c.Allow(ls["li-open"], &decision.Request{User: "u-1"}, time.Now()) {
+					t.Errorf("goroutine %d: an uncapped line item refused with the store closed", g)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := c.Errors(); n != 200 {
+		t.Fatalf("Errors() = %d after 200 failed Takes", n)
+	}
+	if n := strings.Count(logs.String(), "cannot count frequency caps"); n != 1 {
+		t.Fatalf("%d log lines for 200 failures within LogEvery, want 1:\n%s", n, logs.String())
+	}
+}
+
+// A store that does not answer within the timeout is a refusal; when it
+// answers again capped line items serve again, and the log says so.
+func TestAllowTimesOutAndRecovers(t *testing.T) {
+	srv := redistest.Start(t)
+	st, err := redis.Open(redis.Options{Addrs: []string{srv.Addr}, KeyPrefix: "budget:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var logs syncBuffer
+	c := budget.New(st, budget.Options{Timeout: 20 * time.Millisecond, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	_, ls := lines(t, campaigns(t), c)
+	req := &decision.Request{User: "u-1"}
+	if !c.Allow(ls["li-capped"], req, time.Now()) {
+		t.Fatal("first impression refused")
+	}
+	srv.Pause()
+	paused := true
+	defer func() {
+		if paused {
+			srv.Resume()
+		}
+	}()
+	if c.Allow(ls["li-capped"], req, time.Now()) || c.Errors() != 1 {
+		t.Fatalf("with Redis paused: served, or %d errors (want 1)", c.Errors())
+	}
+	srv.Resume()
+	paused = false
+	deadline := time.Now().Add(30 * time.Second)
+	for !c.Allow(ls["li-capped"], req, time.Now()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("capped line item still refused 30s after Redis resumed (%d errors)", c.Errors())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), "cannot count frequency caps") || !strings.Contains(logs.String(), "counted again") {
+		t.Fatalf("log:\n%s", logs.String())
+	}
+}
+
+// BenchmarkAllow: an uncapped line item, and a capped one on the memory
+// store (taken: a new visitor each time; refused: visitors at their cap).
+func BenchmarkAllow(b *testing.B) {
+	st := memory.New()
+	defer st.Close()
+	c := budget.New(st, budget.Options{})
+	_, ls := lines(b, campaigns(b), c)
+	users := make([]string, 1<<16)
+	for i := range users {
+		users[i] = "u-" + strconv.Itoa(i)
+	}
+	now := time.Now()
+	b.Run("uncapped", func(b *testing.B) {
+		b.ReportAllocs()
+		req := &decision.Request{User: "u-1"}
+		for b.Loop() {
+			if !c.Allow(ls["li-open"], req, now) {
+				b.Fatal("refused")
+			}
+		}
+	})
+	b.Run("capped/taken", func(b *testing.B) {
+		b.ReportAllocs()
+		var req decision.Request
+		i := 0
+		for b.Loop() {
+			req.User = users[i%len(users)]
+			c.Allow(ls["li-capped"], &req, now.Add(time.Duration(i/len(users))*25*time.Hour))
+			i++
+		}
+	})
+	b.Run("capped/refused", func(b *testing.B) {
+		req := &decision.Request{User: "u-full"}
+		for range 3 {
+			c.Allow(ls["li-capped"], req, now)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if c.Allow(ls["li-capped"], req, now) {
+				b.Fatal("taken past the cap")
+			}
+		}
+	})
+}
