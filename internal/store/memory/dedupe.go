@@ -102,20 +102,30 @@ func (s *seen) firstSeen(id string, ttl time.Duration) (bool, error) {
 
 // sweep drops the expired ids; the caller holds the lock.
 func (sh *seenShard) sweep(now int64) {
-	for id, exp := range sh.ids {
-		if exp <= now {
-			delete(sh.ids, id)
-		}
-	}
-	if n := len(sh.ids); sh.peak >= shrinkMin && n < sh.peak/4 {
-		m := make(map[string]int64, n)
-		for id, exp := range sh.ids {
-			m[id] = exp
-		}
-		sh.ids, sh.peak = m, n
-	}
+	sh.ids, sh.peak = sweepExpired(sh.ids, sh.peak, func(exp int64) bool { return exp <= now })
 	sh.inserts = 0
 	sh.sweepAt = max(sweepMin, len(sh.ids))
+}
+
+// sweepExpired deletes the entries of m that expired reports, and returns
+// m with the most entries it held since it was made (peak, updated), or a
+// new map of the rest when they are fewer than a quarter of a peak of at
+// least shrinkMin (see there).
+func sweepExpired[V any](m map[string]V, peak int, expired func(V) bool) (map[string]V, int) {
+	for k, v := range m {
+		if expired(v) {
+			delete(m, k)
+		}
+	}
+	n := len(m)
+	if peak < shrinkMin || n >= peak/4 {
+		return m, peak
+	}
+	kept := make(map[string]V, n)
+	for k, v := range m {
+		kept[k] = v
+	}
+	return kept, n
 }
 
 // close makes later calls fail and drops every id.

@@ -93,18 +93,7 @@ func (f *frequencies) take(key string, caps []tsubame.FrequencyCap, now int64) (
 // sweep drops the keys whose times have all left their windows; the caller
 // holds the lock.
 func (sh *freqShard) sweep(now int64) {
-	for k, e := range sh.keys {
-		if e.expires <= now {
-			delete(sh.keys, k)
-		}
-	}
-	if n := len(sh.keys); sh.peak >= shrinkMin && n < sh.peak/4 {
-		m := make(map[string]freqTimes, n)
-		for k, e := range sh.keys {
-			m[k] = e
-		}
-		sh.keys, sh.peak = m, n
-	}
+	sh.keys, sh.peak = sweepExpired(sh.keys, sh.peak, func(e freqTimes) bool { return e.expires <= now })
 	sh.inserts = 0
 	sh.sweepAt = max(sweepMin, len(sh.keys))
 }
