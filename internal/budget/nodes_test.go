@@ -180,7 +180,7 @@ func TestFrequencyCapAcrossNodes(t *testing.T) {
 // by itself.
 func TestFrequencyCapsStopWithTheStore(t *testing.T) {
 	srv := redistest.Start(t)
-	nodes, counters := startNodes(t, srv.Addr, 3, budget.DefaultTimeout)
+	nodes, counters := startNodes(t, srv.Addr, 3, 10*time.Second) // a dead Redis refuses at once
 	want := func(node, user, li string) {
 		t.Helper()
 		got, err := lineItem(node, user)
