@@ -81,7 +81,7 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 			return err
 		}
 	}
-	m.ads.engine = ads.NewEngine(cs, ads.EngineOptions{Counters: budget.New(fc, budget.Options{Log: m.Logger}),
+	m.ads.engine = ads.NewEngine(cs, ads.EngineOptions{Counters: budget.New(fc, budget.Options{Timeout: cfg.Ads.CapsTimeout, Log: m.Logger}),
 		Currency: cfg.Ads.Currency, Log: m.Logger})
 	if _, err := m.ads.engine.Refresh(ctx); err != nil {
 		// The index stays empty (no ads) until a refresh succeeds: a

@@ -30,6 +30,9 @@ type Ads struct {
 	Privacy string `koanf:"privacy"`
 	// HeadlessIsBot treats headless browsers as crawlers (204, not counted).
 	HeadlessIsBot bool `koanf:"headless_is_bot"`
+	// CapsTimeout bounds the store operation of a frequency-capped
+	// decision; past it the capped line item does not serve.
+	CapsTimeout time.Duration `koanf:"caps_timeout"`
 }
 
 // Privacy modes (ads.privacy, sites.<name>.privacy).
@@ -123,6 +126,9 @@ func (c *Config) validateAds(p *problems) {
 		p.add("ads.currency: %q is not an ISO 4217 code such as USD or JPY (three upper-case letters)", a.Currency)
 	}
 	p.positive("ads.refresh", a.Refresh)
+	if a.CapsTimeout < time.Millisecond || a.CapsTimeout > 10*time.Second {
+		p.add("ads.caps_timeout: must be between 1ms and 10s (got %v)", a.CapsTimeout)
+	}
 	if a.Tracking.URL != "" {
 		u, err := url.Parse(a.Tracking.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
