@@ -170,24 +170,10 @@ var noFollow = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) 
 // crawler gets no ad.
 const browserUA = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36"
 
-// browserGet is get as a browser.
+// browserGet is get as a browser, not following redirects.
 func browserGet(t *testing.T, url string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest("GET", url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("User-Agent", browserUA)
-	resp, err := noFollow.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(body)
+	return getAs(t, noFollow, url, browserUA)
 }
 
 // A store that cannot keep campaigns is refused at start with the key to

@@ -51,7 +51,21 @@ func openMain(t *testing.T, env []string, demo bool) *Main {
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	return getAs(t, http.DefaultClient, url, "")
+}
+
+// getAs gets url with client, sending userAgent unless it is empty (Go's
+// own then), and returns the status and body.
+func getAs(t *testing.T, client *http.Client, url, userAgent string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if userAgent != "" {
+		req.Header.Set("User-Agent", userAgent)
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
