@@ -54,7 +54,7 @@ type Options struct {
 type Store struct {
 	db   *bolt.DB
 	now  func() time.Time
-	seen sweeper // of the event ids (dedupe.go)
+	seen seenCommits // of the event ids (dedupe.go)
 }
 
 var (
