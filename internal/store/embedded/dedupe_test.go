@@ -49,7 +49,7 @@ func TestSeenSweepBoundsTheFile(t *testing.T) {
 	const perTick = 100 // ids per 100 ms of the fake clock: 1,000 live at a time
 	n := 0
 	for range 200 { // 20 s: 20,000 ids, 20 windows
-		// Concurrent, as a server's requests are: one Batch takes them all.
+		// Concurrent, as a server's requests are: they share commits.
 		var wg sync.WaitGroup
 		for range perTick {
 			n++

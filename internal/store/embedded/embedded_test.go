@@ -268,8 +268,8 @@ func TestDedupeOnAnOlderFile(t *testing.T) {
 	}
 }
 
-// BenchmarkFirstSeen at a few concurrencies: bbolt's Batch gathers the
-// calls waiting at once into one transaction and one fsync, so throughput
+// BenchmarkFirstSeen at a few concurrencies: the calls that arrive during a
+// commit share the next one (one transaction, one fsync), so throughput
 // grows with them (a tracking node has hundreds of requests in flight).
 func BenchmarkFirstSeen(b *testing.B) {
 	for _, p := range []int{1, 32, 512} {
