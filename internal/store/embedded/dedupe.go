@@ -53,8 +53,9 @@ type seenWrite struct {
 // during each. (bbolt's Batch also shares commits, but every call waits for
 // a timer, 10 ms by default, for others to join: 6.4 ms per new id from two
 // goroutines, and a lone new id waits the whole delay.) A leader commits
-// once and hands over, so no caller waits for more than the commit ahead of
-// its own and its own.
+// once and hands over, so a caller waits for the commit under way, those of
+// the calls queued before it (a commit takes up to maxSeenCommit) and its
+// own, never for calls that came after it.
 type seenCommits struct {
 	mu    sync.Mutex
 	queue []*seenWrite
