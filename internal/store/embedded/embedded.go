@@ -55,6 +55,7 @@ type Store struct {
 	db   *bolt.DB
 	now  func() time.Time
 	seen seenCommits // of the event ids (dedupe.go)
+	freq groupCommit // of Take's times (frequency.go)
 }
 
 var (

@@ -41,11 +41,10 @@ const (
 // with no write transaction: times only leave a window by now passing, so
 // what a committed transaction shows over the cap stays over it at now.
 // One that may pass is decided in a write transaction shared with the
-// concurrent calls (bbolt's Batch: one fsync for them all, after up to
-// DB.MaxBatchDelay, 10 ms, for others to join), which bbolt runs one at a
-// time: concurrent calls for one key never pass a cap together. ctx is
-// checked before, not during, the commit. A read-only store refuses with
-// EINVALID.
+// concurrent calls (groupCommit: one fsync for them all, with no wait for
+// others to join), in which the calls run one after another: concurrent
+// calls for one key never pass a cap together. ctx is checked before, not
+// during, the commit. A read-only store refuses with EINVALID.
 func (s *Store) Take(ctx context.Context, key string, caps []tsubame.FrequencyCap, now time.Time) (bool, error) {
 	if err := tsubame.ValidateTake(key, caps); err != nil {
 		return false, err
@@ -71,10 +70,9 @@ func (s *Store) Take(ctx context.Context, key string, caps []tsubame.FrequencyCa
 	}
 	sweep := rand.N(freqSweepOneIn) == 0
 	var taken bool
-	err = s.db.Batch(func(tx *bolt.Tx) error {
-		// Batch may run this more than once (when another call of the
-		// batch fails, the rest run again in a new transaction): every
-		// run decides afresh.
+	err = s.freq.do(s.db, func(tx *bolt.Tx) error {
+		// Afresh: the read above was another transaction's, and a call
+		// before this one in the commit may have taken the same key.
 		b, err := tx.CreateBucketIfNotExists(bucketFrequency)
 		if err != nil {
 			return err

@@ -68,7 +68,7 @@ func TestFrequencySweepBoundsTheFile(t *testing.T) {
 	const perTick = 100 // visitors per 100 ms: 1,000 within a window
 	n := 0
 	for range 200 { // 20 s: 20,000 visitors, 20 windows
-		// Concurrent, as a server's requests are: one Batch takes them all.
+		// Concurrent, as a server's requests are: they share commits.
 		var wg sync.WaitGroup
 		for range perTick {
 			n++
