@@ -27,6 +27,7 @@ type Store struct {
 	camp    campaigns
 	seen    seen        // event ids (dedupe.go), with locks of their own
 	freq    frequencies // frequency caps' times (frequency.go), likewise
+	quota   quotas      // leases of limited counters (quota.go), likewise
 }
 
 var (

@@ -1,0 +1,127 @@
+package memory
+
+import (
+	"context"
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"tsubame"
+)
+
+var _ tsubame.Quotas = (*Store)(nil)
+
+// quotaShards is how many locks the quota keys are spread over, by a hash
+// of the key: leases of different line items never wait for each other,
+// nor for the store's other locks.
+const quotaShards = 64
+
+var quotaSeed = maphash.MakeSeed()
+
+// quotaBase is the origin of the quotas' clock: expiries are monotonic
+// nanoseconds since, so a step of the wall clock neither lengthens nor
+// shortens a lease.
+var quotaBase = time.Now()
+
+// quotas holds the keys of Quotas. A key is kept for good once leased (it
+// holds settled spend); its memory is about 100 bytes plus 40 a holder.
+// The zero value is ready for use.
+type quotas struct {
+	// clock returns the time leases expire by, in nanoseconds; nil is
+	// monotonic time since quotaBase (tests set their own).
+	clock  func() int64
+	shards [quotaShards]quotaShard
+}
+
+type quotaShard struct {
+	mu   sync.Mutex
+	keys map[string]*tsubame.QuotaState
+	_    [64]byte // keeps neighbouring shards' locks off one cache line
+}
+
+func (q *quotas) now() int64 {
+	if q.clock != nil {
+		return q.clock()
+	}
+	return int64(time.Since(quotaBase))
+}
+
+// quotaShard returns key's shard locked, or errClosed. The store's Close sets
+// the frequency counters' closed flag before it returns; the quotas follow
+// it rather than keep a flag of their own, and keep their keys (nothing
+// reads them after Close).
+func (s *Store) quotaShard(ctx context.Context, key string) (*quotaShard, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, tsubame.WrapError(tsubame.EUNAVAILABLE, err, "memory store: %v", err)
+	}
+	sh := &s.quota.shards[maphash.String(quotaSeed, key)%quotaShards]
+	sh.mu.Lock()
+	if s.freq.closed.Load() {
+		sh.mu.Unlock()
+		return nil, errClosed
+	}
+	return sh, nil
+}
+
+// Lease grants holder up to want units of key within limit
+// (tsubame.Quotas). The counts live in this process only: this backend
+// holds limits for one node.
+func (s *Store) Lease(ctx context.Context, key, holder string, limit, want int64, ttl time.Duration) (int64, error) {
+	if err := tsubame.ValidateLease(key, holder, limit, want, ttl); err != nil {
+		return 0, err
+	}
+	sh, err := s.quotaShard(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	defer sh.mu.Unlock()
+	q := sh.keys[key]
+	if q == nil {
+		if want == 0 {
+			return 0, nil
+		}
+		if sh.keys == nil {
+			sh.keys = make(map[string]*tsubame.QuotaState)
+		}
+		q = &tsubame.QuotaState{}
+		sh.keys[key] = q
+	}
+	now := s.quota.now()
+	return q.Lease(holder, limit, want, now, now+int64(ttl)), nil
+}
+
+// Release ends part of holder's lease of key (tsubame.Quotas).
+func (s *Store) Release(ctx context.Context, key, holder string, used, unused int64) error {
+	if err := tsubame.ValidateRelease(key, holder, used, unused); err != nil {
+		return err
+	}
+	sh, err := s.quotaShard(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer sh.mu.Unlock()
+	q := sh.keys[key]
+	if q == nil {
+		q = &tsubame.QuotaState{} // no lease: an error, or a no-op
+	}
+	return q.Release(holder, used, unused, s.quota.now())
+}
+
+// Committed reports key's settled units and outstanding leases
+// (tsubame.Quotas), settling the expired ones first.
+func (s *Store) Committed(ctx context.Context, key string) (settled, outstanding int64, err error) {
+	if err := tsubame.ValidateQuotaKey(key); err != nil {
+		return 0, 0, err
+	}
+	sh, err := s.quotaShard(ctx, key)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer sh.mu.Unlock()
+	q := sh.keys[key]
+	if q == nil {
+		return 0, 0, nil
+	}
+	q.Expire(s.quota.now())
+	return q.Settled, q.Outstanding(), nil
+}

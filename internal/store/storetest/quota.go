@@ -1,0 +1,377 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"tsubame"
+)
+
+// RunQuota runs the Quotas part of the suite. open returns three handles on
+// the same, empty data, as three nodes sharing the store would hold them
+// (three connections to one Redis; a store of one process may return
+// itself three times), and arranges for them to be closed when the test
+// ends.
+func RunQuota(t *testing.T, open func(t *testing.T) []tsubame.Quotas) {
+	for _, tc := range []struct {
+		name string
+		test func(t *testing.T, qs []tsubame.Quotas)
+	}{
+		{"LeaseUpToTheLimit", testQuotaLimit},
+		{"ReleaseUnusedGivesBack", testQuotaUnused},
+		{"ReleaseUsedStaysCommitted", testQuotaUsed},
+		{"ReleaseMoreThanLeased", testQuotaOverRelease},
+		{"ExpiredLeaseIsSettled", testQuotaExpiry},
+		{"QuotaKeysIndependent", testQuotaIndependent},
+		{"QuotaRejectsInvalid", testQuotaInvalid},
+		{"NeverOverTheLimitUnderRace", testQuotaRace},
+	} {
+		t.Run(tc.name, func(t *testing.T) { tc.test(t, open(t)) })
+	}
+}
+
+// leaseTTL is long enough that no lease of the tests expires unless it
+// means to.
+const leaseTTL = 10 * time.Minute
+
+func lease(t *testing.T, q tsubame.Quotas, key, holder string, limit, want int64) int64 {
+	t.Helper()
+	n, err := q.Lease(ctx(t), key, holder, limit, want, leaseTTL)
+	if err != nil {
+		t.Fatalf("Lease(%q, %q, %d, %d): %v", key, holder, limit, want, err)
+	}
+	return n
+}
+
+func release(t *testing.T, q tsubame.Quotas, key, holder string, used, unused int64) {
+	t.Helper()
+	if err := q.Release(ctx(t), key, holder, used, unused); err != nil {
+		t.Fatalf("Release(%q, %q, %d, %d): %v", key, holder, used, unused, err)
+	}
+}
+
+func wantCommitted(t *testing.T, q tsubame.Quotas, key string, settled, outstanding int64) {
+	t.Helper()
+	s, o, err := q.Committed(ctx(t), key)
+	if err != nil || s != settled || o != outstanding {
+		t.Fatalf("Committed(%q) = %d settled, %d outstanding, %v; want %d, %d", key, s, o, err, settled, outstanding)
+	}
+}
+
+// Leases through three handles are granted up to the limit, the last one
+// cut to what is left, then 0.
+func testQuotaLimit(t *testing.T, qs []tsubame.Quotas) {
+	const key = "li-1/imp/total"
+	wantCommitted(t, qs[0], key, 0, 0)
+	for i, want := range []int64{4, 4, 4, 4, 4, 4} {
+		got := lease(t, qs[i%3], key, fmt.Sprint("node-", i%3), 10, want)
+		if exp := min(4, max(0, 10-4*int64(i))); got != exp {
+			t.Fatalf("lease %d of 4 with a limit of 10: %d granted, want %d", i, got, exp)
+		}
+	}
+	wantCommitted(t, qs[1], key, 0, 10)
+	// A lease of nothing on a key never leased grants nothing.
+	if n := lease(t, qs[2], "li-1/imp/other", "node-0", 10, 0); n != 0 {
+		t.Fatalf("a lease of 0 granted %d", n)
+	}
+	// A limit of 0, or one under what is committed, grants nothing.
+	if n := lease(t, qs[2], key, "node-3", 0, 5); n != 0 {
+		t.Fatalf("a limit of 0 granted %d", n)
+	}
+	if n := lease(t, qs[2], key, "node-3", 5, 5); n != 0 {
+		t.Fatalf("a limit of 5 with 10 committed granted %d", n)
+	}
+	// A higher limit grants the difference.
+	if n := lease(t, qs[0], key, "node-0", 12, 5); n != 2 {
+		t.Fatalf("the limit raised from 10 to 12 granted %d, want 2", n)
+	}
+	wantCommitted(t, qs[2], key, 0, 12)
+}
+
+// Unused units go back: a later lease, of any holder, gets them.
+func testQuotaUnused(t *testing.T, qs []tsubame.Quotas) {
+	const key = "camp-1/spend/2026-11-25"
+	if n := lease(t, qs[0], key, "a", 100, 100); n != 100 {
+		t.Fatalf("granted %d of 100", n)
+	}
+	release(t, qs[1], key, "a", 0, 30)
+	wantCommitted(t, qs[2], key, 0, 70)
+	if n := lease(t, qs[2], key, "b", 100, 50); n != 30 {
+		t.Fatalf("after 30 given back a lease of 50 got %d, want 30", n)
+	}
+	release(t, qs[0], key, "a", 0, 70) // all of a's lease
+	release(t, qs[0], key, "b", 0, 30)
+	wantCommitted(t, qs[1], key, 0, 0)
+	// a's lease is over: a release of it is a conflict, one of nothing a
+	// no-op.
+	if err := qs[1].Release(ctx(t), key, "a", 1, 0); tsubame.ErrorCode(err) != tsubame.ECONFLICT {
+		t.Fatalf("Release without a lease: %v, want an ECONFLICT error", err)
+	}
+	release(t, qs[1], key, "a", 0, 0)
+	if n := lease(t, qs[1], key, "c", 100, 1000); n != 100 {
+		t.Fatalf("everything given back, a lease got %d, want 100", n)
+	}
+}
+
+// Used units are settled for good: no lease gets them again.
+func testQuotaUsed(t *testing.T, qs []tsubame.Quotas) {
+	const key = "li-2/imp/total"
+	lease(t, qs[0], key, "a", 10, 6)
+	lease(t, qs[1], key, "b", 10, 6) // 4
+	release(t, qs[2], key, "a", 2, 0)
+	wantCommitted(t, qs[0], key, 2, 8)
+	release(t, qs[2], key, "a", 3, 1)
+	release(t, qs[2], key, "b", 4, 0)
+	wantCommitted(t, qs[0], key, 9, 0)
+	if n := lease(t, qs[1], key, "a", 10, 10); n != 1 {
+		t.Fatalf("9 settled of 10, a lease got %d, want 1", n)
+	}
+	release(t, qs[1], key, "a", 1, 0)
+	wantCommitted(t, qs[0], key, 10, 0)
+	if n := lease(t, qs[0], key, "b", 10, 10); n != 0 {
+		t.Fatalf("all settled, a lease got %d", n)
+	}
+}
+
+// A release of more than the lease fails with EINVALID and changes nothing.
+func testQuotaOverRelease(t *testing.T, qs []tsubame.Quotas) {
+	const key = "li-3/imp/total"
+	lease(t, qs[0], key, "a", 10, 5)
+	for _, r := range [][2]int64{{3, 3}, {6, 0}, {0, 6}, {5, 1}} {
+		if err := qs[1].Release(ctx(t), key, "a", r[0], r[1]); tsubame.ErrorCode(err) != tsubame.EINVALID {
+			t.Fatalf("Release of %d used, %d unused of a lease of 5: %v, want an EINVALID error", r[0], r[1], err)
+		}
+	}
+	wantCommitted(t, qs[2], key, 0, 5)
+	release(t, qs[2], key, "a", 2, 3) // exactly the lease
+	wantCommitted(t, qs[2], key, 2, 0)
+}
+
+// A lease past its expiry is settled, never given back; a release of it
+// then conflicts and changes nothing. Time moves by the store's clock, so
+// the test polls, with a generous deadline, rather than asserting a time.
+func testQuotaExpiry(t *testing.T, qs []tsubame.Quotas) {
+	const key = "camp-2/spend/total"
+	if n, err := qs[0].Lease(ctx(t), key, "short", 100, 7, 50*time.Millisecond); err != nil || n != 7 {
+		t.Fatalf("Lease = %d, %v; want 7", n, err)
+	}
+	lease(t, qs[1], key, "long", 100, 3)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s, o, err := qs[2].Committed(ctx(t), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s+o != 10 {
+			t.Fatalf("Committed = %d settled, %d outstanding; the sum moved from 10", s, o)
+		}
+		if s == 7 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a 50 ms lease still outstanding after 20 s: %d settled, %d outstanding", s, o)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	wantCommitted(t, qs[0], key, 7, 3)
+	if err := qs[0].Release(ctx(t), key, "short", 0, 7); tsubame.ErrorCode(err) != tsubame.ECONFLICT {
+		t.Fatalf("Release of an expired lease: %v, want an ECONFLICT error", err)
+	}
+	wantCommitted(t, qs[1], key, 7, 3)
+	if n := lease(t, qs[2], key, "short", 100, 200); n != 90 {
+		t.Fatalf("a new lease of the expired holder got %d, want 90", n)
+	}
+}
+
+// Keys do not share units.
+func testQuotaIndependent(t *testing.T, qs []tsubame.Quotas) {
+	for i := range 5 {
+		key := fmt.Sprint("li-", i, "/imp/2026-11-25")
+		if n := lease(t, qs[i%3], key, "a", 3, 5); n != 3 {
+			t.Fatalf("%s: granted %d, want 3", key, n)
+		}
+	}
+	for i := range 5 {
+		wantCommitted(t, qs[0], fmt.Sprint("li-", i, "/imp/2026-11-25"), 0, 3)
+	}
+}
+
+func testQuotaInvalid(t *testing.T, qs []tsubame.Quotas) {
+	q := qs[0]
+	long := strings.Repeat("k", tsubame.MaxQuotaKeyLength+1)
+	longHolder := strings.Repeat("h", tsubame.MaxQuotaHolderLength+1)
+	for _, c := range []struct {
+		name         string
+		key, holder  string
+		limit, want  int64
+		ttl          time.Duration
+		used, unused int64
+		// which calls the arguments break
+		lease, release, committed bool
+	}{
+		{name: "empty key", key: "", holder: "a", limit: 1, want: 1, ttl: time.Minute, lease: true, release: true, committed: true},
+		{name: "long key", key: long, holder: "a", limit: 1, want: 1, ttl: time.Minute, lease: true, release: true, committed: true},
+		{name: "empty holder", key: "k", holder: "", limit: 1, want: 1, ttl: time.Minute, lease: true, release: true},
+		{name: "long holder", key: "k", holder: longHolder, limit: 1, want: 1, ttl: time.Minute, lease: true, release: true},
+		{name: "negative limit", key: "k", holder: "a", limit: -1, want: 1, ttl: time.Minute, lease: true},
+		{name: "limit too large", key: "k", holder: "a", limit: tsubame.MaxQuotaUnits + 1, want: 1, ttl: time.Minute, lease: true},
+		{name: "negative want", key: "k", holder: "a", limit: 1, want: -1, ttl: time.Minute, lease: true},
+		{name: "zero ttl", key: "k", holder: "a", limit: 1, want: 1, ttl: 0, lease: true},
+		{name: "negative ttl", key: "k", holder: "a", limit: 1, want: 1, ttl: -time.Second, lease: true},
+		{name: "ttl too long", key: "k", holder: "a", limit: 1, want: 1, ttl: tsubame.MaxLeaseTTL + time.Second, lease: true},
+		{name: "negative used", key: "k", holder: "a", used: -1, release: true},
+		{name: "negative unused", key: "k", holder: "a", unused: -1, release: true},
+		{name: "unused too large", key: "k", holder: "a", unused: tsubame.MaxQuotaUnits + 1, release: true},
+	} {
+		if c.lease {
+			if n, err := q.Lease(ctx(t), c.key, c.holder, c.limit, c.want, c.ttl); n != 0 || tsubame.ErrorCode(err) != tsubame.EINVALID {
+				t.Errorf("%s: Lease = %d, %v; want 0 and an EINVALID error", c.name, n, err)
+			}
+		}
+		if c.release {
+			if err := q.Release(ctx(t), c.key, c.holder, c.used, c.unused); tsubame.ErrorCode(err) != tsubame.EINVALID {
+				t.Errorf("%s: Release: %v, want an EINVALID error", c.name, err)
+			}
+		}
+		if c.committed {
+			if _, _, err := q.Committed(ctx(t), c.key); tsubame.ErrorCode(err) != tsubame.EINVALID {
+				t.Errorf("%s: Committed: %v, want an EINVALID error", c.name, err)
+			}
+		}
+	}
+	// The longest key and holder, and the largest limit, are valid.
+	key := strings.Repeat("k", tsubame.MaxQuotaKeyLength)
+	holder := strings.Repeat("h", tsubame.MaxQuotaHolderLength)
+	if n := lease(t, q, key, holder, tsubame.MaxQuotaUnits, tsubame.MaxQuotaUnits); n != tsubame.MaxQuotaUnits {
+		t.Fatalf("a lease of the largest limit got %d, want %d", n, int64(tsubame.MaxQuotaUnits))
+	}
+	release(t, qs[1], key, holder, tsubame.MaxQuotaUnits-1, 1)
+	wantCommitted(t, qs[2], key, tsubame.MaxQuotaUnits-1, 0)
+	wantCommitted(t, q, "k", 0, 0) // nothing recorded by the invalid calls
+}
+
+// Three handles of eight goroutines each lease random slices of one limit of
+// 500, spend part and give part back, until none is left: the units in hand
+// and what the store counts as committed never exceed 500, and what it
+// settles is exactly what the goroutines said they used.
+func testQuotaRace(t *testing.T, qs []tsubame.Quotas) {
+	const (
+		key        = "camp-9/spend/total"
+		limit      = 500
+		goroutines = 8
+	)
+	var (
+		inHand  atomic.Int64 // granted and not yet released, by the goroutines' count
+		used    atomic.Int64
+		granted atomic.Int64
+		over    atomic.Int64 // the most in hand seen above the limit
+		done    = make(chan struct{})
+		wg      sync.WaitGroup
+		monitor sync.WaitGroup
+	)
+	samples := 0
+	monitor.Go(func() {
+		for {
+			s, o, err := qs[0].Committed(context.Background(), key)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if s+o > limit {
+				t.Errorf("Committed = %d settled + %d outstanding, over the limit of %d", s, o, limit)
+				return
+			}
+			samples++
+			select {
+			case <-done:
+				return
+			default:
+			}
+		}
+	})
+	for h, q := range qs {
+		for g := range goroutines {
+			wg.Go(func() {
+				holder := "node-" + strconv.Itoa(h) + "-" + strconv.Itoa(g)
+				rng := rand.New(rand.NewPCG(uint64(h), uint64(g)))
+				var mine int64
+				for refused := 0; refused < 3; {
+					n, err := q.Lease(context.Background(), key, holder, limit, 1+rng.Int64N(7), leaseTTL)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if n == 0 {
+						refused++ // others may still give units back
+					}
+					granted.Add(n)
+					if h := inHand.Add(n); h > limit {
+						over.Store(h)
+					}
+					mine += n
+					if mine == 0 || rng.IntN(2) == 0 {
+						continue // spend on, with a bigger lease
+					}
+					u := rng.Int64N(mine + 1)
+					un := rng.Int64N(mine - u + 1)
+					inHand.Add(-(u + un)) // before the store lowers its count
+					if err := q.Release(context.Background(), key, holder, u, un); err != nil {
+						t.Error(err)
+						return
+					}
+					used.Add(u)
+					mine -= u + un
+				}
+				u := rng.Int64N(mine + 1)
+				inHand.Add(-mine)
+				if err := q.Release(context.Background(), key, holder, u, mine-u); err != nil {
+					t.Error(err)
+				}
+				used.Add(u)
+			})
+		}
+	}
+	wg.Wait()
+	close(done)
+	monitor.Wait()
+	if h := over.Load(); h != 0 {
+		t.Errorf("%d units in hand at once, over the limit of %d", h, limit)
+	}
+	s, o, err := qs[2].Committed(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o != 0 || s != used.Load() || s > limit {
+		t.Fatalf("after every lease was released: %d settled, %d outstanding; want %d settled (the units used), at most %d, and none outstanding", s, o, used.Load(), limit)
+	}
+	t.Logf("%d units granted, %d used, %d samples of Committed", granted.Load(), s, samples)
+}
+
+// BenchLease measures Lease of one unit, each goroutine on a key and
+// holder of its own (nodes spend many line items at once), with a limit it
+// never reaches.
+func BenchLease(b *testing.B, q tsubame.Quotas, parallelism int) {
+	bctx := context.Background()
+	var goroutine atomic.Int64
+	run := time.Now().UnixNano()
+	b.ReportAllocs()
+	b.SetParallelism(parallelism)
+	b.RunParallel(func(pb *testing.PB) {
+		g := goroutine.Add(1)
+		key := fmt.Sprintf("bench-%d-%d/imp/total", run, g)
+		holder := fmt.Sprint("node-", g)
+		for pb.Next() {
+			if n, err := q.Lease(bctx, key, holder, tsubame.MaxQuotaUnits, 1, time.Minute); err != nil || n != 1 {
+				b.Errorf("Lease(%s) = %d, %v; want 1", key, n, err)
+				return
+			}
+		}
+	})
+}

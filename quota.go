@@ -1,0 +1,228 @@
+package tsubame
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// Limits of a Quotas call's arguments.
+const (
+	// MaxQuotaKeyLength is the longest key Quotas accepts, in bytes.
+	MaxQuotaKeyLength = 200
+	// MaxQuotaHolderLength is the longest holder Quotas accepts, in bytes.
+	MaxQuotaHolderLength = 64
+	// MaxQuotaUnits is the largest limit, want, used or unused Quotas
+	// accepts: 2^53-1, so that a store counting in doubles (Redis's Lua)
+	// counts exactly. In micro-units it is about 9 billion of a currency.
+	MaxQuotaUnits = 1<<53 - 1
+	// MaxLeaseTTL is the longest ttl of a lease. A lease is meant to be
+	// short: what a holder that dies leaves stranded is its lease.
+	MaxLeaseTTL = 24 * time.Hour
+)
+
+// Quotas hands out slices ("leases") of counters with a limit (a line item's
+// impressions, a campaign's budget in micro-units; per day or in total), so
+// that nodes spend locally without a store round trip per request, and the
+// committed units of a key — settled, plus every holder's outstanding lease —
+// never exceed its limit, whatever the number of nodes. Safe for concurrent
+// use.
+//
+// A lease past its expiry is treated as spent: when any call on its key
+// sees it, its outstanding units become settled. A holder that died may
+// have spent them, and committed spend must never exceed the limit, so an
+// expired lease is never given back: its unspent units stay committed
+// ("stranded"), bounded by the lease a holder takes — the caller keeps its
+// leases small and renews them (Lease, even of 0 units, moves the expiry)
+// before they expire. A holder must not spend a lease past its expiry.
+//
+// Keys are opaque strings built by the caller (e.g. "li-7/imp/2026-11-25"
+// or "camp-3/spend/total"), 1 to MaxQuotaKeyLength bytes; holders (a
+// node's id) 1 to MaxQuotaHolderLength bytes. Units are 0 to
+// MaxQuotaUnits, ttl from 1 ms (stores may keep it to the millisecond,
+// rounded up) to MaxLeaseTTL. Otherwise a call fails with EINVALID and
+// changes nothing (ValidateLease, ValidateRelease, ValidateQuotaKey).
+//
+// An error other than EINVALID and ECONFLICT means the store could not
+// tell: a Lease may or may not have granted units (if it did, they are
+// stranded until the lease expires), a Release may or may not have been
+// applied.
+type Quotas interface {
+	// Lease grants holder up to want more units of key: at most limit minus
+	// the key's committed units, 0 when none are left (never an error for
+	// that). Granted units join holder's outstanding lease, whose expiry
+	// moves to now+ttl. One atomic step across all nodes sharing the store.
+	Lease(ctx context.Context, key, holder string, limit, want int64, ttl time.Duration) (int64, error)
+	// Release ends part of holder's lease: used units become settled (they
+	// stay committed for good), unused ones are given back. used+unused must
+	// not exceed the outstanding lease (EINVALID, nothing changed). A holder
+	// without an outstanding lease on key — it expired and was settled, or
+	// was never taken — gets ECONFLICT and nothing changes, unless used and
+	// unused are both 0 (a no-op).
+	Release(ctx context.Context, key, holder string, used, unused int64) error
+	// Committed reports the key's settled units and its outstanding leases.
+	Committed(ctx context.Context, key string) (settled, outstanding int64, err error)
+}
+
+// ValidateQuotaKey checks a key of Quotas: EINVALID unless it is 1 to
+// MaxQuotaKeyLength bytes.
+func ValidateQuotaKey(key string) error {
+	switch {
+	case key == "":
+		return Errorf(EINVALID, "empty quota key")
+	case len(key) > MaxQuotaKeyLength:
+		return Errorf(EINVALID, "quota key of %d bytes is longer than %d", len(key), MaxQuotaKeyLength)
+	}
+	return nil
+}
+
+func validateHolder(holder string) error {
+	switch {
+	case holder == "":
+		return Errorf(EINVALID, "empty quota holder")
+	case len(holder) > MaxQuotaHolderLength:
+		return Errorf(EINVALID, "quota holder of %d bytes is longer than %d", len(holder), MaxQuotaHolderLength)
+	}
+	return nil
+}
+
+func validateUnits(what string, n int64) error {
+	if n < 0 || n > MaxQuotaUnits {
+		return Errorf(EINVALID, "%s of %d units is not from 0 to %d", what, n, int64(MaxQuotaUnits))
+	}
+	return nil
+}
+
+// ValidateLease checks the arguments of a Lease call (Quotas).
+func ValidateLease(key, holder string, limit, want int64, ttl time.Duration) error {
+	if err := ValidateQuotaKey(key); err != nil {
+		return err
+	}
+	if err := validateHolder(holder); err != nil {
+		return err
+	}
+	if err := validateUnits("limit", limit); err != nil {
+		return err
+	}
+	if err := validateUnits("want", want); err != nil {
+		return err
+	}
+	if ttl <= 0 || ttl > MaxLeaseTTL {
+		return Errorf(EINVALID, "lease ttl %v is not positive and at most %s", ttl, Duration(MaxLeaseTTL))
+	}
+	return nil
+}
+
+// ValidateRelease checks the arguments of a Release call (Quotas); whether
+// used+unused fits the lease is for the store to tell.
+func ValidateRelease(key, holder string, used, unused int64) error {
+	if err := ValidateQuotaKey(key); err != nil {
+		return err
+	}
+	if err := validateHolder(holder); err != nil {
+		return err
+	}
+	if err := validateUnits("used", used); err != nil {
+		return err
+	}
+	return validateUnits("unused", unused)
+}
+
+// LeaseMillis is ttl in the milliseconds a store with a server clock keeps
+// expiries in, rounded up.
+func LeaseMillis(ttl time.Duration) int64 {
+	return int64((ttl + time.Millisecond - 1) / time.Millisecond)
+}
+
+// QuotaState is a key's committed units, for a store that keeps them
+// itself (in memory, in a file); a store with a server of its own does the
+// same there. Times are the store's, in any unit, as long as it is one.
+// The zero value is a key never leased. Not safe for concurrent use.
+type QuotaState struct {
+	Settled int64
+	Leases  []QuotaLease // a few per key: one per node spending it
+}
+
+// QuotaLease is a holder's outstanding lease in a QuotaState.
+type QuotaLease struct {
+	Holder  string
+	Units   int64
+	Expires int64
+}
+
+// Expire settles the leases expired at now, and reports whether it changed
+// anything.
+func (q *QuotaState) Expire(now int64) bool {
+	n := len(q.Leases)
+	kept := q.Leases[:0]
+	for _, l := range q.Leases {
+		if l.Expires <= now {
+			q.Settled += l.Units
+			continue
+		}
+		kept = append(kept, l)
+	}
+	clear(q.Leases[len(kept):])
+	q.Leases = kept
+	return len(kept) != n
+}
+
+// Outstanding is the sum of the leases.
+func (q *QuotaState) Outstanding() int64 {
+	var n int64
+	for _, l := range q.Leases {
+		n += l.Units
+	}
+	return n
+}
+
+func (q *QuotaState) find(holder string) int {
+	for i := range q.Leases {
+		if q.Leases[i].Holder == holder {
+			return i
+		}
+	}
+	return -1
+}
+
+// Lease is Quotas.Lease on q, after Expire(now): it grants up to want
+// units within limit to holder, whose lease then expires at expires, and
+// returns the units granted. The arguments must have passed ValidateLease.
+func (q *QuotaState) Lease(holder string, limit, want, now, expires int64) int64 {
+	q.Expire(now)
+	var grant int64
+	if left := limit - q.Settled - q.Outstanding(); left > 0 {
+		grant = min(want, left)
+	}
+	switch i := q.find(holder); {
+	case i >= 0:
+		q.Leases[i].Units += grant
+		q.Leases[i].Expires = expires
+	case grant > 0:
+		q.Leases = append(q.Leases, QuotaLease{Holder: holder, Units: grant, Expires: expires})
+	}
+	return grant
+}
+
+// Release is Quotas.Release on q, after Expire(now). On an error it
+// changes nothing but the expired leases. The arguments must have passed
+// ValidateRelease.
+func (q *QuotaState) Release(holder string, used, unused, now int64) error {
+	q.Expire(now)
+	if used == 0 && unused == 0 {
+		return nil
+	}
+	i := q.find(holder)
+	if i < 0 {
+		return Errorf(ECONFLICT, "holder %q has no outstanding lease: it expired and was settled, or was never taken", holder)
+	}
+	l := &q.Leases[i]
+	if used > l.Units || unused > l.Units-used {
+		return Errorf(EINVALID, "release of %d used and %d unused units is more than the lease of %d", used, unused, l.Units)
+	}
+	q.Settled += used
+	if l.Units -= used + unused; l.Units == 0 {
+		q.Leases = slices.Delete(q.Leases, i, i+1)
+	}
+	return nil
+}
