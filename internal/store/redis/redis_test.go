@@ -53,6 +53,7 @@ func runSuites(t *testing.T, addrs []string) {
 		prefix := uniquePrefix(t)
 		return open(t, addrs, prefix), open(t, addrs, prefix), open(t, addrs, prefix)
 	})
+	storetest.RunQuota(t, func(t *testing.T) []tsubame.Quotas { return openQuotas(t, addrs) }) // three nodes
 }
 
 func TestConformanceStandalone(t *testing.T) {

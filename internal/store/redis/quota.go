@@ -1,0 +1,162 @@
+package redis
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"tsubame"
+)
+
+var _ tsubame.Quotas = (*Store)(nil)
+
+// quotaSettle begins every quota script. KEYS[1] is the key's hash: field
+// settled holds its settled units, o:<holder> a holder's outstanding lease
+// and e:<holder> when it expires, in milliseconds of the server's clock
+// (TIME), so that every node measures leases by one clock. It reads the
+// hash (a key has a few holders), settles the leases expired at now, and
+// leaves settled, out (the outstanding units), o (holder -> units) and now
+// for the operation that follows. Numbers are written with %d: Lua's
+// numbers are doubles, exact to 2^53 (tsubame.MaxQuotaUnits), but print
+// with 14 digits.
+const quotaSettle = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local h = redis.call('HGETALL', KEYS[1])
+local settled, out, expired = 0, 0, false
+local o, e = {}, {}
+for i = 1, #h, 2 do
+  local f, v = h[i], tonumber(h[i + 1])
+  local p = string.sub(f, 1, 2)
+  if f == 'settled' then settled = v
+  elseif p == 'o:' then o[string.sub(f, 3)] = v
+  elseif p == 'e:' then e[string.sub(f, 3)] = v end
+end
+for holder, units in pairs(o) do
+  if (e[holder] or 0) <= now then
+    settled = settled + units
+    o[holder] = nil
+    redis.call('HDEL', KEYS[1], 'o:' .. holder, 'e:' .. holder)
+    expired = true
+  else
+    out = out + units
+  end
+end
+if expired then redis.call('HSET', KEYS[1], 'settled', string.format('%d', settled)) end
+`
+
+// leaseQuota is Lease: ARGV holder, limit, want, ttl in milliseconds; it
+// returns the units granted.
+var leaseQuota = rueidis.NewLuaScript(quotaSettle + `
+local holder, limit, want = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local grant = 0
+if limit > settled + out then grant = math.min(want, limit - settled - out) end
+local cur = o[holder]
+if grant > 0 or cur then
+  redis.call('HSET', KEYS[1], 'o:' .. holder, string.format('%d', (cur or 0) + grant),
+    'e:' .. holder, string.format('%d', now + tonumber(ARGV[4])))
+end
+return grant`)
+
+// releaseQuota is Release: ARGV holder, used, unused; it returns 0 when
+// done, -1 when holder has no lease, -2 when the lease is smaller than
+// used+unused (and then changes nothing but the expired leases).
+var releaseQuota = rueidis.NewLuaScript(quotaSettle + `
+local holder, used, unused = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+if used == 0 and unused == 0 then return 0 end
+local cur = o[holder]
+if not cur then return -1 end
+if used > cur or unused > cur - used then return -2 end
+cur = cur - used - unused
+if cur == 0 then
+  redis.call('HDEL', KEYS[1], 'o:' .. holder, 'e:' .. holder)
+else
+  redis.call('HSET', KEYS[1], 'o:' .. holder, string.format('%d', cur))
+end
+if used > 0 then redis.call('HSET', KEYS[1], 'settled', string.format('%d', settled + used)) end
+return 0`)
+
+// committedQuota is Committed: it returns {settled, outstanding}.
+var committedQuota = rueidis.NewLuaScript(quotaSettle + `
+return {settled, out}`)
+
+// quotaKey is the hash of a quota key. It never expires: it holds settled
+// spend, and a PEXPIRE would forget it and let a limit be spent again. A
+// key per day is left for the caller to drop once its day is over.
+func (s *Store) quotaKey(key string) []string {
+	return []string{s.opt.KeyPrefix + "quota:" + key}
+}
+
+// Lease grants holder up to want units of key within limit
+// (tsubame.Quotas), with one script on <prefix>quota:<key>: Redis runs a
+// script without any other command between its own, so the leases of any
+// number of nodes never exceed the limit together, and a key is one slot,
+// so a cluster spreads the keys over its masters. ttl is kept to the
+// millisecond, rounded up.
+//
+// The scripts are not retried (rueidis retries only read-only commands): a
+// reply lost after the server ran one yields an error, and its effect
+// stays (units granted so are stranded until the lease expires).
+func (s *Store) Lease(ctx context.Context, key, holder string, limit, want int64, ttl time.Duration) (int64, error) {
+	if err := tsubame.ValidateLease(key, holder, limit, want, ttl); err != nil {
+		return 0, err
+	}
+	if err := s.check(); err != nil {
+		return 0, err
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	n, err := leaseQuota.Exec(ctx, s.c, s.quotaKey(key), []string{holder,
+		strconv.FormatInt(limit, 10), strconv.FormatInt(want, 10), strconv.FormatInt(tsubame.LeaseMillis(ttl), 10)}).AsInt64()
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	return n, nil
+}
+
+// Release ends part of holder's lease of key (tsubame.Quotas), with one
+// script on <prefix>quota:<key>.
+func (s *Store) Release(ctx context.Context, key, holder string, used, unused int64) error {
+	if err := tsubame.ValidateRelease(key, holder, used, unused); err != nil {
+		return err
+	}
+	if err := s.check(); err != nil {
+		return err
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	n, err := releaseQuota.Exec(ctx, s.c, s.quotaKey(key), []string{holder,
+		strconv.FormatInt(used, 10), strconv.FormatInt(unused, 10)}).AsInt64()
+	switch {
+	case err != nil:
+		return unavailable(err)
+	case n == -1:
+		return tsubame.Errorf(tsubame.ECONFLICT, "holder %q has no outstanding lease of %q: it expired and was settled, or was never taken", holder, key)
+	case n == -2:
+		return tsubame.Errorf(tsubame.EINVALID, "release of %d used and %d unused units of %q is more than the lease of %q", used, unused, key, holder)
+	}
+	return nil
+}
+
+// Committed reports key's settled units and outstanding leases
+// (tsubame.Quotas), settling the expired ones first.
+func (s *Store) Committed(ctx context.Context, key string) (settled, outstanding int64, err error) {
+	if err := tsubame.ValidateQuotaKey(key); err != nil {
+		return 0, 0, err
+	}
+	if err := s.check(); err != nil {
+		return 0, 0, err
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	v, err := committedQuota.Exec(ctx, s.c, s.quotaKey(key), nil).AsIntSlice()
+	if err != nil {
+		return 0, 0, unavailable(err)
+	}
+	if len(v) != 2 {
+		return 0, 0, tsubame.Errorf(tsubame.EINTERNAL, "redis store: quota script returned %d numbers, not 2", len(v))
+	}
+	return v[0], v[1], nil
+}

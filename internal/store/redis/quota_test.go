@@ -1,0 +1,93 @@
+package redis_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"tsubame"
+	"tsubame/internal/store/redis/redistest"
+	"tsubame/internal/store/storetest"
+)
+
+// openQuotas returns three clients on one prefix: three nodes sharing the
+// store.
+func openQuotas(t *testing.T, addrs []string) []tsubame.Quotas {
+	prefix := uniquePrefix(t)
+	return []tsubame.Quotas{open(t, addrs, prefix), open(t, addrs, prefix), open(t, addrs, prefix)}
+}
+
+// A quota key is the hash the package comment names: settled, and per
+// holder its outstanding units and expiry; it never expires itself, as it
+// holds settled spend.
+func TestQuotaKeys(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := uniquePrefix(t)
+	s := open(t, []string{srv.Addr}, prefix)
+	const key = "camp-3/spend/total"
+	if n, err := s.Lease(t.Context(), key, "node-a", 100, 30, time.Minute); err != nil || n != 30 {
+		t.Fatal(n, err)
+	}
+	if err := s.Release(t.Context(), key, "node-a", 10, 5); err != nil {
+		t.Fatal(err)
+	}
+	cli := func(args ...string) string { return strings.TrimSpace(srv.CLI(t, args...)) }
+	rkey := prefix + "quota:" + key
+	if typ := cli("type", rkey); typ != "hash" {
+		t.Fatalf("%s is a %s", rkey, typ)
+	}
+	if got := cli("hget", rkey, "settled"); got != "10" {
+		t.Fatalf("settled = %q, want 10", got)
+	}
+	if got := cli("hget", rkey, "o:node-a"); got != "15" {
+		t.Fatalf("o:node-a = %q, want 15", got)
+	}
+	if got := cli("hlen", rkey); got != "3" {
+		t.Fatalf("HLEN = %s, want 3 (settled, o:node-a, e:node-a)", got)
+	}
+	if pttl := cli("pttl", rkey); pttl != "-1" {
+		t.Fatalf("PTTL = %s: a quota key must never expire", pttl)
+	}
+	// Numbers beyond Lua's 14 printed digits are written exactly.
+	const big = tsubame.MaxQuotaUnits
+	if n, err := s.Lease(t.Context(), "big", "node-a", big, big-3, time.Minute); err != nil || n != big-3 {
+		t.Fatalf("Lease = %d, %v; want %d", n, err, int64(big-3))
+	}
+	if got, want := cli("hget", prefix+"quota:big", "o:node-a"), fmt.Sprint(int64(big-3)); got != want {
+		t.Fatalf("o:node-a = %s, want %s", got, want)
+	}
+	if err := s.Release(t.Context(), "big", "node-a", big-4, 1); err != nil {
+		t.Fatal(err)
+	}
+	if settled, out, err := s.Committed(t.Context(), "big"); err != nil || settled != big-4 || out != 0 {
+		t.Fatalf("Committed = %d, %d, %v; want %d, 0", settled, out, err, int64(big-4))
+	}
+}
+
+// While Redis is down every call fails with EUNAVAILABLE.
+func TestQuotaStoreDown(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, []string{srv.Addr}, uniquePrefix(t))
+	srv.Kill()
+	if n, err := s.Lease(t.Context(), "k", "a", 10, 1, time.Minute); n != 0 || tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {
+		t.Fatalf("Lease with Redis down = %d, %v; want 0 and an EUNAVAILABLE error", n, err)
+	}
+	if err := s.Release(t.Context(), "k", "a", 1, 0); tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {
+		t.Fatalf("Release with Redis down: %v; want an EUNAVAILABLE error", err)
+	}
+	if _, _, err := s.Committed(t.Context(), "k"); tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {
+		t.Fatalf("Committed with Redis down: %v; want an EUNAVAILABLE error", err)
+	}
+}
+
+// BenchmarkLease against a local server: one script per call, pipelined
+// with the other goroutines' (rueidis).
+func BenchmarkLease(b *testing.B) {
+	srv := redistest.Start(b)
+	for _, p := range []int{1, 32} {
+		b.Run(fmt.Sprintf("goroutines=%dxCPU", p), func(b *testing.B) {
+			storetest.BenchLease(b, open(b, []string{srv.Addr}, fmt.Sprintf("bench%d:", time.Now().UnixNano())), p)
+		})
+	}
+}
