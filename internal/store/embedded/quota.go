@@ -1,0 +1,162 @@
+package embedded
+
+import (
+	"context"
+	"encoding/binary"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterr "go.etcd.io/bbolt/errors"
+
+	"tsubame"
+)
+
+var _ tsubame.Quotas = (*Store)(nil)
+
+// bucketQuota holds the keys of Quotas: key -> its settled units (8 bytes
+// big-endian), then per lease its expiry (Unix nanoseconds of the store's
+// clock, 8 bytes), its units (8 bytes), the length of its holder (1 byte)
+// and the holder. It is made by the first Lease that grants. A key is
+// never deleted: it holds settled spend.
+var bucketQuota = []byte("quota")
+
+// Lease grants holder up to want units of key within limit
+// (tsubame.Quotas), in a write transaction shared with the concurrent
+// calls of Lease, Release and Take (the group commit of Take's times: the
+// calls of a commit run one after another, so leases of one key never
+// exceed its limit together, and more calls share an fsync). Expiries are
+// by the wall clock, which survives a restart: a step of it moves them. A
+// read-only store refuses with EINVALID.
+func (s *Store) Lease(ctx context.Context, key, holder string, limit, want int64, ttl time.Duration) (int64, error) {
+	if err := tsubame.ValidateLease(key, holder, limit, want, ttl); err != nil {
+		return 0, err
+	}
+	var grant int64
+	err := s.quotaUpdate(ctx, key, func(q *tsubame.QuotaState, now int64) bool {
+		grant = q.Lease(holder, limit, want, now, now+int64(ttl))
+		return true
+	})
+	if err != nil {
+		return 0, err
+	}
+	return grant, nil
+}
+
+// Release ends part of holder's lease of key (tsubame.Quotas), in the
+// shared write transaction as Lease does.
+func (s *Store) Release(ctx context.Context, key, holder string, used, unused int64) error {
+	if err := tsubame.ValidateRelease(key, holder, used, unused); err != nil {
+		return err
+	}
+	var rerr error
+	err := s.quotaUpdate(ctx, key, func(q *tsubame.QuotaState, now int64) bool {
+		rerr = q.Release(holder, used, unused, now)
+		return rerr == nil // an error of one job would fail its whole commit
+	})
+	if err != nil {
+		return err
+	}
+	return rerr
+}
+
+// Committed reports key's settled units and outstanding leases
+// (tsubame.Quotas), with the expired leases counted as settled, by a read:
+// the next write of the key records them so.
+func (s *Store) Committed(ctx context.Context, key string) (settled, outstanding int64, err error) {
+	if err := tsubame.ValidateQuotaKey(key); err != nil {
+		return 0, 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, 0, unavailable(err)
+	}
+	var q tsubame.QuotaState
+	err = s.db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketQuota); b != nil {
+			q, err = decodeQuota(b.Get([]byte(key)))
+		}
+		return err
+	})
+	if err != nil {
+		return 0, 0, wrap(err)
+	}
+	q.Expire(s.now().UnixNano())
+	return q.Settled, q.Outstanding(), nil
+}
+
+// quotaUpdate runs op on key's state in a shared write transaction, and
+// writes the state back if op says so.
+func (s *Store) quotaUpdate(ctx context.Context, key string, op func(q *tsubame.QuotaState, now int64) (write bool)) error {
+	if s.db.IsReadOnly() {
+		return wrap(bolterr.ErrDatabaseReadOnly)
+	}
+	if err := ctx.Err(); err != nil {
+		return unavailable(err)
+	}
+	k := []byte(key) // bbolt keeps it until the commit: never reused
+	err := s.freq.do(s.db, func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketQuota)
+		if err != nil {
+			return err
+		}
+		v := b.Get(k)
+		q, err := decodeQuota(v)
+		if err != nil {
+			return nil // reported by the read below; the others' jobs commit
+		}
+		if !op(&q, s.now().UnixNano()) || (v == nil && len(q.Leases) == 0 && q.Settled == 0) {
+			return nil
+		}
+		return b.Put(k, encodeQuota(q))
+	})
+	if err != nil {
+		return wrap(err)
+	}
+	// A value that cannot be decoded is reported here, out of the commit.
+	return s.db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketQuota); b != nil {
+			_, err := decodeQuota(b.Get(k))
+			return err
+		}
+		return nil
+	})
+}
+
+func encodeQuota(q tsubame.QuotaState) []byte {
+	n := 8
+	for _, l := range q.Leases {
+		n += 17 + len(l.Holder)
+	}
+	v := binary.BigEndian.AppendUint64(make([]byte, 0, n), uint64(q.Settled))
+	for _, l := range q.Leases {
+		v = binary.BigEndian.AppendUint64(v, uint64(l.Expires))
+		v = binary.BigEndian.AppendUint64(v, uint64(l.Units))
+		v = append(v, byte(len(l.Holder)))
+		v = append(v, l.Holder...)
+	}
+	return v
+}
+
+// decodeQuota copies a value of bucketQuota out (nil: a key never leased).
+func decodeQuota(v []byte) (tsubame.QuotaState, error) {
+	var q tsubame.QuotaState
+	if v == nil {
+		return q, nil
+	}
+	if len(v) < 8 {
+		return q, tsubame.Errorf(tsubame.EINTERNAL, "embedded store: quota value of %d bytes", len(v))
+	}
+	q.Settled = int64(binary.BigEndian.Uint64(v))
+	for v = v[8:]; len(v) > 0; {
+		if len(v) < 17 || len(v) < 17+int(v[16]) {
+			return q, tsubame.Errorf(tsubame.EINTERNAL, "embedded store: truncated quota value")
+		}
+		n := int(v[16])
+		q.Leases = append(q.Leases, tsubame.QuotaLease{
+			Expires: int64(binary.BigEndian.Uint64(v)),
+			Units:   int64(binary.BigEndian.Uint64(v[8:])),
+			Holder:  string(v[17 : 17+n]),
+		})
+		v = v[17+n:]
+	}
+	return q, nil
+}
