@@ -1,0 +1,72 @@
+package ads
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"tsubame"
+	"tsubame/internal/decision"
+)
+
+// answerFor is an answer of n banner decisions as decide leaves it.
+func answerFor(n int, base string) *answer {
+	a := new(answer)
+	line := &decision.Line{ID: "li-sports-0042", Campaign: "camp-autumn:jp", Advertiser: "acme"}
+	cr := &tsubame.Creative{ID: "cr-300x250@v2", Format: tsubame.FormatBanner, W: 300, H: 250,
+		Image: "https://cdn.acme.example/ads/autumn-300x250.png?v=3&x=<y>"}
+	for i := range n {
+		a.out[i] = decision.Decision{Line: line, Creative: cr}
+		a.ids[i] = "01M89R2K8WAF17JC42PBZTGCDE"
+		a.imp[i] = base + PathImp + strings.Repeat("AQZreDFzNGIBAAAAAGsIXBIAAAAAACYloBow", 7)
+		a.click[i] = base + PathClick + strings.Repeat("AQZreDFzNGICAAAAAGsIXBIAAAAAACYloBow", 9)
+	}
+	a.n = n
+	return a
+}
+
+// The answer is valid JSON holding exactly the strings, escaped where a
+// value needs it (a tracking base from a Host with a quote, an image URL
+// with < and &), whatever shortcut the writer takes for ids and tokens.
+func TestAppendJSONEscapes(t *testing.T) {
+	s := &Service{}
+	for _, base := range []string{"http://ads.example", `http://a"b\c<d>`} {
+		a := answerFor(2, base)
+		a.base = []byte(base)
+		if base != "http://ads.example" { // and a store edited around the model
+			a.out[1].Line = &decision.Line{ID: `li"</script>`, Campaign: "camp-autumn:jp"}
+		}
+		out := s.appendJSON(nil, a)
+		var got struct {
+			Decisions []map[string]any `json:"decisions"`
+		}
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("%s: %v", out, err)
+		}
+		if len(got.Decisions) != 2 {
+			t.Fatalf("%s", out)
+		}
+		d := got.Decisions[1]
+		if d["impression_url"] != a.imp[1] || d["click_url"] != a.click[1] || d["image"] != a.out[1].Creative.Image ||
+			d["line_item"] != a.out[1].Line.ID || d["campaign"] != "camp-autumn:jp" || d["creative"] != "cr-300x250@v2" ||
+			d["decision"] != a.ids[1] || d["w"] != 300.0 {
+			t.Errorf("%s: %v", base, d)
+		}
+		if strings.Contains(string(out), "<") || strings.Contains(string(out), ">") {
+			t.Errorf("< or > written raw: %s", out)
+		}
+	}
+}
+
+// BenchmarkAppendJSON is the answer of one decision written out.
+func BenchmarkAppendJSON(b *testing.B) {
+	s := &Service{}
+	a := answerFor(1, "https://ads.example.com")
+	a.base = []byte("https://ads.example.com")
+	buf := make([]byte, 0, 4096)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = s.appendJSON(buf[:0], a)
+	}
+	b.SetBytes(int64(len(buf)))
+}
