@@ -678,8 +678,12 @@ func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, r *routes, st *site, rest []
 	}
 	ep := st.endpoints[string(rest[:dot])]
 	format, ok := render.ParseFormat(rest[dot+1:])
-	if ep == nil || !ok || !ep.formats[format] {
+	if ep == nil || !ok {
 		s.fail(ctx, errUnknownEndpoint)
+		return
+	}
+	if !ep.formats[format] {
+		s.fail(ctx, errFormatNotServed)
 		return
 	}
 	*rs = ep.stats
@@ -886,6 +890,7 @@ func checkID(id []byte) error {
 var (
 	errUnknownHost     = tsubame.Errorf(tsubame.ENOTFOUND, "unknown host")
 	errUnknownEndpoint = tsubame.Errorf(tsubame.ENOTFOUND, "unknown endpoint")
+	errFormatNotServed = tsubame.Errorf(tsubame.ENOTFOUND, "format not enabled for this endpoint (its formats in the configuration)")
 	errMissingID       = tsubame.Errorf(tsubame.EINVALID, "missing placement id")
 	errLongID          = tsubame.Errorf(tsubame.EINVALID, "placement id too long")
 	errIDChars         = tsubame.Errorf(tsubame.EINVALID, "placement id may contain only letters, digits and -_.:@")
