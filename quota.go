@@ -16,6 +16,11 @@ const (
 	// accepts: 2^53-1, so that a store counting in doubles (Redis's Lua)
 	// counts exactly. In micro-units it is about 9 billion of a currency.
 	MaxQuotaUnits = 1<<53 - 1
+	// MaxQuotaReleaseIDLength is the longest id of a Release, in bytes.
+	MaxQuotaReleaseIDLength = 64
+	// QuotaReleaseIDs is how many of a holder's last applied release ids a
+	// key keeps: a retry of any of them is a no-op.
+	QuotaReleaseIDs = 64
 	// MaxLeaseTTL is the longest ttl of a lease. A lease is meant to be
 	// short: what a holder that dies leaves stranded is its lease.
 	MaxLeaseTTL = 24 * time.Hour
@@ -59,7 +64,19 @@ type Quotas interface {
 	// without an outstanding lease on key — it expired and was settled, or
 	// was never taken — gets ECONFLICT and nothing changes, unless used and
 	// unused are both 0 (a no-op).
-	Release(ctx context.Context, key, holder string, used, unused int64) error
+	//
+	// id (1 to MaxQuotaReleaseIDLength bytes) names this release, so that
+	// a retry whose first reply was lost is not settled twice: the key
+	// keeps, per holder, the ids of the holder's last QuotaReleaseIDs (64)
+	// applied releases — kept after its lease ends or expires, and while
+	// the key lasts — and a Release whose id is among them changes nothing
+	// and returns nil, whatever used and unused say, as the first did. A
+	// retry of any of the holder's last 64 applied releases is a no-op; an
+	// id older than those is applied again, so a holder gives each release
+	// a new id (e.g. increasing) and retries only its recent ones. A
+	// release that failed (EINVALID, ECONFLICT) or was a no-op (used and
+	// unused both 0) records no id.
+	Release(ctx context.Context, key, holder, id string, used, unused int64) error
 	// Committed reports the key's settled units and its outstanding leases.
 	Committed(ctx context.Context, key string) (settled, outstanding int64, err error)
 }
@@ -115,12 +132,18 @@ func ValidateLease(key, holder string, limit, want int64, ttl time.Duration) err
 
 // ValidateRelease checks the arguments of a Release call (Quotas); whether
 // used+unused fits the lease is for the store to tell.
-func ValidateRelease(key, holder string, used, unused int64) error {
+func ValidateRelease(key, holder, id string, used, unused int64) error {
 	if err := ValidateQuotaKey(key); err != nil {
 		return err
 	}
 	if err := validateHolder(holder); err != nil {
 		return err
+	}
+	switch {
+	case id == "":
+		return Errorf(EINVALID, "empty release id")
+	case len(id) > MaxQuotaReleaseIDLength:
+		return Errorf(EINVALID, "release id of %d bytes is longer than %d", len(id), MaxQuotaReleaseIDLength)
 	}
 	if err := validateUnits("used", used); err != nil {
 		return err
@@ -141,6 +164,16 @@ func LeaseMillis(ttl time.Duration) int64 {
 type QuotaState struct {
 	Settled int64
 	Leases  []QuotaLease // a few per key: one per node spending it
+	// Released holds, per holder that released, the ids of its last
+	// QuotaReleaseIDs applied releases; kept while the key lasts.
+	Released []QuotaReleased
+}
+
+// QuotaReleased is a holder's applied release ids in a QuotaState, oldest
+// first.
+type QuotaReleased struct {
+	Holder string
+	IDs    []string
 }
 
 // QuotaLease is a holder's outstanding lease in a QuotaState.
@@ -207,8 +240,18 @@ func (q *QuotaState) Lease(holder string, limit, want, now, expires int64) int64
 // Release is Quotas.Release on q, after Expire(now). On an error it
 // changes nothing but the expired leases. The arguments must have passed
 // ValidateRelease.
-func (q *QuotaState) Release(holder string, used, unused, now int64) error {
+func (q *QuotaState) Release(holder, id string, used, unused, now int64) error {
 	q.Expire(now)
+	r := -1
+	for i := range q.Released {
+		if q.Released[i].Holder == holder {
+			r = i
+			if slices.Contains(q.Released[i].IDs, id) {
+				return nil // applied already
+			}
+			break
+		}
+	}
 	if used == 0 && unused == 0 {
 		return nil
 	}
@@ -224,5 +267,14 @@ func (q *QuotaState) Release(holder string, used, unused, now int64) error {
 	if l.Units -= used + unused; l.Units == 0 {
 		q.Leases = slices.Delete(q.Leases, i, i+1)
 	}
+	if r < 0 {
+		q.Released = append(q.Released, QuotaReleased{Holder: holder})
+		r = len(q.Released) - 1
+	}
+	ids := append(q.Released[r].IDs, id)
+	if len(ids) > QuotaReleaseIDs {
+		ids = slices.Delete(ids, 0, len(ids)-QuotaReleaseIDs)
+	}
+	q.Released[r].IDs = ids
 	return nil
 }

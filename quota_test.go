@@ -36,20 +36,24 @@ func TestQuotaState(t *testing.T) {
 		t.Fatal("b's lease not expired at its expiry")
 	}
 	check("b expired", 6, 4)
-	if err := q.Release("b", 0, 6, 60); ErrorCode(err) != ECONFLICT {
+	if err := q.Release("b", "r1", 0, 6, 60); ErrorCode(err) != ECONFLICT {
 		t.Fatalf("release of an expired lease: %v, want ECONFLICT", err)
 	}
-	if err := q.Release("a", 4, 1, 60); ErrorCode(err) != EINVALID {
+	if err := q.Release("a", "r1", 4, 1, 60); ErrorCode(err) != EINVALID {
 		t.Fatalf("release of 5 of a lease of 4: %v, want EINVALID", err)
 	}
 	check("refused releases", 6, 4)
 	if n := q.Lease("c", 5, 1, 60, 300); n != 0 {
 		t.Fatalf("a limit lowered under what is committed granted %d", n)
 	}
-	if err := q.Release("a", 1, 3, 60); err != nil {
+	if err := q.Release("a", "r2", 1, 3, 60); err != nil {
 		t.Fatal(err)
 	}
 	check("a released", 7, 0)
+	if err := q.Release("a", "r2", 1, 3, 60); err != nil {
+		t.Fatalf("a retry of an applied release: %v, want nil", err)
+	}
+	check("a released again", 7, 0)
 	if len(q.Leases) != 0 {
 		t.Fatalf("%d leases left", len(q.Leases))
 	}
@@ -74,7 +78,15 @@ func TestValidateLease(t *testing.T) {
 			t.Errorf("ValidateLease(%q, %q, %d, %d, %v) = %v, want EINVALID", c.key, c.holder, c.limit, c.want, c.ttl, err)
 		}
 	}
-	if err := ValidateRelease("k", "a", 0, -1); ErrorCode(err) != EINVALID {
+	if err := ValidateRelease("k", "a", "r", 0, -1); ErrorCode(err) != EINVALID {
 		t.Errorf("ValidateRelease of -1 unused = %v, want EINVALID", err)
+	}
+	for _, id := range []string{"", strings.Repeat("i", MaxQuotaReleaseIDLength+1)} {
+		if err := ValidateRelease("k", "a", id, 0, 0); ErrorCode(err) != EINVALID {
+			t.Errorf("ValidateRelease of an id of %d bytes = %v, want EINVALID", len(id), err)
+		}
+	}
+	if err := ValidateRelease("k", "a", strings.Repeat("i", MaxQuotaReleaseIDLength), 0, 0); err != nil {
+		t.Errorf("ValidateRelease of the longest id: %v", err)
 	}
 }

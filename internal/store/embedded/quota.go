@@ -16,7 +16,10 @@ var _ tsubame.Quotas = (*Store)(nil)
 // bucketQuota holds the keys of Quotas: key -> its settled units (8 bytes
 // big-endian), then per lease its expiry (Unix nanoseconds of the store's
 // clock, 8 bytes), its units (8 bytes), the length of its holder (1 byte)
-// and the holder. It is made by the first Lease that grants. A key is
+// and the holder; then per holder that released, its applied release ids:
+// 8 zero bytes, their count (8 bytes), 0x80 | the length of the holder (1
+// byte), the holder, and per id its length (1 byte) and the id, oldest
+// first. It is made by the first Lease that grants. A key is
 // never deleted: it holds settled spend.
 var bucketQuota = []byte("quota")
 
@@ -44,13 +47,13 @@ func (s *Store) Lease(ctx context.Context, key, holder string, limit, want int64
 
 // Release ends part of holder's lease of key (tsubame.Quotas), in the
 // shared write transaction as Lease does.
-func (s *Store) Release(ctx context.Context, key, holder string, used, unused int64) error {
-	if err := tsubame.ValidateRelease(key, holder, used, unused); err != nil {
+func (s *Store) Release(ctx context.Context, key, holder, id string, used, unused int64) error {
+	if err := tsubame.ValidateRelease(key, holder, id, used, unused); err != nil {
 		return err
 	}
 	var rerr error
 	err := s.quotaUpdate(ctx, key, func(q *tsubame.QuotaState, now int64) bool {
-		rerr = q.Release(holder, used, unused, now)
+		rerr = q.Release(holder, id, used, unused, now)
 		return rerr == nil // an error of one job would fail its whole commit
 	})
 	if err != nil {
@@ -121,10 +124,20 @@ func (s *Store) quotaUpdate(ctx context.Context, key string, op func(q *tsubame.
 	})
 }
 
+// releasedFlag marks, in the byte of a holder's length, a record of
+// applied release ids rather than a lease (a holder is at most 64 bytes).
+const releasedFlag = 0x80
+
 func encodeQuota(q tsubame.QuotaState) []byte {
 	n := 8
 	for _, l := range q.Leases {
 		n += 17 + len(l.Holder)
+	}
+	for _, r := range q.Released {
+		n += 17 + len(r.Holder)
+		for _, id := range r.IDs {
+			n += 1 + len(id)
+		}
 	}
 	v := binary.BigEndian.AppendUint64(make([]byte, 0, n), uint64(q.Settled))
 	for _, l := range q.Leases {
@@ -132,6 +145,16 @@ func encodeQuota(q tsubame.QuotaState) []byte {
 		v = binary.BigEndian.AppendUint64(v, uint64(l.Units))
 		v = append(v, byte(len(l.Holder)))
 		v = append(v, l.Holder...)
+	}
+	for _, r := range q.Released {
+		v = binary.BigEndian.AppendUint64(v, 0)
+		v = binary.BigEndian.AppendUint64(v, uint64(len(r.IDs)))
+		v = append(v, releasedFlag|byte(len(r.Holder)))
+		v = append(v, r.Holder...)
+		for _, id := range r.IDs {
+			v = append(v, byte(len(id)))
+			v = append(v, id...)
+		}
 	}
 	return v
 }
@@ -145,18 +168,36 @@ func decodeQuota(v []byte) (tsubame.QuotaState, error) {
 	if len(v) < 8 {
 		return q, tsubame.Errorf(tsubame.EINTERNAL, "embedded store: quota value of %d bytes", len(v))
 	}
+	truncated := tsubame.Errorf(tsubame.EINTERNAL, "embedded store: truncated quota value")
 	q.Settled = int64(binary.BigEndian.Uint64(v))
 	for v = v[8:]; len(v) > 0; {
-		if len(v) < 17 || len(v) < 17+int(v[16]) {
-			return q, tsubame.Errorf(tsubame.EINTERNAL, "embedded store: truncated quota value")
+		if len(v) < 17 || len(v) < 17+int(v[16]&^releasedFlag) {
+			return q, truncated
 		}
-		n := int(v[16])
-		q.Leases = append(q.Leases, tsubame.QuotaLease{
-			Expires: int64(binary.BigEndian.Uint64(v)),
-			Units:   int64(binary.BigEndian.Uint64(v[8:])),
-			Holder:  string(v[17 : 17+n]),
-		})
+		n := int(v[16] &^ releasedFlag)
+		if v[16]&releasedFlag == 0 {
+			q.Leases = append(q.Leases, tsubame.QuotaLease{
+				Expires: int64(binary.BigEndian.Uint64(v)),
+				Units:   int64(binary.BigEndian.Uint64(v[8:])),
+				Holder:  string(v[17 : 17+n]),
+			})
+			v = v[17+n:]
+			continue
+		}
+		count := binary.BigEndian.Uint64(v[8:])
+		if count > tsubame.QuotaReleaseIDs {
+			return q, tsubame.Errorf(tsubame.EINTERNAL, "embedded store: %d release ids in a quota value", count)
+		}
+		r := tsubame.QuotaReleased{Holder: string(v[17 : 17+n]), IDs: make([]string, 0, count)}
 		v = v[17+n:]
+		for range count {
+			if len(v) < 1 || len(v) < 1+int(v[0]) {
+				return q, truncated
+			}
+			r.IDs = append(r.IDs, string(v[1:1+int(v[0])]))
+			v = v[1+int(v[0]):]
+		}
+		q.Released = append(q.Released, r)
 	}
 	return q, nil
 }

@@ -34,7 +34,7 @@ func TestQuotaSurvivesReopen(t *testing.T) {
 	if n, err := s.Lease(ctx, "camp-1/spend/total", "b", 100, 30, time.Hour); err != nil || n != 30 {
 		t.Fatal(n, err)
 	}
-	if err := s.Release(ctx, "camp-1/spend/total", "a", 25, 5); err != nil {
+	if err := s.Release(ctx, "camp-1/spend/total", "a", "r1", 25, 5); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -49,7 +49,7 @@ func TestQuotaSurvivesReopen(t *testing.T) {
 	if st, o, err := s.Committed(ctx, "camp-1/spend/total"); err != nil || st != 35 || o != 30 {
 		t.Fatalf("Committed after reopen = %d settled, %d outstanding, %v; want 35, 30", st, o, err)
 	}
-	if err := s.Release(ctx, "camp-1/spend/total", "a", 0, 10); tsubame.ErrorCode(err) != tsubame.ECONFLICT {
+	if err := s.Release(ctx, "camp-1/spend/total", "a", "r2", 0, 10); tsubame.ErrorCode(err) != tsubame.ECONFLICT {
 		t.Fatalf("Release of an expired lease: %v, want an ECONFLICT error", err)
 	}
 	if n, err := s.Lease(ctx, "camp-1/spend/total", "c", 100, 100, time.Minute); err != nil || n != 35 {

@@ -24,7 +24,8 @@ var quotaSeed = maphash.MakeSeed()
 var quotaBase = time.Now()
 
 // quotas holds the keys of Quotas. A key is kept for good once leased (it
-// holds settled spend); its memory is about 100 bytes plus 40 a holder.
+// holds settled spend); its memory is about 100 bytes plus 40 a holder, and the ids of each
+// holder's last tsubame.QuotaReleaseIDs releases (up to about 5 KB).
 // The zero value is ready for use.
 type quotas struct {
 	// clock returns the time leases expire by, in nanoseconds; nil is
@@ -91,8 +92,8 @@ func (s *Store) Lease(ctx context.Context, key, holder string, limit, want int64
 }
 
 // Release ends part of holder's lease of key (tsubame.Quotas).
-func (s *Store) Release(ctx context.Context, key, holder string, used, unused int64) error {
-	if err := tsubame.ValidateRelease(key, holder, used, unused); err != nil {
+func (s *Store) Release(ctx context.Context, key, holder, id string, used, unused int64) error {
+	if err := tsubame.ValidateRelease(key, holder, id, used, unused); err != nil {
 		return err
 	}
 	sh, err := s.quotaShard(ctx, key)
@@ -104,7 +105,7 @@ func (s *Store) Release(ctx context.Context, key, holder string, used, unused in
 	if q == nil {
 		q = &tsubame.QuotaState{} // no lease: an error, or a no-op
 	}
-	return q.Release(holder, used, unused, s.quota.now())
+	return q.Release(holder, id, used, unused, s.quota.now())
 }
 
 // Committed reports key's settled units and outstanding leases

@@ -50,7 +50,7 @@ func TestQuotaExpiresByTheClock(t *testing.T) {
 	if st, o, err := s.Committed(ctx, "li/imp/total"); err != nil || st != 4 || o != 0 {
 		t.Fatalf("at expiry: %d settled, %d outstanding, %v; want 4, 0", st, o, err)
 	}
-	if err := s.Release(ctx, "li/imp/total", "a", 0, 4); tsubame.ErrorCode(err) != tsubame.ECONFLICT {
+	if err := s.Release(ctx, "li/imp/total", "a", "r1", 0, 4); tsubame.ErrorCode(err) != tsubame.ECONFLICT {
 		t.Fatalf("Release after expiry: %v, want an ECONFLICT error", err)
 	}
 }

@@ -14,7 +14,8 @@ var _ tsubame.Quotas = (*Store)(nil)
 
 // quotaSettle begins every quota script. KEYS[1] is the key's hash: field
 // settled holds its settled units, o:<holder> a holder's outstanding lease
-// and e:<holder> when it expires, in milliseconds of the server's clock
+// and e:<holder> when it expires, r:<holder> the ids of its last applied
+// releases (each a byte of its length and the id, oldest first), in milliseconds of the server's clock
 // (TIME), so that every node measures leases by one clock. It reads the
 // hash (a key has a few holders), settles the leases expired at now, and
 // leaves settled, out (the outstanding units), o (holder -> units) and now
@@ -60,11 +61,21 @@ if grant > 0 or cur then
 end
 return grant`)
 
-// releaseQuota is Release: ARGV holder, used, unused; it returns 0 when
-// done, -1 when holder has no lease, -2 when the lease is smaller than
-// used+unused (and then changes nothing but the expired leases).
+// releaseQuota is Release: ARGV holder, used, unused, id, how many ids
+// to keep; it returns 0 when done or when id was applied already, -1 when
+// holder has no lease, -2 when the lease is smaller than used+unused (and
+// then changes nothing but the expired leases).
 var releaseQuota = rueidis.NewLuaScript(quotaSettle + `
-local holder, used, unused = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local holder, used, unused, id = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local r = redis.call('HGET', KEYS[1], 'r:' .. holder) or ''
+local ids, pos = {}, 1
+while pos <= #r do
+  local n = string.byte(r, pos)
+  local x = string.sub(r, pos + 1, pos + n)
+  if x == id then return 0 end
+  ids[#ids + 1] = x
+  pos = pos + 1 + n
+end
 if used == 0 and unused == 0 then return 0 end
 local cur = o[holder]
 if not cur then return -1 end
@@ -76,6 +87,12 @@ else
   redis.call('HSET', KEYS[1], 'o:' .. holder, string.format('%d', cur))
 end
 if used > 0 then redis.call('HSET', KEYS[1], 'settled', string.format('%d', settled + used)) end
+ids[#ids + 1] = id
+local parts = {}
+for i = math.max(1, #ids - tonumber(ARGV[5]) + 1), #ids do
+  parts[#parts + 1] = string.char(#ids[i]) .. ids[i]
+end
+redis.call('HSET', KEYS[1], 'r:' .. holder, table.concat(parts))
 return 0`)
 
 // committedQuota is Committed: it returns {settled, outstanding}.
@@ -118,8 +135,8 @@ func (s *Store) Lease(ctx context.Context, key, holder string, limit, want int64
 
 // Release ends part of holder's lease of key (tsubame.Quotas), with one
 // script on <prefix>quota:<key>.
-func (s *Store) Release(ctx context.Context, key, holder string, used, unused int64) error {
-	if err := tsubame.ValidateRelease(key, holder, used, unused); err != nil {
+func (s *Store) Release(ctx context.Context, key, holder, id string, used, unused int64) error {
+	if err := tsubame.ValidateRelease(key, holder, id, used, unused); err != nil {
 		return err
 	}
 	if err := s.check(); err != nil {
@@ -128,7 +145,7 @@ func (s *Store) Release(ctx context.Context, key, holder string, used, unused in
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	n, err := releaseQuota.Exec(ctx, s.c, s.quotaKey(key), []string{holder,
-		strconv.FormatInt(used, 10), strconv.FormatInt(unused, 10)}).AsInt64()
+		strconv.FormatInt(used, 10), strconv.FormatInt(unused, 10), id, strconv.Itoa(tsubame.QuotaReleaseIDs)}).AsInt64()
 	switch {
 	case err != nil:
 		return unavailable(err)

@@ -29,7 +29,7 @@ func TestQuotaKeys(t *testing.T) {
 	if n, err := s.Lease(t.Context(), key, "node-a", 100, 30, time.Minute); err != nil || n != 30 {
 		t.Fatal(n, err)
 	}
-	if err := s.Release(t.Context(), key, "node-a", 10, 5); err != nil {
+	if err := s.Release(t.Context(), key, "node-a", "r1", 10, 5); err != nil {
 		t.Fatal(err)
 	}
 	cli := func(args ...string) string { return strings.TrimSpace(srv.CLI(t, args...)) }
@@ -43,8 +43,8 @@ func TestQuotaKeys(t *testing.T) {
 	if got := cli("hget", rkey, "o:node-a"); got != "15" {
 		t.Fatalf("o:node-a = %q, want 15", got)
 	}
-	if got := cli("hlen", rkey); got != "3" {
-		t.Fatalf("HLEN = %s, want 3 (settled, o:node-a, e:node-a)", got)
+	if got := cli("hlen", rkey); got != "4" {
+		t.Fatalf("HLEN = %s, want 4 (settled, o:node-a, e:node-a, r:node-a)", got)
 	}
 	if pttl := cli("pttl", rkey); pttl != "-1" {
 		t.Fatalf("PTTL = %s: a quota key must never expire", pttl)
@@ -57,7 +57,7 @@ func TestQuotaKeys(t *testing.T) {
 	if got, want := cli("hget", prefix+"quota:big", "o:node-a"), fmt.Sprint(int64(big-3)); got != want {
 		t.Fatalf("o:node-a = %s, want %s", got, want)
 	}
-	if err := s.Release(t.Context(), "big", "node-a", big-4, 1); err != nil {
+	if err := s.Release(t.Context(), "big", "node-a", "r2", big-4, 1); err != nil {
 		t.Fatal(err)
 	}
 	if settled, out, err := s.Committed(t.Context(), "big"); err != nil || settled != big-4 || out != 0 {
@@ -73,7 +73,7 @@ func TestQuotaStoreDown(t *testing.T) {
 	if n, err := s.Lease(t.Context(), "k", "a", 10, 1, time.Minute); n != 0 || tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {
 		t.Fatalf("Lease with Redis down = %d, %v; want 0 and an EUNAVAILABLE error", n, err)
 	}
-	if err := s.Release(t.Context(), "k", "a", 1, 0); tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {
+	if err := s.Release(t.Context(), "k", "a", "r1", 1, 0); tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {
 		t.Fatalf("Release with Redis down: %v; want an EUNAVAILABLE error", err)
 	}
 	if _, _, err := s.Committed(t.Context(), "k"); tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {

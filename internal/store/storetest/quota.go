@@ -30,6 +30,8 @@ func RunQuota(t *testing.T, open func(t *testing.T) []tsubame.Quotas) {
 		{"ReleaseMoreThanLeased", testQuotaOverRelease},
 		{"ExpiredLeaseIsSettled", testQuotaExpiry},
 		{"QuotaKeysIndependent", testQuotaIndependent},
+		{"ReleaseIdempotent", testQuotaIdempotent},
+		{"ReleaseIDsKeptPerHolder", testQuotaReleaseIDsBounded},
 		{"QuotaRejectsInvalid", testQuotaInvalid},
 		{"NeverOverTheLimitUnderRace", testQuotaRace},
 	} {
@@ -50,10 +52,20 @@ func lease(t *testing.T, q tsubame.Quotas, key, holder string, limit, want int64
 	return n
 }
 
+// releaseSeq numbers the releases of the helper: each has an id of its own.
+var releaseSeq atomic.Int64
+
+func newReleaseID() string { return "r-" + strconv.FormatInt(releaseSeq.Add(1), 10) }
+
 func release(t *testing.T, q tsubame.Quotas, key, holder string, used, unused int64) {
 	t.Helper()
-	if err := q.Release(ctx(t), key, holder, used, unused); err != nil {
-		t.Fatalf("Release(%q, %q, %d, %d): %v", key, holder, used, unused, err)
+	releaseID(t, q, key, holder, newReleaseID(), used, unused)
+}
+
+func releaseID(t *testing.T, q tsubame.Quotas, key, holder, id string, used, unused int64) {
+	t.Helper()
+	if err := q.Release(ctx(t), key, holder, id, used, unused); err != nil {
+		t.Fatalf("Release(%q, %q, %q, %d, %d): %v", key, holder, id, used, unused, err)
 	}
 }
 
@@ -111,7 +123,7 @@ func testQuotaUnused(t *testing.T, qs []tsubame.Quotas) {
 	wantCommitted(t, qs[1], key, 0, 0)
 	// a's lease is over: a release of it is a conflict, one of nothing a
 	// no-op.
-	if err := qs[1].Release(ctx(t), key, "a", 1, 0); tsubame.ErrorCode(err) != tsubame.ECONFLICT {
+	if err := qs[1].Release(ctx(t), key, "a", newReleaseID(), 1, 0); tsubame.ErrorCode(err) != tsubame.ECONFLICT {
 		t.Fatalf("Release without a lease: %v, want an ECONFLICT error", err)
 	}
 	release(t, qs[1], key, "a", 0, 0)
@@ -145,7 +157,7 @@ func testQuotaOverRelease(t *testing.T, qs []tsubame.Quotas) {
 	const key = "li-3/imp/total"
 	lease(t, qs[0], key, "a", 10, 5)
 	for _, r := range [][2]int64{{3, 3}, {6, 0}, {0, 6}, {5, 1}} {
-		if err := qs[1].Release(ctx(t), key, "a", r[0], r[1]); tsubame.ErrorCode(err) != tsubame.EINVALID {
+		if err := qs[1].Release(ctx(t), key, "a", newReleaseID(), r[0], r[1]); tsubame.ErrorCode(err) != tsubame.EINVALID {
 			t.Fatalf("Release of %d used, %d unused of a lease of 5: %v, want an EINVALID error", r[0], r[1], err)
 		}
 	}
@@ -181,13 +193,67 @@ func testQuotaExpiry(t *testing.T, qs []tsubame.Quotas) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	wantCommitted(t, qs[0], key, 7, 3)
-	if err := qs[0].Release(ctx(t), key, "short", 0, 7); tsubame.ErrorCode(err) != tsubame.ECONFLICT {
+	if err := qs[0].Release(ctx(t), key, "short", newReleaseID(), 0, 7); tsubame.ErrorCode(err) != tsubame.ECONFLICT {
 		t.Fatalf("Release of an expired lease: %v, want an ECONFLICT error", err)
 	}
 	wantCommitted(t, qs[1], key, 7, 3)
 	if n := lease(t, qs[2], key, "short", 100, 200); n != 90 {
 		t.Fatalf("a new lease of the expired holder got %d, want 90", n)
 	}
+}
+
+// A release applied again, by id, changes nothing and returns nil: in
+// sequence, from another handle, concurrently, and after the lease ended.
+// Another id applies.
+func testQuotaIdempotent(t *testing.T, qs []tsubame.Quotas) {
+	const key = "camp-4/spend/total"
+	lease(t, qs[0], key, "a", 100, 20)
+	releaseID(t, qs[0], key, "a", "r1", 2, 3)
+	releaseID(t, qs[0], key, "a", "r1", 2, 3)
+	releaseID(t, qs[1], key, "a", "r1", 2, 3)
+	wantCommitted(t, qs[2], key, 2, 15)
+	releaseID(t, qs[1], key, "a", "r2", 1, 0) // another id applies
+	wantCommitted(t, qs[2], key, 3, 14)
+	// The same id from two handles at once is applied once.
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range errs {
+		wg.Go(func() { errs[i] = qs[i].Release(context.Background(), key, "a", "r3", 4, 0) })
+	}
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("concurrent retries of one release: %v, %v; want nil, nil", errs[0], errs[1])
+	}
+	wantCommitted(t, qs[2], key, 7, 10)
+	// A retry of the release that ended the lease is still a no-op, not a
+	// conflict; so is one of an older release.
+	releaseID(t, qs[0], key, "a", "r4", 5, 5)
+	wantCommitted(t, qs[1], key, 12, 0)
+	releaseID(t, qs[2], key, "a", "r4", 5, 5)
+	releaseID(t, qs[2], key, "a", "r1", 2, 3)
+	wantCommitted(t, qs[1], key, 12, 0)
+	// Ids are per holder: b's r1 is its own.
+	lease(t, qs[0], key, "b", 100, 10)
+	releaseID(t, qs[1], key, "b", "r1", 2, 3)
+	wantCommitted(t, qs[2], key, 14, 5)
+}
+
+// A holder's last QuotaReleaseIDs releases are kept: a retry of any of
+// them is a no-op, one of an older release applies again.
+func testQuotaReleaseIDsBounded(t *testing.T, qs []tsubame.Quotas) {
+	const key = "camp-5/spend/total"
+	lease(t, qs[0], key, "a", 1000, 1000)
+	for i := range tsubame.QuotaReleaseIDs + 1 {
+		releaseID(t, qs[i%3], key, "a", fmt.Sprint("id-", i), 1, 0)
+	}
+	n := int64(tsubame.QuotaReleaseIDs + 1)
+	wantCommitted(t, qs[0], key, n, 1000-n)
+	for i := 1; i <= tsubame.QuotaReleaseIDs; i++ {
+		releaseID(t, qs[i%3], key, "a", fmt.Sprint("id-", i), 1, 0)
+	}
+	wantCommitted(t, qs[0], key, n, 1000-n)
+	releaseID(t, qs[1], key, "a", "id-0", 1, 0) // forgotten: applies
+	wantCommitted(t, qs[0], key, n+1, 1000-n-1)
 }
 
 // Keys do not share units.
@@ -210,6 +276,7 @@ func testQuotaInvalid(t *testing.T, qs []tsubame.Quotas) {
 	for _, c := range []struct {
 		name         string
 		key, holder  string
+		id           string
 		limit, want  int64
 		ttl          time.Duration
 		used, unused int64
@@ -226,6 +293,8 @@ func testQuotaInvalid(t *testing.T, qs []tsubame.Quotas) {
 		{name: "zero ttl", key: "k", holder: "a", limit: 1, want: 1, ttl: 0, lease: true},
 		{name: "negative ttl", key: "k", holder: "a", limit: 1, want: 1, ttl: -time.Second, lease: true},
 		{name: "ttl too long", key: "k", holder: "a", limit: 1, want: 1, ttl: tsubame.MaxLeaseTTL + time.Second, lease: true},
+		{name: "empty id", key: "k", holder: "a", id: "-", used: 1, release: true},
+		{name: "long id", key: "k", holder: "a", id: strings.Repeat("i", tsubame.MaxQuotaReleaseIDLength+1), used: 1, release: true},
 		{name: "negative used", key: "k", holder: "a", used: -1, release: true},
 		{name: "negative unused", key: "k", holder: "a", unused: -1, release: true},
 		{name: "unused too large", key: "k", holder: "a", unused: tsubame.MaxQuotaUnits + 1, release: true},
@@ -236,7 +305,14 @@ func testQuotaInvalid(t *testing.T, qs []tsubame.Quotas) {
 			}
 		}
 		if c.release {
-			if err := q.Release(ctx(t), c.key, c.holder, c.used, c.unused); tsubame.ErrorCode(err) != tsubame.EINVALID {
+			id := c.id
+			switch id {
+			case "":
+				id = newReleaseID()
+			case "-":
+				id = ""
+			}
+			if err := q.Release(ctx(t), c.key, c.holder, id, c.used, c.unused); tsubame.ErrorCode(err) != tsubame.EINVALID {
 				t.Errorf("%s: Release: %v, want an EINVALID error", c.name, err)
 			}
 		}
@@ -252,7 +328,7 @@ func testQuotaInvalid(t *testing.T, qs []tsubame.Quotas) {
 	if n := lease(t, q, key, holder, tsubame.MaxQuotaUnits, tsubame.MaxQuotaUnits); n != tsubame.MaxQuotaUnits {
 		t.Fatalf("a lease of the largest limit got %d, want %d", n, int64(tsubame.MaxQuotaUnits))
 	}
-	release(t, qs[1], key, holder, tsubame.MaxQuotaUnits-1, 1)
+	releaseID(t, qs[1], key, holder, strings.Repeat("i", tsubame.MaxQuotaReleaseIDLength), tsubame.MaxQuotaUnits-1, 1)
 	wantCommitted(t, qs[2], key, tsubame.MaxQuotaUnits-1, 0)
 	wantCommitted(t, q, "k", 0, 0) // nothing recorded by the invalid calls
 }
@@ -302,6 +378,8 @@ func testQuotaRace(t *testing.T, qs []tsubame.Quotas) {
 				holder := "node-" + strconv.Itoa(h) + "-" + strconv.Itoa(g)
 				rng := rand.New(rand.NewPCG(uint64(h), uint64(g)))
 				var mine int64
+				seq := 0
+				nextID := func() string { seq++; return holder + "/" + strconv.Itoa(seq) }
 				for refused := 0; refused < 3; {
 					n, err := q.Lease(context.Background(), key, holder, limit, 1+rng.Int64N(7), leaseTTL)
 					if err != nil {
@@ -322,7 +400,7 @@ func testQuotaRace(t *testing.T, qs []tsubame.Quotas) {
 					u := rng.Int64N(mine + 1)
 					un := rng.Int64N(mine - u + 1)
 					inHand.Add(-(u + un)) // before the store lowers its count
-					if err := q.Release(context.Background(), key, holder, u, un); err != nil {
+					if err := q.Release(context.Background(), key, holder, nextID(), u, un); err != nil {
 						t.Error(err)
 						return
 					}
@@ -331,7 +409,7 @@ func testQuotaRace(t *testing.T, qs []tsubame.Quotas) {
 				}
 				u := rng.Int64N(mine + 1)
 				inHand.Add(-mine)
-				if err := q.Release(context.Background(), key, holder, u, mine-u); err != nil {
+				if err := q.Release(context.Background(), key, holder, nextID(), u, mine-u); err != nil {
 					t.Error(err)
 				}
 				used.Add(u)
