@@ -70,3 +70,27 @@ func BenchmarkAppendJSON(b *testing.B) {
 	}
 	b.SetBytes(int64(len(buf)))
 }
+
+// The site a Referer names: the host of an http(s) URL, without user
+// info or port; nothing for other schemes.
+func TestRefererHost(t *testing.T) {
+	for ref, want := range map[string]string{
+		"https://News.Example.com/a/b?c=d#e": "News.Example.com",
+		"http://news.example.com":            "news.example.com",
+		"HTTPS://news.example.com:8443/x":    "news.example.com",
+		"https://user:pw@news.example.com/":  "news.example.com",
+		"https://news.example.com?q=a@b":     "news.example.com",
+		"https://127.0.0.1:4000/page.html":   "127.0.0.1",
+		"ftp://news.example.com/":            "",
+		"javascript:alert(1)":                "",
+		"news.example.com/x":                 "",
+		"":                                   "",
+	} {
+		if got := string(refererHost([]byte(ref))); got != want {
+			t.Errorf("%q: %q, want %q", ref, got, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { refererHost([]byte("https://news.example.com/a")) }); n != 0 {
+		t.Errorf("%v allocations", n)
+	}
+}

@@ -2,8 +2,8 @@ package ads
 
 import (
 	"bytes"
-	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,19 +17,17 @@ import (
 
 // The answer of a decision request, before it is encoded.
 type answer struct {
-	req       decision.Request
-	kvs       [decision.MaxKeyValues]decision.KeyValue
-	out       [decision.MaxCount]decision.Decision
-	ids       [decision.MaxCount]string
-	imp       [decision.MaxCount]string // impression URLs
-	click     [decision.MaxCount]string // click URLs
-	n         int
-	crawler   bool
-	vast      string // the VAST version the request allows
-	base      []byte // scheme://host of tracking URLs
-	baseBuf   [8 + 256]byte
-	placement []byte
-	urlBuf    []byte // builds tracking URLs; kept with the pooled answer
+	req     decision.Request
+	kvs     [decision.MaxKeyValues]decision.KeyValue
+	out     [decision.MaxCount]decision.Decision
+	ids     [decision.MaxCount]string
+	imp     [decision.MaxCount]string // impression URLs
+	click   [decision.MaxCount]string // click URLs
+	n       int
+	vast    string // the VAST version the request allows
+	base    []byte // scheme://host of tracking URLs
+	baseBuf [8 + 256]byte
+	urlBuf  []byte // builds tracking URLs; kept with the pooled answer
 }
 
 var (
@@ -47,19 +45,17 @@ var (
 var answers = sync.Pool{New: func() any { return new(answer) }}
 
 // decide makes the decisions of r for placement, logs each, and leaves
-// them in a (a.n of them; none for a crawler, a.crawler set).
+// them in a (a.n of them; none for a crawler).
 func (s *Service) decide(w server.Response, r server.Request, placement []byte, format string, a *answer) error {
 	if len(placement) > track.MaxIDLen {
 		return errLongPlacement
 	}
 	now := time.Now()
-	a.placement = placement
 	var dev Device
 	if s.opt.Device != nil {
 		dev = s.opt.Device(r.UserAgent())
 	}
 	if dev.Bot {
-		a.crawler = true
 		return nil
 	}
 	v, err := s.identify(r, s.privacyOf(r.Site()))
@@ -130,7 +126,7 @@ func (s *Service) parseRequest(r server.Request, a *answer) error {
 		return errBadSite
 	}
 	if len(site) > 0 && validSite(site) {
-		req.Site = string(bytes.ToLower(site))
+		req.Site = strings.ToLower(string(site)) // one copy when already lower case
 	}
 	var bad error
 	kvs := a.kvs[:0]
@@ -206,14 +202,30 @@ func (s *Service) trackingBase(r server.Request, dst []byte) []byte {
 }
 
 func refererHost(ref []byte) []byte {
-	if len(ref) == 0 || len(ref) > 2048 {
+	// By hand, not net/url: a page tag's every request carries a Referer,
+	// and parsing it allocated. Only http(s) URLs name a site; the host
+	// ends at the first '/', '?' or '#', after any user info, before any
+	// port. What is not a plain name is then refused by validSite.
+	var rest []byte
+	for _, scheme := range [...]string{"https://", "http://"} {
+		if len(ref) >= len(scheme) && bytes.EqualFold(ref[:len(scheme)], []byte(scheme)) {
+			rest = ref[len(scheme):]
+			break
+		}
+	}
+	if rest == nil {
 		return nil
 	}
-	u, err := url.Parse(string(ref))
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil
+	if i := bytes.IndexAny(rest, "/?#"); i >= 0 {
+		rest = rest[:i]
 	}
-	return []byte(u.Hostname())
+	if i := bytes.LastIndexByte(rest, '@'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	if i := bytes.IndexByte(rest, ':'); i >= 0 {
+		rest = rest[:i]
+	}
+	return rest
 }
 
 // validSite admits a DNS name: letters, digits, '-' and '.', at most 253.

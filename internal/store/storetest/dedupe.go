@@ -204,22 +204,7 @@ func testDedupeRace(t *testing.T, a, b tsubame.Deduper) {
 func BenchFirstSeen(b *testing.B, d tsubame.Deduper, parallelism int) {
 	bctx := context.Background()
 	b.Run("new", func(b *testing.B) {
-		var goroutine atomic.Int64
-		b.ReportAllocs()
-		b.SetParallelism(parallelism)
-		b.RunParallel(func(pb *testing.PB) {
-			g := goroutine.Add(1)
-			buf := fmt.Appendf(nil, "bench:%d:%d:", time.Now().UnixNano(), g)
-			prefix := len(buf)
-			for i := uint64(0); pb.Next(); i++ {
-				buf = strconv.AppendUint(buf[:prefix], i, 10)
-				ok, err := d.FirstSeen(bctx, string(buf), time.Hour)
-				if err != nil || !ok {
-					b.Errorf("FirstSeen(%s) = %v, %v; want true", buf, ok, err)
-					return
-				}
-			}
-		})
+		benchFresh(b, parallelism, "bench:%d:%d:", func(id string) (bool, error) { return d.FirstSeen(bctx, id, time.Hour) })
 	})
 	b.Run("repeat", func(b *testing.B) {
 		seen := make([]string, 1024)
@@ -243,5 +228,26 @@ func BenchFirstSeen(b *testing.B, d tsubame.Deduper, parallelism int) {
 				}
 			}
 		})
+	})
+}
+
+// benchFresh runs op from parallelism goroutines per CPU (b.SetParallelism)
+// on ids never used before, each of which must answer true: prefix (a
+// format of the start time and the goroutine's number) and a counter. The
+// id strings are built per call: one allocation of the benchmark's own.
+func benchFresh(b *testing.B, parallelism int, prefix string, op func(id string) (bool, error)) {
+	var goroutine atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(parallelism)
+	b.RunParallel(func(pb *testing.PB) {
+		buf := fmt.Appendf(nil, prefix, time.Now().UnixNano(), goroutine.Add(1))
+		n := len(buf)
+		for i := uint64(0); pb.Next(); i++ {
+			buf = strconv.AppendUint(buf[:n], i, 10)
+			if ok, err := op(string(buf)); err != nil || !ok {
+				b.Errorf("%s: %v, %v; want true", buf, ok, err)
+				return
+			}
+		}
 	})
 }

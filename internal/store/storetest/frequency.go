@@ -261,21 +261,7 @@ func BenchTake(b *testing.B, fc tsubame.FrequencyCounter, parallelism int) {
 	bctx := context.Background()
 	cs := caps(3, time.Hour)
 	b.Run("taken", func(b *testing.B) {
-		var goroutine atomic.Int64
-		b.ReportAllocs()
-		b.SetParallelism(parallelism)
-		b.RunParallel(func(pb *testing.PB) {
-			g := goroutine.Add(1)
-			buf := fmt.Appendf(nil, "bench-%d-%d/", time.Now().UnixNano(), g)
-			prefix := len(buf)
-			for i := uint64(0); pb.Next(); i++ {
-				buf = strconv.AppendUint(buf[:prefix], i, 10)
-				if ok, err := fc.Take(bctx, string(buf), cs, time.Now()); err != nil || !ok {
-					b.Errorf("Take(%s) = %v, %v; want true", buf, ok, err)
-					return
-				}
-			}
-		})
+		benchFresh(b, parallelism, "bench-%d-%d/", func(key string) (bool, error) { return fc.Take(bctx, key, cs, time.Now()) })
 	})
 	b.Run("refused", func(b *testing.B) {
 		keys := make([]string, 1024)
