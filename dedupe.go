@@ -35,6 +35,33 @@ type Deduper interface {
 	// an event as not counted: a repeat is never counted twice, at the
 	// price of an event not counted while the store fails.
 	FirstSeen(ctx context.Context, id string, ttl time.Duration) (bool, error)
+	// Seen reports, for each of ids, whether it is recorded now: a
+	// FirstSeen of it returned true (or failed after recording it) and its
+	// window has not passed. It records nothing and extends no window: it
+	// is how a node that reserved money for an event learns whether the
+	// event was counted, on whichever node that happened. The answer has
+	// one value per id, in order.
+	//
+	// ids are at most MaxSeenBatch, each as FirstSeen takes it; otherwise
+	// Seen fails with EINVALID (ValidateSeen). An error means the store
+	// could not tell.
+	Seen(ctx context.Context, ids []string) ([]bool, error)
+}
+
+// MaxSeenBatch is the most ids one Seen call takes.
+const MaxSeenBatch = 1024
+
+// ValidateSeen checks the arguments of a Seen call.
+func ValidateSeen(ids []string) error {
+	if len(ids) > MaxSeenBatch {
+		return Errorf(EINVALID, "%d event ids in one Seen call, more than %d", len(ids), MaxSeenBatch)
+	}
+	for _, id := range ids {
+		if err := ValidateFirstSeen(id, time.Second); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ValidateFirstSeen checks the arguments of a FirstSeen call: an EINVALID

@@ -121,3 +121,31 @@ func (g *seenCommits) sweep(b *bolt.Bucket, now int64, limit int) error {
 	}
 	return nil
 }
+
+// Seen reads whether each id is recorded and within its window, in one
+// read transaction.
+func (s *Store) Seen(ctx context.Context, ids []string) ([]bool, error) {
+	if err := tsubame.ValidateSeen(ids); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, unavailable(err)
+	}
+	out := make([]bool, len(ids))
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketSeen)
+		if b == nil {
+			return nil
+		}
+		now := s.now().UnixNano()
+		for i, id := range ids {
+			v := b.Get([]byte(id))
+			out[i] = len(v) == 8 && now < int64(binary.BigEndian.Uint64(v))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return out, nil
+}

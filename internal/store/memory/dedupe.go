@@ -138,3 +138,33 @@ func (s *seen) close() {
 		sh.mu.Unlock()
 	}
 }
+
+// Seen reports whether each id is recorded and within its window.
+func (s *Store) Seen(ctx context.Context, ids []string) ([]bool, error) {
+	if err := tsubame.ValidateSeen(ids); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, tsubame.WrapError(tsubame.EUNAVAILABLE, err, "memory store: %v", err)
+	}
+	out := make([]bool, len(ids))
+	for i, id := range ids {
+		ok, err := s.seen.lookup(id)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = ok
+	}
+	return out, nil
+}
+
+func (s *seen) lookup(id string) (bool, error) {
+	sh := &s.shards[maphash.String(s.seed, id)%seenShards]
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if s.closed.Load() {
+		return false, errClosed
+	}
+	exp, ok := sh.ids[id]
+	return ok && s.clock() < exp, nil
+}

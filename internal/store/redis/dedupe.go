@@ -40,3 +40,33 @@ func (s *Store) FirstSeen(ctx context.Context, id string, ttl time.Duration) (bo
 	}
 	return true, nil
 }
+
+// Seen asks EXISTS of each id's key, pipelined in one round trip (in a
+// cluster, one per server holding some of them). A key is there exactly
+// while its window lasts: Redis expires it.
+func (s *Store) Seen(ctx context.Context, ids []string) ([]bool, error) {
+	if err := tsubame.ValidateSeen(ids); err != nil {
+		return nil, err
+	}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return []bool{}, nil
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	cmds := make(rueidis.Commands, len(ids))
+	for i, id := range ids {
+		cmds[i] = s.c.B().Exists().Key(s.opt.KeyPrefix + "seen:" + id).Build()
+	}
+	out := make([]bool, len(ids))
+	for i, r := range s.c.DoMulti(ctx, cmds...) {
+		n, err := r.AsInt64()
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		out[i] = n == 1
+	}
+	return out, nil
+}

@@ -28,6 +28,9 @@ func RunDedupe(t *testing.T, open func(t *testing.T) (a, b tsubame.Deduper)) {
 		{"RejectsInvalid", testDedupeInvalid},
 		{"CancelledNeverTrue", testDedupeCancelled},
 		{"ExactlyOnceUnderRace", testDedupeRace},
+		{"SeenReadsOnly", testDedupeSeen},
+		{"SeenEndsWithTheWindow", testDedupeSeenTTL},
+		{"SeenRejectsInvalid", testDedupeSeenInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b := open(t)
@@ -250,4 +253,89 @@ func benchFresh(b *testing.B, parallelism int, prefix string, op func(id string)
 			}
 		}
 	})
+}
+
+func seen(t *testing.T, d tsubame.Deduper, ids ...string) []bool {
+	t.Helper()
+	got, err := d.Seen(ctx(t), ids)
+	if err != nil {
+		t.Fatalf("Seen(%q): %v", ids, err)
+	}
+	if len(got) != len(ids) {
+		t.Fatalf("Seen(%q) answered %d values", ids, len(got))
+	}
+	return got
+}
+
+// testDedupeSeen: Seen tells recorded ids from others, from either handle,
+// in the order asked, and records nothing.
+func testDedupeSeen(t *testing.T, a, b tsubame.Deduper) {
+	if got := seen(t, a); len(got) != 0 {
+		t.Fatalf("Seen of no ids: %v", got)
+	}
+	if got := seen(t, a, "imp:s-1", "imp:s-2"); got[0] || got[1] {
+		t.Fatalf("ids never recorded reported seen: %v", got)
+	}
+	// Seen recorded nothing: the first FirstSeen is still first.
+	if !firstSeen(t, b, "imp:s-1", time.Hour) {
+		t.Fatal("an id only asked about by Seen was recorded")
+	}
+	firstSeen(t, a, "imp:s-3", time.Hour)
+	ids := []string{"imp:s-0", "imp:s-1", "imp:s-2", "imp:s-3", "imp:s-1"}
+	want := []bool{false, true, false, true, true}
+	for _, d := range []tsubame.Deduper{a, b} {
+		got := seen(t, d, ids...)
+		for i := range ids {
+			if got[i] != want[i] {
+				t.Fatalf("Seen(%q) = %v, want %v", ids, got, want)
+			}
+		}
+	}
+	many := make([]string, tsubame.MaxSeenBatch)
+	for i := range many {
+		many[i] = fmt.Sprint("imp:many-", i)
+		if i%3 == 0 {
+			firstSeen(t, a, many[i], time.Hour)
+		}
+	}
+	for i, ok := range seen(t, b, many...) {
+		if ok != (i%3 == 0) {
+			t.Fatalf("Seen of %d ids: %q is %v", len(many), many[i], ok)
+		}
+	}
+}
+
+// testDedupeSeenTTL: an id is no longer seen once its window has passed
+// (waited for, never assumed), and asking does not extend the window.
+func testDedupeSeenTTL(t *testing.T, a, b tsubame.Deduper) {
+	firstSeen(t, a, "short", 50*time.Millisecond)
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; seen(t, []tsubame.Deduper{a, b}[i%2], "short")[0]; i++ {
+		if time.Now().After(deadline) {
+			t.Fatal("id still seen 30s after a 50ms window")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if !firstSeen(t, b, "short", time.Hour) {
+		t.Fatal("an id no longer seen was a repeat")
+	}
+	if !seen(t, a, "short")[0] {
+		t.Fatal("an id recorded again is not seen")
+	}
+}
+
+func testDedupeSeenInvalid(t *testing.T, a, _ tsubame.Deduper) {
+	tooMany := make([]string, tsubame.MaxSeenBatch+1)
+	for i := range tooMany {
+		tooMany[i] = "ok"
+	}
+	for _, ids := range [][]string{
+		{""},
+		{"ok", strings.Repeat("x", tsubame.MaxEventIDLength+1)},
+		tooMany,
+	} {
+		if _, err := a.Seen(ctx(t), ids); tsubame.ErrorCode(err) != tsubame.EINVALID {
+			t.Errorf("Seen of %d ids (first %q): %v, want EINVALID", len(ids), ids[0][:min(len(ids[0]), 8)], err)
+		}
+	}
 }
