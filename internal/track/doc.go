@@ -3,14 +3,16 @@
 // event once across nodes and writing it as an access-log line is
 // internal/ads's, over the store's Deduper.
 //
-// A token is base64url without padding of: a version byte, the key id
-// (length-prefixed), the event kind, the expiry (Unix seconds) and the price
-// (micro-units), both big-endian int64, the decision, line item, campaign,
+// A token is base64url without padding of: a version byte (2), the key id
+// (length-prefixed), the event kind, the expiry (Unix seconds), the price
+// (micro-units) and the reservation deadline (Unix seconds, 0 for none),
+// each a big-endian int64, the decision, line item, campaign,
 // creative and placement ids and the visitor's (each length-prefixed by one
 // byte; the visitor's may be empty), the click destination
 // (prefixed by two bytes) and the HMAC-SHA256 of everything before it. A click
 // leads only to the destination inside the signed part, so a click URL cannot
-// be turned into an open redirect.
+// be turned into an open redirect. Tokens of version 1, without the
+// reservation deadline, are still read.
 //
 // It imports the domain and its own ports only: never the listeners
 // (server, admin), config, the store backends or cmd (arch_test.go).

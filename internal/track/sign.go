@@ -51,11 +51,17 @@ const (
 )
 
 const (
-	version = 1
-	macLen  = sha256.Size
+	// version is the format Sign writes. Version 1 had no reservation
+	// deadline; Verify still reads it (Reserved zero), so that URLs made
+	// before an upgrade are honoured until they expire.
+	version  = 2
+	version1 = 1
+	macLen   = sha256.Size
 	// maxRaw is the longest decoded token: version, key id, kind, expiry,
-	// price, five ids and the visitor, the click destination and the MAC.
-	maxRaw = 1 + 1 + MaxKeyIDLen + 1 + 8 + 8 + 6*(1+MaxIDLen) + 2 + MaxClickLen + macLen
+	// price, reservation deadline, five ids and the visitor, the click
+	// destination and the MAC.
+	maxRaw = 1 + 1 + MaxKeyIDLen + 1 + 8 + 8 + 8 + 6*(1+MaxIDLen) + 2 + MaxClickLen + macLen
+	// minRaw is the shortest, of version 1.
 	minRaw = 1 + 1 + 1 + 1 + 8 + 8 + 5*(1+1) + 1 + 2 + macLen
 )
 
@@ -85,6 +91,12 @@ type Token struct {
 	// Expires is when the token stops verifying. It is kept to the second
 	// (truncated); a token is expired from that instant on.
 	Expires time.Time
+	// Reserved is when the money the decision reserved for this event is
+	// released, kept to the second (truncated): an impression from that
+	// instant on is late, still counted but past its reservation (see
+	// internal/budget). Zero: nothing was reserved (a line item without a
+	// budget or a limit, or a token of version 1).
+	Reserved time.Time
 }
 
 // The refusals of Verify. Each is a *tsubame.Error whose kind maps to a 4xx
@@ -249,6 +261,11 @@ func (s *Signer) AppendSign(dst []byte, t Token) ([]byte, error) {
 	b = append(b, byte(t.Kind))
 	b = binary.BigEndian.AppendUint64(b, uint64(t.Expires.Unix()))
 	b = binary.BigEndian.AppendUint64(b, uint64(t.Price))
+	var reserved int64
+	if !t.Reserved.IsZero() {
+		reserved = t.Reserved.Unix()
+	}
+	b = binary.BigEndian.AppendUint64(b, uint64(reserved))
 	for _, f := range [...]string{t.Decision, t.LineItem, t.Campaign, t.Creative, t.Placement, t.User} {
 		b = append(b, byte(len(f)))
 		b = append(b, f...)
@@ -278,6 +295,9 @@ func checkToken(t *Token) error {
 	}
 	if t.Expires.Unix() <= 0 {
 		return tsubame.Errorf(tsubame.EINVALID, "missing expiry")
+	}
+	if !t.Reserved.IsZero() && t.Reserved.Unix() <= 0 {
+		return tsubame.Errorf(tsubame.EINVALID, "reservation deadline before 1970")
 	}
 	if t.Kind != KindClick {
 		if t.Click != "" {
@@ -392,7 +412,7 @@ func (s *Signer) Verify(tok string, now time.Time) (Token, error) {
 		return Token{}, ErrMalformed
 	}
 	raw := sc.raw[:n]
-	if raw[0] != version {
+	if raw[0] != version && raw[0] != version1 {
 		return Token{}, ErrVersion
 	}
 	kl := int(raw[1])
@@ -413,7 +433,7 @@ func (s *Signer) Verify(tok string, now time.Time) (Token, error) {
 	if !hmac.Equal(key.mac(sc.sum[:0], signed), got) {
 		return Token{}, ErrSignature
 	}
-	t, ok := parse(signed[2+kl:])
+	t, ok := parse(signed[2+kl:], raw[0])
 	if !ok {
 		return Token{}, ErrMalformed
 	}
@@ -439,14 +459,22 @@ func (s *Signer) VerifyKind(tok string, kind Kind, now time.Time) (Token, error)
 // parse reads the signed fields after the key id. It runs only on bytes whose
 // MAC matched, and still checks every bound: a layout error is a bug or a
 // leaked key, never a reason to read past the end.
-func parse(b []byte) (Token, bool) {
-	if len(b) < 1+8+8 {
+func parse(b []byte, v byte) (Token, bool) {
+	fixed := 1 + 8 + 8
+	if v >= version {
+		fixed += 8
+	}
+	if len(b) < fixed {
 		return Token{}, false
 	}
 	kind := Kind(b[0])
 	exp := int64(binary.BigEndian.Uint64(b[1:]))
 	price := int64(binary.BigEndian.Uint64(b[9:]))
-	b = b[17:]
+	var reserved int64
+	if v >= version {
+		reserved = int64(binary.BigEndian.Uint64(b[17:]))
+	}
+	b = b[fixed:]
 	// One string for all fields: the only allocation of a Verify.
 	all := string(b)
 	var ids [6]string // the last, the user, may be empty
@@ -475,12 +503,16 @@ func parse(b []byte) (Token, bool) {
 		return Token{}, false
 	}
 	click := all[off:]
-	if !kind.valid() || price < 0 || exp <= 0 || (kind == KindClick) != (click != "") ||
+	if !kind.valid() || price < 0 || exp <= 0 || reserved < 0 || (kind == KindClick) != (click != "") ||
 		len(click) > MaxClickLen || !clickChars(click) {
 		return Token{}, false
 	}
-	return Token{
+	t := Token{
 		Kind: kind, Decision: ids[0], LineItem: ids[1], Campaign: ids[2], Creative: ids[3], Placement: ids[4], User: ids[5],
 		Click: click, Price: tsubame.Money(price), Expires: time.Unix(exp, 0).UTC(),
-	}, true
+	}
+	if reserved > 0 {
+		t.Reserved = time.Unix(reserved, 0).UTC()
+	}
+	return t, true
 }

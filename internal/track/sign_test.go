@@ -2,7 +2,10 @@ package track_test
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -31,6 +34,7 @@ func token(kind track.Kind) track.Token {
 	tk := track.Token{
 		Kind: kind, Decision: "01JDX8Q5ZK3M9T7A2B4C6D8E0F", LineItem: "li-42", Campaign: "spring", Creative: "cr.7",
 		Placement: "top:banner@home", User: "u-9f8e", Price: 2_500_000, Expires: t0.Add(time.Hour),
+		Reserved: t0.Add(10 * time.Minute),
 	}
 	if kind == track.KindClick {
 		tk.Click = "https://advertiser.example/landing?utm_source=tsubame&x=%20y#top"
@@ -56,10 +60,63 @@ func TestSignVerifyRoundTrip(t *testing.T) {
 			}
 			if got.Kind != want.Kind || got.Decision != want.Decision || got.LineItem != want.LineItem ||
 				got.Creative != want.Creative || got.Placement != want.Placement || got.Click != want.Click ||
-				got.Price != want.Price || !got.Expires.Equal(want.Expires) {
+				got.Price != want.Price || !got.Expires.Equal(want.Expires) || !got.Reserved.Equal(want.Reserved) {
 				t.Fatalf("got %+v, want %+v", got, want)
 			}
 		})
+	}
+}
+
+// A token without a reservation says so (Reserved zero), and a deadline
+// is kept to the second, truncated, as the expiry is.
+func TestSignReserved(t *testing.T) {
+	s := newSigner(t, "k1", track.Key{ID: "k1", Secret: secret('a')})
+	for _, tc := range []struct{ in, want time.Time }{
+		{time.Time{}, time.Time{}},
+		{t0.Add(90*time.Second + 999*time.Millisecond), t0.Add(90 * time.Second)},
+	} {
+		tk := token(track.KindImp)
+		tk.Reserved = tc.in
+		tok, err := s.Sign(tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Verify(tok, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !got.Reserved.Equal(tc.want) || got.Reserved.IsZero() != tc.want.IsZero() {
+			t.Fatalf("Reserved %v signed, %v read, want %v", tc.in, got.Reserved, tc.want)
+		}
+	}
+	tk := token(track.KindImp)
+	tk.Reserved = time.Unix(-5, 0)
+	if _, err := s.Sign(tk); tsubame.ErrorCode(err) != tsubame.EINVALID {
+		t.Fatalf("a deadline before 1970 signed: %v", err)
+	}
+}
+
+// Tokens of version 1 (before reservations), made by an earlier release
+// and still out in pages, verify with no reservation.
+func TestVerifyReadsVersion1(t *testing.T) {
+	key := secret('a')
+	s := newSigner(t, "k1", track.Key{ID: "k1", Secret: key})
+	tk := token(track.KindImp)
+	raw := []byte{1, 2, 'k', '1', byte(track.KindImp)}
+	raw = binary.BigEndian.AppendUint64(raw, uint64(tk.Expires.Unix()))
+	raw = binary.BigEndian.AppendUint64(raw, uint64(tk.Price))
+	for _, f := range []string{tk.Decision, tk.LineItem, tk.Campaign, tk.Creative, tk.Placement, tk.User} {
+		raw = append(append(raw, byte(len(f))), f...)
+	}
+	raw = append(raw, 0, 0) // no click destination
+	mac := hmac.New(sha256.New, key)
+	mac.Write(raw)
+	got, err := s.VerifyKind(base64.RawURLEncoding.EncodeToString(mac.Sum(raw)), track.KindImp, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Decision != tk.Decision || got.User != tk.User || got.Price != tk.Price || !got.Expires.Equal(tk.Expires) || !got.Reserved.IsZero() {
+		t.Fatalf("version 1 read as %+v", got)
 	}
 }
 
@@ -305,7 +362,7 @@ func TestVerifyRefuses(t *testing.T) {
 		{"short", "AQJrMQ", track.ErrMalformed},
 		{"over the bound", strings.Repeat("A", track.MaxTokenLen+1), track.ErrMalformed},
 		{"huge", strings.Repeat("A", 1<<20), track.ErrMalformed},
-		{"truncated by one", tok[:len(tok)-1], track.ErrMalformed},
+		{"truncated by one", tok[:len(tok)-1], nil}, // malformed or a bad signature, by the length,
 		{"truncated by four", tok[:len(tok)-4], nil}, // malformed or a bad signature, by the length,
 		{"truncated to half", tok[:len(tok)/2], nil}, // malformed or a bad signature, by the length,
 		{"extended by one", tok + "A", nil},          // malformed or a bad signature, by the length,
@@ -316,7 +373,8 @@ func TestVerifyRefuses(t *testing.T) {
 		{"standard alphabet", strings.NewReplacer("-", "+", "_", "/").Replace(tok) + "+", track.ErrMalformed},
 		{"dot", tok[:10] + "." + tok[11:], track.ErrMalformed},
 		{"non-canonical last char", tok[:len(tok)-1] + string(last^1), nil}, // malformed or a bad signature
-		{"other version", reencode(t, tok, func(b []byte) []byte { b[0] = 2; return b }), track.ErrVersion},
+		{"other version", reencode(t, tok, func(b []byte) []byte { b[0] = 3; return b }), track.ErrVersion},
+		{"read as version 1", reencode(t, tok, func(b []byte) []byte { b[0] = 1; return b }), track.ErrSignature},
 		{"version zero", reencode(t, tok, func(b []byte) []byte { b[0] = 0; return b }), track.ErrVersion},
 		{"unknown key", otherTok, track.ErrUnknownKey},
 		{"key id length zero", reencode(t, tok, func(b []byte) []byte { b[1] = 0; return b }), track.ErrMalformed},
