@@ -362,7 +362,7 @@ func TestVerifyRefuses(t *testing.T) {
 		{"short", "AQJrMQ", track.ErrMalformed},
 		{"over the bound", strings.Repeat("A", track.MaxTokenLen+1), track.ErrMalformed},
 		{"huge", strings.Repeat("A", 1<<20), track.ErrMalformed},
-		{"truncated by one", tok[:len(tok)-1], nil}, // malformed or a bad signature, by the length,
+		{"truncated by one", tok[:len(tok)-1], nil},  // malformed or a bad signature, by the length,
 		{"truncated by four", tok[:len(tok)-4], nil}, // malformed or a bad signature, by the length,
 		{"truncated to half", tok[:len(tok)/2], nil}, // malformed or a bad signature, by the length,
 		{"extended by one", tok + "A", nil},          // malformed or a bad signature, by the length,
