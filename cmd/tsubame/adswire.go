@@ -31,6 +31,7 @@ type adsSide struct {
 	engine *ads.Engine
 	svc    *ads.Service
 	geo    atomic.Pointer[geo.DB] // nil without geo.database; swapped by a reload
+	ledger *budget.Ledger
 	stop   context.CancelFunc
 	done   chan struct{}
 }
@@ -53,13 +54,23 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 	if !ok {
 		return usagef("store type %q cannot count frequency caps: set ads.enabled: false", cfg.Store.Type)
 	}
+	quotas, ok := backend.(tsubame.Quotas)
+	if !ok {
+		return usagef("store type %q cannot keep budgets and impression limits: set ads.enabled: false", cfg.Store.Type)
+	}
+	b := cfg.Ads.Budget
+	ledger, err := budget.NewLedger(quotas, dd, budget.LedgerOptions{Holder: b.Holder, Interval: b.Interval,
+		Grace: b.Grace, Lease: b.Lease, MaxHold: cfg.Ads.Reservation, Log: m.Logger})
+	if err != nil {
+		return usagef("ads.budget: %v", err)
+	}
 	signer, err := loadTrackingKeys(cfg.TrackingKeysPath(), cfg.Ads.Tracking.KeysFile == "")
 	if err != nil {
 		return err
 	}
 	opt := ads.Options{
 		Signer: signer, Currency: cfg.Ads.Currency, TrackingURL: strings.TrimSuffix(cfg.Ads.Tracking.URL, "/"),
-		TTL: cfg.Ads.Tracking.TTL, CookieName: cfg.Ads.Cookie.Name, CookieMaxAge: cfg.Ads.Cookie.MaxAge,
+		TTL: cfg.Ads.Tracking.TTL, Reservation: cfg.Ads.Reservation, CookieName: cfg.Ads.Cookie.Name, CookieMaxAge: cfg.Ads.Cookie.MaxAge,
 		Dedupe: dd, AdSystem: cfg.VAST.AdSystem, Log: m.Logger,
 	}
 	opt.DefaultPrivacy, opt.Privacy = privacyModes(cfg)
@@ -81,8 +92,9 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 			return err
 		}
 	}
-	m.ads.engine = ads.NewEngine(cs, ads.EngineOptions{Counters: budget.New(fc, budget.Options{Timeout: cfg.Ads.CapsTimeout, Log: m.Logger}),
-		Currency: cfg.Ads.Currency, Log: m.Logger})
+	m.ads.ledger = ledger
+	counters := budget.New(fc, budget.Options{Ledger: ledger, Timeout: cfg.Ads.CapsTimeout, Log: m.Logger})
+	m.ads.engine = ads.NewEngine(cs, ads.EngineOptions{Counters: counters, Currency: cfg.Ads.Currency, Log: m.Logger})
 	if _, err := m.ads.engine.Refresh(ctx); err != nil {
 		// The index stays empty (no ads) until a refresh succeeds: a
 		// store that answers placements but not campaigns yet must not
@@ -95,22 +107,31 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	m.ads.stop, m.ads.done = cancel, make(chan struct{})
+	m.Logger.Info("budgets and impression limits", "holder", ledger.Holder(), "reservation", cfg.Ads.Reservation.String())
 	go func() {
 		defer close(m.ads.done)
 		if feed, ok := backend.(tsubame.CampaignFeed); ok {
 			go func() { _ = feed.WatchCampaigns(rctx, m.ads.engine.Changed) }()
 		}
+		go ledger.Run(rctx)
 		m.ads.engine.Run(rctx, cfg.Ads.Refresh)
 	}()
 	return nil
 }
 
-// closeAds stops keeping the index current.
-func (m *Main) closeAds() {
+// closeAds stops keeping the index current and gives the budget leases
+// back. No request may decide any more.
+func (m *Main) closeAds(ctx context.Context) {
 	if m.ads.stop != nil {
 		m.ads.stop()
 		<-m.ads.done
 		m.ads.stop = nil
+	}
+	if m.ads.ledger != nil {
+		if err := m.ads.ledger.Close(ctx); err != nil {
+			m.Logger.Error("budget leases not given back", "err", err)
+		}
+		m.ads.ledger = nil
 	}
 	if db := m.ads.geo.Swap(nil); db != nil {
 		_ = db.Close()

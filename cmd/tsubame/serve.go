@@ -524,7 +524,7 @@ func (m *Main) closeAll(ctx context.Context) error {
 		}
 		cancel()
 	}
-	m.closeAds() // no request decides any more
+	m.closeAds(ctx) // no request decides any more
 	for _, l := range []*accesslog.Logger{m.logs.file, m.logs.store} {
 		if l != nil {
 			if err := l.Close(ctx); err != nil {

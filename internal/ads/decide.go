@@ -72,6 +72,16 @@ func (s *Service) decide(w server.Response, r server.Request, placement []byte, 
 		req.Country, req.Region = s.opt.Geo(r.Client())
 	}
 	s.setCookie(w, r, v)
+	// The decisions' ids are made first: a line item with a budget holds
+	// its price under its decision's id until its impression is seen.
+	var reserved time.Time
+	if s.opt.Reservation > 0 {
+		reserved = now.Add(s.opt.Reservation).Truncate(time.Second)
+		for i := range max(req.Count, 1) {
+			a.ids[i] = newID(now)
+		}
+		req.Reserve, req.ReserveUntil, req.SettledBy = a.ids[:max(req.Count, 1)], reserved, "imp:"
+	}
 
 	out := s.opt.Engine.Index().Decide(req, a.out[:0], nil)
 	a.n = len(out)
@@ -83,9 +93,15 @@ func (s *Service) decide(w server.Response, r server.Request, placement []byte, 
 	expires := now.Add(s.opt.TTL)
 	for i := range out {
 		d := &out[i]
-		id := newID(now)
+		id := a.ids[i]
+		if s.opt.Reservation == 0 {
+			id = newID(now)
+		}
 		tk := track.Token{Kind: track.KindImp, Decision: id, LineItem: d.Line.ID, Campaign: d.Line.Campaign,
 			Creative: d.Creative.ID, Placement: req.Placement, User: v.uid, Price: d.Line.CPM, Expires: expires}
+		if d.Line.Limited {
+			tk.Reserved = reserved
+		}
 		u := append(append(a.urlBuf[:0], a.base...), PathImp...)
 		u, err := sg.AppendSign(u, tk)
 		if err != nil {

@@ -39,6 +39,11 @@ type Options struct {
 	TrackingURL string
 	// TTL is how long tracking URLs are honoured.
 	TTL time.Duration
+	// Reservation is how long a decision holds the price of a line item
+	// with a budget or an impression limit for its impression (at most
+	// TTL); an impression after it is logged late. 0: nothing is held
+	// (the counters spend a decision at once).
+	Reservation time.Duration
 	// CookieName and CookieMaxAge are the visitor cookie's.
 	CookieName   string
 	CookieMaxAge time.Duration
@@ -89,6 +94,8 @@ func New(opt Options) (*Service, error) {
 		return nil, tsubame.Errorf(tsubame.EINVALID, "ads: no deduper: a repeated impression would count twice")
 	case opt.TTL <= 0:
 		return nil, tsubame.Errorf(tsubame.EINVALID, "ads: tracking TTL must be positive")
+	case opt.Reservation < 0 || opt.Reservation > opt.TTL:
+		return nil, tsubame.Errorf(tsubame.EINVALID, "ads: a reservation must last 0 to the tracking TTL (%v)", opt.TTL)
 	case opt.CookieName == "":
 		return nil, tsubame.Errorf(tsubame.EINVALID, "ads: no cookie name")
 	}
@@ -146,6 +153,7 @@ var (
 	keyCountry = accesslog.MustKey("country")
 	keyDevice  = accesslog.MustKey("device")
 	keyReason  = accesslog.MustKey("reason")
+	keyLate    = accesslog.MustKey("late")
 )
 
 // Why an event line is not valid.

@@ -84,12 +84,18 @@ func (s *Service) count(r server.Request, t *track.Token, kind accesslog.EventKi
 			reason = reasonRepeat
 		}
 	}
+	// An impression after its reservation ended is counted (it was shown)
+	// but its price may no longer be held: reports count it as overage.
+	late := kind == accesslog.EventImp && !t.Reserved.IsZero() && !time.Now().Before(t.Reserved)
 	e := accesslog.Event{Kind: kind, ID: accesslog.String(id), Decision: accesslog.String(t.Decision),
 		LineItem: accesslog.String(t.LineItem), Campaign: accesslog.String(t.Campaign), Creative: accesslog.String(t.Creative),
 		Placement: accesslog.String(t.Placement), UID: accesslog.String(t.User), Price: price,
 		Currency: accesslog.String(s.opt.Currency), Valid: reason == ""}
 	if reason != "" {
 		e.AddText(keyReason, accesslog.String(reason))
+	}
+	if late {
+		e.AddBool(keyLate, true)
 	}
 	return s.logEvent(r, &e)
 }

@@ -24,6 +24,9 @@ const (
 
 // Options tune Counters.
 type Options struct {
+	// Ledger keeps impression limits and budgets; nil: they are not
+	// enforced (line items serve past them), only frequency caps are.
+	Ledger *Ledger
 	// Timeout bounds one store call (DefaultTimeout when zero).
 	Timeout time.Duration
 	// Log gets the store's failures, at most one line per LogEvery
@@ -40,6 +43,7 @@ type Options struct {
 // request.
 type Counters struct {
 	freq     tsubame.FrequencyCounter
+	ledger   *Ledger
 	timeout  time.Duration
 	log      *slog.Logger
 	logEvery int64 // nanoseconds
@@ -54,19 +58,48 @@ var _ decision.Counters = (*Counters)(nil)
 
 // New returns Counters that take capped impressions from freq.
 func New(freq tsubame.FrequencyCounter, opt Options) *Counters {
-	return &Counters{freq: freq, timeout: cmp.Or(opt.Timeout, DefaultTimeout), log: opt.Log,
+	return &Counters{freq: freq, ledger: opt.Ledger, timeout: cmp.Or(opt.Timeout, DefaultTimeout), log: opt.Log,
 		logEvery: int64(cmp.Or(opt.LogEvery, DefaultLogEvery))}
 }
 
-// Allow reports whether l may serve req now: true for a line item without
-// frequency caps; for one with caps, false when the request has no
-// visitor (it could not be counted) and otherwise whether the store took
-// the impression (false when the store fails or does not answer within
-// the timeout).
-func (c *Counters) Allow(l *decision.Line, req *decision.Request, now time.Time) bool {
-	if len(l.Frequency) == 0 {
-		return true
+// Allow reports whether l may serve req now, and takes what serving it
+// costs. A line item with an impression limit or a campaign budget first
+// takes its impression and price from this node's leases (the Ledger):
+// false when a lease is short (the ledger tops it up in the background).
+// Then a line item with frequency caps takes the impression for the
+// request's visitor from the store: false when the request has no visitor
+// (it could not be counted), when a cap is reached, and when the store
+// fails or does not answer within the timeout; what the leases gave is
+// then given back. What is taken is held under req.Reserve[slot] until
+// req.ReserveUntil (spent at once without one).
+func (c *Counters) Allow(l *decision.Line, req *decision.Request, slot int, now time.Time) bool {
+	var r reservation
+	var id string
+	until := now.UnixNano()
+	if l.Limited && c.ledger != nil {
+		if slot < len(req.Reserve) && req.Reserve[slot] != "" {
+			id = req.Reserve[slot]
+			until = max(until, min(req.ReserveUntil.UnixNano(), until+int64(c.ledger.opt.MaxHold)))
+		}
+		var ok bool
+		if r, ok = c.ledger.take(l, now, until); !ok {
+			return false
+		}
 	}
+	if len(l.Frequency) > 0 && !c.takeCap(l, req, now) {
+		if r.n > 0 {
+			c.ledger.cancel(&r)
+		}
+		return false
+	}
+	if r.n > 0 {
+		c.ledger.hold(&r, id, req.SettledBy, until)
+	}
+	return true
+}
+
+// takeCap takes a capped impression for the request's visitor.
+func (c *Counters) takeCap(l *decision.Line, req *decision.Request, now time.Time) bool {
 	if req.User == "" || len(req.User) > tsubame.MaxObjectIDLength {
 		return false
 	}

@@ -87,7 +87,7 @@ func TestAllow(t *testing.T) {
 	allow := func(l *decision.Line, user string, at time.Time, n int) string {
 		var b strings.Builder
 		for range n {
-			if c.Allow(l, &decision.Request{User: user}, at) {
+			if c.Allow(l, &decision.Request{User: user}, 0, at) {
 				b.WriteByte('1')
 			} else {
 				b.WriteByte('0')
@@ -139,10 +139,10 @@ func TestAllowFailsClosed(t *testing.T) {
 	for g := range 8 {
 		wg.Go(func() {
 			for range 25 {
-				if c.Allow(ls["li-capped"], &decision.Request{User: "u-1"}, time.Now()) {
+				if c.Allow(ls["li-capped"], &decision.Request{User: "u-1"}, 0, time.Now()) {
 					t.Errorf("goroutine %d: a capped line item served with the store closed", g)
 				}
-				if !c.Allow(ls["li-open"], &decision.Request{User: "u-1"}, time.Now()) {
+				if !c.Allow(ls["li-open"], &decision.Request{User: "u-1"}, 0, time.Now()) {
 					t.Errorf("goroutine %d: an uncapped line item refused with the store closed", g)
 				}
 			}
@@ -170,7 +170,7 @@ func TestAllowTimesOutAndRecovers(t *testing.T) {
 	c := budget.New(st, budget.Options{Timeout: time.Second, Log: slog.New(slog.NewTextHandler(&logs, nil))})
 	_, ls := lines(t, campaigns(t), c)
 	req := &decision.Request{User: "u-1"}
-	if !c.Allow(ls["li-capped"], req, time.Now()) {
+	if !c.Allow(ls["li-capped"], req, 0, time.Now()) {
 		t.Fatal("first impression refused")
 	}
 	srv.Pause()
@@ -180,14 +180,14 @@ func TestAllowTimesOutAndRecovers(t *testing.T) {
 			srv.Resume()
 		}
 	}()
-	if c.Allow(ls["li-capped"], req, time.Now()) || c.Errors() != 1 {
+	if c.Allow(ls["li-capped"], req, 0, time.Now()) || c.Errors() != 1 {
 		t.Fatalf("with Redis paused: served, or %d errors (want 1)", c.Errors())
 	}
 	srv.Resume()
 	paused = false
 	// A new visitor each time: a Take that failed may still have counted.
 	deadline := time.Now().Add(30 * time.Second)
-	for n := 0; !c.Allow(ls["li-capped"], &decision.Request{User: "u-back-" + strconv.Itoa(n)}, time.Now()); n++ {
+	for n := 0; !c.Allow(ls["li-capped"], &decision.Request{User: "u-back-" + strconv.Itoa(n)}, 0, time.Now()); n++ {
 		if time.Now().After(deadline) {
 			t.Fatalf("capped line item still refused 30s after Redis resumed (%d errors)", c.Errors())
 		}
@@ -214,7 +214,7 @@ func BenchmarkAllow(b *testing.B) {
 		b.ReportAllocs()
 		req := &decision.Request{User: "u-1"}
 		for b.Loop() {
-			if !c.Allow(ls["li-open"], req, now) {
+			if !c.Allow(ls["li-open"], req, 0, now) {
 				b.Fatal("refused")
 			}
 		}
@@ -225,18 +225,18 @@ func BenchmarkAllow(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			req.User = users[i%len(users)]
-			c.Allow(ls["li-capped"], &req, now.Add(time.Duration(i/len(users))*25*time.Hour))
+			c.Allow(ls["li-capped"], &req, 0, now.Add(time.Duration(i/len(users))*25*time.Hour))
 			i++
 		}
 	})
 	b.Run("capped/refused", func(b *testing.B) {
 		req := &decision.Request{User: "u-full"}
 		for range 3 {
-			c.Allow(ls["li-capped"], req, now)
+			c.Allow(ls["li-capped"], req, 0, now)
 		}
 		b.ReportAllocs()
 		for b.Loop() {
-			if c.Allow(ls["li-capped"], req, now) {
+			if c.Allow(ls["li-capped"], req, 0, now) {
 				b.Fatal("taken past the cap")
 			}
 		}

@@ -33,6 +33,28 @@ type Ads struct {
 	// CapsTimeout bounds the store operation of a frequency-capped
 	// decision; past it the capped line item does not serve.
 	CapsTimeout time.Duration `koanf:"caps_timeout"`
+	// Reservation is how long a decision of a line item with an impression
+	// limit or a campaign budget holds its impression and price for its
+	// impression URL; past it an impression is counted late.
+	Reservation time.Duration `koanf:"reservation"`
+	Budget      AdsBudget     `koanf:"budget"`
+}
+
+// AdsBudget tunes how a node keeps its share of budgets and impression
+// limits (internal/budget's Ledger).
+type AdsBudget struct {
+	// Interval is how often leases are topped up, renewed and given back,
+	// and reservations settled.
+	Interval time.Duration `koanf:"interval"`
+	// Grace is how long after its end a reservation is settled: an
+	// impression counted on another node is seen by then.
+	Grace time.Duration `koanf:"grace"`
+	// Lease is how long a node spends a lease without renewing it: with
+	// the store gone, line items with a budget or a limit stop after it.
+	Lease time.Duration `koanf:"lease"`
+	// Holder names this node's leases in the store; empty: the host name,
+	// process id and random bits, new at every start.
+	Holder string `koanf:"holder"`
 }
 
 // Privacy modes (ads.privacy, sites.<name>.privacy).
@@ -128,6 +150,25 @@ func (c *Config) validateAds(p *problems) {
 	p.positive("ads.refresh", a.Refresh)
 	if a.CapsTimeout < time.Millisecond || a.CapsTimeout > 10*time.Second {
 		p.add("ads.caps_timeout: must be between 1ms and 10s (got %v)", a.CapsTimeout)
+	}
+	if a.Reservation < time.Second || a.Reservation > a.Tracking.TTL {
+		p.add("ads.reservation: must be between 1s and ads.tracking.ttl (%v) (got %v)", a.Tracking.TTL, a.Reservation)
+	}
+	b := a.Budget
+	if b.Interval < 10*time.Millisecond || b.Interval > time.Minute {
+		p.add("ads.budget.interval: must be between 10ms and 1m (got %v)", b.Interval)
+	}
+	if b.Grace < time.Second || b.Grace > time.Hour {
+		p.add("ads.budget.grace: must be between 1s and 1h (got %v)", b.Grace)
+	}
+	if b.Lease < 2*b.Interval || b.Lease > time.Hour {
+		p.add("ads.budget.lease: must be between twice ads.budget.interval (%v) and 1h (got %v)", 2*b.Interval, b.Lease)
+	}
+	if a.Reservation+b.Grace+b.Lease > 24*time.Hour {
+		p.add("ads.reservation, ads.budget.grace and ads.budget.lease add up to more than 24h, the longest lease a store keeps")
+	}
+	if len(b.Holder) > 64 || strings.IndexFunc(b.Holder, func(r rune) bool { return r <= ' ' || r >= 0x7f }) >= 0 {
+		p.add("ads.budget.holder: must be at most 64 printable ASCII characters without spaces")
 	}
 	if a.Tracking.URL != "" {
 		u, err := url.Parse(a.Tracking.URL)

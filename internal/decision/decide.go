@@ -53,6 +53,15 @@ type Request struct {
 	// to that format and size.
 	Format string
 	W, H   int
+	// Reserve names the decision of each slot, in order (Reserve[k] the
+	// k-th decision of the answer), for Counters that reserve a line
+	// item's price: the reservation lasts until ReserveUntil, and is
+	// settled when the event SettledBy+Reserve[k] ("imp:<decision>") has
+	// been counted by then. Without a name for a slot, what the decision
+	// takes is spent at once.
+	Reserve      []string
+	ReserveUntil time.Time
+	SettledBy    string
 }
 
 // Decision is one filled slot.
@@ -65,21 +74,23 @@ type Decision struct {
 // Counters is the port through which Decide asks whether a line item may
 // serve one more impression now: budgets, impression limits, frequency
 // caps and pacing are kept behind it. Decide asks only about the line item
-// it has drawn for a slot, after targeting: when Allow returns true that
-// line item is in the answer, so an implementation may take the impression
-// then (a reservation the impression settles or its expiry releases); when
-// it returns false Decide draws again among the others. Implementations
-// must be safe for concurrent use, must not keep req, and should not
-// allocate: Allow runs in the matching core.
+// it has drawn for a slot (slot k of the answer, from 0), after targeting:
+// when Allow returns true that line item is in the answer, so an
+// implementation may take the impression then (a reservation under
+// req.Reserve[slot] that the impression settles or its expiry releases);
+// when it returns false Decide draws again among the others.
+// Implementations must be safe for concurrent use, must not keep req
+// (they may keep the strings of req.Reserve), and should not allocate:
+// Allow runs in the matching core.
 type Counters interface {
-	Allow(l *Line, req *Request, now time.Time) bool
+	Allow(l *Line, req *Request, slot int, now time.Time) bool
 }
 
 // NoCounters lets every line item serve.
 type NoCounters struct{}
 
 // Allow returns true.
-func (NoCounters) Allow(*Line, *Request, time.Time) bool { return true }
+func (NoCounters) Allow(*Line, *Request, int, time.Time) bool { return true }
 
 // scratch is the per-call working space, pooled by the Index.
 type scratch struct {
@@ -155,7 +166,7 @@ func (ix *Index) Decide(req *Request, out []Decision, rnd *rand.Rand) []Decision
 			}
 			chosen := s.cands[k]
 			l := &ix.lines[chosen]
-			if !ix.counters.Allow(l, req, now) {
+			if !ix.counters.Allow(l, req, len(out)-first, now) {
 				s.cands[k] = s.cands[len(s.cands)-1]
 				s.cands = s.cands[:len(s.cands)-1]
 				continue

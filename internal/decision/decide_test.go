@@ -451,7 +451,7 @@ type denyCounters struct {
 	asked []string
 }
 
-func (d *denyCounters) Allow(l *decision.Line, _ *decision.Request, _ time.Time) bool {
+func (d *denyCounters) Allow(l *decision.Line, _ *decision.Request, _ int, _ time.Time) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.asked = append(d.asked, l.ID)

@@ -55,11 +55,24 @@ type Line struct {
 	// Frequency are the line item's frequency caps (none: uncapped), for
 	// Counters to count per visitor; the Index's own copy.
 	Frequency []tsubame.FrequencyCap
+	// Limits are the line item's impression limits, Budget and Pacing its
+	// campaign's (the Index's own copy of the hour weights), Zone the
+	// campaign's time zone (the day of daily limits and budgets): for
+	// Counters to keep.
+	Limits tsubame.ImpressionLimits
+	Budget tsubame.Budget
+	Pacing tsubame.Pacing
+	Zone   *time.Location
+	// Limited reports whether the line item has an impression limit or its
+	// campaign a budget.
+	Limited bool
 
 	adv       int32   // interned advertiser
 	creatives []int32 // approved creatives, indexes into Index.creatives
 	start     int64   // flight (campaign ∩ line), Unix nanoseconds, end excluded
 	end       int64
+	campStart int64 // the campaign's flight
+	campEnd   int64
 	zone      int32  // index into Index.zones
 	hours     uint32 // bit h set: hour h (in the zone) may serve
 	days      uint8  // bit d set: weekday d (Sunday 0) may serve
@@ -71,6 +84,14 @@ type Line struct {
 	kvIncl    [][]uint32        // per targeted key, its sorted (key, value) ids
 	kvExcl    []uint32          // sorted (key, value) ids
 }
+
+// Flight returns the line item's flight (its campaign's window narrowed by
+// its own), in Unix nanoseconds, end excluded: math.MinInt64 and
+// math.MaxInt64 where it is unbounded.
+func (l *Line) Flight() (start, end int64) { return l.start, l.end }
+
+// CampaignFlight returns the campaign's window as Flight does.
+func (l *Line) CampaignFlight() (start, end int64) { return l.campStart, l.campEnd }
 
 // creative is an approved creative as the picker sees it.
 type creative struct {
@@ -170,11 +191,15 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 		if start >= end || end <= nowNs || li.Paused() {
 			continue
 		}
+		campStart, campEnd := flight(camp.Start, time.Time{}, camp.End, time.Time{})
 		l := Line{
 			ID: li.ID, Campaign: camp.ID, Advertiser: camp.Advertiser,
 			Priority: li.Priority, Weight: li.Weight, CPM: li.CPM, Frequency: slices.Clone(li.Frequency),
-			start: start, end: end,
+			Limits: li.Limits.Impressions, Budget: camp.Budget,
+			Pacing: tsubame.Pacing{Mode: camp.Pacing.Mode, HourWeights: slices.Clone(camp.Pacing.HourWeights)},
+			start:  start, end: end, campStart: campStart, campEnd: campEnd,
 		}
+		l.Limited = l.Limits != (tsubame.ImpressionLimits{}) || l.Budget != (tsubame.Budget{})
 		for _, id := range li.Creatives {
 			if i, ok := crIdx[id]; ok {
 				l.creatives = append(l.creatives, i)
@@ -204,7 +229,7 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 			zoneIdx[tz] = z
 			ix.zones = append(ix.zones, loc)
 		}
-		l.zone = z
+		l.zone, l.Zone = z, ix.zones[z]
 
 		t := &li.Targeting
 		l.hours, l.days = 1<<24-1, 1<<7-1

@@ -1,0 +1,760 @@
+package budget
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"tsubame"
+	"tsubame/internal/decision"
+)
+
+// Defaults of LedgerOptions.
+const (
+	DefaultInterval = time.Second
+	DefaultGrace    = 30 * time.Second
+	DefaultLease    = time.Minute
+	DefaultMaxHold  = 10 * time.Minute
+	// DefaultStoreTimeout bounds one store call of the ledger's loop.
+	DefaultStoreTimeout = 5 * time.Second
+)
+
+// nanosPerMicro: spend is kept in the store in micro-units of the account
+// currency, and on a node in thousandths of them, so that an impression's
+// cost, its CPM divided by 1,000, is a whole number: a CPM of 2.500001
+// (2,500,001 micro-units) costs 2,500,001 thousandths of a micro-unit.
+const nanosPerMicro = 1000
+
+// Seer tells whether events were counted (tsubame.Deduper's Seen).
+type Seer interface {
+	Seen(ctx context.Context, ids []string) ([]bool, error)
+}
+
+// LedgerOptions tune a Ledger.
+type LedgerOptions struct {
+	// Holder names this node's leases in the store: 1 to 64 bytes, unique
+	// among the nodes sharing it. Empty: the host name, the process id and
+	// random bits, new at every start.
+	Holder string
+	// Interval is how often leases are topped up, renewed and given back,
+	// and reservations settled (DefaultInterval).
+	Interval time.Duration
+	// Grace is how long after its deadline a reservation is settled
+	// (DefaultGrace): an impression counted on another node, whose clock
+	// is behind or whose store call is slow, is seen by then.
+	Grace time.Duration
+	// Lease is how long a lease may be spent without being renewed
+	// (DefaultLease): with the store gone, a node spends what it holds
+	// for at most this long, then stops the line items it holds it for.
+	Lease time.Duration
+	// MaxHold is the longest reservation (DefaultMaxHold): a lease lasts
+	// MaxHold+Grace+Lease in the store, so that every reservation made
+	// from it is settled while it lasts.
+	MaxHold time.Duration
+	// Timeout bounds one store call (DefaultStoreTimeout).
+	Timeout time.Duration
+	// Log gets the store's failures (the process logger bounds repeats).
+	Log *slog.Logger
+	// Now is the clock (time.Now when nil), for tests and simulations.
+	Now func() time.Time
+}
+
+// Ledger keeps a node's share of the budgets and impression limits of line
+// items, in leases of the store's Quotas, and the reservations made from
+// them. See the package comment. It is safe for concurrent use.
+type Ledger struct {
+	quotas tsubame.Quotas
+	seen   Seer
+	opt    LedgerOptions
+	ttl    time.Duration // of a lease in the store
+	log    *slog.Logger
+
+	lines sync.Map // line item id -> *lineState
+
+	mu       sync.Mutex // guards accounts and the building of states
+	accounts map[string]*account
+
+	holds holdQueue
+	kicks chan *account
+
+	// The loop's own: touched by Run's goroutine (and Close after it).
+	loopMu sync.Mutex
+	closed bool
+}
+
+// NewLedger returns a Ledger over q whose reservations are settled by the
+// events seen tells of. Run keeps it; Close gives its leases back.
+func NewLedger(q tsubame.Quotas, seen Seer, opt LedgerOptions) (*Ledger, error) {
+	opt.Interval = cmp.Or(opt.Interval, DefaultInterval)
+	opt.Grace = cmp.Or(opt.Grace, DefaultGrace)
+	opt.Lease = cmp.Or(opt.Lease, DefaultLease)
+	opt.MaxHold = cmp.Or(opt.MaxHold, DefaultMaxHold)
+	opt.Timeout = cmp.Or(opt.Timeout, DefaultStoreTimeout)
+	if opt.Now == nil {
+		opt.Now = time.Now
+	}
+	if opt.Holder == "" {
+		opt.Holder = newHolder()
+	}
+	ttl := opt.MaxHold + opt.Grace + opt.Lease
+	switch {
+	case len(opt.Holder) > tsubame.MaxQuotaHolderLength:
+		return nil, tsubame.Errorf(tsubame.EINVALID, "budget holder %q is longer than %d bytes", opt.Holder, tsubame.MaxQuotaHolderLength)
+	case opt.Interval <= 0 || opt.Grace <= 0 || opt.Lease <= 0 || opt.MaxHold <= 0 || opt.Timeout <= 0:
+		return nil, tsubame.Errorf(tsubame.EINVALID, "budget interval, grace, lease, max hold and timeout must be positive")
+	case opt.Lease < 2*opt.Interval:
+		return nil, tsubame.Errorf(tsubame.EINVALID, "a budget lease (%v) must last at least two intervals (%v): it is renewed every half of it", opt.Lease, opt.Interval)
+	case ttl > tsubame.MaxLeaseTTL:
+		return nil, tsubame.Errorf(tsubame.EINVALID, "reservations of %v, grace %v and lease %v add up to more than %v", opt.MaxHold, opt.Grace, opt.Lease, tsubame.MaxLeaseTTL)
+	}
+	return &Ledger{quotas: q, seen: seen, opt: opt, ttl: ttl, log: opt.Log,
+		accounts: map[string]*account{}, kicks: make(chan *account, 1024)}, nil
+}
+
+// newHolder names this process: host, pid and 32 random bits.
+func newHolder() string {
+	host, _ := os.Hostname()
+	if len(host) > 32 {
+		host = host[:32]
+	}
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	return fmt.Sprintf("%s/%d/%s", cmp.Or(host, "node"), os.Getpid(), hex.EncodeToString(r[:]))
+}
+
+// Holder is this node's name in the store.
+func (g *Ledger) Holder() string { return g.opt.Holder }
+
+// MaxHold is the longest reservation the ledger keeps.
+func (g *Ledger) MaxHold() time.Duration { return g.opt.MaxHold }
+
+// account is this node's part of one counter of the store (a key of
+// Quotas): a line item's impressions or a campaign's spend, in total or on
+// one day.
+type account struct {
+	key   string
+	scale int64 // local units per store unit: 1, or nanosPerMicro for spend
+
+	cfg atomic.Pointer[accountCfg]
+
+	// mu orders a lost lease (hand emptied, gen moved) against takes and
+	// give-backs of units of the lease being lost; hand itself is atomic.
+	mu   sync.RWMutex
+	gen  uint32       // under mu: the lease's generation
+	hand atomic.Int64 // local units leased and not taken
+	exp  atomic.Int64 // when the lease ends, Unix nanoseconds (our clock, before the store's); 0: none
+
+	used   atomic.Int64 // local units settled (seen, or spent at once), not yet released
+	rate   atomic.Int64 // local units asked for since the last step
+	holds  atomic.Int64 // reservations open
+	unit   atomic.Int64 // the largest take
+	kicked atomic.Bool  // an empty hand was reported to the loop
+
+	// The loop's own.
+	leased  int64 // store units of our lease, as the store last told
+	carry   int64 // local units settled and not yet a whole store unit
+	seq     uint64
+	pending *release // a release whose answer was lost: retried with its id
+	dry     int64    // no lease is asked before this (Unix nanoseconds) but to renew
+	recent  int64    // local units asked for per interval, smoothed
+	curve   curve
+}
+
+// accountCfg is what an account's lease depends on, replaced when the
+// campaign set changes.
+type accountCfg struct {
+	limit      int64 // store units; 0 serves nothing
+	start, end int64 // the period paced over (the flight, or a day of it)
+	pacer      pacer
+}
+
+type release struct {
+	id           string
+	used, unused int64 // store units
+}
+
+// take removes n local units from the hand for a reservation that ends at
+// need (Unix nanoseconds), if the lease covers it and lasts until then.
+// It returns the lease's generation.
+//
+// Every take counts in rate, refused or not: the hand is sized by demand,
+// and what the store grants is bounded by the limit and the pacing.
+func (a *account) take(n, need int64) (uint32, bool) {
+	a.rate.Add(n)
+	a.mu.RLock()
+	if a.exp.Load() <= need {
+		a.mu.RUnlock()
+		return 0, false
+	}
+	for {
+		h := a.hand.Load()
+		if h < n {
+			a.mu.RUnlock()
+			return 0, false
+		}
+		if a.hand.CompareAndSwap(h, h-n) {
+			break
+		}
+	}
+	gen := a.gen
+	a.mu.RUnlock()
+	return gen, true
+}
+
+// giveBack returns n local units taken from the lease of generation gen to
+// the hand; units of a lease since lost are dropped (the store settled them
+// with it).
+func (a *account) giveBack(n int64, gen uint32) {
+	a.mu.RLock()
+	if a.gen == gen {
+		a.hand.Add(n)
+	}
+	a.mu.RUnlock()
+}
+
+// settle counts n local units taken from the lease of generation gen as
+// spent.
+func (a *account) settle(n int64, gen uint32) {
+	a.mu.RLock()
+	if a.gen == gen {
+		a.used.Add(n)
+	}
+	a.mu.RUnlock()
+}
+
+func (a *account) generation() uint32 {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.gen
+}
+
+// slot is one account a reservation takes from, and how much.
+type slot struct {
+	acct  *account
+	units int64
+}
+
+// maxSlots: a line item's impressions in total and today, its campaign's
+// spend in total and today.
+const maxSlots = 4
+
+// reservation is what one decision took: units of up to maxSlots accounts.
+type reservation struct {
+	n     int
+	slots [maxSlots]slot
+	gens  [maxSlots]uint32
+}
+
+// lineState is what the ledger keeps per line item: its accounts in
+// total, and those of the current day.
+type lineState struct {
+	line  atomic.Pointer[decision.Line] // the Line it was checked against last
+	total [2]slot                       // impressions, spend (nil account: no limit)
+	day   atomic.Pointer[dayState]
+}
+
+// dayState is a line item's daily accounts for one day of its campaign's
+// time zone.
+type dayState struct {
+	start, end int64
+	slots      [2]slot
+}
+
+// take reserves a decision of l at now, held until until (Unix
+// nanoseconds; now when it is spent at once).
+func (g *Ledger) take(l *decision.Line, now time.Time, until int64) (reservation, bool) {
+	var r reservation
+	st := g.state(l)
+	nowNs := now.UnixNano()
+	d := st.day.Load()
+	if d == nil || nowNs < d.start || nowNs >= d.end {
+		d = g.newDay(st, l, now)
+	}
+	need := until + int64(g.opt.Grace)
+	for _, s := range [...]slot{st.total[0], st.total[1], d.slots[0], d.slots[1]} {
+		if s.acct == nil {
+			continue
+		}
+		gen, ok := s.acct.take(s.units, need)
+		if !ok {
+			g.kick(s.acct)
+			g.cancel(&r)
+			return reservation{}, false
+		}
+		r.slots[r.n], r.gens[r.n] = s, gen
+		r.n++
+	}
+	return r, true
+}
+
+// cancel gives back what r took.
+func (g *Ledger) cancel(r *reservation) {
+	for i := range r.n {
+		r.slots[i].acct.giveBack(r.slots[i].units, r.gens[i])
+	}
+	r.n = 0
+}
+
+// hold keeps r open until until, when it is settled by whether event+id
+// was seen; without an id it is spent at once.
+func (g *Ledger) hold(r *reservation, id, event string, until int64) {
+	if r.n == 0 {
+		return
+	}
+	if id == "" {
+		for i := range r.n {
+			r.slots[i].acct.settle(r.slots[i].units, r.gens[i])
+		}
+		return
+	}
+	for i := range r.n {
+		r.slots[i].acct.holds.Add(1)
+	}
+	g.holds.push(hold{id: id, event: event, until: until, r: *r})
+}
+
+// kick tells the loop that a's hand ran short, once until the loop has
+// looked at it.
+func (g *Ledger) kick(a *account) {
+	if a.kicked.CompareAndSwap(false, true) {
+		select {
+		case g.kicks <- a:
+		default: // the next tick sees it
+		}
+	}
+}
+
+// state returns the ledger's state of line item l, made or brought up to
+// date when l is a Line it has not seen (a new index).
+func (g *Ledger) state(l *decision.Line) *lineState {
+	if v, ok := g.lines.Load(l.ID); ok {
+		st := v.(*lineState)
+		if st.line.Load() == l {
+			return st
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if v, ok := g.lines.Load(l.ID); ok {
+		st := v.(*lineState)
+		if old := st.line.Load(); old == l || sameBudget(old, l) {
+			st.line.Store(l)
+			return st
+		}
+	}
+	st := &lineState{}
+	st.line.Store(l)
+	p := newPacer(l.Pacing, l.Zone)
+	start, end := l.Flight()
+	cs, ce := l.CampaignFlight()
+	if n := l.Limits.Total; n > 0 {
+		st.total[0] = g.slot("li/"+l.ID+"/imp", 1, accountCfg{n, start, end, p}, 1)
+	}
+	if b := int64(l.Budget.Total); b > 0 && l.CPM > 0 {
+		st.total[1] = g.slot("camp/"+l.Campaign+"/spend", nanosPerMicro, accountCfg{b, cs, ce, p}, int64(l.CPM))
+	}
+	g.lines.Store(l.ID, st)
+	return st
+}
+
+// sameBudget reports whether two Lines of one line item keep the same
+// accounts.
+func sameBudget(a, b *decision.Line) bool {
+	as, ae := a.Flight()
+	bs, be := b.Flight()
+	acs, ace := a.CampaignFlight()
+	bcs, bce := b.CampaignFlight()
+	return a.Campaign == b.Campaign && a.CPM == b.CPM && a.Limits == b.Limits && a.Budget == b.Budget &&
+		as == bs && ae == be && acs == bcs && ace == bce &&
+		newPacer(a.Pacing, a.Zone).equal(newPacer(b.Pacing, b.Zone))
+}
+
+// newDay makes the day state of st for the day of now.
+func (g *Ledger) newDay(st *lineState, l *decision.Line, now time.Time) *dayState {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if d := st.day.Load(); d != nil && now.UnixNano() >= d.start && now.UnixNano() < d.end {
+		return d
+	}
+	ds, de, date := day(now, l.Zone)
+	d := &dayState{start: ds, end: de}
+	p := newPacer(l.Pacing, l.Zone)
+	if n := l.Limits.Daily; n > 0 {
+		start, end := l.Flight()
+		d.slots[0] = g.slot("li/"+l.ID+"/imp/"+date, 1, accountCfg{n, max(ds, start), min(de, end), p}, 1)
+	}
+	if b := int64(l.Budget.Daily); b > 0 && l.CPM > 0 {
+		cs, ce := l.CampaignFlight()
+		d.slots[1] = g.slot("camp/"+l.Campaign+"/spend/"+date, nanosPerMicro, accountCfg{b, max(ds, cs), min(de, ce), p}, int64(l.CPM))
+	}
+	st.day.Store(d)
+	return d
+}
+
+// slot returns the account of key with cfg in force (made if new), taken
+// units at a time. The caller holds g.mu.
+func (g *Ledger) slot(key string, scale int64, cfg accountCfg, units int64) slot {
+	a := g.accounts[key]
+	if a == nil {
+		a = &account{key: key, scale: scale}
+		g.accounts[key] = a
+	}
+	a.cfg.Store(&cfg)
+	if units > a.unit.Load() {
+		a.unit.Store(units) // under g.mu: the only writer
+	}
+	return slot{a, units}
+}
+
+// Run keeps the leases until ctx ends: every Interval it settles the
+// reservations whose grace has passed, gives back what is left unused,
+// renews leases half-way through their Lease, and tops hands up to what
+// the last interval took; an account whose hand ran short is topped up at
+// once.
+func (g *Ledger) Run(ctx context.Context) {
+	t := time.NewTicker(g.opt.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			g.Tick(ctx)
+		case a := <-g.kicks:
+			kicked := []*account{a}
+			for more := true; more; {
+				select {
+				case a := <-g.kicks:
+					kicked = append(kicked, a)
+				default:
+					more = false
+				}
+			}
+			g.loopMu.Lock()
+			if !g.closed {
+				g.steps(ctx, kicked, false)
+			}
+			g.loopMu.Unlock()
+		}
+	}
+}
+
+// Tick does one round of Run's work at once.
+func (g *Ledger) Tick(ctx context.Context) {
+	g.loopMu.Lock()
+	defer g.loopMu.Unlock()
+	if g.closed {
+		return
+	}
+	g.settleDue(ctx)
+	g.mu.Lock()
+	all := make([]*account, 0, len(g.accounts))
+	for _, a := range g.accounts {
+		all = append(all, a)
+	}
+	g.mu.Unlock()
+	g.steps(ctx, all, true)
+	g.retire()
+}
+
+// maxParallel bounds the store calls of one round in flight at once.
+const maxParallel = 16
+
+// steps runs step on each account, up to maxParallel at once: a store that
+// commits to disk (embedded) takes the round's calls in shared commits.
+func (g *Ledger) steps(ctx context.Context, accts []*account, tick bool) {
+	sem := make(chan struct{}, maxParallel)
+	var wg sync.WaitGroup
+	for _, a := range accts {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			g.step(ctx, a, tick)
+		})
+	}
+	wg.Wait()
+}
+
+// step brings one account's lease in line with its use: on a tick, it
+// releases settled units and unused ones, and renews; on a tick or a kick
+// it tops the hand up.
+func (g *Ledger) step(ctx context.Context, a *account, tick bool) {
+	now := g.opt.Now().UnixNano()
+	cfg := a.cfg.Load()
+	a.kicked.Store(false)
+	if a.leased > 0 && now >= a.exp.Load() {
+		g.lose(a, "its lease ended before it was renewed (the store did not answer)")
+	}
+	target := a.target(cfg, now, tick)
+	if tick {
+		if !g.releaseStep(ctx, a, target, now, cfg) {
+			return
+		}
+	}
+	hand := a.hand.Load()
+	want := (target - hand + a.scale - 1) / a.scale // store units, rounded up
+	renew := a.leased > 0 && a.exp.Load()-now < int64(g.ttl-g.opt.Lease/2)
+	if (want <= 0 || now < a.dry) && !renew {
+		return
+	}
+	want = max(want, 0)
+	limit := min(cfg.pacer.target(&a.curve, cfg.limit, cfg.start, cfg.end, now), tsubame.MaxQuotaUnits)
+	sctx, cancel := context.WithTimeout(ctx, g.opt.Timeout)
+	got, err := g.quotas.Lease(sctx, a.key, g.opt.Holder, limit, want, g.ttl)
+	cancel()
+	if err != nil {
+		a.dry = now + int64(g.opt.Interval)
+		g.warn("cannot lease budget from the store: line items spend what they hold, then stop", a, err)
+		return
+	}
+	if got > 0 || a.leased > 0 {
+		a.exp.Store(now + int64(g.ttl))
+	}
+	a.leased += got
+	a.hand.Add(got * a.scale)
+	if got < want {
+		a.dry = now + int64(g.opt.Interval) // the limit or the pacing holds it back
+	}
+}
+
+// target is how many local units a's hand should hold: twice what the
+// last intervals asked for, and at least two of its largest takes, but no more
+// than a 64th of its limit (or one take), so that a node does not sit on
+// what others could spend. A period that is over needs none.
+func (a *account) target(cfg *accountCfg, now int64, tick bool) int64 {
+	if now >= cfg.end || cfg.limit == 0 {
+		return 0
+	}
+	unit := a.unit.Load()
+	if tick {
+		a.recent = (a.recent + a.rate.Swap(0)) / 2
+	}
+	t := max(2*a.recent, 2*unit)
+	ceiling := max(unit, cfg.limit*a.scale/64)
+	return min(t, ceiling)
+}
+
+// releaseStep gives the store the units settled since the last one and
+// what the hand holds beyond twice its target; false when the lease was
+// lost or the release failed.
+func (g *Ledger) releaseStep(ctx context.Context, a *account, target, now int64, cfg *accountCfg) bool {
+	if a.pending == nil {
+		used := a.used.Swap(0) + a.carry
+		a.carry = used % a.scale
+		var back int64
+		if h := a.hand.Load(); h > 2*target || now >= cfg.end {
+			// Whole store units above the target leave the hand.
+			back = (h - target) / a.scale
+			for back > 0 {
+				if a.hand.CompareAndSwap(h, h-back*a.scale) {
+					break
+				}
+				h = a.hand.Load()
+				back = min(back, (h-target)/a.scale)
+			}
+			back = max(back, 0)
+		}
+		if used/a.scale == 0 && back == 0 {
+			return true
+		}
+		a.seq++
+		a.pending = &release{id: "r" + strconv.FormatUint(a.seq, 36), used: used / a.scale, unused: back}
+	}
+	p := a.pending
+	sctx, cancel := context.WithTimeout(ctx, g.opt.Timeout)
+	err := g.quotas.Release(sctx, a.key, g.opt.Holder, p.id, p.used, p.unused)
+	cancel()
+	switch code := tsubame.ErrorCode(err); {
+	case err == nil:
+		a.leased -= p.used + p.unused
+		a.pending = nil
+		if a.leased == 0 {
+			a.exp.Store(0)
+		}
+		return true
+	case code == tsubame.ECONFLICT || code == tsubame.EINVALID:
+		g.lose(a, "the store settled its lease: "+tsubame.ErrorMessage(err))
+		return false
+	default:
+		g.warn("cannot give settled and unused budget back to the store (retried)", a, err)
+		return false
+	}
+}
+
+// lose forgets a's lease: the store settled it (or will, at its expiry), so
+// nothing of it is spent any more, and reservations made from it are
+// counted there.
+func (g *Ledger) lose(a *account, why string) {
+	a.mu.Lock()
+	a.gen++
+	a.hand.Store(0)
+	a.exp.Store(0)
+	a.mu.Unlock()
+	a.used.Store(0)
+	lost := a.leased
+	a.leased, a.carry, a.pending = 0, 0, nil
+	if g.log != nil && lost > 0 {
+		g.log.Warn("budget lease lost: what it held counts as spent", "key", a.key, "units", lost, "reason", why)
+	}
+}
+
+func (g *Ledger) warn(msg string, a *account, err error) {
+	if g.log != nil {
+		g.log.Warn(msg, "key", a.key, "err", err)
+	}
+}
+
+// retire drops the accounts of days that are over once nothing of them is
+// held, leased or open.
+func (g *Ledger) retire() {
+	now := g.opt.Now().UnixNano()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for k, a := range g.accounts {
+		if cfg := a.cfg.Load(); now >= cfg.end && cfg.end != math.MaxInt64 &&
+			a.leased == 0 && a.pending == nil && a.holds.Load() == 0 && a.hand.Load() == 0 && a.used.Load() == 0 {
+			delete(g.accounts, k)
+		}
+	}
+}
+
+// settleDue settles the reservations whose deadline and grace have passed:
+// spent when their event was seen, given back to the hand otherwise. Those
+// the store cannot tell about stay for the next round.
+func (g *Ledger) settleDue(ctx context.Context) {
+	cutoff := g.opt.Now().Add(-g.opt.Grace).UnixNano()
+	due := g.holds.popDue(cutoff)
+	ids := make([]string, 0, min(len(due), tsubame.MaxSeenBatch))
+	for len(due) > 0 {
+		batch := due[:min(len(due), tsubame.MaxSeenBatch)]
+		ids = ids[:0]
+		for i := range batch {
+			ids = append(ids, batch[i].event+batch[i].id)
+		}
+		sctx, cancel := context.WithTimeout(ctx, g.opt.Timeout)
+		seen, err := g.seen.Seen(sctx, ids)
+		cancel()
+		if err != nil {
+			if g.log != nil {
+				g.log.Warn("cannot settle reservations: the store cannot tell which impressions were counted (retried)", "reservations", len(due), "err", err)
+			}
+			g.holds.pushFront(due)
+			return
+		}
+		for i := range batch {
+			h := &batch[i]
+			for j := range h.r.n {
+				s := h.r.slots[j]
+				if seen[i] {
+					s.acct.settle(s.units, h.r.gens[j])
+				} else {
+					s.acct.giveBack(s.units, h.r.gens[j])
+				}
+				s.acct.holds.Add(-1)
+			}
+		}
+		due = due[len(batch):]
+	}
+}
+
+// Close gives every lease back: the hand's units as unused, everything
+// else (settled, and reservations still open: they may yet be shown) as
+// spent. Run must have returned and no decision may be made after it; a
+// release the store does not take leaves that lease to expire, when the
+// store settles all of it.
+func (g *Ledger) Close(ctx context.Context) error {
+	g.loopMu.Lock()
+	defer g.loopMu.Unlock()
+	if g.closed {
+		return nil
+	}
+	g.closed = true
+	g.mu.Lock()
+	accts := make([]*account, 0, len(g.accounts))
+	for _, a := range g.accounts {
+		accts = append(accts, a)
+	}
+	g.mu.Unlock()
+	var failed []string
+	for _, a := range accts {
+		if a.pending != nil {
+			p := a.pending
+			sctx, cancel := context.WithTimeout(ctx, g.opt.Timeout)
+			err := g.quotas.Release(sctx, a.key, g.opt.Holder, p.id, p.used, p.unused)
+			cancel()
+			if err != nil {
+				failed = append(failed, a.key)
+				continue
+			}
+			a.leased -= p.used + p.unused
+			a.pending = nil
+		}
+		a.mu.Lock()
+		a.gen++
+		hand := a.hand.Swap(0)
+		a.exp.Store(0)
+		a.mu.Unlock()
+		if a.leased == 0 {
+			continue
+		}
+		unused := min(hand/a.scale, a.leased)
+		a.seq++
+		sctx, cancel := context.WithTimeout(ctx, g.opt.Timeout)
+		err := g.quotas.Release(sctx, a.key, g.opt.Holder, "r"+strconv.FormatUint(a.seq, 36), a.leased-unused, unused)
+		cancel()
+		if err != nil && tsubame.ErrorCode(err) != tsubame.ECONFLICT {
+			failed = append(failed, a.key)
+			continue
+		}
+		a.leased = 0
+	}
+	if len(failed) > 0 {
+		slices.Sort(failed)
+		return tsubame.Errorf(tsubame.EUNAVAILABLE, "cannot give back the budget leases of %d keys (they count as spent when they expire): %v", len(failed), failed[:min(len(failed), 10)])
+	}
+	return nil
+}
+
+// AccountStats is one account as this node holds it.
+type AccountStats struct {
+	Key string
+	// Limit and Target are in the store's units (impressions, or
+	// micro-units of spend): the limit, and what pacing allows to be
+	// committed by now.
+	Limit, Target int64
+	// Leased is this node's lease; Hand what of it is not taken, in the
+	// store's units (rounded down); Holds the reservations open.
+	Leased, Hand, Holds int64
+}
+
+// Stats reports every account this node keeps, by key.
+func (g *Ledger) Stats() []AccountStats {
+	g.loopMu.Lock()
+	defer g.loopMu.Unlock()
+	g.mu.Lock()
+	accts := make([]*account, 0, len(g.accounts))
+	for _, a := range g.accounts {
+		accts = append(accts, a)
+	}
+	g.mu.Unlock()
+	now := g.opt.Now().UnixNano()
+	out := make([]AccountStats, 0, len(accts))
+	for _, a := range accts {
+		cfg := a.cfg.Load()
+		c := a.curve
+		out = append(out, AccountStats{Key: a.key, Limit: cfg.limit, Target: cfg.pacer.target(&c, cfg.limit, cfg.start, cfg.end, now),
+			Leased: a.leased, Hand: a.hand.Load() / a.scale, Holds: a.holds.Load()})
+	}
+	slices.SortFunc(out, func(x, y AccountStats) int { return cmp.Compare(x.Key, y.Key) })
+	return out
+}

@@ -1,0 +1,420 @@
+package budget_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"tsubame"
+	"tsubame/internal/budget"
+	"tsubame/internal/decision"
+	"tsubame/internal/store/memory"
+)
+
+// fakeClock is a ledger's clock that a test moves by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *fakeClock { return &fakeClock{t: time.Date(2026, 11, 27, 3, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// limitedSet is one campaign with one line item of the given impression
+// limits and budget, CPM and pacing, on placement top.
+func limitedSet(limits tsubame.ImpressionLimits, b tsubame.Budget, cpm tsubame.Money, pacing string) *tsubame.CampaignSet {
+	return &tsubame.CampaignSet{
+		Currency:    "USD",
+		Advertisers: []*tsubame.Advertiser{{ID: "acme", Name: "Acme"}},
+		Campaigns:   []*tsubame.Campaign{{ID: "camp", Advertiser: "acme", Timezone: "Asia/Tokyo", Budget: b, Pacing: tsubame.Pacing{Mode: pacing}}},
+		Creatives: []*tsubame.Creative{{ID: "cr", Advertiser: "acme", Format: "banner", W: 300, H: 250,
+			Image: "https://cdn.acme.example/b.png", Click: "https://acme.example/", Status: "approved"}},
+		LineItems: []*tsubame.LineItem{{ID: "li", Campaign: "camp", Priority: 1, Weight: 1, CPM: cpm,
+			Creatives: []string{"cr"}, Limits: tsubame.Limits{Impressions: limits}}},
+	}
+}
+
+// node is one server's share: a ledger and the Counters over it, on a
+// store shared with the others.
+type node struct {
+	ledger   *budget.Ledger
+	counters *budget.Counters
+	line     *decision.Line
+}
+
+func newNode(t *testing.T, st *memory.Store, set *tsubame.CampaignSet, holder string, opt budget.LedgerOptions) *node {
+	t.Helper()
+	opt.Holder = holder
+	g, err := budget.NewLedger(st, st, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := budget.New(st, budget.Options{Ledger: g})
+	_, ls := lines(t, set, c)
+	return &node{ledger: g, counters: c, line: ls["li"]}
+}
+
+var ids atomic.Int64
+
+// decide asks for one decision held until now+hold; it returns its id
+// ("" when refused).
+func (n *node) decide(now time.Time, hold time.Duration) string {
+	id := fmt.Sprintf("d%09d", ids.Add(1))
+	req := &decision.Request{Reserve: []string{id}, ReserveUntil: now.Add(hold), SettledBy: "imp:"}
+	if !n.counters.Allow(n.line, req, 0, now) {
+		return ""
+	}
+	return id
+}
+
+// show counts the impression of decision id, as a tracking URL does.
+func show(t *testing.T, st tsubame.Deduper, id string) {
+	t.Helper()
+	first, err := st.FirstSeen(t.Context(), "imp:"+id, time.Hour)
+	if err != nil || !first {
+		t.Errorf("impression of %s: first %v, %v", id, first, err)
+	}
+}
+
+func committed(t *testing.T, st tsubame.Quotas, key string) (settled, outstanding int64) {
+	t.Helper()
+	s, o, err := st.Committed(t.Context(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, o
+}
+
+// An impression limit of 500 on three nodes of one store, four clients
+// each, every decision shown: exactly 500 are decided, and the store's
+// committed count is never over 500 while they run.
+func TestLimitExactOnThreeNodes(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	set := limitedSet(tsubame.ImpressionLimits{Total: 500}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
+	opt := budget.LedgerOptions{Interval: 10 * time.Millisecond, Lease: time.Minute}
+	var nodes []*node
+	for i := range 3 {
+		n := newNode(t, st, set, fmt.Sprint("node-", i), opt)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); n.ledger.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		nodes = append(nodes, n)
+	}
+	var decided atomic.Int64
+	var perNode [3]atomic.Int64
+	stop := make(chan struct{})
+	var over atomic.Int64
+	sampler := make(chan struct{})
+	go func() {
+		defer close(sampler)
+		for {
+			s, o := committed(t, st, "li/li/imp")
+			if s+o > 500 {
+				over.Store(s + o)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		for range 4 {
+			wg.Go(func() {
+				for refused := 0; refused < 2000 && decided.Load() < 500; {
+					id := n.decide(time.Now(), time.Hour)
+					if id == "" {
+						refused++
+						time.Sleep(100 * time.Microsecond)
+						continue
+					}
+					decided.Add(1)
+					perNode[i].Add(1)
+					show(t, st, id)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	// Whatever is still in a hand is spent by whoever asks next.
+	deadline := time.Now().Add(30 * time.Second)
+	for decided.Load() < 500 && time.Now().Before(deadline) {
+		for _, n := range nodes {
+			if id := n.decide(time.Now(), time.Hour); id != "" {
+				decided.Add(1)
+				show(t, st, id)
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for _, n := range nodes {
+		if id := n.decide(time.Now(), time.Hour); id != "" {
+			t.Errorf("decision %s past the limit", id)
+			decided.Add(1)
+		}
+	}
+	close(stop)
+	<-sampler
+	if got := decided.Load(); got != 500 {
+		t.Fatalf("%d decisions on a limit of 500", got)
+	}
+	if o := over.Load(); o != 0 {
+		t.Fatalf("committed %d of a limit of 500 at one sample", o)
+	}
+	t.Logf("decisions per node: %d, %d, %d", perNode[0].Load(), perNode[1].Load(), perNode[2].Load())
+}
+
+// Decisions not shown by the end of their reservation (and its grace) are
+// given back and served again; shown ones stay spent. The clock is moved
+// by hand.
+func TestUnshownReservationsComeBack(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	clk := newClock()
+	set := limitedSet(tsubame.ImpressionLimits{Total: 10}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
+	n := newNode(t, st, set, "node-0", budget.LedgerOptions{Now: clk.Now, MaxHold: time.Minute, Grace: 30 * time.Second})
+	ctx := t.Context()
+	decideAll := func() []string {
+		var got []string
+		for range 100 {
+			if id := n.decide(clk.Now(), time.Minute); id != "" {
+				got = append(got, id)
+				continue
+			}
+			n.ledger.Tick(ctx)
+		}
+		return got
+	}
+	first := decideAll()
+	if len(first) != 10 {
+		t.Fatalf("%d decisions on a limit of 10", len(first))
+	}
+	for _, id := range first[:6] {
+		show(t, st, id)
+	}
+	clk.Advance(time.Minute + 29*time.Second) // the grace has not passed
+	n.ledger.Tick(ctx)
+	if got := decideAll(); len(got) != 0 {
+		t.Fatalf("%d decisions before the reservations were settled", len(got))
+	}
+	clk.Advance(2 * time.Second)
+	n.ledger.Tick(ctx)
+	second := decideAll()
+	if len(second) != 4 {
+		t.Fatalf("%d decisions after 4 unshown reservations ended, want 4", len(second))
+	}
+	for _, id := range second {
+		show(t, st, id)
+	}
+	clk.Advance(2 * time.Minute)
+	n.ledger.Tick(ctx)
+	if s, o := committed(t, st, "li/li/imp"); s+o != 10 {
+		t.Fatalf("settled %d, outstanding %d, want 10 committed", s, o)
+	}
+	if err := n.ledger.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s, o := committed(t, st, "li/li/imp"); s != 10 || o != 0 {
+		t.Fatalf("after Close: settled %d, outstanding %d, want 10 and 0", s, o)
+	}
+}
+
+// Spend is kept in thousandths of a micro-unit on the node, so a CPM that
+// is not a multiple of 1,000 micro-units costs exactly CPM/1000 per
+// impression: a budget of 1.00 at a CPM of 2.500001 buys 399 impressions
+// (0.997500399), and the store's settled spend is that, rounded up to the
+// micro-unit (997,501), after Close.
+func TestSpendIsExact(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	clk := newClock()
+	set := limitedSet(tsubame.ImpressionLimits{}, tsubame.Budget{Total: 1_000_000}, 2_500_001, tsubame.PacingASAP)
+	n := newNode(t, st, set, "node-0", budget.LedgerOptions{Now: clk.Now})
+	ctx := t.Context()
+	served := 0
+	for refused := 0; refused < 100; {
+		if !n.counters.Allow(n.line, &decision.Request{}, 0, clk.Now()) { // no hold: spent at once
+			refused++
+			n.ledger.Tick(ctx)
+			continue
+		}
+		served++
+	}
+	if served != 399 {
+		t.Fatalf("%d impressions on a budget of 1.00 at a CPM of 2.500001, want 399", served)
+	}
+	if err := n.ledger.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s, o := committed(t, st, "camp/camp/spend"); s != 997_501 || o != 0 {
+		t.Fatalf("after Close: settled %d, outstanding %d micro-units, want 997501 and 0", s, o)
+	}
+}
+
+// failing is a Quotas that fails while down is set.
+type failing struct {
+	tsubame.Quotas
+	down atomic.Bool
+}
+
+var errDown = tsubame.Errorf(tsubame.EUNAVAILABLE, "store down")
+
+func (f *failing) Lease(ctx context.Context, key, holder string, limit, want int64, ttl time.Duration) (int64, error) {
+	if f.down.Load() {
+		return 0, errDown
+	}
+	return f.Quotas.Lease(ctx, key, holder, limit, want, ttl)
+}
+
+func (f *failing) Release(ctx context.Context, key, holder, id string, used, unused int64) error {
+	if f.down.Load() {
+		return errDown
+	}
+	return f.Quotas.Release(ctx, key, holder, id, used, unused)
+}
+
+// With the store gone a node spends what it holds for up to the lease, then
+// stops the line item; with the store back it serves again by itself.
+func TestStoreDownSpendsOnlyTheLease(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	clk := newClock()
+	q := &failing{Quotas: st}
+	set := limitedSet(tsubame.ImpressionLimits{Total: 1000}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
+	g, err := budget.NewLedger(q, st, budget.LedgerOptions{Holder: "node-0", Now: clk.Now, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := budget.New(st, budget.Options{Ledger: g})
+	_, ls := lines(t, set, c)
+	n := &node{ledger: g, counters: c, line: ls["li"]}
+	ctx := t.Context()
+	// Warm up: the hand follows what an interval takes.
+	for range 5 {
+		for range 8 {
+			n.decide(clk.Now(), time.Minute)
+		}
+		clk.Advance(time.Second)
+		g.Tick(ctx)
+	}
+	q.down.Store(true)
+	served := 0
+	for range 50 {
+		if n.decide(clk.Now(), time.Minute) != "" {
+			served++
+		}
+	}
+	if served == 0 || served >= 50 {
+		t.Fatalf("store down: %d of 50 decisions from the hand, want some and not all", served)
+	}
+	clk.Advance(61 * time.Second) // past the lease: no renewal came
+	g.Tick(ctx)
+	if id := n.decide(clk.Now(), time.Minute); id != "" {
+		t.Fatalf("decision %s after the lease ended with the store down", id)
+	}
+	q.down.Store(false)
+	g.Tick(ctx)
+	if n.decide(clk.Now(), time.Minute) == "" {
+		g.Tick(ctx)
+		if n.decide(clk.Now(), time.Minute) == "" {
+			t.Fatal("no decision with the store back")
+		}
+	}
+	s, o := committed(t, st, "li/li/imp")
+	if s+o > 1000 {
+		t.Fatalf("committed %d of 1000", s+o)
+	}
+}
+
+// A daily limit starts again at midnight in the campaign's time zone.
+func TestDailyLimitResetsAtMidnight(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	clk := newClock()
+	clk.t = time.Date(2026, 11, 27, 23, 59, 0, 0, time.FixedZone("JST", 9*3600)) // Tokyo
+	set := limitedSet(tsubame.ImpressionLimits{Daily: 5}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
+	n := newNode(t, st, set, "node-0", budget.LedgerOptions{Now: clk.Now})
+	ctx := t.Context()
+	count := func() int {
+		got := 0
+		for range 40 {
+			if id := n.decide(clk.Now(), 0); id != "" {
+				show(t, st, id)
+				got++
+				continue
+			}
+			n.ledger.Tick(ctx)
+		}
+		return got
+	}
+	if got := count(); got != 5 {
+		t.Fatalf("%d decisions on 2026-11-27, want 5", got)
+	}
+	clk.Advance(time.Minute)
+	if got := count(); got != 5 {
+		t.Fatalf("%d decisions on 2026-11-28, want 5", got)
+	}
+	n.ledger.Tick(ctx)
+	if s, o := committed(t, st, "li/li/imp/2026-11-27"); s+o != 5 {
+		t.Fatalf("2026-11-27: committed %d", s+o)
+	}
+	if s, o := committed(t, st, "li/li/imp/2026-11-28"); s+o != 5 {
+		t.Fatalf("2026-11-28: committed %d", s+o)
+	}
+}
+
+// Even pacing of a two-minute flight of 1,200 impressions under traffic
+// asking for four times that: delivery follows the flight's elapsed
+// share, never ahead of it by more than what a tick grants.
+func TestEvenPacingFollowsTheFlight(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	clk := &fakeClock{t: time.Now()} // the flight must not have ended when it is compiled
+	start := clk.Now()
+	set := limitedSet(tsubame.ImpressionLimits{Total: 1200}, tsubame.Budget{}, 1_000_000, tsubame.PacingEven)
+	set.LineItems[0].Start, set.LineItems[0].End = start, start.Add(2*time.Minute)
+	n := newNode(t, st, set, "node-0", budget.LedgerOptions{Now: clk.Now})
+	ctx := t.Context()
+	delivered := 0
+	for step := 1; step <= 1200; step++ { // 100 ms steps
+		for range 4 {
+			if id := n.decide(clk.Now(), 0); id != "" {
+				show(t, st, id)
+				delivered++
+			}
+		}
+		clk.Advance(100 * time.Millisecond)
+		if step%10 == 0 {
+			n.ledger.Tick(ctx)
+		}
+		elapsed := time.Duration(step) * 100 * time.Millisecond
+		ideal := int(1200 * elapsed / (2 * time.Minute))
+		if delivered > ideal+2 {
+			t.Fatalf("%v into the flight: %d delivered, the ideal is %d", elapsed, delivered, ideal)
+		}
+		if elapsed == 30*time.Second && (delivered < 240 || delivered > 300) {
+			t.Fatalf("30s into the flight: %d delivered, want 300 ± 60 (and not past 300)", delivered)
+		}
+	}
+	if delivered < 1176 {
+		t.Fatalf("%d of 1200 delivered by the end of the flight, want at least 98%%", delivered)
+	}
+}
