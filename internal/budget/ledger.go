@@ -435,7 +435,9 @@ func (g *Ledger) Run(ctx context.Context) {
 			for more := true; more; {
 				select {
 				case a := <-g.kicks:
-					kicked = append(kicked, a)
+					if !slices.Contains(kicked, a) { // kicked again since: one step each
+						kicked = append(kicked, a)
+					}
 				default:
 					more = false
 				}

@@ -9,10 +9,12 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"sync"
 	"testing"
 	"time"
 
+	"tsubame"
 	"tsubame/internal/accesslog"
 	"tsubame/internal/ads"
 	"tsubame/internal/budget"
@@ -36,32 +38,81 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // count.
 func startNodes(t *testing.T, addr string, n int, timeout time.Duration) ([]string, []*budget.Counters) {
 	t.Helper()
+	nodes := startServers(t, []string{addr}, n, serverOptions{set: campaigns(t), timeout: timeout})
+	var urls []string
+	var counters []*budget.Counters
+	for _, nd := range nodes {
+		urls = append(urls, nd.url)
+		counters = append(counters, nd.counters)
+	}
+	return urls, counters
+}
+
+// serverOptions say what startServers runs.
+type serverOptions struct {
+	set     *tsubame.CampaignSet
+	timeout time.Duration // of a frequency cap's Take
+	// ledger, when its Interval is set, gives each node a Ledger (and
+	// reservations of ledger.MaxHold).
+	ledger budget.LedgerOptions
+}
+
+// testNode is one node of startServers.
+type testNode struct {
+	url      string
+	counters *budget.Counters
+	ledger   *budget.Ledger
+	store    *redis.Store
+	// kill stops the node as kill -9 would: its listener and its ledger
+	// stop, nothing is given back.
+	kill func()
+}
+
+// startServers starts n nodes on the Redis at addrs, with opt.set put in
+// it: each its own Redis client, decision engine, Counters (and Ledger),
+// ads routes and access log, on 127.0.0.1.
+func startServers(t *testing.T, addrs []string, n int, opt serverOptions) []*testNode {
+	t.Helper()
 	prefix := fmt.Sprintf("t%d:", time.Now().UnixNano())
 	signer, err := track.NewSigner("k1", track.Key{ID: "k1", Secret: []byte(strings.Repeat("s", 32))})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var urls []string
-	var counters []*budget.Counters
+	var nodes []*testNode
 	for i := range n {
-		st, err := redis.Open(redis.Options{Addrs: []string{addr}, KeyPrefix: prefix, Logger: quiet})
+		st, err := redis.Open(redis.Options{Addrs: addrs, KeyPrefix: prefix, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = st.Close() })
 		if i == 0 {
-			if err := st.ReplaceAll(t.Context(), campaigns(t)); err != nil {
+			if err := st.ReplaceAll(t.Context(), opt.set); err != nil {
 				t.Fatal(err)
 			}
 		}
-		c := budget.New(st, budget.Options{Timeout: timeout, Log: quiet})
-		counters = append(counters, c)
-		eng := ads.NewEngine(st, ads.EngineOptions{Counters: c, Currency: "JPY"})
+		nd := &testNode{store: st}
+		bopt := budget.Options{Timeout: opt.timeout, Log: quiet}
+		lctx, stopLedger := context.WithCancel(context.Background())
+		ledgerDone := make(chan struct{})
+		var reservation time.Duration
+		if opt.ledger.Interval > 0 {
+			lo := opt.ledger
+			lo.Holder, lo.Log = fmt.Sprint("node-", i), quiet
+			if nd.ledger, err = budget.NewLedger(st, st, lo); err != nil {
+				t.Fatal(err)
+			}
+			bopt.Ledger, reservation = nd.ledger, lo.MaxHold
+			go func() { defer close(ledgerDone); nd.ledger.Run(lctx) }()
+		} else {
+			close(ledgerDone)
+		}
+		nd.counters = budget.New(st, bopt)
+		eng := ads.NewEngine(st, ads.EngineOptions{Counters: nd.counters, Currency: opt.set.Currency})
 		if _, err := eng.Refresh(t.Context()); err != nil {
 			t.Fatal(err)
 		}
-		svc, err := ads.New(ads.Options{Engine: eng, Signer: signer, Currency: "JPY", TTL: time.Hour,
-			CookieName: "tsubame_uid", CookieMaxAge: time.Hour, Dedupe: st})
+		svc, err := ads.New(ads.Options{Engine: eng, Signer: signer, Currency: opt.set.Currency, TTL: time.Hour,
+			Reservation: reservation, CookieName: "tsubame_uid", CookieMaxAge: time.Hour, Dedupe: st})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,16 +131,27 @@ func startNodes(t *testing.T, addr string, n int, timeout time.Duration) ([]stri
 		}
 		done := make(chan struct{})
 		go func() { defer close(done); _ = srv.Serve(ln) }()
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = srv.Shutdown(ctx)
-			<-done
-			_ = log.Close(ctx)
-		})
-		urls = append(urls, "http://"+ln.Addr().String())
+		var once sync.Once
+		stop := func(graceful bool) {
+			once.Do(func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				_ = srv.Shutdown(ctx)
+				<-done
+				stopLedger()
+				<-ledgerDone
+				if graceful && nd.ledger != nil {
+					_ = nd.ledger.Close(ctx)
+				}
+				_ = log.Close(ctx)
+			})
+		}
+		nd.kill = func() { stop(false) }
+		t.Cleanup(func() { stop(true) })
+		nd.url = "http://" + ln.Addr().String()
+		nodes = append(nodes, nd)
 	}
-	return urls, counters
+	return nodes
 }
 
 var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}
@@ -222,4 +284,194 @@ func TestFrequencyCapsStopWithTheStore(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+}
+
+// limitSet is li-limited (priority 1, an impression limit of total, asap)
+// and li-open (priority 2, no limit), both on placement top.
+func limitSet(total int64) *tsubame.CampaignSet {
+	set := limitedSet(tsubame.ImpressionLimits{Total: total}, tsubame.Budget{}, 2_000_000, tsubame.PacingASAP)
+	set.LineItems[0].ID = "li-limited"
+	set.LineItems[0].Targeting.Placements = []string{"top"}
+	set.LineItems = append(set.LineItems, &tsubame.LineItem{ID: "li-open", Campaign: "camp", Priority: 2, Weight: 1,
+		CPM: 1_000_000, Creatives: []string{"cr"}, Targeting: tsubame.Targeting{Criteria: tsubame.Criteria{Placements: []string{"top"}}}})
+	return set
+}
+
+// decideShow asks node for a decision on placement top and, when it is
+// li-limited, fetches its impression URL as the page would; it returns the
+// line item decided ("" for none).
+func decideShow(node, user string) (string, error) {
+	resp, err := client.Get(node + "/api/decide?placement=top&uid=" + user)
+	if err != nil {
+		return "", err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode == http.StatusNoContent {
+		return "", nil
+	}
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%d %s", resp.StatusCode, body)
+	}
+	var out struct {
+		Decisions []struct {
+			LineItem string `json:"line_item"`
+			Imp      string `json:"impression_url"`
+		} `json:"decisions"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil || len(out.Decisions) != 1 {
+		return "", fmt.Errorf("decisions %s (%v)", body, err)
+	}
+	d := out.Decisions[0]
+	if d.LineItem == "li-limited" {
+		resp, err := client.Get(d.Imp)
+		if err != nil {
+			return "", err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return "", fmt.Errorf("impression: %d", resp.StatusCode)
+		}
+	}
+	return d.LineItem, nil
+}
+
+// traffic runs clients against nodes (each client its own visitor,
+// visiting the nodes in turn) until each has been answered li-open quiet
+// times in a row, or enough returns true, or the deadline; it returns how
+// many li-limited decisions were shown. Requests to a node that was killed
+// fail and are not counted.
+func traffic(t *testing.T, nodes []*testNode, clients, quiet int, enough func(shown int64) bool) int64 {
+	t.Helper()
+	var shown atomic.Int64
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(90 * time.Second)
+	for c := range clients {
+		wg.Go(func() {
+			user := fmt.Sprint("u-", c)
+			for i, open := 0, 0; open < quiet && !stop.Load() && time.Now().Before(deadline); i++ {
+				li, err := decideShow(nodes[(c+i)%len(nodes)].url, user)
+				switch {
+				case err != nil:
+					continue // a killed node
+				case li == "li-limited":
+					open = 0
+					if n := shown.Add(1); enough != nil && enough(n) {
+						stop.Store(true)
+					}
+				default:
+					open++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return shown.Load()
+}
+
+// sampleCommitted reads the committed impressions of key every few
+// milliseconds until the returned stop is called, which returns the most
+// seen.
+func sampleCommitted(t *testing.T, st *redis.Store, key string) (stop func() int64) {
+	var most atomic.Int64
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		for {
+			if s, o, err := st.Committed(context.Background(), key); err == nil {
+				most.Store(max(most.Load(), s+o))
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+		}
+	}()
+	return func() int64 { close(done); <-finished; return most.Load() }
+}
+
+var limitLedger = budget.LedgerOptions{Interval: 20 * time.Millisecond, Grace: time.Second, Lease: 10 * time.Second, MaxHold: time.Hour}
+
+// An impression limit of 500 on three nodes sharing one Redis (and one
+// Redis Cluster), 24 concurrent clients showing every ad: between 490 and
+// 500 are shown and never 501, the committed count is never over 500
+// while they run, and once the nodes have stopped the store's settled
+// count is exactly the impressions shown.
+func TestImpressionLimitAcrossNodes(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		addrs func(t *testing.T) []string
+	}{
+		{"standalone", func(t *testing.T) []string { return []string{redistest.Start(t).Addr} }},
+		{"cluster", func(t *testing.T) []string { return redistest.StartCluster(t).Addrs()[:2] }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nodes := startServers(t, tc.addrs(t), 3, serverOptions{set: limitSet(500), timeout: 10 * time.Second, ledger: limitLedger})
+			stop := sampleCommitted(t, nodes[0].store, "li/li-limited/imp")
+			shown := traffic(t, nodes, 24, 30, nil)
+			most := stop()
+			if shown < 490 || shown > 500 {
+				t.Fatalf("%d impressions shown on a limit of 500, want 490 to 500", shown)
+			}
+			if most > 500 {
+				t.Fatalf("committed %d of a limit of 500 at one sample", most)
+			}
+			for _, n := range nodes {
+				n.kill() // the listener drains first; then, graceful:
+				if err := n.ledger.Close(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s, o, err := nodes[0].store.Committed(t.Context(), "li/li-limited/imp")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s != shown || o != 0 {
+				t.Fatalf("after the nodes stopped: settled %d, outstanding %d; %d were shown", s, o, shown)
+			}
+			t.Logf("%d shown; committed at most %d while running", shown, most)
+		})
+	}
+}
+
+// A node killed and Redis killed and restarted (its append-only file
+// synced on every write) in the middle of the run overspend nothing: the
+// committed count never passes the limit and the impressions shown stay
+// within it. What the dead node held stays committed (at most its lease)
+// and what the others hold while Redis is down is all they spend.
+func TestKilledNodeAndRedisOverspendNothing(t *testing.T) {
+	srv := redistest.Start(t, "--appendonly", "yes", "--appendfsync", "always")
+	nodes := startServers(t, []string{srv.Addr}, 3, serverOptions{set: limitSet(300), timeout: 10 * time.Second, ledger: limitLedger})
+	stop := sampleCommitted(t, nodes[1].store, "li/li-limited/imp")
+	shown := traffic(t, nodes, 12, 1<<30, func(n int64) bool { return n >= 100 })
+	nodes[0].kill()
+	srv.Kill()
+	// Redis is down: the others spend what they hold, then serve li-open.
+	down := traffic(t, nodes[1:], 12, 10, nil)
+	srv.Restart(t)
+	after := traffic(t, nodes[1:], 12, 30, nil)
+	most := stop()
+	total := shown + down + after
+	if most > 300 {
+		t.Fatalf("committed %d of a limit of 300 at one sample", most)
+	}
+	if total > 300 {
+		t.Fatalf("%d impressions shown on a limit of 300", total)
+	}
+	s, o, err := nodes[1].store.Committed(t.Context(), "li/li-limited/imp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s+o > 300 || s+o < total {
+		t.Fatalf("settled %d and outstanding %d: %d were shown", s, o, total)
+	}
+	t.Logf("%d shown before the faults, %d with Redis down, %d after; committed %d (%d held by the dead node, at most)",
+		shown, down, after, s+o, s+o-total)
 }
