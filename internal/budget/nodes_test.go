@@ -9,8 +9,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
