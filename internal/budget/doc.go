@@ -1,7 +1,48 @@
 // Package budget keeps what a line item may still serve behind the
-// decision engine's Counters port (decision.Counters): today its frequency
-// caps, counted per visitor in the store through tsubame.FrequencyCounter;
-// budgets, impression limits and pacing are to join them here.
+// decision engine's Counters port (decision.Counters): its impression
+// limits and its campaign's budgets, in leases of the store's Quotas held
+// by a Ledger, and its frequency caps, counted per visitor in the store
+// through tsubame.FrequencyCounter.
+//
+// # Budgets and impression limits
+//
+// Each limited counter — a line item's impressions, a campaign's spend; in
+// total and per day of the campaign's time zone — is a key of Quotas
+// ("li/<id>/imp", "li/<id>/imp/2026-11-27", "camp/<id>/spend",
+// "camp/<id>/spend/2026-11-27"). The Ledger holds a lease of each and
+// takes from it in memory, so a decision costs no store round trip: the
+// store guarantees that the leases of every node and the settled units
+// never exceed the limit, and a node spends only what it holds.
+//
+// A decision takes one impression (and cpm/1000 of spend) from every
+// account of its line item at once, or from none, and holds it under its
+// decision id until its reservation ends (ads.reservation). Then, a grace
+// later (for impressions counted on nodes whose clocks are behind),
+// Deduper.Seen tells whether "imp:<id>" was counted on any node: spent if
+// so, back into the hand if not. The impression's node does nothing but
+// count it, as it always did: the deciding node reads the store once per
+// reservation, off the request path. An impression after its reservation
+// ended is still counted and logged late (overage). Spend is kept on a
+// node in thousandths of a micro-unit, so an impression's cost is exact;
+// the store keeps micro-units, and a node rounds up when it gives a lease
+// back.
+//
+// Run's loop, every Interval, settles the reservations that are due, gives
+// back settled units and what the hand holds beyond need, renews leases
+// half-way through their Lease, and tops hands up to twice what the last
+// intervals asked for (at most a 64th of the limit); an account whose hand
+// ran short is topped up at once. The limit a lease asks with is the
+// pacing target (pacing.go): the full limit for asap, the elapsed share of
+// the period (the flight for a total, the day within it for a daily
+// limit), weighted by hour_weights, for even, 1.25 times that for
+// frontloaded. A lease not renewed within its Lease (the store gone) is
+// no longer spent, and a lease the store says has ended is forgotten: the
+// store counts all of it as spent. Close gives the hand back and counts
+// the rest, open reservations included, as spent.
+//
+// Lock order: Ledger.loopMu (one round of the loop, Close, Stats), then
+// Ledger.mu (the accounts map), then an account's mu (a lost lease
+// against takes); holdQueue's shard locks are taken alone.
 //
 // # Frequency caps
 //
