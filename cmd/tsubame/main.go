@@ -7,6 +7,7 @@
 //	tsubame admin create-user|delete-user|list-users|create-token|verify-audit ...
 //	tsubame log reopen|export|ship ...
 //	tsubame restart
+//	tsubame pacing simulate ...
 //	tsubame version
 //
 // It is the only place where the packages of Tsubame are wired together.
@@ -97,6 +98,11 @@ Usage:
         gives it, so consumers drop what they already have (backfill).
   tsubame restart
         Start a new server process that takes over the listeners.
+  tsubame pacing simulate [-line ID] [-date YYYY-MM-DD] [-traffic N,...]
+                          [-show PERCENT] [-nodes N] [-every DURATION] [-png FILE] FILE|-
+        Replay a day of traffic (requests per hour) against a line item of
+        a campaign file, on simulated servers running the budget code, and
+        write its delivery beside the pacing's ideal curve (CSV; -png draws it).
   tsubame version [-v]
 
 The configuration file is -config, else $TSUBAME_CONFIG, else none (built-in
@@ -126,6 +132,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = runLog(ctx, rest, stdout, stderr, environ)
 	case "restart":
 		err = runRestart(rest, stderr, environ)
+	case "pacing":
+		err = runPacing(ctx, rest, stdout, stderr)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, versionString())
 		if len(rest) > 0 && (rest[0] == "-v" || rest[0] == "--verbose") {

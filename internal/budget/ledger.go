@@ -164,10 +164,13 @@ type account struct {
 	leased  int64 // store units of our lease, as the store last told
 	carry   int64 // local units settled and not yet a whole store unit
 	seq     uint64
-	pending *release // a release whose answer was lost: retried with its id
+	pending *release // a release to make, or whose answer was lost: retried with its id
 	dry     int64    // no lease is asked before this (Unix nanoseconds) but to renew
 	recent  int64    // local units asked for per interval, smoothed
 	curve   curve
+	// The round's plan.
+	want         int64 // store units to lease
+	renew, lease bool
 }
 
 // accountCfg is what an account's lease depends on, replaced when the
@@ -472,85 +475,46 @@ func (g *Ledger) Tick(ctx context.Context) {
 // maxParallel bounds the store calls of one round in flight at once.
 const maxParallel = 16
 
-// steps runs step on each account, up to maxParallel at once: a store that
-// commits to disk (embedded) takes the round's calls in shared commits.
+// steps plans each account's round (no store call), then runs the rounds
+// that need the store, up to maxParallel at once: a store that commits to
+// disk (embedded) takes them in shared commits.
 func (g *Ledger) steps(ctx context.Context, accts []*account, tick bool) {
+	now := g.opt.Now().UnixNano()
+	var work []*account
+	for _, a := range accts {
+		if g.plan(a, now, tick) {
+			work = append(work, a)
+		}
+	}
+	if len(work) == 1 {
+		g.run(ctx, work[0], now)
+		return
+	}
 	sem := make(chan struct{}, maxParallel)
 	var wg sync.WaitGroup
-	for _, a := range accts {
+	for _, a := range work {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			g.step(ctx, a, tick)
+			g.run(ctx, a, now)
 		})
 	}
 	wg.Wait()
 }
 
-// step brings one account's lease in line with its use: on a tick, it
-// releases settled units and unused ones, and renews; on a tick or a kick
-// it tops the hand up.
-func (g *Ledger) step(ctx context.Context, a *account, tick bool) {
-	now := g.opt.Now().UnixNano()
+// plan works out one account's round at now and reports whether it needs
+// the store: on a tick, a release of settled units and of what the hand
+// holds beyond twice its target (a.pending); on a tick or a kick, a lease
+// topping the hand up to its target, or renewing it half-way through its
+// Lease (a.want, a.renew).
+func (g *Ledger) plan(a *account, now int64, tick bool) bool {
 	cfg := a.cfg.Load()
 	a.kicked.Store(false)
 	if a.leased > 0 && now >= a.exp.Load() {
 		g.lose(a, "its lease ended before it was renewed (the store did not answer)")
 	}
 	target := a.target(cfg, now, tick)
-	if tick {
-		if !g.releaseStep(ctx, a, target, now, cfg) {
-			return
-		}
-	}
-	hand := a.hand.Load()
-	want := (target - hand + a.scale - 1) / a.scale // store units, rounded up
-	renew := a.leased > 0 && a.exp.Load()-now < int64(g.ttl-g.opt.Lease/2)
-	if (want <= 0 || now < a.dry) && !renew {
-		return
-	}
-	want = max(want, 0)
-	limit := min(cfg.pacer.target(&a.curve, cfg.limit, cfg.start, cfg.end, now), tsubame.MaxQuotaUnits)
-	sctx, cancel := context.WithTimeout(ctx, g.opt.Timeout)
-	got, err := g.quotas.Lease(sctx, a.key, g.opt.Holder, limit, want, g.ttl)
-	cancel()
-	if err != nil {
-		a.dry = now + int64(g.opt.Interval)
-		g.warn("cannot lease budget from the store: line items spend what they hold, then stop", a, err)
-		return
-	}
-	if got > 0 || a.leased > 0 {
-		a.exp.Store(now + int64(g.ttl))
-	}
-	a.leased += got
-	a.hand.Add(got * a.scale)
-	if got < want {
-		a.dry = now + int64(g.opt.Interval) // the limit or the pacing holds it back
-	}
-}
-
-// target is how many local units a's hand should hold: twice what the
-// last intervals asked for, and at least two of its largest takes, but no more
-// than a 64th of its limit (or one take), so that a node does not sit on
-// what others could spend. A period that is over needs none.
-func (a *account) target(cfg *accountCfg, now int64, tick bool) int64 {
-	if now >= cfg.end || cfg.limit == 0 {
-		return 0
-	}
-	unit := a.unit.Load()
-	if tick {
-		a.recent = (a.recent + a.rate.Swap(0)) / 2
-	}
-	t := max(2*a.recent, 2*unit)
-	ceiling := max(unit, cfg.limit*a.scale/64)
-	return min(t, ceiling)
-}
-
-// releaseStep gives the store the units settled since the last one and
-// what the hand holds beyond twice its target; false when the lease was
-// lost or the release failed.
-func (g *Ledger) releaseStep(ctx context.Context, a *account, target, now int64, cfg *accountCfg) bool {
-	if a.pending == nil {
+	if tick && a.pending == nil {
 		used := a.used.Swap(0) + a.carry
 		a.carry = used % a.scale
 		var back int64
@@ -566,12 +530,68 @@ func (g *Ledger) releaseStep(ctx context.Context, a *account, target, now int64,
 			}
 			back = max(back, 0)
 		}
-		if used/a.scale == 0 && back == 0 {
-			return true
+		if used/a.scale > 0 || back > 0 {
+			a.seq++
+			a.pending = &release{id: "r" + strconv.FormatUint(a.seq, 36), used: used / a.scale, unused: back}
 		}
-		a.seq++
-		a.pending = &release{id: "r" + strconv.FormatUint(a.seq, 36), used: used / a.scale, unused: back}
 	}
+	a.want = (target - a.hand.Load() + a.scale - 1) / a.scale // store units, rounded up
+	a.renew = a.leased > 0 && a.exp.Load()-now < int64(g.ttl-g.opt.Lease/2)
+	a.lease = a.want > 0 && now >= a.dry || a.renew
+	a.want = max(a.want, 0)
+	return tick && a.pending != nil || a.lease
+}
+
+// run does the store calls plan decided on: the release first (a lease
+// is asked only once it went through), then the lease.
+func (g *Ledger) run(ctx context.Context, a *account, now int64) {
+	if a.pending != nil && !g.release(ctx, a) {
+		return
+	}
+	if !a.lease {
+		return
+	}
+	cfg := a.cfg.Load()
+	limit := min(cfg.pacer.target(&a.curve, cfg.limit, cfg.start, cfg.end, now), tsubame.MaxQuotaUnits)
+	sctx, cancel := context.WithTimeout(ctx, g.opt.Timeout)
+	got, err := g.quotas.Lease(sctx, a.key, g.opt.Holder, limit, a.want, g.ttl)
+	cancel()
+	if err != nil {
+		a.dry = now + int64(g.opt.Interval)
+		g.warn("cannot lease budget from the store: line items spend what they hold, then stop", a, err)
+		return
+	}
+	if got > 0 || a.leased > 0 {
+		a.exp.Store(now + int64(g.ttl))
+	}
+	a.leased += got
+	a.hand.Add(got * a.scale)
+	if got < a.want {
+		a.dry = now + int64(g.opt.Interval) // the limit or the pacing holds it back
+	}
+}
+
+// target is how many local units a's hand should hold: twice what the
+// last intervals asked for, and at least two of its largest takes, but no
+// more than a 64th of its limit (or one take), so that a node does not sit
+// on what others could spend. A period that is over needs none.
+func (a *account) target(cfg *accountCfg, now int64, tick bool) int64 {
+	if now >= cfg.end || cfg.limit == 0 {
+		return 0
+	}
+	unit := a.unit.Load()
+	if tick {
+		a.recent = (a.recent + a.rate.Swap(0)) / 2
+	}
+	t := max(2*a.recent, 2*unit)
+	ceiling := max(unit, cfg.limit*a.scale/64)
+	return min(t, ceiling)
+}
+
+// release gives the store a.pending: settled units and unused ones. False
+// when the lease was lost or the store did not answer (retried with the
+// same id next round).
+func (g *Ledger) release(ctx context.Context, a *account) bool {
 	p := a.pending
 	sctx, cancel := context.WithTimeout(ctx, g.opt.Timeout)
 	err := g.quotas.Release(sctx, a.key, g.opt.Holder, p.id, p.used, p.unused)

@@ -130,3 +130,16 @@ func day(t time.Time, loc *time.Location) (start, end int64, date string) {
 	e := time.Date(y, m, d+1, 0, 0, 0, 0, loc)
 	return s.UnixNano(), e.UnixNano(), lt.Format(time.DateOnly)
 }
+
+// Target is the most of limit that pacing p, in the time zone loc, lets be
+// committed at now within the period [start, end) (Unix nanoseconds;
+// math.MinInt64 and math.MaxInt64 for an unbounded start or end): the
+// ideal curve that leases follow, for dashboards and simulations.
+func Target(p tsubame.Pacing, loc *time.Location, limit, start, end int64, now time.Time) int64 {
+	var c curve
+	return newPacer(p, loc).target(&c, limit, start, end, now.UnixNano())
+}
+
+// Day returns the bounds of the day of t in loc, in Unix nanoseconds, and
+// its date (2026-11-27): the period of a daily budget or limit.
+func Day(t time.Time, loc *time.Location) (start, end int64, date string) { return day(t, loc) }
