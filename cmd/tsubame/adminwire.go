@@ -14,6 +14,7 @@ import (
 	"tsubame"
 	"tsubame/internal/accesslog"
 	"tsubame/internal/admin"
+	"tsubame/internal/budget"
 	"tsubame/internal/certs"
 	"tsubame/internal/config"
 	"tsubame/internal/health"
@@ -84,6 +85,19 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 	opt.Placements, opt.Purge, opt.ConfigView, opt.AccessLog, opt.Sample = m.Cache, m.purge(backend), m.configView, m.accessLogStatus, m.sample
 	if cs, ok := backend.(tsubame.CampaignStore); ok { // else the campaign routes say the store keeps none
 		opt.Campaigns = m.campaignsForWrites(cs)
+		if q, ok := backend.(tsubame.Quotas); ok {
+			opt.Budgets = func(ctx context.Context) (any, error) {
+				set, _, err := cs.Snapshot(ctx)
+				if err != nil {
+					return nil, err
+				}
+				us, err := budget.Usages(ctx, set, q, time.Now())
+				if us == nil {
+					us = []budget.Usage{}
+				}
+				return us, err
+			}
+		}
 	}
 	m.adm.server = admin.New(opt)
 	if path := cfg.AdminSocketPath(); path != "" {

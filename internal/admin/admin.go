@@ -81,6 +81,11 @@ type Options struct {
 	AccessLog func() any
 	// Sample returns the counters the dashboard turns into rates.
 	Sample func() Sample
+	// Budgets reports every budget and impression limit as the store holds
+	// it (booked, settled, reserved, remaining, the pacing's target and
+	// ideal curve), JSON-encodable; nil: the route answers that this
+	// server keeps none.
+	Budgets func(ctx context.Context) (any, error)
 	// MaxImportBytes bounds a bulk import's body.
 	MaxImportBytes int64
 	// MaxTokenTTL caps an API token's lifetime (and is the lifetime of one

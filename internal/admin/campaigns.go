@@ -82,6 +82,7 @@ func (s *Server) campaignRoutes(mux *http.ServeMux) {
 	// These two are more specific than /api/v1/campaigns/{id}: a campaign
 	// with the id "export" is read through the list.
 	mux.HandleFunc("POST /api/v1/campaigns/import", editor(c.importSet))
+	mux.HandleFunc("GET /api/v1/budgets", s.requireRole(RoleViewer, c.needStore(c.budgets)))
 	mux.HandleFunc("GET /api/v1/campaigns/export", viewer(c.export))
 }
 
@@ -376,4 +377,19 @@ func (c *campaignAPI) export(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", ctype)
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(buf.Bytes())
+}
+
+// budgets answers GET /api/v1/budgets: {"budgets": [...]}, every budget and
+// impression limit of the stored campaigns with what the store holds of it.
+func (c *campaignAPI) budgets(w http.ResponseWriter, r *http.Request) {
+	if c.s.opt.Budgets == nil {
+		c.s.writeStoreError(w, errNoCampaignStore)
+		return
+	}
+	v, err := c.s.opt.Budgets(r.Context())
+	if err != nil {
+		c.s.writeStoreError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"budgets": v})
 }

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"tsubame"
+	"tsubame/internal/budget"
 	"tsubame/internal/bulk"
 )
 
@@ -34,7 +36,16 @@ line_items:
 // an API token for each role.
 func campaignHarness(t *testing.T) (*harness, tsubame.CampaignStore, map[Role][]string) {
 	t.Helper()
-	h := newHarness(t, true, func(o *Options) { o.Campaigns = o.Placements.(tsubame.CampaignStore) })
+	h := newHarness(t, true, func(o *Options) {
+		o.Campaigns = o.Placements.(tsubame.CampaignStore)
+		o.Budgets = func(ctx context.Context) (any, error) {
+			set, _, err := o.Campaigns.Snapshot(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return budget.Usages(ctx, set, o.Placements.(tsubame.Quotas), time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC))
+		}
+	})
 	auth := map[Role][]string{}
 	for _, role := range []Role{RoleViewer, RoleEditor} {
 		name := "u-" + string(role)
@@ -86,6 +97,7 @@ func TestCampaignRoutesRoles(t *testing.T) {
 		{"GET", "/api/v1/line-items/li-a", "", RoleViewer},
 		{"GET", "/api/v1/campaigns/export", "", RoleViewer},
 		{"GET", "/api/v1/campaigns/export?format=yaml", "", RoleViewer},
+		{"GET", "/api/v1/budgets", "", RoleViewer},
 		{"PUT", "/api/v1/advertisers/adv-c", `{"name":"C"}`, RoleEditor},
 		{"PUT", "/api/v1/campaigns/camp-c", `{"advertiser":"adv-a"}`, RoleEditor},
 		{"PUT", "/api/v1/creatives/cr-c", `{"advertiser":"adv-a","format":"banner","w":1,"h":1,"image":"https://a.example/c.png","click":"https://a.example/"}`, RoleEditor},
@@ -365,10 +377,47 @@ func TestCampaignRoutesWithoutStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{"/api/v1/line-items", "/api/v1/campaigns/export"} {
+	for _, path := range []string{"/api/v1/line-items", "/api/v1/campaigns/export", "/api/v1/budgets"} {
 		r := h.do("GET", path, nil, "Authorization", "Bearer "+plain)
 		if r.status != 404 || !strings.Contains(string(r.body), "campaigns need a store that keeps them") {
 			t.Errorf("%s: %d %s", path, r.status, r.body)
 		}
+	}
+}
+
+// GET /api/v1/budgets lists every budget and impression limit with what
+// the store holds of it: camp-a's daily budget of 5000 yen, untouched,
+// paced even over the day in Tokyo (15:00 there: 5/8 of it).
+func TestBudgetsRoute(t *testing.T) {
+	h, _, auth := campaignHarness(t)
+	if r := importFile(t, h, auth[RoleEditor], "", campaignFile); r.status != 200 {
+		t.Fatalf("import: %d %s", r.status, r.body)
+	}
+	q := h.store.(tsubame.Quotas)
+	if _, err := q.Lease(t.Context(), "camp/camp-a/spend/2026-11-27", "node-1", 5_000_000_000, 1_250_000_000, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	r := h.do("GET", "/api/v1/budgets", nil, auth[RoleViewer]...)
+	if r.status != 200 {
+		t.Fatalf("%d %s", r.status, r.body)
+	}
+	var got struct {
+		Budgets []map[string]any `json:"budgets"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Budgets) != 1 {
+		t.Fatalf("budgets %s", r.body)
+	}
+	b := got.Budgets[0]
+	for k, v := range map[string]any{"key": "camp/camp-a/spend/2026-11-27", "kind": "spend", "campaign": "camp-a", "date": "2026-11-27",
+		"pacing": "even", "booked": "5000", "settled": "0", "reserved": "1250", "remaining": "3750", "target": "3125"} {
+		if b[k] != v {
+			t.Errorf("%s: %v, want %v (%s)", k, b[k], v, r.body)
+		}
+	}
+	if ideal, _ := b["ideal"].([]any); len(ideal) != 49 {
+		t.Errorf("ideal curve of %d points", len(ideal))
 	}
 }

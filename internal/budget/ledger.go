@@ -361,10 +361,10 @@ func (g *Ledger) state(l *decision.Line) *lineState {
 	start, end := l.Flight()
 	cs, ce := l.CampaignFlight()
 	if n := l.Limits.Total; n > 0 {
-		st.total[0] = g.slot("li/"+l.ID+"/imp", 1, accountCfg{n, start, end, p}, 1)
+		st.total[0] = g.slot(keyLineImp(l.ID), 1, accountCfg{n, start, end, p}, 1)
 	}
 	if b := int64(l.Budget.Total); b > 0 && l.CPM > 0 {
-		st.total[1] = g.slot("camp/"+l.Campaign+"/spend", nanosPerMicro, accountCfg{b, cs, ce, p}, int64(l.CPM))
+		st.total[1] = g.slot(keyCampaignSpend(l.Campaign), nanosPerMicro, accountCfg{b, cs, ce, p}, int64(l.CPM))
 	}
 	g.lines.Store(l.ID, st)
 	return st
@@ -394,11 +394,11 @@ func (g *Ledger) newDay(st *lineState, l *decision.Line, now time.Time) *dayStat
 	p := newPacer(l.Pacing, l.Zone)
 	if n := l.Limits.Daily; n > 0 {
 		start, end := l.Flight()
-		d.slots[0] = g.slot("li/"+l.ID+"/imp/"+date, 1, accountCfg{n, max(ds, start), min(de, end), p}, 1)
+		d.slots[0] = g.slot(keyLineImpDay(l.ID, date), 1, accountCfg{n, max(ds, start), min(de, end), p}, 1)
 	}
 	if b := int64(l.Budget.Daily); b > 0 && l.CPM > 0 {
 		cs, ce := l.CampaignFlight()
-		d.slots[1] = g.slot("camp/"+l.Campaign+"/spend/"+date, nanosPerMicro, accountCfg{b, max(ds, cs), min(de, ce), p}, int64(l.CPM))
+		d.slots[1] = g.slot(keyCampaignSpendDay(l.Campaign, date), nanosPerMicro, accountCfg{b, max(ds, cs), min(de, ce), p}, int64(l.CPM))
 	}
 	st.day.Store(d)
 	return d

@@ -2,7 +2,9 @@ package budget_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -416,5 +418,77 @@ func TestEvenPacingFollowsTheFlight(t *testing.T) {
 	}
 	if delivered < 1176 {
 		t.Fatalf("%d of 1200 delivered by the end of the flight, want at least 98%%", delivered)
+	}
+}
+
+// Usages reports what the store holds for every limit of the set, with
+// the pacing's target now and its ideal curve, and writes spend as
+// decimals of the currency.
+func TestUsages(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	clk := &fakeClock{t: time.Date(2026, 11, 27, 12, 0, 0, 0, time.FixedZone("JST", 9*3600))}
+	set := limitedSet(tsubame.ImpressionLimits{Total: 1000, Daily: 100}, tsubame.Budget{Total: 50_000_000, Daily: 2_000_000}, 2_500_000, tsubame.PacingEven)
+	set.Campaigns[0].Start, set.Campaigns[0].End = clk.t.Add(-24*time.Hour), clk.t.Add(72*time.Hour)
+	n := newNode(t, st, set, "node-0", budget.LedgerOptions{Now: clk.Now})
+	ctx := t.Context()
+	shown := 0
+	for range 200 {
+		if id := n.decide(clk.Now(), time.Minute); id != "" {
+			show(t, st, id)
+			shown++
+			continue
+		}
+		n.ledger.Tick(ctx)
+	}
+	if err := n.ledger.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	us, err := budget.Usages(ctx, set, st, clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKey := map[string]budget.Usage{}
+	for _, u := range us {
+		byKey[u.Key] = u
+	}
+	if len(us) != 4 {
+		t.Fatalf("%d usages, want 4: %+v", len(us), us)
+	}
+	// Noon in Tokyo: half the day; a day into a 4-day flight.
+	want := map[string]struct{ booked, settled, target int64 }{
+		"li/li/imp":                  {1000, int64(shown), 250},
+		"li/li/imp/2026-11-27":       {100, int64(shown), 50},
+		"camp/camp/spend":            {50_000_000, int64(shown) * 2500, 12_500_000},
+		"camp/camp/spend/2026-11-27": {2_000_000, int64(shown) * 2500, 1_000_000},
+	}
+	for key, w := range want {
+		u, ok := byKey[key]
+		if !ok {
+			t.Fatalf("no usage of %s", key)
+		}
+		if u.Booked != w.booked || u.Settled != w.settled || u.Reserved != 0 || u.Remaining != w.booked-w.settled || u.Target != w.target {
+			t.Errorf("%s: %+v, want booked %d, settled %d, target %d", key, u, w.booked, w.settled, w.target)
+		}
+		if len(u.Ideal) != 49 || u.Ideal[0].Value != 0 || u.Ideal[48].Value != w.booked {
+			t.Errorf("%s: ideal curve %v", key, u.Ideal)
+		}
+	}
+	// Even pacing held the day to half of the daily limit by noon.
+	if shown != 50 {
+		t.Fatalf("%d shown by noon, want the daily limit's half, 50", shown)
+	}
+	b, err := json.Marshal(byKey["camp/camp/spend/2026-11-27"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, frag := range []string{`"kind":"spend"`, `"booked":"2"`, `"settled":"0.125"`, `"target":"1"`, `"date":"2026-11-27"`, `"pacing":"even"`} {
+		if !strings.Contains(string(b), frag) {
+			t.Errorf("JSON %s lacks %s", b, frag)
+		}
+	}
+	b, _ = json.Marshal(byKey["li/li/imp"])
+	if !strings.Contains(string(b), `"booked":1000,"settled":50,`) {
+		t.Errorf("JSON %s: impressions are numbers", b)
 	}
 }

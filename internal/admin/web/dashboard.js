@@ -62,6 +62,103 @@ function enter(session) {
   loadCampaigns();
 }
 
+// Budgets: what the store holds of every budget and impression limit,
+// read every 10 s while the dashboard is shown. What was committed is
+// kept per key while the page is open, to draw beside the ideal curve.
+const committedSeen = new Map(); // key -> [[time ms, committed], ...]
+let budgetsTimer = null;
+let budgetsByLine = new Map(); // line item -> its impression usage (total, else today's)
+
+async function loadBudgets() {
+  clearTimeout(budgetsTimer);
+  if ($("dash").hidden) return;
+  budgetsTimer = setTimeout(loadBudgets, 10000);
+  const r = await api("GET", "/api/v1/budgets");
+  const body = $("budgets").tBodies[0];
+  if (r.status !== 200 || !r.data) {
+    body.replaceChildren();
+    $("budgets-count").textContent = "";
+    $("budgets-error").textContent = (r.data && r.data.error) || `Cannot read the budgets (${r.status}).`;
+    return;
+  }
+  $("budgets-error").textContent = "";
+  renderBudgets(r.data.budgets || []);
+}
+
+// amount shows an impression count or an amount of spend as the API gives
+// it (spend is a decimal string of the currency: never a float here).
+function amount(u, v) {
+  if (u.kind === "spend") return `${v} ${currencyShown}`;
+  return Number(v).toLocaleString("en");
+}
+let currencyShown = "";
+
+function renderBudgets(list) {
+  const body = $("budgets").tBodies[0];
+  body.replaceChildren();
+  budgetsByLine = new Map();
+  const now = Date.now();
+  for (const u of list) {
+    if (u.kind === "impressions" && (!budgetsByLine.has(u.line_item) || !u.date)) budgetsByLine.set(u.line_item, u);
+    const committed = Number(u.settled) + Number(u.reserved);
+    const seen = committedSeen.get(u.key) || [];
+    seen.push([now, committed]);
+    if (seen.length > 2000) seen.shift();
+    committedSeen.set(u.key, seen);
+    const tr = document.createElement("tr");
+    tr.dataset.key = u.key;
+    cell(tr, u.line_item ? `${u.line_item} (${u.campaign})` : `campaign ${u.campaign}`);
+    cell(tr, `${u.kind === "spend" ? "spend" : "impressions"}, ${u.date ? u.date : "total"} · ${u.pacing}`);
+    cell(tr, amount(u, u.booked), "num booked");
+    cell(tr, amount(u, u.settled), "num delivered");
+    cell(tr, amount(u, u.reserved), "num reserved");
+    cell(tr, amount(u, u.remaining), "num remaining");
+    const ahead = committed > Number(u.target);
+    const td = cell(tr, amount(u, u.target), ahead ? "num target ahead" : "num target");
+    if (ahead) td.title = "committed is ahead of the ideal: a lease round's worth at most";
+    const c = document.createElement("canvas");
+    c.className = "pace";
+    c.width = 160; c.height = 36;
+    c.setAttribute("aria-label", `pacing of ${u.key}`);
+    cell(tr, "").appendChild(c);
+    drawPace(c, u, seen);
+    body.appendChild(tr);
+  }
+  $("budgets-count").textContent = list.length === 0 ? "no line item has a limit, no campaign a budget" :
+    `${list.length} limits and budgets`;
+  for (const td of document.querySelectorAll("#campaigns td.delivered")) {
+    const u = budgetsByLine.get(td.parentElement.dataset.id);
+    td.textContent = u ? amount(u, u.settled) : "—";
+    td.title = u ? `impressions shown${u.date ? " on " + u.date : ""}, of ${amount(u, u.booked)} booked` :
+      "counted for line items with an impression limit";
+  }
+}
+
+// drawPace draws the ideal curve over the period (grey), what was
+// committed while the page was open (blue) and now (a dot).
+function drawPace(c, u, seen) {
+  const g = c.getContext("2d");
+  const w = c.width, h = c.height, booked = Number(u.booked) || 1;
+  g.clearRect(0, 0, w, h);
+  const ideal = u.ideal || [];
+  if (ideal.length < 2) { // no bounded period: a bar of what is committed
+    g.fillStyle = "#3b7ddd";
+    g.fillRect(0, h / 3, w * Math.min(1, seen[seen.length - 1][1] / booked), h / 3);
+    return;
+  }
+  const t0 = Date.parse(ideal[0].time), t1 = Date.parse(ideal[ideal.length - 1].time);
+  const x = (t) => ((t - t0) / (t1 - t0)) * (w - 4) + 2;
+  const y = (v) => h - 2 - (Number(v) / booked) * (h - 4);
+  g.strokeStyle = "#999"; g.lineWidth = 1; g.beginPath();
+  ideal.forEach((p, i) => (i ? g.lineTo : g.moveTo).call(g, x(Date.parse(p.time)), y(p.value)));
+  g.stroke();
+  g.strokeStyle = "#1f64c4"; g.fillStyle = "#1f64c4"; g.lineWidth = 2; g.beginPath();
+  seen.forEach(([t, v], i) => (i ? g.lineTo : g.moveTo).call(g, x(t), y(v)));
+  g.stroke();
+  const [tn, vn] = seen[seen.length - 1];
+  g.beginPath(); g.arc(Math.min(Math.max(x(tn), 2), w - 2), y(vn), 2.5, 0, 2 * Math.PI); g.fill();
+}
+
 $("setup-form").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   $("setup-error").textContent = "";
@@ -358,7 +455,9 @@ async function loadCampaigns() {
     return;
   }
   $("campaigns-error").textContent = "";
+  currencyShown = r.data.currency || "USD";
   renderCampaigns(r.data);
+  loadBudgets();
 }
 
 function byKey(list, key) {
@@ -424,8 +523,10 @@ function lineRow(li, c, currency) {
   cell(tr, `${li.cpm} ${currency}`, "num");
   const f = flight(c, li);
   cell(tr, f.text, "flight").title = f.title;
-  // The delivery counters are not served yet.
-  cell(tr, "—", "num delivered").title = "delivery counts are not available yet";
+  // Filled in from the budgets (loadBudgets): line items with an
+  // impression limit have their delivery counted in the store.
+  const u = budgetsByLine.get(li.id);
+  cell(tr, u ? amount(u, u.settled) : "—", "num delivered").title = u ? "impressions shown" : "counted for line items with an impression limit";
   const b = document.createElement("button");
   b.type = "button";
   b.className = "pause";
