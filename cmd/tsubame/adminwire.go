@@ -68,6 +68,9 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 	if m.hooks.processor != nil {
 		reg.MustRegister(metrics.NewWebhookCollector(m.hooks.processor.Stats))
 	}
+	if l := m.ads.ledger; l != nil {
+		reg.MustRegister(metrics.NewBudgetCollector(l.Counts))
+	}
 	if m.logs.shipper != nil {
 		reg.MustRegister(metrics.NewShipperCollector(m.logs.shipper.Stats))
 	}

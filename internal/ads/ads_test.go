@@ -61,7 +61,10 @@ func newFixtureB(t testing.TB) *fixture {
 }
 
 type nodeOpts struct {
-	device  func([]byte) ads.Device
+	// reservation is how long a limited line item's decision holds its
+	// price (ads.Options.Reservation; 0: none).
+	reservation time.Duration
+	device      func([]byte) ads.Device
 	privacy map[string]ads.Privacy
 	sites   []server.Site
 	geo     func(netip.Addr) (string, string)
@@ -89,7 +92,7 @@ func (f *fixture) startOn(t *testing.T, st adsStore, o nodeOpts) *node {
 	if _, err := eng.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	svc, err := ads.New(ads.Options{Engine: eng, Signer: signer, Currency: "JPY", TTL: time.Hour,
+	svc, err := ads.New(ads.Options{Engine: eng, Signer: signer, Currency: "JPY", TTL: time.Hour, Reservation: o.reservation,
 		CookieName: "tsubame_uid", CookieMaxAge: 24 * time.Hour, Privacy: o.privacy, Dedupe: st,
 		Device: o.device, Geo: o.geo})
 	if err != nil {
@@ -602,6 +605,51 @@ func countOnce(t *testing.T, nodes ...*node) {
 			if c != 1 {
 				t.Errorf("%s of %s counted %d times", kind, d, c)
 			}
+		}
+	}
+}
+
+// An impression of a line item with a limit counted after its decision's
+// reservation ended is still valid (the ad was shown), and its line says
+// late:true; one in time says nothing of it, and neither does a line item
+// without a limit, whose decisions reserve nothing.
+func TestLateImpression(t *testing.T) {
+	f := newFixture(t)
+	set, _, err := f.store.Snapshot(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, li := range set.LineItems {
+		if li.ID == "li-top" {
+			li.Limits.Impressions.Total = 1000
+		}
+	}
+	if err := f.store.ReplaceAll(t.Context(), set); err != nil {
+		t.Fatal(err)
+	}
+	n := f.start(t, nodeOpts{reservation: time.Second})
+	long := f.start(t, nodeOpts{reservation: time.Hour}) // whatever the machine's pace, in time
+	imp := func(n *node, query string) string {
+		t.Helper()
+		_, ds := decide(t, n, query)
+		if len(ds) != 1 {
+			t.Fatalf("%s: decisions %+v", query, ds)
+		}
+		return ds[0].ImpressionURL
+	}
+	inTime, late, unlimited := imp(long, "placement=top&uid=u-1"), imp(n, "placement=top&uid=u-2"), imp(n, "placement=preroll&uid=u-3")
+	time.Sleep(2100 * time.Millisecond) // the 1 s reservations (to the second) have ended
+	get(t, inTime)
+	get(t, late)
+	get(t, unlimited)
+	got := map[string]map[string]string{}
+	for _, e := range append(events(n.lines(t), "imp"), events(long.lines(t), "imp")...) {
+		got[e["line_item"]+"/"+e["uid"]] = e
+	}
+	for key, wantLate := range map[string]string{"li-top/u-1": "", "li-top/u-2": "true", "li-video/u-3": ""} {
+		e := got[key]
+		if e == nil || e["valid"] != "true" || e["late"] != wantLate {
+			t.Errorf("%s: %v, want valid and late %q", key, e, wantLate)
 		}
 	}
 }

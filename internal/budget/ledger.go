@@ -87,6 +87,11 @@ type Ledger struct {
 	holds holdQueue
 	kicks chan *account
 
+	storeErrors atomic.Uint64 // Lease, Release and Seen calls that failed
+	lost        atomic.Uint64 // leases lost (counted as spent by the store)
+	settled     atomic.Uint64 // reservations settled as shown
+	released    atomic.Uint64 // reservations given back (not shown)
+
 	// The loop's own: touched by Run's goroutine (and Close after it).
 	loopMu sync.Mutex
 	closed bool
@@ -153,6 +158,9 @@ type account struct {
 	gen  uint32       // under mu: the lease's generation
 	hand atomic.Int64 // local units leased and not taken
 	exp  atomic.Int64 // when the lease ends, Unix nanoseconds (our clock, before the store's); 0: none
+	// spendBy is when the lease stops being spent unless renewed: Lease
+	// after it was last taken or renewed.
+	spendBy atomic.Int64
 
 	used   atomic.Int64 // local units settled (seen, or spent at once), not yet released
 	rate   atomic.Int64 // local units asked for since the last step
@@ -186,16 +194,17 @@ type release struct {
 	used, unused int64 // store units
 }
 
-// take removes n local units from the hand for a reservation that ends at
-// need (Unix nanoseconds), if the lease covers it and lasts until then.
-// It returns the lease's generation.
+// take removes n local units from the hand at now for a reservation
+// settled at need (Unix nanoseconds), if the lease covers it, lasts until
+// then and was renewed within its Lease. It returns the lease's
+// generation.
 //
 // Every take counts in rate, refused or not: the hand is sized by demand,
 // and what the store grants is bounded by the limit and the pacing.
-func (a *account) take(n, need int64) (uint32, bool) {
+func (a *account) take(n, now, need int64) (uint32, bool) {
 	a.rate.Add(n)
 	a.mu.RLock()
-	if a.exp.Load() <= need {
+	if a.exp.Load() <= need || a.spendBy.Load() <= now {
 		a.mu.RUnlock()
 		return 0, false
 	}
@@ -233,12 +242,6 @@ func (a *account) settle(n int64, gen uint32) {
 		a.used.Add(n)
 	}
 	a.mu.RUnlock()
-}
-
-func (a *account) generation() uint32 {
-	a.mu.RLock()
-	defer a.mu.RUnlock()
-	return a.gen
 }
 
 // slot is one account a reservation takes from, and how much.
@@ -288,7 +291,7 @@ func (g *Ledger) take(l *decision.Line, now time.Time, until int64) (reservation
 		if s.acct == nil {
 			continue
 		}
-		gen, ok := s.acct.take(s.units, need)
+		gen, ok := s.acct.take(s.units, nowNs, need)
 		if !ok {
 			g.kick(s.acct)
 			g.cancel(&r)
@@ -558,11 +561,13 @@ func (g *Ledger) run(ctx context.Context, a *account, now int64) {
 	cancel()
 	if err != nil {
 		a.dry = now + int64(g.opt.Interval)
+		g.storeErrors.Add(1)
 		g.warn("cannot lease budget from the store: line items spend what they hold, then stop", a, err)
 		return
 	}
 	if got > 0 || a.leased > 0 {
 		a.exp.Store(now + int64(g.ttl))
+		a.spendBy.Store(now + int64(g.opt.Lease))
 	}
 	a.leased += got
 	a.hand.Add(got * a.scale)
@@ -608,6 +613,7 @@ func (g *Ledger) release(ctx context.Context, a *account) bool {
 		g.lose(a, "the store settled its lease: "+tsubame.ErrorMessage(err))
 		return false
 	default:
+		g.storeErrors.Add(1)
 		g.warn("cannot give settled and unused budget back to the store (retried)", a, err)
 		return false
 	}
@@ -625,6 +631,9 @@ func (g *Ledger) lose(a *account, why string) {
 	a.used.Store(0)
 	lost := a.leased
 	a.leased, a.carry, a.pending = 0, 0, nil
+	if lost > 0 {
+		g.lost.Add(1)
+	}
 	if g.log != nil && lost > 0 {
 		g.log.Warn("budget lease lost: what it held counts as spent", "key", a.key, "units", lost, "reason", why)
 	}
@@ -667,6 +676,7 @@ func (g *Ledger) settleDue(ctx context.Context) {
 		seen, err := g.seen.Seen(sctx, ids)
 		cancel()
 		if err != nil {
+			g.storeErrors.Add(1)
 			if g.log != nil {
 				g.log.Warn("cannot settle reservations: the store cannot tell which impressions were counted (retried)", "reservations", len(due), "err", err)
 			}
@@ -675,6 +685,11 @@ func (g *Ledger) settleDue(ctx context.Context) {
 		}
 		for i := range batch {
 			h := &batch[i]
+			if seen[i] {
+				g.settled.Add(1)
+			} else {
+				g.released.Add(1)
+			}
 			for j := range h.r.n {
 				s := h.r.slots[j]
 				if seen[i] {
@@ -745,6 +760,29 @@ func (g *Ledger) Close(ctx context.Context) error {
 		return tsubame.Errorf(tsubame.EUNAVAILABLE, "cannot give back the budget leases of %d keys (they count as spent when they expire): %v", len(failed), failed[:min(len(failed), 10)])
 	}
 	return nil
+}
+
+// Counts are a ledger's counters, for metrics.
+type Counts struct {
+	// Holds are the reservations open; Accounts the counters this node
+	// keeps a share of.
+	Holds, Accounts int
+	// Settled and Released count the reservations that ended: their
+	// impression seen (spent), or not (given back).
+	Settled, Released uint64
+	// StoreErrors counts the store calls that failed; LeasesLost the
+	// leases that ended before they were renewed or given back (all they
+	// held counts as spent).
+	StoreErrors, LeasesLost uint64
+}
+
+// Counts reports the ledger's counters. It takes no lock of the loop.
+func (g *Ledger) Counts() Counts {
+	g.mu.Lock()
+	n := len(g.accounts)
+	g.mu.Unlock()
+	return Counts{Holds: g.holds.len(), Accounts: n, Settled: g.settled.Load(), Released: g.released.Load(),
+		StoreErrors: g.storeErrors.Load(), LeasesLost: g.lost.Load()}
 }
 
 // AccountStats is one account as this node holds it.

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"tsubame/internal/accesslog"
+	"tsubame/internal/budget"
 	"tsubame/internal/cache"
 	"tsubame/internal/certs"
 	"tsubame/internal/health"
@@ -466,4 +467,61 @@ func (c *ShipperCollector) Collect(ch chan<- prometheus.Metric) {
 		failing = 1
 	}
 	put("failing", prometheus.GaugeValue, failing)
+}
+
+// value is one metric of a valuesCollector: its description and how it is
+// read from a snapshot of type S.
+type value[S any] struct {
+	name, help string
+	kind       prometheus.ValueType
+	read       func(S) float64
+}
+
+// valuesCollector exports a table of metrics read from one snapshot per
+// scrape: a new set of metrics is a table, not a Describe/Collect pair.
+type valuesCollector[S any] struct {
+	snapshot func() S
+	values   []value[S]
+	descs    []*prometheus.Desc
+}
+
+func newValuesCollector[S any](subsystem string, snapshot func() S, values []value[S]) *valuesCollector[S] {
+	c := &valuesCollector[S]{snapshot: snapshot, values: values}
+	for _, v := range values {
+		c.descs = append(c.descs, prometheus.NewDesc(prometheus.BuildFQName(Namespace, subsystem, v.name), v.help, nil, nil))
+	}
+	return c
+}
+
+func (c *valuesCollector[S]) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+func (c *valuesCollector[S]) Collect(ch chan<- prometheus.Metric) {
+	s := c.snapshot()
+	for i, v := range c.values {
+		ch <- prometheus.MustNewConstMetric(c.descs[i], v.kind, v.read(s))
+	}
+}
+
+// NewBudgetCollector exports the ledger of budgets and impression limits
+// (internal/budget): reservations open and settled, counters held, store
+// failures and leases lost.
+func NewBudgetCollector(counts func() budget.Counts) prometheus.Collector {
+	return newValuesCollector("budget", counts, []value[budget.Counts]{
+		{"reservations_open", "Decisions of limited line items whose impressions may still come: their price is held.",
+			prometheus.GaugeValue, func(c budget.Counts) float64 { return float64(c.Holds) }},
+		{"reservations_settled_total", "Reservations that ended with their impression counted: spent.",
+			prometheus.CounterValue, func(c budget.Counts) float64 { return float64(c.Settled) }},
+		{"reservations_released_total", "Reservations that ended without their impression: given back and served again.",
+			prometheus.CounterValue, func(c budget.Counts) float64 { return float64(c.Released) }},
+		{"accounts", "Budget and limit counters this node holds a share of.",
+			prometheus.GaugeValue, func(c budget.Counts) float64 { return float64(c.Accounts) }},
+		{"store_errors_total", "Lease, release and settle calls to the store that failed (limited line items spend what they hold, then stop).",
+			prometheus.CounterValue, func(c budget.Counts) float64 { return float64(c.StoreErrors) }},
+		{"leases_lost_total", "Leases that ended before they were renewed or given back: all they held counts as spent.",
+			prometheus.CounterValue, func(c budget.Counts) float64 { return float64(c.LeasesLost) }},
+	})
 }

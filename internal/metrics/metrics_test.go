@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"tsubame"
+	"tsubame/internal/budget"
 	"tsubame/internal/cache"
 	"tsubame/internal/metrics"
 	"tsubame/internal/render"
@@ -66,5 +67,37 @@ tsubame_cache_loads_total{result="ok"} 2
 		if !found[name] {
 			t.Errorf("%s not exported", name)
 		}
+	}
+}
+
+func TestBudgetCollector(t *testing.T) {
+	reg := metrics.NewRegistry("test")
+	reg.MustRegister(metrics.NewBudgetCollector(func() budget.Counts {
+		return budget.Counts{Holds: 7, Accounts: 3, Settled: 40, Released: 2, StoreErrors: 5, LeasesLost: 1}
+	}))
+	want := `
+# HELP tsubame_budget_accounts Budget and limit counters this node holds a share of.
+# TYPE tsubame_budget_accounts gauge
+tsubame_budget_accounts 3
+# HELP tsubame_budget_leases_lost_total Leases that ended before they were renewed or given back: all they held counts as spent.
+# TYPE tsubame_budget_leases_lost_total counter
+tsubame_budget_leases_lost_total 1
+# HELP tsubame_budget_reservations_open Decisions of limited line items whose impressions may still come: their price is held.
+# TYPE tsubame_budget_reservations_open gauge
+tsubame_budget_reservations_open 7
+# HELP tsubame_budget_reservations_released_total Reservations that ended without their impression: given back and served again.
+# TYPE tsubame_budget_reservations_released_total counter
+tsubame_budget_reservations_released_total 2
+# HELP tsubame_budget_reservations_settled_total Reservations that ended with their impression counted: spent.
+# TYPE tsubame_budget_reservations_settled_total counter
+tsubame_budget_reservations_settled_total 40
+# HELP tsubame_budget_store_errors_total Lease, release and settle calls to the store that failed (limited line items spend what they hold, then stop).
+# TYPE tsubame_budget_store_errors_total counter
+tsubame_budget_store_errors_total 5
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "tsubame_budget_accounts", "tsubame_budget_leases_lost_total",
+		"tsubame_budget_reservations_open", "tsubame_budget_reservations_released_total", "tsubame_budget_reservations_settled_total",
+		"tsubame_budget_store_errors_total"); err != nil {
+		t.Fatal(err)
 	}
 }
