@@ -65,9 +65,9 @@ type nodeOpts struct {
 	// price (ads.Options.Reservation; 0: none).
 	reservation time.Duration
 	device      func([]byte) ads.Device
-	privacy map[string]ads.Privacy
-	sites   []server.Site
-	geo     func(netip.Addr) (string, string)
+	privacy     map[string]ads.Privacy
+	sites       []server.Site
+	geo         func(netip.Addr) (string, string)
 }
 
 // adsStore is what a node needs of its store.
