@@ -820,6 +820,14 @@ func (c *Campaign) check(v *checker, at string) {
 	if b.Total > 0 && b.Daily > b.Total {
 		v.add(at+".budget.daily", "%s is more than the total budget %s", b.Daily, b.Total)
 	}
+	for _, x := range []struct {
+		path string
+		m    Money
+	}{{".budget.total", b.Total}, {".budget.daily", b.Daily}} {
+		if x.m > MaxQuotaUnits {
+			v.add(at+x.path, "%s is more than a budget may be (%s: budgets are counted exactly, in micro-units, up to 2^53-1)", x.m, Money(MaxQuotaUnits))
+		}
+	}
 	switch c.Pacing.Mode {
 	case "", PacingEven, PacingFrontloaded:
 	case PacingASAP:
@@ -941,6 +949,9 @@ func (l *LineItem) check(v *checker, at string) {
 	}
 	if im.Total > 0 && im.Daily > im.Total {
 		v.add(at+".limits.impressions.daily", "%d is more than the total %d", im.Daily, im.Total)
+	}
+	if im.Total > MaxQuotaUnits || im.Daily > MaxQuotaUnits {
+		v.add(at+".limits.impressions", "more than %d impressions, the most a limit counts", int64(MaxQuotaUnits))
 	}
 	if len(l.Frequency) > MaxFrequencyCaps {
 		v.add(at+".frequency", "has %d caps, more than %d", len(l.Frequency), MaxFrequencyCaps)

@@ -121,6 +121,7 @@ func TestValidateRules(t *testing.T) {
 		{"local time zone", func(s *tsubame.CampaignSet) { s.Campaigns[0].Timezone = "Local" }, `campaigns[0] (id "c-1").timezone`},
 		{"negative budget", func(s *tsubame.CampaignSet) { s.Campaigns[0].Budget.Total = -1 }, `campaigns[0] (id "c-1").budget.total`},
 		{"daily over total", func(s *tsubame.CampaignSet) { s.Campaigns[0].Budget.Daily = s.Campaigns[0].Budget.Total + 1 }, `campaigns[0] (id "c-1").budget.daily`},
+		{"budget past exact counting", func(s *tsubame.CampaignSet) { s.Campaigns[0].Budget.Total = tsubame.MaxQuotaUnits + 1 }, `campaigns[0] (id "c-1").budget.total: 9007199254.740992 is more than a budget may be`},
 		{"pacing mode", func(s *tsubame.CampaignSet) { s.Campaigns[0].Pacing.Mode = "fast" }, `campaigns[0] (id "c-1").pacing.mode`},
 		{"hour weights", func(s *tsubame.CampaignSet) { s.Campaigns[1].Pacing.HourWeights = []int{1, 2} }, `campaigns[1] (id "c-2").pacing.hour_weights`},
 		{"asap weights", func(s *tsubame.CampaignSet) { s.Campaigns[1].Pacing.Mode = "asap" }, `campaigns[1] (id "c-2").pacing.hour_weights`},
@@ -159,6 +160,9 @@ func TestValidateRules(t *testing.T) {
 			s.LineItems[0].End = s.LineItems[0].Start.Add(-time.Second)
 		}, `line_items[0] (id "li-1").end`},
 		{"daily limit", func(s *tsubame.CampaignSet) { s.LineItems[0].Limits.Impressions.Daily = 2_000_000 }, `line_items[0] (id "li-1").limits.impressions.daily`},
+		{"limit past exact counting", func(s *tsubame.CampaignSet) {
+			s.LineItems[0].Limits.Impressions = tsubame.ImpressionLimits{Total: tsubame.MaxQuotaUnits + 1, Daily: 5}
+		}, `line_items[0] (id "li-1").limits.impressions: more than 9007199254740991 impressions`},
 		{"frequency per", func(s *tsubame.CampaignSet) {
 			s.LineItems[0].Frequency[0].Per = tsubame.Duration(500 * time.Millisecond)
 		}, `line_items[0] (id "li-1").frequency[0].per`},

@@ -59,8 +59,11 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 		return usagef("store type %q cannot keep budgets and impression limits: set ads.enabled: false", cfg.Store.Type)
 	}
 	b := cfg.Ads.Budget
+	// An impression's id is kept for the tracking URL's life (and a few
+	// minutes): a reservation still unsettled past it counts as spent.
 	ledger, err := budget.NewLedger(quotas, dd, budget.LedgerOptions{Holder: b.Holder, Interval: b.Interval,
-		Grace: b.Grace, Lease: b.Lease, MaxHold: cfg.Ads.Reservation, Log: m.Logger})
+		Grace: b.Grace, Lease: b.Lease, MaxHold: cfg.Ads.Reservation, Remember: cfg.Ads.Tracking.TTL - cfg.Ads.Reservation,
+		Log: m.Logger})
 	if err != nil {
 		return usagef("ads.budget: %v", err)
 	}
@@ -70,7 +73,8 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 	}
 	opt := ads.Options{
 		Signer: signer, Currency: cfg.Ads.Currency, TrackingURL: strings.TrimSuffix(cfg.Ads.Tracking.URL, "/"),
-		TTL: cfg.Ads.Tracking.TTL, Reservation: cfg.Ads.Reservation, CookieName: cfg.Ads.Cookie.Name, CookieMaxAge: cfg.Ads.Cookie.MaxAge,
+		TTL: cfg.Ads.Tracking.TTL, Reservation: cfg.Ads.Reservation, Grace: cfg.Ads.Budget.Grace,
+		CookieName: cfg.Ads.Cookie.Name, CookieMaxAge: cfg.Ads.Cookie.MaxAge,
 		Dedupe: dd, AdSystem: cfg.VAST.AdSystem, Log: m.Logger,
 	}
 	opt.DefaultPrivacy, opt.Privacy = privacyModes(cfg)

@@ -44,6 +44,9 @@ type Options struct {
 	// TTL); an impression after it is logged late. 0: nothing is held
 	// (the counters spend a decision at once).
 	Reservation time.Duration
+	// Grace is how long after its reservation ends an impression is still
+	// settled against it (the budget ledger's grace): one later is late.
+	Grace time.Duration
 	// CookieName and CookieMaxAge are the visitor cookie's.
 	CookieName   string
 	CookieMaxAge time.Duration

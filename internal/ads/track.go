@@ -86,7 +86,7 @@ func (s *Service) count(r server.Request, t *track.Token, kind accesslog.EventKi
 	}
 	// An impression after its reservation ended is counted (it was shown)
 	// but its price may no longer be held: reports count it as overage.
-	late := kind == accesslog.EventImp && !t.Reserved.IsZero() && !time.Now().Before(t.Reserved)
+	late := kind == accesslog.EventImp && !t.Reserved.IsZero() && !time.Now().Before(t.Reserved.Add(s.opt.Grace))
 	e := accesslog.Event{Kind: kind, ID: accesslog.String(id), Decision: accesslog.String(t.Decision),
 		LineItem: accesslog.String(t.LineItem), Campaign: accesslog.String(t.Campaign), Creative: accesslog.String(t.Creative),
 		Placement: accesslog.String(t.Placement), UID: accesslog.String(t.User), Price: price,

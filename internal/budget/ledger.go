@@ -42,9 +42,9 @@ type Seer interface {
 
 // LedgerOptions tune a Ledger.
 type LedgerOptions struct {
-	// Holder names this node's leases in the store: 1 to 64 bytes, unique
-	// among the nodes sharing it. Empty: the host name, the process id and
-	// random bits, new at every start.
+	// Holder names this node's leases in the store, followed by "/" and 8
+	// random hex digits new at every start (at most 64 bytes in all).
+	// Empty: the host name and the process id.
 	Holder string
 	// Interval is how often leases are topped up, renewed and given back,
 	// and reservations settled (DefaultInterval).
@@ -63,6 +63,11 @@ type LedgerOptions struct {
 	MaxHold time.Duration
 	// Timeout bounds one store call (DefaultStoreTimeout).
 	Timeout time.Duration
+	// Remember is how long after a reservation ends its event is surely
+	// still known to the store (Seen): a reservation not settled by then
+	// (the store failing) counts as spent, since an impression no longer
+	// known may have been shown. 0: no bound.
+	Remember time.Duration
 	// Log gets the store's failures (the process logger bounds repeats).
 	Log *slog.Logger
 	// Now is the clock (time.Now when nil), for tests and simulations.
@@ -83,6 +88,7 @@ type Ledger struct {
 
 	mu       sync.Mutex // guards accounts and the building of states
 	accounts map[string]*account
+	made     uint64 // accounts made, under mu: each account's release id prefix
 
 	holds holdQueue
 	kicks chan *account
@@ -108,13 +114,11 @@ func NewLedger(q tsubame.Quotas, seen Seer, opt LedgerOptions) (*Ledger, error) 
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	if opt.Holder == "" {
-		opt.Holder = newHolder()
-	}
+	opt.Holder = newHolder(opt.Holder)
 	ttl := opt.MaxHold + opt.Grace + opt.Lease
 	switch {
 	case len(opt.Holder) > tsubame.MaxQuotaHolderLength:
-		return nil, tsubame.Errorf(tsubame.EINVALID, "budget holder %q is longer than %d bytes", opt.Holder, tsubame.MaxQuotaHolderLength)
+		return nil, tsubame.Errorf(tsubame.EINVALID, "budget holder %q is longer than %d bytes (with its random suffix)", opt.Holder, tsubame.MaxQuotaHolderLength)
 	case opt.Interval <= 0 || opt.Grace <= 0 || opt.Lease <= 0 || opt.MaxHold <= 0 || opt.Timeout <= 0:
 		return nil, tsubame.Errorf(tsubame.EINVALID, "budget interval, grace, lease, max hold and timeout must be positive")
 	case opt.Lease < 2*opt.Interval:
@@ -126,15 +130,21 @@ func NewLedger(q tsubame.Quotas, seen Seer, opt LedgerOptions) (*Ledger, error) 
 		accounts: map[string]*account{}, kicks: make(chan *account, 1024)}, nil
 }
 
-// newHolder names this process: host, pid and 32 random bits.
-func newHolder() string {
-	host, _ := os.Hostname()
-	if len(host) > 32 {
-		host = host[:32]
+// newHolder names this process: name (the host name and the process id
+// when empty) and 32 random bits, so that a process restarted under the
+// same name never takes over the leases, nor the release ids, of the one
+// before it.
+func newHolder(name string) string {
+	if name == "" {
+		host, _ := os.Hostname()
+		if len(host) > 32 {
+			host = host[:32]
+		}
+		name = fmt.Sprintf("%s/%d", cmp.Or(host, "node"), os.Getpid())
 	}
 	var r [4]byte
 	_, _ = rand.Read(r[:])
-	return fmt.Sprintf("%s/%d/%s", cmp.Or(host, "node"), os.Getpid(), hex.EncodeToString(r[:]))
+	return name + "/" + hex.EncodeToString(r[:])
 }
 
 // Holder is this node's name in the store.
@@ -167,6 +177,8 @@ type account struct {
 	holds  atomic.Int64 // reservations open
 	unit   atomic.Int64 // the largest take
 	kicked atomic.Bool  // an empty hand was reported to the loop
+
+	nonce uint64 // tells this account's release ids from those of one retired before it
 
 	// The loop's own.
 	leased  int64 // store units of our lease, as the store last told
@@ -284,7 +296,7 @@ func (g *Ledger) take(l *decision.Line, now time.Time, until int64) (reservation
 	nowNs := now.UnixNano()
 	d := st.day.Load()
 	if d == nil || nowNs < d.start || nowNs >= d.end {
-		d = g.newDay(st, l, now)
+		d = g.newDay(st, now)
 	}
 	need := until + int64(g.opt.Grace)
 	for _, s := range [...]slot{st.total[0], st.total[1], d.slots[0], d.slots[1]} {
@@ -342,10 +354,14 @@ func (g *Ledger) kick(a *account) {
 
 // state returns the ledger's state of line item l, made or brought up to
 // date when l is a Line it has not seen (a new index).
+//
+// A Line of an older compile than the state's (a decision still running on
+// an index that was replaced) gets the state as it is: the newer settings
+// hold, and a stale Line never writes its limits over them.
 func (g *Ledger) state(l *decision.Line) *lineState {
 	if v, ok := g.lines.Load(l.ID); ok {
 		st := v.(*lineState)
-		if st.line.Load() == l {
+		if cur := st.line.Load(); cur == l || cur.Gen > l.Gen {
 			return st
 		}
 	}
@@ -353,7 +369,11 @@ func (g *Ledger) state(l *decision.Line) *lineState {
 	defer g.mu.Unlock()
 	if v, ok := g.lines.Load(l.ID); ok {
 		st := v.(*lineState)
-		if old := st.line.Load(); old == l || sameBudget(old, l) {
+		cur := st.line.Load()
+		if cur == l || cur.Gen > l.Gen {
+			return st
+		}
+		if sameBudget(cur, l) {
 			st.line.Store(l)
 			return st
 		}
@@ -385,13 +405,15 @@ func sameBudget(a, b *decision.Line) bool {
 		newPacer(a.Pacing, a.Zone).equal(newPacer(b.Pacing, b.Zone))
 }
 
-// newDay makes the day state of st for the day of now.
-func (g *Ledger) newDay(st *lineState, l *decision.Line, now time.Time) *dayState {
+// newDay makes the day state of st for the day of now, by the settings of
+// the newest Line st has seen.
+func (g *Ledger) newDay(st *lineState, now time.Time) *dayState {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if d := st.day.Load(); d != nil && now.UnixNano() >= d.start && now.UnixNano() < d.end {
 		return d
 	}
+	l := st.line.Load()
 	ds, de, date := day(now, l.Zone)
 	d := &dayState{start: ds, end: de}
 	p := newPacer(l.Pacing, l.Zone)
@@ -412,7 +434,8 @@ func (g *Ledger) newDay(st *lineState, l *decision.Line, now time.Time) *dayStat
 func (g *Ledger) slot(key string, scale int64, cfg accountCfg, units int64) slot {
 	a := g.accounts[key]
 	if a == nil {
-		a = &account{key: key, scale: scale}
+		g.made++
+		a = &account{key: key, scale: scale, nonce: g.made}
 		g.accounts[key] = a
 	}
 	a.cfg.Store(&cfg)
@@ -517,6 +540,19 @@ func (g *Ledger) plan(a *account, now int64, tick bool) bool {
 		g.lose(a, "its lease ended before it was renewed (the store did not answer)")
 	}
 	target := a.target(cfg, now, tick)
+	if tick && a.pending == nil && now >= cfg.end && a.leased > 0 && a.holds.Load() == 0 {
+		// The period is over and no reservation is open: the lease ends.
+		// The hand's whole units go back; the rest, settled or a part of a
+		// unit, is spent (rounded up, never down).
+		a.mu.Lock()
+		hand := a.hand.Swap(0)
+		a.mu.Unlock()
+		a.used.Store(0)
+		unused := min(hand/a.scale, a.leased)
+		a.carry = 0
+		a.seq++
+		a.pending = &release{id: g.releaseID(a), used: a.leased - unused, unused: unused}
+	}
 	if tick && a.pending == nil {
 		used := a.used.Swap(0) + a.carry
 		a.carry = used % a.scale
@@ -535,7 +571,7 @@ func (g *Ledger) plan(a *account, now int64, tick bool) bool {
 		}
 		if used/a.scale > 0 || back > 0 {
 			a.seq++
-			a.pending = &release{id: "r" + strconv.FormatUint(a.seq, 36), used: used / a.scale, unused: back}
+			a.pending = &release{id: g.releaseID(a), used: used / a.scale, unused: back}
 		}
 	}
 	a.want = (target - a.hand.Load() + a.scale - 1) / a.scale // store units, rounded up
@@ -589,7 +625,7 @@ func (a *account) target(cfg *accountCfg, now int64, tick bool) int64 {
 		a.recent = (a.recent + a.rate.Swap(0)) / 2
 	}
 	t := max(2*a.recent, 2*unit)
-	ceiling := max(unit, cfg.limit*a.scale/64)
+	ceiling := max(unit, cfg.limit/64*a.scale) // limit*scale could pass MaxInt64
 	return min(t, ceiling)
 }
 
@@ -617,6 +653,13 @@ func (g *Ledger) release(ctx context.Context, a *account) bool {
 		g.warn("cannot give settled and unused budget back to the store (retried)", a, err)
 		return false
 	}
+}
+
+// releaseID names a's release number a.seq: unique to this ledger and
+// account object, since the store keeps a holder's last ids and an
+// account retired and made again starts over.
+func (g *Ledger) releaseID(a *account) string {
+	return "r" + strconv.FormatUint(a.nonce, 36) + "." + strconv.FormatUint(a.seq, 36)
 }
 
 // lose forgets a's lease: the store settled it (or will, at its expiry), so
@@ -663,8 +706,23 @@ func (g *Ledger) retire() {
 // spent when their event was seen, given back to the hand otherwise. Those
 // the store cannot tell about stay for the next round.
 func (g *Ledger) settleDue(ctx context.Context) {
-	cutoff := g.opt.Now().Add(-g.opt.Grace).UnixNano()
-	due := g.holds.popDue(cutoff)
+	now := g.opt.Now()
+	due := g.holds.popDue(now.Add(-g.opt.Grace).UnixNano())
+	if g.opt.Remember > 0 {
+		// A reservation whose event the store may have forgotten (it was
+		// not settled in time: the store failing) counts as spent: its
+		// impression may have been shown.
+		forgotten := now.Add(-g.opt.Remember).UnixNano()
+		rest := due[:0]
+		for i := range due {
+			if due[i].until < forgotten {
+				g.settle(&due[i], true)
+				continue
+			}
+			rest = append(rest, due[i])
+		}
+		due = rest
+	}
 	ids := make([]string, 0, min(len(due), tsubame.MaxSeenBatch))
 	for len(due) > 0 {
 		batch := due[:min(len(due), tsubame.MaxSeenBatch)]
@@ -684,23 +742,27 @@ func (g *Ledger) settleDue(ctx context.Context) {
 			return
 		}
 		for i := range batch {
-			h := &batch[i]
-			if seen[i] {
-				g.settled.Add(1)
-			} else {
-				g.released.Add(1)
-			}
-			for j := range h.r.n {
-				s := h.r.slots[j]
-				if seen[i] {
-					s.acct.settle(s.units, h.r.gens[j])
-				} else {
-					s.acct.giveBack(s.units, h.r.gens[j])
-				}
-				s.acct.holds.Add(-1)
-			}
+			g.settle(&batch[i], seen[i])
 		}
 		due = due[len(batch):]
+	}
+}
+
+// settle ends reservation h: spent if shown, back into the hands if not.
+func (g *Ledger) settle(h *hold, shown bool) {
+	if shown {
+		g.settled.Add(1)
+	} else {
+		g.released.Add(1)
+	}
+	for j := range h.r.n {
+		s := h.r.slots[j]
+		if shown {
+			s.acct.settle(s.units, h.r.gens[j])
+		} else {
+			s.acct.giveBack(s.units, h.r.gens[j])
+		}
+		s.acct.holds.Add(-1)
 	}
 }
 
@@ -716,6 +778,7 @@ func (g *Ledger) Close(ctx context.Context) error {
 		return nil
 	}
 	g.closed = true
+	g.settleDue(ctx) // what can be given back is, before the rest counts as spent
 	g.mu.Lock()
 	accts := make([]*account, 0, len(g.accounts))
 	for _, a := range g.accounts {
@@ -747,7 +810,7 @@ func (g *Ledger) Close(ctx context.Context) error {
 		unused := min(hand/a.scale, a.leased)
 		a.seq++
 		sctx, cancel := context.WithTimeout(ctx, g.opt.Timeout)
-		err := g.quotas.Release(sctx, a.key, g.opt.Holder, "r"+strconv.FormatUint(a.seq, 36), a.leased-unused, unused)
+		err := g.quotas.Release(sctx, a.key, g.opt.Holder, g.releaseID(a), a.leased-unused, unused)
 		cancel()
 		if err != nil && tsubame.ErrorCode(err) != tsubame.ECONFLICT {
 			failed = append(failed, a.key)

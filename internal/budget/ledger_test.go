@@ -503,3 +503,173 @@ func TestUsages(t *testing.T) {
 		t.Errorf("JSON %s: impressions are numbers", b)
 	}
 }
+
+// A decision still running on an index that was replaced never writes the
+// old index's budget over the new one's: the budget lowered from 10.00 to
+// 5.00, one decision of the old index after the new one served, and the
+// new index's line items spend 5.00 at most.
+func TestStaleLineKeepsTheNewBudget(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	clk := newClock()
+	g, err := budget.NewLedger(st, st, budget.LedgerOptions{Holder: "n", Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := budget.New(st, budget.Options{Ledger: g})
+	compile := func(total tsubame.Money) map[string]*decision.Line {
+		set := limitedSet(tsubame.ImpressionLimits{}, tsubame.Budget{Total: total}, 1_000_000_000, tsubame.PacingASAP) // 1.00 an impression
+		b := *set.LineItems[0]
+		b.ID = "li-b"
+		set.LineItems = append(set.LineItems, &b)
+		_, ls := lines(t, set, c)
+		return ls
+	}
+	ctx := t.Context()
+	allow := func(l *decision.Line) { c.Allow(l, &decision.Request{}, 0, clk.Now()) }
+	old := compile(10_000_000)
+	allow(old["li"])
+	allow(old["li-b"])
+	g.Tick(ctx)
+	current := compile(5_000_000)
+	allow(current["li"])
+	allow(current["li-b"])
+	allow(old["li"]) // a decision begun on the old index reaches li
+	for range 50 {   // only li-b serves from now on
+		allow(current["li-b"])
+		clk.Advance(time.Second)
+		g.Tick(ctx)
+	}
+	if s, o := committed(t, st, "camp/camp/spend"); s+o > 5_000_000 {
+		t.Fatalf("committed %d of a budget lowered to 5000000", s+o)
+	}
+}
+
+// A reservation not settled while its impression is still known to the
+// store (Remember) counts as spent: here the store forgets impressions at
+// once, and ten decisions on a limit of ten stay ten.
+func TestForgottenReservationsCountAsSpent(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	clk := newClock()
+	set := limitedSet(tsubame.ImpressionLimits{Total: 10}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
+	n := newNode(t, st, set, "node-0", budget.LedgerOptions{Now: clk.Now, MaxHold: time.Minute, Grace: 30 * time.Second, Remember: 45 * time.Second})
+	ctx := t.Context()
+	shown := 0
+	for range 3 {
+		for range 40 {
+			if id := n.decide(clk.Now(), time.Minute); id != "" {
+				if _, err := st.FirstSeen(ctx, "imp:"+id, time.Millisecond); err != nil { // shown, and forgotten at once
+					t.Fatal(err)
+				}
+				shown++
+				continue
+			}
+			n.ledger.Tick(ctx)
+		}
+		time.Sleep(5 * time.Millisecond) // the store's own clock passes the 1 ms
+		clk.Advance(2 * time.Minute)     // settled a minute after the reservation ended: past Remember
+		n.ledger.Tick(ctx)
+	}
+	if shown != 10 {
+		t.Fatalf("%d impressions shown on a limit of 10", shown)
+	}
+}
+
+// An account of a period that is over gives its whole lease back once no
+// reservation is open, a part of a unit included (rounded up into the
+// settled spend), and is then dropped: no lease is renewed for a day gone.
+func TestPeriodOverGivesEverythingBack(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	clk := newClock()
+	clk.t = time.Date(2026, 11, 27, 23, 0, 0, 0, time.FixedZone("JST", 9*3600))
+	set := limitedSet(tsubame.ImpressionLimits{}, tsubame.Budget{Daily: 1_000_000}, 2_500_001, tsubame.PacingASAP)
+	n := newNode(t, st, set, "node-0", budget.LedgerOptions{Now: clk.Now})
+	ctx := t.Context()
+	served := int64(0)
+	for range 50 {
+		if n.counters.Allow(n.line, &decision.Request{}, 0, clk.Now()) {
+			served++
+			continue
+		}
+		n.ledger.Tick(ctx)
+	}
+	for range 6 * 60 * 2 { // two hours of rounds: the day ends
+		clk.Advance(10 * time.Second)
+		n.ledger.Tick(ctx)
+	}
+	key := "camp/camp/spend/2026-11-27"
+	s, o := committed(t, st, key)
+	if want := (served*2_500_001 + 999) / 1000; s != want || o != 0 {
+		t.Fatalf("%d served at 2.500001: settled %d, outstanding %d; want %d and 0", served, s, o, want)
+	}
+	for _, a := range n.ledger.Stats() {
+		if a.Key == key {
+			t.Fatalf("the account of a day gone is kept: %+v", a)
+		}
+	}
+}
+
+// An account retired after its flight and made again (the flight was
+// extended) names its releases anew: the store applies them, and what it
+// holds for the node is what the node holds.
+func TestReleasesOfAnAccountMadeAgain(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	clk := &fakeClock{t: time.Now()}
+	start := clk.Now()
+	set := limitedSet(tsubame.ImpressionLimits{Total: 100_000}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
+	set.LineItems[0].Start, set.LineItems[0].End = start, start.Add(30*time.Second)
+	n := newNode(t, st, set, "node-0", budget.LedgerOptions{Now: clk.Now})
+	ctx := t.Context()
+	spend := func(line *decision.Line, seconds int) {
+		for range seconds {
+			for range 10 {
+				n.counters.Allow(line, &decision.Request{}, 0, clk.Now())
+			}
+			clk.Advance(time.Second)
+			n.ledger.Tick(ctx)
+		}
+	}
+	spend(n.line, 20)
+	for range 15 { // the flight ends at 30 s: the account gives all back and goes
+		clk.Advance(time.Second)
+		n.ledger.Tick(ctx)
+	}
+	set.LineItems[0].End = start.Add(3 * time.Minute) // extended
+	_, ls := lines(t, set, n.counters)
+	spend(ls["li"], 30)
+	var leased int64
+	for _, a := range n.ledger.Stats() {
+		if a.Key == "li/li/imp" {
+			leased = a.Leased
+		}
+	}
+	if s, o := committed(t, st, "li/li/imp"); o != leased || s+o > 100_000 {
+		t.Fatalf("the store holds %d outstanding (settled %d), the node %d", o, s, leased)
+	}
+}
+
+// The largest budget a campaign may have (2^53-1 micro-units) is counted
+// like any other: the hand grows with demand.
+func TestLargestBudget(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	clk := newClock()
+	set := limitedSet(tsubame.ImpressionLimits{}, tsubame.Budget{Total: tsubame.MaxQuotaUnits}, 50_000_000_000, tsubame.PacingASAP)
+	n := newNode(t, st, set, "node-0", budget.LedgerOptions{Now: clk.Now})
+	served := 0
+	for range 10 {
+		for range 100 {
+			if n.counters.Allow(n.line, &decision.Request{}, 0, clk.Now()) {
+				served++
+			}
+		}
+		clk.Advance(time.Second)
+		n.ledger.Tick(t.Context())
+	}
+	if served < 900 {
+		t.Fatalf("%d of 1000 requests served on the largest budget", served)
+	}
+}

@@ -52,8 +52,8 @@ type AdsBudget struct {
 	// Lease is how long a node spends a lease without renewing it: with
 	// the store gone, line items with a budget or a limit stop after it.
 	Lease time.Duration `koanf:"lease"`
-	// Holder names this node's leases in the store; empty: the host name,
-	// process id and random bits, new at every start.
+	// Holder names this node's leases in the store, followed by random
+	// characters new at every start; empty: the host name and process id.
 	Holder string `koanf:"holder"`
 }
 
@@ -163,6 +163,10 @@ func (c *Config) validateAds(p *problems) {
 	}
 	if b.Lease < 2*b.Interval || b.Lease > time.Hour {
 		p.add("ads.budget.lease: must be between twice ads.budget.interval (%v) and 1h (got %v)", 2*b.Interval, b.Lease)
+	}
+	if a.Reservation >= time.Second && b.Grace >= time.Second && a.Reservation+b.Grace+2*b.Interval > a.Tracking.TTL {
+		p.add("ads.reservation (%v), ads.budget.grace (%v) and two ads.budget.interval (%v) must fit in ads.tracking.ttl (%v): a reservation is settled by whether its impression was counted, which is known for as long as its URL is honoured",
+			a.Reservation, b.Grace, 2*b.Interval, a.Tracking.TTL)
 	}
 	if a.Reservation+b.Grace+b.Lease > 24*time.Hour {
 		p.add("ads.reservation, ads.budget.grace and ads.budget.lease add up to more than 24h, the longest lease a store keeps")

@@ -640,3 +640,33 @@ func TestHSTSHeader(t *testing.T) {
 		t.Errorf("tls.hsts without tls.listen: not reported (%v)", cfg.Validate())
 	}
 }
+
+// The budget keys: a reservation, its grace and the rounds must fit in the
+// tracking URL's life (an impression is known for as long); the lease
+// must outlast two rounds; the holder is a short printable name.
+func TestValidateAdsBudget(t *testing.T) {
+	for _, tc := range []struct {
+		yaml, want string
+	}{
+		{"ads: {reservation: 0s}", "ads.reservation: must be between 1s and ads.tracking.ttl"},
+		{"ads: {reservation: 25h}", "ads.reservation: must be between 1s and ads.tracking.ttl"},
+		{"ads: {reservation: 24h}", "must fit in ads.tracking.ttl"},
+		{"ads: {tracking: {ttl: 10m}, reservation: 10m}", "must fit in ads.tracking.ttl"},
+		{"ads: {budget: {interval: 1ms}}", "ads.budget.interval: must be between 10ms and 1m"},
+		{"ads: {budget: {grace: 0s}}", "ads.budget.grace: must be between 1s and 1h"},
+		{"ads: {budget: {interval: 1m, lease: 1m}}", "ads.budget.lease: must be between twice ads.budget.interval"},
+		{"ads: {budget: {holder: \"node a\"}}", "ads.budget.holder: must be at most 64 printable ASCII characters without spaces"},
+	} {
+		cfg := load(t, tc.yaml)
+		text := ""
+		for _, e := range cfg.Validate() {
+			text += e.Error() + "\n"
+		}
+		if !strings.Contains(text, tc.want) {
+			t.Errorf("%s: Validate says\n%s\nwant %q", tc.yaml, text, tc.want)
+		}
+	}
+	if errs := load(t, "ads: {tracking: {ttl: 1h}, reservation: 30m}").Validate(); len(errs) != 0 {
+		t.Errorf("a valid budget section refused: %v", errs)
+	}
+}

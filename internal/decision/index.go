@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"tsubame"
@@ -63,9 +64,14 @@ type Line struct {
 	Budget tsubame.Budget
 	Pacing tsubame.Pacing
 	Zone   *time.Location
-	// Limited reports whether the line item has an impression limit or its
-	// campaign a budget.
+	// Limited reports whether the line item has an impression limit, or
+	// its campaign a budget and it a price: whether serving it costs what
+	// Counters keep.
 	Limited bool
+	// Gen is the compile the Line belongs to: a Line of a later compile
+	// has a larger one, so that Counters can tell a decision still running
+	// on an index that was replaced.
+	Gen uint64
 
 	adv       int32   // interned advertiser
 	creatives []int32 // approved creatives, indexes into Index.creatives
@@ -105,6 +111,9 @@ type creative struct {
 type posting [tsubame.MaxPriority + 1][]int32
 
 type kvKey struct{ k, v string }
+
+// compiles numbers the compiles of this process (Line.Gen).
+var compiles atomic.Uint64
 
 // Index is an immutable, compiled campaign set. It is safe for concurrent
 // use: any number of goroutines may call Decide at once.
@@ -150,6 +159,7 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 	if now.IsZero() {
 		now = time.Now()
 	}
+	gen := compiles.Add(1)
 	ix := &Index{counters: opt.Counters, kvs: map[kvKey]uint32{}, deals: map[string]uint32{}, cats: map[string]uint32{}}
 	if ix.counters == nil {
 		ix.counters = NoCounters{}
@@ -199,7 +209,8 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 			Pacing: tsubame.Pacing{Mode: camp.Pacing.Mode, HourWeights: slices.Clone(camp.Pacing.HourWeights)},
 			start:  start, end: end, campStart: campStart, campEnd: campEnd,
 		}
-		l.Limited = l.Limits != (tsubame.ImpressionLimits{}) || l.Budget != (tsubame.Budget{})
+		l.Limited = l.Limits != (tsubame.ImpressionLimits{}) || l.Budget != (tsubame.Budget{}) && l.CPM > 0
+		l.Gen = gen
 		for _, id := range li.Creatives {
 			if i, ok := crIdx[id]; ok {
 				l.creatives = append(l.creatives, i)
