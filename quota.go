@@ -21,6 +21,10 @@ const (
 	// QuotaReleaseIDs is how many of a holder's last applied release ids a
 	// key keeps: a retry of any of them is a no-op.
 	QuotaReleaseIDs = 64
+	// QuotaIdleHolders is how many holders without a lease a key keeps the
+	// release ids of, the last to release: nodes come and go (a new holder
+	// at every start), and a key lasts a flight.
+	QuotaIdleHolders = 64
 	// MaxLeaseTTL is the longest ttl of a lease. A lease is meant to be
 	// short: what a holder that dies leaves stranded is its lease.
 	MaxLeaseTTL = 24 * time.Hour
@@ -57,7 +61,11 @@ type Quotas interface {
 	// the key's committed units, 0 when none are left (never an error for
 	// that). Granted units join holder's outstanding lease, whose expiry
 	// moves to now+ttl. One atomic step across all nodes sharing the store.
-	Lease(ctx context.Context, key, holder string, limit, want int64, ttl time.Duration) (int64, error)
+	// It returns the units granted and holder's whole outstanding lease
+	// after the call (held), so that a holder tells a grant whose reply it
+	// lost, and a lease the store settled at its expiry (held is then only
+	// what this call granted).
+	Lease(ctx context.Context, key, holder string, limit, want int64, ttl time.Duration) (granted, held int64, err error)
 	// Release ends part of holder's lease: used units become settled (they
 	// stay committed for good), unused ones are given back. used+unused must
 	// not exceed the outstanding lease (EINVALID, nothing changed). A holder
@@ -75,7 +83,10 @@ type Quotas interface {
 	// id older than those is applied again, so a holder gives each release
 	// a new id (e.g. increasing) and retries only its recent ones. A
 	// release that failed (EINVALID, ECONFLICT) or was a no-op (used and
-	// unused both 0) records no id.
+	// unused both 0) records no id. The ids of a holder without a lease
+	// are dropped once QuotaIdleHolders (64) other holders without one
+	// have released since: a retry of its last release, the one that ended
+	// its lease, is then ECONFLICT, never applied twice.
 	Release(ctx context.Context, key, holder, id string, used, unused int64) error
 	// Committed reports the key's settled units and its outstanding leases.
 	Committed(ctx context.Context, key string) (settled, outstanding int64, err error)
@@ -165,7 +176,8 @@ type QuotaState struct {
 	Settled int64
 	Leases  []QuotaLease // a few per key: one per node spending it
 	// Released holds, per holder that released, the ids of its last
-	// QuotaReleaseIDs applied releases; kept while the key lasts.
+	// QuotaReleaseIDs applied releases, the holder that released last at
+	// the end; of the holders without a lease, the last QuotaIdleHolders.
 	Released []QuotaReleased
 }
 
@@ -218,6 +230,14 @@ func (q *QuotaState) find(holder string) int {
 	return -1
 }
 
+// Held is holder's outstanding lease.
+func (q *QuotaState) Held(holder string) int64 {
+	if i := q.find(holder); i >= 0 {
+		return q.Leases[i].Units
+	}
+	return 0
+}
+
 // Lease is Quotas.Lease on q, after Expire(now): it grants up to want
 // units within limit to holder, whose lease then expires at expires, and
 // returns the units granted. The arguments must have passed ValidateLease.
@@ -267,14 +287,35 @@ func (q *QuotaState) Release(holder, id string, used, unused, now int64) error {
 	if l.Units -= used + unused; l.Units == 0 {
 		q.Leases = slices.Delete(q.Leases, i, i+1)
 	}
-	if r < 0 {
-		q.Released = append(q.Released, QuotaReleased{Holder: holder})
-		r = len(q.Released) - 1
+	rel := QuotaReleased{Holder: holder}
+	if r >= 0 { // to the end: the holder released last
+		rel = q.Released[r]
+		q.Released = slices.Delete(q.Released, r, r+1)
 	}
-	ids := append(q.Released[r].IDs, id)
-	if len(ids) > QuotaReleaseIDs {
-		ids = slices.Delete(ids, 0, len(ids)-QuotaReleaseIDs)
+	rel.IDs = append(rel.IDs, id)
+	if len(rel.IDs) > QuotaReleaseIDs {
+		rel.IDs = slices.Delete(rel.IDs, 0, len(rel.IDs)-QuotaReleaseIDs)
 	}
-	q.Released[r].IDs = ids
+	q.Released = append(q.Released, rel)
+	q.pruneIdle()
 	return nil
+}
+
+// pruneIdle drops the release ids of the holders without a lease that
+// released longest ago, beyond the last QuotaIdleHolders.
+func (q *QuotaState) pruneIdle() {
+	idle := 0
+	for _, r := range q.Released {
+		if q.find(r.Holder) < 0 {
+			idle++
+		}
+	}
+	for i := 0; idle > QuotaIdleHolders && i < len(q.Released); {
+		if q.find(q.Released[i].Holder) < 0 {
+			q.Released = slices.Delete(q.Released, i, i+1)
+			idle--
+			continue
+		}
+		i++
+	}
 }

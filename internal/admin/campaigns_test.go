@@ -394,7 +394,7 @@ func TestBudgetsRoute(t *testing.T) {
 		t.Fatalf("import: %d %s", r.status, r.body)
 	}
 	q := h.store.(tsubame.Quotas)
-	if _, err := q.Lease(t.Context(), "camp/camp-a/spend/2026-11-27", "node-1", 5_000_000_000, 1_250_000_000, time.Hour); err != nil {
+	if _, _, err := q.Lease(t.Context(), "camp/camp-a/spend/2026-11-27", "node-1", 5_000_000_000, 1_250_000_000, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	r := h.do("GET", "/api/v1/budgets", nil, auth[RoleViewer]...)

@@ -593,7 +593,7 @@ func (g *Ledger) run(ctx context.Context, a *account, now int64) {
 	cfg := a.cfg.Load()
 	limit := min(cfg.pacer.target(&a.curve, cfg.limit, cfg.start, cfg.end, now), tsubame.MaxQuotaUnits)
 	sctx, cancel := context.WithTimeout(ctx, g.opt.Timeout)
-	got, err := g.quotas.Lease(sctx, a.key, g.opt.Holder, limit, a.want, g.ttl)
+	got, held, err := g.quotas.Lease(sctx, a.key, g.opt.Holder, limit, a.want, g.ttl)
 	cancel()
 	if err != nil {
 		a.dry = now + int64(g.opt.Interval)
@@ -601,12 +601,20 @@ func (g *Ledger) run(ctx context.Context, a *account, now int64) {
 		g.warn("cannot lease budget from the store: line items spend what they hold, then stop", a, err)
 		return
 	}
-	if got > 0 || a.leased > 0 {
+	// The store says what this node holds (no release is pending here).
+	// Less than the node counts: the store settled its lease at its
+	// expiry, all it held counts as spent, and only this call's grant is
+	// new. More: a grant whose reply was lost landed; those units are
+	// this node's to spend.
+	if held < a.leased+got {
+		g.lose(a, "the store had settled it at its expiry")
+	}
+	if held > 0 {
 		a.exp.Store(now + int64(g.ttl))
 		a.spendBy.Store(now + int64(g.opt.Lease))
 	}
-	a.leased += got
-	a.hand.Add(got * a.scale)
+	a.hand.Add((held - a.leased) * a.scale)
+	a.leased = held
 	if got < a.want {
 		a.dry = now + int64(g.opt.Interval) // the limit or the pacing holds it back
 	}

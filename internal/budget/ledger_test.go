@@ -282,9 +282,9 @@ type failing struct {
 
 var errDown = tsubame.Errorf(tsubame.EUNAVAILABLE, "store down")
 
-func (f *failing) Lease(ctx context.Context, key, holder string, limit, want int64, ttl time.Duration) (int64, error) {
+func (f *failing) Lease(ctx context.Context, key, holder string, limit, want int64, ttl time.Duration) (int64, int64, error) {
 	if f.down.Load() {
-		return 0, errDown
+		return 0, 0, errDown
 	}
 	return f.Quotas.Lease(ctx, key, holder, limit, want, ttl)
 }
@@ -671,5 +671,57 @@ func TestLargestBudget(t *testing.T) {
 	}
 	if served < 900 {
 		t.Fatalf("%d of 1000 requests served on the largest budget", served)
+	}
+}
+
+// lossy is a Quotas whose answer to one Lease is lost after the store
+// granted it.
+type lossy struct {
+	tsubame.Quotas
+	mu   sync.Mutex
+	n    int
+	lose int // the Lease call (from 1) whose answer is lost
+}
+
+func (l *lossy) Lease(ctx context.Context, key, holder string, limit, want int64, ttl time.Duration) (int64, int64, error) {
+	got, held, err := l.Quotas.Lease(ctx, key, holder, limit, want, ttl)
+	l.mu.Lock()
+	l.n++
+	lost := l.n == l.lose
+	l.mu.Unlock()
+	if lost && err == nil {
+		return 0, 0, tsubame.Errorf(tsubame.EUNAVAILABLE, "answer lost (granted %d)", got)
+	}
+	return got, held, err
+}
+
+// A grant whose answer was lost is not stranded: the next Lease says what
+// the node holds, and it spends it.
+func TestLostLeaseAnswerIsFound(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	clk := newClock()
+	lq := &lossy{Quotas: st, lose: 1}
+	set := limitedSet(tsubame.ImpressionLimits{Total: 6400}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
+	g, err := budget.NewLedger(lq, st, budget.LedgerOptions{Holder: "n", Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := budget.New(st, budget.Options{Ledger: g})
+	_, ls := lines(t, set, c)
+	ctx := t.Context()
+	for range 5 {
+		for range 5 {
+			c.Allow(ls["li"], &decision.Request{}, 0, clk.Now())
+		}
+		clk.Advance(time.Second)
+		g.Tick(ctx)
+	}
+	var leased int64
+	for _, a := range g.Stats() {
+		leased = a.Leased
+	}
+	if _, o := committed(t, st, "li/li/imp"); o != leased {
+		t.Fatalf("the store holds %d for the node, the node counts %d", o, leased)
 	}
 }

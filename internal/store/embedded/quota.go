@@ -30,19 +30,19 @@ var bucketQuota = []byte("quota")
 // exceed its limit together, and more calls share an fsync). Expiries are
 // by the wall clock, which survives a restart: a step of it moves them. A
 // read-only store refuses with EINVALID.
-func (s *Store) Lease(ctx context.Context, key, holder string, limit, want int64, ttl time.Duration) (int64, error) {
+func (s *Store) Lease(ctx context.Context, key, holder string, limit, want int64, ttl time.Duration) (granted, held int64, err error) {
 	if err := tsubame.ValidateLease(key, holder, limit, want, ttl); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	var grant int64
-	err := s.quotaUpdate(ctx, key, func(q *tsubame.QuotaState, now int64) bool {
-		grant = q.Lease(holder, limit, want, now, now+int64(ttl))
+	err = s.quotaUpdate(ctx, key, func(q *tsubame.QuotaState, now int64) bool {
+		granted = q.Lease(holder, limit, want, now, now+int64(ttl))
+		held = q.Held(holder)
 		return true
 	})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return grant, nil
+	return granted, held, nil
 }
 
 // Release ends part of holder's lease of key (tsubame.Quotas), in the

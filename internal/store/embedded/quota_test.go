@@ -28,10 +28,10 @@ func TestQuotaSurvivesReopen(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	s.now = func() time.Time { return now }
 	ctx := t.Context()
-	if n, err := s.Lease(ctx, "camp-1/spend/total", "a", 100, 40, time.Minute); err != nil || n != 40 {
+	if n, _, err := s.Lease(ctx, "camp-1/spend/total", "a", 100, 40, time.Minute); err != nil || n != 40 {
 		t.Fatal(n, err)
 	}
-	if n, err := s.Lease(ctx, "camp-1/spend/total", "b", 100, 30, time.Hour); err != nil || n != 30 {
+	if n, _, err := s.Lease(ctx, "camp-1/spend/total", "b", 100, 30, time.Hour); err != nil || n != 30 {
 		t.Fatal(n, err)
 	}
 	if err := s.Release(ctx, "camp-1/spend/total", "a", "r1", 25, 5); err != nil {
@@ -52,7 +52,7 @@ func TestQuotaSurvivesReopen(t *testing.T) {
 	if err := s.Release(ctx, "camp-1/spend/total", "a", "r2", 0, 10); tsubame.ErrorCode(err) != tsubame.ECONFLICT {
 		t.Fatalf("Release of an expired lease: %v, want an ECONFLICT error", err)
 	}
-	if n, err := s.Lease(ctx, "camp-1/spend/total", "c", 100, 100, time.Minute); err != nil || n != 35 {
+	if n, _, err := s.Lease(ctx, "camp-1/spend/total", "c", 100, 100, time.Minute); err != nil || n != 35 {
 		t.Fatalf("Lease = %d, %v; want the 35 left", n, err)
 	}
 }

@@ -67,19 +67,19 @@ func (s *Store) quotaShard(ctx context.Context, key string) (*quotaShard, error)
 // Lease grants holder up to want units of key within limit
 // (tsubame.Quotas). The counts live in this process only: this backend
 // holds limits for one node.
-func (s *Store) Lease(ctx context.Context, key, holder string, limit, want int64, ttl time.Duration) (int64, error) {
+func (s *Store) Lease(ctx context.Context, key, holder string, limit, want int64, ttl time.Duration) (granted, held int64, err error) {
 	if err := tsubame.ValidateLease(key, holder, limit, want, ttl); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	sh, err := s.quotaShard(ctx, key)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer sh.mu.Unlock()
 	q := sh.keys[key]
 	if q == nil {
 		if want == 0 {
-			return 0, nil
+			return 0, 0, nil
 		}
 		if sh.keys == nil {
 			sh.keys = make(map[string]*tsubame.QuotaState)
@@ -88,7 +88,8 @@ func (s *Store) Lease(ctx context.Context, key, holder string, limit, want int64
 		sh.keys[key] = q
 	}
 	now := s.quota.now()
-	return q.Lease(holder, limit, want, now, now+int64(ttl)), nil
+	granted = q.Lease(holder, limit, want, now, now+int64(ttl))
+	return granted, q.Held(holder), nil
 }
 
 // Release ends part of holder's lease of key (tsubame.Quotas).

@@ -31,7 +31,7 @@ func TestQuotaExpiresByTheClock(t *testing.T) {
 	var now atomic.Int64
 	s.quota.clock = now.Load
 	ctx := t.Context()
-	if n, err := s.Lease(ctx, "li/imp/total", "a", 10, 4, time.Second); err != nil || n != 4 {
+	if n, _, err := s.Lease(ctx, "li/imp/total", "a", 10, 4, time.Second); err != nil || n != 4 {
 		t.Fatal(n, err)
 	}
 	now.Store(int64(time.Second) - 1)
@@ -39,7 +39,7 @@ func TestQuotaExpiresByTheClock(t *testing.T) {
 		t.Fatalf("a nanosecond before expiry: %d settled, %d outstanding, %v; want 0, 4", st, o, err)
 	}
 	// Renewed by a lease of nothing: a second more.
-	if n, err := s.Lease(ctx, "li/imp/total", "a", 10, 0, time.Second); err != nil || n != 0 {
+	if n, _, err := s.Lease(ctx, "li/imp/total", "a", 10, 0, time.Second); err != nil || n != 0 {
 		t.Fatal(n, err)
 	}
 	now.Store(2*int64(time.Second) - 2)
@@ -58,7 +58,7 @@ func TestQuotaExpiresByTheClock(t *testing.T) {
 func TestQuotaClosed(t *testing.T) {
 	s := New()
 	_ = s.Close()
-	if n, err := s.Lease(t.Context(), "li/imp/total", "a", 10, 1, time.Second); n != 0 || tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {
+	if n, _, err := s.Lease(t.Context(), "li/imp/total", "a", 10, 1, time.Second); n != 0 || tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {
 		t.Fatalf("Lease after Close = %d, %v; want 0 and an EUNAVAILABLE error", n, err)
 	}
 	if _, _, err := s.Committed(t.Context(), "li/imp/total"); tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {

@@ -14,9 +14,11 @@ var _ tsubame.Quotas = (*Store)(nil)
 
 // quotaSettle begins every quota script. KEYS[1] is the key's hash: field
 // settled holds its settled units, o:<holder> a holder's outstanding lease
-// and e:<holder> when it expires, r:<holder> the ids of its last applied
-// releases (each a byte of its length and the id, oldest first), in milliseconds of the server's clock
-// (TIME), so that every node measures leases by one clock. It reads the
+// and e:<holder> when it expires, in milliseconds of the server's clock
+// (TIME), so that every node measures leases by one clock; r:<holder> the
+// ids of its last applied releases (each a byte of its length and the id,
+// oldest first), q:<holder> the number of its last release (rseq counts
+// them), by which the ids of the holders without a lease are pruned. It reads the
 // hash (a key has a few holders), settles the leases expired at now, and
 // leaves settled, out (the outstanding units), o (holder -> units) and now
 // for the operation that follows. Numbers are written with %d: Lua's
@@ -49,7 +51,7 @@ if expired then redis.call('HSET', KEYS[1], 'settled', string.format('%d', settl
 `
 
 // leaseQuota is Lease: ARGV holder, limit, want, ttl in milliseconds; it
-// returns the units granted.
+// returns {units granted, the holder's lease after}.
 var leaseQuota = rueidis.NewLuaScript(quotaSettle + `
 local holder, limit, want = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local grant = 0
@@ -59,12 +61,15 @@ if grant > 0 or cur then
   redis.call('HSET', KEYS[1], 'o:' .. holder, string.format('%d', (cur or 0) + grant),
     'e:' .. holder, string.format('%d', now + tonumber(ARGV[4])))
 end
-return grant`)
+return {grant, (cur or 0) + grant}`)
 
 // releaseQuota is Release: ARGV holder, used, unused, id, how many ids
-// to keep; it returns 0 when done or when id was applied already, -1 when
-// holder has no lease, -2 when the lease is smaller than used+unused (and
-// then changes nothing but the expired leases).
+// to keep, how many idle holders' ids to keep; it returns 0 when done or
+// when id was applied already, -1 when holder has no lease, -2 when the
+// lease is smaller than used+unused (and then changes nothing but the
+// expired leases). Besides r:<holder>, q:<holder> numbers its last
+// release (from the field rseq), so that the ids of the holders without a
+// lease that released longest ago are dropped beyond the last ARGV[6].
 var releaseQuota = rueidis.NewLuaScript(quotaSettle + `
 local holder, used, unused, id = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local r = redis.call('HGET', KEYS[1], 'r:' .. holder) or ''
@@ -92,7 +97,25 @@ local parts = {}
 for i = math.max(1, #ids - tonumber(ARGV[5]) + 1), #ids do
   parts[#parts + 1] = string.char(#ids[i]) .. ids[i]
 end
-redis.call('HSET', KEYS[1], 'r:' .. holder, table.concat(parts))
+local seq = (tonumber(redis.call('HGET', KEYS[1], 'rseq')) or 0) + 1
+redis.call('HSET', KEYS[1], 'r:' .. holder, table.concat(parts), 'q:' .. holder, string.format('%d', seq),
+  'rseq', string.format('%d', seq))
+local idle = {}
+for i = 1, #h, 2 do
+  local f = h[i]
+  if string.sub(f, 1, 2) == 'q:' then
+    local x = string.sub(f, 3)
+    if x ~= holder and not o[x] then idle[#idle + 1] = {tonumber(h[i + 1]), x} end
+  end
+end
+if cur == 0 then idle[#idle + 1] = {seq, holder} end
+local keep = tonumber(ARGV[6])
+if #idle > keep then
+  table.sort(idle, function(a, b) return a[1] < b[1] end)
+  for i = 1, #idle - keep do
+    redis.call('HDEL', KEYS[1], 'r:' .. idle[i][2], 'q:' .. idle[i][2])
+  end
+end
 return 0`)
 
 // committedQuota is Committed: it returns {settled, outstanding}.
@@ -116,21 +139,24 @@ func (s *Store) quotaKey(key string) []string {
 // The scripts are not retried (rueidis retries only read-only commands): a
 // reply lost after the server ran one yields an error, and its effect
 // stays (units granted so are stranded until the lease expires).
-func (s *Store) Lease(ctx context.Context, key, holder string, limit, want int64, ttl time.Duration) (int64, error) {
+func (s *Store) Lease(ctx context.Context, key, holder string, limit, want int64, ttl time.Duration) (granted, held int64, err error) {
 	if err := tsubame.ValidateLease(key, holder, limit, want, ttl); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if err := s.check(); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	n, err := leaseQuota.Exec(ctx, s.c, s.quotaKey(key), []string{holder,
-		strconv.FormatInt(limit, 10), strconv.FormatInt(want, 10), strconv.FormatInt(tsubame.LeaseMillis(ttl), 10)}).AsInt64()
+	v, err := leaseQuota.Exec(ctx, s.c, s.quotaKey(key), []string{holder,
+		strconv.FormatInt(limit, 10), strconv.FormatInt(want, 10), strconv.FormatInt(tsubame.LeaseMillis(ttl), 10)}).AsIntSlice()
 	if err != nil {
-		return 0, unavailable(err)
+		return 0, 0, unavailable(err)
 	}
-	return n, nil
+	if len(v) != 2 {
+		return 0, 0, tsubame.Errorf(tsubame.EINTERNAL, "redis store: lease script returned %d numbers, not 2", len(v))
+	}
+	return v[0], v[1], nil
 }
 
 // Release ends part of holder's lease of key (tsubame.Quotas), with one
@@ -145,7 +171,8 @@ func (s *Store) Release(ctx context.Context, key, holder, id string, used, unuse
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	n, err := releaseQuota.Exec(ctx, s.c, s.quotaKey(key), []string{holder,
-		strconv.FormatInt(used, 10), strconv.FormatInt(unused, 10), id, strconv.Itoa(tsubame.QuotaReleaseIDs)}).AsInt64()
+		strconv.FormatInt(used, 10), strconv.FormatInt(unused, 10), id, strconv.Itoa(tsubame.QuotaReleaseIDs),
+		strconv.Itoa(tsubame.QuotaIdleHolders)}).AsInt64()
 	switch {
 	case err != nil:
 		return unavailable(err)

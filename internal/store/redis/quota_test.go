@@ -26,7 +26,7 @@ func TestQuotaKeys(t *testing.T) {
 	prefix := uniquePrefix(t)
 	s := open(t, []string{srv.Addr}, prefix)
 	const key = "camp-3/spend/total"
-	if n, err := s.Lease(t.Context(), key, "node-a", 100, 30, time.Minute); err != nil || n != 30 {
+	if n, _, err := s.Lease(t.Context(), key, "node-a", 100, 30, time.Minute); err != nil || n != 30 {
 		t.Fatal(n, err)
 	}
 	if err := s.Release(t.Context(), key, "node-a", "r1", 10, 5); err != nil {
@@ -43,15 +43,15 @@ func TestQuotaKeys(t *testing.T) {
 	if got := cli("hget", rkey, "o:node-a"); got != "15" {
 		t.Fatalf("o:node-a = %q, want 15", got)
 	}
-	if got := cli("hlen", rkey); got != "4" {
-		t.Fatalf("HLEN = %s, want 4 (settled, o:node-a, e:node-a, r:node-a)", got)
+	if got := cli("hlen", rkey); got != "6" {
+		t.Fatalf("HLEN = %s, want 6 (settled, o:node-a, e:node-a, r:node-a, q:node-a, rseq)", got)
 	}
 	if pttl := cli("pttl", rkey); pttl != "-1" {
 		t.Fatalf("PTTL = %s: a quota key must never expire", pttl)
 	}
 	// Numbers beyond Lua's 14 printed digits are written exactly.
 	const big = tsubame.MaxQuotaUnits
-	if n, err := s.Lease(t.Context(), "big", "node-a", big, big-3, time.Minute); err != nil || n != big-3 {
+	if n, _, err := s.Lease(t.Context(), "big", "node-a", big, big-3, time.Minute); err != nil || n != big-3 {
 		t.Fatalf("Lease = %d, %v; want %d", n, err, int64(big-3))
 	}
 	if got, want := cli("hget", prefix+"quota:big", "o:node-a"), fmt.Sprint(int64(big-3)); got != want {
@@ -70,7 +70,7 @@ func TestQuotaStoreDown(t *testing.T) {
 	srv := redistest.Start(t)
 	s := open(t, []string{srv.Addr}, uniquePrefix(t))
 	srv.Kill()
-	if n, err := s.Lease(t.Context(), "k", "a", 10, 1, time.Minute); n != 0 || tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {
+	if n, _, err := s.Lease(t.Context(), "k", "a", 10, 1, time.Minute); n != 0 || tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {
 		t.Fatalf("Lease with Redis down = %d, %v; want 0 and an EUNAVAILABLE error", n, err)
 	}
 	if err := s.Release(t.Context(), "k", "a", "r1", 1, 0); tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {

@@ -236,7 +236,7 @@ func testCampaignsMoney(t *testing.T, s tsubame.CampaignStore) {
 		li.CPM = m
 		set.LineItems = append(set.LineItems, li)
 	}
-	set.Campaigns[0].Budget = tsubame.Budget{Total: tsubame.Money(1<<63 - 1), Daily: 1}
+	set.Campaigns[0].Budget = tsubame.Budget{Total: tsubame.MaxQuotaUnits, Daily: 1} // the largest a budget may be
 	mustReplace(t, s, set)
 	got, _ := snapshot(t, s)
 	for i, a := range amounts {
@@ -245,7 +245,7 @@ func testCampaignsMoney(t *testing.T, s tsubame.CampaignStore) {
 			t.Fatalf("cpm %s came back as %s (%d micro-units)", a, li.CPM, int64(li.CPM))
 		}
 	}
-	if got.Campaigns[0].Budget.Total != 1<<63-1 {
+	if got.Campaigns[0].Budget.Total != tsubame.MaxQuotaUnits {
 		t.Fatalf("largest budget came back as %d", got.Campaigns[0].Budget.Total)
 	}
 }

@@ -32,6 +32,8 @@ func RunQuota(t *testing.T, open func(t *testing.T) []tsubame.Quotas) {
 		{"QuotaKeysIndependent", testQuotaIndependent},
 		{"ReleaseIdempotent", testQuotaIdempotent},
 		{"ReleaseIDsKeptPerHolder", testQuotaReleaseIDsBounded},
+		{"LeaseReportsWhatIsHeld", testQuotaHeld},
+		{"IdleHoldersIDsBounded", testQuotaIdleHolders},
 		{"QuotaRejectsInvalid", testQuotaInvalid},
 		{"NeverOverTheLimitUnderRace", testQuotaRace},
 	} {
@@ -45,11 +47,21 @@ const leaseTTL = 10 * time.Minute
 
 func lease(t *testing.T, q tsubame.Quotas, key, holder string, limit, want int64) int64 {
 	t.Helper()
-	n, err := q.Lease(ctx(t), key, holder, limit, want, leaseTTL)
+	n, _ := leaseHeld(t, q, key, holder, limit, want)
+	return n
+}
+
+// leaseHeld is lease, returning also the holder's whole lease.
+func leaseHeld(t *testing.T, q tsubame.Quotas, key, holder string, limit, want int64) (granted, held int64) {
+	t.Helper()
+	n, h, err := q.Lease(ctx(t), key, holder, limit, want, leaseTTL)
 	if err != nil {
 		t.Fatalf("Lease(%q, %q, %d, %d): %v", key, holder, limit, want, err)
 	}
-	return n
+	if n < 0 || n > want || h < n {
+		t.Fatalf("Lease(%q, %q, %d, %d) = %d granted, %d held", key, holder, limit, want, n, h)
+	}
+	return n, h
 }
 
 // releaseSeq numbers the releases of the helper: each has an id of its own.
@@ -171,8 +183,8 @@ func testQuotaOverRelease(t *testing.T, qs []tsubame.Quotas) {
 // the test polls, with a generous deadline, rather than asserting a time.
 func testQuotaExpiry(t *testing.T, qs []tsubame.Quotas) {
 	const key = "camp-2/spend/total"
-	if n, err := qs[0].Lease(ctx(t), key, "short", 100, 7, 50*time.Millisecond); err != nil || n != 7 {
-		t.Fatalf("Lease = %d, %v; want 7", n, err)
+	if n, h, err := qs[0].Lease(ctx(t), key, "short", 100, 7, 50*time.Millisecond); err != nil || n != 7 || h != 7 {
+		t.Fatalf("Lease = %d (%d held), %v; want 7", n, h, err)
 	}
 	lease(t, qs[1], key, "long", 100, 3)
 	deadline := time.Now().Add(20 * time.Second)
@@ -300,7 +312,7 @@ func testQuotaInvalid(t *testing.T, qs []tsubame.Quotas) {
 		{name: "unused too large", key: "k", holder: "a", unused: tsubame.MaxQuotaUnits + 1, release: true},
 	} {
 		if c.lease {
-			if n, err := q.Lease(ctx(t), c.key, c.holder, c.limit, c.want, c.ttl); n != 0 || tsubame.ErrorCode(err) != tsubame.EINVALID {
+			if n, _, err := q.Lease(ctx(t), c.key, c.holder, c.limit, c.want, c.ttl); n != 0 || tsubame.ErrorCode(err) != tsubame.EINVALID {
 				t.Errorf("%s: Lease = %d, %v; want 0 and an EINVALID error", c.name, n, err)
 			}
 		}
@@ -381,9 +393,13 @@ func testQuotaRace(t *testing.T, qs []tsubame.Quotas) {
 				seq := 0
 				nextID := func() string { seq++; return holder + "/" + strconv.Itoa(seq) }
 				for refused := 0; refused < 3; {
-					n, err := q.Lease(context.Background(), key, holder, limit, 1+rng.Int64N(7), leaseTTL)
+					n, held, err := q.Lease(context.Background(), key, holder, limit, 1+rng.Int64N(7), leaseTTL)
 					if err != nil {
 						t.Error(err)
+						return
+					}
+					if held != mine+n {
+						t.Errorf("%s holds %d by its count, %d by the store's", holder, mine+n, held)
 						return
 					}
 					if n == 0 {
@@ -446,10 +462,80 @@ func BenchLease(b *testing.B, q tsubame.Quotas, parallelism int) {
 		key := fmt.Sprintf("bench-%d-%d/imp/total", run, g)
 		holder := fmt.Sprint("node-", g)
 		for pb.Next() {
-			if n, err := q.Lease(bctx, key, holder, tsubame.MaxQuotaUnits, 1, time.Minute); err != nil || n != 1 {
+			if n, _, err := q.Lease(bctx, key, holder, tsubame.MaxQuotaUnits, 1, time.Minute); err != nil || n != 1 {
 				b.Errorf("Lease(%s) = %d, %v; want 1", key, n, err)
 				return
 			}
 		}
 	})
+}
+
+// Lease reports the holder's whole lease: what its grants added up to, less
+// what it released; after a lease expired and was settled, only what the
+// new call granted; and a lease of 0 units says what is held without
+// changing it.
+func testQuotaHeld(t *testing.T, qs []tsubame.Quotas) {
+	const key = "li-held/imp/total"
+	if n, h := leaseHeld(t, qs[0], key, "a", 100, 5); n != 5 || h != 5 {
+		t.Fatalf("first lease: %d granted, %d held", n, h)
+	}
+	if n, h := leaseHeld(t, qs[1], key, "a", 100, 7); n != 7 || h != 12 {
+		t.Fatalf("second lease: %d granted, %d held; want 7 and 12", n, h)
+	}
+	if n, h := leaseHeld(t, qs[2], key, "b", 100, 3); n != 3 || h != 3 {
+		t.Fatalf("another holder: %d granted, %d held; want 3 and 3", n, h)
+	}
+	release(t, qs[0], key, "a", 2, 4)
+	if n, h := leaseHeld(t, qs[1], key, "a", 100, 0); n != 0 || h != 6 {
+		t.Fatalf("after a release of 6: %d granted, %d held; want 0 and 6", n, h)
+	}
+	if n, h := leaseHeld(t, qs[2], key, "c", 100, 0); n != 0 || h != 0 {
+		t.Fatalf("a holder without a lease: %d granted, %d held", n, h)
+	}
+	// A lease the store settled at its expiry is gone from what is held.
+	if _, _, err := qs[0].Lease(ctx(t), key, "short", 100, 4, 50*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for { // waited for by Committed, which renews nothing
+		if _, o, err := qs[2].Committed(ctx(t), key); err != nil || o == 9 {
+			break // a's 6 and b's 3: the 4 expired
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a lease of 50 ms still outstanding after 20 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n, h := leaseHeld(t, qs[1], key, "short", 100, 1); n != 1 || h != 1 {
+		t.Fatalf("after its lease expired: %d granted, %d held; want 1 and 1", n, h)
+	}
+}
+
+// A key keeps the release ids of the last QuotaIdleHolders holders without
+// a lease: an older one's retry of the release that ended its lease is
+// ECONFLICT (there is no lease to apply it to), never applied twice; a
+// recent one's is a no-op; a holder with a lease keeps its ids whatever
+// the others do.
+func testQuotaIdleHolders(t *testing.T, qs []tsubame.Quotas) {
+	const key = "li-idle/imp/total"
+	lease(t, qs[0], key, "busy", 1000, 10)
+	releaseID(t, qs[0], key, "busy", "busy-1", 1, 0)
+	for i := range tsubame.QuotaIdleHolders + 2 {
+		holder := fmt.Sprint("gone-", i)
+		q := qs[i%len(qs)]
+		lease(t, q, key, holder, 1000, 2)
+		releaseID(t, q, key, holder, holder+"/end", 1, 1) // ends its lease
+	}
+	for i, want := range map[int]string{0: tsubame.ECONFLICT, 1: tsubame.ECONFLICT, 2: "", tsubame.QuotaIdleHolders + 1: ""} {
+		holder := fmt.Sprint("gone-", i)
+		err := qs[1].Release(ctx(t), key, holder, holder+"/end", 1, 1)
+		if tsubame.ErrorCode(err) != want {
+			t.Errorf("retry of %s's last release: %v, want %q", holder, err, want)
+		}
+	}
+	if err := qs[2].Release(ctx(t), key, "busy", "busy-1", 1, 0); err != nil {
+		t.Errorf("retry of a leasing holder's release: %v, want a no-op", err)
+	}
+	n := int64(tsubame.QuotaIdleHolders + 2)
+	wantCommitted(t, qs[0], key, 1+n, 9) // nothing applied twice
 }
