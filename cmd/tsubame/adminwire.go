@@ -98,6 +98,7 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 				if us == nil {
 					us = []budget.Usage{}
 				}
+				m.ads.history.Fill(us)
 				return us, err
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"tsubame"
+	"tsubame/internal/budget"
 	"tsubame/internal/geo"
 	"tsubame/internal/geo/geotest"
 )
@@ -295,4 +296,61 @@ func TestAdminWriteReachesTheIndex(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// The real Main on its embedded store keeps a line item's impression limit:
+// li-jp (a limit of 5) serves exactly 5 shown impressions, then li-all
+// serves; the store's committed count is 5, and /metrics counts the
+// reservations settled.
+func TestImpressionLimitEndToEnd(t *testing.T) {
+	env := append(testEnv(t), "TSUBAME_ADS_BUDGET_INTERVAL=20ms", "TSUBAME_ADMIN_METRICS_PUBLIC=true", "TSUBAME_ADS_BUDGET_HISTORY_EVERY=1s")
+	m := openMain(t, env, false)
+	putCampaigns(t, m, strings.Replace(adsSet, `"targeting": {"placements": ["top"], "countries": ["JP"], "regions": ["JP-13"]}`,
+		`"targeting": {"placements": ["top"]}, "limits": {"impressions": {"total": 5}}`, 1))
+	// The first decisions pass li-jp over while its lease is taken (in the
+	// background: no decision waits for the store); then it serves 5, and
+	// nothing more however long it is asked.
+	shown, quietSince := 0, time.Now()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Since(quietSince) < 2*time.Second && time.Now().Before(deadline) {
+		d := decideFrom(t, m, "203.0.113.7").Decisions[0]
+		if d.LineItem != "li-jp" {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		quietSince = time.Now()
+		if code, body := browserGet(t, d.ImpressionURL); code != http.StatusOK {
+			t.Fatalf("impression: %d %s", code, body)
+		}
+		shown++
+	}
+	if shown != 5 {
+		t.Fatalf("%d impressions of li-jp shown on a limit of 5", shown)
+	}
+	s, o, err := m.backend.(tsubame.Quotas).Committed(t.Context(), "li/li-jp/imp")
+	if err != nil || s+o != 5 {
+		t.Fatalf("the store commits %d + %d (%v), want 5", s, o, err)
+	}
+	// The dashboard's history recorded the line item's delivery.
+	waitUntil(t, "the history to record 5 committed", func() bool {
+		us := []budget.Usage{{Key: "li/li-jp/imp"}}
+		m.ads.history.Fill(us)
+		c := us[0].Committed
+		return len(c) > 0 && c[len(c)-1].Value == 5
+	})
+	code, body := get(t, "http://"+m.AdminAddr()+"/metrics")
+	if code != http.StatusOK || !strings.Contains(body, "tsubame_budget_reservations_open 5\n") {
+		t.Fatalf("/metrics: %d, no 5 reservations open:\n%s", code, grepLines(body, "tsubame_budget_"))
+	}
+}
+
+// grepLines returns the lines of text that contain s.
+func grepLines(text, s string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

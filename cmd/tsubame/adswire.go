@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"tsubame"
 	"tsubame/internal/ads"
@@ -32,8 +33,10 @@ type adsSide struct {
 	svc    *ads.Service
 	geo    atomic.Pointer[geo.DB] // nil without geo.database; swapped by a reload
 	ledger *budget.Ledger
-	stop   context.CancelFunc
-	done   chan struct{}
+	// history holds what budgets committed over time, for the dashboard.
+	history budget.History
+	stop    context.CancelFunc
+	done    chan struct{}
 }
 
 // openAds compiles the first decision index from the store's campaigns and
@@ -118,9 +121,36 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 			go func() { _ = feed.WatchCampaigns(rctx, m.ads.engine.Changed) }()
 		}
 		go ledger.Run(rctx)
+		if every := cfg.Ads.Budget.HistoryEvery; every > 0 {
+			go m.recordBudgets(rctx, cs, quotas, every)
+		}
 		m.ads.engine.Run(rctx, cfg.Ads.Refresh)
 	}()
 	return nil
+}
+
+// recordBudgets records what every budget and limit commits, every
+// interval until ctx ends (for the dashboard's charts).
+func (m *Main) recordBudgets(ctx context.Context, cs tsubame.CampaignStore, q tsubame.Quotas, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		set, _, err := cs.Snapshot(ctx)
+		if err == nil {
+			var us []budget.Usage
+			if us, err = budget.Usages(ctx, set, q, time.Now()); err == nil {
+				m.ads.history.Record(us, time.Now())
+			}
+		}
+		if err != nil && ctx.Err() == nil {
+			m.Logger.Warn("cannot record the budgets for the dashboard", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // closeAds stops keeping the index current and gives the budget leases

@@ -725,3 +725,34 @@ func TestLostLeaseAnswerIsFound(t *testing.T) {
 		t.Fatalf("the store holds %d for the node, the node counts %d", o, leased)
 	}
 }
+
+// History keeps what each key committed at each Record, halves a key's
+// points past MaxPoints (keeping the first and the last), and forgets a key
+// not recorded for a day.
+func TestHistory(t *testing.T) {
+	var h budget.History
+	t0 := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	for i := range budget.MaxPoints + 1 {
+		h.Record([]budget.Usage{{Key: "a", Settled: int64(i), Reserved: 1}}, t0.Add(time.Duration(i)*time.Minute))
+	}
+	h.Record([]budget.Usage{{Key: "b", Settled: 7}}, t0.Add(30*time.Hour))
+	us := []budget.Usage{{Key: "a"}, {Key: "b"}, {Key: "c"}}
+	h.Fill(us)
+	a := us[0].Committed
+	if len(a) != budget.MaxPoints/2+1 || a[0].Value != 1 || a[len(a)-1].Value != budget.MaxPoints+1 || !a[1].Time.Equal(t0.Add(2*time.Minute)) {
+		t.Fatalf("a: %d points, first %v, second %v, last %v", len(a), a[0], a[1], a[len(a)-1])
+	}
+	if len(us[1].Committed) != 1 || us[1].Committed[0].Value != 7 || us[2].Committed != nil {
+		t.Fatalf("b %v, c %v", us[1].Committed, us[2].Committed)
+	}
+	h.Record(nil, t0.Add(49*time.Hour)) // a was last recorded a day before
+	us = []budget.Usage{{Key: "a"}, {Key: "b"}}
+	h.Fill(us)
+	if us[0].Committed != nil || us[1].Committed == nil {
+		t.Fatalf("after a day: a %d points, b %d", len(us[0].Committed), len(us[1].Committed))
+	}
+	b, err := json.Marshal(budget.Usage{Key: "x", Kind: budget.KindSpend, Committed: []budget.Point{{Time: t0, Value: 1_500_000}}})
+	if err != nil || !strings.Contains(string(b), `"committed":[{"time":"2026-11-27T00:00:00Z","value":"1.5"}]`) {
+		t.Fatalf("JSON %s (%v)", b, err)
+	}
+}

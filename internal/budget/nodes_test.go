@@ -191,8 +191,16 @@ func lineItem(node, user string) (string, error) {
 // nodes on one Redis. li-capped (priority 1) serves 3 of each visitor's
 // 12, li-open (priority 2, no cap) the other 9.
 func TestFrequencyCapAcrossNodes(t *testing.T) {
-	srv := redistest.Start(t)
-	nodes, counters := startNodes(t, srv.Addr, 3, 10*time.Second)
+	t.Run("standalone", func(t *testing.T) { testCapAcrossNodes(t, []string{redistest.Start(t).Addr}) })
+	t.Run("cluster", func(t *testing.T) { testCapAcrossNodes(t, redistest.StartCluster(t).Addrs()[:2]) })
+}
+
+func testCapAcrossNodes(t *testing.T, addrs []string) {
+	var nodes []string
+	var counters []*budget.Counters
+	for _, n := range startServers(t, addrs, 3, serverOptions{set: campaigns(t), timeout: 10 * time.Second}) {
+		nodes, counters = append(nodes, n.url), append(counters, n.counters)
+	}
 	const visitors, requests = 30, 12
 	var mu sync.Mutex
 	got := map[string]map[string]int{} // visitor -> line item -> decisions

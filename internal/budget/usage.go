@@ -54,6 +54,9 @@ type Usage struct {
 	// Ideal is the pacing curve over the period, at 49 points (every
 	// 1/48th), for a chart; none for an unbounded period.
 	Ideal []Point `json:"-"`
+	// Committed is what was committed over time, as a History recorded it
+	// (Usages leaves it empty).
+	Committed []Point `json:"-"`
 }
 
 // Point is one point of a curve.
@@ -63,7 +66,7 @@ type Point struct {
 }
 
 // MarshalJSON writes amounts (booked, settled, reserved, remaining, target
-// and the ideal curve's values) of spend as decimal strings of the
+// and the curves' values) of spend as decimal strings of the
 // currency ("12.5"), of impressions as numbers.
 func (u Usage) MarshalJSON() ([]byte, error) {
 	amount := func(n int64) json.RawMessage {
@@ -76,9 +79,12 @@ func (u Usage) MarshalJSON() ([]byte, error) {
 		Time  time.Time       `json:"time"`
 		Value json.RawMessage `json:"value"`
 	}
-	ideal := make([]point, len(u.Ideal))
-	for i, p := range u.Ideal {
-		ideal[i] = point{p.Time, amount(p.Value)}
+	curve := func(ps []Point) []point {
+		out := make([]point, len(ps))
+		for i, p := range ps {
+			out[i] = point{p.Time, amount(p.Value)}
+		}
+		return out
 	}
 	type plain Usage
 	return json.Marshal(struct {
@@ -89,7 +95,9 @@ func (u Usage) MarshalJSON() ([]byte, error) {
 		Remaining json.RawMessage `json:"remaining"`
 		Target    json.RawMessage `json:"target"`
 		Ideal     []point         `json:"ideal,omitempty"`
-	}{plain(u), amount(u.Booked), amount(u.Settled), amount(u.Reserved), amount(u.Remaining), amount(u.Target), ideal})
+		Committed []point         `json:"committed,omitempty"`
+	}{plain(u), amount(u.Booked), amount(u.Settled), amount(u.Reserved), amount(u.Remaining), amount(u.Target),
+		curve(u.Ideal), curve(u.Committed)})
 }
 
 // maxUsageCalls bounds the store calls of Usages in flight at once.

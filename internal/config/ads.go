@@ -55,6 +55,9 @@ type AdsBudget struct {
 	// Holder names this node's leases in the store, followed by random
 	// characters new at every start; empty: the host name and process id.
 	Holder string `koanf:"holder"`
+	// HistoryEvery is how often a node records what every budget and
+	// limit has committed, for the dashboard's pacing charts; 0: never.
+	HistoryEvery time.Duration `koanf:"history_every"`
 }
 
 // Privacy modes (ads.privacy, sites.<name>.privacy).
@@ -170,6 +173,9 @@ func (c *Config) validateAds(p *problems) {
 	}
 	if a.Reservation+b.Grace+b.Lease > 24*time.Hour {
 		p.add("ads.reservation, ads.budget.grace and ads.budget.lease add up to more than 24h, the longest lease a store keeps")
+	}
+	if b.HistoryEvery != 0 && (b.HistoryEvery < time.Second || b.HistoryEvery > time.Hour) {
+		p.add("ads.budget.history_every: must be 0 (off) or between 1s and 1h (got %v)", b.HistoryEvery)
 	}
 	if len(b.Holder) > 64 || strings.IndexFunc(b.Holder, func(r rune) bool { return r <= ' ' || r >= 0x7f }) >= 0 {
 		p.add("ads.budget.holder: must be at most 64 printable ASCII characters without spaces")

@@ -63,8 +63,9 @@ function enter(session) {
 }
 
 // Budgets: what the store holds of every budget and impression limit,
-// read every 10 s while the dashboard is shown. What was committed is
-// kept per key while the page is open, to draw beside the ideal curve.
+// read every 10 s while the dashboard is shown. What was committed, as the
+// server recorded it and as the page read it since, is drawn beside the
+// ideal curve.
 const committedSeen = new Map(); // key -> [[time ms, committed], ...]
 let budgetsTimer = null;
 let budgetsByLine = new Map(); // line item -> its impression usage (total, else today's)
@@ -101,10 +102,14 @@ function renderBudgets(list) {
   for (const u of list) {
     if (u.kind === "impressions" && (!budgetsByLine.has(u.line_item) || !u.date)) budgetsByLine.set(u.line_item, u);
     const committed = Number(u.settled) + Number(u.reserved);
-    const seen = committedSeen.get(u.key) || [];
+    // What the server recorded, then what this page read since.
+    const recorded = (u.committed || []).map((p) => [Date.parse(p.time), Number(p.value)]);
+    const since = recorded.length ? recorded[recorded.length - 1][0] : 0;
+    const seen = (committedSeen.get(u.key) || []).filter(([t]) => t > since);
     seen.push([now, committed]);
     if (seen.length > 2000) seen.shift();
     committedSeen.set(u.key, seen);
+    const curve = recorded.concat(seen);
     const tr = document.createElement("tr");
     tr.dataset.key = u.key;
     cell(tr, u.line_item ? `${u.line_item} (${u.campaign})` : `campaign ${u.campaign}`);
@@ -121,7 +126,7 @@ function renderBudgets(list) {
     c.width = 160; c.height = 36;
     c.setAttribute("aria-label", `pacing of ${u.key}`);
     cell(tr, "").appendChild(c);
-    drawPace(c, u, seen);
+    drawPace(c, u, curve);
     body.appendChild(tr);
   }
   $("budgets-count").textContent = list.length === 0 ? "no line item has a limit, no campaign a budget" :
