@@ -137,7 +137,8 @@ func TestCampaignFileRoundTrip(t *testing.T) {
 	}
 }
 
-// Amounts are read from their text in both formats, never through a float.
+// Amounts are read from their text in both formats, never through a float:
+// 8999999999.999999 through a float64 is 8999999999999998 micro-units.
 func TestCampaignFileAmountsExact(t *testing.T) {
 	base := `{"advertisers":[{"id":"a","name":"A"}],"campaigns":[{"id":"c","advertiser":"a","budget":{"total":AMOUNT}}],"creatives":[],"line_items":[]}`
 	for _, tc := range []struct {
@@ -145,9 +146,9 @@ func TestCampaignFileAmountsExact(t *testing.T) {
 		amount string
 		want   tsubame.Money
 	}{
-		{bulk.CampaignsJSON, `12345678901.123457`, 12345678901_123457},
-		{bulk.CampaignsJSON, `"12345678901.123457"`, 12345678901_123457},
-		{bulk.CampaignsYAML, `12345678901.123457`, 12345678901_123457},
+		{bulk.CampaignsJSON, `8999999999.999999`, 8999999999_999999},
+		{bulk.CampaignsJSON, `"8999999999.999999"`, 8999999999_999999},
+		{bulk.CampaignsYAML, `8999999999.999999`, 8999999999_999999},
 		{bulk.CampaignsYAML, `"0.000001"`, 1},
 		{bulk.CampaignsYAML, `0.000001`, 1},
 		{bulk.CampaignsYAML, `9_000`, 9000_000000},
