@@ -26,7 +26,7 @@ func BenchmarkServeDecide(b *testing.B) {
 		b.Fatal(err)
 	}
 	device := func([]byte) ads.Device { return ads.Device{Device: "desktop", OS: "windows", Browser: "chrome"} }
-	svc, err := ads.New(ads.Options{Engine: eng, Signer: signer, Currency: "JPY", TTL: time.Hour,
+	svc, err := ads.New(ads.Options{Engine: eng, Signer: signer, Currency: "JPY", TTL: time.Hour, Reservation: 10 * time.Minute,
 		CookieName: "tsubame_uid", CookieMaxAge: time.Hour, Dedupe: f.store, Device: device})
 	if err != nil {
 		b.Fatal(err)
