@@ -315,6 +315,26 @@ func (g *Ledger) take(l *decision.Line, now time.Time, until int64) (reservation
 	return r, true
 }
 
+// could reports whether a decision of l could be taken now, taking
+// nothing (a test request).
+func (g *Ledger) could(l *decision.Line, now time.Time) bool {
+	st := g.state(l)
+	nowNs := now.UnixNano()
+	d := st.day.Load()
+	if d == nil || nowNs < d.start || nowNs >= d.end {
+		d = g.newDay(st, now)
+	}
+	for _, s := range [...]slot{st.total[0], st.total[1], d.slots[0], d.slots[1]} {
+		if a := s.acct; a != nil {
+			if a.hand.Load() < s.units || a.spendBy.Load() <= nowNs {
+				g.kick(a)
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // cancel gives back what r took.
 func (g *Ledger) cancel(r *reservation) {
 	for i := range r.n {

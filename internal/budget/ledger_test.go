@@ -756,3 +756,38 @@ func TestHistory(t *testing.T) {
 		t.Fatalf("JSON %s (%v)", b, err)
 	}
 }
+
+// A test request (OpenRTB's test=1) is allowed while the leases could pay
+// for it, and takes nothing: committed stays what real decisions took.
+func TestTestRequestsSpendNothing(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	clk := newClock()
+	set := limitedSet(tsubame.ImpressionLimits{Total: 3}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
+	n := newNode(t, st, set, "node-0", budget.LedgerOptions{Now: clk.Now})
+	ctx := t.Context()
+	test := &decision.Request{Test: true}
+	if n.counters.Allow(n.line, test, 0, clk.Now()) {
+		t.Fatal("a test request allowed before any lease")
+	}
+	n.ledger.Tick(ctx)
+	for i := range 20 {
+		if !n.counters.Allow(n.line, test, 0, clk.Now()) {
+			t.Fatalf("test request %d refused with a lease in hand", i)
+		}
+	}
+	real := 0
+	for range 20 {
+		if n.counters.Allow(n.line, &decision.Request{}, 0, clk.Now()) {
+			real++
+		} else {
+			n.ledger.Tick(ctx)
+		}
+	}
+	if real != 3 {
+		t.Fatalf("%d real decisions after 20 test ones on a limit of 3", real)
+	}
+	if n.counters.Allow(n.line, test, 0, clk.Now()) {
+		t.Fatal("a test request allowed with the limit spent")
+	}
+}

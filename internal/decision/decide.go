@@ -16,6 +16,7 @@ const (
 	MaxCount     = 16  // decisions in one answer
 	MaxKeyValues = 64  // key-value pairs read from a request
 	MaxDeals     = 64  // deal ids read from a request
+	MaxBlocks    = 256 // blocked categories, and blocked domains, read from a request
 	maxSiteIDs   = 128 // suffixes of a domain (at most 127 labels)
 )
 
@@ -62,7 +63,26 @@ type Request struct {
 	Reserve      []string
 	ReserveUntil time.Time
 	SettledBy    string
+	// Test asks for decisions that spend nothing (OpenRTB's test=1):
+	// Counters let a line item serve if it could, and take nothing.
+	Test bool
+
+	// Narrowing an auction's impression (OpenRTB). Sizes, when given, are
+	// the sizes a creative may have (any of them; W and H are then not
+	// read). MIMEs, when given, are the types a video's media may have
+	// (one of them), and MinDuration and MaxDuration (0: none) bound its
+	// duration. BlockedCategories are IAB categories no creative may have
+	// (a top-level one, IAB7, blocks its subcategories); BlockedDomains
+	// are advertiser domains none of whose advertisers may serve.
+	Sizes                    []Size
+	MIMEs                    []string
+	MinDuration, MaxDuration int
+	BlockedCategories        []string
+	BlockedDomains           []string
 }
+
+// Size is a creative size in pixels.
+type Size struct{ W, H int }
 
 // Decision is one filled slot.
 type Decision struct {
@@ -99,7 +119,9 @@ type scratch struct {
 	sites []uint32
 	kvs   []uint32
 	deals []uint32
-	zone  []int16 // per zone: hour<<3 | weekday, or -1 not yet computed
+	bcats []uint32 // the request's blocked categories, interned, sorted
+	badvs []int32  // advertisers the request's blocked domains rule out
+	zone  []int16  // per zone: hour<<3 | weekday, or -1 not yet computed
 	ids   [numDims]uint32
 	now   int64 // the request's time in Unix nanoseconds
 }
@@ -111,6 +133,8 @@ func (ix *Index) newScratch() *scratch {
 		sites: make([]uint32, 0, maxSiteIDs),
 		kvs:   make([]uint32, 0, MaxKeyValues),
 		deals: make([]uint32, 0, MaxDeals),
+		bcats: make([]uint32, 0, MaxBlocks),
+		badvs: make([]int32, 0, MaxBlocks),
 		zone:  make([]int16, len(ix.zones)),
 	}
 }
@@ -145,7 +169,7 @@ func (ix *Index) Decide(req *Request, out []Decision, rnd *rand.Rand) []Decision
 		for _, list := range s.lists {
 			for _, i := range list[p] {
 				l := &ix.lines[i]
-				if ix.match(l, req, now, s) && ix.fits(l, req, out[first:]) {
+				if ix.match(l, req, now, s) && ix.fits(l, req, out[first:], s) {
 					s.cands = append(s.cands, i)
 				}
 			}
@@ -171,7 +195,7 @@ func (ix *Index) Decide(req *Request, out []Decision, rnd *rand.Rand) []Decision
 				s.cands = s.cands[:len(s.cands)-1]
 				continue
 			}
-			cr := ix.pickCreative(l, req, out[first:], rnd)
+			cr := ix.pickCreative(l, req, out[first:], s, rnd)
 			out = append(out, Decision{Line: l, Creative: ix.creatives[cr].c, cr: cr})
 			if len(out)-first == count {
 				break
@@ -179,7 +203,7 @@ func (ix *Index) Decide(req *Request, out []Decision, rnd *rand.Rand) []Decision
 			// Keep the candidates that still fit beside what was chosen.
 			n := 0
 			for _, i := range s.cands {
-				if i != chosen && ix.fits(&ix.lines[i], req, out[first:]) {
+				if i != chosen && ix.fits(&ix.lines[i], req, out[first:], s) {
 					s.cands[n] = i
 					n++
 				}
@@ -230,6 +254,21 @@ func (ix *Index) resolve(req *Request, s *scratch) {
 			s.deals = append(s.deals, id)
 		}
 	}
+	s.bcats = s.bcats[:0]
+	for _, c := range req.BlockedCategories[:min(len(req.BlockedCategories), MaxBlocks)] {
+		if id, ok := ix.cats[c]; ok {
+			s.bcats = append(s.bcats, id)
+		}
+	}
+	slices.Sort(s.bcats)
+	s.badvs = s.badvs[:0]
+	for _, d := range req.BlockedDomains[:min(len(req.BlockedDomains), MaxBlocks)] {
+		for _, a := range ix.advDomains[d] {
+			if len(s.badvs) < cap(s.badvs) {
+				s.badvs = append(s.badvs, a)
+			}
+		}
+	}
 	for i := range s.zone {
 		s.zone[i] = -1
 	}
@@ -258,6 +297,11 @@ func (ix *Index) match(l *Line, req *Request, now time.Time, s *scratch) bool {
 	}
 	if len(l.deals) > 0 && !anyIn(s.deals, l.deals) {
 		return false
+	}
+	for _, a := range s.badvs {
+		if a == l.adv {
+			return false
+		}
 	}
 	if l.timed {
 		z := s.zone[l.zone]
@@ -298,24 +342,37 @@ func (ix *Index) match(l *Line, req *Request, now time.Time, s *scratch) bool {
 // fits reports whether l may join the decisions already chosen: another
 // advertiser, and a creative of the slot's format and size whose
 // categories none of them has.
-func (ix *Index) fits(l *Line, req *Request, chosen []Decision) bool {
+func (ix *Index) fits(l *Line, req *Request, chosen []Decision, s *scratch) bool {
 	for _, d := range chosen {
 		if d.Line.adv == l.adv {
 			return false
 		}
 	}
 	for _, c := range l.creatives {
-		if ix.creativeFits(c, req, chosen) {
+		if ix.creativeFits(c, req, chosen, s) {
 			return true
 		}
 	}
 	return false
 }
 
-func (ix *Index) creativeFits(c int32, req *Request, chosen []Decision) bool {
+func (ix *Index) creativeFits(c int32, req *Request, chosen []Decision, s *scratch) bool {
 	cr := &ix.creatives[c]
-	if req.Format != "" && cr.format != req.Format ||
-		req.W > 0 && cr.c.W != req.W || req.H > 0 && cr.c.H != req.H {
+	if req.Format != "" && cr.format != req.Format {
+		return false
+	}
+	if len(req.Sizes) > 0 {
+		if !hasSize(req.Sizes, cr.c.W, cr.c.H) {
+			return false
+		}
+	} else if req.W > 0 && cr.c.W != req.W || req.H > 0 && cr.c.H != req.H {
+		return false
+	}
+	if len(req.MIMEs) > 0 && !anyString(req.MIMEs, cr.c.MIMEs) ||
+		req.MinDuration > 0 && cr.c.Duration < req.MinDuration || req.MaxDuration > 0 && cr.c.Duration > req.MaxDuration {
+		return false
+	}
+	if len(s.bcats) > 0 && sharesAny(s.bcats, cr.blocks) {
 		return false
 	}
 	for _, d := range chosen {
@@ -326,18 +383,39 @@ func (ix *Index) creativeFits(c int32, req *Request, chosen []Decision) bool {
 	return true
 }
 
+func hasSize(sizes []Size, w, h int) bool {
+	for _, sz := range sizes {
+		if sz.W == w && sz.H == h {
+			return true
+		}
+	}
+	return false
+}
+
+// anyString reports whether a and b share a value.
+func anyString(a, b []string) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if x == y {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // pickCreative chooses at random among l's creatives that fit; fits(l)
 // has said there is one.
-func (ix *Index) pickCreative(l *Line, req *Request, chosen []Decision, rnd *rand.Rand) int32 {
+func (ix *Index) pickCreative(l *Line, req *Request, chosen []Decision, s *scratch, rnd *rand.Rand) int32 {
 	n := 0
 	for _, c := range l.creatives {
-		if ix.creativeFits(c, req, chosen) {
+		if ix.creativeFits(c, req, chosen, s) {
 			n++
 		}
 	}
 	k := int(uint64N(rnd, uint64(n)))
 	for _, c := range l.creatives {
-		if ix.creativeFits(c, req, chosen) {
+		if ix.creativeFits(c, req, chosen, s) {
 			if k == 0 {
 				return c
 			}

@@ -573,3 +573,50 @@ func TestRequestDefaults(t *testing.T) {
 		t.Fatal("a request without a time did not reach the line item running now")
 	}
 }
+
+// An auction's narrowing: sizes (any of several), a video's MIME types and
+// duration, blocked categories (a top-level one blocks its subcategories)
+// and blocked advertiser domains; a Line carries its advertiser's domains.
+func TestAuctionNarrowing(t *testing.T) {
+	var f fixture
+	f.single("li-banner", 1, 1, "IAB7-39")
+	f.set.Advertisers[0].Domains = []string{"brand.example"}
+	f.advertiser("a-video")
+	f.campaign("c-video", "a-video", "")
+	f.set.Creatives = append(f.set.Creatives, &tsubame.Creative{ID: "cr-video", Advertiser: "a-video", Format: tsubame.FormatVideo,
+		W: 640, H: 360, Duration: 15, MIMEs: []string{"video/mp4"}, Media: "https://cdn.example.com/v.mp4",
+		Click: "https://example.com/v", Status: tsubame.StatusApproved})
+	f.lineItem("li-video", "c-video", 1, 1, "cr-video")
+	ix := f.compile(t)
+	decide := func(r decision.Request) []string {
+		r.Time = compiledAt
+		return ids(ix.Decide(&r, nil, rand.New(rand.NewPCG(1, 2))))
+	}
+	for _, tc := range []struct {
+		name string
+		req  decision.Request
+		want string // the line item decided, "" for none
+	}{
+		{"banner sizes, one fits", decision.Request{Format: "banner", Sizes: []decision.Size{{728, 90}, {300, 250}}}, "li-banner"},
+		{"banner sizes, none fits", decision.Request{Format: "banner", Sizes: []decision.Size{{728, 90}, {300, 600}}}, ""},
+		{"sizes win over w and h", decision.Request{Format: "banner", W: 728, H: 90, Sizes: []decision.Size{{300, 250}}}, "li-banner"},
+		{"category blocked", decision.Request{Format: "banner", BlockedCategories: []string{"IAB7-39"}}, ""},
+		{"its top-level category blocked", decision.Request{Format: "banner", BlockedCategories: []string{"IAB25", "IAB7"}}, ""},
+		{"another subcategory blocked", decision.Request{Format: "banner", BlockedCategories: []string{"IAB7-38"}}, "li-banner"},
+		{"advertiser domain blocked", decision.Request{Format: "banner", BlockedDomains: []string{"other.example", "brand.example"}}, ""},
+		{"another domain blocked", decision.Request{Format: "banner", BlockedDomains: []string{"brand.example.com"}}, "li-banner"},
+		{"video fits", decision.Request{Format: "video", MIMEs: []string{"video/webm", "video/mp4"}, MinDuration: 5, MaxDuration: 30}, "li-video"},
+		{"video type refused", decision.Request{Format: "video", MIMEs: []string{"video/webm"}}, ""},
+		{"video too long", decision.Request{Format: "video", MaxDuration: 10}, ""},
+		{"video too short", decision.Request{Format: "video", MinDuration: 20}, ""},
+	} {
+		got := decide(tc.req)
+		if len(got) > 1 || tc.want == "" && len(got) != 0 || tc.want != "" && (len(got) != 1 || got[0] != tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, got, tc.want)
+		}
+	}
+	r := decision.Request{Format: "banner", Time: compiledAt}
+	if ds := ix.Decide(&r, nil, nil); len(ds) != 1 || len(ds[0].Line.Domains) != 1 || ds[0].Line.Domains[0] != "brand.example" {
+		t.Fatalf("the Line's domains: %+v", ds)
+	}
+}

@@ -72,6 +72,9 @@ type Line struct {
 	// has a larger one, so that Counters can tell a decision still running
 	// on an index that was replaced.
 	Gen uint64
+	// Domains are the advertiser's landing-page domains (OpenRTB's
+	// adomain); the Index's own copy.
+	Domains []string
 
 	adv       int32   // interned advertiser
 	creatives []int32 // approved creatives, indexes into Index.creatives
@@ -104,6 +107,9 @@ type creative struct {
 	c      *tsubame.Creative // a copy owned by the Index
 	format string
 	cats   []uint32 // sorted interned IAB categories
+	// blocks are cats and their top-level categories (IAB7 for IAB7-39),
+	// sorted: what a request's blocked categories are matched against.
+	blocks []uint32
 }
 
 // posting lists line ordinals per priority (index 0 unused), each in
@@ -127,6 +133,9 @@ type Index struct {
 	kvs   map[kvKey]uint32
 	deals map[string]uint32
 	cats  map[string]uint32
+	// advDomains lists, per advertiser domain, the interned advertisers
+	// that have it: a request's blocked domains resolve through it.
+	advDomains map[string][]int32
 
 	keyed [len(keyDims)]map[uint32]*posting
 	open  posting
@@ -160,7 +169,8 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 		now = time.Now()
 	}
 	gen := compiles.Add(1)
-	ix := &Index{counters: opt.Counters, kvs: map[kvKey]uint32{}, deals: map[string]uint32{}, cats: map[string]uint32{}}
+	ix := &Index{counters: opt.Counters, kvs: map[kvKey]uint32{}, deals: map[string]uint32{}, cats: map[string]uint32{},
+		advDomains: map[string][]int32{}}
 	if ix.counters == nil {
 		ix.counters = NoCounters{}
 	}
@@ -172,6 +182,10 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 	}
 
 	advs := map[string]int32{}
+	domains := map[string][]string{} // advertiser id -> its domains
+	for _, a := range set.Advertisers {
+		domains[a.ID] = a.Domains
+	}
 	camps := map[string]*tsubame.Campaign{}
 	for _, c := range set.Campaigns {
 		camps[c.ID] = c
@@ -184,8 +198,14 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 		cr := creative{c: c.Clone(), format: c.Format}
 		for _, cat := range c.Categories {
 			cr.cats = append(cr.cats, intern(ix.cats, cat))
+			cr.blocks = append(cr.blocks, intern(ix.cats, cat))
+			if top, _, sub := strings.Cut(cat, "-"); sub {
+				cr.blocks = append(cr.blocks, intern(ix.cats, top))
+			}
 		}
 		slices.Sort(cr.cats)
+		slices.Sort(cr.blocks)
+		cr.blocks = slices.Compact(cr.blocks)
 		crIdx[c.ID] = int32(len(ix.creatives))
 		ix.creatives = append(ix.creatives, cr)
 	}
@@ -223,8 +243,12 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 		if !ok {
 			a = int32(len(advs))
 			advs[camp.Advertiser] = a
+			for _, d := range domains[camp.Advertiser] {
+				ix.advDomains[d] = append(ix.advDomains[d], a)
+			}
 		}
 		l.adv = a
+		l.Domains = slices.Clone(domains[camp.Advertiser])
 
 		tz := camp.Timezone
 		if tz == "" {
