@@ -1,5 +1,6 @@
 // Package track signs and checks the impression and click URLs of decisions
-// (sign.go: HMAC-SHA256, a ring of rotating keys, expiry). Counting each
+// and the win, billing and loss notice URLs of bids (sign.go: HMAC-SHA256,
+// a ring of rotating keys, expiry). Counting each
 // event once across nodes and writing it as an access-log line is
 // internal/ads's, over the store's Deduper.
 //
@@ -8,8 +9,11 @@
 // (micro-units) and the reservation deadline (Unix seconds, 0 for none),
 // each a big-endian int64, the decision, line item, campaign,
 // creative and placement ids and the visitor's (each length-prefixed by one
-// byte; the visitor's may be empty), the click destination
-// (prefixed by two bytes) and the HMAC-SHA256 of everything before it. A click
+// byte; the visitor's may be empty), for an exchange's notice (win, bill,
+// loss) the exchange, auction, impression and deal ids and the currency
+// (each length-prefixed by one byte; the deal may be empty), the click
+// destination (prefixed by two bytes) and the HMAC-SHA256 of everything
+// before it. A click
 // leads only to the destination inside the signed part, so a click URL cannot
 // be turned into an open redirect. Tokens of version 1, without the
 // reservation deadline, are still read.

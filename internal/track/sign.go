@@ -24,9 +24,10 @@ const (
 	KindClick Kind = 2 // a click; the only kind that carries a destination
 	KindWin   Kind = 3 // an auction win notice
 	KindBill  Kind = 4 // a billing notice
+	KindLoss  Kind = 5 // an auction loss notice
 )
 
-var kindNames = [...]string{KindImp: "imp", KindClick: "click", KindWin: "win", KindBill: "bill"}
+var kindNames = [...]string{KindImp: "imp", KindClick: "click", KindWin: "win", KindBill: "bill", KindLoss: "loss"}
 
 // String returns the kind's name as the access log writes it.
 func (k Kind) String() string {
@@ -36,7 +37,11 @@ func (k Kind) String() string {
 	return "unknown"
 }
 
-func (k Kind) valid() bool { return k >= KindImp && k <= KindBill }
+func (k Kind) valid() bool { return k >= KindImp && k <= KindLoss }
+
+// Notice reports whether k is an exchange's notice (win, billing, loss),
+// whose tokens carry their auction.
+func (k Kind) Notice() bool { return k >= KindWin && k <= KindLoss }
 
 // Bounds of what a token carries. They are tighter than the model's
 // (tsubame.MaxIDLength, tsubame.MaxURLLength) on purpose: a tracking URL is
@@ -59,7 +64,8 @@ const (
 	macLen   = sha256.Size
 	// maxRaw is the longest decoded token: version, key id, kind, expiry,
 	// price, reservation deadline, five ids and the visitor, the click
-	// destination and the MAC.
+	// destination and the MAC (a click's destination is longer than what a
+	// notice carries instead: its auction's four ids and currency).
 	maxRaw = 1 + 1 + MaxKeyIDLen + 1 + 8 + 8 + 8 + 6*(1+MaxIDLen) + 2 + MaxClickLen + macLen
 	// minRaw is the shortest, of version 1.
 	minRaw = 1 + 1 + 1 + 1 + 8 + 8 + 5*(1+1) + 1 + 2 + macLen
@@ -97,6 +103,14 @@ type Token struct {
 	// internal/budget). Zero: nothing was reserved (a line item without a
 	// budget or a limit, or a token of version 1).
 	Reserved time.Time
+
+	// The auction of a notice (KindWin, KindBill, KindLoss; empty for the
+	// other kinds): the exchange's name, the bid request's and the
+	// impression's ids, the deal (empty for an open auction's bid) and the
+	// bid's currency (ISO 4217), in which Price is then the bid's price.
+	// Decision is the bid's id.
+	Exchange, Auction, Imp, Deal string
+	Currency                     string
 }
 
 // The refusals of Verify. Each is a *tsubame.Error whose kind maps to a 4xx
@@ -270,6 +284,12 @@ func (s *Signer) AppendSign(dst []byte, t Token) ([]byte, error) {
 		b = append(b, byte(len(f)))
 		b = append(b, f...)
 	}
+	if t.Kind.Notice() {
+		for _, f := range [...]string{t.Exchange, t.Auction, t.Imp, t.Deal, t.Currency} {
+			b = append(b, byte(len(f)))
+			b = append(b, f...)
+		}
+	}
 	b = binary.BigEndian.AppendUint16(b, uint16(len(t.Click)))
 	b = append(b, t.Click...)
 	b = s.current.mac(b, b)
@@ -298,6 +318,21 @@ func checkToken(t *Token) error {
 	}
 	if !t.Reserved.IsZero() && t.Reserved.Unix() <= 0 {
 		return tsubame.Errorf(tsubame.EINVALID, "reservation deadline before 1970")
+	}
+	if t.Kind.Notice() {
+		for _, f := range [...]struct{ name, v string }{{"exchange", t.Exchange}, {"auction", t.Auction}, {"impression", t.Imp}} {
+			if !validID(f.v) {
+				return tsubame.Errorf(tsubame.EINVALID, "%s id must be 1 to %d bytes of letters, digits and -_.:@", f.name, MaxIDLen)
+			}
+		}
+		if t.Deal != "" && !validID(t.Deal) {
+			return tsubame.Errorf(tsubame.EINVALID, "deal id must be 1 to %d bytes of letters, digits and -_.:@", MaxIDLen)
+		}
+		if !validCurrency(t.Currency) {
+			return tsubame.Errorf(tsubame.EINVALID, "currency must be an ISO 4217 code")
+		}
+	} else if t.Exchange != "" || t.Auction != "" || t.Imp != "" || t.Deal != "" || t.Currency != "" {
+		return tsubame.Errorf(tsubame.EINVALID, "only a notice token carries an auction")
 	}
 	if t.Kind != KindClick {
 		if t.Click != "" {
@@ -368,6 +403,10 @@ func clickChars(s string) bool {
 		}
 	}
 	return true
+}
+
+func validCurrency(c string) bool {
+	return len(c) == 3 && c[0] >= 'A' && c[0] <= 'Z' && c[1] >= 'A' && c[1] <= 'Z' && c[2] >= 'A' && c[2] <= 'Z'
 }
 
 func validID(id string) bool {
@@ -494,6 +533,25 @@ func parse(b []byte, v byte) (Token, bool) {
 			return Token{}, false
 		}
 	}
+	var auction [5]string // exchange, auction, imp, deal, currency
+	if kind.Notice() && v >= version {
+		for i := range auction {
+			if off >= len(all) {
+				return Token{}, false
+			}
+			l := int(all[off])
+			off++
+			if l > len(all)-off {
+				return Token{}, false
+			}
+			auction[i] = all[off : off+l]
+			off += l
+		}
+		if !validID(auction[0]) || !validID(auction[1]) || !validID(auction[2]) ||
+			auction[3] != "" && !validID(auction[3]) || !validCurrency(auction[4]) {
+			return Token{}, false
+		}
+	}
 	if len(all)-off < 2 {
 		return Token{}, false
 	}
@@ -510,6 +568,7 @@ func parse(b []byte, v byte) (Token, bool) {
 	t := Token{
 		Kind: kind, Decision: ids[0], LineItem: ids[1], Campaign: ids[2], Creative: ids[3], Placement: ids[4], User: ids[5],
 		Click: click, Price: tsubame.Money(price), Expires: time.Unix(exp, 0).UTC(),
+		Exchange: auction[0], Auction: auction[1], Imp: auction[2], Deal: auction[3], Currency: auction[4],
 	}
 	if reserved > 0 {
 		t.Reserved = time.Unix(reserved, 0).UTC()

@@ -39,12 +39,15 @@ func token(kind track.Kind) track.Token {
 	if kind == track.KindClick {
 		tk.Click = "https://advertiser.example/landing?utm_source=tsubame&x=%20y#top"
 	}
+	if kind.Notice() {
+		tk.Exchange, tk.Auction, tk.Imp, tk.Deal, tk.Currency = "ssp-1", "80ce30c53c16e6ede735f123ef6e32361bfc7b22", "1", "AB-Agency1-0001", "USD"
+	}
 	return tk
 }
 
 func TestSignVerifyRoundTrip(t *testing.T) {
 	s := newSigner(t, "k1", track.Key{ID: "k1", Secret: secret('a')})
-	for _, kind := range []track.Kind{track.KindImp, track.KindClick, track.KindWin, track.KindBill} {
+	for _, kind := range []track.Kind{track.KindImp, track.KindClick, track.KindWin, track.KindBill, track.KindLoss} {
 		t.Run(kind.String(), func(t *testing.T) {
 			want := token(kind)
 			tok, err := s.Sign(want)
@@ -60,7 +63,8 @@ func TestSignVerifyRoundTrip(t *testing.T) {
 			}
 			if got.Kind != want.Kind || got.Decision != want.Decision || got.LineItem != want.LineItem ||
 				got.Creative != want.Creative || got.Placement != want.Placement || got.Click != want.Click ||
-				got.Price != want.Price || !got.Expires.Equal(want.Expires) || !got.Reserved.Equal(want.Reserved) {
+				got.Price != want.Price || !got.Expires.Equal(want.Expires) || !got.Reserved.Equal(want.Reserved) ||
+				got.Exchange != want.Exchange || got.Auction != want.Auction || got.Imp != want.Imp || got.Deal != want.Deal || got.Currency != want.Currency {
 				t.Fatalf("got %+v, want %+v", got, want)
 			}
 		})
@@ -440,7 +444,7 @@ func TestVerifyRefusesEveryFlip(t *testing.T) {
 
 func FuzzVerify(f *testing.F) {
 	s := newSigner(f, "k1", track.Key{ID: "k1", Secret: secret('a')})
-	for _, kind := range []track.Kind{track.KindImp, track.KindClick, track.KindWin, track.KindBill} {
+	for _, kind := range []track.Kind{track.KindImp, track.KindClick, track.KindWin, track.KindBill, track.KindLoss} {
 		tok, err := s.Sign(token(kind))
 		if err != nil {
 			f.Fatal(err)
@@ -569,5 +573,44 @@ func TestSignClickAccepts(t *testing.T) {
 		if err != nil || got.Click != u {
 			t.Fatalf("%s: %q %v", u, got.Click, err)
 		}
+	}
+}
+
+// A notice's token carries its auction, checked like the rest: an exchange,
+// auction and impression id are required, a deal is not, the currency is
+// an ISO 4217 code; other kinds carry none of it.
+func TestSignNoticeAuction(t *testing.T) {
+	s := newSigner(t, "k1", track.Key{ID: "k1", Secret: secret('a')})
+	open := token(track.KindBill)
+	open.Deal = ""
+	tok, err := s.Sign(open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Verify(tok, t0); err != nil || got.Deal != "" || got.Exchange != "ssp-1" || got.Currency != "USD" {
+		t.Fatalf("an open auction's bill: %+v, %v", got, err)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*track.Token)
+	}{
+		{"no exchange", func(tk *track.Token) { tk.Exchange = "" }},
+		{"no auction", func(tk *track.Token) { tk.Auction = "" }},
+		{"no imp", func(tk *track.Token) { tk.Imp = "" }},
+		{"long auction", func(tk *track.Token) { tk.Auction = strings.Repeat("a", track.MaxIDLen+1) }},
+		{"bad deal", func(tk *track.Token) { tk.Deal = "a deal" }},
+		{"lower-case currency", func(tk *track.Token) { tk.Currency = "usd" }},
+		{"no currency", func(tk *track.Token) { tk.Currency = "" }},
+	} {
+		tk := token(track.KindWin)
+		tc.edit(&tk)
+		if _, err := s.Sign(tk); tsubame.ErrorCode(err) != tsubame.EINVALID {
+			t.Errorf("%s: %v, want EINVALID", tc.name, err)
+		}
+	}
+	imp := token(track.KindImp)
+	imp.Exchange = "ssp-1"
+	if _, err := s.Sign(imp); tsubame.ErrorCode(err) != tsubame.EINVALID {
+		t.Errorf("an impression token with an exchange: %v", err)
 	}
 }
