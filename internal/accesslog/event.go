@@ -33,9 +33,12 @@ const (
 	EventClick                         // its click URL was followed
 	EventWin                           // an exchange's win notice
 	EventBill                          // an exchange's billing notice
+	EventBid                           // a bid made in an exchange's auction
+	EventLoss                          // an exchange's loss notice
 )
 
-var eventKinds = [...]string{EventDecision: "decision", EventImp: "imp", EventClick: "click", EventWin: "win", EventBill: "bill"}
+var eventKinds = [...]string{EventDecision: "decision", EventImp: "imp", EventClick: "click", EventWin: "win", EventBill: "bill",
+	EventBid: "bid", EventLoss: "loss"}
 
 // String is the kind's name as written in the event field ("" for none).
 func (k EventKind) String() string {
@@ -97,8 +100,10 @@ type Event struct {
 }
 
 // MaxExtra bounds the extra fields of an Event, so that an Event is a
-// fixed size (under 1 KiB) that lives on its caller's stack.
-const MaxExtra = 8
+// fixed size (about 1 KiB) that lives on its caller's stack. An auction's
+// lines carry the most: exchange, seat, auction, imp, deal, publisher,
+// supply chain and test, with room for a reason and a late flag.
+const MaxExtra = 12
 
 type valueType uint8
 

@@ -11,7 +11,8 @@
 // creative and placement ids and the visitor's (each length-prefixed by one
 // byte; the visitor's may be empty), for an exchange's notice (win, bill,
 // loss) the exchange, auction, impression and deal ids and the currency
-// (each length-prefixed by one byte; the deal may be empty), the click
+// (each length-prefixed by one byte; the deal may be empty) and a byte of
+// flags (1: a test auction), the click
 // destination (prefixed by two bytes) and the HMAC-SHA256 of everything
 // before it. A click
 // leads only to the destination inside the signed part, so a click URL cannot

@@ -55,6 +55,9 @@ const (
 	MaxKeys     = 16                     // keys in a ring
 )
 
+// flagTest is the flags byte of a notice's token: a test auction's.
+const flagTest = 1
+
 const (
 	// version is the format Sign writes. Version 1 had no reservation
 	// deadline; Verify still reads it (Reserved zero), so that URLs made
@@ -111,6 +114,9 @@ type Token struct {
 	// Decision is the bid's id.
 	Exchange, Auction, Imp, Deal string
 	Currency                     string
+	// Test marks a notice of a test auction (OpenRTB's test=1): not
+	// billable.
+	Test bool
 }
 
 // The refusals of Verify. Each is a *tsubame.Error whose kind maps to a 4xx
@@ -289,6 +295,11 @@ func (s *Signer) AppendSign(dst []byte, t Token) ([]byte, error) {
 			b = append(b, byte(len(f)))
 			b = append(b, f...)
 		}
+		var flags byte
+		if t.Test {
+			flags |= flagTest
+		}
+		b = append(b, flags)
 	}
 	b = binary.BigEndian.AppendUint16(b, uint16(len(t.Click)))
 	b = append(b, t.Click...)
@@ -331,7 +342,7 @@ func checkToken(t *Token) error {
 		if !validCurrency(t.Currency) {
 			return tsubame.Errorf(tsubame.EINVALID, "currency must be an ISO 4217 code")
 		}
-	} else if t.Exchange != "" || t.Auction != "" || t.Imp != "" || t.Deal != "" || t.Currency != "" {
+	} else if t.Exchange != "" || t.Auction != "" || t.Imp != "" || t.Deal != "" || t.Currency != "" || t.Test {
 		return tsubame.Errorf(tsubame.EINVALID, "only a notice token carries an auction")
 	}
 	if t.Kind != KindClick {
@@ -534,6 +545,7 @@ func parse(b []byte, v byte) (Token, bool) {
 		}
 	}
 	var auction [5]string // exchange, auction, imp, deal, currency
+	var test bool
 	if kind.Notice() && v >= version {
 		for i := range auction {
 			if off >= len(all) {
@@ -548,9 +560,11 @@ func parse(b []byte, v byte) (Token, bool) {
 			off += l
 		}
 		if !validID(auction[0]) || !validID(auction[1]) || !validID(auction[2]) ||
-			auction[3] != "" && !validID(auction[3]) || !validCurrency(auction[4]) {
+			auction[3] != "" && !validID(auction[3]) || !validCurrency(auction[4]) || off >= len(all) || all[off]&^flagTest != 0 {
 			return Token{}, false
 		}
+		test = all[off]&flagTest != 0
+		off++
 	}
 	if len(all)-off < 2 {
 		return Token{}, false
@@ -568,7 +582,7 @@ func parse(b []byte, v byte) (Token, bool) {
 	t := Token{
 		Kind: kind, Decision: ids[0], LineItem: ids[1], Campaign: ids[2], Creative: ids[3], Placement: ids[4], User: ids[5],
 		Click: click, Price: tsubame.Money(price), Expires: time.Unix(exp, 0).UTC(),
-		Exchange: auction[0], Auction: auction[1], Imp: auction[2], Deal: auction[3], Currency: auction[4],
+		Exchange: auction[0], Auction: auction[1], Imp: auction[2], Deal: auction[3], Currency: auction[4], Test: test,
 	}
 	if reserved > 0 {
 		t.Reserved = time.Unix(reserved, 0).UTC()

@@ -587,8 +587,15 @@ func TestSignNoticeAuction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Verify(tok, t0); err != nil || got.Deal != "" || got.Exchange != "ssp-1" || got.Currency != "USD" {
+	if got, err := s.Verify(tok, t0); err != nil || got.Deal != "" || got.Exchange != "ssp-1" || got.Currency != "USD" || got.Test {
 		t.Fatalf("an open auction's bill: %+v, %v", got, err)
+	}
+	open.Test = true
+	if tok, err = s.Sign(open); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Verify(tok, t0); err != nil || !got.Test {
+		t.Fatalf("a test auction's bill: %+v, %v", got, err)
 	}
 	for _, tc := range []struct {
 		name string
