@@ -79,6 +79,13 @@ type Request struct {
 	MinDuration, MaxDuration int
 	BlockedCategories        []string
 	BlockedDomains           []string
+	// Floors of an auction, in the account currency: MinCPM is the least
+	// CPM of a line item without deals (an open auction's bid),
+	// DealMins[k] the least CPM of a line item bidding on Deals[k] (0 or
+	// absent: none). PrivateAuction rules line items without deals out.
+	MinCPM         tsubame.Money
+	DealMins       []tsubame.Money
+	PrivateAuction bool
 }
 
 // Size is a creative size in pixels.
@@ -119,7 +126,8 @@ type scratch struct {
 	sites []uint32
 	kvs   []uint32
 	deals []uint32
-	bcats []uint32 // the request's blocked categories, interned, sorted
+	dmins []tsubame.Money // dmins[k]: the least CPM bidding on deals[k]
+	bcats []uint32        // the request's blocked categories, interned, sorted
 	badvs []int32  // advertisers the request's blocked domains rule out
 	zone  []int16  // per zone: hour<<3 | weekday, or -1 not yet computed
 	ids   [numDims]uint32
@@ -133,6 +141,7 @@ func (ix *Index) newScratch() *scratch {
 		sites: make([]uint32, 0, maxSiteIDs),
 		kvs:   make([]uint32, 0, MaxKeyValues),
 		deals: make([]uint32, 0, MaxDeals),
+		dmins: make([]tsubame.Money, 0, MaxDeals),
 		bcats: make([]uint32, 0, MaxBlocks),
 		badvs: make([]int32, 0, MaxBlocks),
 		zone:  make([]int16, len(ix.zones)),
@@ -248,10 +257,14 @@ func (ix *Index) resolve(req *Request, s *scratch) {
 			s.kvs = append(s.kvs, id)
 		}
 	}
-	s.deals = s.deals[:0]
-	for _, d := range req.Deals[:min(len(req.Deals), MaxDeals)] {
+	s.deals, s.dmins = s.deals[:0], s.dmins[:0]
+	for k, d := range req.Deals[:min(len(req.Deals), MaxDeals)] {
 		if id, ok := ix.deals[d]; ok {
-			s.deals = append(s.deals, id)
+			var m tsubame.Money
+			if k < len(req.DealMins) {
+				m = req.DealMins[k]
+			}
+			s.deals, s.dmins = append(s.deals, id), append(s.dmins, m)
 		}
 	}
 	s.bcats = s.bcats[:0]
@@ -295,7 +308,18 @@ func (ix *Index) match(l *Line, req *Request, now time.Time, s *scratch) bool {
 	if s.now < l.start || s.now >= l.end {
 		return false
 	}
-	if len(l.deals) > 0 && !anyIn(s.deals, l.deals) {
+	if len(l.deals) > 0 {
+		ok := false
+		for k, id := range s.deals {
+			if l.CPM >= s.dmins[k] && has(l.deals, id) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			return false
+		}
+	} else if req.PrivateAuction || l.CPM < req.MinCPM {
 		return false
 	}
 	for _, a := range s.badvs {

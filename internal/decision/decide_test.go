@@ -3,6 +3,8 @@ package decision_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -618,5 +620,39 @@ func TestAuctionNarrowing(t *testing.T) {
 	r := decision.Request{Format: "banner", Time: compiledAt}
 	if ds := ix.Decide(&r, nil, nil); len(ds) != 1 || len(ds[0].Line.Domains) != 1 || ds[0].Line.Domains[0] != "brand.example" {
 		t.Fatalf("the Line's domains: %+v", ds)
+	}
+}
+
+// Floors: an open line item bids at or above MinCPM and not in a private
+// auction; a deal's line item at or above that deal's minimum.
+func TestAuctionFloors(t *testing.T) {
+	var f fixture
+	f.single("li-open", 1, 1).CPM = 2 * tsubame.MicrosPerUnit
+	f.single("li-deal", 1, 1).Deals = []string{"deal-a", "deal-b"}
+	f.set.LineItems[1].CPM = 5 * tsubame.MicrosPerUnit
+	ix := f.compile(t)
+	decide := func(r decision.Request) []string {
+		r.Time, r.Count = compiledAt, 2
+		return ids(ix.Decide(&r, nil, rand.New(rand.NewPCG(1, 2))))
+	}
+	m := func(units int64) tsubame.Money { return tsubame.Money(units * tsubame.MicrosPerUnit) }
+	for _, tc := range []struct {
+		name string
+		req  decision.Request
+		want string
+	}{
+		{"open at the floor", decision.Request{MinCPM: m(2)}, "li-open"},
+		{"open under the floor", decision.Request{MinCPM: m(2) + 1}, ""},
+		{"deal offered", decision.Request{Deals: []string{"deal-b"}, DealMins: []tsubame.Money{m(5)}}, "li-deal li-open"},
+		{"deal under its floor", decision.Request{Deals: []string{"deal-b"}, DealMins: []tsubame.Money{m(6)}}, "li-open"},
+		{"one of two deals clears", decision.Request{Deals: []string{"deal-a", "deal-b"}, DealMins: []tsubame.Money{m(9), m(1)}}, "li-deal li-open"},
+		{"private auction", decision.Request{Deals: []string{"deal-a"}, PrivateAuction: true}, "li-deal"},
+		{"private auction, no deal", decision.Request{PrivateAuction: true}, ""},
+	} {
+		got := decide(tc.req)
+		slices.Sort(got)
+		if strings.Join(got, " ") != tc.want {
+			t.Errorf("%s: %v, want %q", tc.name, got, tc.want)
+		}
 	}
 }
