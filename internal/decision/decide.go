@@ -128,8 +128,8 @@ type scratch struct {
 	deals []uint32
 	dmins []tsubame.Money // dmins[k]: the least CPM bidding on deals[k]
 	bcats []uint32        // the request's blocked categories, interned, sorted
-	badvs []int32  // advertisers the request's blocked domains rule out
-	zone  []int16  // per zone: hour<<3 | weekday, or -1 not yet computed
+	badvs []int32         // advertisers the request's blocked domains rule out
+	zone  []int16         // per zone: hour<<3 | weekday, or -1 not yet computed
 	ids   [numDims]uint32
 	now   int64 // the request's time in Unix nanoseconds
 }
