@@ -15,6 +15,7 @@ const (
 	ENOTFOUND     = "not_found"    // the thing asked for does not exist
 	EUNAVAILABLE  = "unavailable"  // a backend is down or overloaded; retrying later may succeed
 	EUNAUTHORIZED = "unauthorized" // the credentials (a token, a signature) are missing or wrong
+	EFORBIDDEN    = "forbidden"    // the caller is known and may not do this (e.g. a source not allowed)
 	ETOOLARGE     = "too_large"    // the input is beyond a size limit
 )
 

@@ -188,3 +188,12 @@ func appendID(dst []byte, now time.Time) []byte {
 	}
 	return append(dst, b[:]...)
 }
+
+// NewID makes a decision, visitor or bid id: 26 characters of Crockford's
+// base32, the time to the millisecond then 80 random bits.
+func NewID(now time.Time) string { return newID(now) }
+
+// StorageConsent reports whether a TCF v2 consent string grants purpose 1
+// (storing and reading information on a device): without it, no visitor
+// id is used when GDPR applies.
+func StorageConsent(consent []byte) bool { return tcfStorageConsent(consent) }

@@ -75,6 +75,9 @@ type Line struct {
 	// Domains are the advertiser's landing-page domains (OpenRTB's
 	// adomain); the Index's own copy.
 	Domains []string
+	// Deals are the line item's deal ids (none: it bids in open
+	// auctions); the Index's own copy.
+	Deals []string
 
 	adv       int32   // interned advertiser
 	creatives []int32 // approved creatives, indexes into Index.creatives
@@ -136,6 +139,9 @@ type Index struct {
 	// advDomains lists, per advertiser domain, the interned advertisers
 	// that have it: a request's blocked domains resolve through it.
 	advDomains map[string][]int32
+	// byID finds a line item and a creative by id (Lookup).
+	lineByID     map[string]int32
+	creativeByID map[string]int32
 
 	keyed [len(keyDims)]map[uint32]*posting
 	open  posting
@@ -148,6 +154,24 @@ func (ix *Index) Len() int { return len(ix.lines) }
 
 // Line returns the line item of ordinal ord.
 func (ix *Index) Line(ord int) *Line { return &ix.lines[ord] }
+
+// Lookup returns the decision of line item lineID with creative
+// creativeID, both still in the index (the creative approved and the
+// line item's): what a win notice serves the markup of.
+func (ix *Index) Lookup(lineID, creativeID string) (Decision, bool) {
+	li, ok1 := ix.lineByID[lineID]
+	cr, ok2 := ix.creativeByID[creativeID]
+	if !ok1 || !ok2 {
+		return Decision{}, false
+	}
+	l := &ix.lines[li]
+	for _, c := range l.creatives {
+		if c == cr {
+			return Decision{Line: l, Creative: ix.creatives[cr].c, cr: cr}, true
+		}
+	}
+	return Decision{}, false
+}
 
 // Compile builds an Index from set, which it does not keep or modify. It
 // is meant to run when the set changes, off the request path. It returns
@@ -170,7 +194,7 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 	}
 	gen := compiles.Add(1)
 	ix := &Index{counters: opt.Counters, kvs: map[kvKey]uint32{}, deals: map[string]uint32{}, cats: map[string]uint32{},
-		advDomains: map[string][]int32{}}
+		advDomains: map[string][]int32{}, lineByID: map[string]int32{}, creativeByID: map[string]int32{}}
 	if ix.counters == nil {
 		ix.counters = NoCounters{}
 	}
@@ -207,6 +231,7 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 		slices.Sort(cr.blocks)
 		cr.blocks = slices.Compact(cr.blocks)
 		crIdx[c.ID] = int32(len(ix.creatives))
+		ix.creativeByID[c.ID] = int32(len(ix.creatives))
 		ix.creatives = append(ix.creatives, cr)
 	}
 	zoneIdx := map[string]int32{}
@@ -249,6 +274,7 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 		}
 		l.adv = a
 		l.Domains = slices.Clone(domains[camp.Advertiser])
+		l.Deals = slices.Clone(li.Deals)
 
 		tz := camp.Timezone
 		if tz == "" {
@@ -316,6 +342,7 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 			}
 		}
 		l.Ord = len(ix.lines)
+		ix.lineByID[l.ID] = int32(l.Ord)
 		ix.lines = append(ix.lines, l)
 	}
 	if len(ix.lines) > math.MaxInt32 {

@@ -174,6 +174,8 @@ func HTTPStatus(err error) int {
 		return http.StatusServiceUnavailable
 	case tsubame.EUNAUTHORIZED:
 		return http.StatusUnauthorized
+	case tsubame.EFORBIDDEN:
+		return http.StatusForbidden
 	case tsubame.ETOOLARGE:
 		return http.StatusRequestEntityTooLarge
 	}

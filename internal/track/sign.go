@@ -332,12 +332,12 @@ func checkToken(t *Token) error {
 	}
 	if t.Kind.Notice() {
 		for _, f := range [...]struct{ name, v string }{{"exchange", t.Exchange}, {"auction", t.Auction}, {"impression", t.Imp}} {
-			if !validID(f.v) {
-				return tsubame.Errorf(tsubame.EINVALID, "%s id must be 1 to %d bytes of letters, digits and -_.:@", f.name, MaxIDLen)
+			if !validAuctionID(f.v) {
+				return tsubame.Errorf(tsubame.EINVALID, "%s id must be 1 to %d bytes of printable ASCII without spaces", f.name, MaxIDLen)
 			}
 		}
-		if t.Deal != "" && !validID(t.Deal) {
-			return tsubame.Errorf(tsubame.EINVALID, "deal id must be 1 to %d bytes of letters, digits and -_.:@", MaxIDLen)
+		if t.Deal != "" && !validAuctionID(t.Deal) {
+			return tsubame.Errorf(tsubame.EINVALID, "deal id must be 1 to %d bytes of printable ASCII without spaces", MaxIDLen)
 		}
 		if !validCurrency(t.Currency) {
 			return tsubame.Errorf(tsubame.EINVALID, "currency must be an ISO 4217 code")
@@ -415,6 +415,25 @@ func clickChars(s string) bool {
 	}
 	return true
 }
+
+// validAuctionID admits an exchange's id: 1 to MaxIDLen bytes of printable
+// ASCII without spaces. Exchanges' ids are theirs (base64 with '/' and
+// '+', paths): the access log escapes what it writes.
+func validAuctionID(id string) bool {
+	if len(id) == 0 || len(id) > MaxIDLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c <= ' ' || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidAuctionID reports whether id may be a notice token's exchange,
+// auction, impression or deal id.
+func ValidAuctionID(id string) bool { return validAuctionID(id) }
 
 func validCurrency(c string) bool {
 	return len(c) == 3 && c[0] >= 'A' && c[0] <= 'Z' && c[1] >= 'A' && c[1] <= 'Z' && c[2] >= 'A' && c[2] <= 'Z'
@@ -559,8 +578,8 @@ func parse(b []byte, v byte) (Token, bool) {
 			auction[i] = all[off : off+l]
 			off += l
 		}
-		if !validID(auction[0]) || !validID(auction[1]) || !validID(auction[2]) ||
-			auction[3] != "" && !validID(auction[3]) || !validCurrency(auction[4]) || off >= len(all) || all[off]&^flagTest != 0 {
+		if !validAuctionID(auction[0]) || !validAuctionID(auction[1]) || !validAuctionID(auction[2]) ||
+			auction[3] != "" && !validAuctionID(auction[3]) || !validCurrency(auction[4]) || off >= len(all) || all[off]&^flagTest != 0 {
 			return Token{}, false
 		}
 		test = all[off]&flagTest != 0

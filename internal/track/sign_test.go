@@ -582,7 +582,7 @@ func TestSignClickAccepts(t *testing.T) {
 func TestSignNoticeAuction(t *testing.T) {
 	s := newSigner(t, "k1", track.Key{ID: "k1", Secret: secret('a')})
 	open := token(track.KindBill)
-	open.Deal = ""
+	open.Deal, open.Auction = "", "AB+cd/ef==" // base64, as some exchanges' ids are
 	tok, err := s.Sign(open)
 	if err != nil {
 		t.Fatal(err)
@@ -606,6 +606,7 @@ func TestSignNoticeAuction(t *testing.T) {
 		{"no imp", func(tk *track.Token) { tk.Imp = "" }},
 		{"long auction", func(tk *track.Token) { tk.Auction = strings.Repeat("a", track.MaxIDLen+1) }},
 		{"bad deal", func(tk *track.Token) { tk.Deal = "a deal" }},
+		{"control character", func(tk *track.Token) { tk.Imp = "1\n" }},
 		{"lower-case currency", func(tk *track.Token) { tk.Currency = "usd" }},
 		{"no currency", func(tk *track.Token) { tk.Currency = "" }},
 	} {

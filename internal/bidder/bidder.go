@@ -1,0 +1,741 @@
+package bidder
+
+import (
+	"bytes"
+	"cmp"
+	"log/slog"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	json "github.com/goccy/go-json"
+	"golang.org/x/time/rate"
+
+	"tsubame"
+	"tsubame/internal/accesslog"
+	"tsubame/internal/ads"
+	"tsubame/internal/decision"
+	"tsubame/internal/openrtb"
+	"tsubame/internal/render"
+	"tsubame/internal/track"
+)
+
+// Options configure a Bidder.
+type Options struct {
+	// Engine keeps the decision index of the campaigns.
+	Engine *ads.Engine
+	// Signer signs the notice URLs and the markup's click URL.
+	Signer *track.Signer
+	// Currency is the account currency (every CPM's).
+	Currency string
+	// Rates convert it into the currencies requests allow.
+	Rates *Rates
+	// NoticeURL is the scheme and host of the notice URLs
+	// (https://ads.example.com): exchanges call them server to server, so
+	// there is no request of theirs to take one from.
+	NoticeURL string
+	// TTL is how long notice URLs are honoured.
+	TTL time.Duration
+	// Grace is the budget ledger's: a billing notice later than the bid's
+	// reservation and this is logged late.
+	Grace time.Duration
+	// Dedupe tells a repeated billing notice, across nodes.
+	Dedupe ads.Deduper
+	// Geo maps an address to a country and region (nil: none); Device
+	// parses a User-Agent (nil: none).
+	Geo    func(netip.Addr) (country, region string)
+	Device func(ua []byte) ads.Device
+	// AdSystem names the ad server in VAST documents.
+	AdSystem string
+	Log      *slog.Logger
+}
+
+// Bidder answers the bid requests of exchanges (OpenRTB 2.6) with the
+// decision engine's line items, and their win, billing and loss notices.
+// It is transport-neutral (http.go adapts it to the public listener) and
+// safe for concurrent use.
+type Bidder struct {
+	opt       Options
+	signer    atomic.Pointer[track.Signer]
+	rates     atomic.Pointer[Rates]
+	exchanges atomic.Pointer[map[string]*exchange]
+}
+
+// exchange is an Exchange and what the bidder keeps of it.
+type exchange struct {
+	Exchange
+	limiter *rate.Limiter // nil: no QPS bound
+	stats   *Stats
+}
+
+// New checks opt and returns a Bidder for exchanges.
+func New(opt Options, exchanges []Exchange) (*Bidder, error) {
+	switch {
+	case opt.Engine == nil || opt.Signer == nil || opt.Rates == nil || opt.Dedupe == nil:
+		return nil, tsubame.Errorf(tsubame.EINVALID, "bidder: an engine, a signer, rates and a deduper are needed")
+	case opt.TTL <= 0:
+		return nil, tsubame.Errorf(tsubame.EINVALID, "bidder: notice URLs need a positive TTL")
+	}
+	u, err := url.Parse(opt.NoticeURL)
+	if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.Path != "" && u.Path != "/" {
+		return nil, tsubame.Errorf(tsubame.EINVALID, "bidder: the notice URL %q is not a scheme and host", opt.NoticeURL)
+	}
+	opt.NoticeURL = strings.TrimSuffix(opt.NoticeURL, "/")
+	opt.Currency = cmp.Or(opt.Currency, tsubame.DefaultCurrency)
+	opt.AdSystem = cmp.Or(opt.AdSystem, "Tsubame")
+	b := &Bidder{opt: opt}
+	b.signer.Store(opt.Signer)
+	b.rates.Store(opt.Rates)
+	if err := b.SetExchanges(exchanges, nil); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// SetExchanges puts exchanges in use (a reload), each checked against
+// maxHold when given; an exchange kept by name keeps its counters.
+func (b *Bidder) SetExchanges(exchanges []Exchange, validate func(*Exchange) error) error {
+	old := b.exchanges.Load()
+	next := make(map[string]*exchange, len(exchanges))
+	for _, e := range exchanges {
+		if validate != nil {
+			if err := validate(&e); err != nil {
+				return err
+			}
+		}
+		if _, dup := next[e.Name]; dup {
+			return tsubame.Errorf(tsubame.EINVALID, "exchange %q given twice", e.Name)
+		}
+		x := &exchange{Exchange: e, stats: &Stats{}}
+		if old != nil {
+			if prev, ok := (*old)[e.Name]; ok {
+				x.stats = prev.stats
+			}
+		}
+		if e.QPS > 0 {
+			x.limiter = rate.NewLimiter(rate.Limit(e.QPS), e.QPS)
+		}
+		next[e.Name] = x
+	}
+	b.exchanges.Store(&next)
+	return nil
+}
+
+// SetSigner replaces the signing keys (a reload).
+func (b *Bidder) SetSigner(s *track.Signer) { b.signer.Store(s) }
+
+// SetRates replaces the exchange rates (a reload).
+func (b *Bidder) SetRates(r *Rates) { b.rates.Store(r) }
+
+func (b *Bidder) exchange(name string) *exchange {
+	if m := b.exchanges.Load(); m != nil {
+		return (*m)[name]
+	}
+	return nil
+}
+
+// Outcome is the answer to one bid request.
+type Outcome struct {
+	// Status is 200 (Body is the response), 204 (no bid) or 400 (not a
+	// usable bid request: no body).
+	Status int
+	Body   []byte
+	// Reason is why there is no bid (a NoBid reason) or why the request
+	// was refused, for the metrics and the log.
+	Reason string
+	// Bids is the number of bids in Body.
+	Bids int
+}
+
+// No-bid reasons, counted per exchange.
+const (
+	NoBidMalformed = "malformed"  // 400: not a bid request
+	NoBidThrottled = "throttled"  // over the exchange's QPS
+	NoBidTimeout   = "tmax"       // tmax, less the network, left no time
+	NoBidCurrency  = "currency"   // no allowed currency has a rate
+	NoBidNoMatch   = "no_match"   // no line item fits any impression
+	NoBidFloor     = "floor"      // the line item that fit is under the floor
+	NoBidBadIDs    = "ids"        // an id a notice URL cannot carry
+	NoBidLog       = "log_closed" // the access log refused the bid's line
+)
+
+// Paths of the notice URLs on the public listener.
+const (
+	PathWin  = "/t/win/"
+	PathBill = "/t/bill/"
+	PathLoss = "/t/loss/"
+	// PathBid is the bid requests' prefix: /rtb/<exchange>.
+	PathBid = "/rtb/"
+)
+
+// work is the scratch of one bid request, pooled.
+type work struct {
+	dreq    decision.Request
+	out     [1]decision.Decision
+	reserve [1]string
+	deals   [decision.MaxDeals]string
+	mins    [decision.MaxDeals]tsubame.Money
+	sizes   [16]decision.Size
+	buf     []byte
+}
+
+var works = sync.Pool{New: func() any { return &work{buf: make([]byte, 0, 4096)} }}
+
+// Bid answers the bid request body of exchange name, received at at, from
+// client; log writes each bid's event line before the answer goes (an
+// error: the log is closed, and that bid is not made).
+func (b *Bidder) Bid(name string, body []byte, at time.Time, client netip.Addr, log func(*accesslog.Event) error) Outcome {
+	ex := b.exchange(name)
+	if ex == nil {
+		return Outcome{Status: 404, Reason: "unknown exchange"}
+	}
+	ex.stats.Requests.Add(1)
+	start := time.Now()
+	o := b.bid(ex, body, at, log)
+	ex.stats.count(o, time.Since(start))
+	return o
+}
+
+func (b *Bidder) bid(ex *exchange, body []byte, at time.Time, log func(*accesslog.Event) error) Outcome {
+	req, err := openrtb.Decode(body)
+	if err != nil {
+		return Outcome{Status: 400, Reason: NoBidMalformed}
+	}
+	now := time.Now()
+	deadline := time.Time{}
+	if req.TMax > 0 {
+		deadline = at.Add(time.Duration(req.TMax)*time.Millisecond - ex.Network)
+		if !now.Before(deadline) {
+			return Outcome{Status: 204, Reason: NoBidTimeout}
+		}
+	}
+	rates := b.rates.Load()
+	cur := b.currency(req, rates)
+	if cur == "" {
+		return Outcome{Status: 204, Reason: NoBidCurrency}
+	}
+	w := works.Get().(*work)
+	defer works.Put(w)
+	b.common(req, now, &w.dreq)
+	test := req.Test == 1
+	idx := b.opt.Engine.Index()
+	sg := b.signer.Load()
+
+	var bids []openrtb.Bid
+	reason := NoBidNoMatch
+	for i := range req.Imp {
+		imp := &req.Imp[i]
+		if !track.ValidAuctionID(req.ID) || !track.ValidAuctionID(imp.ID) {
+			reason = NoBidBadIDs
+			continue
+		}
+		bid, why := b.bidImp(ex, req, imp, cur, rates, now, test, idx, sg, w, log)
+		if why != "" {
+			if why != NoBidNoMatch || reason == NoBidNoMatch {
+				reason = why
+			}
+			continue
+		}
+		bids = append(bids, bid)
+	}
+	if len(bids) == 0 {
+		return Outcome{Status: 204, Reason: reason}
+	}
+	if !deadline.IsZero() && !time.Now().Before(deadline) {
+		// The bids are logged (their reservations are released when they
+		// end unbilled); the answer would come too late to count.
+		return Outcome{Status: 204, Reason: NoBidTimeout}
+	}
+	resp := openrtb.BidResponse{ID: req.ID, BidID: ads.NewID(now), Cur: cur,
+		SeatBid: []openrtb.SeatBid{{Seat: ex.Seat, Bid: bids}}}
+	out, err := json.Marshal(&resp)
+	if err != nil {
+		return Outcome{Status: 204, Reason: NoBidLog}
+	}
+	return Outcome{Status: 200, Body: out, Bids: len(bids)}
+}
+
+// currency picks the bid's currency: the account's when the request
+// allows it, else the first allowed one with a rate; none allowed means
+// USD (the specification's default).
+func (b *Bidder) currency(req *openrtb.BidRequest, rates *Rates) string {
+	allowed := req.Cur
+	if len(allowed) == 0 {
+		allowed = []string{"USD"}
+	}
+	for _, c := range allowed {
+		if c == b.opt.Currency {
+			return c
+		}
+	}
+	for _, c := range allowed {
+		if rates.Has(c) {
+			return c
+		}
+	}
+	return ""
+}
+
+// common fills what a request's impressions share: the visitor, the site
+// or app, the device, the place, the blocks.
+func (b *Bidder) common(req *openrtb.BidRequest, now time.Time, d *decision.Request) {
+	*d = decision.Request{Time: now, Count: 1, User: visitor(req), Test: req.Test == 1,
+		BlockedCategories: req.BCat, BlockedDomains: req.BAdv}
+	if s := req.Site; s != nil {
+		d.Site = siteDomain(s)
+	}
+	if a := req.App; a != nil {
+		d.App = a.Bundle
+	}
+	if dev := req.Device; dev != nil {
+		if b.opt.Device != nil && dev.UA != "" {
+			p := b.opt.Device([]byte(dev.UA))
+			d.Device, d.OS, d.Browser = p.Device, p.OS, p.Browser
+		}
+		if t := deviceType(dev.DeviceType); t != "" {
+			d.Device = t
+		}
+		if g := dev.Geo; g != nil && g.Country != "" {
+			if c, ok := alpha2[strings.ToUpper(g.Country)]; ok {
+				d.Country = c
+				if g.Region != "" {
+					d.Region = c + "-" + strings.ToUpper(g.Region)
+				}
+			}
+		}
+		if d.Country == "" && b.opt.Geo != nil {
+			ip := dev.IP
+			if ip == "" {
+				ip = dev.IPv6
+			}
+			if a, err := netip.ParseAddr(ip); err == nil {
+				d.Country, d.Region = b.opt.Geo(a)
+			}
+		}
+	}
+}
+
+// visitor is the id frequency caps count: the buyer's id the exchange
+// mapped (ours), else the device's advertising id unless limited; none
+// when a privacy signal rules it out (as for /api/decide: COPPA, GDPR
+// without storage consent, a US opt-out of sale, a GPP string, DNT).
+func visitor(req *openrtb.BidRequest) string {
+	if g := req.Regs; g != nil {
+		if g.COPPA == 1 || g.GPP != "" || len(g.USPrivacy) == 4 && g.USPrivacy[2] == 'Y' {
+			return ""
+		}
+		if g.GDPR != nil && *g.GDPR == 1 {
+			consent := ""
+			if req.User != nil {
+				consent = req.User.Consent
+			}
+			if !ads.StorageConsent([]byte(consent)) {
+				return ""
+			}
+		}
+	}
+	if d := req.Device; d != nil && d.DNT == 1 {
+		return ""
+	}
+	if u := req.User; u != nil && validVisitor(u.BuyerUID) {
+		return u.BuyerUID
+	}
+	if d := req.Device; d != nil && d.LMT != 1 && validVisitor(d.IFA) && strings.Trim(d.IFA, "0-") != "" {
+		return d.IFA
+	}
+	return ""
+}
+
+func validVisitor(s string) bool {
+	if s == "" || len(s) > tsubame.MaxObjectIDLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !tsubame.IDChar(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// siteDomain is the site's domain, lower-case, else its page's host.
+func siteDomain(s *openrtb.Site) string {
+	d := s.Domain
+	if d == "" && s.Page != "" {
+		if u, err := url.Parse(s.Page); err == nil {
+			d = u.Hostname()
+		}
+	}
+	return strings.ToLower(d)
+}
+
+// deviceType maps OpenRTB's device types (AdCOM's list) to targeting's.
+func deviceType(t openrtb.Int) string {
+	switch t {
+	case 1, 4: // mobile/tablet (general), phone
+		return "mobile"
+	case 2:
+		return "desktop"
+	case 3, 7: // connected TV, set top box
+		return "tv"
+	case 5:
+		return "tablet"
+	}
+	return ""
+}
+
+// bidImp decides one impression and makes its bid, or says why not.
+func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp, cur string, rates *Rates, now time.Time,
+	test bool, idx *decision.Index, sg *track.Signer, w *work, log func(*accesslog.Event) error) (openrtb.Bid, string) {
+	d := &w.dreq
+	d.Placement = ""
+	if imp.TagID != "" && tsubame.ValidID(imp.TagID) == nil {
+		d.Placement = imp.TagID
+	}
+	// Floors, in the account currency (rounded up).
+	floorCur := cmp.Or(imp.BidFloorCur, "USD")
+	d.MinCPM = 0
+	if imp.BidFloor > 0 {
+		m, ok := rates.Convert(imp.BidFloor.Money(), floorCur, b.opt.Currency)
+		if !ok {
+			return openrtb.Bid{}, NoBidCurrency
+		}
+		d.MinCPM = m
+	}
+	d.Deals, d.DealMins, d.PrivateAuction = nil, nil, false
+	if p := imp.Pmp; p != nil {
+		d.PrivateAuction = p.PrivateAuction == 1
+		n := 0
+		for _, deal := range p.Deals {
+			if n == len(w.deals) || !track.ValidAuctionID(deal.ID) || len(deal.WSeat) > 0 && !contains(deal.WSeat, ex.Seat) {
+				continue
+			}
+			m, ok := rates.Convert(deal.BidFloor.Money(), cmp.Or(deal.BidFloorCur, "USD"), b.opt.Currency)
+			if !ok {
+				continue
+			}
+			w.deals[n], w.mins[n] = deal.ID, m
+			n++
+		}
+		d.Deals, d.DealMins = w.deals[:n], w.mins[:n]
+	}
+	bidID := ads.NewID(now)
+	if !test {
+		w.reserve[0] = bidID
+		d.Reserve, d.ReserveUntil, d.SettledBy = w.reserve[:], now.Add(ex.Reservation), "bill:"
+	} else {
+		d.Reserve = nil
+	}
+	var (
+		out     []decision.Decision
+		vast    string
+		mtype   openrtb.Int
+		proto   openrtb.Int
+		formats [2]string
+	)
+	if imp.Banner != nil {
+		formats[0] = tsubame.FormatBanner
+	}
+	if imp.Video != nil {
+		formats[1] = tsubame.FormatVideo
+	}
+	for _, f := range formats {
+		if f == "" {
+			continue
+		}
+		d.Format, d.Sizes, d.MIMEs, d.MinDuration, d.MaxDuration, d.W, d.H = f, nil, nil, 0, 0, 0, 0
+		switch f {
+		case tsubame.FormatBanner:
+			d.Sizes = bannerSizes(imp.Banner, w.sizes[:0])
+			mtype = openrtb.MTypeBanner
+		case tsubame.FormatVideo:
+			v := imp.Video
+			var ok bool
+			if vast, proto, ok = vastVersion(v.Protocols); !ok {
+				continue
+			}
+			d.MIMEs, d.MinDuration, d.MaxDuration = v.MIMEs, int(v.MinDuration), int(v.MaxDuration)
+			if v.W > 0 && v.H > 0 {
+				d.W, d.H = 0, 0 // a player scales: any size of video
+			}
+			mtype = openrtb.MTypeVideo
+		}
+		if out = idx.Decide(d, w.out[:0], nil); len(out) > 0 {
+			break
+		}
+	}
+	if len(out) == 0 {
+		if d.MinCPM > 0 || len(d.Deals) > 0 {
+			// Say whether a floor was what ruled the line items out: the
+			// same decision without floors, spending nothing.
+			test, minCPM, mins := d.Test, d.MinCPM, d.DealMins
+			d.Test, d.MinCPM, d.DealMins = true, 0, nil
+			found := len(idx.Decide(d, w.out[:0], nil)) > 0
+			d.Test, d.MinCPM, d.DealMins = test, minCPM, mins
+			if found {
+				return openrtb.Bid{}, NoBidFloor
+			}
+		}
+		return openrtb.Bid{}, NoBidNoMatch
+	}
+	dec := out[0]
+	l, c := dec.Line, dec.Creative
+	price, ok := rates.ToCurrency(l.CPM, cur)
+	if !ok {
+		return openrtb.Bid{}, NoBidCurrency
+	}
+	// The floor the bid must clear: its deal's, else the impression's,
+	// in the bid's currency (rounded up).
+	deal := ""
+	floor := tsubame.Money(0)
+	if len(l.Deals) > 0 {
+		for k, id := range d.Deals {
+			if contains(l.Deals, id) && l.CPM >= d.DealMins[k] {
+				deal = id
+				floor = dealFloor(imp, id, cur, rates)
+				break
+			}
+		}
+	} else if imp.BidFloor > 0 {
+		floor, _ = rates.Convert(imp.BidFloor.Money(), floorCur, cur)
+	}
+	if price < floor || price == 0 && l.CPM > 0 {
+		return openrtb.Bid{}, NoBidFloor
+	}
+	bid := openrtb.Bid{ID: bidID, ImpID: imp.ID, Price: openrtb.Price(price), AdID: c.ID, CrID: c.ID, CID: l.Campaign,
+		ADomain: l.Domains, Cat: c.Categories, DealID: deal, MType: mtype, W: openrtb.Int(c.W), H: openrtb.Int(c.H)}
+	tk := track.Token{Decision: bidID, LineItem: l.ID, Campaign: l.Campaign, Creative: c.ID, Placement: placementOf(imp),
+		User: d.User, Price: price, Expires: now.Add(b.opt.TTL), Exchange: ex.Name, Auction: req.ID, Imp: imp.ID,
+		Deal: deal, Currency: cur, Test: test}
+	if l.Limited && !test {
+		tk.Reserved = d.ReserveUntil
+	}
+	var err error
+	if bid.NURL, bid.BURL, bid.LURL, err = b.notices(sg, tk, vast); err != nil {
+		return openrtb.Bid{}, NoBidBadIDs
+	}
+	markup, err := b.markup(sg, tk, dec, vast, bid.BURL)
+	if err != nil {
+		return openrtb.Bid{}, NoBidBadIDs
+	}
+	if mtype == openrtb.MTypeVideo {
+		bid.Protocol, bid.Dur = proto, openrtb.Int(c.Duration)
+	}
+	if !ex.MarkupOnWin {
+		bid.AdM = markup
+	}
+	e := accesslog.Event{Kind: accesslog.EventBid, ID: accesslog.String("bid:" + bidID), Decision: accesslog.String(bidID),
+		LineItem: accesslog.String(l.ID), Campaign: accesslog.String(l.Campaign), Creative: accesslog.String(c.ID),
+		Placement: accesslog.String(tk.Placement), UID: accesslog.String(d.User), Price: int64(price),
+		Currency: accesslog.String(cur), Valid: !test}
+	auctionFields(&e, ex, req, imp.ID, deal, test)
+	if err := log(&e); err != nil {
+		return openrtb.Bid{}, NoBidLog
+	}
+	return bid, ""
+}
+
+// dealFloor is deal id's floor in cur, rounded up.
+func dealFloor(imp *openrtb.Imp, id, cur string, rates *Rates) tsubame.Money {
+	for _, d := range imp.Pmp.Deals {
+		if d.ID == id {
+			f, _ := rates.Convert(d.BidFloor.Money(), cmp.Or(d.BidFloorCur, "USD"), cur)
+			return f
+		}
+	}
+	return 0
+}
+
+// placementOf is what a notice's token names as the placement: the
+// impression's tag id when it is one the model takes, else its id.
+func placementOf(imp *openrtb.Imp) string {
+	if imp.TagID != "" && tsubame.ValidID(imp.TagID) == nil && len(imp.TagID) <= track.MaxIDLen {
+		return imp.TagID
+	}
+	if tsubame.ValidID(imp.ID) == nil {
+		return imp.ID
+	}
+	return "imp"
+}
+
+func bannerSizes(bn *openrtb.Banner, dst []decision.Size) []decision.Size {
+	for _, f := range bn.Format {
+		if f.W > 0 && f.H > 0 && len(dst) < cap(dst) {
+			dst = append(dst, decision.Size{W: int(f.W), H: int(f.H)})
+		}
+	}
+	if len(dst) == 0 && bn.W > 0 && bn.H > 0 {
+		dst = append(dst, decision.Size{W: int(bn.W), H: int(bn.H)})
+	}
+	return dst
+}
+
+// vastVersion picks the VAST version of an InLine answer from the
+// protocols an impression allows (AdCOM's creative subtypes): 4.2 (13),
+// else 3.0 (3), else 2.0 (2); none listed allows them all (4.2).
+func vastVersion(protocols []openrtb.Int) (string, openrtb.Int, bool) {
+	if len(protocols) == 0 {
+		return render.VASTInline4, 13, true
+	}
+	for _, p := range [...]struct {
+		proto openrtb.Int
+		v     string
+	}{{13, render.VASTInline4}, {3, render.VASTInline3}, {2, render.VASTInline2}} {
+		for _, q := range protocols {
+			if q == p.proto {
+				return p.v, p.proto, true
+			}
+		}
+	}
+	return "", 0, false
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// notices signs the win, billing and loss URLs of tk, each with the
+// specification's macros for the clearing price (and the loss reason).
+//
+// A video's win URL names the VAST version of its markup (vast=), for an
+// exchange that takes the markup from the win notice.
+func (b *Bidder) notices(sg *track.Signer, tk track.Token, vast string) (nurl, burl, lurl string, err error) {
+	sign := func(kind track.Kind, path, query string) (string, error) {
+		tk.Kind = kind
+		u := append([]byte(b.opt.NoticeURL), path...)
+		u, err := sg.AppendSign(u, tk)
+		if err != nil {
+			return "", err
+		}
+		return string(append(u, query...)), nil
+	}
+	win := "?price=${AUCTION_PRICE}"
+	if vast != "" {
+		win += "&vast=" + vast
+	}
+	if nurl, err = sign(track.KindWin, PathWin, win); err != nil {
+		return
+	}
+	if burl, err = sign(track.KindBill, PathBill, "?price=${AUCTION_PRICE}"); err != nil {
+		return
+	}
+	lurl, err = sign(track.KindLoss, PathLoss, "?price=${AUCTION_PRICE}&loss=${AUCTION_LOSS}")
+	return
+}
+
+// markup is the ad a winning bid shows: a video's VAST document (its
+// impression is the billing URL: a player's impression bills it, once,
+// whether or not the exchange calls burl too), a banner's HTML, or its
+// image in a link; its click URL is a click tracker of /t/c/.
+func (b *Bidder) markup(sg *track.Signer, tk track.Token, d decision.Decision, vast, billURL string) (string, error) {
+	c := d.Creative
+	ck := track.Token{Kind: track.KindClick, Decision: tk.Decision, LineItem: tk.LineItem, Campaign: tk.Campaign,
+		Creative: tk.Creative, Placement: tk.Placement, User: tk.User, Click: c.Click, Expires: tk.Expires}
+	click, err := sg.AppendSign(append([]byte(b.opt.NoticeURL), ads.PathClick...), ck)
+	if err != nil {
+		return "", err
+	}
+	if c.Format == tsubame.FormatVideo {
+		mime := "video/mp4"
+		if len(c.MIMEs) > 0 {
+			mime = c.MIMEs[0]
+		}
+		ad := [1]render.VASTAd{{ID: tk.Decision, AdSystem: b.opt.AdSystem, Title: c.ID, Advertiser: d.Line.Advertiser,
+			CreativeID: c.ID, Duration: c.Duration, Media: c.Media, MIME: mime, W: c.W, H: c.H,
+			Impression: billURL, ClickThrough: string(click), Categories: c.Categories}}
+		return string(render.AppendVASTInline(nil, vast, ad[:])), nil
+	}
+	if c.HTML != "" {
+		return c.HTML, nil
+	}
+	var m bytes.Buffer
+	m.WriteString(`<a href="`)
+	htmlAttr(&m, string(click))
+	m.WriteString(`" target="_blank" rel="noopener"><img src="`)
+	htmlAttr(&m, c.Image)
+	m.WriteString(`" width="` + strconv.Itoa(c.W) + `" height="` + strconv.Itoa(c.H) + `" alt="" style="border:0"></a>`)
+	return m.String(), nil
+}
+
+// htmlAttr writes s escaped for a double-quoted HTML attribute.
+func htmlAttr(w *bytes.Buffer, s string) {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '&':
+			w.WriteString("&amp;")
+		case '"':
+			w.WriteString("&quot;")
+		case '<':
+			w.WriteString("&lt;")
+		case '>':
+			w.WriteString("&gt;")
+		default:
+			w.WriteByte(c)
+		}
+	}
+}
+
+// Extra fields of the auction's event lines.
+var (
+	keyExchange  = accesslog.MustKey("exchange")
+	keySeat      = accesslog.MustKey("seat")
+	keyAuction   = accesslog.MustKey("auction")
+	keyImp       = accesslog.MustKey("imp")
+	keyDeal      = accesslog.MustKey("deal")
+	keyPublisher = accesslog.MustKey("publisher")
+	keySChain    = accesslog.MustKey("schain")
+	keyTest      = accesslog.MustKey("test")
+	keyReason    = accesslog.MustKey("reason")
+	keyLate      = accesslog.MustKey("late")
+	keyLoss      = accesslog.MustKey("loss")
+)
+
+// auctionFields adds a bid's auction to its event line.
+func auctionFields(e *accesslog.Event, ex *exchange, req *openrtb.BidRequest, imp, deal string, test bool) {
+	e.AddText(keyExchange, accesslog.String(ex.Name))
+	e.AddText(keySeat, accesslog.String(ex.Seat))
+	e.AddText(keyAuction, accesslog.String(req.ID))
+	e.AddText(keyImp, accesslog.String(imp))
+	e.AddText(keyDeal, accesslog.String(deal))
+	pub := ""
+	if req.Site != nil && req.Site.Publisher != nil {
+		pub = req.Site.Publisher.ID
+	} else if req.App != nil && req.App.Publisher != nil {
+		pub = req.App.Publisher.ID
+	}
+	e.AddText(keyPublisher, accesslog.String(pub))
+	e.AddText(keySChain, accesslog.String(schainText(req)))
+	if test {
+		e.AddBool(keyTest, true)
+	}
+}
+
+// schainText writes the supply chain's nodes as asi!sid, comma-separated,
+// after its completeness (1: or 0:); empty without one.
+func schainText(req *openrtb.BidRequest) string {
+	if req.Source == nil || req.Source.SChain == nil {
+		return ""
+	}
+	sc := req.Source.SChain
+	var s strings.Builder
+	s.WriteString(strconv.FormatInt(int64(sc.Complete), 10))
+	s.WriteByte(':')
+	for i, n := range sc.Nodes {
+		if i > 0 {
+			s.WriteByte(',')
+		}
+		s.WriteString(n.ASI)
+		s.WriteByte('!')
+		s.WriteString(n.SID)
+	}
+	return s.String()
+}

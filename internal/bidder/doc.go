@@ -1,0 +1,31 @@
+// Package bidder is an OpenRTB 2.6 bidder: the DSP side of an auction. It
+// answers an exchange's bid requests (POST /rtb/<exchange>) with the
+// decision engine's line items, and takes the win, billing and loss
+// notices of its bids (/t/win/, /t/bill/, /t/loss/).
+//
+// A request is decoded by internal/openrtb; each impression becomes a
+// decision.Request (the tag id as the placement, the site's domain or the
+// app's bundle, the device type and User-Agent, the country and region of
+// device.geo or of the address, the visitor from user.buyeruid or the
+// advertising id, the request's blocked categories and advertisers, its
+// floors and deals) and is decided as /api/decide decides; the line
+// item's CPM, converted into a currency the request allows (Rates, exact
+// and rounded down), is the bid: no shading, first price or second. A bid
+// reserves its price in the budget ledger until the exchange's
+// reservation ends, and its billing notice settles it (bill:<bid> seen);
+// test requests reserve nothing and nothing of theirs is billed.
+//
+// The notice URLs are signed (internal/track) over everything the bid
+// said, the clearing price excepted: the exchange substitutes
+// ${AUCTION_PRICE} (and ${AUCTION_LOSS}) in the query. A notice whose
+// price is above the bid's is refused. A billing notice is billed once
+// across nodes (Deduper.FirstSeen of bill:<bid>), its repeats answered
+// alike and logged as not valid; one after the reservation and the grace
+// is billed and logged late. Every bid, win, bill and loss is a line of
+// the access log, before the answer goes.
+//
+// It imports the domain, the decision engine, the ads service (its engine,
+// ids and privacy rules), tracking tokens, the access log and the
+// listener's Route types; never the admin listener, config, the store
+// backends or cmd (arch_test.go).
+package bidder
