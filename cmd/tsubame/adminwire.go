@@ -71,6 +71,9 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 	if l := m.ads.ledger; l != nil {
 		reg.MustRegister(metrics.NewBudgetCollector(l.Counts))
 	}
+	if b := m.ads.bidder; b != nil {
+		reg.MustRegister(metrics.NewBidderCollector(b.Stats))
+	}
 	if m.logs.shipper != nil {
 		reg.MustRegister(metrics.NewShipperCollector(m.logs.shipper.Stats))
 	}

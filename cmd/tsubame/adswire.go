@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -18,6 +19,7 @@ import (
 
 	"tsubame"
 	"tsubame/internal/ads"
+	"tsubame/internal/bidder"
 	"tsubame/internal/budget"
 	"tsubame/internal/config"
 	"tsubame/internal/device"
@@ -35,8 +37,10 @@ type adsSide struct {
 	ledger *budget.Ledger
 	// history holds what budgets committed over time, for the dashboard.
 	history budget.History
-	stop    context.CancelFunc
-	done    chan struct{}
+	// bidder answers exchanges (rtb.exchanges); nil: none configured.
+	bidder *bidder.Bidder
+	stop   context.CancelFunc
+	done   chan struct{}
 }
 
 // openAds compiles the first decision index from the store's campaigns and
@@ -64,8 +68,9 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 	b := cfg.Ads.Budget
 	// An impression's id is kept for the tracking URL's life (and a few
 	// minutes): a reservation still unsettled past it counts as spent.
+	longest := cfg.LongestReservation() // of a decision, or a bid on any exchange
 	ledger, err := budget.NewLedger(quotas, dd, budget.LedgerOptions{Holder: b.Holder, Interval: b.Interval,
-		Grace: b.Grace, Lease: b.Lease, MaxHold: cfg.Ads.Reservation, Remember: cfg.Ads.Tracking.TTL - cfg.Ads.Reservation,
+		Grace: b.Grace, Lease: b.Lease, MaxHold: longest, Remember: cfg.Ads.Tracking.TTL - longest,
 		Log: m.Logger})
 	if err != nil {
 		return usagef("ads.budget: %v", err)
@@ -111,6 +116,19 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 	opt.Engine = m.ads.engine
 	if m.ads.svc, err = ads.New(opt); err != nil {
 		return err
+	}
+	if len(cfg.RTB.Exchanges) > 0 {
+		rates, err := bidder.NewRates(cfg.Ads.Currency, cfg.RTB.Rates)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		m.ads.bidder, err = bidder.New(bidder.Options{Engine: m.ads.engine, Signer: signer, Currency: cfg.Ads.Currency,
+			Rates: rates, NoticeURL: cfg.RTBNoticeURL(), TTL: cfg.Ads.Tracking.TTL, Grace: cfg.Ads.Budget.Grace, Dedupe: dd,
+			Geo: opt.Geo, Device: opt.Device, AdSystem: cfg.VAST.AdSystem, Log: m.Logger}, exchanges(cfg))
+		if err != nil {
+			return usagef("rtb: %v", err)
+		}
+		m.Logger.Info("OpenRTB bidder", "exchanges", len(cfg.RTB.Exchanges), "notice_url", cfg.RTBNoticeURL())
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	m.ads.stop, m.ads.done = cancel, make(chan struct{})
@@ -187,9 +205,33 @@ func (m *Main) reloadAds(cfg *config.Config) error {
 	if err := m.openGeo(cfg); err != nil {
 		return err
 	}
+	if m.ads.bidder != nil {
+		rates, err := bidder.NewRates(cfg.Ads.Currency, cfg.RTB.Rates)
+		if err != nil {
+			return err
+		}
+		if err := m.ads.bidder.SetExchanges(exchanges(cfg), nil); err != nil {
+			return err
+		}
+		m.ads.bidder.SetRates(rates)
+		m.ads.bidder.SetSigner(signer)
+	}
 	m.ads.svc.SetSigner(signer)
 	m.ads.svc.SetPrivacy(privacyModes(cfg))
 	return nil
+}
+
+// exchanges are rtb.exchanges as the bidder takes them (Validate has
+// checked them).
+func exchanges(cfg *config.Config) []bidder.Exchange {
+	var out []bidder.Exchange
+	for name, e := range cfg.RTB.Exchanges {
+		out = append(out, bidder.Exchange{Name: name, Seat: e.Seat, TokenHeader: e.TokenHeader, Token: e.Token,
+			Sources: e.SourcePrefixes(), QPS: e.QPS, Network: time.Duration(e.NetworkMS) * time.Millisecond,
+			PriceEncoding: cmp.Or(e.PriceEncoding, bidder.PricePlain), Reservation: cfg.ExchangeReservation(e),
+			MarkupOnWin: e.MarkupOnWin})
+	}
+	return out
 }
 
 // openGeo opens geo.database (none when empty) and puts it in use,

@@ -82,6 +82,12 @@ func restartOnly(old, cfg *config.Config) []string {
 	b.TLS.HSTS, b.TLS.HSTSSubdomains = a.TLS.HSTS, a.TLS.HSTSSubdomains
 	if a.Ads.Enabled && b.Ads.Enabled { // reloadAds applies these
 		b.Ads.Tracking.KeysFile, b.Ads.Privacy, b.Geo = a.Ads.Tracking.KeysFile, a.Ads.Privacy, a.Geo
+		if len(a.RTB.Exchanges) > 0 && len(b.RTB.Exchanges) > 0 && a.LongestReservation() == b.LongestReservation() {
+			// The bidder runs: its exchanges and rates are applied (the
+			// ledger's leases last for the longest reservation: a change
+			// of it waits for a restart).
+			b.RTB.Exchanges, b.RTB.Rates = a.RTB.Exchanges, a.RTB.Rates
+		}
 	}
 	if a.TLS.Listen != "" {
 		// The certificates are applied where a TLS listener runs.

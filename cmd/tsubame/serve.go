@@ -341,6 +341,9 @@ func (m *Main) serverOptions(cfg *config.Config) server.Options {
 	if m.ads.svc != nil {
 		opt.Routes = m.ads.svc.Routes(m.logs.file)
 	}
+	if m.ads.bidder != nil {
+		opt.Routes = append(opt.Routes, m.ads.bidder.Routes(m.logs.file, int(cfg.RTB.MaxBody))...)
+	}
 	return opt
 }
 

@@ -84,6 +84,8 @@ type Config struct {
 	Ads    Ads    `koanf:"ads"`
 	Geo    Geo    `koanf:"geo"`
 	Device Device `koanf:"device"`
+	// RTB configures the OpenRTB bidder.
+	RTB RTB `koanf:"rtb"`
 }
 
 // VAST configures the VAST 4 documents endpoints serve as .xml.
@@ -988,7 +990,7 @@ func EnvKeys() map[string]string {
 	walk = func(t reflect.Type, prefix string) {
 		for f := range t.Fields() {
 			tag := f.Tag.Get("koanf")
-			if tag == "" || tag == "endpoints" || tag == "sites" || tag == "templates" {
+			if tag == "" || tag == "endpoints" || tag == "sites" || tag == "templates" || tag == "exchanges" || tag == "rates" {
 				continue
 			}
 			path := prefix + tag
@@ -1034,6 +1036,7 @@ func (c *Config) Validate() []error {
 	c.validateServer(&p)
 	c.validateRouting(&p)
 	c.validateAds(&p)
+	c.validateRTB(&p)
 	return p.errs
 }
 

@@ -246,7 +246,7 @@ func TestEnvKeysCoverDefaults(t *testing.T) {
 		paths[path] = env
 	}
 	for _, path := range k.Keys() {
-		if strings.HasPrefix(path, "endpoints.") || path == "sites" || path == "templates" {
+		if strings.HasPrefix(path, "endpoints.") || path == "sites" || path == "templates" || path == "rtb.exchanges" || path == "rtb.rates" {
 			continue
 		}
 		if _, ok := paths[path]; !ok {

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"tsubame/internal/accesslog"
+	"tsubame/internal/bidder"
 	"tsubame/internal/budget"
 	"tsubame/internal/cache"
 	"tsubame/internal/certs"
@@ -524,4 +525,74 @@ func NewBudgetCollector(counts func() budget.Counts) prometheus.Collector {
 		{"leases_lost_total", "Leases that ended before they were renewed or given back: all they held counts as spent.",
 			prometheus.CounterValue, func(c budget.Counts) float64 { return float64(c.LeasesLost) }},
 	})
+}
+
+// NewBidderCollector exports the OpenRTB bidder's counters per exchange
+// (internal/bidder): requests, bids, no-bid reasons, refusals, wins,
+// bills, repeats, late bills, losses, rejected notices, spend and the bid
+// latency.
+func NewBidderCollector(stats func() []bidder.Snapshot) prometheus.Collector {
+	name := func(n string) string { return prometheus.BuildFQName(Namespace, "rtb", n) }
+	ex := []string{"exchange"}
+	c := &bidderCollector{stats: stats,
+		nobid:   prometheus.NewDesc(name("no_bids_total"), "Bid requests answered without a bid, by reason.", []string{"exchange", "reason"}, nil),
+		latency: prometheus.NewDesc(name("bid_seconds"), "Time to answer a bid request (decoded to encoded).", ex, nil),
+	}
+	for _, v := range []struct {
+		name, help string
+		read       func(bidder.Snapshot) float64
+	}{
+		{"requests_total", "Bid requests received.", func(s bidder.Snapshot) float64 { return float64(s.Requests) }},
+		{"answered_total", "Bid requests answered with bids.", func(s bidder.Snapshot) float64 { return float64(s.Answered) }},
+		{"bids_total", "Bids made (one an impression).", func(s bidder.Snapshot) float64 { return float64(s.Bids) }},
+		{"refused_total", "Bid requests refused unread: a wrong token or a source not listed.", func(s bidder.Snapshot) float64 { return float64(s.Refused) }},
+		{"wins_total", "Win notices.", func(s bidder.Snapshot) float64 { return float64(s.Wins) }},
+		{"bills_total", "Billing notices billed (the first of each bid).", func(s bidder.Snapshot) float64 { return float64(s.Bills) }},
+		{"bill_repeats_total", "Billing notices repeated: answered, not billed again.", func(s bidder.Snapshot) float64 { return float64(s.BillRepeats) }},
+		{"late_bills_total", "Billing notices after their bid's reservation ended (billed: overage).", func(s bidder.Snapshot) float64 { return float64(s.Late) }},
+		{"losses_total", "Loss notices.", func(s bidder.Snapshot) float64 { return float64(s.Losses) }},
+		{"rejected_notices_total", "Notices refused: a price above the bid's, or unreadable.", func(s bidder.Snapshot) float64 { return float64(s.Rejected) }},
+		{"spend_micros_total", "Billed clearing prices, in micro-units of the account currency.", func(s bidder.Snapshot) float64 { return float64(s.Spend) }},
+	} {
+		c.counters = append(c.counters, bidderCounter{prometheus.NewDesc(name(v.name), v.help, ex, nil), v.read})
+	}
+	return c
+}
+
+type bidderCounter struct {
+	desc *prometheus.Desc
+	read func(bidder.Snapshot) float64
+}
+
+type bidderCollector struct {
+	stats          func() []bidder.Snapshot
+	counters       []bidderCounter
+	nobid, latency *prometheus.Desc
+}
+
+func (c *bidderCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, k := range c.counters {
+		ch <- k.desc
+	}
+	ch <- c.nobid
+	ch <- c.latency
+}
+
+func (c *bidderCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, s := range c.stats() {
+		for _, k := range c.counters {
+			ch <- prometheus.MustNewConstMetric(k.desc, prometheus.CounterValue, k.read(s), s.Exchange)
+		}
+		for reason, n := range s.NoBids {
+			ch <- prometheus.MustNewConstMetric(c.nobid, prometheus.CounterValue, float64(n), s.Exchange, reason)
+		}
+		buckets := map[float64]uint64{}
+		var n uint64
+		for i, bound := range bidder.LatencyBounds {
+			n += s.Latency[i]
+			buckets[bound.Seconds()] = n
+		}
+		n += s.Latency[len(bidder.LatencyBounds)]
+		ch <- prometheus.MustNewConstHistogram(c.latency, n, s.LatencySum.Seconds(), buckets, s.Exchange)
+	}
 }
