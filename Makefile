@@ -164,8 +164,8 @@ BENCH_BASELINE ?=
 .PHONY: bench bench-tools
 bench-tools:
 	@command -v wrk >/dev/null 2>&1 && command -v nginx >/dev/null 2>&1 && command -v redis-server >/dev/null 2>&1 && \
-		[ -f /usr/lib/nginx/modules/ngx_http_lua_module.so ] || \
-		{ $(APT_GET) update -qq && $(APT_GET) install -y -qq wrk nginx-light libnginx-mod-http-lua redis-server; }
+		[ -f /usr/lib/nginx/modules/ngx_http_lua_module.so ] && [ -f /usr/lib/x86_64-linux-gnu/lua/5.1/cjson.so ] || \
+		{ $(APT_GET) update -qq && $(APT_GET) install -y -qq wrk nginx-light libnginx-mod-http-lua lua-cjson redis-server; }
 
 ## bench: wrk against the real binary and a reference nginx, interleaved; writes BENCHMARKS.md
 bench: build bench-tools

@@ -61,6 +61,9 @@ type scenario struct {
 	// before it starts, and cycles wrk through decideRequests (decide.go);
 	// Path is only the first of them.
 	Decide bool
+	// RTB posts a bid request to a Tsubame bidder of its own and, as the
+	// reference, to an nginx + Lua bidder doing the same matching (rtb.go).
+	RTB bool
 }
 
 // peers are the alternatives measured beside Tsubame in the Peers scenarios,
@@ -116,6 +119,8 @@ var scenarios = []scenario{
 		Published: "LINE-bot write-up: 4,800 req/s (8 vCPU, wrk -c 8)", PublishedRPS: 4800},
 	{Name: "webhook-2-3s", Path: "/callback", Conns: 8, Duration: 30 * time.Second, Webhook: true, Delay: [2]time.Duration{2 * time.Second, 3 * time.Second},
 		What: "the same, external API answers after 2–3 s", Published: "LINE-bot write-up: 750 req/s, all cores at 100 %", PublishedRPS: 750},
+	{Name: "rtb", Path: "/rtb/bench", Conns: rtbConns, RTB: true,
+		What: "POST /rtb/bench: OpenRTB 2.6 example 6.2.3 among 1,000 line items, a bid with signed notice URLs and an event line; the reference is an nginx + Lua (lua-cjson) bidder doing the same matching"},
 	// 12 s: five restarts 2 s apart, the last well before the run ends.
 	{Name: "restart", Path: "/api/sample4.js?id=1&callback=Example.process", Duration: 12 * time.Second, Restart: true,
 		What: "sample4 while Tsubame replaces itself 5 times (SIGUSR2), nginx reloads 5 times (SIGHUP)"},
@@ -144,7 +149,7 @@ func main() {
 		conns    = flag.Int("connections", 100, "wrk connections (scenarios with their own count keep it)")
 		threads  = flag.Int("threads", 2, "wrk threads")
 		rounds   = flag.Int("rounds", 3, "interleaved rounds per scenario")
-		port     = flag.Int("port", 18080, "first of the loopback ports: tsubame, its admin listener, nginx, tsubame on redis, its admin listener, redis, the peers nginx-lua, fasthttp, gnet, then four for each variant pair, then four for the restart scenario, then two for the decide scenario")
+		port     = flag.Int("port", 18080, "first of the loopback ports: tsubame, its admin listener, nginx, tsubame on redis, its admin listener, redis, the peers nginx-lua, fasthttp, gnet, then four for each variant pair, then four for the restart scenario, then two for the decide scenario, then three for the rtb scenario (Tsubame, its admin listener, the nginx + Lua bidder)")
 		idle     = flag.Int("idle", 19900, "idle keep-alive connections to hold open against Tsubame while its RSS is read (0: skip)")
 		only     = flag.String("scenarios", "", "comma-separated scenario names to run (default all)")
 		out      = flag.String("out", "BENCHMARKS.md", "report to write")
@@ -354,6 +359,38 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 		decideScript = sc
 	}
 
+	// The rtb scenario's bidders: a Tsubame of its own (its store loaded
+	// with rtbSet, one exchange configured) and the nginx + Lua bidder
+	// reading the same campaign file, both checked to bid on the request.
+	var rtbAddr, rtbLua, rtbScriptPath string
+	if slices.ContainsFunc(selected, func(s scenario) bool { return s.RTB }) {
+		first := port + 9 + 4*len(pairs) + 4 + 2 // after the decide scenario's two
+		rtbAddr, rtbLua = "127.0.0.1:"+strconv.Itoa(first), "127.0.0.1:"+strconv.Itoa(first+2)
+		rtbAdmin := "127.0.0.1:" + strconv.Itoa(first+1)
+		for _, a := range []string{rtbAddr, rtbAdmin, rtbLua} {
+			if err := portFree(a); err != nil {
+				return err
+			}
+		}
+		campaigns, conf, sc, err := writeRTBFiles(dir)
+		if err != nil {
+			return err
+		}
+		if err := importCampaigns(ctx, bin, filepath.Join(dir, "rtb"), campaigns); err != nil {
+			return err
+		}
+		if _, err := startTsubame(ctx, &p, bin, filepath.Join(dir, "rtb"), rtbAddr, rtbAdmin, api.URL, cbEnv, "TSUBAME_CONFIG="+conf); err != nil {
+			return err
+		}
+		if err := startLuaBidder(ctx, &p, filepath.Join(dir, "rtb-lua"), rtbLua, campaigns, runtime.NumCPU()); err != nil {
+			return err
+		}
+		if err := waitRTB(ctx, rtbAddr, rtbLua); err != nil {
+			return err
+		}
+		rtbScriptPath = sc
+	}
+
 	// Idle connections first, while Tsubame's memory is what serving, not
 	// the webhook runs' queues, made it.
 	var held *idleResult
@@ -400,12 +437,17 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 				own = pairs[s.Variant].base
 			case s.Decide:
 				own = decideAddr
+			case s.RTB:
+				own = rtbAddr
 			}
 			type target struct {
 				addr, who string
 				into      *[]wrkResult
 			}
 			targets := []target{{own, "tsubame", &results[i].tsubame}, {ref, "nginx", &results[i].ref}}
+			if s.RTB {
+				targets[1] = target{rtbLua, "nginx-lua", &results[i].ref}
+			}
 			if s.Peers {
 				if results[i].peers == nil {
 					results[i].peers = map[string][]wrkResult{}
@@ -442,8 +484,11 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 				if s.Decide {
 					sc = decideScript // nginx answers every /api/ path alike
 				}
+				if s.RTB {
+					sc = rtbScriptPath
+				}
 				var header []string
-				if !s.Webhook {
+				if !s.Webhook && !s.RTB {
 					header = []string{"User-Agent: " + browserUA}
 				}
 				var filled fill

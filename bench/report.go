@@ -32,6 +32,27 @@ func httpGet(url string) (string, error) {
 	return string(b), err
 }
 
+// httpPost posts body as JSON with one header and returns the answer's
+// body, or an error when it is not a 200.
+func httpPost(url, body, header, value string) (string, error) {
+	req, err := http.NewRequest("POST", url, strings.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(header, value)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("POST %s: %s %.300s", url, resp.Status, b)
+	}
+	return string(b), err
+}
+
 type machine struct {
 	cores                               int
 	model, kernel, goVer, nginx, wrkVer string
@@ -243,6 +264,12 @@ func buildReport(sc []scenario, results []run, held *idleResult, m machine, d ti
 		dn, sn := summarize(results[id].ref).rps, summarize(results[idx["sample4"]].ref).rps
 		fmt.Fprintf(md, "| decide ÷ sample4, each against the nginx runs beside it (medians; the client's cost of the script cancels out; no target) | %.3f× | – |\n",
 			(d.rps/dn)/(s4/sn))
+	}
+	if i, ok := idx["rtb"]; ok {
+		a, b := summarize(results[i].tsubame), summarize(results[i].ref)
+		check("rtb ≥ 1.5× the nginx + Lua (lua-cjson) bidder (issue 32's goal)", a.rps/b.rps, 1.5, true)
+		fmt.Fprintf(md, "| rtb p99: Tsubame's over the nginx + Lua bidder's (%s ms / %s ms; no target) | %.2f× | – |\n", ms(a.p99), ms(b.p99),
+			float64(a.p99)/float64(b.p99))
 	}
 	r2, okr2 := rps("sample2-redis")
 	r3, okr3 := rps("sample3-redis")

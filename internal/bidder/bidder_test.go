@@ -92,7 +92,9 @@ func (f *fixture) bid(t *testing.T, exchange string, body []byte) bidder.Outcome
 	return f.bidder.Bid(exchange, body, time.Now(), netip.MustParseAddr("192.0.2.10"), f.log)
 }
 
-func example(t *testing.T, name string) []byte {
+func example(t *testing.T, name string) []byte { return exampleFile(t, name) }
+
+func exampleFile(t testing.TB, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile("../openrtb/testdata/" + name)
 	if err != nil {
