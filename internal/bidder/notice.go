@@ -172,19 +172,17 @@ func (b *Bidder) winMarkup(t track.Token, vast []byte) ([]byte, string, bool) {
 	if v, ok := render.ParseVASTVersion(vast); ok {
 		version = v
 	}
-	t.Kind = track.KindBill
-	bill, err := b.signer.Load().AppendSign(append([]byte(b.opt.NoticeURL), PathBill...), t)
+	w := works.Get().(*work)
+	defer works.Put(w)
+	_, bill, _, click, err := b.notices(w, b.signer.Load(), t, d.Creative, "")
 	if err != nil {
 		return nil, "", false
 	}
-	m, err := b.markup(b.signer.Load(), t, d, version, string(bill)+"?price=${AUCTION_PRICE}")
-	if err != nil {
-		return nil, "", false
-	}
+	m := b.appendMarkup(nil, d, t.Decision, version, bill, click)
 	if d.Creative.Format == tsubame.FormatVideo {
-		return []byte(m), "application/xml; charset=utf-8", true
+		return m, "application/xml; charset=utf-8", true
 	}
-	return []byte(m), "text/html; charset=utf-8", true
+	return m, "text/html; charset=utf-8", true
 }
 
 var (

@@ -11,6 +11,7 @@ package render
 import (
 	"io"
 	"net/http"
+	"strings"
 	"unicode/utf8"
 
 	"tsubame"
@@ -99,16 +100,31 @@ func AppendJSONLogString(dst []byte, s string) []byte {
 	return appendJSONString(dst, s, true)
 }
 
+// jsonSafe marks the bytes written as they are: printable ASCII but '"',
+// '\\', '<', '>' and '&'; jsonLogSafe also leaves DEL out. One load per
+// byte where the comparisons took six (BenchmarkAppendJSONString).
+var jsonSafe, jsonLogSafe = func() (safe, logSafe [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		safe[c] = !strings.ContainsRune(`"\<>&`, rune(c))
+		logSafe[c] = safe[c] && c != 0x7f
+	}
+	return
+}()
+
 func appendJSONString(dst []byte, s string, strict bool) []byte {
+	safe := &jsonSafe
+	if strict {
+		safe = &jsonLogSafe
+	}
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
+		if safe[c] {
+			i++
+			continue
+		}
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' && (c != 0x7f || !strict) {
-				i++
-				continue
-			}
 			dst = append(dst, s[start:i]...)
 			switch c {
 			case '"', '\\':

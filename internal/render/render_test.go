@@ -124,3 +124,16 @@ func BenchmarkAppendPayload(b *testing.B) {
 		buf = render.AppendPayload(buf[:0], p)
 	}
 }
+
+// BenchmarkAppendJSONString escapes what a bid response is mostly made
+// of: signed notice URLs (base64url) and an HTML snippet.
+func BenchmarkAppendJSONString(b *testing.B) {
+	s := `https://ads.example.com/t/win/AQJrMQEAAAAAaVq3xwAAAAAADbugAAAAAAAAAAAQOGdLY1B3Y1hTTXl0ZFFRZw?price=${AUCTION_PRICE}` +
+		`<a href="https://ads.example.com/t/c/AQJrMQMAAAAAaVq3xw" target="_blank" rel="noopener"><img src="https://cdn.example/728x90.png" width="728" height="90" alt="" style="border:0"></a>`
+	buf := make([]byte, 0, 1024)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		buf = render.AppendJSONString(buf[:0], s)
+	}
+}
