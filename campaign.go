@@ -145,6 +145,9 @@ type Creative struct {
 	Click string `json:"click"`
 	// Categories are IAB content categories ("IAB1", "IAB19-29").
 	Categories []string `json:"categories,omitempty"`
+	// App is the store id (bundle) of the app the creative promotes, for
+	// an app-install ad: an auction's bapp blocks it, and its bids name it.
+	App string `json:"app,omitempty"`
 	// Status is approved, pending (the default) or rejected.
 	Status string `json:"status,omitempty"`
 }
@@ -907,6 +910,11 @@ func (c *Creative) check(v *checker, at string) {
 		checkURL(v, at+".click", c.Click)
 	}
 	checkList(v, at+".categories", c.Categories, checkCategory)
+	if c.App != "" {
+		if msg := checkToken(c.App); msg != "" {
+			v.add(at+".app", "%s", msg)
+		}
+	}
 	switch c.Status {
 	case "", StatusApproved, StatusPending, StatusRejected:
 	default:

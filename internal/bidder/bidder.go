@@ -281,7 +281,7 @@ func (b *Bidder) currency(req *openrtb.BidRequest, rates *Rates) string {
 // or app, the device, the place, the blocks.
 func (b *Bidder) common(req *openrtb.BidRequest, now time.Time, d *decision.Request) {
 	*d = decision.Request{Time: now, Count: 1, User: visitor(req), Test: req.Test == 1,
-		BlockedCategories: req.BCat, BlockedDomains: req.BAdv}
+		BlockedCategories: req.BCat, BlockedDomains: req.BAdv, BlockedApps: req.BApp}
 	if s := req.Site; s != nil {
 		d.Site = siteDomain(s)
 	}
@@ -504,7 +504,7 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 		return openrtb.Bid{}, NoBidFloor
 	}
 	bid := openrtb.Bid{ID: bidID, ImpID: imp.ID, Price: openrtb.Price(price), AdID: c.ID, CrID: c.ID, CID: l.Campaign,
-		ADomain: l.Domains, Cat: c.Categories, DealID: deal, MType: mtype, W: openrtb.Int(c.W), H: openrtb.Int(c.H)}
+		ADomain: l.Domains, Bundle: c.App, Cat: c.Categories, DealID: deal, MType: mtype, W: openrtb.Int(c.W), H: openrtb.Int(c.H)}
 	tk := track.Token{Decision: bidID, LineItem: l.ID, Campaign: l.Campaign, Creative: c.ID, Placement: placementOf(imp),
 		User: d.User, Price: price, Expires: now.Add(b.opt.TTL), Exchange: ex.Name, Auction: req.ID, Imp: imp.ID,
 		Deal: deal, Currency: cur, Test: test}

@@ -122,6 +122,7 @@ type response struct {
 			CrID     string          `json:"crid"`
 			CID      string          `json:"cid"`
 			ADomain  []string        `json:"adomain"`
+			Bundle   string          `json:"bundle"`
 			Cat      []string        `json:"cat"`
 			W        int             `json:"w"`
 			H        int             `json:"h"`
@@ -185,12 +186,13 @@ func TestSpecExamples(t *testing.T) {
 		line, creative, price   string
 		w, h, mtype, protocol   int
 		deal, domain, admPrefix string
+		bundle                  string
 	}{
-		{"example-6.2.1-banner.json", "li-coffee-web", "cr-coffee-300x250", "1.2", 300, 250, 1, 0, "", "sakura-coffee.example", `<a href="https://ads.example.com/t/c/`},
-		{"example-6.2.2-expandable.json", "li-coffee-web", "cr-coffee-300x250", "1.2", 300, 250, 1, 0, "", "sakura-coffee.example", `<a href="https://ads.example.com/t/c/`},
-		{"example-6.2.3-mobile.json", "li-coffee-app", "cr-coffee-728x90", "0.9", 728, 90, 1, 0, "", "sakura-coffee.example", `<a href="https://sakura-coffee.example/">`},
-		{"example-6.2.4-video.json", "li-travel-video", "cr-travel-video", "4.5", 640, 480, 2, 3, "", "kaze-travel.example", `<?xml version="1.0" encoding="UTF-8"?>`},
-		{"example-6.2.5-pmp.json", "li-coffee-deal", "cr-coffee-300x250", "3", 300, 250, 1, 0, "AB-Agency1-0001", "sakura-coffee.example", `<a href="https://ads.example.com/t/c/`},
+		{"example-6.2.1-banner.json", "li-coffee-web", "cr-coffee-300x250", "1.2", 300, 250, 1, 0, "", "sakura-coffee.example", `<a href="https://ads.example.com/t/c/`, ""},
+		{"example-6.2.2-expandable.json", "li-coffee-web", "cr-coffee-300x250", "1.2", 300, 250, 1, 0, "", "sakura-coffee.example", `<a href="https://ads.example.com/t/c/`, ""},
+		{"example-6.2.3-mobile.json", "li-coffee-app", "cr-coffee-728x90", "0.9", 728, 90, 1, 0, "", "sakura-coffee.example", `<a href="https://sakura-coffee.example/">`, "com.sakura-coffee.order"},
+		{"example-6.2.4-video.json", "li-travel-video", "cr-travel-video", "4.5", 640, 480, 2, 3, "", "kaze-travel.example", `<?xml version="1.0" encoding="UTF-8"?>`, ""},
+		{"example-6.2.5-pmp.json", "li-coffee-deal", "cr-coffee-300x250", "3", 300, 250, 1, 0, "AB-Agency1-0001", "sakura-coffee.example", `<a href="https://ads.example.com/t/c/`, ""},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			body := example(t, tc.file)
@@ -211,7 +213,7 @@ func TestSpecExamples(t *testing.T) {
 			}
 			if b.ID == "" || b.ImpID != req.Imp[0].ID || b.Price.String() != tc.price || b.AdID != tc.creative || b.CrID != tc.creative ||
 				b.W != tc.w || b.H != tc.h || b.MType != tc.mtype || b.DealID != tc.deal || b.Protocol != tc.protocol ||
-				len(b.ADomain) != 1 || b.ADomain[0] != tc.domain || len(b.Cat) == 0 || !strings.HasPrefix(b.AdM, tc.admPrefix) {
+				b.Bundle != tc.bundle || len(b.ADomain) != 1 || b.ADomain[0] != tc.domain || len(b.Cat) == 0 || !strings.HasPrefix(b.AdM, tc.admPrefix) {
 				t.Errorf("bid %+v", b)
 			}
 			if tc.mtype == 2 && (!strings.Contains(b.AdM, `<VAST version="3.0"`) || b.Dur != 15 || !strings.Contains(b.AdM, noticeBase+bidder.PathBill)) {
@@ -249,6 +251,7 @@ func TestNoBid(t *testing.T) {
 	f := newFixture(t, bidder.Exchange{Name: "ssp", Seat: "Agency1", PriceEncoding: bidder.PricePlain, Reservation: time.Minute,
 		Network: 50 * time.Millisecond})
 	banner := string(example(t, "example-6.2.1-banner.json"))
+	mobile := string(example(t, "example-6.2.3-mobile.json"))
 	for _, tc := range []struct {
 		name, body, reason string
 		status             int
@@ -274,11 +277,17 @@ func TestNoBid(t *testing.T) {
 	if r := decodeResponse(t, o); r.Cur != "JPY" || r.SeatBid[0].Bid[0].Price.String() != "180.3" {
 		t.Errorf("in yen: cur %q price %s", r.Cur, r.SeatBid[0].Bid[0].Price)
 	}
+	// bapp: the coffee app's ad is blocked, the travel ad of the next
+	// priority (which promotes no app) is bid instead.
+	o = f.bid(t, "ssp", []byte(strings.Replace(mobile, `"badv":`, `"bapp": ["com.other.app", "com.sakura-coffee.order"], "badv":`, 1)))
+	if b := decodeResponse(t, o).SeatBid[0].Bid[0]; b.CrID != "cr-travel-728x90" || b.Bundle != "" {
+		t.Errorf("6.2.3 with the coffee app blocked: %+v", b)
+	}
 	if o := f.bid(t, "nope", []byte(banner)); o.Status != 404 {
 		t.Errorf("an unknown exchange: %d", o.Status)
 	}
 	s := f.bidder.Stats()[0]
-	if s.Requests != 10 || s.Answered != 1 || s.NoBids[bidder.NoBidFloor] != 2 || s.NoBids[bidder.NoBidMalformed] != 2 {
+	if s.Requests != 11 || s.Answered != 2 || s.NoBids[bidder.NoBidFloor] != 2 || s.NoBids[bidder.NoBidMalformed] != 2 {
 		t.Errorf("stats %+v", s)
 	}
 }

@@ -66,6 +66,7 @@ func appendBid(dst []byte, b *openrtb.Bid) []byte {
 	dst = appendString(dst, `,"adm":`, b.AdM)
 	dst = appendString(dst, `,"adid":`, b.AdID)
 	dst = appendStrings(dst, `,"adomain":`, b.ADomain)
+	dst = appendString(dst, `,"bundle":`, b.Bundle)
 	dst = appendString(dst, `,"cid":`, b.CID)
 	dst = appendString(dst, `,"crid":`, b.CrID)
 	dst = appendStrings(dst, `,"cat":`, b.Cat)

@@ -13,7 +13,7 @@ func responses() []openrtb.BidResponse {
 	full := openrtb.Bid{ID: "b1", ImpID: "1", Price: 1_250_000, NURL: "https://n.example/t/win/x?price=${AUCTION_PRICE}&vast=3",
 		BURL: "https://n.example/t/bill/y?price=${AUCTION_PRICE}", LURL: "https://n.example/t/loss/z?loss=${AUCTION_LOSS}",
 		AdM:  `<a href="https://n.example/t/c/q" target="_blank"><img src="https://cdn.example/a.png" alt="" style="border:0"></a>`,
-		AdID: "cr-1", ADomain: []string{"a.example", "b.example"}, CID: "camp", CrID: "cr-1", Cat: []string{"IAB1", "IAB2-3"},
+		AdID: "cr-1", ADomain: []string{"a.example", "b.example"}, Bundle: "com.example.game", CID: "camp", CrID: "cr-1", Cat: []string{"IAB1", "IAB2-3"},
 		Protocol: 3, DealID: "deal-1", W: 300, H: 250, Dur: 15, MType: 2, Exp: 3600}
 	return []openrtb.BidResponse{
 		{},

@@ -16,7 +16,7 @@ const (
 	MaxCount     = 16  // decisions in one answer
 	MaxKeyValues = 64  // key-value pairs read from a request
 	MaxDeals     = 64  // deal ids read from a request
-	MaxBlocks    = 256 // blocked categories, and blocked domains, read from a request
+	MaxBlocks    = 256 // blocked categories, domains and apps, each, read from a request
 	maxSiteIDs   = 128 // suffixes of a domain (at most 127 labels)
 )
 
@@ -73,12 +73,14 @@ type Request struct {
 	// (one of them), and MinDuration and MaxDuration (0: none) bound its
 	// duration. BlockedCategories are IAB categories no creative may have
 	// (a top-level one, IAB7, blocks its subcategories); BlockedDomains
-	// are advertiser domains none of whose advertisers may serve.
+	// are advertiser domains none of whose advertisers may serve;
+	// BlockedApps are app store ids no creative may promote.
 	Sizes                    []Size
 	MIMEs                    []string
 	MinDuration, MaxDuration int
 	BlockedCategories        []string
 	BlockedDomains           []string
+	BlockedApps              []string
 	// Floors of an auction, in the account currency: MinCPM is the least
 	// CPM of a line item without deals (an open auction's bid),
 	// DealMins[k] the least CPM of a line item bidding on Deals[k] (0 or
@@ -129,6 +131,7 @@ type scratch struct {
 	dmins []tsubame.Money // dmins[k]: the least CPM bidding on deals[k]
 	bcats []uint32        // the request's blocked categories, interned, sorted
 	badvs []int32         // advertisers the request's blocked domains rule out
+	bapps []uint32        // the request's blocked apps, interned
 	zone  []int16         // per zone: hour<<3 | weekday, or -1 not yet computed
 	ids   [numDims]uint32
 	now   int64 // the request's time in Unix nanoseconds
@@ -144,6 +147,7 @@ func (ix *Index) newScratch() *scratch {
 		dmins: make([]tsubame.Money, 0, MaxDeals),
 		bcats: make([]uint32, 0, MaxBlocks),
 		badvs: make([]int32, 0, MaxBlocks),
+		bapps: make([]uint32, 0, MaxBlocks),
 		zone:  make([]int16, len(ix.zones)),
 	}
 }
@@ -282,6 +286,12 @@ func (ix *Index) resolve(req *Request, s *scratch) {
 			}
 		}
 	}
+	s.bapps = s.bapps[:0]
+	for _, a := range req.BlockedApps[:min(len(req.BlockedApps), MaxBlocks)] {
+		if id, ok := ix.apps[a]; ok {
+			s.bapps = append(s.bapps, id)
+		}
+	}
 	for i := range s.zone {
 		s.zone[i] = -1
 	}
@@ -397,6 +407,9 @@ func (ix *Index) creativeFits(c int32, req *Request, chosen []Decision, s *scrat
 		return false
 	}
 	if len(s.bcats) > 0 && sharesAny(s.bcats, cr.blocks) {
+		return false
+	}
+	if cr.app != 0 && slices.Contains(s.bapps, cr.app) {
 		return false
 	}
 	for _, d := range chosen {

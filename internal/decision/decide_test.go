@@ -578,7 +578,8 @@ func TestRequestDefaults(t *testing.T) {
 
 // An auction's narrowing: sizes (any of several), a video's MIME types and
 // duration, blocked categories (a top-level one blocks its subcategories)
-// and blocked advertiser domains; a Line carries its advertiser's domains.
+// blocked advertiser domains and blocked apps; a Line carries its
+// advertiser's domains.
 func TestAuctionNarrowing(t *testing.T) {
 	var f fixture
 	f.single("li-banner", 1, 1, "IAB7-39")
@@ -587,7 +588,7 @@ func TestAuctionNarrowing(t *testing.T) {
 	f.campaign("c-video", "a-video", "")
 	f.set.Creatives = append(f.set.Creatives, &tsubame.Creative{ID: "cr-video", Advertiser: "a-video", Format: tsubame.FormatVideo,
 		W: 640, H: 360, Duration: 15, MIMEs: []string{"video/mp4"}, Media: "https://cdn.example.com/v.mp4",
-		Click: "https://example.com/v", Status: tsubame.StatusApproved})
+		Click: "https://example.com/v", Status: tsubame.StatusApproved, App: "com.example.game"})
 	f.lineItem("li-video", "c-video", 1, 1, "cr-video")
 	ix := f.compile(t)
 	decide := func(r decision.Request) []string {
@@ -611,6 +612,9 @@ func TestAuctionNarrowing(t *testing.T) {
 		{"video type refused", decision.Request{Format: "video", MIMEs: []string{"video/webm"}}, ""},
 		{"video too long", decision.Request{Format: "video", MaxDuration: 10}, ""},
 		{"video too short", decision.Request{Format: "video", MinDuration: 20}, ""},
+		{"its app blocked", decision.Request{Format: "video", BlockedApps: []string{"com.example.other", "com.example.game"}}, ""},
+		{"another app blocked", decision.Request{Format: "video", BlockedApps: []string{"com.example.gam"}}, "li-video"},
+		{"a banner promoting no app, apps blocked", decision.Request{Format: "banner", BlockedApps: []string{"com.example.game"}}, "li-banner"},
 	} {
 		got := decide(tc.req)
 		if len(got) > 1 || tc.want == "" && len(got) != 0 || tc.want != "" && (len(got) != 1 || got[0] != tc.want) {

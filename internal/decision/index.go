@@ -113,6 +113,7 @@ type creative struct {
 	// blocks are cats and their top-level categories (IAB7 for IAB7-39),
 	// sorted: what a request's blocked categories are matched against.
 	blocks []uint32
+	app    uint32 // the app it promotes, interned; 0: none
 }
 
 // posting lists line ordinals per priority (index 0 unused), each in
@@ -136,6 +137,7 @@ type Index struct {
 	kvs   map[kvKey]uint32
 	deals map[string]uint32
 	cats  map[string]uint32
+	apps  map[string]uint32 // the apps creatives promote, interned
 	// advDomains lists, per advertiser domain, the interned advertisers
 	// that have it: a request's blocked domains resolve through it.
 	advDomains map[string][]int32
@@ -193,7 +195,7 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 		now = time.Now()
 	}
 	gen := compiles.Add(1)
-	ix := &Index{counters: opt.Counters, kvs: map[kvKey]uint32{}, deals: map[string]uint32{}, cats: map[string]uint32{},
+	ix := &Index{counters: opt.Counters, kvs: map[kvKey]uint32{}, deals: map[string]uint32{}, cats: map[string]uint32{}, apps: map[string]uint32{},
 		advDomains: map[string][]int32{}, lineByID: map[string]int32{}, creativeByID: map[string]int32{}}
 	if ix.counters == nil {
 		ix.counters = NoCounters{}
@@ -226,6 +228,9 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 			if top, _, sub := strings.Cut(cat, "-"); sub {
 				cr.blocks = append(cr.blocks, intern(ix.cats, top))
 			}
+		}
+		if c.App != "" {
+			cr.app = intern(ix.apps, c.App)
 		}
 		slices.Sort(cr.cats)
 		slices.Sort(cr.blocks)

@@ -35,6 +35,7 @@ type Bid struct {
 	AdM      string   `json:"adm,omitempty"`
 	AdID     string   `json:"adid,omitempty"`
 	ADomain  []string `json:"adomain,omitempty"`
+	Bundle   string   `json:"bundle,omitempty"`
 	CID      string   `json:"cid,omitempty"`
 	CrID     string   `json:"crid,omitempty"`
 	Cat      []string `json:"cat,omitempty"`
