@@ -1,7 +1,6 @@
 package bidder
 
 import (
-	"bytes"
 	"cmp"
 	"log/slog"
 	"net/netip"
@@ -187,20 +186,22 @@ var works = sync.Pool{New: func() any { return &work{buf: make([]byte, 0, 4096)}
 
 // Bid answers the bid request body of exchange name, received at at, from
 // client; log writes each bid's event line before the answer goes (an
-// error: the log is closed, and that bid is not made).
-func (b *Bidder) Bid(name string, body []byte, at time.Time, client netip.Addr, log func(*accesslog.Event) error) Outcome {
+// error: the log is closed, and that bid is not made). A response is
+// appended to dst (Outcome.Body): a caller with a buffer to reuse passes
+// it, and the answer costs no allocation of its own.
+func (b *Bidder) Bid(dst []byte, name string, body []byte, at time.Time, client netip.Addr, log func(*accesslog.Event) error) Outcome {
 	ex := b.exchange(name)
 	if ex == nil {
 		return Outcome{Status: 404, Reason: "unknown exchange"}
 	}
 	ex.stats.Requests.Add(1)
 	start := time.Now()
-	o := b.bid(ex, body, at, log)
+	o := b.bid(dst, ex, body, at, log)
 	ex.stats.count(o, time.Since(start))
 	return o
 }
 
-func (b *Bidder) bid(ex *exchange, body []byte, at time.Time, log func(*accesslog.Event) error) Outcome {
+func (b *Bidder) bid(dst []byte, ex *exchange, body []byte, at time.Time, log func(*accesslog.Event) error) Outcome {
 	req, err := openrtb.Decode(body)
 	if err != nil {
 		return Outcome{Status: 400, Reason: NoBidMalformed}
@@ -252,8 +253,7 @@ func (b *Bidder) bid(ex *exchange, body []byte, at time.Time, log func(*accesslo
 	}
 	seat := [1]openrtb.SeatBid{{Seat: ex.Seat, Bid: bids}}
 	resp := openrtb.BidResponse{ID: req.ID, BidID: ads.NewID(now), Cur: cur, SeatBid: seat[:]}
-	w.buf = appendResponse(w.buf[:0], &resp)
-	return Outcome{Status: 200, Body: bytes.Clone(w.buf), Bids: len(bids)}
+	return Outcome{Status: 200, Body: appendResponse(dst, &resp), Bids: len(bids)}
 }
 
 // currency picks the bid's currency: the account's when the request

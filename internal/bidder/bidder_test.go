@@ -89,7 +89,7 @@ func (f *fixture) log(e *accesslog.Event) error {
 
 func (f *fixture) bid(t *testing.T, exchange string, body []byte) bidder.Outcome {
 	t.Helper()
-	return f.bidder.Bid(exchange, body, time.Now(), netip.MustParseAddr("192.0.2.10"), f.log)
+	return f.bidder.Bid(nil, exchange, body, time.Now(), netip.MustParseAddr("192.0.2.10"), f.log)
 }
 
 func example(t *testing.T, name string) []byte { return exampleFile(t, name) }

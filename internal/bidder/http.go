@@ -56,7 +56,13 @@ var (
 	gunzips = sync.Pool{}
 	gzips   = sync.Pool{New: func() any { w, _ := gzip.NewWriterLevel(io.Discard, gzip.BestSpeed); return w }}
 	bodies  = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+	// answers are the buffers bid responses are appended to.
+	answers = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 )
+
+// maxPooledAnswer bounds what a pooled answer buffer keeps: a rare huge
+// response is not held for good.
+const maxPooledAnswer = 64 << 10
 
 // serveBid answers POST /rtb/<exchange>: 404 for an exchange not
 // configured, 403 from a source the exchange does not list, 401 without
@@ -104,7 +110,14 @@ func (h *handler) serveBid(w server.Response, r server.Request) error {
 		w.Status(http.StatusBadRequest)
 		return nil
 	}
-	o := h.b.Bid(name, body, r.Time(), r.Client(), r.LogEvent)
+	ans := answers.Get().(*[]byte)
+	o := h.b.Bid((*ans)[:0], name, body, r.Time(), r.Client(), r.LogEvent)
+	defer func() {
+		if cap(o.Body) <= maxPooledAnswer && o.Body != nil {
+			*ans = o.Body[:0]
+		}
+		answers.Put(ans)
+	}()
 	if o.Status != http.StatusOK {
 		w.Status(o.Status)
 		return nil
