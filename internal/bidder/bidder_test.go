@@ -2,6 +2,7 @@ package bidder_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"net/url"
 	"os"
@@ -135,7 +136,18 @@ type response struct {
 	} `json:"seatbid"`
 }
 
+// decodeResponse decodes a response of one bid.
 func decodeResponse(t *testing.T, o bidder.Outcome) response {
+	t.Helper()
+	r := decodeBids(t, o)
+	if len(r.SeatBid[0].Bid) != 1 {
+		t.Fatalf("seatbid %s", o.Body)
+	}
+	return r
+}
+
+// decodeBids decodes a response of one seat's bids.
+func decodeBids(t *testing.T, o bidder.Outcome) response {
 	t.Helper()
 	if o.Status != 200 {
 		t.Fatalf("status %d (%s), want 200", o.Status, o.Reason)
@@ -146,7 +158,7 @@ func decodeResponse(t *testing.T, o bidder.Outcome) response {
 	if err := d.Decode(&r); err != nil {
 		t.Fatalf("%v: %s", err, o.Body)
 	}
-	if len(r.SeatBid) != 1 || len(r.SeatBid[0].Bid) != 1 {
+	if len(r.SeatBid) != 1 || len(r.SeatBid[0].Bid) == 0 {
 		t.Fatalf("seatbid %s", o.Body)
 	}
 	return r
@@ -401,3 +413,42 @@ func TestNotices(t *testing.T) {
 }
 
 var errAnswer = tsubame.Errorf(tsubame.EINTERNAL, "a billing notice's answer is not the pixel")
+
+// A request of many impressions: each bid's notice URLs and markup are
+// its own (their text shares a buffer that grows while the bids are made).
+func TestManyImps(t *testing.T) {
+	f := newFixture(t)
+	var imps []string
+	for i := range 12 {
+		imps = append(imps, fmt.Sprintf(`{"id":"imp-%d","bidfloor":0.03,"banner":{"w":300,"h":250}}`, i))
+	}
+	body := `{"id":"many","cur":["USD"],"imp":[` + strings.Join(imps, ",") + `],"site":{"domain":"www.foobar.com"}}`
+	r := decodeBids(t, f.bid(t, "ssp", []byte(body)))
+	bids := r.SeatBid[0].Bid
+	if len(bids) != len(imps) {
+		t.Fatalf("%d bids for %d impressions", len(bids), len(imps))
+	}
+	seen := map[string]bool{}
+	for i, b := range bids {
+		if b.ImpID != fmt.Sprintf("imp-%d", i) || seen[b.ID] {
+			t.Fatalf("bid %d: impid %q id %q", i, b.ImpID, b.ID)
+		}
+		seen[b.ID] = true
+		for _, n := range []struct {
+			u, path string
+			kind    track.Kind
+		}{{b.NURL, bidder.PathWin, track.KindWin}, {b.BURL, bidder.PathBill, track.KindBill}, {b.LURL, bidder.PathLoss, track.KindLoss}} {
+			if tk := verifyNotice(t, f, n.u, n.path, n.kind, b.ID); tk.Imp != b.ImpID || tk.Auction != "many" {
+				t.Errorf("bid %d: %s token of imp %q auction %q", i, n.path, tk.Imp, tk.Auction)
+			}
+		}
+		click, ok := strings.CutPrefix(b.AdM, `<a href="`+noticeBase+"/t/c/")
+		if !ok {
+			t.Fatalf("bid %d: markup %.80s", i, b.AdM)
+		}
+		click, _, _ = strings.Cut(click, `"`)
+		if tk, err := f.signer.VerifyKind(click, track.KindClick, time.Now()); err != nil || tk.Decision != b.ID {
+			t.Errorf("bid %d: click token %+v %v", i, tk, err)
+		}
+	}
+}

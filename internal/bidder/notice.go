@@ -172,8 +172,8 @@ func (b *Bidder) winMarkup(t track.Token, vast []byte) ([]byte, string, bool) {
 	if v, ok := render.ParseVASTVersion(vast); ok {
 		version = v
 	}
-	w := works.Get().(*work)
-	defer works.Put(w)
+	w := getWork()
+	defer putWork(w)
 	_, bill, _, click, err := b.notices(w, b.signer.Load(), t, d.Creative, "")
 	if err != nil {
 		return nil, "", false
