@@ -171,9 +171,11 @@ func writeRTBFiles(dir string) (campaigns, config, script string, err error) {
 // domain and its suffixes), keeps those whose advertiser is not blocked,
 // whose CPM clears the floor and with a creative of an offered size and no
 // blocked category, draws by weight within the first priority, and bids
-// with nurl, burl and lurl signed with HMAC-SHA1 (what the module has
-// built in) and a line in a buffered access log. A malformed request is a
-// 400, no bid a 204.
+// with nurl, burl, lurl and the markup's click URL each signed for its
+// kind with HMAC-SHA1 (what the module has built in; a token for one
+// kind must not do for another, or the click URL every browser sees
+// would bill), and a line in a buffered access log. A malformed request is
+// a 400, no bid a 204.
 const luaBidderConf = `load_module /usr/lib/nginx/modules/ndk_http_module.so;
 load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
 ` + nginxTop + `http {
@@ -287,15 +289,17 @@ load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
               local id = string.format("%%08x%%08x", math.random(0, 0x7fffffff), math.random(0, 0x7fffffff))
               local price = l.cpm
               local payload = table.concat({id, l.id, l.campaign, c.id, req.id, imp.id, string.format("%%.6f", price)}, "|")
-              local sig = ngx.encode_base64(ngx.hmac_sha1(secret, payload))
-              local tok = ngx.escape_uri(ngx.encode_base64(payload) .. "." .. sig)
+              local function token(kind)
+                local p = payload .. "|" .. kind
+                return ngx.escape_uri(ngx.encode_base64(p) .. "." .. ngx.encode_base64(ngx.hmac_sha1(secret, p)))
+              end
               local base = "http://bidder.example"
               bids[#bids + 1] = {id = id, impid = imp.id, price = price, adid = c.id, crid = c.id, cid = l.campaign,
                 adomain = l.domains, cat = c.cats, w = c.w, h = c.h, mtype = 1,
-                nurl = base .. "/t/win/" .. tok .. "?price=${AUCTION_PRICE}",
-                burl = base .. "/t/bill/" .. tok .. "?price=${AUCTION_PRICE}",
-                lurl = base .. "/t/loss/" .. tok .. "?price=${AUCTION_PRICE}&loss=${AUCTION_LOSS}",
-                adm = '<a href="' .. base .. '/t/c/' .. tok .. '" target="_blank" rel="noopener"><img src="' .. c.image ..
+                nurl = base .. "/t/win/" .. token("win") .. "?price=${AUCTION_PRICE}",
+                burl = base .. "/t/bill/" .. token("bill") .. "?price=${AUCTION_PRICE}",
+                lurl = base .. "/t/loss/" .. token("loss") .. "?price=${AUCTION_PRICE}&loss=${AUCTION_LOSS}",
+                adm = '<a href="' .. base .. '/t/c/' .. token("click") .. '" target="_blank" rel="noopener"><img src="' .. c.image ..
                   '" width="' .. c.w .. '" height="' .. c.h .. '" alt="" style="border:0"></a>'}
               ngx.var.bid_line = "bid:" .. id .. " " .. l.id .. " " .. string.format("%%.6f", price)
             end
