@@ -133,6 +133,7 @@ type run struct {
 	ships        []shipResult           // the shipping scenario: per round
 	fills        []fill                 // the decide scenario: Tsubame's answers per round
 	restarts     []restartRun           // the restart scenario: per round and target
+	bids         []rtbCount             // the rtb scenario: per round and target
 }
 
 func main() {
@@ -362,11 +363,12 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 	// The rtb scenario's bidders: a Tsubame of its own (its store loaded
 	// with rtbSet, one exchange configured) and the nginx + Lua bidder
 	// reading the same campaign file, both checked to bid on the request.
-	var rtbAddr, rtbLua, rtbScriptPath string
+	var rtbAddr, rtbAdmin, rtbLua, rtbScriptPath, rtbLuaLog string
+	var rtbLuaOffset int64
 	if slices.ContainsFunc(selected, func(s scenario) bool { return s.RTB }) {
 		first := port + 9 + 4*len(pairs) + 4 + 2 // after the decide scenario's two
 		rtbAddr, rtbLua = "127.0.0.1:"+strconv.Itoa(first), "127.0.0.1:"+strconv.Itoa(first+2)
-		rtbAdmin := "127.0.0.1:" + strconv.Itoa(first+1)
+		rtbAdmin = "127.0.0.1:" + strconv.Itoa(first+1)
 		for _, a := range []string{rtbAddr, rtbAdmin, rtbLua} {
 			if err := portFree(a); err != nil {
 				return err
@@ -388,7 +390,11 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 		if err := waitRTB(ctx, rtbAddr, rtbLua); err != nil {
 			return err
 		}
-		rtbScriptPath = sc
+		rtbScriptPath, rtbLuaLog = sc, filepath.Join(dir, "rtb-lua", "rtb-lua.log")
+		time.Sleep(200 * time.Millisecond) // the checks' lines flushed
+		if _, rtbLuaOffset, err = countLuaBids(rtbLuaLog, 0); err != nil {
+			return err
+		}
 	}
 
 	// Idle connections first, while Tsubame's memory is what serving, not
@@ -491,6 +497,12 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 				if !s.Webhook && !s.RTB {
 					header = []string{"User-Agent: " + browserUA}
 				}
+				var rtbBefore rtbCount
+				if s.RTB && target.addr == own {
+					if rtbBefore, err = scrapeRTB(rtbAdmin); err != nil {
+						return err
+					}
+				}
 				var filled fill
 				if s.Decide && target.addr == own {
 					if filled, err = scrapeDecide(decideAdmin); err != nil {
@@ -528,6 +540,22 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 					results[i].fills = append(results[i].fills, f)
 					fmt.Fprintf(os.Stderr, "    %d answered with a decision (200), %d without (204), %d otherwise: %.1f %% filled\n",
 						f.Filled, f.Empty, f.Other, 100*f.Rate())
+				}
+				if s.RTB {
+					var c rtbCount
+					if target.addr == own {
+						if c, err = scrapeRTB(rtbAdmin); err == nil {
+							c.Requests, c.Bids = c.Requests-rtbBefore.Requests, c.Bids-rtbBefore.Bids
+						}
+					} else {
+						time.Sleep(200 * time.Millisecond) // nginx's log buffer flushed
+						c, rtbLuaOffset, err = countLuaBids(rtbLuaLog, rtbLuaOffset)
+					}
+					if err != nil {
+						return err
+					}
+					results[i].bids = append(results[i].bids, c)
+					fmt.Fprintf(os.Stderr, "    %d bid requests answered, %d with a bid\n", c.Requests, c.Bids)
 				}
 				if target.into != nil {
 					*target.into = append(*target.into, r)

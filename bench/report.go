@@ -424,6 +424,7 @@ func buildReport(sc []scenario, results []run, held *idleResult, m machine, d ti
 	}
 	writeRestartSection(md, sc, results)
 	writeDecideSection(md, sc, results)
+	writeRTBSection(md, sc, results)
 	if held != nil {
 		fmt.Fprintf(md, "\n## Idle connections\n\n%s keep-alive connections from %d processes on 127.0.0.2–127.0.0.%d, each after one answered\n", num(float64(held.Conns)), held.Helpers, held.Helpers+1)
 		fmt.Fprintf(md, "`GET /json`, held open and idle while Tsubame's RSS was sampled for a second (the peak is reported). This box allows a\n")
@@ -503,6 +504,51 @@ func writeDecideSection(md *strings.Builder, sc []scenario, results []run) {
 	fmt.Fprintf(md, "nginx answers the same requests with its fixed body. The answers are counted from Tsubame's `/metrics`: 200 carries a\n")
 	fmt.Fprintf(md, "decision, 204 none.\n\n")
 	fmt.Fprintf(md, "| scenario | round | with a decision (200) | without (204) | other | filled |\n|---|---:|---:|---:|---:|---:|\n")
+	md.WriteString(rows.String())
+}
+
+// writeRTBSection describes the rtb scenario, what each bidder does for a
+// request, and each round: throughput, p99 and how many answers were bids.
+func writeRTBSection(md *strings.Builder, sc []scenario, results []run) {
+	var rows strings.Builder
+	for i, s := range sc {
+		if !s.RTB {
+			continue
+		}
+		for k, c := range results[i].bids {
+			rs := results[i].tsubame
+			if c.Who != "tsubame" {
+				rs = results[i].ref
+			}
+			round := k / 2
+			if round >= len(rs) {
+				continue
+			}
+			share := 0.0
+			if c.Requests > 0 {
+				share = 100 * float64(c.Bids) / float64(c.Requests)
+			}
+			fmt.Fprintf(&rows, "| %d | %s | %s | %s | %s | %s | %.1f %% |\n", round+1, c.Who, num(rs[round].OKRate()), ms(rs[round].P99),
+				num(float64(c.Requests)), num(float64(c.Bids)), share)
+		}
+	}
+	if rows.Len() == 0 {
+		return
+	}
+	fmt.Fprintf(md, "\n## Bidding\n\nThe rtb scenario posts the OpenRTB 2.6 specification's example 6.2.3 (a 728×90 banner in the app `12345`, blocking five\n")
+	fmt.Fprintf(md, "categories and three advertisers, a floor of 0.50) at c=%d with keep-alive to two bidders over the same generated account\n", rtbConns)
+	fmt.Fprintf(md, "(`bench/rtb.go`, fixed seed: %s line items of %d advertisers, one of them `apple.com`, each for a few of %d apps or %d sites, banners\n",
+		num(rtbLineItems), rtbAdvertisers, rtbApps, rtbSites)
+	fmt.Fprintf(md, "of three sizes, CPMs 0.10 to 3.00, priorities 1 to 8; about one line item in twenty is for app `12345`, a few of which fit):\n\n")
+	fmt.Fprintf(md, "| | Tsubame (`POST /rtb/bench`, [docs/rtb.md](docs/rtb.md)) | nginx + Lua (the reference) |\n|---|---|---|\n")
+	fmt.Fprintf(md, "| decode | goccy/go-json into the 2.6 objects the bidder reads | lua-cjson, the whole request into tables |\n")
+	fmt.Fprintf(md, "| match | the decision engine: the index's candidates for the app, blocked categories and advertisers, size, floor, frequency caps and budgets, priority then weight | the app's line items sorted by priority: blocked advertisers and categories, size, floor, then weight within the first priority |\n")
+	fmt.Fprintf(md, "| sign | the win, billing, loss and click URLs, each an HMAC-SHA256 token for its kind over the bid's ids, price and auction | the same four, each an HMAC-SHA1 (what the module has built in) for its kind over fewer fields |\n")
+	fmt.Fprintf(md, "| answer | the bid response with the markup (the image in a link through the click URL) | the same fields |\n")
+	fmt.Fprintf(md, "| log | the request's line and the bid's event line, through the lossless mapped access log | one line, buffered 64 KiB, flushed every 100 ms |\n\n")
+	fmt.Fprintf(md, "Each round's answers are counted: Tsubame's from its `/metrics` (`tsubame_rtb_requests_total`, `tsubame_rtb_bids_total`),\n")
+	fmt.Fprintf(md, "the reference's from its access log. A 204 (no bid) is cheaper than a bid: a share of bids under 100 %% would flatter its bidder.\n\n")
+	fmt.Fprintf(md, "| round | bidder | req/s | p99 ms | requests | bids | bid on |\n|---:|---|---:|---:|---:|---:|---:|\n")
 	md.WriteString(rows.String())
 }
 

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"tsubame"
@@ -364,4 +367,71 @@ func waitRTB(ctx context.Context, addrs ...string) error {
 		}
 	}
 	return nil
+}
+
+// rtbCount is what one bidder answered during one run: requests, and
+// bids among them (the rest were 204s, cheaper to answer).
+type rtbCount struct {
+	Who            string
+	Requests, Bids int64
+}
+
+// scrapeRTB reads the bench exchange's requests and bids from Tsubame's
+// /metrics.
+func scrapeRTB(admin string) (rtbCount, error) {
+	body, err := httpGet("http://" + admin + "/metrics")
+	if err != nil {
+		return rtbCount{}, err
+	}
+	c := rtbCount{Who: "tsubame"}
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		name, val, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		v, _ := strconv.ParseFloat(val, 64)
+		switch name {
+		case `tsubame_rtb_requests_total{exchange="bench"}`:
+			c.Requests = int64(v)
+		case `tsubame_rtb_bids_total{exchange="bench"}`:
+			c.Bids = int64(v)
+		}
+	}
+	return c, sc.Err()
+}
+
+// countLuaBids counts the nginx + Lua bidder's answers to /rtb/ in its
+// access log (written through a 64 KiB buffer flushed every 100 ms: it is
+// read after the buffer's flush), from offset on; it returns the new
+// offset.
+func countLuaBids(log string, offset int64) (rtbCount, int64, error) {
+	f, err := os.Open(log)
+	if err != nil {
+		return rtbCount{}, offset, err
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return rtbCount{}, offset, err
+	}
+	c := rtbCount{Who: "nginx-lua"}
+	r := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			break // a partial last line is read next time
+		}
+		offset += int64(len(line))
+		// $time_iso8601 $request_id $status $bid_line ("bid:<id> <line
+		// item> <price>", or "-")
+		f := strings.Fields(line)
+		if len(f) < 4 || f[2] != "200" && f[2] != "204" || f[3] == "-" && f[2] == "200" {
+			continue
+		}
+		c.Requests++
+		if strings.HasPrefix(f[3], "bid:") {
+			c.Bids++
+		}
+	}
+	return c, offset, nil
 }
