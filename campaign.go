@@ -146,7 +146,9 @@ type Creative struct {
 	// Categories are IAB content categories ("IAB1", "IAB19-29").
 	Categories []string `json:"categories,omitempty"`
 	// App is the store id (bundle) of the app the creative promotes, for
-	// an app-install ad: an auction's bapp blocks it, and its bids name it.
+	// an app-install ad, as OpenRTB writes it (an Android package name, or
+	// an iOS App Store id's digits): an auction's bapp blocks it, and its
+	// bids name it.
 	App string `json:"app,omitempty"`
 	// Status is approved, pending (the default) or rejected.
 	Status string `json:"status,omitempty"`

@@ -160,6 +160,7 @@ const (
 	NoBidFloor     = "floor"      // the line item that fit is under the floor
 	NoBidBadIDs    = "ids"        // an id a notice URL cannot carry
 	NoBidLog       = "log_closed" // the access log refused the bid's line
+	NoBidSeat      = "seat"       // the request's wseat leaves our seat out, or its bseat names it
 )
 
 // Paths of the notice URLs on the public listener.
@@ -249,6 +250,9 @@ func (b *Bidder) bid(dst []byte, ex *exchange, body []byte, at time.Time, log fu
 		if !now.Before(deadline) {
 			return Outcome{Status: 204, Reason: NoBidTimeout}
 		}
+	}
+	if len(req.WSeat) > 0 && !contains(req.WSeat, ex.Seat) || contains(req.BSeat, ex.Seat) {
+		return Outcome{Status: 204, Reason: NoBidSeat}
 	}
 	rates := b.rates.Load()
 	cur := b.currency(req, rates)
@@ -551,6 +555,8 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 		click string
 		err   error
 	)
+	// The URLs and the markup are views of w's text (see work): bid must
+	// not outlive the request.
 	if bid.NURL, bid.BURL, bid.LURL, click, err = b.notices(w, sg, tk, c, vast); err != nil {
 		return openrtb.Bid{}, NoBidBadIDs
 	}
@@ -573,7 +579,7 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 		Currency: accesslog.String(cur), Valid: !test}
 	auctionFields(e, ex, req, imp.ID, deal, test)
 	err = log(e)
-	*e = accesslog.Event{} // nothing of this request stays reachable from the pool
+	*e = accesslog.Event{} // the pool does not keep the line's strings alive
 	if err != nil {
 		return openrtb.Bid{}, NoBidLog
 	}
@@ -653,36 +659,55 @@ func contains(list []string, s string) bool {
 // A video's win URL names the VAST version of its markup (vast=), for an
 // exchange that takes the markup from the win notice.
 func (b *Bidder) notices(w *work, sg *track.Signer, tk track.Token, c *tsubame.Creative, vast string) (nurl, burl, lurl, click string, err error) {
-	const price = "?price=${AUCTION_PRICE}"
-	buf := w.buf
-	var ends [5]int
-	ends[0] = len(buf)
-	for i, n := range [...]struct {
-		kind              track.Kind
-		path, query, more string
-	}{
-		{track.KindWin, PathWin, price, vast},
-		{track.KindBill, PathBill, price, ""},
-		{track.KindLoss, PathLoss, price + "&loss=${AUCTION_LOSS}", ""},
-	} {
-		tk.Kind = n.kind
-		buf = append(append(buf, b.opt.NoticeURL...), n.path...)
-		if buf, err = sg.AppendSign(buf, tk); err != nil {
-			return
-		}
-		buf = append(buf, n.query...)
-		if n.more != "" {
-			buf = append(append(buf, "&vast="...), n.more...)
-		}
-		ends[i+1] = len(buf)
-	}
-	buf = append(append(buf, b.opt.NoticeURL...), ads.PathClick...)
-	if buf, err = sg.AppendSign(buf, clickToken(tk, c)); err != nil {
+	if nurl, err = b.noticeURL(w, sg, tk, track.KindWin, vast); err != nil {
 		return
 	}
-	ends[4] = len(buf)
+	if burl, err = b.noticeURL(w, sg, tk, track.KindBill, ""); err != nil {
+		return
+	}
+	if lurl, err = b.noticeURL(w, sg, tk, track.KindLoss, ""); err != nil {
+		return
+	}
+	click, err = b.clickURL(w, sg, tk, c)
+	return
+}
+
+// noticeURLs are each notice kind's path and query.
+var noticeURLs = map[track.Kind]struct{ path, query string }{
+	track.KindWin:  {PathWin, "?price=${AUCTION_PRICE}"},
+	track.KindBill: {PathBill, "?price=${AUCTION_PRICE}"},
+	track.KindLoss: {PathLoss, "?price=${AUCTION_PRICE}&loss=${AUCTION_LOSS}"},
+}
+
+// noticeURL appends the notice URL of kind for tk to w's text (with vast=
+// when vast is given) and returns it as a view; w's text is unchanged on
+// an error.
+func (b *Bidder) noticeURL(w *work, sg *track.Signer, tk track.Token, kind track.Kind, vast string) (string, error) {
+	n := noticeURLs[kind]
+	tk.Kind = kind
+	from := len(w.buf)
+	buf, err := sg.AppendSign(append(append(w.buf, b.opt.NoticeURL...), n.path...), tk)
+	if err != nil {
+		return "", err
+	}
+	buf = append(buf, n.query...)
+	if vast != "" {
+		buf = append(append(buf, "&vast="...), vast...)
+	}
 	w.buf = buf
-	return w.text(ends[0], ends[1]), w.text(ends[1], ends[2]), w.text(ends[2], ends[3]), w.text(ends[3], ends[4]), nil
+	return w.text(from, len(buf)), nil
+}
+
+// clickURL appends the click URL of tk's markup to w's text and returns it
+// as a view; w's text is unchanged on an error.
+func (b *Bidder) clickURL(w *work, sg *track.Signer, tk track.Token, c *tsubame.Creative) (string, error) {
+	from := len(w.buf)
+	buf, err := sg.AppendSign(append(append(w.buf, b.opt.NoticeURL...), ads.PathClick...), clickToken(tk, c))
+	if err != nil {
+		return "", err
+	}
+	w.buf = buf
+	return w.text(from, len(buf)), nil
 }
 
 // clickToken is the token of the click tracker in a bid's markup.

@@ -275,6 +275,8 @@ func TestNoBid(t *testing.T) {
 		{"tmax under the network", strings.Replace(banner, `"at": 1,`, `"at": 1, "tmax": 40,`, 1), bidder.NoBidTimeout, 204},
 		{"another site", strings.Replace(banner, `"domain": "www.foobar.com"`, `"domain": "www.elsewhere.example"`, 1), bidder.NoBidNoMatch, 204},
 		{"another size", strings.Replace(banner, `"w": 300`, `"w": 320`, 1), bidder.NoBidNoMatch, 204},
+		{"our seat not in wseat", strings.Replace(banner, `"at": 1,`, `"at": 1, "wseat": ["Agency2", "Agency3"],`, 1), bidder.NoBidSeat, 204},
+		{"our seat in bseat", strings.Replace(banner, `"at": 1,`, `"at": 1, "bseat": ["Agency1"],`, 1), bidder.NoBidSeat, 204},
 		{"not JSON", `<xml/>`, bidder.NoBidMalformed, 400},
 		{"no imp", `{"id":"1","imp":[]}`, bidder.NoBidMalformed, 400},
 	} {
@@ -299,7 +301,7 @@ func TestNoBid(t *testing.T) {
 		t.Errorf("an unknown exchange: %d", o.Status)
 	}
 	s := f.bidder.Stats()[0]
-	if s.Requests != 11 || s.Answered != 2 || s.NoBids[bidder.NoBidFloor] != 2 || s.NoBids[bidder.NoBidMalformed] != 2 {
+	if s.Requests != 13 || s.Answered != 2 || s.NoBids[bidder.NoBidFloor] != 2 || s.NoBids[bidder.NoBidMalformed] != 2 {
 		t.Errorf("stats %+v", s)
 	}
 }

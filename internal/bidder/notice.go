@@ -174,7 +174,12 @@ func (b *Bidder) winMarkup(t track.Token, vast []byte) ([]byte, string, bool) {
 	}
 	w := getWork()
 	defer putWork(w)
-	_, bill, _, click, err := b.notices(w, b.signer.Load(), t, d.Creative, "")
+	sg := b.signer.Load()
+	bill, err := b.noticeURL(w, sg, t, track.KindBill, "")
+	if err != nil {
+		return nil, "", false
+	}
+	click, err := b.clickURL(w, sg, t, d.Creative)
 	if err != nil {
 		return nil, "", false
 	}

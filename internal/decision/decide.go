@@ -13,11 +13,15 @@ import (
 // Bounds on what one request carries into the matching core; values past
 // them are ignored (a request with more is not one a page sends).
 const (
-	MaxCount     = 16  // decisions in one answer
-	MaxKeyValues = 64  // key-value pairs read from a request
-	MaxDeals     = 64  // deal ids read from a request
-	MaxBlocks    = 256 // blocked categories, domains and apps, each, read from a request
-	maxSiteIDs   = 128 // suffixes of a domain (at most 127 labels)
+	MaxCount     = 16 // decisions in one answer
+	MaxKeyValues = 64 // key-value pairs read from a request
+	MaxDeals     = 64 // deal ids read from a request
+	// MaxBlocks sizes the scratch of a request's blocked categories,
+	// advertisers and apps; every value a request blocks is read, however
+	// many (a block left unread would be broken), and only those the index
+	// knows are kept.
+	MaxBlocks  = 256
+	maxSiteIDs = 128 // suffixes of a domain (at most 127 labels)
 )
 
 // KeyValue is one kv.KEY=VALUE pair of a request.
@@ -272,26 +276,25 @@ func (ix *Index) resolve(req *Request, s *scratch) {
 		}
 	}
 	s.bcats = s.bcats[:0]
-	for _, c := range req.BlockedCategories[:min(len(req.BlockedCategories), MaxBlocks)] {
+	for _, c := range req.BlockedCategories {
 		if id, ok := ix.cats[c]; ok {
 			s.bcats = append(s.bcats, id)
 		}
 	}
 	slices.Sort(s.bcats)
 	s.badvs = s.badvs[:0]
-	for _, d := range req.BlockedDomains[:min(len(req.BlockedDomains), MaxBlocks)] {
-		for _, a := range ix.advDomains[d] {
-			if len(s.badvs) < cap(s.badvs) {
-				s.badvs = append(s.badvs, a)
-			}
-		}
+	for _, d := range req.BlockedDomains {
+		s.badvs = append(s.badvs, ix.advDomains[d]...)
 	}
+	slices.Sort(s.badvs)
+	s.badvs = slices.Compact(s.badvs)
 	s.bapps = s.bapps[:0]
-	for _, a := range req.BlockedApps[:min(len(req.BlockedApps), MaxBlocks)] {
+	for _, a := range req.BlockedApps {
 		if id, ok := ix.apps[a]; ok {
 			s.bapps = append(s.bapps, id)
 		}
 	}
+	slices.Sort(s.bapps)
 	for i := range s.zone {
 		s.zone[i] = -1
 	}
@@ -332,8 +335,8 @@ func (ix *Index) match(l *Line, req *Request, now time.Time, s *scratch) bool {
 	} else if req.PrivateAuction || l.CPM < req.MinCPM {
 		return false
 	}
-	for _, a := range s.badvs {
-		if a == l.adv {
+	if len(s.badvs) > 0 {
+		if _, blocked := slices.BinarySearch(s.badvs, l.adv); blocked {
 			return false
 		}
 	}
@@ -409,8 +412,10 @@ func (ix *Index) creativeFits(c int32, req *Request, chosen []Decision, s *scrat
 	if len(s.bcats) > 0 && sharesAny(s.bcats, cr.blocks) {
 		return false
 	}
-	if cr.app != 0 && slices.Contains(s.bapps, cr.app) {
-		return false
+	if cr.app != 0 && len(s.bapps) > 0 {
+		if _, blocked := slices.BinarySearch(s.bapps, cr.app); blocked {
+			return false
+		}
 	}
 	for _, d := range chosen {
 		if sharesAny(ix.creatives[d.cr].cats, cr.cats) {

@@ -595,11 +595,24 @@ func TestAuctionNarrowing(t *testing.T) {
 		r.Time = compiledAt
 		return ids(ix.Decide(&r, nil, rand.New(rand.NewPCG(1, 2))))
 	}
+	// Long block lists: the value that blocks comes after hundreds of
+	// others (exchanges send lists of hundreds or thousands).
+	long := func(last string) []string {
+		l := make([]string, 0, 1001)
+		for i := range 1000 {
+			l = append(l, fmt.Sprintf("other-%d.example", i))
+		}
+		return append(l, last)
+	}
 	for _, tc := range []struct {
 		name string
 		req  decision.Request
 		want string // the line item decided, "" for none
 	}{
+		{"category blocked last of 1,001", decision.Request{Format: "banner", BlockedCategories: long("IAB7")}, ""},
+		{"domain blocked last of 1,001", decision.Request{Format: "banner", BlockedDomains: long("brand.example")}, ""},
+		{"app blocked last of 1,001", decision.Request{Format: "video", BlockedApps: long("com.example.game")}, ""},
+		{"1,001 other domains blocked", decision.Request{Format: "banner", BlockedDomains: long("x.example")}, "li-banner"},
 		{"banner sizes, one fits", decision.Request{Format: "banner", Sizes: []decision.Size{{728, 90}, {300, 250}}}, "li-banner"},
 		{"banner sizes, none fits", decision.Request{Format: "banner", Sizes: []decision.Size{{728, 90}, {300, 600}}}, ""},
 		{"sizes win over w and h", decision.Request{Format: "banner", W: 728, H: 90, Sizes: []decision.Size{{300, 250}}}, "li-banner"},

@@ -1,8 +1,8 @@
 // Package openrtb holds the OpenRTB 2.6 objects a bidder reads and writes,
 // and their decoding: one Go type per object of the specification (the
 // fields a bidder that decides by placement, site or app, device,
-// geography, visitor, deals and blocks needs; each object's ext kept as
-// raw JSON), read tolerantly as section 2.6 asks (unknown fields and enum
+// geography, visitor, seats, deals and blocks reads, the rest skipped;
+// the ext of regs, user and source kept as raw JSON), read tolerantly as section 2.6 asks (unknown fields and enum
 // values ignored) and as exchanges write them (integers and amounts as
 // strings, 2.5's extension places for gdpr, us_privacy, consent and
 // schain). Amounts are Price, micro-units read from the number's text,

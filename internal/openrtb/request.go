@@ -24,6 +24,8 @@ type BidRequest struct {
 	Test   Int      `json:"test,omitempty"`
 	AT     Int      `json:"at,omitempty"`
 	TMax   Int      `json:"tmax,omitempty"`
+	WSeat  []string `json:"wseat,omitempty"`
+	BSeat  []string `json:"bseat,omitempty"`
 	Cur    []string `json:"cur,omitempty"`
 	BCat   []string `json:"bcat,omitempty"`
 	BAdv   []string `json:"badv,omitempty"`
