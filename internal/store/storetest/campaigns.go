@@ -72,7 +72,7 @@ func FullCampaignSet() *tsubame.CampaignSet {
 		Creatives: []*tsubame.Creative{
 			{ID: "cr-banner", Advertiser: "adv-1", Format: tsubame.FormatBanner, W: 300, H: 250,
 				Image: "https://cdn.acme.example/300x250.png", Click: "https://acme.example/landing?utm=1",
-				Categories: []string{"IAB1", "IAB19-29"}, Status: tsubame.StatusApproved},
+				Categories: []string{"IAB1", "IAB19-29"}, App: "com.acme.shop", Status: tsubame.StatusApproved},
 			{ID: "cr-html", Advertiser: "adv-2", Format: tsubame.FormatBanner, W: 728, H: 90,
 				HTML: "<div class=\"ad\">\n\t<a href=\"#\">Buy</a>\n</div>", Click: "http://other.example/",
 				Categories: []string{"IAB3"}, Status: tsubame.StatusPending},
