@@ -101,9 +101,30 @@ type Event struct {
 
 // MaxExtra bounds the extra fields of an Event, so that an Event is a
 // fixed size (about 1 KiB) that lives on its caller's stack. An auction's
-// lines carry the most: exchange, seat, auction, imp, deal, publisher,
-// supply chain and test, with room for a reason and a late flag.
-const MaxExtra = 12
+// lines carry the most: the origin's four, exchange, seat, auction, imp,
+// deal, publisher, supply chain and test, with room for a reason, a
+// missing price and a late flag.
+const MaxExtra = 16
+
+// The origin of an event (AddOrigin): what the reports count it by beyond
+// its ids.
+var (
+	KeyAdvertiser = MustKey("advertiser")
+	KeySite       = MustKey("site")
+	KeyCountry    = MustKey("country")
+	KeyDevice     = MustKey("device")
+)
+
+// AddOrigin adds the event's origin: the advertiser's id, the site's domain
+// or app's bundle, the country and the device type (each may be empty).
+// Every kind of event line carries them, in this order, so that a report
+// counts an impression or a bill by where its decision or bid came from.
+func (e *Event) AddOrigin(advertiser, site, country, device string) {
+	e.AddText(KeyAdvertiser, String(advertiser))
+	e.AddText(KeySite, String(site))
+	e.AddText(KeyCountry, String(country))
+	e.AddText(KeyDevice, String(device))
+}
 
 type valueType uint8
 

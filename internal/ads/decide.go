@@ -98,7 +98,8 @@ func (s *Service) decide(w server.Response, r server.Request, placement []byte, 
 			id = newID(now)
 		}
 		tk := track.Token{Kind: track.KindImp, Decision: id, LineItem: d.Line.ID, Campaign: d.Line.Campaign,
-			Creative: d.Creative.ID, Placement: req.Placement, User: v.uid, Price: d.Line.CPM, Expires: expires}
+			Creative: d.Creative.ID, Placement: req.Placement, User: v.uid, Price: d.Line.CPM, Expires: expires,
+			Origin: track.Origin{Advertiser: d.Line.Advertiser, Site: req.Site, Country: req.Country, Device: req.Device}.Clean()}
 		if d.Line.Limited {
 			tk.Reserved = reserved
 		}
@@ -121,9 +122,7 @@ func (s *Service) decide(w server.Response, r server.Request, placement []byte, 
 			LineItem: accesslog.String(d.Line.ID), Campaign: accesslog.String(d.Line.Campaign), Creative: accesslog.String(d.Creative.ID),
 			Placement: accesslog.Bytes(placement), UID: accesslog.String(v.uid), Price: int64(d.Line.CPM),
 			Currency: accesslog.String(s.opt.Currency), Valid: true}
-		e.AddText(keySite, accesslog.String(req.Site))
-		e.AddText(keyCountry, accesslog.String(req.Country))
-		e.AddText(keyDevice, accesslog.String(req.Device))
+		e.AddOrigin(tk.Advertiser, tk.Site, tk.Country, tk.Device)
 		if err := s.logEvent(r, &e); err != nil {
 			return err
 		}

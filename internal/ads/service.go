@@ -152,11 +152,8 @@ func (s *Service) Routes(log *accesslog.Logger) []server.Route {
 
 // Extra fields of event lines.
 var (
-	keySite    = accesslog.MustKey("site")
-	keyCountry = accesslog.MustKey("country")
-	keyDevice  = accesslog.MustKey("device")
-	keyReason  = accesslog.MustKey("reason")
-	keyLate    = accesslog.MustKey("late")
+	keyReason = accesslog.MustKey("reason")
+	keyLate   = accesslog.MustKey("late")
 )
 
 // Why an event line is not valid.

@@ -91,6 +91,7 @@ func (s *Service) count(r server.Request, t *track.Token, kind accesslog.EventKi
 		LineItem: accesslog.String(t.LineItem), Campaign: accesslog.String(t.Campaign), Creative: accesslog.String(t.Creative),
 		Placement: accesslog.String(t.Placement), UID: accesslog.String(t.User), Price: price,
 		Currency: accesslog.String(s.opt.Currency), Valid: reason == ""}
+	e.AddOrigin(t.Advertiser, t.Site, t.Country, t.Device)
 	if reason != "" {
 		e.AddText(keyReason, accesslog.String(reason))
 	}

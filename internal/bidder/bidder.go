@@ -547,7 +547,8 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 		ADomain: l.Domains, Bundle: c.App, Cat: c.Categories, DealID: deal, MType: mtype, W: openrtb.Int(c.W), H: openrtb.Int(c.H)}
 	tk := track.Token{Decision: bidID, LineItem: l.ID, Campaign: l.Campaign, Creative: c.ID, Placement: placementOf(imp),
 		User: d.User, Price: price, Expires: now.Add(b.opt.TTL), Exchange: ex.Name, Auction: req.ID, Imp: imp.ID,
-		Deal: deal, Currency: cur, Test: test}
+		Deal: deal, Currency: cur, Test: test,
+		Origin: track.Origin{Advertiser: l.Advertiser, Site: cmp.Or(d.Site, d.App), Country: d.Country, Device: d.Device}.Clean()}
 	if l.Limited && !test {
 		tk.Reserved = d.ReserveUntil
 	}
@@ -577,6 +578,7 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 		LineItem: accesslog.String(l.ID), Campaign: accesslog.String(l.Campaign), Creative: accesslog.String(c.ID),
 		Placement: accesslog.String(tk.Placement), UID: accesslog.String(d.User), Price: int64(price),
 		Currency: accesslog.String(cur), Valid: !test}
+	e.AddOrigin(tk.Advertiser, tk.Site, tk.Country, tk.Device)
 	auctionFields(e, ex, req, imp.ID, deal, test)
 	err = log(e)
 	*e = accesslog.Event{} // the pool does not keep the line's strings alive
@@ -713,7 +715,7 @@ func (b *Bidder) clickURL(w *work, sg *track.Signer, tk track.Token, c *tsubame.
 // clickToken is the token of the click tracker in a bid's markup.
 func clickToken(tk track.Token, c *tsubame.Creative) track.Token {
 	return track.Token{Kind: track.KindClick, Decision: tk.Decision, LineItem: tk.LineItem, Campaign: tk.Campaign,
-		Creative: tk.Creative, Placement: tk.Placement, User: tk.User, Click: c.Click, Expires: tk.Expires}
+		Creative: tk.Creative, Placement: tk.Placement, User: tk.User, Click: c.Click, Expires: tk.Expires, Origin: tk.Origin}
 }
 
 // appendMarkup appends the ad a winning bid shows: a video's VAST

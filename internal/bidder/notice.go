@@ -75,6 +75,7 @@ func (b *Bidder) Notice(kind track.Kind, tok string, price, loss, vast []byte, n
 	e := accesslog.Event{Decision: accesslog.String(t.Decision), LineItem: accesslog.String(t.LineItem),
 		Campaign: accesslog.String(t.Campaign), Creative: accesslog.String(t.Creative), Placement: accesslog.String(t.Placement),
 		UID: accesslog.String(t.User), Price: int64(clearing), Currency: accesslog.String(t.Currency), Valid: !t.Test}
+	e.AddOrigin(t.Advertiser, t.Site, t.Country, t.Device)
 	e.AddText(keyExchange, accesslog.String(t.Exchange))
 	e.AddText(keySeat, accesslog.String(seat))
 	e.AddText(keyAuction, accesslog.String(t.Auction))

@@ -33,15 +33,15 @@ func ShipFiles(ctx context.Context, client *kgo.Client, node string, byPlacement
 		acked++
 	}
 	for _, path := range paths {
-		first, err := firstLine(path)
+		first, err := accesslog.FirstLine(path)
 		if err != nil {
 			return acked, skipped, err
 		}
 		if first == nil {
 			continue // no whole line
 		}
-		prefix := node + "/" + lineKey(first) + "/"
-		r, err := openLines(path)
+		prefix := node + "/" + accesslog.FileKey(first) + "/"
+		r, err := accesslog.OpenLines(path)
 		if err != nil {
 			return acked, skipped, err
 		}

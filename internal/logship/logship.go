@@ -103,7 +103,7 @@ type Shipper struct {
 
 	mu      sync.Mutex
 	state   map[string]*fileState // by key: acknowledged
-	names   map[string]string     // closed file name -> key, as seen
+	keys    accesslog.FileKeys    // closed file name -> key, as seen
 	pending []*chunk              // sent and not yet committed, in send order
 	dirty   bool                  // state changed since saved
 	failing bool                  // a send failed: rewinding
@@ -191,7 +191,7 @@ func New(opt Options) (*Shipper, error) {
 		return nil, err
 	}
 	s := &Shipper{opt: opt, client: client, log: opt.Logger, active: filepath.Join(opt.Dir, opt.Name),
-		state: state, names: map[string]string{}, sent: map[string]*readPos{}, seen: map[string]time.Time{},
+		state: state, sent: map[string]*readPos{}, seen: map[string]time.Time{},
 		signal: make(chan struct{}, 1), stop: make(chan struct{})}
 	now := time.Now()
 	for k := range state {
@@ -212,12 +212,12 @@ func NewClient(topic string, opts ...kgo.Opt) (*kgo.Client, error) {
 // Hold reports whether a closed file (by name in Dir) must be kept because
 // it is not known to be shipped: the access log's retention asks it.
 func (s *Shipper) Hold(name string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	key, ok := s.names[name]
+	key, ok := s.keys.Known(s.opt.Dir, name)
 	if !ok {
 		return true
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	f := s.state[key]
 	return f == nil || !f.Done
 }
@@ -252,7 +252,7 @@ func (s *Shipper) countBacklog() uint64 {
 		if f != nil {
 			off = f.Offset
 		}
-		r, err := openLines(filepath.Join(s.opt.Dir, name))
+		r, err := accesslog.OpenLines(filepath.Join(s.opt.Dir, name))
 		if err != nil {
 			continue
 		}
@@ -278,21 +278,7 @@ func countLines(r io.Reader) uint64 {
 
 // keyOf returns the key of a closed file, "" if it has no whole line.
 func (s *Shipper) keyOf(name string) (string, error) {
-	s.mu.Lock()
-	key, ok := s.names[name]
-	s.mu.Unlock()
-	if ok {
-		return key, nil
-	}
-	first, err := firstLine(filepath.Join(s.opt.Dir, name))
-	if err != nil || first == nil {
-		return "", err
-	}
-	key = lineKey(first)
-	s.mu.Lock()
-	s.names[name] = key
-	s.mu.Unlock()
-	return key, nil
+	return s.keys.Key(s.opt.Dir, name)
 }
 
 // run is the reader: it sends what the files hold beyond what was sent.
@@ -431,13 +417,12 @@ func (s *Shipper) forget(live map[string]bool) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for name, key := range s.names {
+	s.keys.Retain(func(name, key string) bool {
 		if live[name] {
 			s.seen[key] = now
-		} else {
-			delete(s.names, name)
 		}
-	}
+		return live[name]
+	})
 	for key, f := range s.state {
 		if f.Done && now.Sub(s.seen[key]) > forgetAfter {
 			delete(s.state, key)
@@ -468,7 +453,7 @@ func (s *Shipper) position(key string, f *fileState) *readPos {
 
 // sendClosed sends a closed file from where it was left to its end.
 func (s *Shipper) sendClosed(name, key string, f *fileState) (int64, error) {
-	r, err := openLines(filepath.Join(s.opt.Dir, name))
+	r, err := accesslog.OpenLines(filepath.Join(s.opt.Dir, name))
 	if err != nil {
 		return 0, err
 	}
@@ -543,7 +528,7 @@ func (s *Shipper) readActive() int64 {
 		if i < 0 || bytes.IndexByte(head[:i], 0) >= 0 {
 			return 0 // no whole first line yet
 		}
-		s.actKey = lineKey(head[:i+1])
+		s.actKey = accesslog.FileKey(head[:i+1])
 	}
 	key := s.actKey
 	s.mu.Lock()

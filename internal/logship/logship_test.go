@@ -160,7 +160,7 @@ func fileLines(t *testing.T, dir string) map[string]bool {
 	}
 	out := map[string]bool{}
 	for _, n := range append(names, "access.log") {
-		r, err := openLines(filepath.Join(dir, n))
+		r, err := accesslog.OpenLines(filepath.Join(dir, n))
 		if os.IsNotExist(err) {
 			continue
 		}
@@ -367,7 +367,7 @@ func TestOpenLinesGzip(t *testing.T) {
 	io.WriteString(zw, "one\ntwo\n")
 	zw.Close()
 	out.Close()
-	r, err := openLines(p)
+	r, err := accesslog.OpenLines(p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +376,7 @@ func TestOpenLinesGzip(t *testing.T) {
 	if string(b) != "one\ntwo\n" {
 		t.Fatalf("%q", b)
 	}
-	first, err := firstLine(p)
+	first, err := accesslog.FirstLine(p)
 	if err != nil || string(first) != "one\n" {
 		t.Fatalf("first line %q, %v", first, err)
 	}

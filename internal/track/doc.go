@@ -4,12 +4,14 @@
 // event once across nodes and writing it as an access-log line is
 // internal/ads's, over the store's Deduper.
 //
-// A token is base64url without padding of: a version byte (2), the key id
+// A token is base64url without padding of: a version byte (3), the key id
 // (length-prefixed), the event kind, the expiry (Unix seconds), the price
 // (micro-units) and the reservation deadline (Unix seconds, 0 for none),
 // each a big-endian int64, the decision, line item, campaign,
 // creative and placement ids and the visitor's (each length-prefixed by one
-// byte; the visitor's may be empty), for an exchange's notice (win, bill,
+// byte; the visitor's may be empty), the origin the reports count it by
+// (advertiser, site, country, device; each length-prefixed by one byte,
+// each may be empty), for an exchange's notice (win, bill,
 // loss) the exchange, auction, impression and deal ids and the currency
 // (each length-prefixed by one byte; the deal may be empty) and a byte of
 // flags (1: a test auction), the click
@@ -17,7 +19,8 @@
 // before it. A click
 // leads only to the destination inside the signed part, so a click URL cannot
 // be turned into an open redirect. Tokens of version 1, without the
-// reservation deadline, are still read.
+// reservation deadline, and of version 2, without the origin, are still
+// read.
 //
 // It imports the domain and its own ports only: never the listeners
 // (server, admin), config, the store backends or cmd (arch_test.go).

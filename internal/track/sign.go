@@ -47,12 +47,14 @@ func (k Kind) Notice() bool { return k >= KindWin && k <= KindLoss }
 // (tsubame.MaxIDLength, tsubame.MaxURLLength) on purpose: a tracking URL is
 // refused by its length before any work, so every field must fit in it.
 const (
-	MaxIDLen    = 64                     // bytes in a decision, line item, creative or placement id
-	MaxClickLen = tsubame.MaxClickLength // bytes in a click destination
-	MaxKeyIDLen = 8                      // bytes in a key id
-	MinSecret   = 32                     // bytes in a key's secret, at least
-	MaxSecret   = 256                    // bytes in a key's secret, at most
-	MaxKeys     = 16                     // keys in a ring
+	MaxIDLen     = 64                     // bytes in a decision, line item, creative or placement id
+	MaxSiteLen   = 253                    // bytes in a site's domain or an app's bundle (a DNS name's bound)
+	MaxDeviceLen = 16                     // bytes in a device type (desktop, mobile, tablet, tv, ...)
+	MaxClickLen  = tsubame.MaxClickLength // bytes in a click destination
+	MaxKeyIDLen  = 8                      // bytes in a key id
+	MinSecret    = 32                     // bytes in a key's secret, at least
+	MaxSecret    = 256                    // bytes in a key's secret, at most
+	MaxKeys      = 16                     // keys in a ring
 )
 
 // flagTest is the flags byte of a notice's token: a test auction's.
@@ -60,16 +62,20 @@ const flagTest = 1
 
 const (
 	// version is the format Sign writes. Version 1 had no reservation
-	// deadline; Verify still reads it (Reserved zero), so that URLs made
-	// before an upgrade are honoured until they expire.
-	version  = 2
+	// deadline, version 2 no origin (advertiser, site, country, device);
+	// Verify still reads both (those fields zero), so that URLs made before
+	// an upgrade are honoured until they expire.
+	version  = 3
+	version2 = 2
 	version1 = 1
 	macLen   = sha256.Size
 	// maxRaw is the longest decoded token: version, key id, kind, expiry,
 	// price, reservation deadline, five ids and the visitor, the click
 	// destination and the MAC (a click's destination is longer than what a
-	// notice carries instead: its auction's four ids and currency).
-	maxRaw = 1 + 1 + MaxKeyIDLen + 1 + 8 + 8 + 8 + 6*(1+MaxIDLen) + 2 + MaxClickLen + macLen
+	// notice carries instead: its auction's four ids and currency), and
+	// the origin: advertiser, site, country and device.
+	maxRaw = 1 + 1 + MaxKeyIDLen + 1 + 8 + 8 + 8 + 6*(1+MaxIDLen) + 2 + MaxClickLen + macLen +
+		(1 + MaxIDLen) + (1 + MaxSiteLen) + (1 + 2) + (1 + MaxDeviceLen)
 	// minRaw is the shortest, of version 1.
 	minRaw = 1 + 1 + 1 + 1 + 8 + 8 + 5*(1+1) + 1 + 2 + macLen
 )
@@ -117,6 +123,39 @@ type Token struct {
 	// Test marks a notice of a test auction (OpenRTB's test=1): not
 	// billable.
 	Test bool
+
+	// Origin is where the event comes from, for the reports.
+	Origin
+}
+
+// Origin is where an event comes from, as the decision or the bid saw it:
+// the reports' dimensions that the ids do not give. An impression or a
+// billing notice may reach any node, and its line then says where it came
+// from without a lookup. Each field may be empty (unknown).
+type Origin struct {
+	Advertiser string // the id of the advertiser the campaign belongs to
+	Site       string // the site's domain or the app's bundle
+	Country    string // the visitor's, ISO 3166-1 alpha-2, upper case
+	Device     string // the device type (desktop, mobile, tablet, tv)
+}
+
+// Clean returns o with each value a token cannot carry emptied: Sign
+// refuses such values, and an origin is told, not checked, by callers
+// (a device parser's, an exchange's).
+func (o Origin) Clean() Origin {
+	if o.Advertiser != "" && !validID(o.Advertiser) {
+		o.Advertiser = ""
+	}
+	if !ValidSite(o.Site) {
+		o.Site = ""
+	}
+	if !ValidCountry(o.Country) {
+		o.Country = ""
+	}
+	if !ValidDevice(o.Device) {
+		o.Device = ""
+	}
+	return o
 }
 
 // The refusals of Verify. Each is a *tsubame.Error whose kind maps to a 4xx
@@ -286,7 +325,8 @@ func (s *Signer) AppendSign(dst []byte, t Token) ([]byte, error) {
 		reserved = t.Reserved.Unix()
 	}
 	b = binary.BigEndian.AppendUint64(b, uint64(reserved))
-	for _, f := range [...]string{t.Decision, t.LineItem, t.Campaign, t.Creative, t.Placement, t.User} {
+	for _, f := range [...]string{t.Decision, t.LineItem, t.Campaign, t.Creative, t.Placement, t.User,
+		t.Advertiser, t.Site, t.Country, t.Device} {
 		b = append(b, byte(len(f)))
 		b = append(b, f...)
 	}
@@ -320,6 +360,18 @@ func checkToken(t *Token) error {
 	}
 	if t.User != "" && !validID(t.User) {
 		return tsubame.Errorf(tsubame.EINVALID, "user id must be 1 to %d bytes of letters, digits and -_.:@", MaxIDLen)
+	}
+	if t.Advertiser != "" && !validID(t.Advertiser) {
+		return tsubame.Errorf(tsubame.EINVALID, "advertiser id must be 1 to %d bytes of letters, digits and -_.:@", MaxIDLen)
+	}
+	if !ValidSite(t.Site) {
+		return tsubame.Errorf(tsubame.EINVALID, "site must be up to %d bytes of printable ASCII without spaces", MaxSiteLen)
+	}
+	if !ValidCountry(t.Country) {
+		return tsubame.Errorf(tsubame.EINVALID, "country must be empty or two upper-case letters")
+	}
+	if !ValidDevice(t.Device) {
+		return tsubame.Errorf(tsubame.EINVALID, "device must be up to %d bytes of a-z and -", MaxDeviceLen)
 	}
 	if t.Price < 0 {
 		return tsubame.Errorf(tsubame.EINVALID, "negative price")
@@ -419,12 +471,37 @@ func clickChars(s string) bool {
 // validAuctionID admits an exchange's id: 1 to MaxIDLen bytes of printable
 // ASCII without spaces. Exchanges' ids are theirs (base64 with '/' and
 // '+', paths): the access log escapes what it writes.
-func validAuctionID(id string) bool {
-	if len(id) == 0 || len(id) > MaxIDLen {
+func validAuctionID(id string) bool { return len(id) > 0 && len(id) <= MaxIDLen && printable(id) }
+
+// printable reports whether s is printable ASCII without spaces.
+func printable(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidSite reports whether s may be a token's site: empty, or up to
+// MaxSiteLen bytes of printable ASCII without spaces (a domain, or an app's
+// bundle, whose spellings vary by store).
+func ValidSite(s string) bool { return len(s) <= MaxSiteLen && printable(s) }
+
+// ValidCountry reports whether c may be a token's country: empty, or two
+// upper-case letters.
+func ValidCountry(c string) bool {
+	return c == "" || len(c) == 2 && c[0] >= 'A' && c[0] <= 'Z' && c[1] >= 'A' && c[1] <= 'Z'
+}
+
+// ValidDevice reports whether d may be a token's device type: empty, or up
+// to MaxDeviceLen bytes of a-z and '-'.
+func ValidDevice(d string) bool {
+	if len(d) > MaxDeviceLen {
 		return false
 	}
-	for i := 0; i < len(id); i++ {
-		if c := id[i]; c <= ' ' || c >= 0x7f {
+	for i := 0; i < len(d); i++ {
+		if c := d[i]; !(c >= 'a' && c <= 'z' || c == '-') {
 			return false
 		}
 	}
@@ -481,7 +558,7 @@ func (s *Signer) Verify(tok string, now time.Time) (Token, error) {
 		return Token{}, ErrMalformed
 	}
 	raw := sc.raw[:n]
-	if raw[0] != version && raw[0] != version1 {
+	if raw[0] != version && raw[0] != version2 && raw[0] != version1 {
 		return Token{}, ErrVersion
 	}
 	kl := int(raw[1])
@@ -530,7 +607,7 @@ func (s *Signer) VerifyKind(tok string, kind Kind, now time.Time) (Token, error)
 // leaked key, never a reason to read past the end.
 func parse(b []byte, v byte) (Token, bool) {
 	fixed := 1 + 8 + 8
-	if v >= version {
+	if v >= version2 {
 		fixed += 8
 	}
 	if len(b) < fixed {
@@ -540,7 +617,7 @@ func parse(b []byte, v byte) (Token, bool) {
 	exp := int64(binary.BigEndian.Uint64(b[1:]))
 	price := int64(binary.BigEndian.Uint64(b[9:]))
 	var reserved int64
-	if v >= version {
+	if v >= version2 {
 		reserved = int64(binary.BigEndian.Uint64(b[17:]))
 	}
 	b = b[fixed:]
@@ -563,9 +640,27 @@ func parse(b []byte, v byte) (Token, bool) {
 			return Token{}, false
 		}
 	}
+	var origin [4]string // advertiser, site, country, device
+	if v >= version {
+		for i := range origin {
+			if off >= len(all) {
+				return Token{}, false
+			}
+			l := int(all[off])
+			off++
+			if l > len(all)-off {
+				return Token{}, false
+			}
+			origin[i] = all[off : off+l]
+			off += l
+		}
+		if origin[0] != "" && !validID(origin[0]) || !ValidSite(origin[1]) || !ValidCountry(origin[2]) || !ValidDevice(origin[3]) {
+			return Token{}, false
+		}
+	}
 	var auction [5]string // exchange, auction, imp, deal, currency
 	var test bool
-	if kind.Notice() && v >= version {
+	if kind.Notice() && v >= version2 {
 		for i := range auction {
 			if off >= len(all) {
 				return Token{}, false
@@ -602,6 +697,7 @@ func parse(b []byte, v byte) (Token, bool) {
 		Kind: kind, Decision: ids[0], LineItem: ids[1], Campaign: ids[2], Creative: ids[3], Placement: ids[4], User: ids[5],
 		Click: click, Price: tsubame.Money(price), Expires: time.Unix(exp, 0).UTC(),
 		Exchange: auction[0], Auction: auction[1], Imp: auction[2], Deal: auction[3], Currency: auction[4], Test: test,
+		Origin: Origin{Advertiser: origin[0], Site: origin[1], Country: origin[2], Device: origin[3]},
 	}
 	if reserved > 0 {
 		t.Reserved = time.Unix(reserved, 0).UTC()

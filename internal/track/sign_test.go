@@ -35,6 +35,7 @@ func token(kind track.Kind) track.Token {
 		Kind: kind, Decision: "01JDX8Q5ZK3M9T7A2B4C6D8E0F", LineItem: "li-42", Campaign: "spring", Creative: "cr.7",
 		Placement: "top:banner@home", User: "u-9f8e", Price: 2_500_000, Expires: t0.Add(time.Hour),
 		Reserved: t0.Add(10 * time.Minute),
+		Origin:   track.Origin{Advertiser: "adv-1", Site: "news.example.co.jp", Country: "JP", Device: "mobile"},
 	}
 	if kind == track.KindClick {
 		tk.Click = "https://advertiser.example/landing?utm_source=tsubame&x=%20y#top"
@@ -124,12 +125,64 @@ func TestVerifyReadsVersion1(t *testing.T) {
 	}
 }
 
+// Tokens of version 2 (before the origin), made by the previous release,
+// verify with their reservation and an empty origin.
+func TestVerifyReadsVersion2(t *testing.T) {
+	key := secret('a')
+	s := newSigner(t, "k1", track.Key{ID: "k1", Secret: key})
+	tk := token(track.KindBill)
+	raw := []byte{2, 2, 'k', '1', byte(track.KindBill)}
+	raw = binary.BigEndian.AppendUint64(raw, uint64(tk.Expires.Unix()))
+	raw = binary.BigEndian.AppendUint64(raw, uint64(tk.Price))
+	raw = binary.BigEndian.AppendUint64(raw, uint64(tk.Reserved.Unix()))
+	for _, f := range []string{tk.Decision, tk.LineItem, tk.Campaign, tk.Creative, tk.Placement, tk.User,
+		tk.Exchange, tk.Auction, tk.Imp, tk.Deal, tk.Currency} {
+		raw = append(append(raw, byte(len(f))), f...)
+	}
+	raw = append(raw, 0)    // flags
+	raw = append(raw, 0, 0) // no click destination
+	mac := hmac.New(sha256.New, key)
+	mac.Write(raw)
+	got, err := s.VerifyKind(base64.RawURLEncoding.EncodeToString(mac.Sum(raw)), track.KindBill, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Auction != tk.Auction || got.Deal != tk.Deal || !got.Reserved.Equal(tk.Reserved) || got.Origin != (track.Origin{}) {
+		t.Fatalf("version 2 read as %+v", got)
+	}
+}
+
+// The origin travels signed, and Clean empties what a token cannot carry.
+func TestOrigin(t *testing.T) {
+	s := newSigner(t, "k1", track.Key{ID: "k1", Secret: secret('a')})
+	for _, kind := range []track.Kind{track.KindImp, track.KindClick, track.KindWin, track.KindBill, track.KindLoss} {
+		tk := token(kind)
+		tok, err := s.Sign(tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Verify(tok, t0)
+		if err != nil || got.Origin != tk.Origin {
+			t.Fatalf("%v: origin %+v (%v), want %+v", kind, got.Origin, err, tk.Origin)
+		}
+	}
+	bad := track.Origin{Advertiser: "a b", Site: "x y", Country: "jp", Device: "Phone"}.Clean()
+	if bad != (track.Origin{}) {
+		t.Fatalf("Clean kept %+v", bad)
+	}
+	good := track.Origin{Advertiser: "adv", Site: "com.example.app", Country: "US", Device: "tv"}
+	if good.Clean() != good {
+		t.Fatalf("Clean changed %+v to %+v", good, good.Clean())
+	}
+}
+
 func TestSignLongestFieldsFit(t *testing.T) {
 	s := newSigner(t, "abcdefgh", track.Key{ID: "abcdefgh", Secret: secret('a')})
 	id := strings.Repeat("x", track.MaxIDLen)
 	tk := track.Token{Kind: track.KindClick, Decision: id, LineItem: id, Campaign: id, Creative: id, Placement: id, User: id,
 		Click: "https://a.example/" + strings.Repeat("p", track.MaxClickLen-len("https://a.example/")),
-		Price: 1<<63 - 1, Expires: t0.Add(time.Hour)}
+		Price: 1<<63 - 1, Expires: t0.Add(time.Hour),
+		Origin: track.Origin{Advertiser: id, Site: strings.Repeat("s", track.MaxSiteLen), Country: "JP", Device: strings.Repeat("d", track.MaxDeviceLen)}}
 	tok, err := s.Sign(tk)
 	if err != nil {
 		t.Fatal(err)
@@ -155,6 +208,12 @@ func TestSignRefuses(t *testing.T) {
 		{"creative with space", func(t *track.Token) { t.Creative = "a b" }},
 		{"placement with newline", func(t *track.Token) { t.Placement = "p\n" }},
 		{"negative price", func(t *track.Token) { t.Price = -1 }},
+		{"advertiser with space", func(t *track.Token) { t.Advertiser = "a b" }},
+		{"site with space", func(t *track.Token) { t.Site = "a b.example" }},
+		{"site too long", func(t *track.Token) { t.Site = strings.Repeat("s", track.MaxSiteLen+1) }},
+		{"country lower case", func(t *track.Token) { t.Country = "jp" }},
+		{"country of three", func(t *track.Token) { t.Country = "JPN" }},
+		{"device upper case", func(t *track.Token) { t.Device = "Mobile" }},
 		{"no expiry", func(t *track.Token) { t.Expires = time.Time{} }},
 		{"click missing", func(t *track.Token) { t.Click = "" }},
 		{"click relative", func(t *track.Token) { t.Click = "/landing" }},
@@ -377,8 +436,9 @@ func TestVerifyRefuses(t *testing.T) {
 		{"standard alphabet", strings.NewReplacer("-", "+", "_", "/").Replace(tok) + "+", track.ErrMalformed},
 		{"dot", tok[:10] + "." + tok[11:], track.ErrMalformed},
 		{"non-canonical last char", tok[:len(tok)-1] + string(last^1), nil}, // malformed or a bad signature
-		{"other version", reencode(t, tok, func(b []byte) []byte { b[0] = 3; return b }), track.ErrVersion},
+		{"other version", reencode(t, tok, func(b []byte) []byte { b[0] = 4; return b }), track.ErrVersion},
 		{"read as version 1", reencode(t, tok, func(b []byte) []byte { b[0] = 1; return b }), track.ErrSignature},
+		{"read as version 2", reencode(t, tok, func(b []byte) []byte { b[0] = 2; return b }), track.ErrSignature},
 		{"version zero", reencode(t, tok, func(b []byte) []byte { b[0] = 0; return b }), track.ErrVersion},
 		{"unknown key", otherTok, track.ErrUnknownKey},
 		{"key id length zero", reencode(t, tok, func(b []byte) []byte { b[1] = 0; return b }), track.ErrMalformed},

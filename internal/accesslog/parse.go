@@ -1,0 +1,314 @@
+package accesslog
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+	"time"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Reading a line back into its fields: what the reports do with every
+// event line. Both formats are this package's own, so the reader is
+// strict: a line it did not write is an error, never a guess.
+
+// Line is one log line read back: its time and its fields in order, each
+// value unescaped (LTSV's "-" reads as empty; JSON numbers, booleans and
+// null as written). A Line is reused from one Parse to the next; the
+// values it returns are valid until then.
+type Line struct {
+	Time   time.Time
+	fields []lineField
+	buf    []byte
+}
+
+type lineField struct {
+	label       string
+	start, stop int // of the value in buf
+}
+
+// maxLineFields bounds the fields a line may have: a request's 16, an
+// event's 14 fixed ones and MaxExtra more.
+const maxLineFields = 14 + MaxExtra + 2
+
+var (
+	errLineFormat = errors.New("not an access-log line")
+	errLineFields = errors.New("access-log line with too many fields")
+)
+
+// IsEventLine reports, from its start, whether line is an event line
+// (Record.Event) in either format, without reading it.
+func IsEventLine(line []byte) bool {
+	const stamp = len(stampLayout)
+	if bytes.HasPrefix(line, []byte(ltsvTimePrefix)) {
+		return bytes.HasPrefix(line[min(len(line), len(ltsvTimePrefix)+stamp):], []byte("\tevent:"))
+	}
+	return bytes.HasPrefix(line, []byte(jsonTimePrefix)) &&
+		bytes.HasPrefix(line[min(len(line), len(jsonTimePrefix)+stamp):], []byte(`","event":`))
+}
+
+// Parse reads line (with or without its newline), in either format.
+func (l *Line) Parse(line []byte) error {
+	line = bytes.TrimSuffix(line, []byte{'\n'})
+	t, ok := lineTime(line)
+	if !ok {
+		return errLineFormat
+	}
+	l.Time, l.fields, l.buf = t, l.fields[:0], l.buf[:0]
+	if line[0] == '{' {
+		return l.parseJSON(line)
+	}
+	return l.parseLTSV(line)
+}
+
+// Get returns the value labelled label, and whether the line has it.
+func (l *Line) Get(label string) ([]byte, bool) {
+	for _, f := range l.fields {
+		if f.label == label {
+			return l.buf[f.start:f.stop], true
+		}
+	}
+	return nil, false
+}
+
+// String is Get's value as a string ("" when absent).
+func (l *Line) String(label string) string {
+	v, _ := l.Get(label)
+	return string(v)
+}
+
+// Int is Get's value as an integer (0 when absent or not one).
+func (l *Line) Int(label string) int64 {
+	v, _ := l.Get(label)
+	n, _ := strconv.ParseInt(unsafeString(v), 10, 64)
+	return n
+}
+
+// Bool is Get's value as a boolean (false when absent or not one).
+func (l *Line) Bool(label string) bool {
+	v, _ := l.Get(label)
+	return string(v) == "true"
+}
+
+// Len is the number of fields read.
+func (l *Line) Len() int { return len(l.fields) }
+
+func (l *Line) add(label []byte, start int) error {
+	if len(l.fields) == maxLineFields {
+		return errLineFields
+	}
+	l.fields = append(l.fields, lineField{label: internLabel(label), start: start, stop: len(l.buf)})
+	return nil
+}
+
+// labels interns the labels lines have, so that reading one allocates
+// nothing for them.
+var labels = func() map[string]string {
+	m := map[string]string{}
+	for k := range reservedLabels {
+		m[k] = k
+	}
+	return m
+}()
+
+func internLabel(b []byte) string {
+	if s, ok := labels[unsafeString(b)]; ok {
+		return s
+	}
+	return string(b)
+}
+
+func (l *Line) parseLTSV(line []byte) error {
+	for rest := line; len(rest) > 0; {
+		f := rest
+		if i := bytes.IndexByte(rest, '\t'); i >= 0 {
+			f, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = nil
+		}
+		label, v, ok := bytes.Cut(f, []byte{':'})
+		if !ok || len(label) == 0 {
+			return errLineFormat
+		}
+		start := len(l.buf)
+		if string(v) != "-" {
+			var err error
+			if l.buf, err = unescapeLTSV(l.buf, v); err != nil {
+				return err
+			}
+		}
+		if err := l.add(label, start); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// unescapeLTSV reverses appendLTSVValue.
+func unescapeLTSV(dst, v []byte) ([]byte, error) {
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c != '\\' {
+			dst = append(dst, c)
+			continue
+		}
+		if i+1 >= len(v) {
+			return dst, errLineFormat
+		}
+		i++
+		switch v[i] {
+		case 't':
+			dst = append(dst, '\t')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case '\\':
+			dst = append(dst, '\\')
+		case 'x':
+			if i+2 >= len(v) {
+				return dst, errLineFormat
+			}
+			h, ok1 := unhex(v[i+1])
+			lo, ok2 := unhex(v[i+2])
+			if !ok1 || !ok2 {
+				return dst, errLineFormat
+			}
+			dst = append(dst, h<<4|lo)
+			i += 2
+		default:
+			return dst, errLineFormat
+		}
+	}
+	return dst, nil
+}
+
+func unhex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
+// parseJSON reads the flat object appendJSON and appendEventJSON write:
+// string, number, boolean and null values, no nesting.
+func (l *Line) parseJSON(line []byte) error {
+	if len(line) < 2 || line[0] != '{' || line[len(line)-1] != '}' {
+		return errLineFormat
+	}
+	rest := line[1 : len(line)-1]
+	for len(rest) > 0 {
+		if rest[0] != '"' {
+			return errLineFormat
+		}
+		end := bytes.IndexByte(rest[1:], '"') // labels are plain
+		if end < 0 || len(rest) < end+3 || rest[end+2] != ':' {
+			return errLineFormat
+		}
+		label := rest[1 : end+1]
+		rest = rest[end+3:]
+		start := len(l.buf)
+		if len(rest) > 0 && rest[0] == '"' {
+			var err error
+			var n int
+			if l.buf, n, err = unescapeJSON(l.buf, rest); err != nil {
+				return err
+			}
+			rest = rest[n:]
+		} else {
+			i := bytes.IndexByte(rest, ',')
+			if i < 0 {
+				i = len(rest)
+			}
+			if v := rest[:i]; string(v) != "null" {
+				l.buf = append(l.buf, v...)
+			}
+			rest = rest[i:]
+		}
+		if err := l.add(label, start); err != nil {
+			return err
+		}
+		if len(rest) > 0 {
+			if rest[0] != ',' {
+				return errLineFormat
+			}
+			rest = rest[1:]
+		}
+	}
+	return nil
+}
+
+// unescapeJSON appends the string s starts with (its opening quote at
+// s[0]) unescaped, and returns how many bytes of s it took.
+func unescapeJSON(dst, s []byte) ([]byte, int, error) {
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"':
+			return dst, i + 1, nil
+		case c < 0x20:
+			return dst, 0, errLineFormat
+		case c != '\\':
+			dst = append(dst, c)
+			continue
+		}
+		if i+1 >= len(s) {
+			return dst, 0, errLineFormat
+		}
+		i++
+		switch s[i] {
+		case '"', '\\', '/':
+			dst = append(dst, s[i])
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r, ok := hex4(s[i+1:])
+			if !ok {
+				return dst, 0, errLineFormat
+			}
+			i += 4
+			if utf16.IsSurrogate(r) {
+				r2, ok := rune(0), false
+				if i+2 < len(s) && s[i+1] == '\\' && s[i+2] == 'u' {
+					r2, ok = hex4(s[i+3:])
+				}
+				if r = utf16.DecodeRune(r, r2); ok && r != utf8.RuneError {
+					i += 6
+				}
+			}
+			dst = utf8.AppendRune(dst, r)
+		default:
+			return dst, 0, errLineFormat
+		}
+	}
+	return dst, 0, errLineFormat
+}
+
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		h, ok := unhex(c)
+		if !ok {
+			return 0, false
+		}
+		r = r<<4 | rune(h)
+	}
+	return r, true
+}

@@ -1,0 +1,154 @@
+package accesslog
+
+import (
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// Every field of a request line and of an event line reads back with the
+// value it was written with, in both formats.
+func TestLineParsesBack(t *testing.T) {
+	for _, f := range []Format{LTSV, JSON} {
+		var tc timeCache
+		r := sampleEvent()
+		r.Event.AddOrigin("adv-1", "news.example.com", "JP", "mobile")
+		var l Line
+		line := appendRecord(nil, f, r, r.Time, &tc)
+		if !IsEventLine(line) {
+			t.Fatalf("format %d: an event line not told as one: %q", f, line)
+		}
+		if err := l.Parse(line); err != nil {
+			t.Fatalf("format %d: %v: %q", f, err, line)
+		}
+		if !l.Time.Equal(r.Time.Truncate(time.Microsecond)) {
+			t.Errorf("format %d: time %v, want %v", f, l.Time, r.Time)
+		}
+		for label, want := range map[string]string{"event": "imp", "event_id": "ev-1", "decision": "d-42",
+			"line_item": "li-7", "campaign": "c-3", "creative": "cr-9", "placement": "1", "uid": "u-abc",
+			"price": "2500000", "currency": "USD", "valid": "true", "reqid": "abc-1", "exchange": "adx",
+			"bid_price": "-1234567", "test": "false", "server_addr": "2001:db8::1", "advertiser": "adv-1",
+			"site": "news.example.com", "country": "JP", "device": "mobile"} {
+			if got, ok := l.Get(label); !ok || string(got) != want {
+				t.Errorf("format %d: %s = %q (present %v), want %q", f, label, got, ok, want)
+			}
+		}
+		if l.Int("price") != 2_500_000 || !l.Bool("valid") || l.Bool("test") {
+			t.Errorf("format %d: typed reads: price %d valid %v test %v", f, l.Int("price"), l.Bool("valid"), l.Bool("test"))
+		}
+		if _, ok := l.Get("nope"); ok {
+			t.Errorf("format %d: a label the line lacks was found", f)
+		}
+
+		req := sampleRecord()
+		line = appendRecord(nil, f, req, req.Time, &tc)
+		if IsEventLine(line) {
+			t.Fatalf("format %d: a request line told as an event: %q", f, line)
+		}
+		if err := l.Parse(line); err != nil {
+			t.Fatal(err)
+		}
+		if l.String("endpoint") != "sample4" || l.Int("status") != 200 || l.String("ua") != "Mozilla/5.0 (日本語)" {
+			t.Errorf("format %d: request line read as endpoint %q status %d ua %q", f, l.String("endpoint"), l.Int("status"), l.String("ua"))
+		}
+		if v, ok := l.Get("referer"); !ok || len(v) != 0 {
+			t.Errorf("format %d: an empty referer read as %q (present %v)", f, v, ok)
+		}
+	}
+}
+
+// A hostile value reads back as it was given (LTSV keeps every byte; JSON
+// every valid UTF-8 string), and cannot add a field.
+func TestLineParsesHostile(t *testing.T) {
+	for _, f := range []Format{LTSV, JSON} {
+		var tc timeCache
+		r := hostileEvent()
+		var l Line
+		line := appendRecord(nil, f, r, r.Time, &tc)
+		if err := l.Parse(line); err != nil {
+			t.Fatalf("format %d: %v", f, err)
+		}
+		want := hostile
+		if f == JSON {
+			want = validUTF8(hostile)
+		}
+		for _, label := range []string{"event_id", "decision", "line_item", "exchange", "reqid"} {
+			if got := l.String(label); got != want {
+				t.Errorf("format %d: %s = %q, want %q", f, label, got, want)
+			}
+		}
+		if l.Len() != 14+r.Event.Extras() {
+			t.Errorf("format %d: %d fields, want %d", f, l.Len(), 14+r.Event.Extras())
+		}
+	}
+}
+
+// What is not a line of ours is refused, never read in part.
+func TestLineParseRefuses(t *testing.T) {
+	var l Line
+	for _, bad := range []string{
+		"", "hello", "time:2026-11-22T00:05:07.123456Z\tnolabel", "time:2026-11-22T00:05:07.123456Z\tx:\\q",
+		"time:2026-11-22T00:05:07.123456Z\tx:\\x4", `{"time":"2026-11-22T00:05:07.123456Z","a":"b`,
+		`{"time":"2026-11-22T00:05:07.123456Z","a":"\u12"}`, `{"time":"2026-11-22T00:05:07.123456Z" "a":1}`,
+		`{"time":"2026-11-22T00:05:07.123456Z","a":"x"y}`, `{"time":"2026-11-22T00:05:07.123456Z","a":"` + "\x01" + `"}`,
+	} {
+		if err := l.Parse([]byte(bad)); err == nil {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+	many := "time:2026-11-22T00:05:07.123456Z" + strings.Repeat("\tx:1", maxLineFields)
+	if err := l.Parse([]byte(many)); err == nil {
+		t.Error("a line of too many fields parsed")
+	}
+}
+
+// FuzzLineParse: any text in an event's fields reads back (LTSV: byte for
+// byte; JSON: as valid UTF-8), and no input makes Parse panic.
+func FuzzLineParse(f *testing.F) {
+	f.Add("li-1", hostile)
+	f.Add("", "\\x41")
+	f.Fuzz(func(t *testing.T, a, b string) {
+		var l Line
+		_ = l.Parse([]byte(a)) // never panics
+		_ = l.Parse([]byte(b))
+		for _, format := range []Format{LTSV, JSON} {
+			var tc timeCache
+			r := sampleEvent()
+			r.Event = &Event{Kind: EventBid, LineItem: String(a), Campaign: String(b), Valid: true}
+			r.Event.AddText(KeySite, String(b))
+			line := appendRecord(nil, format, r, r.Time, &tc)
+			if err := l.Parse(line); err != nil {
+				t.Fatalf("format %d: %v: %q", format, err, line)
+			}
+			for label, v := range map[string]string{"line_item": a, "campaign": b, "site": b} {
+				want := v
+				if format == JSON {
+					want = validUTF8(v)
+				}
+				if format == LTSV && v == "-" {
+					want = "" // LTSV writes an empty value as "-"
+				}
+				if got := l.String(label); got != want {
+					t.Fatalf("format %d: %s = %q, want %q", format, label, got, want)
+				}
+			}
+		}
+	})
+}
+
+// validUTF8 is s as a JSON line holds it: each byte that is not UTF-8
+// replaced by U+FFFD.
+func validUTF8(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b.WriteRune(utf8.RuneError)
+		} else {
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
