@@ -40,6 +40,8 @@ var layering = []struct {
 	{"tsubame/internal/device", []string{"tsubame/internal/server", "tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/", "tsubame/cmd/"}},
 	{"tsubame/internal/openrtb", []string{"tsubame/internal/"}},
 	{"tsubame/internal/bidder", []string{"tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/", "tsubame/internal/cache", "tsubame/cmd/"}},
+	{"tsubame/internal/report", []string{"tsubame/internal/server", "tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/",
+		"tsubame/internal/cache", "tsubame/internal/ads", "tsubame/internal/bidder", "tsubame/cmd/"}},
 	{"tsubame/internal/ads", []string{"tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/", "tsubame/internal/cache", "tsubame/cmd/"}},
 	{"tsubame/internal/", []string{"tsubame/cmd/", "tsubame/bench", "tsubame/tools/"}},
 }

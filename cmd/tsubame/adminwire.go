@@ -77,6 +77,9 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 	if m.logs.shipper != nil {
 		reg.MustRegister(metrics.NewShipperCollector(m.logs.shipper.Stats))
 	}
+	if m.logs.roller != nil {
+		reg.MustRegister(metrics.NewReportCollector(m.logs.roller.Stats))
+	}
 	for name, l := range map[string]*accesslog.Logger{"file": m.logs.file, "store": m.logs.store} {
 		if l != nil {
 			var rotations func() uint64
@@ -106,6 +109,10 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 			}
 		}
 	}
+	if m.logs.roller != nil { // else the report routes say this server keeps none
+		opt.Reports = m.logs.roller
+	}
+	opt.ReportLocation = cfg.ReportLocation()
 	m.adm.server = admin.New(opt)
 	if path := cfg.AdminSocketPath(); path != "" {
 		m.adm.sock, err = admin.ListenSocket(path)

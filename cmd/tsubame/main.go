@@ -103,6 +103,16 @@ Usage:
         Replay a day of traffic (requests per hour) against a line item of
         a campaign file, on simulated servers running the budget code, and
         write its delivery beside the pacing's ideal curve (CSV; -png draws it).
+  tsubame report [-config FILE] [-from T] [-to T] [-by DIM,...] [-tz ZONE]
+                 [-format table|csv|json]
+        Delivery and billing counts from the access log (docs/reports.md):
+        -from inclusive, -to exclusive (RFC 3339); -by minute, hour or day
+        and advertiser, campaign, line_item, creative, placement, site,
+        exchange, deal, country, device, currency.
+  tsubame report verify [-config FILE] [-from T] [-to T] [-format table|json]
+        Recount the access log's files and compare with the reports.
+  tsubame report rebuild [-config FILE]
+        Count the reports again from the files kept.
   tsubame version [-v]
 
 The configuration file is -config, else $TSUBAME_CONFIG, else none (built-in
@@ -134,6 +144,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = runRestart(rest, stderr, environ)
 	case "pacing":
 		err = runPacing(ctx, rest, stdout, stderr)
+	case "report":
+		err = runReport(ctx, rest, stdout, stderr, environ)
 	case "version", "-version", "--version":
 		fmt.Fprintln(stdout, versionString())
 		if len(rest) > 0 && (rest[0] == "-v" || rest[0] == "--verbose") {

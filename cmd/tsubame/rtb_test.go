@@ -136,4 +136,25 @@ admin:
 	if b := lines["bill"]; len(b) != 2 || b[0] != "true 1150000 ssp "+auction+" "+bid.ID || !strings.HasPrefix(b[1], "false 1150000") {
 		t.Errorf("bill lines %q", b)
 	}
+
+	// The reports count the auction by exchange, the site and the
+	// advertiser the bid carried into its notices: one bid, one bill (the
+	// exchange's retry apart), its clearing price as spend.
+	code, out, errOut := runCmd(t, env, "", "report", "-by", "exchange,site,advertiser", "-format", "json")
+	if code != 0 {
+		t.Fatalf("report: %d %s", code, errOut)
+	}
+	var rep struct {
+		Rows []map[string]any `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Rows) != 1 {
+		t.Fatalf("report: %v %s", err, out)
+	}
+	row := rep.Rows[0]
+	for k, want := range map[string]any{"exchange": "ssp", "site": "www.foobar.com", "advertiser": "adv-coffee", "currency": "USD",
+		"bids": 1.0, "bills": 1.0, "impressions": 1.0, "invalid_bills": 1.0, "spend": "0.00115", "wins": 0.0} {
+		if row[k] != want {
+			t.Errorf("report %s = %v, want %v (%s)", k, row[k], want, out)
+		}
+	}
 }

@@ -26,6 +26,7 @@ import (
 	"tsubame/internal/logship"
 	"tsubame/internal/ratelog"
 	"tsubame/internal/render"
+	"tsubame/internal/report"
 	"tsubame/internal/server"
 	"tsubame/internal/static"
 	"tsubame/internal/store/embedded"
@@ -68,6 +69,7 @@ type accessLogs struct {
 	file, store *accesslog.Logger
 	fileSink    *accesslog.FileSink
 	shipper     *logship.Shipper // access_log.kafka; nil without
+	roller      *report.Roller   // report.enabled; nil without
 	stopLagWarn context.CancelFunc
 }
 
@@ -546,6 +548,17 @@ func (m *Main) closeAll(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	if m.logs.roller != nil {
+		// The last lines are rolled up before the file is let go: a report
+		// after a stop is whole without waiting for the next start.
+		if err := m.logs.roller.CatchUp(ctx); err != nil && !errors.Is(err, report.ErrClosed) {
+			errs = append(errs, fmt.Errorf("report: %w", err))
+		}
+		if err := m.logs.roller.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("report: %w", err))
+		}
+		m.logs.roller = nil
+	}
 	if !drained {
 		// Requests still held by a failing log are answered 503 (and
 		// recorded in the fallback file) now that it has closed: let
@@ -638,8 +651,18 @@ func (m *Main) openLogs(backend tsubame.Store) error {
 			if m.logs.shipper, err = m.newShipper(al); err != nil {
 				return fmt.Errorf("access_log.kafka: %w", err)
 			}
-			fo.Hold = m.logs.shipper.Hold
 		}
+		if m.Config.Report.Enabled {
+			// Made first too: retention keeps what is not rolled up.
+			if m.logs.roller, err = m.newRoller(al); err != nil {
+				if m.logs.shipper != nil {
+					_ = m.logs.shipper.Close(context.Background())
+					m.logs.shipper = nil
+				}
+				return fmt.Errorf("report: %w", err)
+			}
+		}
+		fo.Hold = holdFor(m.logs.shipper, m.logs.roller)
 		if al.Durability == "async" {
 			if m.logs.fileSink, err = accesslog.OpenFile(fo); err == nil {
 				m.logs.file = accesslog.New(m.logs.fileSink, opts)
@@ -652,10 +675,17 @@ func (m *Main) openLogs(backend tsubame.Store) error {
 				_ = m.logs.shipper.Close(context.Background())
 				m.logs.shipper = nil
 			}
+			if m.logs.roller != nil {
+				_ = m.logs.roller.Close()
+				m.logs.roller = nil
+			}
 			return err
 		}
 		if m.logs.shipper != nil {
 			m.logs.shipper.Start()
+		}
+		if m.logs.roller != nil {
+			m.logs.roller.Start()
 		}
 	}
 	if m.Config.UsesLog(config.LogStore) {
@@ -758,4 +788,21 @@ func logLevel(cfg *config.Config) slog.Level {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(strings.ToUpper(cfg.Log.Level)))
 	return level
+}
+
+// newRoller opens the reports' rollups of the file access log.
+func (m *Main) newRoller(al config.AccessLog) (*report.Roller, error) {
+	return report.Open(report.Options{Dir: al.Dir, Name: al.FileName, Path: m.Config.ReportPath(),
+		Minutes: m.Config.Report.Minutes, Interval: m.Config.Report.Interval, Logger: m.Logger})
+}
+
+// holdFor is the access log's retention hold: a closed file is kept while
+// the shipper has not shipped it or the reports have not rolled it up.
+func holdFor(shipper *logship.Shipper, roller *report.Roller) func(string) bool {
+	if shipper == nil && roller == nil {
+		return nil
+	}
+	return func(name string) bool {
+		return shipper != nil && shipper.Hold(name) || roller != nil && roller.Hold(name)
+	}
 }

@@ -86,6 +86,11 @@ type Options struct {
 	// ideal curve), JSON-encodable; nil: the route answers that this
 	// server keeps none.
 	Budgets func(ctx context.Context) (any, error)
+	// Reports are the delivery and billing reports; nil: the report routes
+	// answer that this server keeps none. ReportLocation is the zone of
+	// their hours and days when a query names none (report.timezone).
+	Reports        Reports
+	ReportLocation *time.Location
 	// MaxImportBytes bounds a bulk import's body.
 	MaxImportBytes int64
 	// MaxTokenTTL caps an API token's lifetime (and is the lifetime of one

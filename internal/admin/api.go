@@ -48,6 +48,7 @@ func (s *Server) apiRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("PUT /api/v1/users/{name}/role", admin(s.setRole))
 	mux.HandleFunc("DELETE /api/v1/users/{name}", admin(s.deleteUser))
 	s.campaignRoutes(mux)
+	s.reportRoutes(mux)
 }
 
 // writeStoreError answers err with the status of its kind and its safe

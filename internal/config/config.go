@@ -86,6 +86,8 @@ type Config struct {
 	Device Device `koanf:"device"`
 	// RTB configures the OpenRTB bidder.
 	RTB RTB `koanf:"rtb"`
+	// Report configures the delivery and billing reports.
+	Report Report `koanf:"report"`
 }
 
 // VAST configures the VAST 4 documents endpoints serve as .xml.
@@ -1037,6 +1039,7 @@ func (c *Config) Validate() []error {
 	c.validateRouting(&p)
 	c.validateAds(&p)
 	c.validateRTB(&p)
+	c.validateReport(&p)
 	return p.errs
 }
 

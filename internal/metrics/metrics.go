@@ -17,6 +17,7 @@ import (
 	"tsubame/internal/certs"
 	"tsubame/internal/health"
 	"tsubame/internal/logship"
+	"tsubame/internal/report"
 	"tsubame/internal/server"
 	"tsubame/internal/webhook"
 )
@@ -595,4 +596,37 @@ func (c *bidderCollector) Collect(ch chan<- prometheus.Metric) {
 		n += s.Latency[len(bidder.LatencyBounds)]
 		ch <- prometheus.MustNewConstHistogram(c.latency, n, s.LatencySum.Seconds(), buckets, s.Exchange)
 	}
+}
+
+// ReportCollector exports the reports' roller stats (internal/report).
+type ReportCollector struct {
+	stats                 func() report.Stats
+	lines, events, errors *prometheus.Desc
+}
+
+// NewReportCollector returns a collector over the roller's stats.
+func NewReportCollector(stats func() report.Stats) *ReportCollector {
+	d := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(Namespace, "report", name), help, nil, nil)
+	}
+	return &ReportCollector{stats: stats,
+		lines:  d("lines_total", "Access log lines the reports have read since the start."),
+		events: d("events_total", "Of those, lines counted (event lines, refused tracking requests)."),
+		errors: d("errors_total", "Rollup passes that failed (retried at the next interval) and lines that could not be read."),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *ReportCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.lines
+	ch <- c.events
+	ch <- c.errors
+}
+
+// Collect implements prometheus.Collector.
+func (c *ReportCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.stats()
+	ch <- prometheus.MustNewConstMetric(c.lines, prometheus.CounterValue, float64(s.Lines))
+	ch <- prometheus.MustNewConstMetric(c.events, prometheus.CounterValue, float64(s.Events))
+	ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(s.Errors))
 }

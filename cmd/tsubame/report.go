@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"tsubame"
+	"tsubame/internal/admin"
+	"tsubame/internal/config"
+	"tsubame/internal/report"
+)
+
+const reportUsage = `usage: tsubame report [-config FILE] [-from T] [-to T] [-by DIM,...] [-tz ZONE] [-format table|csv|json]
+       tsubame report verify [-config FILE] [-from T] [-to T] [-format table|json]
+       tsubame report rebuild [-config FILE]`
+
+// runReport implements "tsubame report": the delivery and billing reports
+// from the access log's rollups (internal/report). While a server runs on
+// the data directory it holds the rollups, and the command asks it through
+// its control socket; else the command rolls up what the files hold beyond
+// the rollups and answers itself.
+func runReport(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) error {
+	sub := ""
+	if len(args) > 0 && (args[0] == "verify" || args[0] == "rebuild") {
+		sub, args = args[0], args[1:]
+	}
+	fs, path := newFlagSet(strings.TrimSpace("report "+sub), stderr)
+	var from, to, by, tz, format *string
+	if sub != "rebuild" {
+		from = fs.String("from", "", "start of the period, inclusive (RFC 3339, a whole minute); default: all data")
+		to = fs.String("to", "", "end of the period, exclusive (RFC 3339, a whole minute); default: all data")
+		format = fs.String("format", report.FormatTable, "output: table, csv or json")
+		if sub == "" {
+			by = fs.String("by", "", "group rows by these dimensions, comma-separated: minute, hour or day, and "+
+				strings.Join(report.DimNames(), ", "))
+		}
+		tz = fs.String("tz", "", "time zone of hours, days and -format output (default report.timezone)")
+	}
+	fs.Usage = func() { fmt.Fprintln(stderr, reportUsage); fs.PrintDefaults() }
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usagef("tsubame report: unexpected argument %q (flags go before it? see tsubame report -h)\n%s", fs.Arg(0), reportUsage)
+	}
+	cfg, err := loadConfig(*path, environ, stderr)
+	if err != nil {
+		return err
+	}
+	var q report.Query
+	if sub != "rebuild" {
+		byText := ""
+		if by != nil {
+			byText = *by
+		}
+		if q, err = report.ParseQuery(*from, *to, byText, *tz, cfg.ReportLocation()); err != nil {
+			return usagef("tsubame report: %v", err)
+		}
+		if *format != report.FormatTable && *format != report.FormatCSV && *format != report.FormatJSON ||
+			sub == "verify" && *format == report.FormatCSV {
+			return usagef("tsubame report: -format %q is not one of table, csv, json", *format)
+		}
+	}
+
+	roller, err := report.Open(report.Options{Dir: cfg.AccessLog.Dir, Name: cfg.AccessLog.FileName, Path: cfg.ReportPath(),
+		Minutes: cfg.Report.Minutes})
+	if errors.Is(err, report.ErrInUse) {
+		return reportViaServer(ctx, cfg, sub, q, *orEmpty(format), stdout, stderr)
+	}
+	if err != nil {
+		return err
+	}
+	defer roller.Close()
+	switch sub {
+	case "rebuild":
+		if err := roller.Rebuild(ctx); err != nil {
+			return err
+		}
+		st := roller.Stats()
+		fmt.Fprintf(stderr, "rebuilt the reports from the access log's files: %d lines read, %d counted\n", st.Lines, st.Events)
+		return nil
+	case "verify":
+		if err := roller.CatchUp(ctx); err != nil {
+			return err
+		}
+		v, err := roller.Verify(q)
+		if err != nil {
+			return err
+		}
+		return printVerification(v, *format, stdout)
+	}
+	if err := roller.CatchUp(ctx); err != nil {
+		return err
+	}
+	res, err := roller.Query(q)
+	if err != nil {
+		return usagef("tsubame report: %v", err)
+	}
+	return res.Write(stdout, *format)
+}
+
+func orEmpty(s *string) *string {
+	if s == nil {
+		return new(string)
+	}
+	return s
+}
+
+// reportViaServer runs the command through the running server's admin API.
+func reportViaServer(ctx context.Context, cfg *config.Config, sub string, q report.Query, format string, stdout, stderr io.Writer) error {
+	inUse := tsubame.Errorf(tsubame.ECONFLICT, "the reports (%s) are held by a running server", cfg.ReportPath())
+	api, err := viaServer(ctx, cfg, inUse, "read them through its admin API (GET /api/v1/reports)", stderr)
+	if err != nil {
+		return err
+	}
+	defer api.Close()
+	v := url.Values{}
+	if !q.From.IsZero() {
+		v.Set("from", q.From.Format("2006-01-02T15:04:05Z07:00"))
+	}
+	if !q.To.IsZero() {
+		v.Set("to", q.To.Format("2006-01-02T15:04:05Z07:00"))
+	}
+	if len(q.By) > 0 {
+		v.Set("by", strings.Join(q.By, ","))
+	}
+	if q.Location != nil {
+		v.Set("tz", q.Location.String())
+	}
+	switch sub {
+	case "rebuild":
+		if err := api.call(ctx, socketBulkTimeout, http.MethodPost, "/api/v1/reports/rebuild", nil, nil, "", nil); err != nil {
+			return err
+		}
+		fmt.Fprintln(stderr, "rebuilt the reports from the access log's files (by the running server)")
+		return nil
+	case "verify":
+		var out struct {
+			OK         bool              `json:"ok"`
+			Narrowed   string            `json:"narrowed"`
+			Files      int               `json:"files"`
+			Lines      int64             `json:"lines"`
+			Events     int64             `json:"events"`
+			Mismatches []json.RawMessage `json:"mismatches"`
+		}
+		var raw []byte
+		err := api.call(ctx, socketBulkTimeout, http.MethodGet, "/api/v1/reports/verify", v, nil, "", func(r io.Reader) error {
+			var err error
+			if raw, err = io.ReadAll(r); err == nil {
+				err = json.Unmarshal(raw, &out)
+			}
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if format == report.FormatJSON {
+			if _, err := stdout.Write(raw); err != nil {
+				return err
+			}
+		} else {
+			fmt.Fprintf(stdout, "recounted %d files, %d lines, %d counted\n", out.Files, out.Lines, out.Events)
+			if out.Narrowed != "" {
+				fmt.Fprintln(stdout, out.Narrowed)
+			}
+			for _, m := range out.Mismatches {
+				fmt.Fprintf(stdout, "differs: %s\n", m)
+			}
+		}
+		if !out.OK {
+			return fmt.Errorf("the rollups differ from the files in %d counts", len(out.Mismatches))
+		}
+		return nil
+	}
+	v.Set("format", format)
+	return api.call(ctx, socketBulkTimeout, http.MethodGet, "/api/v1/reports", v, nil, "", func(r io.Reader) error {
+		_, err := io.Copy(stdout, r)
+		return err
+	})
+}
+
+// printVerification writes what Verify found; an error when the rollups
+// differ from the files (the command's exit status says it).
+func printVerification(v *report.Verification, format string, stdout io.Writer) error {
+	if format == report.FormatJSON {
+		b, err := json.Marshal(admin.VerificationJSON(v))
+		if err != nil {
+			return err
+		}
+		if _, err := stdout.Write(append(b, '\n')); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(stdout, "recounted %d files, %d lines, %d counted\n", v.Files, v.Lines, v.Events)
+		if v.Narrowed != "" {
+			fmt.Fprintln(stdout, v.Narrowed)
+		}
+		for _, m := range v.Mismatches {
+			var dims []string
+			for i, name := range report.DimNames() {
+				if m.Dims[i] != "" {
+					dims = append(dims, name+"="+m.Dims[i])
+				}
+			}
+			fmt.Fprintf(stdout, "differs: %s %s %s: rollups %d, files %d\n", m.Time.Format("2006-01-02T15:04Z07:00"),
+				strings.Join(dims, " "), m.Counter, m.Stored, m.Recounted)
+		}
+		if v.OK() {
+			fmt.Fprintln(stdout, "the rollups equal the files")
+		}
+	}
+	if !v.OK() {
+		return fmt.Errorf("the rollups differ from the files in %d counts", len(v.Mismatches))
+	}
+	return nil
+}

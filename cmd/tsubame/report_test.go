@@ -1,0 +1,241 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"tsubame"
+)
+
+// reportRow is a row of `tsubame report -format json`.
+type reportRow struct {
+	LineItem           string `json:"line_item"`
+	Currency           string `json:"currency"`
+	Impressions        int64  `json:"impressions"`
+	Clicks             int64  `json:"clicks"`
+	CTR                string `json:"ctr"`
+	Spend              string `json:"spend"`
+	Decisions          int64  `json:"decisions"`
+	InvalidImpressions int64  `json:"invalid_impressions"`
+	InvalidClicks      int64  `json:"invalid_clicks"`
+	Rejected           int64  `json:"rejected"`
+}
+
+// reportTraffic is what a test sent and what the reports must say of it.
+type reportTraffic struct {
+	decisions, imps, impRepeats, clicks, clickRepeats, rejected map[string]int64 // by line item ("" for rejected)
+	urls                                                        []struct{ li, imp, click string }
+}
+
+func newReportTraffic() *reportTraffic {
+	return &reportTraffic{decisions: map[string]int64{}, imps: map[string]int64{}, impRepeats: map[string]int64{},
+		clicks: map[string]int64{}, clickRepeats: map[string]int64{}, rejected: map[string]int64{}}
+}
+
+// send asks n ads of placement 1 as a browser and fetches their URLs: every
+// impression once, every third twice (a repeat), every fourth click, every
+// eighth click twice, and a tampered impression URL every fifth.
+func (tr *reportTraffic) send(t *testing.T, base string, n int) {
+	t.Helper()
+	for i := range n {
+		code, body := browserGet(t, fmt.Sprintf("%s/api/decide?placement=1&uid=u-%d", base, i%17))
+		if code != http.StatusOK {
+			t.Fatalf("decide: %d %s", code, body)
+		}
+		var a adsAnswer
+		if err := json.Unmarshal([]byte(body), &a); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range a.Decisions {
+			tr.decisions[d.LineItem]++
+			tr.urls = append(tr.urls, struct{ li, imp, click string }{d.LineItem, d.ImpressionURL, d.ClickURL})
+		}
+	}
+	for i, u := range tr.urls[len(tr.urls)-n:] {
+		fetch := func(url string, want int) {
+			t.Helper()
+			if code, body := browserGet(t, url); code != want {
+				t.Fatalf("%s: %d %s, want %d", url, code, body, want)
+			}
+		}
+		fetch(u.imp, http.StatusOK)
+		tr.imps[u.li]++
+		if i%3 == 0 {
+			fetch(u.imp, http.StatusOK)
+			tr.impRepeats[u.li]++
+		}
+		if i%4 == 0 {
+			fetch(u.click, http.StatusFound)
+			tr.clicks[u.li]++
+		}
+		if i%8 == 0 {
+			fetch(u.click, http.StatusFound)
+			tr.clickRepeats[u.li]++
+		}
+		if i%5 == 0 {
+			k := strings.LastIndexByte(u.imp, '/') + 10 // inside the token
+			c := byte('A')
+			if u.imp[k] == 'A' {
+				c = 'B'
+			}
+			fetch(u.imp[:k]+string(c)+u.imp[k+1:], http.StatusBadRequest)
+			tr.rejected[""]++
+		}
+	}
+}
+
+// check compares a report by line item with what was sent.
+func (tr *reportTraffic) check(t *testing.T, rows []reportRow) {
+	t.Helper()
+	cpm := map[string]tsubame.Money{}
+	var set tsubame.CampaignSet
+	if err := json.Unmarshal(demoCampaigns, &set); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range set.LineItems {
+		cpm[l.ID] = l.CPM
+	}
+	seen := map[string]bool{}
+	for _, r := range rows {
+		seen[r.LineItem] = true
+		if r.LineItem == "" {
+			if r.Rejected != tr.rejected[""] || r.Impressions != 0 || r.Currency != "" {
+				t.Errorf("the row of refused URLs: %+v, want %d rejected", r, tr.rejected[""])
+			}
+			continue
+		}
+		li := r.LineItem
+		spend := int64(cpm[li]) * tr.imps[li] // thousandths of a micro-unit
+		want := reportRow{LineItem: li, Currency: "USD", Impressions: tr.imps[li], Clicks: tr.clicks[li], Decisions: tr.decisions[li],
+			InvalidImpressions: tr.impRepeats[li], InvalidClicks: tr.clickRepeats[li], Spend: reportAmount(spend), CTR: r.CTR}
+		if r != want {
+			t.Errorf("line item %s:\n got %+v\nwant %+v", li, r, want)
+		}
+	}
+	for li := range tr.decisions {
+		if !seen[li] {
+			t.Errorf("no row for line item %s", li)
+		}
+	}
+}
+
+// TestReportsEndToEnd: the real binary serves known traffic (repeats and
+// tampered URLs included), is killed with SIGKILL half-way and started
+// again on the same directories, and stopped; the reports equal what was
+// sent, line item by line item, through the running server's control
+// socket and from the files after it stopped, and verify finds the files
+// and the rollups equal.
+func TestReportsEndToEnd(t *testing.T) {
+	dataDir, logDir := t.TempDir(), t.TempDir()
+	env := []string{"TSUBAME_DATA_DIR=" + dataDir, "TSUBAME_ACCESS_LOG_DIR=" + logDir, "TSUBAME_REPORT_INTERVAL=50ms"}
+	cliEnv := append([]string{"TSUBAME_ADMIN_LISTEN="}, env...)
+	tr := newReportTraffic()
+
+	p := startWrapped(t, nil, env...)
+	tr.send(t, p.base, 40)
+	waitReport(t, cliEnv, tr) // rolled up by the running server
+	tr.send(t, p.base, 20)
+	if err := p.cmd.Process.Kill(); err != nil { // SIGKILL: no goodbye
+		t.Fatal(err)
+	}
+	_ = p.wait(t)
+
+	p = startWrapped(t, nil, env...)
+	tr.send(t, p.base, 40)
+	waitReport(t, cliEnv, tr)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(t); err != nil {
+		t.Fatalf("stop: %v\n%s", err, p.logs)
+	}
+
+	// No server: the command reads the rollups itself.
+	code, out, errOut := runCmd(t, cliEnv, "", "report", "-by", "line_item", "-format", "json")
+	if code != 0 {
+		t.Fatalf("report: %d %s", code, errOut)
+	}
+	tr.check(t, decodeRows(t, out))
+	code, out, errOut = runCmd(t, cliEnv, "", "report", "verify")
+	if code != 0 || !strings.Contains(out, "the rollups equal the files") {
+		t.Fatalf("verify: %d\n%s%s", code, out, errOut)
+	}
+	// Rebuilt from the files: the same.
+	if code, _, errOut = runCmd(t, cliEnv, "", "report", "rebuild"); code != 0 {
+		t.Fatalf("rebuild: %d %s", code, errOut)
+	}
+	_, out, _ = runCmd(t, cliEnv, "", "report", "-by", "line_item", "-format", "json")
+	tr.check(t, decodeRows(t, out))
+	// By day in two zones: the same totals.
+	for _, tz := range []string{"Asia/Tokyo", "America/New_York"} {
+		_, out, _ = runCmd(t, cliEnv, "", "report", "-by", "day", "-tz", tz, "-format", "json")
+		var imps int64
+		for _, r := range decodeRows(t, out) {
+			imps += r.Impressions
+		}
+		var want int64
+		for _, n := range tr.imps {
+			want += n
+		}
+		if imps != want {
+			t.Errorf("by day in %s: %d impressions, want %d", tz, imps, want)
+		}
+	}
+}
+
+func decodeRows(t *testing.T, out string) []reportRow {
+	t.Helper()
+	var res struct {
+		Rows []reportRow `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return res.Rows
+}
+
+// waitReport waits until the running server's reports (through its
+// control socket) count every impression sent, then checks them whole.
+func waitReport(t *testing.T, env []string, tr *reportTraffic) {
+	t.Helper()
+	var want int64
+	for _, n := range tr.imps {
+		want += n
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		code, out, errOut := runCmd(t, env, "", "report", "-by", "line_item", "-format", "json")
+		if code != 0 {
+			t.Fatalf("report through the server: %d %s", code, errOut)
+		}
+		rows := decodeRows(t, out)
+		var got int64
+		for _, r := range rows {
+			got += r.Impressions
+		}
+		if got == want {
+			tr.check(t, rows)
+			return
+		}
+		if got > want || time.Now().After(deadline) {
+			t.Fatalf("%d impressions reported, want %d", got, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// reportAmount is report.Amount, written again so that the test does not
+// check the code with itself: units with at least two decimals.
+func reportAmount(v int64) string {
+	s := fmt.Sprintf("%d.%09d", v/1e9, v%1e9)
+	s = strings.TrimRight(s, "0")
+	for len(s)-strings.IndexByte(s, '.')-1 < 2 {
+		s += "0"
+	}
+	return s
+}

@@ -1,0 +1,46 @@
+package config
+
+import (
+	"path/filepath"
+	"time"
+)
+
+// Report configures the reports (internal/report): rollups of the access
+// log's event lines, in ReportPath.
+type Report struct {
+	// Enabled rolls the file access log up while the server runs (when
+	// the file access log is written); the report command rolls up what is
+	// left when it runs without a server.
+	Enabled bool `koanf:"enabled"`
+	// Interval is how often the files are read for new lines.
+	Interval time.Duration `koanf:"interval"`
+	// Minutes is how long rows are kept per minute; older ones are kept
+	// per quarter-hour (which the hours and days of every zone are made of).
+	Minutes time.Duration `koanf:"minutes"`
+	// Timezone is the IANA zone of hours and days when a report names none.
+	Timezone string `koanf:"timezone"`
+}
+
+// ReportPath is the reports database's file.
+func (c *Config) ReportPath() string { return filepath.Join(c.DataDir, "reports.db") }
+
+// ReportLocation is report.timezone loaded (UTC if it does not load; Validate
+// says so).
+func (c *Config) ReportLocation() *time.Location {
+	loc, err := time.LoadLocation(c.Report.Timezone)
+	if err != nil {
+		return time.UTC
+	}
+	return loc
+}
+
+func (c *Config) validateReport(p *problems) {
+	r := c.Report
+	p.positive("report.interval", r.Interval)
+	if r.Minutes < time.Hour {
+		p.add("report.minutes: must be at least 1h (got %v)", r.Minutes)
+	}
+	if _, err := time.LoadLocation(r.Timezone); err != nil || r.Timezone == "" || r.Timezone == "Local" {
+		p.add("report.timezone: %q is not an IANA time zone such as Asia/Tokyo or UTC", r.Timezone)
+	}
+}

@@ -1,0 +1,185 @@
+package report
+
+import (
+	"bytes"
+	"strconv"
+
+	"tsubame/internal/accesslog"
+)
+
+// Counter names a counter of Counts; its value is its place in Counts'
+// array and in the stored rows: never renumber one, only add.
+type Counter int
+
+// The counters.
+const (
+	Decisions          Counter = iota // ads chosen for a request (/api/decide)
+	Impressions                       // impressions counted: impression URLs fetched, and exchanges' billing notices
+	Clicks                            // clicks counted
+	Bids                              // bids made in exchanges' auctions (not test ones)
+	Wins                              // win notices (not test ones)
+	Bills                             // billing notices billed: the first for its bid, in time
+	Losses                            // loss notices
+	Spend                             // what impressions and bills cost, in thousandths of a micro-unit
+	Overage                           // impressions and bills past their reservation: shown, but not billed (see docs/reports.md)
+	OverageSpend                      // their cost, in thousandths of a micro-unit
+	InvalidImpressions                // impression URLs not counted: repeats, crawlers, an unreachable store
+	InvalidClicks                     // clicks not counted
+	InvalidBids                       // test auctions' bids
+	InvalidBills                      // billing notices not billed: repeats, test auctions, an unreachable store
+	Rejected                          // tracking and notice requests refused: expired, tampered or foreign URLs
+	numCounters
+)
+
+var counterNames = [numCounters]string{
+	Decisions: "decisions", Impressions: "impressions", Clicks: "clicks", Bids: "bids", Wins: "wins", Bills: "bills",
+	Losses: "losses", Spend: "spend", Overage: "overage", OverageSpend: "overage_spend",
+	InvalidImpressions: "invalid_impressions", InvalidClicks: "invalid_clicks", InvalidBids: "invalid_bids",
+	InvalidBills: "invalid_bills", Rejected: "rejected",
+}
+
+// String is the counter's name in reports.
+func (c Counter) String() string { return counterNames[c] }
+
+// Counts are the counters of one row. Amounts (Spend, OverageSpend) are in
+// thousandths of a micro-unit of the row's currency: an impression costs
+// its CPM divided by a thousand, kept exact.
+type Counts [numCounters]int64
+
+// Add adds o to c.
+func (c *Counts) Add(o *Counts) {
+	for i := range c {
+		c[i] += o[i]
+	}
+}
+
+// IsZero reports whether every counter is zero.
+func (c *Counts) IsZero() bool { return *c == Counts{} }
+
+// Dim names a dimension of the rows.
+type Dim int
+
+// The dimensions a row is keyed by, beyond its time. Their values are
+// part of the stored keys: never renumber one, only add.
+const (
+	DimAdvertiser Dim = iota
+	DimCampaign
+	DimLineItem
+	DimCreative
+	DimPlacement
+	DimSite
+	DimExchange
+	DimDeal
+	DimCountry
+	DimDevice
+	DimCurrency
+	numDims
+)
+
+var dimNames = [numDims]string{
+	DimAdvertiser: "advertiser", DimCampaign: "campaign", DimLineItem: "line_item", DimCreative: "creative",
+	DimPlacement: "placement", DimSite: "site", DimExchange: "exchange", DimDeal: "deal", DimCountry: "country",
+	DimDevice: "device", DimCurrency: "currency",
+}
+
+// String is the dimension's name, as in -by and the rows.
+func (d Dim) String() string { return dimNames[d] }
+
+// Dims are a row's dimension values ("" where unknown or not applicable).
+type Dims [numDims]string
+
+// labelOf is the event line field each dimension is read from.
+var labelOf = [numDims]string{
+	DimAdvertiser: "advertiser", DimCampaign: "campaign", DimLineItem: "line_item", DimCreative: "creative",
+	DimPlacement: "placement", DimSite: "site", DimExchange: "exchange", DimDeal: "deal", DimCountry: "country",
+	DimDevice: "device", DimCurrency: "currency",
+}
+
+// The endpoints whose refused requests are counted as Rejected: the
+// tracking and notice URLs (internal/ads, internal/bidder route names).
+var noticeEndpoints = map[string]bool{
+	"track_imp": true, "track_click": true, "rtb_win": true, "rtb_bill": true, "rtb_loss": true,
+}
+
+// classify reads what line adds to the reports: its dimensions and
+// counts, ok false for a line that adds nothing (a request's own line, an
+// event of a kind the reports do not count). l is scratch space.
+func classify(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (ok bool, err error) {
+	*c = Counts{}
+	if !accesslog.IsEventLine(line) {
+		return rejected(line, l, dims, c)
+	}
+	if err := l.Parse(line); err != nil {
+		return false, err
+	}
+	kind, _ := accesslog.ParseEventKind(l.String("event"))
+	valid, late := l.Bool("valid"), l.Bool("late")
+	price := l.Int("price")
+	switch kind {
+	case accesslog.EventDecision:
+		c[Decisions] = 1
+	case accesslog.EventImp, accesslog.EventBill:
+		switch {
+		case valid && late:
+			c[Overage], c[OverageSpend] = 1, price
+		case valid:
+			c[Impressions], c[Spend] = 1, price
+			if kind == accesslog.EventBill {
+				c[Bills] = 1
+			}
+		case kind == accesslog.EventImp:
+			c[InvalidImpressions] = 1
+		default:
+			c[InvalidBills] = 1
+		}
+	case accesslog.EventClick:
+		if valid {
+			c[Clicks] = 1
+		} else {
+			c[InvalidClicks] = 1
+		}
+	case accesslog.EventBid:
+		if valid {
+			c[Bids] = 1
+		} else {
+			c[InvalidBids] = 1
+		}
+	case accesslog.EventWin:
+		if !valid {
+			return false, nil // a test auction's: nothing to count
+		}
+		c[Wins] = 1
+	case accesslog.EventLoss:
+		c[Losses] = 1
+	default:
+		return false, nil
+	}
+	for d := range dims {
+		v, _ := l.Get(labelOf[d])
+		if string(v) != dims[d] { // most lines repeat the previous one's
+			dims[d] = string(v)
+		}
+	}
+	return true, nil
+}
+
+// rejected counts a request line of a tracking or notice endpoint that was
+// refused (4xx): its URL was expired, tampered with or not ours, so it
+// has no event line and no dimensions.
+func rejected(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (bool, error) {
+	if !bytes.Contains(line, []byte("track_")) && !bytes.Contains(line, []byte("rtb_")) {
+		return false, nil // the common case, decided without reading the line
+	}
+	if err := l.Parse(line); err != nil {
+		return false, err
+	}
+	ep, _ := l.Get("endpoint")
+	st, _ := l.Get("status")
+	status, _ := strconv.Atoi(string(st))
+	if !noticeEndpoints[string(ep)] || status < 400 || status > 499 {
+		return false, nil
+	}
+	*dims = Dims{}
+	c[Rejected] = 1
+	return true, nil
+}

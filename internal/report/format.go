@@ -1,0 +1,179 @@
+package report
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// The formats of a result.
+const (
+	FormatTable = "table"
+	FormatCSV   = "csv"
+	FormatJSON  = "json"
+)
+
+// Formats are the formats Write takes.
+var Formats = []string{FormatTable, FormatCSV, FormatJSON}
+
+// column is one column of a result: a dimension, a counter, or the CTR.
+type column struct {
+	name  string
+	value func(*Row) string
+	// num marks a JSON number (a count); the rest are strings.
+	num bool
+}
+
+// columns are the result's columns: its dimensions in the query's order,
+// the currency, then the counts (amounts as decimals, with the CTR after
+// the clicks). table keeps the counts an overview needs.
+func (res *Result) columns(table bool) []column {
+	var cols []column
+	loc := res.Query.Location
+	for _, name := range res.Query.By {
+		switch name {
+		case ByMinute, ByHour:
+			cols = append(cols, column{name: name, value: func(r *Row) string { return r.Time.In(loc).Format(time.RFC3339) }})
+		case ByDay:
+			cols = append(cols, column{name: name, value: func(r *Row) string { return r.Time.In(loc).Format(time.DateOnly) }})
+		default:
+			d := Dim(slices.Index(dimNames[:], name))
+			cols = append(cols, column{name: name, value: func(r *Row) string { return r.Dims[d] }})
+		}
+	}
+	if !slices.Contains(res.Query.By, DimCurrency.String()) {
+		cols = append(cols, column{name: "currency", value: func(r *Row) string { return r.Dims[DimCurrency] }})
+	}
+	count := func(c Counter) column {
+		if c == Spend || c == OverageSpend {
+			return column{name: c.String(), value: func(r *Row) string { return Amount(r.Counts[c]) }}
+		}
+		return column{name: c.String(), num: true, value: func(r *Row) string { return strconv.FormatInt(r.Counts[c], 10) }}
+	}
+	order := []Counter{Impressions, Clicks}
+	if table {
+		cols = append(cols, count(Decisions), count(Impressions), count(Clicks))
+	} else {
+		cols = append(cols, count(Impressions), count(Clicks))
+	}
+	cols = append(cols, column{name: "ctr", value: func(r *Row) string { return CTR(r.Counts[Clicks], r.Counts[Impressions]) }}, count(Spend))
+	if table {
+		cols = append(cols, count(Bids), count(Wins), count(Bills), count(Overage),
+			column{name: "invalid", num: true, value: func(r *Row) string {
+				return strconv.FormatInt(r.Counts[InvalidImpressions]+r.Counts[InvalidClicks]+r.Counts[InvalidBids]+r.Counts[InvalidBills], 10)
+			}}, count(Rejected))
+		return cols
+	}
+	for c := range numCounters {
+		if !slices.Contains(order, c) && c != Spend {
+			cols = append(cols, count(c))
+		}
+	}
+	return cols
+}
+
+// Write writes res in format (table, csv, json). JSON is
+// {"rows":[{...}]}, each row's fields in the columns' order.
+func (res *Result) Write(w io.Writer, format string) error {
+	switch format {
+	case FormatJSON:
+		return res.writeJSON(w)
+	case FormatCSV:
+		cw := csv.NewWriter(w)
+		cols := res.columns(false)
+		head := make([]string, len(cols))
+		for i, c := range cols {
+			head[i] = c.name
+		}
+		_ = cw.Write(head)
+		rec := make([]string, len(cols))
+		for i := range res.Rows {
+			for j, c := range cols {
+				rec[j] = csvSafe(c.value(&res.Rows[i]))
+			}
+			_ = cw.Write(rec)
+		}
+		cw.Flush()
+		return cw.Error()
+	case FormatTable, "":
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		cols := res.columns(true)
+		names := make([]string, len(cols))
+		for i, c := range cols {
+			names[i] = c.name
+		}
+		fmt.Fprintln(tw, strings.Join(names, "\t")+"\t")
+		for i := range res.Rows {
+			vals := make([]string, len(cols))
+			for j, c := range cols {
+				vals[j] = tableSafe(c.value(&res.Rows[i]))
+				if vals[j] == "" {
+					vals[j] = "-"
+				}
+			}
+			fmt.Fprintln(tw, strings.Join(vals, "\t")+"\t")
+		}
+		if len(res.Rows) == 0 {
+			fmt.Fprintln(tw, "(no rows)\t")
+		}
+		return tw.Flush()
+	}
+	return fmt.Errorf("unknown format %q (one of %s)", format, strings.Join(Formats, ", "))
+}
+
+func (res *Result) writeJSON(w io.Writer) error {
+	cols := res.columns(false)
+	b := []byte(`{"rows":[`)
+	for i := range res.Rows {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '{')
+		for j, c := range cols {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = strconv.AppendQuote(b, c.name) // names are plain ASCII
+			b = append(b, ':')
+			v := c.value(&res.Rows[i])
+			if c.num {
+				b = append(b, v...)
+			} else {
+				s, _ := json.Marshal(v) // escapes <, >, & and invalid UTF-8
+				b = append(b, s...)
+			}
+		}
+		b = append(b, '}')
+	}
+	b = append(b, "]}\n"...)
+	_, err := w.Write(b)
+	return err
+}
+
+// csvSafe keeps a spreadsheet from reading a value as a formula (an id is
+// the exchange's or the page's, not ours): a leading =, +, -, @, tab or
+// carriage return gets a quote before it.
+func csvSafe(v string) string {
+	if v != "" && strings.ContainsRune("=+-@\t\r", rune(v[0])) {
+		if _, err := strconv.ParseFloat(v, 64); err != nil {
+			return "'" + v
+		}
+	}
+	return v
+}
+
+// tableSafe shows control characters of a value as escapes, so a site's
+// or an exchange's id cannot move the terminal's cursor.
+func tableSafe(v string) string {
+	q := strconv.Quote(v)
+	if q[1:len(q)-1] == v {
+		return v
+	}
+	return q
+}

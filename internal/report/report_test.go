@@ -1,0 +1,491 @@
+package report
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"tsubame/internal/accesslog"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+var t0 = time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+
+// event is one line of generated traffic and what the reports must count
+// for it, written out by hand (not by classify).
+type event struct {
+	rec  accesslog.Record
+	li   string
+	cur  string
+	want Counts
+}
+
+// traffic makes n lines over three line items, one every 7 seconds from
+// start: each kind of event, valid and not, late, in two currencies, a
+// request's own line and refused tracking requests.
+func traffic(n int, start time.Time) []event {
+	out := make([]event, 0, n)
+	for i := range n {
+		li := fmt.Sprintf("li-%d", i%3)
+		ev := event{li: li, cur: "USD"}
+		e := &accesslog.Event{ID: accesslog.String(fmt.Sprintf("e-%d", i)), Decision: accesslog.String(fmt.Sprintf("d-%d", i)),
+			LineItem: accesslog.String(li), Campaign: accesslog.String("c-1"), Creative: accesslog.String("cr-" + li),
+			Placement: accesslog.String("p-1"), Currency: accesslog.String("USD"), Valid: true}
+		switch i % 12 {
+		case 0:
+			e.Kind, e.Price = accesslog.EventDecision, 2_500_000
+			ev.want[Decisions] = 1
+		case 1:
+			e.Kind, e.Price = accesslog.EventImp, 2_500_000
+			ev.want[Impressions], ev.want[Spend] = 1, 2_500_000
+		case 2:
+			e.Kind, e.Price, e.Valid = accesslog.EventImp, 2_500_000, false
+			e.AddText(accesslog.MustKey("reason"), accesslog.String("repeat"))
+			ev.want[InvalidImpressions] = 1
+		case 3:
+			e.Kind, e.Price = accesslog.EventImp, 2_500_001
+			e.AddBool(accesslog.MustKey("late"), true)
+			ev.want[Overage], ev.want[OverageSpend] = 1, 2_500_001
+		case 4:
+			e.Kind = accesslog.EventClick
+			ev.want[Clicks] = 1
+		case 5:
+			e.Kind, e.Valid = accesslog.EventClick, false
+			ev.want[InvalidClicks] = 1
+		case 6:
+			e.Kind, e.Price, e.Currency = accesslog.EventBid, 1_234_567, accesslog.String("EUR")
+			ev.cur, ev.want[Bids] = "EUR", 1
+		case 7:
+			e.Kind, e.Price, e.Currency = accesslog.EventBill, 1_234_567, accesslog.String("EUR")
+			ev.cur, ev.want[Bills], ev.want[Impressions], ev.want[Spend] = "EUR", 1, 1, 1_234_567
+		case 8:
+			e.Kind, e.Price, e.Currency, e.Valid = accesslog.EventBill, 1_234_567, accesslog.String("EUR"), false
+			ev.cur, ev.want[InvalidBills] = "EUR", 1
+		case 9:
+			e.Kind, e.Price, e.Currency = accesslog.EventWin, 1_000_000, accesslog.String("EUR")
+			ev.cur, ev.want[Wins] = "EUR", 1
+		case 10:
+			e = nil // a request's own line: counts nothing
+			ev.li, ev.cur = "", ""
+			ev.rec = accesslog.Record{Method: []byte("GET"), Path: []byte("/api/decide"), Endpoint: "decide", Status: 200}
+		case 11:
+			e = nil // a tampered impression URL: refused, counted without dimensions
+			ev.li, ev.cur = "", ""
+			ev.rec = accesslog.Record{Method: []byte("GET"), Path: []byte("/imp?t=forged"), Endpoint: "track_imp", Status: 400}
+			ev.want[Rejected] = 1
+		}
+		if e != nil {
+			e.AddOrigin("adv-1", "news.example.com", "JP", "mobile")
+		}
+		ev.rec.Time = start.Add(time.Duration(i) * 7 * time.Second)
+		ev.rec.Remote = netip.MustParseAddr("192.0.2.1")
+		ev.rec.RequestID = []byte(fmt.Sprintf("r-%d", i))
+		ev.rec.Event = e
+		out = append(out, ev)
+	}
+	return out
+}
+
+// want sums what evs must count, by line item and currency.
+func want(evs []event) map[[2]string]Counts {
+	out := map[[2]string]Counts{}
+	for _, ev := range evs {
+		if ev.want.IsZero() {
+			continue
+		}
+		k := [2]string{ev.li, ev.cur}
+		c := out[k]
+		c.Add(&ev.want)
+		out[k] = c
+	}
+	return out
+}
+
+// writeLog appends evs to the access log in dir with the buffered writer
+// (which keeps each record's time), 150 at a time, each run closing its
+// file as a server's stop does: a closed file each.
+func writeLog(t *testing.T, dir string, format accesslog.Format, gz bool, evs []event) {
+	t.Helper()
+	for len(evs) > 0 {
+		n := min(len(evs), 150)
+		fs, err := accesslog.OpenFile(accesslog.FileOptions{Dir: dir, Gzip: gz, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := accesslog.New(fs, accesslog.Options{Format: format, Logger: quiet})
+		for i := range evs[:n] {
+			if err := l.Append(&evs[i].rec, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		evs = evs[n:]
+	}
+}
+
+func openRoller(t *testing.T, dir string, edit func(*Options)) *Roller {
+	t.Helper()
+	opt := Options{Dir: dir, Name: "access.log", Path: filepath.Join(t.TempDir(), FileName), Logger: quiet, Interval: 5 * time.Millisecond}
+	if edit != nil {
+		edit(&opt)
+	}
+	r, err := Open(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// byLineItem queries rows by line item (and currency).
+func byLineItem(t *testing.T, r *Roller, q Query) map[[2]string]Counts {
+	t.Helper()
+	q.By = []string{"line_item"}
+	res, err := r.Query(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[[2]string]Counts{}
+	for _, row := range res.Rows {
+		k := [2]string{row.Dims[DimLineItem], row.Dims[DimCurrency]}
+		if _, dup := out[k]; dup {
+			t.Fatalf("row %v twice", k)
+		}
+		out[k] = row.Counts
+	}
+	return out
+}
+
+func equalCounts(t *testing.T, what string, got, want map[[2]string]Counts) {
+	t.Helper()
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s %v:\n got %v\nwant %v", what, k, got[k], w)
+		}
+	}
+	for k, g := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: unexpected row %v: %v", what, k, g)
+		}
+	}
+}
+
+// Every kind of line is counted as docs/reports.md says, in both formats,
+// from closed, compressed and active files; the recount agrees.
+func TestRollupCountsEveryLine(t *testing.T) {
+	for _, format := range []accesslog.Format{accesslog.LTSV, accesslog.JSON} {
+		for _, gz := range []bool{false, true} {
+			t.Run(fmt.Sprintf("format=%d,gzip=%v", format, gz), func(t *testing.T) {
+				dir := t.TempDir()
+				evs := traffic(1200, t0)
+				writeLog(t, dir, format, gz, evs)
+				if names, _ := accesslog.ClosedFiles(dir, "access.log", false); len(names) < 3 {
+					t.Fatalf("only %d closed files: the test must read several", len(names))
+				}
+				r := openRoller(t, dir, nil)
+				if err := r.CatchUp(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if st := r.Stats(); st.Lines != int64(len(evs)) || st.Errors != 0 {
+					t.Fatalf("read %+v, want %d lines and no error", st, len(evs))
+				}
+				equalCounts(t, "by line item", byLineItem(t, r, Query{}), want(evs))
+				v, err := r.Verify(Query{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !v.OK() || v.Lines != int64(len(evs)) || v.Narrowed != "" {
+					t.Fatalf("verify: %+v", v)
+				}
+				// Another pass finds nothing new and changes nothing.
+				if n, err := r.Pass(); n != 0 || err != nil {
+					t.Fatalf("a second pass read %d lines (%v)", n, err)
+				}
+			})
+		}
+	}
+}
+
+// Stopping at any point and starting again neither loses nor repeats a
+// line: the position is committed with the counts it belongs to.
+func TestRollupResumes(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(t.TempDir(), FileName)
+	evs := traffic(1500, t0)
+	writeLog(t, dir, accesslog.LTSV, true, evs[:700])
+	r := openRoller(t, dir, func(o *Options) { o.Path = db })
+	if err := r.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	writeLog(t, dir, accesslog.LTSV, true, evs[700:]) // the next run of the server
+	r = openRoller(t, dir, func(o *Options) { o.Path = db })
+	if err := r.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	equalCounts(t, "after a restart", byLineItem(t, r, Query{}), want(evs))
+	if v, err := r.Verify(Query{}); err != nil || !v.OK() {
+		t.Fatalf("verify: %+v %v", v, err)
+	}
+}
+
+// While the mapped writer appends from several goroutines and rotates,
+// compresses and removes files, the roller reads along; retention keeps
+// every file until it is rolled up, so the totals are exact.
+func TestRollupWhileWriting(t *testing.T) {
+	dir := t.TempDir()
+	r := openRoller(t, dir, nil)
+	fo := accesslog.FileOptions{Dir: dir, MaxSize: 32 << 10, Gzip: true, KeepFiles: 1, Hold: r.Hold, Logger: quiet}
+	l, _, err := accesslog.OpenMapped(fo, accesslog.Options{Format: accesslog.JSON, Logger: quiet})
+	if err != nil {
+		t.Skipf("no mapped access log on this platform: %v", err)
+	}
+	r.Start()
+	evs := traffic(4000, t0)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := w; i < len(evs); i += 4 {
+				rec := evs[i].rec
+				rec.Time = time.Time{} // now: the mapped writer stamps its own clock
+				if err := l.Append(&rec, uint64(w)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := l.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for r.Stats().Lines < int64(len(evs)) {
+		if time.Now().After(deadline) {
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				fi, _ := e.Info()
+				t.Logf("file %s %d", e.Name(), fi.Size())
+			}
+			for k, f := range r.fileStates() {
+				t.Logf("state %s %+v", k, *f)
+			}
+			t.Fatalf("rolled up %+v of %d lines", r.Stats(), len(evs))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := r.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := r.Stats(); st.Lines != int64(len(evs)) {
+		t.Fatalf("read %d lines, want %d", st.Lines, len(evs))
+	}
+	equalCounts(t, "while writing", byLineItem(t, r, Query{}), want(evs))
+}
+
+// A closed file is held until it is rolled up to its end.
+func TestHold(t *testing.T) {
+	dir := t.TempDir()
+	writeLog(t, dir, accesslog.LTSV, false, traffic(600, t0))
+	names, _ := accesslog.ClosedFiles(dir, "access.log", false)
+	r := openRoller(t, dir, nil)
+	for _, n := range names {
+		if !r.Hold(n) {
+			t.Fatalf("%s released before it was read", n)
+		}
+	}
+	if err := r.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if r.Hold(n) {
+			t.Fatalf("%s held after it was read", n)
+		}
+	}
+}
+
+// Rows older than the minutes window become quarter-hours: totals stay,
+// bounds inside a quarter are refused, and a minute report shows quarters.
+func TestCompaction(t *testing.T) {
+	dir := t.TempDir()
+	start := time.Now().UTC().Add(-72 * time.Hour).Truncate(time.Hour)
+	evs := traffic(900, start)
+	writeLog(t, dir, accesslog.LTSV, false, evs)
+	r := openRoller(t, dir, func(o *Options) { o.Minutes = time.Hour })
+	if err := r.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	equalCounts(t, "compacted", byLineItem(t, r, Query{}), want(evs))
+	res, err := r.Query(Query{By: []string{ByMinute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Compacted.IsZero() || len(res.Rows) == 0 {
+		t.Fatalf("nothing compacted: %+v", res.Compacted)
+	}
+	for _, row := range res.Rows {
+		if row.Time.Unix()%900 != 0 {
+			t.Fatalf("a compacted row at %v, not a quarter-hour", row.Time)
+		}
+	}
+	if _, err := r.Query(Query{From: start.Add(5 * time.Minute)}); err == nil || !strings.Contains(err.Error(), "quarter-hour") {
+		t.Fatalf("a bound inside a compacted quarter: %v", err)
+	}
+	if v, err := r.Verify(Query{}); err != nil || !v.OK() {
+		t.Fatalf("verify: %+v %v", v, err)
+	}
+}
+
+// A changed count is found by Verify, with the row and both values.
+func TestVerifyFindsADifference(t *testing.T) {
+	dir := t.TempDir()
+	writeLog(t, dir, accesslog.LTSV, false, traffic(600, t0))
+	r := openRoller(t, dir, nil)
+	if err := r.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var key []byte
+	var c Counts
+	err := r.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketMinutes)
+		cu := b.Cursor()
+		for k, v := cu.First(); k != nil; k, v = cu.Next() {
+			if err := parseCounts(v, &c); err != nil {
+				return err
+			}
+			if c[Impressions] > 0 {
+				key = append([]byte(nil), k...)
+				c[Impressions]++
+				return b.Put(key, appendCounts(nil, &c))
+			}
+		}
+		return fmt.Errorf("no row with impressions")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := r.Verify(Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.OK() || len(v.Mismatches) != 1 || v.Mismatches[0].Counter != Impressions ||
+		v.Mismatches[0].Stored != v.Mismatches[0].Recounted+1 {
+		t.Fatalf("verify after a change: %+v", v)
+	}
+}
+
+// Hours and days are the query zone's, also for zones 45 minutes off UTC
+// and across a date line; from is inclusive, to exclusive.
+func TestQueryZonesAndBounds(t *testing.T) {
+	r := openRoller(t, t.TempDir(), nil)
+	put := func(at time.Time, li string) {
+		d := Dims{DimLineItem: li, DimCurrency: "USD"}
+		c := Counts{Impressions: 1, Spend: 1000}
+		rows := map[string]*Counts{string(rowKey(nil, at.Unix(), &d)): &c}
+		if err := r.db.Update(func(tx *bolt.Tx) error { return merge(tx, rows) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := time.Date(2026, 11, 27, 14, 50, 0, 0, time.UTC) // Tokyo 23:50, Kathmandu 20:35
+	b := time.Date(2026, 11, 27, 15, 10, 0, 0, time.UTC) // Tokyo 00:10 the next day, Kathmandu 20:55
+	put(a, "li-1")
+	put(b, "li-1")
+	zone := func(name string) *time.Location {
+		loc, err := time.LoadLocation(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return loc
+	}
+	for _, tc := range []struct {
+		loc  string
+		by   string
+		want []string
+	}{
+		{"UTC", ByDay, []string{"2026-11-27"}},
+		{"Asia/Tokyo", ByDay, []string{"2026-11-27", "2026-11-28"}},
+		{"UTC", ByHour, []string{"2026-11-27T14:00:00Z", "2026-11-27T15:00:00Z"}},
+		{"Asia/Kathmandu", ByHour, []string{"2026-11-27T20:00:00+05:45"}},
+	} {
+		q := Query{By: []string{tc.by}, Location: zone(tc.loc)}
+		res, err := r.Query(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, row := range res.Rows {
+			if tc.by == ByDay {
+				got = append(got, row.Time.Format(time.DateOnly))
+			} else {
+				got = append(got, row.Time.Format(time.RFC3339))
+			}
+		}
+		if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+			t.Errorf("%s by %s: %v, want %v", tc.loc, tc.by, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		from, to time.Time
+		want     int64
+	}{{a, b, 1}, {a, b.Add(time.Minute), 2}, {a.Add(time.Minute), b, 0}, {b, time.Time{}, 1}, {time.Time{}, a, 0}} {
+		res, err := r.Query(Query{From: tc.from, To: tc.to})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		for _, row := range res.Rows {
+			n += row.Counts[Impressions]
+		}
+		if n != tc.want {
+			t.Errorf("[%v, %v): %d impressions, want %d", tc.from, tc.to, n, tc.want)
+		}
+	}
+	if _, err := r.Query(Query{From: a.Add(time.Second)}); err == nil {
+		t.Error("a bound that is not a whole minute was taken")
+	}
+	if _, err := r.Query(Query{From: b, To: a}); err == nil {
+		t.Error("an empty period was taken")
+	}
+}
+
+func TestAmountAndCTR(t *testing.T) {
+	for v, want := range map[int64]string{0: "0.00", 2_500: "0.0000025", 2_500_000: "0.0025", 1_000_000_000: "1.00",
+		1_500_000_000: "1.50", 1_234_567_891: "1.234567891", -2_500_000: "-0.0025"} {
+		if got := Amount(v); got != want {
+			t.Errorf("Amount(%d) = %s, want %s", v, got, want)
+		}
+	}
+	for _, tc := range []struct {
+		c, i int64
+		want string
+	}{{0, 0, "0"}, {1, 3, "0.333333"}, {2, 3, "0.666667"}, {1, 1, "1.000000"}, {1, 2_000_001, "0.000000"},
+		{1, 1_999_999, "0.000001"}, {999_999_5, 10_000_000, "1.000000"}} {
+		if got := CTR(tc.c, tc.i); got != tc.want {
+			t.Errorf("CTR(%d, %d) = %s, want %s", tc.c, tc.i, got, tc.want)
+		}
+	}
+}
+
+func TestParseBy(t *testing.T) {
+	if by, err := ParseBy("day, line_item,site"); err != nil || strings.Join(by, ",") != "day,line_item,site" {
+		t.Fatalf("%v %v", by, err)
+	}
+	for _, bad := range []string{"nope", "day,hour", "site,site", "line_item,"} {
+		if _, err := ParseBy(bad); err == nil {
+			t.Errorf("%q taken", bad)
+		}
+	}
+}
