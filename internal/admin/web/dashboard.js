@@ -1,5 +1,7 @@
 // Tsubame admin dashboard: setup, login, live stats (server-sent events),
-// placements, cache purge and campaigns. No framework, no third-party code.
+// placements, cache purge, campaigns and reports. No framework; the one
+// third-party file is uPlot (MIT, uplot.iife.min.js, served from the
+// binary like this one), which draws the reports' charts.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -60,6 +62,7 @@ function enter(session) {
   startStream();
   loadPage(0);
   loadCampaigns();
+  loadReport();
 }
 
 // Budgets: what the store holds of every budget and impression limit,
@@ -94,7 +97,10 @@ function amount(u, v) {
 }
 let currencyShown = "";
 
+let budgetList = []; // the last /api/v1/budgets answer, for the reports' spend chart
+
 function renderBudgets(list) {
+  budgetList = list;
   const body = $("budgets").tBodies[0];
   body.replaceChildren();
   budgetsByLine = new Map();
@@ -622,3 +628,179 @@ $("li-delete").addEventListener("click", async () => {
 });
 
 start();
+
+// Reports: the rollups of the access log (GET /api/v1/reports), grouped by
+// time, campaign and line item in the browser's time zone. The table shows
+// the API's rows as they are; the charts sum them per time (or show one
+// line item's), and the spend chart sets a campaign's spend beside its
+// budget's pacing curve. window.tsubameReport holds what is shown.
+const reportCharts = {};
+window.tsubameReport = null;
+
+function reportZone() {
+  try { return Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC"; } catch (e) { return "UTC"; }
+}
+
+// rfc3339 writes a time as the API reads it: whole seconds, UTC.
+const rfc3339 = (d) => d.toISOString().replace(/\.\d{3}Z$/, "Z");
+
+function reportQuery() {
+  const period = $("report-period").value;
+  const hours = { "24h": 24, "7d": 24 * 7, "30d": 24 * 30 }[period] || 24 * 7;
+  const by = period === "24h" ? "hour" : "day";
+  const from = new Date(Date.now() - hours * 3600e3);
+  from.setUTCMinutes(0, 0, 0); // on the hour: a bound the rollups always take
+  return new URLSearchParams({ from: rfc3339(from), by: `${by},campaign,line_item`, tz: reportZone() });
+}
+
+// bucketTime is a row's time bucket as Unix seconds: a day at midnight of
+// the browser's zone (the query's), an hour as the API wrote it.
+function bucketTime(row) {
+  if (row.day) {
+    const [y, m, d] = row.day.split("-").map(Number);
+    return new Date(y, m - 1, d).getTime() / 1000;
+  }
+  return Date.parse(row.hour || row.minute) / 1000;
+}
+
+async function loadReport() {
+  const q = reportQuery();
+  $("report-csv").href = "/api/v1/reports?" + q + "&format=csv";
+  const r = await api("GET", "/api/v1/reports?" + q);
+  const body = $("report-table").tBodies[0];
+  if (r.status !== 200) {
+    body.replaceChildren();
+    $("report-error").textContent = (r.data && r.data.error) || `Cannot read the reports (${r.status}).`;
+    return;
+  }
+  $("report-error").textContent = "";
+  const rows = r.data.rows || [];
+  const select = $("report-line"), chosen = select.value;
+  const lines = [...new Set(rows.map((x) => x.line_item).filter((x) => x))].sort();
+  select.replaceChildren(new Option("all", ""), ...lines.map((id) => new Option(id, id)));
+  select.value = lines.includes(chosen) ? chosen : "";
+  const sel = select.value;
+  const shown = rows.filter((x) => !sel || x.line_item === sel);
+  $("report-range").textContent = `since ${new Date(q.get("from")).toLocaleString()} (${q.get("tz")})`;
+
+  body.replaceChildren();
+  for (const x of shown) {
+    const tr = document.createElement("tr");
+    tr.dataset.time = x.day || x.hour;
+    tr.dataset.lineItem = x.line_item;
+    cell(tr, x.day || x.hour);
+    cell(tr, x.line_item || "(refused tracking URLs)");
+    cell(tr, x.currency);
+    cell(tr, x.impressions.toLocaleString("en"), "num");
+    cell(tr, x.clicks.toLocaleString("en"), "num");
+    cell(tr, x.ctr, "num");
+    cell(tr, x.spend, "num");
+    cell(tr, x.overage.toLocaleString("en"), "num");
+    cell(tr, (x.invalid_impressions + x.invalid_clicks + x.invalid_bids + x.invalid_bills).toLocaleString("en"), "num");
+    body.appendChild(tr);
+  }
+  if (shown.length === 0) {
+    const tr = document.createElement("tr");
+    cell(tr, "no events in this period");
+    tr.cells[0].colSpan = 9;
+    body.appendChild(tr);
+  }
+
+  // Per time bucket: sums over the rows shown. Spend is charted in one
+  // currency, the one most rows have.
+  const currencies = new Map();
+  for (const x of shown) if (x.currency) currencies.set(x.currency, (currencies.get(x.currency) || 0) + 1);
+  const currency = [...currencies.entries()].sort((a, b) => b[1] - a[1]).map((e) => e[0])[0] || "";
+  const byTime = new Map();
+  for (const x of shown) {
+    const t = bucketTime(x);
+    const b = byTime.get(t) || { impressions: 0, clicks: 0, spend: 0 };
+    b.impressions += x.impressions;
+    b.clicks += x.clicks;
+    if (x.currency === currency) b.spend += Number(x.spend);
+    byTime.set(t, b);
+  }
+  for (const t of periodBuckets(q)) if (!byTime.has(t)) byTime.set(t, { impressions: 0, clicks: 0, spend: 0 });
+  const times = [...byTime.keys()].sort((a, b) => a - b);
+  const imps = times.map((t) => byTime.get(t).impressions);
+  const clicks = times.map((t) => byTime.get(t).clicks);
+  const ctr = times.map((t, i) => (imps[i] ? clicks[i] / imps[i] : null));
+  let sum = 0;
+  const spend = times.map((t) => (sum += byTime.get(t).spend));
+  window.tsubameReport = { query: q.toString(), rows: shown, times, impressions: imps, clicks, ctr, spend, currency };
+
+  chart("delivery", [times, imps, clicks], [
+    { label: "impressions", stroke: "#1f64c4", width: 2 },
+    { label: "clicks", stroke: "#e07b00", width: 2, scale: "clicks" },
+  ], [{ scale: "y" }, { scale: "clicks", side: 1, grid: { show: false } }]);
+  chart("ctr", [times, ctr], [{ label: "CTR", stroke: "#2a9d4b", width: 2, value: (u, v) => (v == null ? "–" : (v * 100).toFixed(2) + " %") }],
+    [{ values: (u, vs) => vs.map((v) => (v * 100).toFixed(2) + " %") }]);
+  await spendChart(sel, shown, times, spend, currency);
+}
+
+// periodBuckets lists the starts of the query's time buckets up to now
+// (hours or days of the browser's zone, the query's), so that the charts
+// show the whole period, zero where nothing happened.
+function periodBuckets(q) {
+  const by = q.get("by").split(",")[0], out = [];
+  const d = new Date(q.get("from"));
+  if (by === "hour") d.setMinutes(0, 0, 0);
+  else d.setHours(0, 0, 0, 0);
+  for (let n = 0; d.getTime() <= Date.now() && n < 800; n++) {
+    out.push(d.getTime() / 1000);
+    if (by === "hour") d.setHours(d.getHours() + 1);
+    else d.setDate(d.getDate() + 1);
+  }
+  return out;
+}
+
+// chart draws (or redraws) one of the reports' charts.
+function chart(name, data, series, axes) {
+  const el = $("report-" + name);
+  if (reportCharts[name]) reportCharts[name].destroy();
+  if (typeof uPlot === "undefined") return; // the bundled library did not load
+  reportCharts[name] = new uPlot({
+    width: 420, height: 200,
+    scales: { x: { time: true } },
+    series: [{}, ...series],
+    axes: [{}, ...axes.map((a) => ({ size: 64, ...a }))],
+  }, data, el);
+}
+
+// spendChart: the selection's spend, cumulative over the period; with one
+// line item chosen whose campaign has a budget over a bounded period, the
+// campaign's spend since the budget's start beside the pacing's ideal
+// curve and the budget.
+async function spendChart(sel, shown, times, spend, currency) {
+  $("report-budget").textContent = "";
+  const campaign = sel && (shown.find((x) => x.line_item === sel) || {}).campaign;
+  const u = campaign && budgetList.find((b) => b.kind === "spend" && b.campaign === campaign && !b.date && (b.ideal || []).length > 1);
+  if (!u) {
+    chart("spend", [times, spend], [{ label: `spend ${currency}`, stroke: "#7a3fb8", width: 2 }], [{}]);
+    if (sel) $("report-budget").textContent = `(campaign ${campaign || "?"} has no budget over a bounded period)`;
+    return;
+  }
+  const from = new Date(u.start);
+  from.setUTCMinutes(Math.floor(from.getUTCMinutes() / 15) * 15, 0, 0);
+  const q = new URLSearchParams({ from: rfc3339(from), by: "hour,campaign", tz: "UTC" });
+  const r = await api("GET", "/api/v1/reports?" + q);
+  const rows = r.status === 200 ? (r.data.rows || []).filter((x) => x.campaign === campaign && x.currency === currency) : [];
+  const points = new Map(); // time -> [spent so far, ideal]
+  let spent = 0;
+  for (const x of rows) points.set(Date.parse(x.hour) / 1000, [(spent += Number(x.spend)), null]);
+  for (const p of u.ideal) {
+    const t = Date.parse(p.time) / 1000;
+    points.set(t, [(points.get(t) || [null])[0], Number(p.value)]);
+  }
+  const xs = [...points.keys()].sort((a, b) => a - b);
+  const booked = Number(u.booked);
+  chart("spend", [xs, xs.map((t) => points.get(t)[0]), xs.map((t) => points.get(t)[1]), xs.map(() => booked)], [
+    { label: `spent ${currency}`, stroke: "#7a3fb8", width: 2, spanGaps: true },
+    { label: "ideal", stroke: "#999", width: 1, spanGaps: true },
+    { label: "budget", stroke: "#c33", width: 1, dash: [4, 4] },
+  ], [{}]);
+  $("report-budget").textContent = `(campaign ${campaign}: ${u.booked} ${currency}, ${u.pacing})`;
+}
+
+$("report-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadReport(); });
+$("report-line").addEventListener("change", () => loadReport());
