@@ -108,7 +108,7 @@ Usage:
         Delivery and billing counts from the access log (docs/reports.md):
         -from inclusive, -to exclusive (RFC 3339); -by minute, hour or day
         and advertiser, campaign, line_item, creative, placement, site,
-        exchange, deal, country, device, currency.
+        exchange, deal, country, device, currency, node.
   tsubame report verify [-config FILE] [-from T] [-to T] [-format table|json]
         Recount the access log's files and compare with the reports.
   tsubame report rebuild [-config FILE]

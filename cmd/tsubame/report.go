@@ -68,8 +68,23 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer, env
 		}
 	}
 
-	roller, err := report.Open(report.Options{Dir: cfg.AccessLog.Dir, Name: cfg.AccessLog.FileName, Path: cfg.ReportPath(),
-		Minutes: cfg.Report.Minutes})
+	opt := reportOptions(cfg, nil, nil)
+	if cfg.Store.Type == "redis" {
+		// Every node rolls up into the store: a server running here rolls
+		// up this node's files, and is asked; without one, this command
+		// rolls them up itself as the node would.
+		if api, err := dialServer(ctx, cfg); err == nil {
+			api.Close()
+			return reportViaServer(ctx, cfg, sub, q, *orEmpty(format), stdout, stderr)
+		}
+		backend, err := openStore(cfg, false)
+		if err != nil {
+			return err
+		}
+		defer backend.Close()
+		opt = reportOptions(cfg, backend, nil)
+	}
+	roller, err := report.Open(opt)
 	if errors.Is(err, report.ErrInUse) {
 		return reportViaServer(ctx, cfg, sub, q, *orEmpty(format), stdout, stderr)
 	}

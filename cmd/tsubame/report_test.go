@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"tsubame"
+	"tsubame/internal/store/redis/redistest"
 )
 
 // reportRow is a row of `tsubame report -format json`.
@@ -238,4 +239,55 @@ func reportAmount(v int64) string {
 		s += "0"
 	}
 	return s
+}
+
+// Three servers on one Redis roll their own access logs up into the
+// store: known traffic sent to all three is reported whole through any
+// one of them (the command going through its control socket), and by
+// node as each sent it.
+func TestReportsAcrossNodes(t *testing.T) {
+	redistest.Require(t)
+	addr := redistest.Start(t).Addr
+	prefix := fmt.Sprintf("t%d:", time.Now().UnixNano())
+	var nodes []*Main
+	var envs [][]string
+	for i := range 3 {
+		env := append(testEnv(t), "TSUBAME_STORE=redis", "TSUBAME_REDIS_ADDRS="+addr, "TSUBAME_STORE_REDIS_KEY_PREFIX="+prefix,
+			fmt.Sprintf("TSUBAME_REPORT_NODE=n%d", i), "TSUBAME_REPORT_INTERVAL=50ms")
+		envs = append(envs, env)
+		nodes = append(nodes, openMain(t, env, true))
+	}
+	tr := newReportTraffic()
+	imps := map[string]int64{}
+	for i, m := range nodes {
+		before := int64(len(tr.urls))
+		tr.send(t, "http://"+m.PublicAddr(), 10+5*i)
+		imps[fmt.Sprintf("n%d", i)] = int64(len(tr.urls)) - before
+	}
+	for i := range nodes {
+		waitReport(t, envs[i], tr) // the same whole, asked of each node
+	}
+	code, out, errOut := runCmd(t, envs[1], "", "report", "-by", "node", "-format", "json")
+	if code != 0 {
+		t.Fatalf("report -by node: %d %s", code, errOut)
+	}
+	var res struct {
+		Rows []struct {
+			Node        string `json:"node"`
+			Currency    string `json:"currency"`
+			Impressions int64  `json:"impressions"`
+		} `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, r := range res.Rows {
+		got[r.Node] += r.Impressions
+	}
+	for node, n := range imps {
+		if got[node] != n {
+			t.Errorf("node %s: %d impressions reported, %d sent (%s)", node, got[node], n, out)
+		}
+	}
 }

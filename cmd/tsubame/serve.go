@@ -654,7 +654,7 @@ func (m *Main) openLogs(backend tsubame.Store) error {
 		}
 		if m.Config.Report.Enabled {
 			// Made first too: retention keeps what is not rolled up.
-			if m.logs.roller, err = m.newRoller(al); err != nil {
+			if m.logs.roller, err = m.newRoller(al, backend); err != nil {
 				if m.logs.shipper != nil {
 					_ = m.logs.shipper.Close(context.Background())
 					m.logs.shipper = nil
@@ -790,10 +790,20 @@ func logLevel(cfg *config.Config) slog.Level {
 	return level
 }
 
-// newRoller opens the reports' rollups of the file access log.
-func (m *Main) newRoller(al config.AccessLog) (*report.Roller, error) {
-	return report.Open(report.Options{Dir: al.Dir, Name: al.FileName, Path: m.Config.ReportPath(),
-		Minutes: m.Config.Report.Minutes, Interval: m.Config.Report.Interval, Logger: m.Logger})
+// newRoller opens the reports' rollups of the file access log: in the
+// shared store on Redis (every node's in one place), else in reports.db.
+func (m *Main) newRoller(al config.AccessLog, backend tsubame.Store) (*report.Roller, error) {
+	return report.Open(reportOptions(m.Config, backend, m.Logger))
+}
+
+// reportOptions are the rollups' options of cfg over the store backend.
+func reportOptions(cfg *config.Config, backend tsubame.Store, log *slog.Logger) report.Options {
+	opt := report.Options{Dir: cfg.AccessLog.Dir, Name: cfg.AccessLog.FileName, Path: cfg.ReportPath(), Node: cfg.Report.Node,
+		Minutes: cfg.Report.Minutes, Interval: cfg.Report.Interval, Logger: log}
+	if rs, ok := backend.(*redis.Store); ok {
+		opt.Shared = &report.Shared{Client: rs.Client(), KeyPrefix: rs.KeyPrefix()}
+	}
+	return opt
 }
 
 // holdFor is the access log's retention hold: a closed file is kept while

@@ -2,6 +2,7 @@ package config
 
 import (
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -19,6 +20,10 @@ type Report struct {
 	Minutes time.Duration `koanf:"minutes"`
 	// Timezone is the IANA zone of hours and days when a report names none.
 	Timezone string `koanf:"timezone"`
+	// Node names this server in the reports (the node dimension) and, on
+	// Redis, its read positions; empty: the host name. Keep it stable
+	// across restarts of a node that keeps its access log.
+	Node string `koanf:"node"`
 }
 
 // ReportPath is the reports database's file.
@@ -39,6 +44,9 @@ func (c *Config) validateReport(p *problems) {
 	p.positive("report.interval", r.Interval)
 	if r.Minutes < time.Hour {
 		p.add("report.minutes: must be at least 1h (got %v)", r.Minutes)
+	}
+	if len(r.Node) > 64 || strings.ContainsAny(r.Node, " \t\r\n:") {
+		p.add("report.node: %q must be at most 64 characters, without spaces or ':'", r.Node)
 	}
 	if _, err := time.LoadLocation(r.Timezone); err != nil || r.Timezone == "" || r.Timezone == "Local" {
 		p.add("report.timezone: %q is not an IANA time zone such as Asia/Tokyo or UTC", r.Timezone)

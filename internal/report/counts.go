@@ -73,13 +73,14 @@ const (
 	DimCountry
 	DimDevice
 	DimCurrency
+	DimNode // the server that counted the event (report.node)
 	numDims
 )
 
 var dimNames = [numDims]string{
 	DimAdvertiser: "advertiser", DimCampaign: "campaign", DimLineItem: "line_item", DimCreative: "creative",
 	DimPlacement: "placement", DimSite: "site", DimExchange: "exchange", DimDeal: "deal", DimCountry: "country",
-	DimDevice: "device", DimCurrency: "currency",
+	DimDevice: "device", DimCurrency: "currency", DimNode: "node",
 }
 
 // String is the dimension's name, as in -by and the rows.
@@ -154,7 +155,7 @@ func classify(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (ok bool, e
 	default:
 		return false, nil
 	}
-	for d := range dims {
+	for d := range DimNode { // the node is the roller's, not the line's
 		v, _ := l.Get(labelOf[d])
 		if string(v) != dims[d] { // most lines repeat the previous one's
 			dims[d] = string(v)

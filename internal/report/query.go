@@ -2,14 +2,11 @@ package report
 
 import (
 	"cmp"
-	"encoding/binary"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // The time dimensions of -by: the rows' bucket, in the query's zone.
@@ -83,9 +80,9 @@ type Result struct {
 }
 
 // Query returns the rows of q.
-func (r *Roller) Query(q Query) (*Result, error) { return query(r.db, q) }
+func (r *Roller) Query(q Query) (*Result, error) { return query(r.be, q) }
 
-func query(db *bolt.DB, q Query) (*Result, error) {
+func query(be backend, q Query) (*Result, error) {
 	if q.Location == nil {
 		q.Location = time.UTC
 	}
@@ -97,66 +94,43 @@ func query(db *bolt.DB, q Query) (*Result, error) {
 	if !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To) {
 		return nil, fmt.Errorf("the start (%s) is not before the end (%s)", q.From.Format(time.RFC3339), q.To.Format(time.RFC3339))
 	}
-	var (
-		res  = &Result{Query: q}
-		rows = map[string]*Row{}
-		gk   []byte
-	)
-	err := db.View(func(tx *bolt.Tx) error {
-		compacted := compactedOf(tx)
-		if compacted > 0 {
-			res.Compacted = time.Unix(compacted, 0).UTC()
+	compacted, err := be.compacted()
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Query: q}
+	if compacted > 0 {
+		res.Compacted = time.Unix(compacted, 0).UTC()
+	}
+	for _, b := range []time.Time{q.From, q.To} {
+		if b.IsZero() {
+			continue
 		}
-		for _, b := range []time.Time{q.From, q.To} {
-			if b.IsZero() {
-				continue
-			}
-			if b.Nanosecond() != 0 || b.Unix()%60 != 0 {
-				return fmt.Errorf("%s is not a whole minute", b.Format(time.RFC3339Nano))
-			}
-			if b.Unix() < compacted && b.Unix()%int64(quarter/time.Second) != 0 {
-				return fmt.Errorf("%s: rows before %s are kept per quarter-hour (report.minutes), so a bound there must be on a quarter-hour",
-					b.Format(time.RFC3339), res.Compacted.Format(time.RFC3339))
-			}
+		if b.Nanosecond() != 0 || b.Unix()%60 != 0 {
+			return nil, fmt.Errorf("%s is not a whole minute", b.Format(time.RFC3339Nano))
 		}
-		from, to := int64(-1<<63), int64(1<<63-1)
-		if !q.From.IsZero() {
-			from = q.From.Unix()
+		if b.Unix() < compacted && b.Unix()%int64(quarter/time.Second) != 0 {
+			return nil, fmt.Errorf("%s: rows before %s are kept per quarter-hour (report.minutes), so a bound there must be on a quarter-hour",
+				b.Format(time.RFC3339), res.Compacted.Format(time.RFC3339))
 		}
-		if !q.To.IsZero() {
-			to = q.To.Unix()
-		}
-		var (
-			dims Dims
-			c    Counts
-		)
-		for _, bucket := range [][]byte{bucketQuarters, bucketMinutes} {
-			cu := tx.Bucket(bucket).Cursor()
-			var seek [8]byte
-			binary.BigEndian.PutUint64(seek[:], uint64(max(from, 0)))
-			for k, v := cu.Seek(seek[:]); k != nil; k, v = cu.Next() {
-				t, err := parseRowKey(k, &dims)
-				if err != nil {
-					return err
-				}
-				if t >= to {
-					break
-				}
-				if t < from {
-					continue
-				}
-				if err := parseCounts(v, &c); err != nil {
-					return fmt.Errorf("row %x: %w", k, err)
-				}
-				row := project(&q, t, &dims)
-				gk = groupKey(gk[:0], &row)
-				if cur := rows[string(gk)]; cur != nil {
-					cur.Counts.Add(&c)
-				} else {
-					row.Counts = c
-					rows[string(gk)] = &row
-				}
-			}
+	}
+	from, to := int64(-1<<63), int64(1<<63-1)
+	if !q.From.IsZero() {
+		from = q.From.Unix()
+	}
+	if !q.To.IsZero() {
+		to = q.To.Unix()
+	}
+	rows := map[string]*Row{}
+	var gk []byte
+	err = be.scan(from, to, func(t int64, dims *Dims, c *Counts) error {
+		row := project(&q, t, dims)
+		gk = groupKey(gk[:0], &row)
+		if cur := rows[string(gk)]; cur != nil {
+			cur.Counts.Add(c)
+		} else {
+			row.Counts = *c
+			rows[string(gk)] = &row
 		}
 		return nil
 	})

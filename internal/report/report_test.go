@@ -359,7 +359,7 @@ func TestVerifyFindsADifference(t *testing.T) {
 	}
 	var key []byte
 	var c Counts
-	err := r.db.Update(func(tx *bolt.Tx) error {
+	err := r.be.(boltBackend).db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketMinutes)
 		cu := b.Cursor()
 		for k, v := cu.First(); k != nil; k, v = cu.Next() {
@@ -395,7 +395,7 @@ func TestQueryZonesAndBounds(t *testing.T) {
 		d := Dims{DimLineItem: li, DimCurrency: "USD"}
 		c := Counts{Impressions: 1, Spend: 1000}
 		rows := map[string]*Counts{string(rowKey(nil, at.Unix(), &d)): &c}
-		if err := r.db.Update(func(tx *bolt.Tx) error { return merge(tx, rows) }); err != nil {
+		if err := r.be.(boltBackend).db.Update(func(tx *bolt.Tx) error { return merge(tx, rows) }); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"tsubame/internal/accesslog"
 )
 
@@ -26,9 +24,13 @@ const FileName = "reports.db"
 type Options struct {
 	// Dir and Name are the access log's directory and active file name.
 	Dir, Name string
-	// Path is the database file. Default Dir/../reports.db is not assumed:
-	// it is required.
+	// Path is the database file (reports.db in the data directory), when
+	// the rollups are kept on this node.
 	Path string
+	// Node names this server in the rows (the node dimension) and, in a
+	// shared store, its read positions: stable across restarts. Default
+	// the host name.
+	Node string
 	// Minutes is how long rows are kept per minute before they are folded
 	// into quarter-hours. Default 48h.
 	Minutes time.Duration
@@ -38,6 +40,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock of the compaction. Default time.Now.
 	Now func() time.Time
+
+	// Shared, if set, keeps the rollups in Redis with every other node's
+	// (Path is then unused): a report over all nodes is one query.
+	Shared *Shared
+
+	backend backend // where the rollups are kept; nil: Shared's, else a bbolt file at Path
 }
 
 // chunkSize is how much of a file one transaction reads at most.
@@ -47,7 +55,7 @@ const chunkSize = 4 << 20
 // concurrent use.
 type Roller struct {
 	opt Options
-	db  *bolt.DB
+	be  backend
 
 	mu        sync.Mutex         // serialises passes (the loop's, CatchUp's, Rebuild's)
 	keys      accesslog.FileKeys // a closed file's name → its key (a file keeps its key)
@@ -67,8 +75,11 @@ type Roller struct {
 // Open opens (creating) the database and returns a Roller over it; Start
 // runs it in the background, CatchUp reads what the files hold now.
 func Open(opt Options) (*Roller, error) {
-	if opt.Path == "" || opt.Dir == "" || opt.Name == "" {
+	if opt.Dir == "" || opt.Name == "" || opt.Path == "" && opt.backend == nil && opt.Shared == nil {
 		return nil, errors.New("report: Dir, Name and Path are required")
+	}
+	if opt.Node == "" {
+		opt.Node, _ = os.Hostname()
 	}
 	if opt.Minutes <= 0 {
 		opt.Minutes = 48 * time.Hour
@@ -82,19 +93,22 @@ func Open(opt Options) (*Roller, error) {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	db, err := openDB(opt.Path, false)
-	if err != nil {
-		return nil, err
+	be := opt.backend
+	if be == nil && opt.Shared != nil {
+		be = newRedisBackend(opt.Shared, opt.Node)
 	}
-	r := &Roller{opt: opt, db: db, stop: make(chan struct{}), done: make(chan struct{})}
-	err = db.View(func(tx *bolt.Tx) (err error) {
-		r.compacted = compactedOf(tx)
-		r.files, err = loadFiles(tx)
-		return err
-	})
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("%s: %w", opt.Path, err)
+	if be == nil {
+		db, err := openDB(opt.Path, false)
+		if err != nil {
+			return nil, err
+		}
+		be = boltBackend{db}
+	}
+	r := &Roller{opt: opt, be: be, stop: make(chan struct{}), done: make(chan struct{})}
+	var err error
+	if r.files, r.compacted, err = be.load(); err != nil {
+		be.close()
+		return nil, fmt.Errorf("reports: %w", err)
 	}
 	return r, nil
 }
@@ -139,7 +153,7 @@ func (r *Roller) Close() error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.db.Close()
+	return r.be.close()
 }
 
 // CatchUp reads the files until nothing is left to read.
@@ -209,12 +223,8 @@ func (r *Roller) setFile(key string, f *fileState) {
 // for its state to be dropped (a tombstone is kept: a file put back is not
 // counted twice).
 func (r *Roller) forgotten(key string) bool {
-	var ok bool
-	_ = r.db.View(func(tx *bolt.Tx) error {
-		ok = tx.Bucket(bucketForgotten).Get([]byte(key)) != nil
-		return nil
-	})
-	return ok
+	ok, err := r.be.forgotten(key)
+	return ok || err != nil // unknown: held, never read twice
 }
 
 // keyOf returns the key of a closed file, "" if it has no whole line yet.
@@ -264,6 +274,9 @@ func (r *Roller) Pass() (int64, error) {
 		}
 		n, err := r.readClosed(name, key, f)
 		total += n
+		if errors.Is(err, errStale) {
+			return total, nil
+		}
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return total, err
 		}
@@ -272,6 +285,9 @@ func (r *Roller) Pass() (int64, error) {
 	total += n
 	if key != "" {
 		live[key] = true
+	}
+	if errors.Is(err, errStale) {
+		return total, nil
 	}
 	if err != nil {
 		return total, err
@@ -417,6 +433,7 @@ func (r *Roller) commit(key string, st *fileState, data []byte, eof bool) (int64
 			continue
 		}
 		evts++
+		dims[DimNode] = r.opt.Node
 		t, _ := accesslog.LineTime(line)
 		kb = rowKey(kb[:0], floorDiv(t.Unix(), 60), &dims)
 		if cur := rows[string(kb)]; cur != nil {
@@ -431,13 +448,19 @@ func (r *Roller) commit(key string, st *fileState, data []byte, eof bool) (int64
 	next.Lines += n
 	next.Events += evts
 	next.Done = eof
-	err := r.db.Update(func(tx *bolt.Tx) error {
-		if err := merge(tx, rows); err != nil {
-			return err
+	var prev *fileState
+	if st.Lines > 0 || st.Offset > 0 || st.Done {
+		prev = st
+	}
+	if err := r.be.commit(key, prev, &next, rows); err != nil {
+		if errors.Is(err, errStale) {
+			if files, _, lerr := r.be.load(); lerr == nil {
+				r.filesMu.Lock()
+				r.files = files
+				r.filesMu.Unlock()
+			}
+			return 0, errStale // read on from there at the next pass
 		}
-		return putFile(tx, key, &next)
-	})
-	if err != nil {
 		return 0, err
 	}
 	*st = next
@@ -459,8 +482,7 @@ const forgetAfter = 10 * time.Minute
 func (r *Roller) maintain(files map[string]*fileState, live map[string]bool) error {
 	now := r.opt.Now()
 	until := floorDiv(now.Add(-r.opt.Minutes).Unix(), int64(quarter/time.Second))
-	changed := map[string]*fileState{}
-	var forget []string
+	changed, forget := map[string]*fileState{}, map[string]*fileState{}
 	for key, f := range files {
 		switch {
 		case live[key] && !f.GoneAt.IsZero():
@@ -469,41 +491,26 @@ func (r *Roller) maintain(files map[string]*fileState, live map[string]bool) err
 			changed[key] = &g
 		case !live[key] && f.Done && f.GoneAt.IsZero():
 			g := *f
-			g.GoneAt = now
+			g.GoneAt = now.UTC()
 			changed[key] = &g
 		case !live[key] && f.Done && now.Sub(f.GoneAt) > forgetAfter:
-			forget = append(forget, key)
+			forget[key] = f
 		}
 	}
 	if len(changed) == 0 && len(forget) == 0 && until <= r.compacted {
 		return nil // idle: no transaction, no fsync
 	}
-	err := r.db.Update(func(tx *bolt.Tx) error {
-		for key, f := range changed {
-			if err := putFile(tx, key, f); err != nil {
-				return err
-			}
-		}
-		for _, key := range forget {
-			if err := tx.Bucket(bucketFiles).Delete([]byte(key)); err != nil {
-				return err
-			}
-			if err := tx.Bucket(bucketForgotten).Put([]byte(key), []byte(files[key].First.UTC().Format(time.RFC3339Nano))); err != nil {
-				return err
-			}
-		}
-		return compact(tx, until)
-	})
+	compacted, err := r.be.maintain(changed, forget, until)
 	if err != nil {
 		return err
 	}
 	for key, f := range changed {
 		r.setFile(key, f)
 	}
-	for _, key := range forget {
+	for key := range forget {
 		r.setFile(key, nil)
 	}
-	r.compacted = max(r.compacted, until)
+	r.compacted = compacted
 	return nil
 }
 
@@ -523,17 +530,7 @@ var ErrClosed = errors.New("report: the roller is closed")
 // from the reports: the command says so before it runs.
 func (r *Roller) Rebuild(ctx context.Context) error {
 	r.mu.Lock()
-	err := r.db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketFiles, bucketMinutes, bucketQuarters, bucketForgotten} {
-			if err := tx.DeleteBucket(b); err != nil {
-				return err
-			}
-			if _, err := tx.CreateBucket(b); err != nil {
-				return err
-			}
-		}
-		return tx.Bucket(bucketMeta).Delete(keyCompacted)
-	})
+	err := r.be.reset()
 	if err == nil {
 		r.compacted = 0
 		r.filesMu.Lock()

@@ -10,8 +10,6 @@ import (
 	"slices"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"tsubame/internal/accesslog"
 )
 
@@ -50,41 +48,18 @@ const maxMismatches = 100
 // cannot be recounted once retention removed a file: the comparison then
 // starts at the first whole quarter-hour after it (Narrowed says so).
 func (r *Roller) Verify(q Query) (*Verification, error) {
-	return verify(r.db, r.opt.Dir, r.opt.Name, r.keyOf, q)
+	r.mu.Lock() // this node's positions and rows stay as they are meanwhile
+	defer r.mu.Unlock()
+	return verify(r.be, r.opt.Dir, r.opt.Name, r.keyOf, q)
 }
 
-func verify(db *bolt.DB, dir, name string, keyOf func(string) (string, error), q Query) (*Verification, error) {
-	var (
-		files     map[string]*fileState
-		stored    = map[string]*Counts{}
-		forgotten int
-	)
-	err := db.View(func(tx *bolt.Tx) error {
-		var err error
-		if files, err = loadFiles(tx); err != nil {
-			return err
-		}
-		forgotten = tx.Bucket(bucketForgotten).Stats().KeyN
-		var d Dims
-		var c Counts
-		var kb []byte
-		for _, bucket := range [][]byte{bucketQuarters, bucketMinutes} {
-			err := tx.Bucket(bucket).ForEach(func(k, v []byte) error {
-				t, err := parseRowKey(k, &d)
-				if err != nil {
-					return err
-				}
-				if err := parseCounts(v, &c); err != nil {
-					return err
-				}
-				kb = rowKey(kb[:0], floorDiv(t, int64(quarter/time.Second)), &d)
-				addTo(stored, kb, &c)
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-		}
+func verify(be backend, dir, name string, keyOf func(string) (string, error), q Query) (*Verification, error) {
+	stored := map[string]*Counts{}
+	var sk []byte
+	files, forgotten, err := be.snapshot(func(t int64, d *Dims, c *Counts) error {
+		d[DimNode] = "" // compared without: a renamed host's rows are still this file's
+		sk = rowKey(sk[:0], floorDiv(t, int64(quarter/time.Second)), d)
+		addTo(stored, sk, c)
 		return nil
 	})
 	if err != nil {

@@ -166,6 +166,14 @@ func Open(opt Options) (*Store, error) {
 
 func (s *Store) key(id string) string { return s.opt.KeyPrefix + "p:" + id }
 
+// Client is the store's Redis client, for a package that keeps its own
+// keys beside the store's (internal/report's shared rollups), under
+// KeyPrefix.
+func (s *Store) Client() rueidis.Client { return s.c }
+
+// KeyPrefix starts every key of the store.
+func (s *Store) KeyPrefix() string { return s.opt.KeyPrefix }
+
 func noCancel() {}
 
 // ctx bounds a command by Options.Timeout unless the caller set a deadline.

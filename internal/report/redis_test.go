@@ -1,0 +1,147 @@
+package report
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"tsubame/internal/accesslog"
+	"tsubame/internal/store/redis"
+	"tsubame/internal/store/redis/redistest"
+)
+
+func sharedStore(t *testing.T, cluster bool) *redis.Store {
+	t.Helper()
+	redistest.Require(t)
+	var addrs []string
+	if cluster {
+		c := redistest.StartCluster(t)
+		addrs = c.Addrs()
+	} else {
+		addrs = []string{redistest.Start(t).Addr}
+	}
+	s, err := redis.Open(redis.Options{Addrs: addrs, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func openShared(t *testing.T, s *redis.Store, dir, node string, edit func(*Options)) *Roller {
+	t.Helper()
+	return openRoller(t, dir, func(o *Options) {
+		o.Path, o.Node = "", node
+		o.Shared = &Shared{Client: s.Client(), KeyPrefix: s.KeyPrefix()}
+		if edit != nil {
+			edit(o)
+		}
+	})
+}
+
+// Three nodes roll their own logs up into one Redis (standalone, and a
+// 6-node cluster), concurrently: one query on any node gives every node's
+// counts, exactly; each node's verify checks its own rows; a node stopped
+// and started again counts nothing twice; a node's rebuild leaves the
+// others' rows alone and comes back to the same totals.
+func TestSharedRollupsAcrossNodes(t *testing.T) {
+	for _, cluster := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cluster=%v", cluster), func(t *testing.T) {
+			s := sharedStore(t, cluster)
+			nodes := []string{"node-a", "node-b", "node-c"}
+			dirs := map[string]string{}
+			var all []event
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			rollers := map[string]*Roller{}
+			for i, node := range nodes {
+				dirs[node] = t.TempDir()
+				evs := traffic(600+100*i, t0.Add(time.Duration(i)*time.Minute))
+				all = append(all, evs...)
+				writeLog(t, dirs[node], accesslog.LTSV, i == 1, evs)
+				r := openShared(t, s, dirs[node], node, nil)
+				rollers[node] = r
+				wg.Go(func() {
+					if err := r.CatchUp(context.Background()); err != nil {
+						mu.Lock()
+						t.Errorf("%s: %v", node, err)
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			for _, node := range nodes {
+				equalCounts(t, node+" asked", byLineItem(t, rollers[node], Query{}), want(all))
+				if v, err := rollers[node].Verify(Query{}); err != nil || !v.OK() {
+					t.Fatalf("%s verify: %+v %v", node, v, err)
+				}
+			}
+			res, err := rollers["node-a"].Query(Query{By: []string{"node"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			perNode := map[string]int64{}
+			for _, row := range res.Rows {
+				perNode[row.Dims[DimNode]] += row.Counts[Decisions]
+			}
+			for i, node := range nodes {
+				if want := int64((600 + 100*i + 11) / 12); perNode[node] != want {
+					t.Errorf("%s: %d decisions, want %d (%v)", node, perNode[node], want, perNode)
+				}
+			}
+
+			// node-b stops and starts again on the same log, with more.
+			rollers["node-b"].Close()
+			more := traffic(300, t0.Add(time.Hour))
+			writeLog(t, dirs["node-b"], accesslog.JSON, false, more)
+			all = append(all, more...)
+			rb := openShared(t, s, dirs["node-b"], "node-b", nil)
+			if err := rb.CatchUp(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			equalCounts(t, "after a restart", byLineItem(t, rb, Query{}), want(all))
+
+			// node-c rebuilds: its rows go and come back; the others' stay.
+			if err := rollers["node-c"].Rebuild(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			equalCounts(t, "after a rebuild", byLineItem(t, rollers["node-a"], Query{}), want(all))
+			if v, err := rollers["node-c"].Verify(Query{}); err != nil || !v.OK() {
+				t.Fatalf("verify after a rebuild: %+v %v", v, err)
+			}
+		})
+	}
+}
+
+// In Redis too, rows older than the window fold into quarters, the
+// totals stay, and a commit of an old minute lands in its quarter.
+func TestSharedCompaction(t *testing.T) {
+	s := sharedStore(t, false)
+	start := time.Now().UTC().Add(-72 * time.Hour).Truncate(time.Hour)
+	dir := t.TempDir()
+	evs := traffic(900, start)
+	writeLog(t, dir, accesslog.LTSV, false, evs[:600])
+	r := openShared(t, s, dir, "n1", func(o *Options) { o.Minutes = time.Hour })
+	if err := r.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Query(Query{By: []string{ByMinute}})
+	if err != nil || res.Compacted.IsZero() {
+		t.Fatalf("not compacted: %+v %v", res, err)
+	}
+	for _, row := range res.Rows {
+		if row.Time.Unix()%900 != 0 {
+			t.Fatalf("a row at %v after compaction", row.Time)
+		}
+	}
+	writeLog(t, dir, accesslog.LTSV, false, evs[600:]) // old lines, after the compaction
+	if err := r.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	equalCounts(t, "compacted", byLineItem(t, r, Query{}), want(evs))
+	if v, err := r.Verify(Query{}); err != nil || !v.OK() {
+		t.Fatalf("verify: %+v %v", v, err)
+	}
+}
