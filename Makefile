@@ -53,15 +53,17 @@ race: check-go test-tools
 # The tests start real Redis servers (redis-server and redis-cli), drive
 # headless Chromium, check TLS with curl, limit file sizes with prlimit,
 # check the systemd unit with systemd-analyze, build the container image
-# with podman and run a Kafka broker (its jars from Maven Central, pinned in
-# internal/kafkatest/jars.txt) on Java, all from Debian's packages.
+# with podman, run a Kafka broker (its jars from Maven Central, pinned in
+# internal/kafkatest/jars.txt) on Java and a ClickHouse server, all from
+# Debian's packages.
 test-tools:
 	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 && \
+		command -v clickhouse-server >/dev/null 2>&1 && \
 		command -v curl >/dev/null 2>&1 && command -v prlimit >/dev/null 2>&1 && command -v systemd-analyze >/dev/null 2>&1 && \
 		command -v java >/dev/null 2>&1 && { command -v rsyslogd >/dev/null 2>&1 || [ -x /usr/sbin/rsyslogd ]; } && command -v xmllint >/dev/null 2>&1 && \
 		[ -n "$(CONTAINER_TOOL)" ] || \
 		{ $(APT_GET) update -qq && $(APT_GET) install -y -qq redis-server redis-tools chromium curl util-linux systemd \
-			default-jre-headless rsyslog libxml2-utils $(if $(CONTAINER_TOOL),,podman); }
+			default-jre-headless rsyslog libxml2-utils clickhouse-server $(if $(CONTAINER_TOOL),,podman); }
 
 ## kafka: run a local Kafka broker (127.0.0.1:9092, topic tsubame-access) to try the access-log shipper
 KAFKA_PORT ?= 9092
