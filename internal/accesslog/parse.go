@@ -23,9 +23,10 @@ type Line struct {
 	buf    []byte
 }
 
+// lineField is a field's label and value, both in buf (a label copied in
+// costs less than a lookup to intern it).
 type lineField struct {
-	label       string
-	start, stop int // of the value in buf
+	label, start, stop int // the label at buf[label:start], the value at buf[start:stop]
 }
 
 // maxLineFields bounds the fields a line may have: a request's 16, an
@@ -65,7 +66,7 @@ func (l *Line) Parse(line []byte) error {
 // Get returns the value labelled label, and whether the line has it.
 func (l *Line) Get(label string) ([]byte, bool) {
 	for _, f := range l.fields {
-		if f.label == label {
+		if f.start-f.label == len(label) && string(l.buf[f.label:f.start]) == label {
 			return l.buf[f.start:f.stop], true
 		}
 	}
@@ -94,29 +95,20 @@ func (l *Line) Bool(label string) bool {
 // Len is the number of fields read.
 func (l *Line) Len() int { return len(l.fields) }
 
-func (l *Line) add(label []byte, start int) error {
+// label appends a field's label to buf and returns where it starts; the
+// value is appended right after it (add closes the field).
+func (l *Line) label(b []byte) int {
+	at := len(l.buf)
+	l.buf = append(l.buf, b...)
+	return at
+}
+
+func (l *Line) add(label, start int) error {
 	if len(l.fields) == maxLineFields {
 		return errLineFields
 	}
-	l.fields = append(l.fields, lineField{label: internLabel(label), start: start, stop: len(l.buf)})
+	l.fields = append(l.fields, lineField{label: label, start: start, stop: len(l.buf)})
 	return nil
-}
-
-// labels interns the labels lines have, so that reading one allocates
-// nothing for them.
-var labels = func() map[string]string {
-	m := map[string]string{}
-	for k := range reservedLabels {
-		m[k] = k
-	}
-	return m
-}()
-
-func internLabel(b []byte) string {
-	if s, ok := labels[unsafeString(b)]; ok {
-		return s
-	}
-	return string(b)
 }
 
 func (l *Line) parseLTSV(line []byte) error {
@@ -131,6 +123,7 @@ func (l *Line) parseLTSV(line []byte) error {
 		if !ok || len(label) == 0 {
 			return errLineFormat
 		}
+		at := l.label(label)
 		start := len(l.buf)
 		if string(v) != "-" {
 			var err error
@@ -138,7 +131,7 @@ func (l *Line) parseLTSV(line []byte) error {
 				return err
 			}
 		}
-		if err := l.add(label, start); err != nil {
+		if err := l.add(at, start); err != nil {
 			return err
 		}
 	}
@@ -211,7 +204,7 @@ func (l *Line) parseJSON(line []byte) error {
 		if end < 0 || len(rest) < end+3 || rest[end+2] != ':' {
 			return errLineFormat
 		}
-		label := rest[1 : end+1]
+		at := l.label(rest[1 : end+1])
 		rest = rest[end+3:]
 		start := len(l.buf)
 		if len(rest) > 0 && rest[0] == '"' {
@@ -231,7 +224,7 @@ func (l *Line) parseJSON(line []byte) error {
 			}
 			rest = rest[i:]
 		}
-		if err := l.add(label, start); err != nil {
+		if err := l.add(at, start); err != nil {
 			return err
 		}
 		if len(rest) > 0 {

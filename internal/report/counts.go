@@ -104,7 +104,8 @@ var noticeEndpoints = map[string]bool{
 
 // classify reads what line adds to the reports: its dimensions and
 // counts, ok false for a line that adds nothing (a request's own line, an
-// event of a kind the reports do not count). l is scratch space.
+// event of a kind the reports do not count). l is scratch space; when ok,
+// l.Time is the line's time.
 func classify(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (ok bool, err error) {
 	*c = Counts{}
 	if !accesslog.IsEventLine(line) {

@@ -115,7 +115,7 @@ func want(evs []event) map[[2]string]Counts {
 // writeLog appends evs to the access log in dir with the buffered writer
 // (which keeps each record's time), 150 at a time, each run closing its
 // file as a server's stop does: a closed file each.
-func writeLog(t *testing.T, dir string, format accesslog.Format, gz bool, evs []event) {
+func writeLog(t testing.TB, dir string, format accesslog.Format, gz bool, evs []event) {
 	t.Helper()
 	for len(evs) > 0 {
 		n := min(len(evs), 150)

@@ -434,8 +434,7 @@ func (r *Roller) commit(key string, st *fileState, data []byte, eof bool) (int64
 		}
 		evts++
 		dims[DimNode] = r.opt.Node
-		t, _ := accesslog.LineTime(line)
-		kb = rowKey(kb[:0], floorDiv(t.Unix(), 60), &dims)
+		kb = rowKey(kb[:0], floorDiv(l.Time.Unix(), 60), &dims) // the time classify read
 		if cur := rows[string(kb)]; cur != nil {
 			cur.Add(&c)
 		} else {

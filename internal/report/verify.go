@@ -116,8 +116,7 @@ func verify(be backend, dir, name string, keyOf func(string) (string, error), q 
 			if ok, err := classify(line, &l, &dims, &c); err != nil || !ok {
 				return false // as the roller: a line it cannot read counts nowhere
 			}
-			t, _ := accesslog.LineTime(line)
-			kb = rowKey(kb[:0], floorDiv(t.Unix(), int64(quarter/time.Second)), &dims)
+			kb = rowKey(kb[:0], floorDiv(l.Time.Unix(), int64(quarter/time.Second)), &dims)
 			addTo(recount, kb, &c)
 			return true
 		})
