@@ -138,7 +138,7 @@ func (tr *reportTraffic) check(t *testing.T, rows []reportRow) {
 // and the rollups equal.
 func TestReportsEndToEnd(t *testing.T) {
 	dataDir, logDir := t.TempDir(), t.TempDir()
-	env := []string{"TSUBAME_DATA_DIR=" + dataDir, "TSUBAME_ACCESS_LOG_DIR=" + logDir, "TSUBAME_REPORT_INTERVAL=50ms"}
+	env := []string{"TSUBAME_DATA_DIR=" + dataDir, "TSUBAME_ACCESS_LOG_DIR=" + logDir, "TSUBAME_REPORT_INTERVAL=50ms", "TSUBAME_REPORT_COMMIT_EVERY=50ms"}
 	cliEnv := append([]string{"TSUBAME_ADMIN_LISTEN="}, env...)
 	tr := newReportTraffic()
 
@@ -258,7 +258,7 @@ func TestReportsAcrossNodes(t *testing.T) {
 	var envs [][]string
 	for i := range 3 {
 		env := append(testEnv(t), "TSUBAME_STORE=redis", "TSUBAME_REDIS_ADDRS="+addr, "TSUBAME_STORE_REDIS_KEY_PREFIX="+prefix,
-			fmt.Sprintf("TSUBAME_REPORT_NODE=n%d", i), "TSUBAME_REPORT_INTERVAL=50ms")
+			fmt.Sprintf("TSUBAME_REPORT_NODE=n%d", i), "TSUBAME_REPORT_INTERVAL=50ms", "TSUBAME_REPORT_COMMIT_EVERY=50ms")
 		envs = append(envs, env)
 		nodes = append(nodes, openMain(t, env, true))
 	}
@@ -305,7 +305,7 @@ func TestReportsAcrossNodes(t *testing.T) {
 // finds the rollups equal to the files.
 func TestReportsSurviveKill9(t *testing.T) {
 	dataDir, logDir := t.TempDir(), t.TempDir()
-	env := []string{"TSUBAME_DATA_DIR=" + dataDir, "TSUBAME_ACCESS_LOG_DIR=" + logDir, "TSUBAME_REPORT_INTERVAL=20ms",
+	env := []string{"TSUBAME_DATA_DIR=" + dataDir, "TSUBAME_ACCESS_LOG_DIR=" + logDir, "TSUBAME_REPORT_INTERVAL=20ms", "TSUBAME_REPORT_COMMIT_EVERY=20ms",
 		"TSUBAME_ACCESS_LOG_ROTATE_EVERY=1s"}
 	for kill := range 5 {
 		p := startWrapped(t, nil, env...)

@@ -23,7 +23,7 @@ import (
 func TestDashboardReportsInBrowser(t *testing.T) {
 	browser := chromium(t)
 	adminAddr := "127.0.0.1:" + freePort(t)
-	p := startBinary(t, "TSUBAME_ADMIN_LISTEN="+adminAddr, "TSUBAME_REPORT_INTERVAL=50ms")
+	p := startBinary(t, "TSUBAME_ADMIN_LISTEN="+adminAddr, "TSUBAME_REPORT_INTERVAL=50ms", "TSUBAME_REPORT_COMMIT_EVERY=50ms")
 	adminURL := "http://" + adminAddr
 	env := []string{"TSUBAME_DATA_DIR=" + p.dataDir}
 	const password = "correct horse battery staple"

@@ -799,7 +799,7 @@ func (m *Main) newRoller(al config.AccessLog, backend tsubame.Store) (*report.Ro
 // reportOptions are the rollups' options of cfg over the store backend.
 func reportOptions(cfg *config.Config, backend tsubame.Store, log *slog.Logger) report.Options {
 	opt := report.Options{Dir: cfg.AccessLog.Dir, Name: cfg.AccessLog.FileName, Path: cfg.ReportPath(), Node: cfg.Report.Node,
-		Minutes: cfg.Report.Minutes, Interval: cfg.Report.Interval, Logger: log}
+		Minutes: cfg.Report.Minutes, Interval: cfg.Report.Interval, CommitEvery: cfg.Report.CommitEvery, Logger: log}
 	if rs, ok := backend.(*redis.Store); ok {
 		opt.Shared = &report.Shared{Client: rs.Client(), KeyPrefix: rs.KeyPrefix()}
 	}

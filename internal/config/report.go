@@ -15,6 +15,9 @@ type Report struct {
 	Enabled bool `koanf:"enabled"`
 	// Interval is how often the files are read for new lines.
 	Interval time.Duration `koanf:"interval"`
+	// CommitEvery is how long what was read waits in memory before it is
+	// committed with its read position (the reports' lag).
+	CommitEvery time.Duration `koanf:"commit_every"`
 	// Minutes is how long rows are kept per minute; older ones are kept
 	// per quarter-hour (which the hours and days of every zone are made of).
 	Minutes time.Duration `koanf:"minutes"`
@@ -42,6 +45,7 @@ func (c *Config) ReportLocation() *time.Location {
 func (c *Config) validateReport(p *problems) {
 	r := c.Report
 	p.positive("report.interval", r.Interval)
+	p.positive("report.commit_every", r.CommitEvery)
 	if r.Minutes < time.Hour {
 		p.add("report.minutes: must be at least 1h (got %v)", r.Minutes)
 	}

@@ -2,6 +2,7 @@ package report
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -49,8 +50,20 @@ func (b boltBackend) load() (files map[string]*fileState, compacted int64, err e
 	return files, compacted, err
 }
 
-func (b boltBackend) commit(key string, _, next *fileState, rows map[string]*Counts) error {
+func (b boltBackend) commit(key string, prev, next *fileState, rows map[string]*Counts) error {
 	return b.db.Update(func(tx *bolt.Tx) error {
+		// The position must be the one the counts were read from: a
+		// second reader of the file (a bug) is refused, not added twice.
+		stored := tx.Bucket(bucketFiles).Get([]byte(key))
+		switch {
+		case prev == nil && stored != nil:
+			return errStale
+		case prev != nil:
+			var cur fileState
+			if stored == nil || json.Unmarshal(stored, &cur) != nil || cur.Offset != prev.Offset || cur.Lines != prev.Lines || cur.Done {
+				return errStale
+			}
+		}
 		if err := merge(tx, rows); err != nil {
 			return err
 		}

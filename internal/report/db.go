@@ -138,7 +138,9 @@ var ErrInUse = errors.New("held by another process (a running server rolls its r
 
 // openDB opens (creating) the database at path and checks its schema.
 func openDB(path string, readOnly bool) (*bolt.DB, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 100 * time.Millisecond, ReadOnly: readOnly})
+	// The initial map is large enough for months of rows, so that a commit
+	// seldom remaps the file (a remap waits for every reader).
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 100 * time.Millisecond, ReadOnly: readOnly, InitialMmapSize: 256 << 20})
 	if err != nil {
 		if errors.Is(err, bolterr.ErrTimeout) {
 			return nil, fmt.Errorf("%s: %w", path, ErrInUse)
@@ -216,7 +218,16 @@ func merge(tx *bolt.Tx, rows map[string]*Counts) error {
 	minutes, quarters := tx.Bucket(bucketMinutes), tx.Bucket(bucketQuarters)
 	var key []byte
 	var cur Counts
-	for k, c := range rows {
+	// In key order: bbolt inserts into a node's sorted slice, and keys that
+	// come in order are appended (in map order, each insert moved the
+	// node's tail: 27 % of a busy server's CPU in memmove).
+	keys := make([]string, 0, len(rows))
+	for k := range rows {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		c := rows[k]
 		b := minutes
 		key = append(key[:0], k...)
 		if t := int64(binary.BigEndian.Uint64(key)); t < compacted {

@@ -138,7 +138,8 @@ func writeLog(t testing.TB, dir string, format accesslog.Format, gz bool, evs []
 
 func openRoller(t *testing.T, dir string, edit func(*Options)) *Roller {
 	t.Helper()
-	opt := Options{Dir: dir, Name: "access.log", Path: filepath.Join(t.TempDir(), FileName), Logger: quiet, Interval: 5 * time.Millisecond}
+	opt := Options{Dir: dir, Name: "access.log", Path: filepath.Join(t.TempDir(), FileName), Logger: quiet, Interval: 5 * time.Millisecond,
+		CommitEvery: 10 * time.Millisecond}
 	if edit != nil {
 		edit(&opt)
 	}
@@ -487,5 +488,58 @@ func TestParseBy(t *testing.T) {
 		if _, err := ParseBy(bad); err == nil {
 			t.Errorf("%q taken", bad)
 		}
+	}
+}
+
+// What was counted and not yet committed (commit_every) is not in the
+// reports, and a crash before the commit loses nothing: the next start
+// reads those lines again from the committed position.
+func TestUncommittedLinesAreReadAgain(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(t.TempDir(), FileName)
+	evs := traffic(900, t0)
+	writeLog(t, dir, accesslog.LTSV, false, evs[:450])
+	// The active file: written, not closed (a running server's).
+	fs, err := accesslog.OpenFile(accesslog.FileOptions{Dir: dir, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := accesslog.New(fs, accesslog.Options{Logger: quiet})
+	for i := range evs[450:] {
+		if err := l.Append(&evs[450+i].rec, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.WriteBack()
+	r := openRoller(t, dir, func(o *Options) { o.Path, o.CommitEvery = db, time.Hour })
+	if _, err := r.Pass(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Query(Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var committed int64
+	for _, row := range res.Rows {
+		committed += row.Counts[Decisions]
+	}
+	if want := int64((450 + 11) / 12); committed != want { // the closed files' only
+		t.Fatalf("%d decisions committed before commit_every, want the closed files' %d", committed, want)
+	}
+	// A crash: the roller goes without committing what it holds.
+	r.mu.Lock()
+	r.pending = map[string]*batch{}
+	r.mu.Unlock()
+	r.Close()
+	if err := l.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r = openRoller(t, dir, func(o *Options) { o.Path = db })
+	if err := r.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	equalCounts(t, "after a crash with counts uncommitted", byLineItem(t, r, Query{}), want(evs))
+	if v, err := r.Verify(Query{}); err != nil || !v.OK() {
+		t.Fatalf("verify: %+v %v", v, err)
 	}
 }
