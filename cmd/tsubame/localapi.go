@@ -308,6 +308,12 @@ func (a *serverAPI) Close() error {
 // the refusal, with what to do instead (what: "change placements through
 // its admin API (...)").
 func viaServer(ctx context.Context, cfg *config.Config, inUse error, what string, stderr io.Writer) (*serverAPI, error) {
+	return viaServerHolding(ctx, cfg, inUse, what, "the store is", stderr)
+}
+
+// viaServerHolding is viaServer saying what the server holds ("the store
+// is", "the reports are").
+func viaServerHolding(ctx context.Context, cfg *config.Config, inUse error, what, held string, stderr io.Writer) (*serverAPI, error) {
 	a, err := dialServer(ctx, cfg)
 	if errors.Is(err, errNoServerSocket) {
 		socket := "its control socket, which these commands would go through, is off (admin.socket)"
@@ -319,6 +325,6 @@ func viaServer(ctx context.Context, cfg *config.Config, inUse error, what string
 	if err != nil {
 		return nil, tsubame.WrapError(tsubame.ECONFLICT, err, "%s, and its control socket cannot be used", tsubame.ErrorMessage(inUse))
 	}
-	fmt.Fprintf(stderr, "tsubame: the store is held by the running server (pid %d): going through its control socket %s\n", a.pid, a.socket)
+	fmt.Fprintf(stderr, "tsubame: %s held by the running server (pid %d): going through its control socket %s\n", held, a.pid, a.socket)
 	return a, nil
 }

@@ -130,7 +130,7 @@ func orEmpty(s *string) *string {
 // reportViaServer runs the command through the running server's admin API.
 func reportViaServer(ctx context.Context, cfg *config.Config, sub string, q report.Query, format string, stdout, stderr io.Writer) error {
 	inUse := tsubame.Errorf(tsubame.ECONFLICT, "the reports (%s) are held by a running server", cfg.ReportPath())
-	api, err := viaServer(ctx, cfg, inUse, "read them through its admin API (GET /api/v1/reports)", stderr)
+	api, err := viaServerHolding(ctx, cfg, inUse, "read them through its admin API (GET /api/v1/reports)", "the reports are", stderr)
 	if err != nil {
 		return err
 	}
@@ -186,6 +186,9 @@ func reportViaServer(ctx context.Context, cfg *config.Config, sub string, q repo
 			}
 			for _, m := range out.Mismatches {
 				fmt.Fprintf(stdout, "differs: %s\n", m)
+			}
+			if out.OK {
+				fmt.Fprintln(stdout, "the rollups equal the files")
 			}
 		}
 		if !out.OK {

@@ -145,6 +145,10 @@ func TestReportsEndToEnd(t *testing.T) {
 	p := startWrapped(t, nil, env...)
 	tr.send(t, p.base, 40)
 	waitReport(t, cliEnv, tr) // rolled up by the running server
+	if code, out, errOut := runCmd(t, cliEnv, "", "report", "verify"); code != 0 || !strings.Contains(out, "the rollups equal the files") ||
+		!strings.Contains(errOut, "the reports are held by the running server") {
+		t.Fatalf("verify through the running server: %d\n%s%s", code, out, errOut)
+	}
 	tr.send(t, p.base, 20)
 	if err := p.cmd.Process.Kill(); err != nil { // SIGKILL: no goodbye
 		t.Fatal(err)
