@@ -5,7 +5,10 @@
 -- The servers must write JSON lines (access_log.format: json), and the
 -- ClickHouse profile that reads the topic must skip the fields the table
 -- does not keep (input_format_skip_unknown_fields = 1): a request's own
--- line has them. Tested with ClickHouse 18.16 (Debian's package); the
+-- line has them. Set <kafka><auto_offset_reset>smallest</auto_offset_reset>
+-- </kafka> in the server's config.xml so that the new consumer group reads
+-- the topic from its start (librdkafka's default is its end: what the
+-- servers shipped before the group joined would be skipped). Tested with ClickHouse 18.16 (Debian's package); the
 -- statements use nothing later releases dropped.
 
 CREATE DATABASE IF NOT EXISTS tsubame;

@@ -53,9 +53,11 @@ func freePort(t testing.TB) int {
 }
 
 // config is the server's configuration: loopback only, the default user
-// without a password from 127.0.0.1, and JSON lines read with their
-// unknown fields skipped (the access log's request lines carry fields the
-// events table has not).
+// without a password from 127.0.0.1, JSON lines read with their unknown
+// fields skipped (the access log's request lines carry fields the events
+// table has not), and a new Kafka consumer group reading its topic from
+// the start (librdkafka's default is the end: what was shipped before
+// the group joined would be skipped).
 const config = `<?xml version="1.0"?>
 <yandex>
     <logger><level>warning</level><log>%[1]s/server.log</log><errorlog>%[1]s/server.err.log</errorlog></logger>
@@ -70,6 +72,7 @@ const config = `<?xml version="1.0"?>
     <default_profile>default</default_profile>
     <default_database>default</default_database>
     <timezone>UTC</timezone>
+    <kafka><auto_offset_reset>smallest</auto_offset_reset></kafka>
     <mark_cache_size>5368709</mark_cache_size>
     <uncompressed_cache_size>8589934</uncompressed_cache_size>
 </yandex>

@@ -138,9 +138,7 @@ var ErrInUse = errors.New("held by another process (a running server rolls its r
 
 // openDB opens (creating) the database at path and checks its schema.
 func openDB(path string, readOnly bool) (*bolt.DB, error) {
-	// The initial map is large enough for months of rows, so that a commit
-	// seldom remaps the file (a remap waits for every reader).
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 100 * time.Millisecond, ReadOnly: readOnly, InitialMmapSize: 256 << 20})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 100 * time.Millisecond, ReadOnly: readOnly})
 	if err != nil {
 		if errors.Is(err, bolterr.ErrTimeout) {
 			return nil, fmt.Errorf("%s: %w", path, ErrInUse)

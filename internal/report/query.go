@@ -2,6 +2,7 @@ package report
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -121,19 +122,25 @@ func query(be backend, q Query) (*Result, error) {
 	if !q.To.IsZero() {
 		to = q.To.Unix()
 	}
-	rows := map[string]*Row{}
+	var rows map[string]*Row
 	var gk []byte
-	err = be.scan(from, to, func(t int64, dims *Dims, c *Counts) error {
-		row := project(&q, t, dims)
-		gk = groupKey(gk[:0], &row)
-		if cur := rows[string(gk)]; cur != nil {
-			cur.Counts.Add(c)
-		} else {
-			row.Counts = *c
-			rows[string(gk)] = &row
+	for range 10 {
+		rows = map[string]*Row{}
+		err = be.scan(from, to, func(t int64, dims *Dims, c *Counts) error {
+			row := project(&q, t, dims)
+			gk = groupKey(gk[:0], &row)
+			if cur := rows[string(gk)]; cur != nil {
+				cur.Counts.Add(c)
+			} else {
+				row.Counts = *c
+				rows[string(gk)] = &row
+			}
+			return nil
+		})
+		if !errors.Is(err, errCompactedMeanwhile) {
+			break
 		}
-		return nil
-	})
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -96,7 +97,8 @@ func (b *redisBackend) compactedCtx(ctx context.Context) (int64, error) {
 	return n, err
 }
 
-// commitRows: KEYS pos hash, compacted, minutes set, quarters set;
+// commitRows: KEYS pos hash, compacted, minutes set, quarters set, then
+// the bucket hashes it may write (declared, not read from KEYS);
 // ARGV file key, the position read from ("" for none), the next one, the
 // prefix, then per count: its minute, its quarter, the field, the amount.
 // Times are passed as strings, never formatted by Lua.
@@ -132,9 +134,20 @@ func (b *redisBackend) commit(key string, prev, next *fileState, rows map[string
 		return err
 	}
 	args := []string{key, string(prevJSON), string(nextJSON), b.p}
+	keys := []string{b.p + "pos:" + b.node, b.p + "compacted", b.p + "m", b.p + "q"}
+	buckets := map[string]bool{}
 	for k, c := range rows {
 		t := int64(beUint64(k))
 		ts, qs := strconv.FormatInt(t, 10), strconv.FormatInt(floorDiv(t, int64(quarter/time.Second)), 10)
+		// Every key the script may write is declared: a cluster checks
+		// them before the script runs (a slot on the move fails it
+		// whole, not after some of its writes).
+		for _, bk := range []string{b.p + "m:" + ts, b.p + "q:" + qs} {
+			if !buckets[bk] {
+				buckets[bk] = true
+				keys = append(keys, bk)
+			}
+		}
 		for i, v := range c {
 			if v != 0 {
 				args = append(args, ts, qs, k[8:]+string(rune(i)), strconv.FormatInt(v, 10))
@@ -143,7 +156,6 @@ func (b *redisBackend) commit(key string, prev, next *fileState, rows map[string
 	}
 	ctx, cancel := b.ctx()
 	defer cancel()
-	keys := []string{b.p + "pos:" + b.node, b.p + "compacted", b.p + "m", b.p + "q"}
 	err = commitRows.Exec(ctx, b.c, keys, args).Error()
 	if err == nil {
 		return nil
@@ -252,8 +264,16 @@ func (b *redisBackend) scan(from, to int64, fn func(t int64, d *Dims, c *Counts)
 			return err
 		}
 	}
+	// A compaction between the reads moved minutes into quarters that
+	// were read before it: the caller reads again.
+	if now, err := b.compactedCtx(ctx); err != nil || now != compacted {
+		return cmp.Or(err, errCompactedMeanwhile)
+	}
 	return nil
 }
+
+// errCompactedMeanwhile: a scan met a compaction; what it gave is not whole.
+var errCompactedMeanwhile = errors.New("reports: compacted during the read; read again")
 
 // readBuckets reads the hashes of buckets ts of set ("m" or "q") and calls
 // fn for each row.

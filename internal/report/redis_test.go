@@ -145,3 +145,55 @@ func TestSharedCompaction(t *testing.T) {
 		t.Fatalf("verify: %+v %v", v, err)
 	}
 }
+
+// A file committed in part while it was the active file, then closed
+// under its range's name (a stop, or the crash-clean after a kill), is
+// read on from its position in Redis, exactly: the stored position is
+// compared as it was stored, whatever the file is called now.
+func TestSharedPositionAcrossRename(t *testing.T) {
+	s := sharedStore(t, false)
+	dir := t.TempDir()
+	evs := traffic(900, t0)
+	fs, err := accesslog.OpenFile(accesslog.FileOptions{Dir: dir, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := accesslog.New(fs, accesslog.Options{Logger: quiet})
+	for i := range evs[:500] {
+		if err := l.Append(&evs[i].rec, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.WriteBack()
+	r := openShared(t, s, dir, "n1", nil)
+	if err := r.CatchUp(context.Background()); err != nil { // commits the active file's part
+		t.Fatal(err)
+	}
+	r.Close()
+	for i := range evs[500:] {
+		if err := l.Append(&evs[500+i].rec, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(context.Background()); err != nil { // renamed to its range's name
+		t.Fatal(err)
+	}
+	if names, _ := accesslog.ClosedFiles(dir, "access.log", false); len(names) != 1 {
+		t.Fatalf("closed files %v, want the one", names)
+	}
+	r = openShared(t, s, dir, "n1", nil)
+	done := make(chan error, 1)
+	go func() { done <- r.CatchUp(context.Background()) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("CatchUp did not finish: the position in Redis is never taken as the stored one")
+	}
+	equalCounts(t, "after the rename", byLineItem(t, r, Query{}), want(evs))
+	if v, err := r.Verify(Query{}); err != nil || !v.OK() {
+		t.Fatalf("verify: %+v %v", v, err)
+	}
+}

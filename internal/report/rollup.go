@@ -212,7 +212,8 @@ func (r *Roller) Hold(name string) bool {
 	if f != nil {
 		return !f.Done
 	}
-	return !r.forgotten(key)
+	gone, err := r.be.forgotten(key)
+	return err != nil || !gone // a store that cannot tell keeps the file
 }
 
 // fileStates returns a copy of the committed file states.
@@ -234,10 +235,11 @@ func (r *Roller) setFile(key string, f *fileState) {
 
 // forgotten reports whether key is a file read whole and gone long enough
 // for its state to be dropped (a tombstone is kept: a file put back is not
-// counted twice).
+// counted twice). A store that cannot tell says yes: the file is not read
+// now (it may have been counted), and Hold keeps it for a later pass.
 func (r *Roller) forgotten(key string) bool {
 	ok, err := r.be.forgotten(key)
-	return ok || err != nil // unknown: held, never read twice
+	return ok || err != nil
 }
 
 // keyOf returns the key of a closed file, "" if it has no whole line yet.
@@ -289,7 +291,7 @@ func (r *Roller) Pass() (int64, error) {
 		n, err := r.readClosed(name, key, f)
 		total += n
 		if errors.Is(err, errStale) {
-			return total, nil
+			return 0, nil // nothing was added; the next pass reads on from the stored positions
 		}
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return total, err
@@ -301,7 +303,7 @@ func (r *Roller) Pass() (int64, error) {
 		live[key] = true
 	}
 	if errors.Is(err, errStale) {
-		return total, nil
+		return 0, nil
 	}
 	if err != nil {
 		return total, err
@@ -330,10 +332,10 @@ func (r *Roller) readClosed(name, key string, f *fileState) (int64, error) {
 	defer rd.Close()
 	st := fileState{Name: name}
 	if f != nil {
-		st = *f
-		st.Name = name
+		st = *f // as stored, to the byte: the Redis commit compares it whole
 	}
 	bt := r.batchFor(key, st, f != nil)
+	bt.next.Name = name
 	if _, err := io.CopyN(io.Discard, rd, bt.next.Offset); err != nil {
 		return 0, fmt.Errorf("%s: shorter than its rolled-up part (%d bytes): %w", name, bt.next.Offset, err)
 	}

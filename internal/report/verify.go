@@ -54,14 +54,25 @@ func (r *Roller) Verify(q Query) (*Verification, error) {
 }
 
 func verify(be backend, dir, name string, keyOf func(string) (string, error), q Query) (*Verification, error) {
-	stored := map[string]*Counts{}
-	var sk []byte
-	files, forgotten, err := be.snapshot(func(t int64, d *Dims, c *Counts) error {
-		d[DimNode] = "" // compared without: a renamed host's rows are still this file's
-		sk = rowKey(sk[:0], floorDiv(t, int64(quarter/time.Second)), d)
-		addTo(stored, sk, c)
-		return nil
-	})
+	var (
+		stored    map[string]*Counts
+		sk        []byte
+		files     map[string]*fileState
+		forgotten int
+		err       error
+	)
+	for range 10 {
+		stored = map[string]*Counts{}
+		files, forgotten, err = be.snapshot(func(t int64, d *Dims, c *Counts) error {
+			d[DimNode] = "" // compared without: a renamed host's rows are still this file's
+			sk = rowKey(sk[:0], floorDiv(t, int64(quarter/time.Second)), d)
+			addTo(stored, sk, c)
+			return nil
+		})
+		if !errors.Is(err, errCompactedMeanwhile) {
+			break
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
