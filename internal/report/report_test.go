@@ -543,3 +543,35 @@ func TestUncommittedLinesAreReadAgain(t *testing.T) {
 		t.Fatalf("verify: %+v %v", v, err)
 	}
 }
+
+// A gzipped file cut short is not taken as read whole: the pass fails
+// with a reason, the file is held, and nothing past its whole lines is
+// committed.
+func TestTruncatedGzipIsNotDone(t *testing.T) {
+	dir := t.TempDir()
+	writeLog(t, dir, accesslog.LTSV, true, traffic(150, t0))
+	names, _ := accesslog.ClosedFiles(dir, "access.log", false)
+	if len(names) != 1 || !strings.HasSuffix(names[0], ".gz") {
+		t.Fatalf("files %v", names)
+	}
+	path := filepath.Join(dir, names[0])
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b[:len(b)*2/3], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := openRoller(t, dir, nil)
+	if err := r.CatchUp(context.Background()); err == nil || !strings.Contains(err.Error(), "cut short") {
+		t.Fatalf("a truncated gzip file: %v", err)
+	}
+	if !r.Hold(names[0]) {
+		t.Fatal("a truncated file is let go")
+	}
+	for _, f := range r.fileStates() {
+		if f.Done {
+			t.Fatalf("a truncated file is marked done: %+v", *f)
+		}
+	}
+}

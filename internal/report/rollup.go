@@ -325,11 +325,12 @@ func (r *Roller) stopping() bool {
 
 // readClosed reads a closed file from where it was left to its end.
 func (r *Roller) readClosed(name, key string, f *fileState) (int64, error) {
-	rd, err := accesslog.OpenLines(filepath.Join(r.opt.Dir, name))
+	rc, err := accesslog.OpenLines(filepath.Join(r.opt.Dir, name))
 	if err != nil {
 		return 0, err
 	}
-	defer rd.Close()
+	defer rc.Close()
+	rd := truncated{rc}
 	st := fileState{Name: name}
 	if f != nil {
 		st = *f // as stored, to the byte: the Redis commit compares it whole
@@ -372,6 +373,21 @@ func (r *Roller) readClosed(name, key string, f *fileState) (int64, error) {
 		carry = copy(buf, data[len(whole):])
 	}
 }
+
+// truncated tells a compressed file cut short (gzip's io.ErrUnexpectedEOF)
+// from one read to its end: io.ReadFull reports both alike, and a file
+// cut short must not be taken as read whole (and then deleted).
+type truncated struct{ r io.Reader }
+
+func (t truncated) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		err = errTruncated
+	}
+	return n, err
+}
+
+var errTruncated = errors.New("the file ends inside a compressed block (cut short?): kept, not counted past its last whole block")
 
 // readActive reads the whole lines of the active file beyond what was
 // read, and returns its key.

@@ -219,7 +219,7 @@ func recountFile(path string, active bool, upto int64, fn func([]byte) bool) (li
 			return 0, 0, err
 		}
 		defer rc.Close()
-		rd = io.LimitReader(rc, upto)
+		rd = io.LimitReader(truncated{rc}, upto)
 	}
 	buf := make([]byte, chunkSize)
 	carry := 0
