@@ -23,8 +23,8 @@ type backend interface {
 	// folds the minutes before until into quarters, and returns the
 	// compaction point.
 	maintain(changed, forget map[string]*fileState, until int64) (int64, error)
-	// forgotten reports whether key has a tombstone.
-	forgotten(key string) (bool, error)
+	// tombstones returns the keys of this node's tombstones.
+	tombstones() (map[string]bool, error)
 	// compacted returns the compaction point.
 	compacted() (int64, error)
 	// scan calls fn for each row in [from, to): quarters before the
@@ -95,12 +95,15 @@ func (b boltBackend) maintain(changed, forget map[string]*fileState, until int64
 	return compacted, err
 }
 
-func (b boltBackend) forgotten(key string) (ok bool, err error) {
-	err = b.db.View(func(tx *bolt.Tx) error {
-		ok = tx.Bucket(bucketForgotten).Get([]byte(key)) != nil
-		return nil
+func (b boltBackend) tombstones() (map[string]bool, error) {
+	out := map[string]bool{}
+	err := b.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketForgotten).ForEach(func(k, _ []byte) error {
+			out[string(k)] = true
+			return nil
+		})
 	})
-	return ok, err
+	return out, err
 }
 
 func (b boltBackend) compacted() (c int64, err error) {

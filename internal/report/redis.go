@@ -235,10 +235,18 @@ func (b *redisBackend) maintain(changed, forget map[string]*fileState, until int
 	return b.compactedCtx(ctx)
 }
 
-func (b *redisBackend) forgotten(key string) (bool, error) {
+func (b *redisBackend) tombstones() (map[string]bool, error) {
 	ctx, cancel := b.ctx()
 	defer cancel()
-	return b.c.Do(ctx, b.c.B().Hexists().Key(b.p+"gone:"+b.node).Field(key).Build()).AsBool()
+	keys, err := b.c.Do(ctx, b.c.B().Hkeys().Key(b.p+"gone:"+b.node).Build()).AsStrSlice()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		out[k] = true
+	}
+	return out, nil
 }
 
 func (b *redisBackend) scan(from, to int64, fn func(t int64, d *Dims, c *Counts) error) error {

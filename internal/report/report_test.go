@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -574,4 +575,57 @@ func TestTruncatedGzipIsNotDone(t *testing.T) {
 			t.Fatalf("a truncated file is marked done: %+v", *f)
 		}
 	}
+}
+
+// A file read whole and gone (retention) for a while leaves a tombstone:
+// put back, it is not counted again, by this roller nor the next one, and
+// Hold lets it go without asking the store.
+func TestTombstones(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(t.TempDir(), FileName)
+	evs := traffic(300, t0)
+	writeLog(t, dir, accesslog.LTSV, false, evs)
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	clock := func(o *Options) { o.Path, o.Now = db, func() time.Time { return time.Unix(0, now.Load()) } }
+	r := openRoller(t, dir, clock)
+	if err := r.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	names, _ := accesslog.ClosedFiles(dir, "access.log", false)
+	saved := map[string][]byte{}
+	for _, n := range names {
+		saved[n], _ = os.ReadFile(filepath.Join(dir, n))
+		os.Remove(filepath.Join(dir, n)) // retention
+	}
+	if _, err := r.Pass(); err != nil { // noted gone
+		t.Fatal(err)
+	}
+	now.Add(int64(forgetAfter + time.Minute))
+	if _, err := r.Pass(); err != nil { // tombstones
+		t.Fatal(err)
+	}
+	if len(r.fileStates()) != 0 {
+		t.Fatalf("states kept: %v", r.fileStates())
+	}
+	for n, b := range saved { // put back
+		if err := os.WriteFile(filepath.Join(dir, n), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(rr *Roller) {
+		t.Helper()
+		if err := rr.CatchUp(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		equalCounts(t, "with the files put back", byLineItem(t, rr, Query{}), want(evs))
+		for n := range saved {
+			if rr.Hold(n) {
+				t.Errorf("%s held, though read whole before", n)
+			}
+		}
+	}
+	check(r)
+	r.Close()
+	check(openRoller(t, dir, clock)) // the tombstones are read back
 }

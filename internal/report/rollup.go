@@ -72,6 +72,7 @@ type Roller struct {
 	compacted int64 // the compaction point, as last written (under mu)
 	filesMu   sync.RWMutex
 	files     map[string]*fileState // as committed, by key (under filesMu; entries are not changed, replaced)
+	gone      map[string]bool       // this node's tombstones, as committed (under filesMu): only this node writes them
 	buf       []byte                // a chunk of a file (under mu)
 	pending   map[string]*batch     // counted and not committed, by file key (under mu)
 
@@ -116,7 +117,10 @@ func Open(opt Options) (*Roller, error) {
 	}
 	r := &Roller{opt: opt, be: be, stop: make(chan struct{}), done: make(chan struct{}), pending: map[string]*batch{}}
 	var err error
-	if r.files, r.compacted, err = be.load(); err != nil {
+	if r.files, r.compacted, err = be.load(); err == nil {
+		r.gone, err = be.tombstones()
+	}
+	if err != nil {
 		be.close()
 		return nil, fmt.Errorf("reports: %w", err)
 	}
@@ -212,8 +216,7 @@ func (r *Roller) Hold(name string) bool {
 	if f != nil {
 		return !f.Done
 	}
-	gone, err := r.be.forgotten(key)
-	return err != nil || !gone // a store that cannot tell keeps the file
+	return !r.forgotten(key)
 }
 
 // fileStates returns a copy of the committed file states.
@@ -235,11 +238,13 @@ func (r *Roller) setFile(key string, f *fileState) {
 
 // forgotten reports whether key is a file read whole and gone long enough
 // for its state to be dropped (a tombstone is kept: a file put back is not
-// counted twice). A store that cannot tell says yes: the file is not read
-// now (it may have been counted), and Hold keeps it for a later pass.
+// counted twice). It asks no store: this node's tombstones are its own,
+// held in memory, so that Hold never waits on one (retention asks it from
+// the log writer's rotation).
 func (r *Roller) forgotten(key string) bool {
-	ok, err := r.be.forgotten(key)
-	return ok || err != nil
+	r.filesMu.RLock()
+	defer r.filesMu.RUnlock()
+	return r.gone[key]
 }
 
 // keyOf returns the key of a closed file, "" if it has no whole line yet.
@@ -548,8 +553,12 @@ func (r *Roller) flush(bt *batch, eof bool) (int64, error) {
 		if errors.Is(err, errStale) {
 			delete(r.pending, bt.key) // nothing of it was added
 			if files, _, lerr := r.be.load(); lerr == nil {
+				gone, gerr := r.be.tombstones()
 				r.filesMu.Lock()
 				r.files = files
+				if gerr == nil {
+					r.gone = gone
+				}
 				r.filesMu.Unlock()
 			}
 			return 0, errStale // read on from there at the next pass
@@ -607,6 +616,9 @@ func (r *Roller) maintain(files map[string]*fileState, live map[string]bool) err
 	}
 	for key := range forget {
 		r.setFile(key, nil)
+		r.filesMu.Lock()
+		r.gone[key] = true
+		r.filesMu.Unlock()
 	}
 	r.compacted = compacted
 	return nil
@@ -633,7 +645,7 @@ func (r *Roller) Rebuild(ctx context.Context) error {
 		r.compacted = 0
 		r.pending = map[string]*batch{}
 		r.filesMu.Lock()
-		r.files = map[string]*fileState{}
+		r.files, r.gone = map[string]*fileState{}, map[string]bool{}
 		r.filesMu.Unlock()
 	}
 	r.mu.Unlock()
