@@ -180,9 +180,12 @@ var errStale = errors.New("reports: another process of this node moved the read 
 
 // compactRows folds up to 100 minute buckets before ARGV[1] into quarters
 // and moves the compaction point there once none is left; it returns 1
-// when done. KEYS compacted, minutes set, quarters set; ARGV the point,
+// when done, or at once while a node rebuilds (its reset reads the
+// buckets one by one: a minute moved meanwhile would escape it). KEYS
+// compacted, minutes set, quarters set, the rebuild mark; ARGV the point,
 // the prefix.
 var compactRows = rueidis.NewLuaScript(`
+if redis.call('EXISTS', KEYS[4]) == 1 then return 1 end
 if tonumber(redis.call('GET', KEYS[1]) or '0') >= tonumber(ARGV[1]) then return 1 end
 local ms = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[1], 'LIMIT', 0, 100)
 for _, t in ipairs(ms) do
@@ -221,7 +224,7 @@ func (b *redisBackend) maintain(changed, forget map[string]*fileState, until int
 		}
 	}
 	if until > 0 {
-		keys := []string{b.p + "compacted", b.p + "m", b.p + "q"}
+		keys := []string{b.p + "compacted", b.p + "m", b.p + "q", b.p + "rebuilding"}
 		for range 10_000 {
 			done, err := compactRows.Exec(ctx, b.c, keys, []string{strconv.FormatInt(until, 10), b.p}).AsInt64()
 			if err != nil {
@@ -376,6 +379,19 @@ func (b *redisBackend) snapshot(fn func(t int64, d *Dims, c *Counts) error) (map
 func (b *redisBackend) reset() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	// No node compacts while this one removes its rows (the mark expires
+	// if this process dies meanwhile).
+	mark := b.p + "rebuilding"
+	if err := b.c.Do(ctx, b.c.B().Set().Key(mark).Value(b.node).Ex(10*time.Minute).Build()).Error(); err != nil {
+		return err
+	}
+	defer func() {
+		dctx, dcancel := b.ctx()
+		_ = b.c.Do(dctx, b.c.B().Del().Key(mark).Build()).Error()
+		dcancel()
+	}()
+	// A compaction script that began before the mark has finished: Redis
+	// runs one script at a time.
 	for _, set := range []string{"q", "m"} {
 		ts, err := b.c.Do(ctx, b.c.B().Zrange().Key(b.p+set).Min("0").Max("-1").Build()).AsStrSlice()
 		if err != nil {
