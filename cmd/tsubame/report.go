@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"tsubame"
-	"tsubame/internal/admin"
 	"tsubame/internal/config"
 	"tsubame/internal/report"
 )
@@ -108,7 +107,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer, env
 		if err != nil {
 			return err
 		}
-		return printVerification(v, *format, stdout)
+		return printVerification(v.Report(), *format, stdout)
 	}
 	if err := roller.CatchUp(ctx); err != nil {
 		return err
@@ -156,45 +155,12 @@ func reportViaServer(ctx context.Context, cfg *config.Config, sub string, q repo
 		fmt.Fprintln(stderr, "rebuilt the reports from the access log's files (by the running server)")
 		return nil
 	case "verify":
-		var out struct {
-			OK         bool              `json:"ok"`
-			Narrowed   string            `json:"narrowed"`
-			Files      int               `json:"files"`
-			Lines      int64             `json:"lines"`
-			Events     int64             `json:"events"`
-			Mismatches []json.RawMessage `json:"mismatches"`
-		}
-		var raw []byte
-		err := api.call(ctx, socketBulkTimeout, http.MethodGet, "/api/v1/reports/verify", v, nil, "", func(r io.Reader) error {
-			var err error
-			if raw, err = io.ReadAll(r); err == nil {
-				err = json.Unmarshal(raw, &out)
-			}
-			return err
-		})
+		var rep report.VerificationReport
+		err := api.call(ctx, socketBulkTimeout, http.MethodGet, "/api/v1/reports/verify", v, nil, "", decodeInto(&rep))
 		if err != nil {
 			return err
 		}
-		if format == report.FormatJSON {
-			if _, err := stdout.Write(raw); err != nil {
-				return err
-			}
-		} else {
-			fmt.Fprintf(stdout, "recounted %d files, %d lines, %d counted\n", out.Files, out.Lines, out.Events)
-			if out.Narrowed != "" {
-				fmt.Fprintln(stdout, out.Narrowed)
-			}
-			for _, m := range out.Mismatches {
-				fmt.Fprintf(stdout, "differs: %s\n", m)
-			}
-			if out.OK {
-				fmt.Fprintln(stdout, "the rollups equal the files")
-			}
-		}
-		if !out.OK {
-			return fmt.Errorf("the rollups differ from the files in %d counts", len(out.Mismatches))
-		}
-		return nil
+		return printVerification(rep, format, stdout)
 	}
 	v.Set("format", format)
 	return api.call(ctx, socketBulkTimeout, http.MethodGet, "/api/v1/reports", v, nil, "", func(r io.Reader) error {
@@ -205,36 +171,21 @@ func reportViaServer(ctx context.Context, cfg *config.Config, sub string, q repo
 
 // printVerification writes what Verify found; an error when the rollups
 // differ from the files (the command's exit status says it).
-func printVerification(v *report.Verification, format string, stdout io.Writer) error {
+func printVerification(rep report.VerificationReport, format string, stdout io.Writer) error {
+	var err error
 	if format == report.FormatJSON {
-		b, err := json.Marshal(admin.VerificationJSON(v))
-		if err != nil {
-			return err
-		}
-		if _, err := stdout.Write(append(b, '\n')); err != nil {
-			return err
+		var b []byte
+		if b, err = json.Marshal(rep); err == nil {
+			_, err = stdout.Write(append(b, '\n'))
 		}
 	} else {
-		fmt.Fprintf(stdout, "recounted %d files, %d lines, %d counted\n", v.Files, v.Lines, v.Events)
-		if v.Narrowed != "" {
-			fmt.Fprintln(stdout, v.Narrowed)
-		}
-		for _, m := range v.Mismatches {
-			var dims []string
-			for i, name := range report.DimNames() {
-				if m.Dims[i] != "" {
-					dims = append(dims, name+"="+m.Dims[i])
-				}
-			}
-			fmt.Fprintf(stdout, "differs: %s %s %s: rollups %d, files %d\n", m.Time.Format("2006-01-02T15:04Z07:00"),
-				strings.Join(dims, " "), m.Counter, m.Stored, m.Recounted)
-		}
-		if v.OK() {
-			fmt.Fprintln(stdout, "the rollups equal the files")
-		}
+		err = rep.WriteText(stdout)
 	}
-	if !v.OK() {
-		return fmt.Errorf("the rollups differ from the files in %d counts", len(v.Mismatches))
+	if err != nil {
+		return err
+	}
+	if !rep.OK {
+		return fmt.Errorf("the rollups differ from the files in %d counts", len(rep.Mismatches))
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"time"
 
 	"tsubame"
 	"tsubame/internal/report"
@@ -100,39 +99,7 @@ func (s *Server) verifyReports(w http.ResponseWriter, r *http.Request) {
 		s.writeStoreError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, VerificationJSON(v))
-}
-
-// VerificationJSON is a verification as the API and the report command's
-// -format json write it.
-func VerificationJSON(v *report.Verification) any {
-	type mismatch struct {
-		Time      time.Time         `json:"time"`
-		Dims      map[string]string `json:"dims"`
-		Counter   string            `json:"counter"`
-		Stored    int64             `json:"stored"`
-		Recounted int64             `json:"recounted"`
-	}
-	ms := make([]mismatch, 0, len(v.Mismatches))
-	names := report.DimNames()
-	for _, m := range v.Mismatches {
-		d := map[string]string{}
-		for i, name := range names {
-			if m.Dims[i] != "" {
-				d[name] = m.Dims[i]
-			}
-		}
-		ms = append(ms, mismatch{Time: m.Time, Dims: d, Counter: m.Counter.String(), Stored: m.Stored, Recounted: m.Recounted})
-	}
-	var from, to *time.Time
-	if !v.From.IsZero() {
-		from = &v.From
-	}
-	if !v.To.IsZero() {
-		to = &v.To
-	}
-	return map[string]any{"ok": v.OK(), "from": from, "to": to, "narrowed": v.Narrowed, "files": v.Files,
-		"lines": v.Lines, "events": v.Events, "mismatches": ms}
+	writeJSON(w, http.StatusOK, v.Report())
 }
 
 // rebuildReports answers POST /api/v1/reports/rebuild: the rollups counted

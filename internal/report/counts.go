@@ -89,13 +89,6 @@ func (d Dim) String() string { return dimNames[d] }
 // Dims are a row's dimension values ("" where unknown or not applicable).
 type Dims [numDims]string
 
-// labelOf is the event line field each dimension is read from.
-var labelOf = [numDims]string{
-	DimAdvertiser: "advertiser", DimCampaign: "campaign", DimLineItem: "line_item", DimCreative: "creative",
-	DimPlacement: "placement", DimSite: "site", DimExchange: "exchange", DimDeal: "deal", DimCountry: "country",
-	DimDevice: "device", DimCurrency: "currency",
-}
-
 // The endpoints whose refused requests are counted as Rejected: the
 // tracking and notice URLs (internal/ads, internal/bidder route names).
 var noticeEndpoints = map[string]bool{
@@ -156,8 +149,8 @@ func classify(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (ok bool, e
 	default:
 		return false, nil
 	}
-	for d := range DimNode { // the node is the roller's, not the line's
-		v, _ := l.Get(labelOf[d])
+	for d := range DimNode { // each read from the field of its name; the node is the roller's, not the line's
+		v, _ := l.Get(dimNames[d])
 		if string(v) != dims[d] { // most lines repeat the previous one's
 			dims[d] = string(v)
 		}

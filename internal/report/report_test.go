@@ -387,6 +387,16 @@ func TestVerifyFindsADifference(t *testing.T) {
 		v.Mismatches[0].Stored != v.Mismatches[0].Recounted+1 {
 		t.Fatalf("verify after a change: %+v", v)
 	}
+	var text strings.Builder
+	if err := v.Report().WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	m := v.Mismatches[0]
+	want := fmt.Sprintf("differs: %s advertiser=adv-1 campaign=c-1 line_item=%s", m.Time.Format("2006-01-02T15:04Z07:00"), m.Dims[DimLineItem])
+	if !strings.Contains(text.String(), want) || !strings.Contains(text.String(), fmt.Sprintf("impressions: rollups %d, files %d", m.Stored, m.Recounted)) ||
+		strings.Contains(text.String(), "equal") {
+		t.Errorf("the text of a difference:\n%s\nwant a line with %q", text.String(), want)
+	}
 }
 
 // Hours and days are the query zone's, also for zones 45 minutes off UTC

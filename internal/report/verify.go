@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"tsubame/internal/accesslog"
@@ -37,6 +38,78 @@ type Verification struct {
 
 // OK reports whether the rollups equal the recount.
 func (v *Verification) OK() bool { return len(v.Mismatches) == 0 }
+
+// VerificationReport is a Verification as the admin API and `tsubame
+// report verify -format json` write it, and as the command reads it back
+// from a running server.
+type VerificationReport struct {
+	OK         bool             `json:"ok"`
+	From       *time.Time       `json:"from"`
+	To         *time.Time       `json:"to"`
+	Narrowed   string           `json:"narrowed"`
+	Files      int              `json:"files"`
+	Lines      int64            `json:"lines"`
+	Events     int64            `json:"events"`
+	Mismatches []MismatchReport `json:"mismatches"`
+}
+
+// MismatchReport is a Mismatch with its dimensions by name (the empty
+// ones left out) and its counter's name.
+type MismatchReport struct {
+	Time      time.Time         `json:"time"`
+	Dims      map[string]string `json:"dims"`
+	Counter   string            `json:"counter"`
+	Stored    int64             `json:"stored"`
+	Recounted int64             `json:"recounted"`
+}
+
+// Report is v in its written form.
+func (v *Verification) Report() VerificationReport {
+	rep := VerificationReport{OK: v.OK(), Narrowed: v.Narrowed, Files: v.Files, Lines: v.Lines, Events: v.Events,
+		Mismatches: make([]MismatchReport, 0, len(v.Mismatches))}
+	if !v.From.IsZero() {
+		rep.From = &v.From
+	}
+	if !v.To.IsZero() {
+		rep.To = &v.To
+	}
+	for _, m := range v.Mismatches {
+		d := map[string]string{}
+		for i, name := range dimNames {
+			if m.Dims[i] != "" {
+				d[name] = m.Dims[i]
+			}
+		}
+		rep.Mismatches = append(rep.Mismatches, MismatchReport{Time: m.Time, Dims: d, Counter: m.Counter.String(),
+			Stored: m.Stored, Recounted: m.Recounted})
+	}
+	return rep
+}
+
+// WriteText writes rep for people: what was recounted, why the period was
+// narrowed, each difference, and whether the rollups equal the files.
+func (rep VerificationReport) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "recounted %d files, %d lines, %d counted\n", rep.Files, rep.Lines, rep.Events)
+	if rep.Narrowed != "" {
+		fmt.Fprintln(&b, rep.Narrowed)
+	}
+	for _, m := range rep.Mismatches {
+		var dims []string
+		for _, name := range dimNames {
+			if v, ok := m.Dims[name]; ok {
+				dims = append(dims, name+"="+v)
+			}
+		}
+		fmt.Fprintf(&b, "differs: %s %s %s: rollups %d, files %d\n", m.Time.UTC().Format("2006-01-02T15:04Z07:00"),
+			strings.Join(dims, " "), m.Counter, m.Stored, m.Recounted)
+	}
+	if rep.OK {
+		fmt.Fprintln(&b, "the rollups equal the files")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
 
 // maxMismatches bounds what a verification lists.
 const maxMismatches = 100

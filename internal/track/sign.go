@@ -602,6 +602,24 @@ func (s *Signer) VerifyKind(tok string, kind Kind, now time.Time) (Token, error)
 	return t, nil
 }
 
+// readStrings reads len(dst) strings of all from off, each prefixed by its
+// length in one byte, and returns where they end; false past the end.
+func readStrings(all string, off int, dst []string) (int, bool) {
+	for i := range dst {
+		if off >= len(all) {
+			return off, false
+		}
+		l := int(all[off])
+		off++
+		if l > len(all)-off {
+			return off, false
+		}
+		dst[i] = all[off : off+l]
+		off += l
+	}
+	return off, true
+}
+
 // parse reads the signed fields after the key id. It runs only on bytes whose
 // MAC matched, and still checks every bound: a layout error is a bug or a
 // leaked key, never a reason to read past the end.
@@ -624,54 +642,27 @@ func parse(b []byte, v byte) (Token, bool) {
 	// One string for all fields: the only allocation of a Verify.
 	all := string(b)
 	var ids [6]string // the last, the user, may be empty
-	off := 0
-	for i := range ids {
-		if off >= len(all) {
-			return Token{}, false
-		}
-		l := int(all[off])
-		off++
-		if l > len(all)-off {
-			return Token{}, false
-		}
-		ids[i] = all[off : off+l]
-		off += l
-		if !validID(ids[i]) && (i < len(ids)-1 || ids[i] != "") {
+	off, ok := readStrings(all, 0, ids[:])
+	if !ok {
+		return Token{}, false
+	}
+	for i, id := range ids {
+		if !validID(id) && (i < len(ids)-1 || id != "") {
 			return Token{}, false
 		}
 	}
 	var origin [4]string // advertiser, site, country, device
 	if v >= version {
-		for i := range origin {
-			if off >= len(all) {
-				return Token{}, false
-			}
-			l := int(all[off])
-			off++
-			if l > len(all)-off {
-				return Token{}, false
-			}
-			origin[i] = all[off : off+l]
-			off += l
-		}
-		if origin[0] != "" && !validID(origin[0]) || !ValidSite(origin[1]) || !ValidCountry(origin[2]) || !ValidDevice(origin[3]) {
+		if off, ok = readStrings(all, off, origin[:]); !ok ||
+			origin[0] != "" && !validID(origin[0]) || !ValidSite(origin[1]) || !ValidCountry(origin[2]) || !ValidDevice(origin[3]) {
 			return Token{}, false
 		}
 	}
 	var auction [5]string // exchange, auction, imp, deal, currency
 	var test bool
 	if kind.Notice() && v >= version2 {
-		for i := range auction {
-			if off >= len(all) {
-				return Token{}, false
-			}
-			l := int(all[off])
-			off++
-			if l > len(all)-off {
-				return Token{}, false
-			}
-			auction[i] = all[off : off+l]
-			off += l
+		if off, ok = readStrings(all, off, auction[:]); !ok {
+			return Token{}, false
 		}
 		if !validAuctionID(auction[0]) || !validAuctionID(auction[1]) || !validAuctionID(auction[2]) ||
 			auction[3] != "" && !validAuctionID(auction[3]) || !validCurrency(auction[4]) || off >= len(all) || all[off]&^flagTest != 0 {
