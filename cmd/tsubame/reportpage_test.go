@@ -89,6 +89,14 @@ func TestDashboardReportsInBrowser(t *testing.T) {
 		}
 	}
 
+	// Bad input is the request's fault, with the reason.
+	for query, reason := range map[string]string{"by=nope": "unknown dimension", "from=2026-11-27T10:00:30Z": "whole minute",
+		"from=yesterday": "RFC 3339", "tz=Mars/Base": "IANA", "format=xml": "format"} {
+		if code, body := getWith(t, adminURL+"/api/v1/reports?"+query, token); code != 400 || !strings.Contains(body, reason) {
+			t.Errorf("reports?%s: %d %s, want 400 saying %q", query, code, body, reason)
+		}
+	}
+
 	ctx := browserContext(t, browser)
 	b := &page{t: t, ctx: ctx}
 	code, err := totp.GenerateCode(secret[1], time.Now())

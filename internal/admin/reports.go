@@ -2,9 +2,7 @@ package admin
 
 import (
 	"context"
-	"errors"
 	"net/http"
-	"strings"
 
 	"tsubame"
 	"tsubame/internal/report"
@@ -36,7 +34,7 @@ func (s *Server) reportQuery(w http.ResponseWriter, r *http.Request) (report.Que
 	v := r.URL.Query()
 	q, err := report.ParseQuery(v.Get("from"), v.Get("to"), v.Get("by"), v.Get("tz"), s.opt.ReportLocation)
 	if err != nil {
-		s.writeStoreError(w, tsubame.Errorf(tsubame.EINVALID, "%v", err))
+		s.writeStoreError(w, err) // EINVALID: a 400 with the reason
 		return report.Query{}, false
 	}
 	return q, true
@@ -60,7 +58,7 @@ func (s *Server) reports(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.opt.Reports.Query(q)
 	if err != nil {
-		s.writeStoreError(w, asInvalid(err))
+		s.writeStoreError(w, err) // a bad bound is EINVALID, the store's trouble its own kind
 		return
 	}
 	switch format {
@@ -75,16 +73,6 @@ func (s *Server) reports(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Cache-Control", "no-store")
 	_ = res.Write(w, format)
-}
-
-// asInvalid reports a query the rollups cannot answer (a bound inside a
-// quarter-hour kept whole) as the request's fault; a database error stays
-// internal.
-func asInvalid(err error) error {
-	if tsubame.ErrorCode(err) != tsubame.EINTERNAL || strings.Contains(err.Error(), "bolt") || errors.Is(err, report.ErrClosed) {
-		return err
-	}
-	return tsubame.Errorf(tsubame.EINVALID, "%v", err)
 }
 
 // verifyReports answers GET /api/v1/reports/verify: the files recounted

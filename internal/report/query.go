@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"tsubame"
 )
 
 // The time dimensions of -by: the rows' bucket, in the query's zone.
@@ -49,15 +51,15 @@ func ParseBy(s string) ([]string, error) {
 			times++
 		case slices.Contains(dimNames[:], name):
 		default:
-			return nil, fmt.Errorf("unknown dimension %q (known: minute, hour, day, %s)", name, strings.Join(dimNames[:], ", "))
+			return nil, tsubame.Errorf(tsubame.EINVALID, "unknown dimension %q (known: minute, hour, day, %s)", name, strings.Join(dimNames[:], ", "))
 		}
 		if slices.Contains(out, name) {
-			return nil, fmt.Errorf("dimension %q given twice", name)
+			return nil, tsubame.Errorf(tsubame.EINVALID, "dimension %q given twice", name)
 		}
 		out = append(out, name)
 	}
 	if times > 1 {
-		return nil, fmt.Errorf("at most one of minute, hour and day")
+		return nil, tsubame.Errorf(tsubame.EINVALID, "at most one of minute, hour and day")
 	}
 	return out, nil
 }
@@ -93,7 +95,7 @@ func query(be backend, q Query) (*Result, error) {
 		}
 	}
 	if !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To) {
-		return nil, fmt.Errorf("the start (%s) is not before the end (%s)", q.From.Format(time.RFC3339), q.To.Format(time.RFC3339))
+		return nil, tsubame.Errorf(tsubame.EINVALID, "the start (%s) is not before the end (%s)", q.From.Format(time.RFC3339), q.To.Format(time.RFC3339))
 	}
 	compacted, err := be.compacted()
 	if err != nil {
@@ -108,10 +110,10 @@ func query(be backend, q Query) (*Result, error) {
 			continue
 		}
 		if b.Nanosecond() != 0 || b.Unix()%60 != 0 {
-			return nil, fmt.Errorf("%s is not a whole minute", b.Format(time.RFC3339Nano))
+			return nil, tsubame.Errorf(tsubame.EINVALID, "%s is not a whole minute", b.Format(time.RFC3339Nano))
 		}
 		if b.Unix() < compacted && b.Unix()%int64(quarter/time.Second) != 0 {
-			return nil, fmt.Errorf("%s: rows before %s are kept per quarter-hour (report.minutes), so a bound there must be on a quarter-hour",
+			return nil, tsubame.Errorf(tsubame.EINVALID, "%s: rows before %s are kept per quarter-hour (report.minutes), so a bound there must be on a quarter-hour",
 				b.Format(time.RFC3339), res.Compacted.Format(time.RFC3339))
 		}
 	}
@@ -265,7 +267,7 @@ func ParseQuery(from, to, by, tz string, def *time.Location) (Query, error) {
 			continue
 		}
 		if *b.dst, err = time.Parse(time.RFC3339, b.text); err != nil {
-			return Query{}, fmt.Errorf("%s: %q is not an RFC 3339 time such as 2026-11-27T00:00:00+09:00", b.name, b.text)
+			return Query{}, tsubame.Errorf(tsubame.EINVALID, "%s: %q is not an RFC 3339 time such as 2026-11-27T00:00:00+09:00", b.name, b.text)
 		}
 	}
 	if q.By, err = ParseBy(by); err != nil {
@@ -273,7 +275,7 @@ func ParseQuery(from, to, by, tz string, def *time.Location) (Query, error) {
 	}
 	if tz != "" {
 		if q.Location, err = time.LoadLocation(tz); err != nil || tz == "Local" {
-			return Query{}, fmt.Errorf("tz: %q is not an IANA time zone such as Asia/Tokyo or UTC", tz)
+			return Query{}, tsubame.Errorf(tsubame.EINVALID, "tz: %q is not an IANA time zone such as Asia/Tokyo or UTC", tz)
 		}
 	}
 	if q.Location == nil {
