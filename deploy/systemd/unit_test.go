@@ -62,6 +62,9 @@ func (u unit) one(t *testing.T, key string) string {
 func TestUnitVerifies(t *testing.T) {
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skip("systemd-analyze is not installed (Debian package systemd; make test installs it)")
+		}
 		t.Fatal("systemd-analyze is needed (Debian package systemd; make test installs it)")
 	}
 	self, err := os.Executable()

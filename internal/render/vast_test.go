@@ -18,6 +18,9 @@ func xmllint(t *testing.T, doc []byte) error {
 	t.Helper()
 	bin, err := exec.LookPath("xmllint")
 	if err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skip("xmllint is not installed (make test-tools installs Debian's libxml2-utils): the VAST schema checks need it")
+		}
 		t.Fatal("xmllint is not installed (make test-tools installs Debian's libxml2-utils)")
 	}
 	path := filepath.Join(t.TempDir(), "vast.xml")

@@ -37,6 +37,9 @@ func xmllintSchema(t *testing.T, schema string, doc []byte) error {
 	t.Helper()
 	bin, err := exec.LookPath("xmllint")
 	if err != nil {
+		if os.Getenv("CI") == "" {
+			t.Skip("xmllint is not installed (make test-tools installs Debian's libxml2-utils): the VAST schema checks need it")
+		}
 		t.Fatal("xmllint is not installed (make test-tools installs Debian's libxml2-utils)")
 	}
 	path := filepath.Join(t.TempDir(), "vast.xml")
