@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -20,27 +19,24 @@ import (
 
 // runAdmin manages admin users and API tokens in the accounts file, which
 // a running server picks up at once.
-func runAdmin(_ context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) error {
-	if len(args) == 0 {
-		return usagef("admin needs a subcommand: create-user, delete-user, list-users, create-token, verify-audit")
-	}
-	sub, rest := args[0], args[1:]
-	fs, path := newFlagSet("admin "+sub, stderr)
-	noTOTP := fs.Bool("no-totp", false, "create-user: no TOTP second factor (only with admin.require_totp: false)")
-	user := fs.String("user", "", "create-token: the user the token acts as")
-	name := fs.String("name", "", "create-token: what the token is for")
-	ttl := fs.Duration("ttl", 0, "create-token: lifetime (0: admin.max_token_ttl)")
-	role := fs.String("role", "", "create-user: viewer, editor or admin (default: admin for the first user, else viewer); create-token: at most the user's (default: the user's)")
-	scope := fs.String("scope", "", "create-token: metrics limits the token to GET /metrics")
-	if err := fs.Parse(rest); err != nil {
-		return err
-	}
-	cfg, err := loadConfig(*path, environ, stderr)
+// adminFlags are the flags of the admin commands.
+type adminFlags struct {
+	noTOTP            bool          // create-user
+	user, name, scope string        // create-token
+	ttl               time.Duration // create-token
+	role              string        // create-user, create-token
+}
+
+// runAdmin runs "tsubame admin SUB" with its arguments, counted by the
+// command table.
+func runAdmin(e *env, sub string, f *adminFlags, args []string) error {
+	stdout, stderr := e.stdout, e.stderr
+	cfg, err := e.load()
 	if err != nil {
 		return err
 	}
 	if sub == "verify-audit" {
-		return verifyAudit(cfg, fs.Args(), stdout)
+		return verifyAudit(cfg, args, stdout)
 	}
 	accounts, err := admin.OpenAccounts(cfg.AdminDir())
 	if err != nil {
@@ -48,28 +44,22 @@ func runAdmin(_ context.Context, args []string, stdin io.Reader, stdout, stderr 
 	}
 	switch sub {
 	case "create-user":
-		if fs.NArg() != 1 {
-			return usagef("usage: tsubame admin create-user [-config FILE] [-role ROLE] [-no-totp] NAME (the password is read from standard input)")
-		}
 		r := admin.RoleViewer
 		if accounts.Empty() {
 			r = admin.RoleAdmin // the first user administers the others
 		}
-		if *role != "" {
-			if r, err = admin.ParseRole(*role); err != nil {
+		if f.role != "" {
+			if r, err = admin.ParseRole(f.role); err != nil {
 				return &usageError{msg: tsubame.ErrorMessage(err)}
 			}
 		}
-		return createUser(cfg, accounts, fs.Arg(0), r, *noTOTP, stdin, stdout, stderr)
+		return createUser(cfg, accounts, args[0], r, f.noTOTP, e.stdin, stdout, stderr)
 	case "delete-user":
-		if fs.NArg() != 1 {
-			return usagef("usage: tsubame admin delete-user [-config FILE] NAME")
-		}
-		if err := accounts.DeleteUser(fs.Arg(0)); err != nil {
+		if err := accounts.DeleteUser(args[0]); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "deleted user %s and their API tokens\n", fs.Arg(0))
-		return auditCLI(cfg, fs.Arg(0), "user.delete")
+		fmt.Fprintf(stdout, "deleted user %s and their API tokens\n", args[0])
+		return auditCLI(cfg, args[0], "user.delete")
 	case "list-users":
 		names, err := accounts.Users()
 		if err != nil {
@@ -80,20 +70,17 @@ func runAdmin(_ context.Context, args []string, stdin io.Reader, stdout, stderr 
 		}
 		return nil
 	case "create-token":
-		if *user == "" || *name == "" || fs.NArg() != 0 {
-			return usagef("usage: tsubame admin create-token [-config FILE] -user NAME -name PURPOSE [-role ROLE] [-scope metrics] [-ttl 720h]")
-		}
-		lifetime, err := admin.TokenLifetime(*ttl, cfg.Admin.MaxTokenTTL)
+		lifetime, err := admin.TokenLifetime(f.ttl, cfg.Admin.MaxTokenTTL)
 		if err != nil {
 			return &usageError{msg: tsubame.ErrorMessage(err)}
 		}
 		var r admin.Role
-		if *role != "" {
-			if r, err = admin.ParseRole(*role); err != nil {
+		if f.role != "" {
+			if r, err = admin.ParseRole(f.role); err != nil {
 				return &usageError{msg: tsubame.ErrorMessage(err)}
 			}
 		}
-		plain, tok, err := accounts.CreateTokenWith(*user, *name, lifetime, r, *scope)
+		plain, tok, err := accounts.CreateTokenWith(f.user, f.name, lifetime, r, f.scope)
 		if err != nil {
 			return err
 		}
@@ -101,7 +88,7 @@ func runAdmin(_ context.Context, args []string, stdin io.Reader, stdout, stderr 
 		if !tok.Expires.IsZero() {
 			expires = tok.Expires.Format(time.RFC3339)
 		}
-		fmt.Fprintf(stderr, "API token %s for %s, expires %s (shown once; send it as \"Authorization: Bearer ...\"):\n", tok.ID, *user, expires)
+		fmt.Fprintf(stderr, "API token %s for %s, expires %s (shown once; send it as \"Authorization: Bearer ...\"):\n", tok.ID, f.user, expires)
 		fmt.Fprintln(stdout, plain)
 		return auditCLI(cfg, tok.ID, "token.create")
 	}

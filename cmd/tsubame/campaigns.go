@@ -14,47 +14,27 @@ import (
 )
 
 // runCampaigns imports and exports the campaign file (internal/bulk).
-func runCampaigns(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) error {
-	if len(args) == 0 {
-		return usagef("campaigns needs a subcommand: import or export")
-	}
-	sub, args := args[0], args[1:]
-	fs, path := newFlagSet("campaigns "+sub, stderr)
-	format := fs.String("format", "", "file format: json or yaml (default: the file's extension; import reads either from standard input, export writes JSON)")
-	replace := new(bool)
-	switch sub {
-	case "import":
-		replace = fs.Bool("replace", false, "make the store hold exactly the file's objects (default: merge the file into the stored set)")
-	case "export":
-	default:
-		return usagef("unknown campaigns subcommand %q: want import or export", sub)
-	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	f, err := bulk.ParseCampaignFormat(*format)
+// runCampaigns runs "tsubame campaigns import|export" with the format
+// flag's value, -replace (import) and the file's name ("" or "-": the
+// standard streams).
+func runCampaigns(ctx context.Context, e *env, sub, format string, replace bool, file string) error {
+	f, err := bulk.ParseCampaignFormat(format)
 	if err != nil {
 		return usagef("%v", err)
 	}
-	if fs.NArg() > 1 || sub == "import" && fs.NArg() != 1 {
-		if sub == "import" {
-			return usagef("usage: tsubame campaigns import [-config FILE] [-format json|yaml] [-replace] FILE|-")
-		}
-		return usagef("usage: tsubame campaigns export [-config FILE] [-format json|yaml] [FILE|-]")
-	}
-	cfg, err := loadConfig(*path, environ, stderr)
+	cfg, err := e.load()
 	if err != nil {
 		return err
 	}
-	store, err := openCampaignStore(ctx, cfg, sub == "export", stderr)
+	store, err := openCampaignStore(ctx, cfg, sub == "export", e.stderr)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	if sub == "import" {
-		return importCampaigns(ctx, store, fs.Arg(0), f, *replace, stdin, stderr)
+		return importCampaigns(ctx, store, file, f, replace, e.stdin, e.stderr)
 	}
-	return exportCampaigns(ctx, store, fs.Arg(0), f, stdout, stderr)
+	return exportCampaigns(ctx, store, file, f, e.stdout, e.stderr)
 }
 
 // campaignFiles is what the campaign commands need: the configured store,

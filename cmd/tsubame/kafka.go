@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -143,18 +142,9 @@ func (m *Main) watchShipLag(ctx context.Context, limit time.Duration) {
 
 // runLogShip ships given closed access-log files to Kafka once (backfill),
 // with the ids the running shipper would give their lines.
-func runLogShip(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) error {
-	fs, path := newFlagSet("log ship", stderr)
-	var files multiFlag
-	fs.Var(&files, "from", "a closed access-log file to ship (.log or .log.gz); repeat it, or list more files after it")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	files = append(files, fs.Args()...)
-	if len(files) == 0 {
-		return usagef("usage: tsubame log ship [-config FILE] -from FILE [FILE...]")
-	}
-	cfg, err := loadConfig(*path, environ, stderr)
+func runLogShip(ctx context.Context, e *env, files []string) error {
+	stdout := e.stdout
+	cfg, err := e.load()
 	if err != nil {
 		return err
 	}
@@ -202,9 +192,3 @@ func runLogShip(ctx context.Context, args []string, stdout, stderr io.Writer, en
 	}
 	return nil
 }
-
-// multiFlag is a flag given more than once.
-type multiFlag []string
-
-func (m *multiFlag) String() string     { return strings.Join(*m, ",") }
-func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }

@@ -12,15 +12,9 @@ import (
 // runLogExport writes the access-log lines kept in the store (access_log:
 // store), one per line, oldest first: to FILE (see writeFileAtomically)
 // or standard output.
-func runLogExport(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) error {
-	fs, path := newFlagSet("log export", stderr)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 1 {
-		return usagef("usage: tsubame log export [-config FILE] [FILE|-]")
-	}
-	cfg, err := loadConfig(*path, environ, stderr)
+func runLogExport(ctx context.Context, e *env, target string) error {
+	stdout, stderr := e.stdout, e.stderr
+	cfg, err := e.load()
 	if err != nil {
 		return err
 	}
@@ -33,7 +27,6 @@ func runLogExport(ctx context.Context, args []string, stdout, stderr io.Writer, 
 	if !ok {
 		return usagef("store type %q holds no access log", cfg.Store.Type)
 	}
-	target := fs.Arg(0)
 	if target == "" || target == "-" {
 		n, err := exportLog(ctx, ls, stdout)
 		if err == nil {

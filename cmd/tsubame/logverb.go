@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -11,23 +9,11 @@ import (
 	"syscall"
 )
 
-// runLog implements "tsubame log reopen": signal the server named by the pid
-// file in the data directory to reopen its access log.
-func runLog(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) error {
-	if len(args) > 0 && args[0] == "export" {
-		return runLogExport(ctx, args[1:], stdout, stderr, environ)
-	}
-	if len(args) > 0 && args[0] == "ship" {
-		return runLogShip(ctx, args[1:], stdout, stderr, environ)
-	}
-	if len(args) == 0 || args[0] != "reopen" {
-		return usagef("usage: tsubame log reopen [-config FILE] | tsubame log export [-config FILE] [FILE|-] | tsubame log ship [-config FILE] -from FILE [FILE...]")
-	}
-	fs, path := newFlagSet("log reopen", stderr)
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	cfg, err := loadConfig(*path, environ, stderr)
+// runLogReopen implements "tsubame log reopen": signal the server named by
+// the pid file in the data directory to reopen its access log.
+func runLogReopen(e *env) error {
+	stderr := e.stderr
+	cfg, err := e.load()
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/csv"
+	"flag"
 	"fmt"
 	"image/color"
 	"io"
@@ -31,40 +32,42 @@ import (
 var webTraffic = [24]int{300, 200, 120, 80, 80, 120, 300, 700, 900, 900, 900, 1000,
 	1300, 1000, 900, 900, 900, 1000, 1300, 1500, 1600, 1400, 1000, 600}
 
-// runPacing runs `tsubame pacing simulate`.
-func runPacing(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "simulate" {
-		return usagef("pacing needs a subcommand: simulate")
-	}
-	fs, _ := newFlagSet("pacing simulate", stderr)
-	format := fs.String("format", "", "campaign file format: json or yaml (default: the file's extension)")
-	line := fs.String("line", "", "the line item to replay (default: the only one with a daily impression limit or a daily campaign budget)")
-	date := fs.String("date", "", "the day to replay, YYYY-MM-DD in the campaign's time zone (default: today)")
-	traffic := fs.String("traffic", joinInts(webTraffic[:]), "requests per hour: 24 numbers, hour 0 first, in the campaign's time zone")
-	show := fs.Int("show", 100, "percent of decisions whose impression is shown (the others come back when their reservation ends)")
-	nodes := fs.Int("nodes", 3, "servers sharing the budget")
-	every := fs.Duration("every", time.Hour, "one row per this much of the day")
-	png := fs.String("png", "", "also draw delivery against the ideal curve into this PNG file")
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return usagef("usage: tsubame pacing simulate [-line ID] [-date YYYY-MM-DD] [-traffic N,...] [-show PERCENT] [-nodes N] [-every DURATION] [-png FILE] FILE|-")
-	}
-	f, err := bulk.ParseCampaignFormat(*format)
+// pacingFlags are the flags of `tsubame pacing simulate`.
+type pacingFlags struct {
+	format, line, date, traffic, png string
+	show, nodes                      int
+	every                            time.Duration
+}
+
+func (f *pacingFlags) define(fs *flag.FlagSet) {
+	fs.StringVar(&f.format, "format", "", "the campaign file's `FORMAT`: json or yaml (default: its extension)")
+	fs.StringVar(&f.line, "line", "", "the line item to replay, by `ID` (default: the only one with a daily impression limit or a daily campaign budget)")
+	fs.StringVar(&f.date, "date", "", "the day to replay, `YYYY-MM-DD` in the campaign's time zone (default: today)")
+	fs.StringVar(&f.traffic, "traffic", joinInts(webTraffic[:]), "requests per hour: 24 numbers (`N,...`), hour 0 first, in the campaign's time zone")
+	fs.IntVar(&f.show, "show", 100, "`PERCENT` of decisions whose impression is shown (the others come back when their reservation ends)")
+	fs.IntVar(&f.nodes, "nodes", 3, "servers sharing the budget (`N`)")
+	fs.DurationVar(&f.every, "every", time.Hour, "one row per this much (`DURATION`) of the day")
+	fs.StringVar(&f.png, "png", "", "also draw delivery against the ideal curve into this PNG `FILE`")
+}
+
+// runPacing runs `tsubame pacing simulate` on the campaign file name ("-":
+// standard input).
+func runPacing(ctx context.Context, e *env, pf *pacingFlags, name string) error {
+	stdout, stderr := e.stdout, e.stderr
+	f, err := bulk.ParseCampaignFormat(pf.format)
 	if err != nil {
 		return usagef("%v", err)
 	}
-	sc := simConfig{line: *line, show: *show, nodes: *nodes, every: *every}
-	if sc.traffic, err = parseTraffic(*traffic); err != nil {
+	sc := simConfig{line: pf.line, show: pf.show, nodes: pf.nodes, every: pf.every}
+	if sc.traffic, err = parseTraffic(pf.traffic); err != nil {
 		return usagef("-traffic: %v", err)
 	}
-	if sc.set, err = readCampaignFile(fs.Arg(0), f); err != nil {
+	if sc.set, err = readCampaignFile(name, f); err != nil {
 		return err
 	}
-	if *date != "" {
-		if sc.date, err = time.Parse(time.DateOnly, *date); err != nil {
-			return usagef("-date: %q is not YYYY-MM-DD", *date)
+	if pf.date != "" {
+		if sc.date, err = time.Parse(time.DateOnly, pf.date); err != nil {
+			return usagef("-date: %q is not YYYY-MM-DD", pf.date)
 		}
 	}
 	res, err := simulatePacing(ctx, sc)
@@ -74,9 +77,9 @@ func runPacing(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := res.writeCSV(stdout); err != nil {
 		return err
 	}
-	if *png != "" {
-		if err := res.plot(*png); err != nil {
-			return fmt.Errorf("cannot draw %s: %w", *png, err)
+	if pf.png != "" {
+		if err := res.plot(pf.png); err != nil {
+			return fmt.Errorf("cannot draw %s: %w", pf.png, err)
 		}
 	}
 	fmt.Fprintf(stderr, "%s on %s: %d requests, %d decisions, %d impressions shown, spend %s %s\n",

@@ -16,42 +16,22 @@ import (
 	"tsubame/internal/store/embedded"
 )
 
-// stringList is a repeatable string flag.
-type stringList []string
+// placementFlags are the flags of the placements commands.
+type placementFlags struct {
+	format string     // import
+	name   string     // put
+	deps   stringList // put
+}
 
-func (s *stringList) String() string     { return fmt.Sprint(*s) }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
-
-func runPlacements(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, environ []string) error {
-	if len(args) == 0 {
-		return usagef("placements needs a subcommand: import, export, get, put or delete")
-	}
-	sub, args := args[0], args[1:]
-	fs, path := newFlagSet("placements "+sub, stderr)
-	var (
-		format = new(string)
-		name   = new(string)
-		deps   stringList
-	)
-	switch sub {
-	case "import":
-		format = fs.String("format", "auto", "input format: auto, jsonl, json or csv")
-	case "put":
-		name = fs.String("name", "", "placement name")
-		fs.Var(&deps, "dep", "dependency key such as campaign:42 (repeatable)")
-	case "export", "get", "delete":
-	default:
-		return usagef("unknown placements subcommand %q: want import, export, get, put or delete", sub)
-	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	cfg, err := loadConfig(*path, environ, stderr)
+// runPlacements runs "tsubame placements SUB" with its arguments, counted
+// by the command table.
+func runPlacements(ctx context.Context, e *env, sub string, f *placementFlags, args []string) error {
+	cfg, err := e.load()
 	if err != nil {
 		return err
 	}
 	readOnly := sub == "export" || sub == "get"
-	store, err := openPlacementStore(ctx, cfg, readOnly, stderr)
+	store, err := openPlacementStore(ctx, cfg, readOnly, e.stderr)
 	if err != nil {
 		return err
 	}
@@ -59,38 +39,29 @@ func runPlacements(ctx context.Context, args []string, stdin io.Reader, stdout, 
 
 	switch sub {
 	case "import":
-		return importPlacements(ctx, store, fs.Args(), *format, stdin, stderr)
+		return importPlacements(ctx, store, args, f.format, e.stdin, e.stderr)
 	case "export":
-		return exportPlacements(ctx, store, fs.Args(), stdout, stderr)
+		return exportPlacements(ctx, store, args, e.stdout, e.stderr)
 	case "get":
-		if fs.NArg() != 1 {
-			return usagef("usage: tsubame placements get ID")
-		}
-		p, err := store.Get(ctx, fs.Arg(0))
+		p, err := store.Get(ctx, args[0])
 		if err != nil {
 			return err
 		}
-		enc := json.NewEncoder(stdout)
+		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(p)
 	case "put":
-		if fs.NArg() < 2 {
-			return usagef("usage: tsubame placements put [-name NAME] [-dep KEY]... ID URL...")
-		}
-		p := &tsubame.Placement{ID: fs.Arg(0), URLs: fs.Args()[1:], Name: *name, Deps: deps}
+		p := &tsubame.Placement{ID: args[0], URLs: args[1:], Name: f.name, Deps: f.deps}
 		if err := store.Put(ctx, p); err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "placement %q saved\n", p.ID)
+		fmt.Fprintf(e.stderr, "placement %q saved\n", p.ID)
 		return nil
 	default: // delete
-		if fs.NArg() != 1 {
-			return usagef("usage: tsubame placements delete ID")
-		}
-		if err := store.Delete(ctx, fs.Arg(0)); err != nil {
+		if err := store.Delete(ctx, args[0]); err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "placement %q deleted\n", fs.Arg(0))
+		fmt.Fprintf(e.stderr, "placement %q deleted\n", args[0])
 		return nil
 	}
 }
@@ -160,9 +131,6 @@ func importPlacements(ctx context.Context, store placementStore, args []string, 
 	if err != nil {
 		return usagef("%v", err)
 	}
-	if len(args) > 1 {
-		return usagef("usage: tsubame placements import [-format F] [FILE|-]")
-	}
 	in, label := stdin, "standard input"
 	if len(args) == 1 && args[0] != "-" {
 		file, err := os.Open(args[0])
@@ -187,9 +155,6 @@ func importPlacements(ctx context.Context, store placementStore, args []string, 
 }
 
 func exportPlacements(ctx context.Context, store placementStore, args []string, stdout, stderr io.Writer) error {
-	if len(args) > 1 {
-		return usagef("usage: tsubame placements export [FILE|-]")
-	}
 	if len(args) == 1 && args[0] != "-" {
 		n, err := writeFileAtomically(args[0], func(w io.Writer) (int, error) { return store.Export(ctx, w) })
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,55 +16,46 @@ import (
 	"tsubame/internal/report"
 )
 
-const reportUsage = `usage: tsubame report [-config FILE] [-from T] [-to T] [-by DIM,...] [-tz ZONE] [-format table|csv|json]
-       tsubame report verify [-config FILE] [-from T] [-to T] [-format table|json]
-       tsubame report rebuild [-config FILE]`
+// reportFlags are the flags of the report commands.
+type reportFlags struct {
+	from, to, by, tz, format string
+}
+
+// define defines the flags of "report" (sub "") or "report verify".
+func (f *reportFlags) define(fs *flag.FlagSet, sub string) {
+	fs.StringVar(&f.from, "from", "", "start of the period, inclusive (`T`: RFC 3339, a whole minute); default: all data")
+	fs.StringVar(&f.to, "to", "", "end of the period, exclusive (`T`: RFC 3339, a whole minute); default: all data")
+	if sub == "" {
+		fs.StringVar(&f.by, "by", "", "group rows by these dimensions (`DIM,...`): minute, hour or day, and "+
+			strings.Join(report.DimNames(), ", "))
+	}
+	fs.StringVar(&f.tz, "tz", "", "time `ZONE` of hours, days and the output (default report.timezone)")
+	formats := "table|csv|json"
+	if sub == "verify" {
+		formats = "table|json"
+	}
+	fs.StringVar(&f.format, "format", report.FormatTable, "output `"+formats+"`")
+}
 
 // runReport implements "tsubame report": the delivery and billing reports
 // from the access log's rollups (internal/report). While a server runs on
 // the data directory it holds the rollups, and the command asks it through
 // its control socket; else the command rolls up what the files hold beyond
 // the rollups and answers itself.
-func runReport(ctx context.Context, args []string, stdout, stderr io.Writer, environ []string) error {
-	sub := ""
-	if len(args) > 0 && (args[0] == "verify" || args[0] == "rebuild") {
-		sub, args = args[0], args[1:]
-	}
-	fs, path := newFlagSet(strings.TrimSpace("report "+sub), stderr)
-	var from, to, by, tz, format *string
-	if sub != "rebuild" {
-		from = fs.String("from", "", "start of the period, inclusive (RFC 3339, a whole minute); default: all data")
-		to = fs.String("to", "", "end of the period, exclusive (RFC 3339, a whole minute); default: all data")
-		format = fs.String("format", report.FormatTable, "output: table, csv or json")
-		if sub == "" {
-			by = fs.String("by", "", "group rows by these dimensions, comma-separated: minute, hour or day, and "+
-				strings.Join(report.DimNames(), ", "))
-		}
-		tz = fs.String("tz", "", "time zone of hours, days and -format output (default report.timezone)")
-	}
-	fs.Usage = func() { fmt.Fprintln(stderr, reportUsage); fs.PrintDefaults() }
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("tsubame report: unexpected argument %q (flags go before it? see tsubame report -h)\n%s", fs.Arg(0), reportUsage)
-	}
-	cfg, err := loadConfig(*path, environ, stderr)
+func runReport(ctx context.Context, e *env, sub string, f *reportFlags) error {
+	stdout, stderr := e.stdout, e.stderr
+	cfg, err := e.load()
 	if err != nil {
 		return err
 	}
 	var q report.Query
 	if sub != "rebuild" {
-		byText := ""
-		if by != nil {
-			byText = *by
-		}
-		if q, err = report.ParseQuery(*from, *to, byText, *tz, cfg.ReportLocation()); err != nil {
+		if q, err = report.ParseQuery(f.from, f.to, f.by, f.tz, cfg.ReportLocation()); err != nil {
 			return usagef("tsubame report: %v", err)
 		}
-		if *format != report.FormatTable && *format != report.FormatCSV && *format != report.FormatJSON ||
-			sub == "verify" && *format == report.FormatCSV {
-			return usagef("tsubame report: -format %q is not one of table, csv, json", *format)
+		if f.format != report.FormatTable && f.format != report.FormatCSV && f.format != report.FormatJSON ||
+			sub == "verify" && f.format == report.FormatCSV {
+			return usagef("tsubame report: -format %q is not one of table, csv, json", f.format)
 		}
 	}
 
@@ -74,7 +66,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer, env
 		// rolls them up itself as the node would.
 		if api, err := dialServer(ctx, cfg); err == nil {
 			api.Close()
-			return reportViaServer(ctx, cfg, sub, q, *orEmpty(format), stdout, stderr)
+			return reportViaServer(ctx, cfg, sub, q, f.format, stdout, stderr)
 		}
 		backend, err := openStore(cfg, false)
 		if err != nil {
@@ -85,7 +77,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	}
 	roller, err := report.Open(opt)
 	if errors.Is(err, report.ErrInUse) {
-		return reportViaServer(ctx, cfg, sub, q, *orEmpty(format), stdout, stderr)
+		return reportViaServer(ctx, cfg, sub, q, f.format, stdout, stderr)
 	}
 	if err != nil {
 		return err
@@ -107,7 +99,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer, env
 		if err != nil {
 			return err
 		}
-		return printVerification(v.Report(), *format, stdout)
+		return printVerification(v.Report(), f.format, stdout)
 	}
 	if err := roller.CatchUp(ctx); err != nil {
 		return err
@@ -116,14 +108,7 @@ func runReport(ctx context.Context, args []string, stdout, stderr io.Writer, env
 	if err != nil {
 		return usagef("tsubame report: %v", err)
 	}
-	return res.Write(stdout, *format)
-}
-
-func orEmpty(s *string) *string {
-	if s == nil {
-		return new(string)
-	}
-	return s
+	return res.Write(stdout, f.format)
 }
 
 // reportViaServer runs the command through the running server's admin API.

@@ -289,13 +289,9 @@ func withoutEnv(environ []string, name string) []string {
 
 // runRestart implements "tsubame restart": signal the server named by the
 // pid file, then wait until its successor has written its own pid there.
-func runRestart(args []string, stderr io.Writer, environ []string) error {
-	fs, path := newFlagSet("restart", stderr)
-	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for the new process")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	cfg, err := loadConfig(*path, environ, stderr)
+func runRestart(e *env, timeout time.Duration) error {
+	stderr := e.stderr
+	cfg, err := e.load()
 	if err != nil {
 		return err
 	}
@@ -307,7 +303,7 @@ func runRestart(args []string, stderr io.Writer, environ []string) error {
 	if err := syscall.Kill(old, syscall.SIGUSR2); err != nil {
 		return fmt.Errorf("cannot signal server process %d: %w", old, err)
 	}
-	deadline := time.Now().Add(*timeout)
+	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 		pid, err := readPID(pidFile)
@@ -319,7 +315,7 @@ func runRestart(args []string, stderr io.Writer, environ []string) error {
 			continue // the old one is gone; the new one is still starting
 		}
 	}
-	return fmt.Errorf("no new process took over within %v: see the server's log", *timeout)
+	return fmt.Errorf("no new process took over within %v: see the server's log", timeout)
 }
 
 func readPID(path string) (int, error) {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -12,16 +11,9 @@ import (
 	"tsubame/internal/config"
 )
 
-func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer, environ []string) error {
-	fs, path := newFlagSet("serve", stderr)
-	demo := fs.Bool("demo", false, "load the demo placements (ids 1..1000) if the store is empty")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usagef("serve takes no arguments (got %q)", fs.Args())
-	}
-	cfg, err := loadConfig(*path, environ, stderr)
+func runServe(ctx context.Context, e *env, demo bool) error {
+	stderr, environ := e.stderr, e.environ
+	cfg, err := e.load()
 	if err != nil {
 		return err
 	}
@@ -31,7 +23,7 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer,
 	logDone := make(chan struct{})
 	go func() { bounded.Run(logCtx); close(logDone) }()
 	defer func() { stopLog(); <-logDone }()
-	m := &Main{Config: cfg, Logger: logger, Level: level, Demo: *demo}
+	m := &Main{Config: cfg, Logger: logger, Level: level, Demo: demo}
 	if m.run.handover, err = inherited(environ); err != nil {
 		return err
 	}
@@ -74,7 +66,7 @@ func runServe(ctx context.Context, args []string, _ io.Writer, stderr io.Writer,
 			select {
 			case <-hup:
 				sup.reloading("reloading the configuration")
-				status := m.hangup(ctx, *path, environ)
+				status := m.hangup(ctx, e.configPath, environ)
 				sup.ready(status, os.Getpid())
 			case <-usr2:
 				m.Logger.Info("restart requested: starting the new process")

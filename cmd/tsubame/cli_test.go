@@ -1,0 +1,203 @@
+package main
+
+import (
+	"flag"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// Every command answers -h with its own synopsis and flags, on standard
+// output, with exit 0; every flag names its value.
+func TestEveryCommandsHelp(t *testing.T) {
+	for i := range commands {
+		c := &commands[i]
+		args := append(strings.Fields(c.name), "-h")
+		code, out, stderr := runCmd(t, nil, "", args...)
+		if code != 0 || stderr != "" || !strings.HasPrefix(out, "usage: tsubame "+c.name) {
+			t.Errorf("%s -h: exit %d, stdout %q, stderr %q", c.name, code, out, stderr)
+			continue
+		}
+		// Its flags, and no other command's.
+		own := map[string]bool{}
+		c.flagSet().VisitAll(func(f *flag.Flag) {
+			own[f.Name] = true
+			if !strings.Contains(out, "\n  -"+f.Name) {
+				t.Errorf("%s -h does not describe -%s", c.name, f.Name)
+			}
+			if _, isBool := f.Value.(interface{ IsBoolFlag() bool }); !isBool {
+				if name, _ := flag.UnquoteUsage(f); name != strings.ToUpper(name) && !strings.Contains(name, "|") && name != "metrics" {
+					t.Errorf("%s -%s: the value's name %q is not written as a placeholder (`NAME` in its usage)", c.name, f.Name, name)
+				}
+			}
+		})
+		for _, m := range regexp.MustCompile(`(?m)^  -([a-z-]+)`).FindAllStringSubmatch(out, -1) {
+			if !own[m[1]] {
+				t.Errorf("%s -h describes -%s, which is not its flag", c.name, m[1])
+			}
+		}
+	}
+	// The admin commands used to share one set of flags.
+	_, out, _ := runCmd(t, nil, "", "admin", "create-user", "-h")
+	if strings.Contains(out, "-scope") || strings.Contains(out, "-ttl") || !strings.Contains(out, "-role ROLE") {
+		t.Errorf("admin create-user -h:\n%s", out)
+	}
+	// tsubame help COMMAND is COMMAND -h.
+	if code, out, _ := runCmd(t, nil, "", "help", "admin", "create-token"); code != 0 || !strings.HasPrefix(out, "usage: tsubame admin create-token -user NAME -name PURPOSE") &&
+		!strings.HasPrefix(out, "usage: tsubame admin create-token -name PURPOSE -user NAME") {
+		t.Errorf("help admin create-token: %d\n%s", code, out)
+	}
+}
+
+// A group's help lists its commands; a missing or unknown subcommand is an
+// error that lists them.
+func TestGroupHelp(t *testing.T) {
+	for _, g := range []string{"placements", "campaigns", "admin", "log", "pacing"} {
+		cmds := group(g)
+		for _, h := range []string{"-h", "--help", "help"} {
+			code, out, stderr := runCmd(t, nil, "", g, h)
+			if code != 0 || stderr != "" {
+				t.Errorf("%s %s: exit %d, stderr %q", g, h, code, stderr)
+			}
+			for _, c := range cmds {
+				if !strings.Contains(out, "  tsubame "+c.name+" ") {
+					t.Errorf("%s %s does not list %s:\n%s", g, h, c.name, out)
+				}
+			}
+		}
+		code, _, stderr := runCmd(t, nil, "", g)
+		if code != 2 || !strings.Contains(stderr, g+" needs a subcommand") || !strings.Contains(stderr, "tsubame "+cmds[0].name) {
+			t.Errorf("%s alone: exit %d, %q", g, code, stderr)
+		}
+		code, _, stderr = runCmd(t, nil, "", g, "frob")
+		if code != 2 || !strings.Contains(stderr, `unknown `+g+` subcommand "frob"`) || !strings.Contains(stderr, "tsubame "+cmds[0].name) {
+			t.Errorf("%s frob: exit %d, %q", g, code, stderr)
+		}
+	}
+	// report is a command and a group.
+	code, out, _ := runCmd(t, nil, "", "report", "-h")
+	if code != 0 || !strings.Contains(out, "-by DIM,...") || !strings.Contains(out, "tsubame report verify") || !strings.Contains(out, "tsubame report rebuild") {
+		t.Errorf("report -h: %d\n%s", code, out)
+	}
+	if code, _, stderr := runCmd(t, nil, "", "report", "frob"); code != 2 || !strings.Contains(stderr, "tsubame report verify") {
+		t.Errorf("report frob: %d %s", code, stderr)
+	}
+}
+
+// The top-level usage shows every flag of every command: it is made from
+// the same table as the parsing.
+func TestUsageShowsEveryFlag(t *testing.T) {
+	code, out, _ := runCmd(t, nil, "", "help")
+	if code != 0 {
+		t.Fatalf("help: exit %d", code)
+	}
+	flat := strings.Join(strings.Fields(out), " ")
+	for i := range commands {
+		c := &commands[i]
+		if !strings.Contains(flat, "tsubame "+c.name) {
+			t.Errorf("the usage does not show %s", c.name)
+		}
+		c.flagSet().VisitAll(func(f *flag.Flag) {
+			if !regexp.MustCompile(`tsubame ` + regexp.QuoteMeta(c.name) + ` [^\n]*?-` + f.Name + `\b`).MatchString(flat) {
+				t.Errorf("the usage does not show %s -%s", c.name, f.Name)
+			}
+		})
+	}
+	for _, want := range []string{"-role ROLE", "-scope metrics", "tsubame restart [-config FILE] [-timeout DURATION]", "tsubame health"} {
+		if !strings.Contains(flat, want) {
+			t.Errorf("the usage does not show %q", want)
+		}
+	}
+	for _, args := range [][]string{{"-v"}, {"--version"}, {"version"}} {
+		if code, out, _ := runCmd(t, nil, "", args...); code != 0 || !strings.HasPrefix(out, "tsubame ") {
+			t.Errorf("%v: %d %q", args, code, out)
+		}
+	}
+}
+
+// Flags may follow the arguments, as in `placements get 1 -config FILE`:
+// that used to read the default configuration and answer from another
+// store. "--" ends the flags; a flag of another command is an error.
+func TestFlagsAfterArguments(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "tsubame.yaml")
+	if err := os.WriteFile(cfg, []byte("data_dir: "+filepath.Join(dir, "data")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The environment names another data directory: only -config finds the placement.
+	other := []string{"TSUBAME_CONFIG=" + filepath.Join(dir, "none.yaml")}
+	if err := os.WriteFile(filepath.Join(dir, "none.yaml"), []byte("data_dir: "+filepath.Join(dir, "elsewhere")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCmd(t, other, "", "placements", "put", "7", "http://a.example.com/t.js", "-name", "Side", "-config", cfg); code != 0 {
+		t.Fatalf("put with flags last: %d %s", code, stderr)
+	}
+	code, out, stderr := runCmd(t, other, "", "placements", "get", "7", "-config", cfg)
+	if code != 0 || !strings.Contains(out, `"name": "Side"`) || !strings.Contains(out, "http://a.example.com/t.js") {
+		t.Fatalf("get 7 -config: %d %s %s", code, out, stderr)
+	}
+	if code, _, _ := runCmd(t, other, "", "placements", "get", "7"); code != 1 {
+		t.Fatal("the placement is in the data directory of $TSUBAME_CONFIG too: the test proves nothing")
+	}
+	if code, out, _ := runCmd(t, other, "", "placements", "get", "-config", cfg, "--", "7"); code != 0 || !strings.Contains(out, "Side") {
+		t.Fatalf("get -- 7: %d %s", code, out)
+	}
+	// After "--", "-config" is an argument: one too many.
+	if code, _, stderr := runCmd(t, other, "", "placements", "get", "7", "--", "-config", cfg); code != 2 || !strings.Contains(stderr, "too many arguments") {
+		t.Fatalf("get 7 -- -config: %d %s", code, stderr)
+	}
+	code, _, stderr = runCmd(t, other, "", "admin", "create-user", "ann", "-scope", "metrics", "-config", cfg)
+	if code != 2 || !strings.Contains(stderr, "flag provided but not defined: -scope") || !strings.Contains(stderr, "usage: tsubame admin create-user") {
+		t.Fatalf("create-user -scope: %d %s", code, stderr)
+	}
+}
+
+// tsubame health asks the public listener's /readyz (or /healthz) and says
+// with its exit code whether the server is ready.
+func TestHealthCommand(t *testing.T) {
+	env := append(testEnv(t), "TSUBAME_LISTEN=127.0.0.1:"+freePort(t))
+	openMain(t, env, true)
+	code, out, stderr := runCmd(t, env, "", "health")
+	if code != 0 || !strings.HasSuffix(out, "/readyz: ready\n") || !strings.Contains(out, "http://127.0.0.1:") {
+		t.Fatalf("health: %d %q %q", code, out, stderr)
+	}
+	if code, out, _ := runCmd(t, env, "", "health", "-live"); code != 0 || !strings.HasSuffix(out, "/healthz: ok\n") {
+		t.Fatalf("health -live: %d %q", code, out)
+	}
+	notReady := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+	}))
+	defer notReady.Close()
+	code, _, stderr = runCmd(t, nil, "", "health", "-url", notReady.URL+"/readyz")
+	if code != 1 || !strings.Contains(stderr, "503 Service Unavailable: not ready") {
+		t.Fatalf("health of a server not ready: %d %q", code, stderr)
+	}
+	// Nothing listening: exit 1, saying so.
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	if code, _, stderr := runCmd(t, nil, "", "health", "-url", closed.URL+"/readyz"); code != 1 || !strings.Contains(stderr, "connection refused") {
+		t.Fatalf("health of nothing: %d %q", code, stderr)
+	}
+	if code, _, stderr := runCmd(t, nil, "", "health", "-url", "ftp://127.0.0.1/"); code != 2 || !strings.Contains(stderr, "-url") {
+		t.Fatalf("health -url ftp: %d %q", code, stderr)
+	}
+}
+
+func TestLocalURL(t *testing.T) {
+	for addr, want := range map[string]string{
+		":4000":            "http://127.0.0.1:4000/readyz",
+		"[::]:4000":        "http://127.0.0.1:4000/readyz",
+		"0.0.0.0:4000":     "http://127.0.0.1:4000/readyz",
+		"10.0.0.5:4000":    "http://10.0.0.5:4000/readyz",
+		"[2001:db8::1]:80": "http://[2001:db8::1]:80/readyz",
+		"ads.example:8080": "http://ads.example:8080/readyz",
+	} {
+		if got, err := localURL(addr, "http", "/readyz"); err != nil || got != want {
+			t.Errorf("localURL(%q) = %q, %v; want %q", addr, got, err, want)
+		}
+	}
+}
