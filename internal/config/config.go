@@ -1314,7 +1314,8 @@ func (c *Config) validateRouting(p *problems) {
 }
 
 // validateTLS checks the TLS listener and loads its certificates, so that
-// a bad file is reported by tsubame check and keeps a reload from applying.
+// a bad file is reported by tsubame check-config and keeps a reload from
+// applying.
 func (c *Config) validateTLS(add func(string, ...any)) {
 	t := c.TLS
 	if _, err := certs.MinVersion(t.MinVersion); err != nil {
@@ -1506,7 +1507,29 @@ func (c *Config) Risks() []string {
 		out = append(out, fmt.Sprintf("admin.listen %q is reachable from the network without TLS (admin.allow_plaintext): "+
 			"passwords, session cookies and API tokens cross it in clear text; set admin.tls_cert and admin.tls_key", c.Admin.Listen))
 	}
+	if names := c.onlySiteCertificates(); len(names) > 0 {
+		out = append(out, fmt.Sprintf("tls.listen %q has no default certificate (tls.cert and tls.key): a client that sends no server name "+
+			"(SNI: one that connects to an IP address, some health checks and old clients) fails its TLS handshake with an "+
+			"internal_error alert, and so does one asking for a name no site's tls_cert covers (they cover %s); "+
+			"set tls.cert and tls.key to the pair those clients should get", c.TLS.Listen, strings.Join(names, ", ")))
+	}
 	return out
+}
+
+// onlySiteCertificates returns the host names the sites' certificates
+// cover when the TLS listener has no default pair to present to the
+// others (certs.Store.Certificate), else nil. Without any pair Validate
+// refuses the configuration instead.
+func (c *Config) onlySiteCertificates() []string {
+	def, sites := c.TLSCertificates()
+	if c.TLS.Listen == "" || !def.Empty() {
+		return nil
+	}
+	var names []string
+	for _, st := range sites {
+		names = append(names, st.Hosts...)
+	}
+	return names
 }
 
 // plaintextAdmin reports whether the admin listener is reachable beyond
