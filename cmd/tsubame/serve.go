@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -254,9 +255,62 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		}
 		m.adm.server.SetReady(true)
 	}
-	m.Logger.Info("serving", "listen", m.PublicAddr(), "tls", m.TLSAddr(), "admin", m.AdminAddr(), "admin_socket", cfg.AdminSocketPath(),
-		"store", cfg.Store.Type, "endpoints", len(cfg.Endpoints), "version", version)
+	m.logSubsystems(cfg)
 	return nil
+}
+
+// logSubsystems writes one line for each subsystem that is on, then
+// "serving": what an operator reads first to see what this process does.
+func (m *Main) logSubsystems(cfg *config.Config) {
+	switch cfg.Store.Type {
+	case "embedded":
+		m.Logger.Info("store", "type", cfg.Store.Type, "path", cfg.StorePath())
+	case "redis":
+		m.Logger.Info("store", "type", cfg.Store.Type, "addrs", strings.Join(cfg.Store.Redis.Addrs, ","))
+	default:
+		m.Logger.Info("store", "type", cfg.Store.Type)
+	}
+	if cfg.Static.Root != "" {
+		m.Logger.Info("public listener", "listen", m.PublicAddr(), "endpoints", len(cfg.Endpoints), "static", cfg.Static.Root)
+	} else {
+		m.Logger.Info("public listener", "listen", m.PublicAddr(), "endpoints", len(cfg.Endpoints))
+	}
+	if len(cfg.Sites) > 0 {
+		names := slices.Sorted(maps.Keys(cfg.Sites))
+		m.Logger.Info("sites", "count", len(names), "names", strings.Join(names, ","), "unknown_hosts", cfg.UnknownHosts)
+	}
+	if m.pub.tlsLn != nil {
+		def, sites := cfg.TLSCertificates()
+		m.Logger.Info("tls", "listen", m.TLSAddr(), "default_certificate", !def.Empty(), "site_certificates", len(sites),
+			"min_version", cfg.TLS.MinVersion)
+	}
+	if m.adm.server != nil {
+		m.Logger.Info("admin", "listen", m.AdminAddr(), "socket", cfg.AdminSocketPath(), "tls", cfg.Admin.TLSCert != "")
+	}
+	if m.logs.file != nil {
+		m.Logger.Info("access log", "dir", cfg.AccessLog.Dir, "file", cfg.AccessLog.FileName, "format", cfg.AccessLog.Format,
+			"durability", cfg.AccessLog.Durability)
+	}
+	if m.logs.store != nil {
+		m.Logger.Info("access log in the store", "store", cfg.Store.Type)
+	}
+	if k := cfg.AccessLog.Kafka; m.logs.shipper != nil {
+		m.Logger.Info("kafka", "brokers", strings.Join(k.Brokers, ","), "topic", k.Topic, "tls", k.TLS.Enabled, "sasl", k.SASL.Mechanism)
+	}
+	if m.hooks.processor != nil {
+		var platforms []string
+		for _, p := range cfg.Webhook.Platforms() {
+			platforms = append(platforms, string(p.Source()))
+		}
+		m.Logger.Info("webhooks", "platforms", strings.Join(platforms, ","), "callback", cfg.Webhook.CallbackToken != "")
+	}
+	if len(cfg.RTB.Exchanges) > 0 {
+		m.Logger.Info("rtb", "exchanges", strings.Join(slices.Sorted(maps.Keys(cfg.RTB.Exchanges)), ","))
+	}
+	if m.logs.roller != nil {
+		m.Logger.Info("reports", "path", cfg.ReportPath(), "interval", cfg.Report.Interval, "commit_every", cfg.Report.CommitEvery)
+	}
+	m.Logger.Info("serving", "version", version, "pid", os.Getpid())
 }
 
 // loadCerts reads the public TLS listener's and the admin listener's
@@ -720,10 +774,10 @@ func (m *Main) openWebhook(backend tsubame.Store) (*webhook.Receiver, error) {
 	}
 	m.hooks.processor = p
 	if wc.LINE.ChannelSecret == "" {
-		m.Logger.Info("POST /webhook/line is off: set webhook.line.channel_secret (TSUBAME_LINE_CHANNEL_SECRET) to serve it")
+		m.Logger.Debug("POST /webhook/line is off: set webhook.line.channel_secret (TSUBAME_LINE_CHANNEL_SECRET) to serve it")
 	}
 	if wc.Slack.SigningSecret == "" {
-		m.Logger.Info("POST /webhook/slack is off: set webhook.slack.signing_secret and bot_token (TSUBAME_SLACK_SIGNING_SECRET, TSUBAME_SLACK_BOT_TOKEN) to serve it")
+		m.Logger.Debug("POST /webhook/slack is off: set webhook.slack.signing_secret and bot_token (TSUBAME_SLACK_SIGNING_SECRET, TSUBAME_SLACK_BOT_TOKEN) to serve it")
 	}
 	return webhook.NewReceiver(p, int(wc.MaxBodyBytes), m.Logger), nil
 }

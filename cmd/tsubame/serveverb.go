@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -18,6 +19,9 @@ func runServe(ctx context.Context, e *env, demo bool) error {
 		return err
 	}
 	logger, level, bounded := newLogger(cfg, stderr)
+	// One format for every line of the process: what libraries write
+	// through the standard log package goes through the same handler.
+	slog.SetDefault(logger)
 	// The counts of repeated lines are written every interval, and at exit.
 	logCtx, stopLog := context.WithCancel(context.Background())
 	logDone := make(chan struct{})
