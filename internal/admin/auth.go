@@ -383,12 +383,17 @@ func safeMethod(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
 }
 
+// setSessionCookie sets the session cookie; a negative maxAge deletes it.
 func (s *Server) setSessionCookie(w http.ResponseWriter, id string, maxAge time.Duration) {
+	age := int(maxAge / time.Second)
+	if maxAge < 0 {
+		age = -1 // Max-Age=0 on the wire: without it the cookie would stay, empty, until the browser closes
+	}
 	http.SetCookie(w, &http.Cookie{
 		Name:     SessionCookie,
 		Value:    id,
 		Path:     "/",
-		MaxAge:   int(maxAge / time.Second),
+		MaxAge:   age,
 		Secure:   true,
 		HttpOnly: true,
 		SameSite: http.SameSiteStrictMode,

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -81,6 +82,12 @@ type statsRing struct {
 	prevAt   time.Time
 	prevCPU  []cpuTimes
 	prevProc time.Duration
+
+	// endpoints makes the per-endpoint view (endpoints.go) when the
+	// listener has a metrics registry; it is set once the ring runs, so it
+	// is read atomically. window is its newest view, under mu.
+	endpoints atomic.Pointer[endpointTracker]
+	window    *EndpointWindow
 }
 
 func newStatsRing(sample func() Sample) *statsRing {
@@ -131,10 +138,17 @@ func (r *statsRing) tick(now time.Time) {
 		p.ProcessCPU = 100 * (proc - r.prevProc).Seconds() / secs
 	}
 	r.prev, r.prevAt, r.prevCPU, r.prevProc = cur, now, cpu, proc
+	var window *EndpointWindow
+	if t := r.endpoints.Load(); t != nil {
+		window = t.tick(now)
+	}
 	if first {
 		return
 	}
 	r.mu.Lock()
+	if window != nil {
+		r.window = window
+	}
 	r.points = append(r.points, p)
 	if len(r.points) > historyLen {
 		r.points = r.points[len(r.points)-historyLen:]
@@ -144,15 +158,16 @@ func (r *statsRing) tick(now time.Time) {
 	r.mu.Unlock()
 }
 
-// since returns the points after t and a channel closed at the next point.
-func (r *statsRing) since(t time.Time) ([]Point, <-chan struct{}) {
+// since returns the points after t, the newest per-endpoint view (nil
+// without one) and a channel closed at the next point.
+func (r *statsRing) since(t time.Time) ([]Point, *EndpointWindow, <-chan struct{}) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	i := len(r.points)
 	for i > 0 && r.points[i-1].Time.After(t) {
 		i--
 	}
-	return append([]Point(nil), r.points[i:]...), r.changed
+	return append([]Point(nil), r.points[i:]...), r.window, r.changed
 }
 
 // quantile estimates the q-quantile of a histogram by linear interpolation
@@ -254,12 +269,18 @@ func (s *Server) statsNow(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusNotFound, "no stats")
 		return
 	}
-	points, _ := s.stats.since(time.Time{})
-	writeJSON(w, http.StatusOK, map[string]any{"points": points})
+	points, window, _ := s.stats.since(time.Time{})
+	out := map[string]any{"points": points}
+	if window != nil {
+		out["endpoints"] = window
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // statsStream sends the recent points, then one event per second, as
-// server-sent events, until the client leaves or the session ends.
+// server-sent events, until the client leaves or the session ends. After
+// the points of each second comes the per-endpoint view, as an event named
+// "endpoints".
 func (s *Server) statsStream(w http.ResponseWriter, r *http.Request) {
 	if s.stats == nil {
 		writeError(w, http.StatusNotFound, "no stats")
@@ -271,13 +292,19 @@ func (s *Server) statsStream(w http.ResponseWriter, r *http.Request) {
 	id := identityOf(r)
 	var last time.Time
 	for {
-		points, changed := s.stats.since(last)
+		points, window, changed := s.stats.since(last)
 		for _, p := range points {
 			b, _ := json.Marshal(p)
 			if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
 				return
 			}
 			last = p.Time
+		}
+		if window != nil && len(points) > 0 {
+			b, _ := json.Marshal(window)
+			if _, err := fmt.Fprintf(w, "event: endpoints\ndata: %s\n\n", b); err != nil {
+				return
+			}
 		}
 		_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
 		if err := rc.Flush(); err != nil {

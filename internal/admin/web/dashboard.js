@@ -7,7 +7,9 @@
 const $ = (id) => document.getElementById(id);
 let csrf = "";
 let role = "";
+let features = {}; // the optional sections this server has (GET /api/v1/whoami)
 let stream = null;
+let streamRetry = 0;
 const history = [];
 const pageSize = 20;
 const page = { offset: 0, total: 0, q: "" }; // the placements page shown
@@ -33,16 +35,23 @@ function show(section) {
   $("logout").hidden = section !== "dash";
 }
 
-function showLogin() {
+function stopStream() {
+  clearTimeout(streamRetry);
   if (stream) { stream.close(); stream = null; }
+}
+
+function showLogin() {
+  stopStream();
   csrf = "";
   $("whoami").textContent = "";
   show("login");
 }
 
+// start asks who is logged in: /api/v1/whoami answers 200 either way (a
+// 401 would be an error in the console on every load).
 async function start() {
-  const s = await api("GET", "/api/v1/session");
-  if (s.status === 200) { enter(s.data); return; }
+  const s = await api("GET", "/api/v1/whoami");
+  if (s.status === 200 && s.data && s.data.user) { enter(s.data); return; }
   const setup = await api("GET", "/api/v1/setup");
   if (setup.status === 200 && setup.data.needed) { show("setup"); return; }
   showLogin();
@@ -50,19 +59,35 @@ async function start() {
 
 const canEdit = () => role === "editor" || role === "admin";
 
+// enter shows the dashboard to the user whoami named, asking only for the
+// sections this server has.
 function enter(session) {
   csrf = session.csrf_token || "";
   role = session.role;
+  features = session.features || {};
   $("whoami").textContent = `${session.user} (${session.role})`;
   // Viewers read; editors and admins also change placements, purge and
   // change line items.
   $("editor-tools").hidden = !canEdit();
-  $("line-item-tools").hidden = !canEdit();
+  $("placement-new").hidden = !canEdit();
+  closeEditor(placementEditor);
+  closeEditor(lineItemEditor);
   show("dash");
-  startStream();
+  $("endpoints-section").hidden = !features.endpoints;
+  if (features.stats) startStream();
+  else $("updated").textContent = "— not measured: this server keeps no live figures";
   loadPage(0);
-  loadCampaigns();
-  loadReport();
+  for (const [name, note, why] of [
+    ["campaigns", "campaigns-count", "not kept: this server's store keeps no campaigns"],
+    ["budgets", "budgets-count", "not kept: this server's store keeps no budgets"],
+    ["reports", "report-range", "off on this server (report.enabled, or no endpoint writes the file access log)"],
+  ]) {
+    $(name + "-body").hidden = !features[name];
+    if (!features[name]) $(note).textContent = `${dash} ${why}`;
+  }
+  $("li-new").hidden = !canEdit() || !features.campaigns;
+  if (features.campaigns) loadCampaigns();
+  if (features.reports) loadReport();
 }
 
 // Budgets: what the store holds of every budget and impression limit,
@@ -75,7 +100,7 @@ let budgetsByLine = new Map(); // line item -> its impression usage (total, else
 
 async function loadBudgets() {
   clearTimeout(budgetsTimer);
-  if ($("dash").hidden) return;
+  if ($("dash").hidden || !features.budgets) return;
   budgetsTimer = setTimeout(loadBudgets, 10000);
   const r = await api("GET", "/api/v1/budgets");
   const body = $("budgets").tBodies[0];
@@ -209,17 +234,18 @@ $("login-form").addEventListener("submit", async (ev) => {
   $("login-totp").value = "";
   if (r.status === 429) { $("login-error").textContent = `Too many attempts; try again in ${r.retryAfter} s.`; return; }
   if (r.status !== 200) { $("login-error").textContent = "Invalid credentials."; return; }
-  enter(r.data);
+  start(); // whoami: the session and the features
 });
 
 $("logout").addEventListener("click", async () => {
+  stopStream(); // before the server ends it: no reconnection to a 401
   await api("POST", "/api/v1/logout");
   showLogin();
 });
 
-// Live stats.
+// Live stats: a point a second, then the per-endpoint view.
 function startStream() {
-  if (stream) stream.close();
+  stopStream();
   stream = new EventSource("/api/v1/stats/stream");
   stream.onmessage = (ev) => {
     const p = JSON.parse(ev.data);
@@ -227,17 +253,34 @@ function startStream() {
     if (history.length > 300) history.shift();
     render(p);
   };
+  stream.addEventListener("endpoints", (ev) => renderEndpoints(JSON.parse(ev.data)));
   stream.onerror = async () => {
-    // The server ends the stream when the session ends; check which.
-    const s = await api("GET", "/api/v1/session");
-    if (s.status !== 200) showLogin();
+    // The server ends the stream when the session ends. No reconnection
+    // by the browser (to a 401, if the session is gone): ask, then
+    // reopen it only for a live session.
+    stopStream();
+    const s = await api("GET", "/api/v1/whoami");
+    if (s.status === 200 && s.data && s.data.user) streamRetry = setTimeout(startStream, 2000);
+    else if (s.status === 200) showLogin();
+    else streamRetry = setTimeout(() => !$("dash").hidden && startStream(), 5000); // the server is away
   };
 }
 
+// The figures' one convention: a measured figure shows its number and
+// unit, zero included ("0 req/s", "0 B"); "—" says nothing was measured
+// (no request to time, no cache lookup, no /proc/stat) or the feature is
+// not configured, and the tile's note says which. Nothing shows NaN, an
+// empty tile or another dash.
+const dash = "—";
+const finite = (v) => typeof v === "number" && Number.isFinite(v);
 const fmt = {
-  num: (v) => (v >= 1000 ? Math.round(v).toLocaleString("en") : v.toFixed(v < 10 ? 1 : 0)),
-  ms: (v) => (v >= 10 ? v.toFixed(0) : v.toFixed(2)) + " ms",
+  num: (v) => (!finite(v) ? dash : v >= 1000 ? Math.round(v).toLocaleString("en") : v.toFixed(v < 10 && v !== 0 ? 1 : 0)),
+  rate: (v) => (finite(v) ? fmt.num(v) + " req/s" : dash),
+  count: (v, unit) => (finite(v) ? Math.round(v).toLocaleString("en") + (unit ? " " + unit : "") : dash),
+  ms: (v) => (!finite(v) ? dash : (v >= 10 ? v.toFixed(0) : v.toFixed(2)) + " ms"),
+  pct: (v, digits) => (finite(v) ? v.toFixed(digits) + " %" : dash),
   bytes: (v) => {
+    if (!finite(v)) return dash;
     const units = ["B", "KiB", "MiB", "GiB"];
     let i = 0;
     while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
@@ -247,25 +290,85 @@ const fmt = {
 
 function render(p) {
   $("health").textContent = (p.ready ? "ready" : "not ready") + " / " + (p.store_up ? "up" : "down");
-  $("rps").textContent = fmt.num(p.rps);
-  $("p50").textContent = fmt.ms(p.p50_ms);
-  $("p99").textContent = fmt.ms(p.p99_ms);
-  $("hit").textContent = p.cache_hit_rate < 0 ? "–" : (100 * p.cache_hit_rate).toFixed(1) + " %";
-  $("logq").textContent = fmt.bytes(p.log_buffered_bytes) + (p.log_failing ? " (failing)" : "");
-  $("kafka-tile").hidden = p.kafka_lag_lines < 0;
-  if (p.kafka_lag_lines >= 0) {
-    $("kafkalag").textContent = p.kafka_lag_lines + " lines" +
-      (p.kafka_oldest_seconds >= 1 ? ", oldest " + Math.round(p.kafka_oldest_seconds) + " s" : "") +
-      (p.kafka_failing ? " (failing)" : "");
+  $("rps").textContent = fmt.rate(p.rps);
+  // Latency is measured on requests: none in the last second, none timed.
+  const idle = !(p.rps > 0);
+  $("p50").textContent = idle ? dash : fmt.ms(p.p50_ms);
+  $("p99").textContent = idle ? dash : fmt.ms(p.p99_ms);
+  $("p50-note").textContent = idle ? "no request in the last second" : "half of the last second's requests took less";
+  $("p99-note").textContent = idle ? "no request in the last second" : "99 % of the last second's requests took less";
+  const lookups = finite(p.cache_hit_rate) && p.cache_hit_rate >= 0;
+  $("hit").textContent = lookups ? fmt.pct(100 * p.cache_hit_rate, 1) : dash;
+  $("hit-note").textContent = lookups ? "lookups answered from memory, last second" : "no cache lookup in the last second";
+  $("logq").textContent = fmt.bytes(p.log_buffered_bytes);
+  $("logq-note").textContent = p.log_failing ? "FAILING: the log files cannot be written" : "in memory, not yet written to the log files";
+  const shipping = finite(p.kafka_lag_lines) && p.kafka_lag_lines >= 0;
+  $("kafka-tile").hidden = !shipping;
+  if (shipping) {
+    $("kafkalag").textContent = fmt.count(p.kafka_lag_lines, "lines");
+    $("kafka-note").textContent = p.kafka_failing ? "FAILING: resending after an error" :
+      p.kafka_oldest_seconds >= 1 ? `the oldest waits for ${Math.round(p.kafka_oldest_seconds)} s` : "written to the log, not yet acknowledged by Kafka";
   }
-  $("hookq").textContent = `${p.webhook_queued} + ${p.webhook_in_flight}`;
-  $("conns").textContent = p.connections;
-  $("goroutines").textContent = p.goroutines;
+  $("hookq").textContent = fmt.count(p.webhook_queued, "waiting");
+  $("hookq-note").textContent = `in the queue; ${fmt.count(p.webhook_in_flight)} being processed`;
+  $("conns").textContent = fmt.count(p.connections, "open");
+  $("goroutines").textContent = fmt.count(p.goroutines);
   $("rss").textContent = fmt.bytes(p.rss_bytes);
-  $("pcpu").textContent = p.process_cpu.toFixed(0) + " %";
+  $("rss-note").textContent = `resident memory of this process; Go heap ${fmt.bytes(p.heap_bytes)}`;
+  $("pcpu").textContent = fmt.pct(p.process_cpu, 0);
+  const cpu = p.cpu || [];
+  $("mcpu").textContent = cpu.length ? fmt.pct(cpu.reduce((a, b) => a + b, 0) / cpu.length, 0) : dash;
+  $("mcpu-note").textContent = cpu.length ? `all processes, average of ${cpu.length} cores (/proc/stat)` : "not measured: no /proc/stat here";
   $("updated").textContent = "updated " + new Date(p.time).toLocaleTimeString();
-  renderCores(p.cpu || []);
+  renderCores(cpu);
   drawChart();
+}
+
+// What the routes that are not configured endpoints answer, for the
+// endpoint table's titles.
+const routePaths = {
+  decide: "/api/decide", imp: "impression pixel", click: "click redirect",
+  rtb: "OpenRTB bid requests", win: "win notices", bill: "billing notices", loss: "loss notices",
+  json: "/json", callback: "/callback", lib: "/lib/ static files", health: "/healthz and /readyz",
+  other: "unknown paths, hosts and endpoints",
+};
+
+// renderEndpoints fills the per-endpoint table from the stats stream's
+// "endpoints" event: each route's requests, error share and latency over
+// the window, and its requests since the start.
+function renderEndpoints(w) {
+  const secs = Math.round(w.window_seconds);
+  $("endpoints-window").textContent = secs >= 60 ? "last minute" : `last ${secs} s (since the server started)`;
+  const body = $("endpoints").tBodies[0];
+  body.replaceChildren();
+  for (const e of w.endpoints) {
+    const tr = document.createElement("tr");
+    tr.dataset.endpoint = e.endpoint;
+    const name = cell(tr, e.endpoint, "name");
+    const hint = e.configured ? `/api/${e.endpoint}.js` : routePaths[e.endpoint] || (e.endpoint.startsWith("webhook_") ? "webhook" : "");
+    if (hint) {
+      const small = document.createElement("small");
+      small.textContent = " " + hint;
+      name.appendChild(small);
+    }
+    name.title = e.configured ? "a configured endpoint, in all its formats (.js, .json...)" : "a route of the server";
+    cell(tr, fmt.rate(e.rps), "num rps");
+    cell(tr, fmt.count(e.requests), "num requests");
+    cell(tr, fmt.count(e.client_errors), "num client");
+    cell(tr, fmt.count(e.server_errors), "num server");
+    const rate = cell(tr, e.error_rate == null ? dash : fmt.pct(100 * e.error_rate, 1), "num rate");
+    if (e.error_rate > 0) rate.classList.add("bad");
+    rate.title = Object.entries(e.codes || {}).map(([c, n]) => `${c === "0" ? "other" : c}: ${n}`).join(", ") || "no request in the window";
+    cell(tr, e.p50_ms == null ? dash : fmt.ms(e.p50_ms), "num p50");
+    cell(tr, e.p99_ms == null ? dash : fmt.ms(e.p99_ms), "num p99");
+    cell(tr, fmt.count(e.total), "num total");
+    body.appendChild(tr);
+  }
+  if (w.endpoints.length === 0) {
+    const tr = document.createElement("tr");
+    cell(tr, "no endpoint configured, no request yet").colSpan = 9;
+    body.appendChild(tr);
+  }
 }
 
 function renderCores(cpu) {
@@ -283,10 +386,11 @@ function renderCores(cpu) {
     row.append(name, bar, val);
     box.appendChild(row);
   }
+  $("cores-none").hidden = cpu.length > 0;
   cpu.forEach((v, i) => {
     const row = box.children[i];
-    row.children[1].firstChild.style.width = Math.min(100, v).toFixed(1) + "%";
-    row.children[2].textContent = v.toFixed(0) + " %";
+    row.children[1].firstChild.style.width = (finite(v) ? Math.min(100, v) : 0).toFixed(1) + "%";
+    row.children[2].textContent = fmt.pct(v, 0);
   });
 }
 
@@ -380,18 +484,22 @@ async function loadPage(offset) {
   page.offset = r.data.offset;
   page.total = r.data.total;
   const body = $("placements").tBodies[0];
+  parkEditor(placementEditor);
   body.replaceChildren();
   for (const p of r.data.placements) {
     const tr = document.createElement("tr");
+    tr.dataset.id = p.id;
     for (const v of [p.id, p.name || "", p.urls.join("\n"), new Date(p.updated_at).toLocaleString()]) {
       const td = document.createElement("td");
       td.textContent = v; // never innerHTML: placement data is untrusted
       tr.appendChild(td);
     }
     tr.children[2].className = "urls";
-    tr.addEventListener("click", () => edit(p));
+    if (canEdit()) tr.addEventListener("click", () => edit(p));
+    else tr.className = "readonly";
     body.appendChild(tr);
   }
+  placeEditor(placementEditor);
   const shown = r.data.placements.length;
   const what = page.q ? `matching “${page.q}”` : "";
   $("page-count").textContent = page.total === 0
@@ -401,14 +509,16 @@ async function loadPage(offset) {
   $("page-next").disabled = page.offset + shown >= page.total;
 }
 
-$("page-first").addEventListener("click", () => loadPage(0));
-$("page-prev").addEventListener("click", () => loadPage(page.offset - pageSize));
-$("page-next").addEventListener("click", () => loadPage(page.offset + pageSize));
+// Another page closes the editor: its row is gone.
+$("page-first").addEventListener("click", () => { closeEditor(placementEditor); loadPage(0); });
+$("page-prev").addEventListener("click", () => { closeEditor(placementEditor); loadPage(page.offset - pageSize); });
+$("page-next").addEventListener("click", () => { closeEditor(placementEditor); loadPage(page.offset + pageSize); });
 
 let searchTimer = 0;
 function searchNow() {
   clearTimeout(searchTimer);
   page.q = $("search").value.trim();
+  closeEditor(placementEditor);
   loadPage(0);
 }
 $("search").addEventListener("input", () => {
@@ -417,13 +527,67 @@ $("search").addEventListener("input", () => {
 });
 $("search-form").addEventListener("submit", (ev) => { ev.preventDefault(); searchNow(); });
 
+// The editors open in a row of their own right below the row they edit
+// (first in the table for a new one), and follow that row when the table
+// is drawn again. Closed, an editor waits hidden where the page holds it.
+function makeEditor(id, table, cols) {
+  const el = $(id);
+  const row = document.createElement("tr");
+  row.className = "editor-row";
+  const td = document.createElement("td");
+  td.colSpan = cols;
+  row.appendChild(td);
+  return { el, table, row, home: el.parentNode, next: el.nextSibling, anchor: null };
+}
+const placementEditor = makeEditor("placement-editor", "placements", 4);
+const lineItemEditor = makeEditor("line-item-tools", "campaigns", 8);
+
+// openEditor shows ed under the row of the given data-id ("": a new one).
+function openEditor(ed, anchor) {
+  ed.anchor = anchor;
+  placeEditor(ed);
+  ed.row.scrollIntoView({ block: "nearest" });
+}
+
+function placeEditor(ed) {
+  if (ed.anchor === null) return;
+  const body = $(ed.table).tBodies[0];
+  const target = ed.anchor === "" ? null : [...body.rows].find((r) => r.dataset.id === ed.anchor);
+  ed.row.firstChild.appendChild(ed.el);
+  ed.el.hidden = false;
+  if (target) target.after(ed.row);
+  else body.prepend(ed.row);
+}
+
+// parkEditor puts ed back in its place before its table is drawn again,
+// so that the page always holds its fields.
+function parkEditor(ed) {
+  ed.home.insertBefore(ed.el, ed.next);
+  ed.row.remove();
+}
+
+function closeEditor(ed) {
+  ed.anchor = null;
+  parkEditor(ed);
+  ed.el.hidden = true;
+}
+
 function edit(p) {
+  $("edit-title").textContent = `Edit placement ${p.id}`;
   $("edit-id").value = p.id;
   $("edit-name").value = p.name || "";
   $("edit-urls").value = p.urls.join("\n");
   $("edit-deps").value = (p.deps || []).join("\n");
   $("edit-status").textContent = "";
+  openEditor(placementEditor, p.id);
 }
+
+$("placement-new").addEventListener("click", () => {
+  edit({ id: "", urls: [] });
+  $("edit-title").textContent = "New placement";
+  $("edit-id").focus();
+});
+$("edit-close").addEventListener("click", () => closeEditor(placementEditor));
 
 const lines = (s) => s.split("\n").map((l) => l.trim()).filter((l) => l);
 
@@ -433,7 +597,11 @@ $("edit-form").addEventListener("submit", async (ev) => {
   const body = { urls: lines($("edit-urls").value), name: $("edit-name").value, deps: lines($("edit-deps").value) };
   const r = await api("PUT", "/api/v1/placements/" + encodeURIComponent(id), body);
   $("edit-status").textContent = r.status === 200 ? `Saved ${id}.` : `Not saved: ${(r.data && r.data.error) || r.status}`;
-  if (r.status === 200) loadPage(page.offset);
+  if (r.status === 200) {
+    placementEditor.anchor = id; // a new placement's row, when this page shows it
+    $("edit-title").textContent = `Edit placement ${id}`;
+    loadPage(page.offset);
+  }
 });
 
 $("edit-delete").addEventListener("click", async () => {
@@ -460,6 +628,7 @@ async function loadCampaigns() {
   const r = await api("GET", "/api/v1/campaigns/export");
   const body = $("campaigns").tBodies[0];
   if (r.status !== 200 || !r.data) {
+    closeEditor(lineItemEditor);
     body.replaceChildren();
     $("campaigns-count").textContent = "";
     $("campaigns-error").textContent = (r.data && r.data.error) || `Cannot read the campaigns (${r.status}).`;
@@ -552,6 +721,7 @@ function lineRow(li, c, currency) {
 
 function renderCampaigns(set) {
   const body = $("campaigns").tBodies[0];
+  parkEditor(lineItemEditor);
   body.replaceChildren();
   const currency = set.currency || "USD";
   const campaignsOf = byKey(set.campaigns, "advertiser"), itemsOf = byKey(set.line_items, "campaign");
@@ -564,6 +734,7 @@ function renderCampaigns(set) {
       for (const li of items) body.appendChild(lineRow(li, c, currency));
     }
   }
+  placeEditor(lineItemEditor);
   const paused = set.line_items.filter((li) => li.status === "paused").length;
   $("campaigns-count").textContent = set.advertisers.length === 0 ? "none yet: import a campaign file" :
     `${set.advertisers.length} advertisers, ${set.campaigns.length} campaigns, ${set.line_items.length} line items (${paused} paused)`;
@@ -576,11 +747,12 @@ async function setPaused(id, pause) {
     return;
   }
   await loadCampaigns();
-  if (lineItem && lineItem.id === id) editLineItem(r.data);
+  if (lineItem && lineItem.id === id && lineItemEditor.anchor === id) editLineItem(r.data);
 }
 
 function editLineItem(li) {
   lineItem = li;
+  $("li-title").textContent = li.id ? `Edit line item ${li.id}` : "New line item";
   $("li-id").value = li.id;
   $("li-campaign").value = li.campaign;
   $("li-status").value = li.status === "paused" ? "paused" : "active";
@@ -590,7 +762,15 @@ function editLineItem(li) {
   $("li-creatives").value = (li.creatives || []).join("\n");
   $("li-targeting").value = JSON.stringify(li.targeting || {}, null, 2);
   $("li-edit-status").textContent = "";
+  openEditor(lineItemEditor, li.id);
 }
+
+$("li-new").addEventListener("click", () => {
+  editLineItem({ id: "", campaign: "", priority: 8, weight: 1, cpm: "", creatives: [], targeting: {} });
+  lineItem = null;
+  $("li-id").focus();
+});
+$("li-close").addEventListener("click", () => closeEditor(lineItemEditor));
 
 $("li-form").addEventListener("submit", async (ev) => {
   ev.preventDefault();
@@ -616,6 +796,8 @@ $("li-form").addEventListener("submit", async (ev) => {
   }
   $("li-edit-status").textContent = `Saved ${id}.`;
   lineItem = r.data;
+  lineItemEditor.anchor = id;
+  $("li-title").textContent = `Edit line item ${id}`;
   loadCampaigns();
 });
 
