@@ -130,11 +130,8 @@ func (b *page) loaded() {
 		b.until(`document.getElementById("report-range").textContent !== ""`, 30*time.Second),
 		b.until(`document.getElementById("updated").textContent !== ""`, 30*time.Second),
 	)
-	b.do("the stream moves", b.until(`(() => {
-		const u = document.getElementById("updated").textContent;
-		if (window.seenUpdated === undefined) window.seenUpdated = u;
-		return u !== window.seenUpdated && (delete window.seenUpdated);
-	})()`, 30*time.Second))
+	before := b.text("#updated")
+	b.do("the stream moves", b.until(fmt.Sprintf(`document.getElementById("updated").textContent !== %q`, before), 30*time.Second))
 }
 
 // A normal load of the dashboard, logged out and logged in, a reload and

@@ -14,6 +14,8 @@ import (
 // errors and latency over the last minute. It is read once a second from
 // the request histograms the metrics registry exports, so that the
 // dashboard, /metrics and a Prometheus query over the same minute agree.
+// Gathering reads every collector of the registry: the cost of a scrape a
+// second, on the admin's goroutine, never on the request path.
 
 // requestHistogram is the family internal/metrics' RequestCollector
 // exports: every public request by endpoint (or route) and status code.

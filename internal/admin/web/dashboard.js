@@ -259,10 +259,11 @@ function startStream() {
     // by the browser (to a 401, if the session is gone): ask, then
     // reopen it only for a live session.
     stopStream();
-    const s = await api("GET", "/api/v1/whoami");
-    if (s.status === 200 && s.data && s.data.user) streamRetry = setTimeout(startStream, 2000);
-    else if (s.status === 200) showLogin();
-    else streamRetry = setTimeout(() => !$("dash").hidden && startStream(), 5000); // the server is away
+    let s = null;
+    try { s = await api("GET", "/api/v1/whoami"); } catch (e) { s = null; } // the server is away
+    if (s && s.status === 200 && s.data && !s.data.user) { showLogin(); return; }
+    const wait = s && s.status === 200 ? 2000 : 5000;
+    streamRetry = setTimeout(() => { if (!$("dash").hidden) startStream(); }, wait);
   };
 }
 
