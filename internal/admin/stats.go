@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"tsubame"
 )
 
 // Sample is what the server counts, read once a second for the dashboard.
@@ -264,9 +266,12 @@ func rss() uint64 {
 	return res * uint64(os.Getpagesize())
 }
 
+// errNoStats answers the stats routes of a server given no Sample.
+var errNoStats = tsubame.Errorf(tsubame.ENOTFOUND, "this server keeps no live stats")
+
 func (s *Server) statsNow(w http.ResponseWriter, _ *http.Request) {
 	if s.stats == nil {
-		writeError(w, http.StatusNotFound, "no stats")
+		s.writeStoreError(w, errNoStats)
 		return
 	}
 	points, window, _ := s.stats.since(time.Time{})
@@ -283,7 +288,7 @@ func (s *Server) statsNow(w http.ResponseWriter, _ *http.Request) {
 // "endpoints".
 func (s *Server) statsStream(w http.ResponseWriter, r *http.Request) {
 	if s.stats == nil {
-		writeError(w, http.StatusNotFound, "no stats")
+		s.writeStoreError(w, errNoStats)
 		return
 	}
 	rc := http.NewResponseController(w)

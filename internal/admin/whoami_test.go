@@ -71,6 +71,10 @@ func TestWhoami(t *testing.T) {
 	if f, _ := m["features"].(map[string]any); len(f) != 5 || f["stats"] != false || f["campaigns"] != false || f["reports"] != false {
 		t.Errorf("features %v", m["features"])
 	}
+	// What the page therefore does not ask: the stats routes say why.
+	if r := h.do("GET", "/api/v1/stats", nil, "Cookie", SessionCookie+"="+cookie); r.status != 404 || r.json(t)["error"] != "this server keeps no live stats" {
+		t.Errorf("stats without a sampler: %d %s", r.status, r.body)
+	}
 	// A token has no CSRF token to give.
 	if err := h.accounts.CreateUserWithRole("watcher", testPassword, "", RoleViewer, PasswordPolicy{MinLength: 12}); err != nil {
 		t.Fatal(err)
