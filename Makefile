@@ -12,7 +12,7 @@ BENCHTIME     ?= 1s
 COUNT         ?= 6
 APT_GET       := $(if $(filter 0,$(shell id -u)),,sudo) apt-get
 
-.PHONY: all build run test check-go fmt-check vet lint race test-tools verify bench-micro clean release image sbom reproducible kafka
+.PHONY: all build run test check-go fmt-check vet lint race test-tools verify bench-micro clean release release-tool sign image sbom sbom-tool reproducible kafka
 
 all: build
 
@@ -23,7 +23,7 @@ check-go:
 build: check-go
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/tsubame
 
-## run: build, load the demo placements into ./data if it is empty, and serve on :4000
+## run: build, load the demo placements into ./data if it is empty, and serve on :4000 (admin on 127.0.0.1:4001); TSUBAME_LISTEN=:8080 TSUBAME_ADMIN_LISTEN=127.0.0.1:8081 make run moves them
 run: build
 	./$(BIN) serve -demo
 
@@ -54,18 +54,18 @@ race: check-go test-tools
 # headless Chromium, check TLS with curl, limit file sizes with prlimit,
 # check the systemd unit with systemd-analyze, build the container image
 # with podman, run a Kafka broker (its jars from Maven Central, pinned in
-# internal/kafkatest/jars.txt) on Java and a ClickHouse server, all from
-# Debian's packages.
+# internal/kafkatest/jars.txt) on Java and a ClickHouse server, and sign a
+# release with ssh-keygen, all from Debian's packages.
 test-tools:
 	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 && \
 		command -v clickhouse-server >/dev/null 2>&1 && \
 		command -v curl >/dev/null 2>&1 && command -v prlimit >/dev/null 2>&1 && command -v systemd-analyze >/dev/null 2>&1 && \
 		command -v java >/dev/null 2>&1 && { command -v rsyslogd >/dev/null 2>&1 || [ -x /usr/sbin/rsyslogd ]; } && command -v xmllint >/dev/null 2>&1 && \
-		[ -n "$(CONTAINER_TOOL)" ] || \
+		command -v ssh-keygen >/dev/null 2>&1 && [ -n "$(CONTAINER_TOOL)" ] || \
 		{ $(APT_GET) update -qq && $(APT_GET) install -y -qq redis-server redis-tools chromium curl util-linux systemd \
-			default-jre-headless rsyslog libxml2-utils clickhouse-server $(if $(CONTAINER_TOOL),,podman); }
+			default-jre-headless rsyslog libxml2-utils clickhouse-server openssh-client $(if $(CONTAINER_TOOL),,podman); }
 
-## kafka: run a local Kafka broker (127.0.0.1:9092, topic tsubame-access) to try the access-log shipper
+## kafka: run a local Kafka broker (127.0.0.1:9092; KAFKA_PORT=9093 make kafka moves it; topic tsubame-access) to try the access-log shipper
 KAFKA_PORT ?= 9092
 KAFKA_DIR  ?= ./kafka-data
 kafka: check-go
@@ -84,59 +84,106 @@ clean:
 	rm -rf bin dist build
 
 # Release archives: static binaries (no cgo) for these platforms, each in a
-# tar.gz with README, LICENSE and the default configuration, and SHA-256
-# checksums of the archives.
+# tar.gz with README, LICENSE, the default configuration, the deploy files
+# (systemd unit, Kubernetes manifests, the container's configuration,
+# ClickHouse schema) and the docs, and each with a CycloneDX SBOM; SHA-256
+# checksums of all, signed when SIGNING_KEY names an ssh key. Everything is
+# stamped with the commit's time (SOURCE_DATE_EPOCH), not the clock, so two
+# builds of a commit with the same Go are byte-identical (make
+# reproducible); tools/release writes the archives and stamps the SBOMs.
 RELEASE_PLATFORMS ?= linux/amd64 linux/arm64
+DIST              ?= dist
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+COMMIT            ?= $(shell git rev-parse HEAD 2>/dev/null)
+# Tracked files only: a stray file in the tree never ships.
+RELEASE_FILES      = README.md LICENSE $(filter-out %_test.go,$(shell git ls-files deploy/systemd deploy/kubernetes \
+	deploy/container/tsubame.yaml deploy/clickhouse docs 2>/dev/null || \
+	find deploy/systemd deploy/kubernetes deploy/container/tsubame.yaml deploy/clickhouse docs -type f | LC_ALL=C sort))
+TOOLS_DIR         := build/tools
+RELEASE_TOOL      := $(TOOLS_DIR)/release
+# An ssh private key (ed25519) that signs SHA256SUMS, or its .pub with the
+# key in ssh-agent; never one kept in this repository.
+SIGNING_KEY       ?=
 
-## release: dist/tsubame-<version>-<os>-<arch>.tar.gz for each platform, and dist/SHA256SUMS
-release: check-go
-	@rm -rf dist && mkdir -p dist
+release-tool: check-go
+	@$(GO) build -o $(RELEASE_TOOL) ./tools/release
+
+## release: dist/tsubame-<version>-<os>-<arch>.tar.gz and .cdx.json (SBOM) for each platform, dist/SHA256SUMS (signed with SIGNING_KEY=key)
+release: check-go release-tool sbom-tool
+	@[ -n "$(DIST)" ] || { echo "release: DIST is empty" >&2; exit 1; }
+	@rm -rf $(DIST)/tsubame-* $(DIST)/SHA256SUMS $(DIST)/SHA256SUMS.sig && mkdir -p $(DIST)
 	@set -e; for p in $(RELEASE_PLATFORMS); do \
 		os=$${p%/*}; arch=$${p#*/}; name=tsubame-$(VERSION)-$$os-$$arch; \
-		mkdir -p dist/$$name; \
 		echo "building $$name"; \
-		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o dist/$$name/tsubame ./cmd/tsubame; \
-		cp README.md LICENSE dist/$$name/; \
-		cp internal/config/defaults.yaml dist/$$name/tsubame.yaml; \
-		tar -C dist -czf dist/$$name.tar.gz --owner=0 --group=0 --numeric-owner $$name; \
-		rm -rf dist/$$name; \
+		$(if $(RELEASE_GOCACHE),GOCACHE=$(RELEASE_GOCACHE)) CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch \
+			$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(DIST)/$$name.bin ./cmd/tsubame; \
+		SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(RELEASE_TOOL) archive -o $(DIST)/$$name.tar.gz -prefix $$name \
+			$(DIST)/$$name.bin=tsubame internal/config/defaults.yaml=tsubame.yaml $(RELEASE_FILES); \
+		rm -f $(DIST)/$$name.bin; \
+		$(MAKE) --no-print-directory sbom SBOM=$(DIST)/$$name.cdx.json SBOM_ENV="CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch"; \
 	done
-	@$(MAKE) --no-print-directory sbom SBOM=dist/tsubame-$(VERSION).cdx.json
-	@cd dist && sha256sum *.tar.gz *.cdx.json > SHA256SUMS && cat SHA256SUMS
+	@cd $(DIST) && sha256sum tsubame-$(VERSION)-*.tar.gz tsubame-$(VERSION)-*.cdx.json > SHA256SUMS && cat SHA256SUMS
+	@$(if $(SIGNING_KEY),$(MAKE) --no-print-directory sign)
 
-# The SBOM: CycloneDX JSON of the modules linked into the binary.
+## sign: sign $(DIST)/SHA256SUMS with SIGNING_KEY (ssh-keygen -Y sign -n file) into SHA256SUMS.sig
+sign:
+	@[ -n "$(SIGNING_KEY)" ] || { echo "sign: set SIGNING_KEY to an ssh private key (or its .pub, with the key in ssh-agent)" >&2; exit 1; }
+	@command -v ssh-keygen >/dev/null 2>&1 || { echo "sign: ssh-keygen (OpenSSH 8.1 or newer) is needed" >&2; exit 1; }
+	@rm -f $(DIST)/SHA256SUMS.sig
+	@ssh-keygen -q -Y sign -f "$(SIGNING_KEY)" -n file $(DIST)/SHA256SUMS
+	@echo "signed $(DIST)/SHA256SUMS with $$(ssh-keygen -l -f "$(SIGNING_KEY)" | cut -d' ' -f1-2): publish that key for ssh-keygen -Y verify"
+
+# The SBOM: CycloneDX JSON of the modules linked into the binary, for the
+# platform SBOM_ENV names (GOOS, GOARCH, CGO_ENABLED: the module set can
+# differ by platform); by default this machine's. The generator's random
+# serial and clock timestamp are left out, and tools/release sets both from
+# the commit. The generator is built with -trimpath, once, for this machine.
 CYCLONEDX_GOMOD := github.com/CycloneDX/cyclonedx-gomod/cmd/cyclonedx-gomod@v1.10.0
-SBOM ?= dist/tsubame-$(VERSION).cdx.json
+SBOM     ?= $(DIST)/tsubame-$(VERSION).cdx.json
+SBOM_ENV ?=
 
-## sbom: a CycloneDX SBOM of bin/tsubame's modules ($(SBOM))
-sbom: check-go
+sbom-tool: check-go
+	@CGO_ENABLED=0 GOBIN=$(abspath $(TOOLS_DIR)) $(GO) install -trimpath $(CYCLONEDX_GOMOD)
+
+## sbom: a CycloneDX SBOM of bin/tsubame's modules ($(SBOM)), stamped with the commit and its time
+sbom: check-go release-tool sbom-tool
 	@mkdir -p $(dir $(SBOM))
-	$(GO) run $(CYCLONEDX_GOMOD) app -json -licenses=false -output $(SBOM) -main cmd/tsubame .
+	$(SBOM_ENV) $(TOOLS_DIR)/cyclonedx-gomod app -json -licenses=false -noserial -notimestamp -output $(SBOM) -main cmd/tsubame .
+	@SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(RELEASE_TOOL) sbom -commit "$(COMMIT)" $(SBOM)
 
-## reproducible: build the release binary twice, from empty build caches, and compare them byte for byte
+# make reproducible builds one platform: a second one doubles the time
+# and checks nothing the first does not.
+REPRODUCIBLE_PLATFORMS ?= linux/amd64
+
+## reproducible: make release twice ($(REPRODUCIBLE_PLATFORMS)), the binaries from empty build caches; archives, SBOMs and SHA256SUMS must be byte-identical
 reproducible: check-go
-	@d=$$(mktemp -d); \
+	@d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
 	for i in 1 2; do \
-		GOCACHE=$$d/cache$$i CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $$d/tsubame$$i ./cmd/tsubame || { rm -rf $$d; exit 1; }; \
+		$(MAKE) --no-print-directory release DIST=$$d/dist$$i RELEASE_GOCACHE=$$d/cache$$i VERSION=$(VERSION) \
+			RELEASE_PLATFORMS="$(REPRODUCIBLE_PLATFORMS)" SIGNING_KEY= >$$d/log$$i 2>&1 || { cat $$d/log$$i >&2; exit 1; }; \
 	done; \
-	if cmp -s $$d/tsubame1 $$d/tsubame2; then \
-		echo "reproducible: two builds of $(VERSION) are byte-identical (sha256 $$(sha256sum < $$d/tsubame1 | cut -c1-16)...)"; rm -rf $$d; \
-	else echo "reproducible: two builds of $(VERSION) differ" >&2; rm -rf $$d; exit 1; fi
+	if diff -r $$d/dist1 $$d/dist2 >/dev/null; then \
+		echo "reproducible: two releases of $(VERSION) ($(REPRODUCIBLE_PLATFORMS)) are byte-identical:"; sed 's/^/  /' $$d/dist1/SHA256SUMS; \
+	else echo "reproducible: two releases of $(VERSION) differ:" >&2; diff -rq $$d/dist1 $$d/dist2 >&2; exit 1; fi
 
 # The container image (Containerfile): podman, else docker with a running
 # daemon. IMAGE_ARCH builds for another architecture (the binary is
 # cross-compiled; no emulation needed). The Kubernetes manifests run this
 # image by its repository (tsubame); deploy/kubernetes/kustomization.yaml
 # sets the registry and the version (deploy/kubernetes/manifests_test.go
-# holds them together).
+# holds them together). podman builds with --format docker: the OCI image
+# format has no HEALTHCHECK, and podman drops it from OCI images.
 CONTAINER_TOOL = $(shell command -v podman >/dev/null 2>&1 && echo podman || \
 	{ docker info >/dev/null 2>&1 && echo docker; })
 IMAGE      ?= tsubame:$(VERSION)
 IMAGE_ARCH ?= $(shell $(GO) env GOARCH 2>/dev/null)
 IMAGE_CTX  := build/image
+# The org.opencontainers.image.source label: the https address of the
+# origin remote (no user, no local path), or no label when there is none.
+IMAGE_SOURCE ?= $(shell $(RELEASE_TOOL) source-url "$$(git remote get-url origin 2>/dev/null)")
 
-## image: the container image $(IMAGE) (podman or docker; podman is installed when neither works)
-image: check-go
+## image: the container image $(IMAGE) (podman or docker; podman is installed when neither works); IMAGE_SOURCE=URL labels its source
+image: check-go release-tool
 	@tool="$(CONTAINER_TOOL)"; \
 	if [ -z "$$tool" ]; then \
 		echo "installing podman"; $(APT_GET) update -qq && $(APT_GET) install -y -qq podman || exit 1; tool=podman; \
@@ -152,7 +199,11 @@ image: check-go
 	printf 'root:x:0:0:root:/:/sbin/nologin\ntsubame:x:65532:65532:tsubame:/data:/sbin/nologin\n' > $(IMAGE_CTX)/passwd; \
 	printf 'root:x:0:\ntsubame:x:65532:\n' > $(IMAGE_CTX)/group; \
 	chmod 0755 $(IMAGE_CTX)/tsubame; chmod -R a+rX $(IMAGE_CTX); \
-	$$tool build $$([ "$$tool" = podman ] && echo --layers=false) --platform linux/$(IMAGE_ARCH) --build-arg VERSION=$(VERSION) -f Containerfile -t $(IMAGE) $(IMAGE_CTX); \
+	created=$$(date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ 2>/dev/null || date -u -r $(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ); \
+	$$tool build $$([ "$$tool" = podman ] && echo --layers=false --format docker) --platform linux/$(IMAGE_ARCH) \
+		--build-arg VERSION=$(VERSION) --build-arg REVISION=$(COMMIT) --build-arg CREATED=$$created \
+		$(if $(IMAGE_SOURCE),--label 'org.opencontainers.image.source=$(IMAGE_SOURCE)') \
+		-f Containerfile -t $(IMAGE) $(IMAGE_CTX); \
 	echo "built $(IMAGE) with $$tool"
 
 # The load tools of make bench, from Debian's packages when missing.

@@ -6,11 +6,13 @@ import (
 	"archive/tar"
 	"archive/zip"
 	"bytes"
+	"cmp"
 	"crypto/rand"
 	"crypto/x509"
 	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -19,6 +21,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -51,7 +54,18 @@ type imageConfig struct {
 		WorkingDir   string
 		StopSignal   string
 		Labels       map[string]string
+		Healthcheck  *healthcheck // docker's place
 	}
+	Healthcheck *healthcheck // podman's
+}
+
+// healthcheck is the image's HEALTHCHECK; the durations are in nanoseconds.
+type healthcheck struct {
+	Test        []string
+	Interval    time.Duration
+	Timeout     time.Duration
+	StartPeriod time.Duration
+	Retries     int
 }
 
 // file is one regular file or directory of the image's filesystem.
@@ -82,7 +96,9 @@ func TestImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("make", "-C", root, "image", "IMAGE="+image, "VERSION="+version, "IMAGE_CTX="+filepath.Join(t.TempDir(), "ctx"))
+	const source = "https://git.example.com/ads/tsubame"
+	cmd := exec.Command("make", "-C", root, "image", "IMAGE="+image, "VERSION="+version, "IMAGE_CTX="+filepath.Join(t.TempDir(), "ctx"),
+		"IMAGE_SOURCE="+source)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make image: %v\n%s", err, out)
 	}
@@ -119,6 +135,20 @@ func TestImage(t *testing.T) {
 	}
 	if c.Labels["org.opencontainers.image.version"] != version || c.Labels["org.opencontainers.image.licenses"] != "Apache-2.0" {
 		t.Errorf("labels %v", c.Labels)
+	}
+	checkProvenance(t, root, c.Labels, source)
+	// podman keeps a HEALTHCHECK only in the docker format (make image asks
+	// for it); the check is tsubame health, which needs no shell.
+	if h := cmp.Or(c.Healthcheck, inspected[0].Healthcheck); h == nil {
+		t.Error("no health check: built in the OCI format, which has none?")
+	} else {
+		if !slices.Equal(h.Test, []string{"CMD", "/usr/local/bin/tsubame", "health"}) {
+			t.Errorf("health check %q", h.Test)
+		}
+		// tsubame health waits 2 s for /readyz; the runtime must wait longer.
+		if h.Timeout <= 2*time.Second || h.Interval < h.Timeout || h.Retries < 1 || h.StartPeriod < 30*time.Second {
+			t.Errorf("health check timing: %+v", *h)
+		}
 	}
 	env := map[string]string{}
 	for _, kv := range c.Env {
@@ -182,6 +212,28 @@ func TestImage(t *testing.T) {
 		t.Errorf("version: %v %s", err, out)
 	}
 	serveDemo(t, exe, files["etc/tsubame/tsubame.yaml"].data, env)
+}
+
+// checkProvenance: the image names the commit it was built from, the
+// commit's time (not the build's, so a rebuild labels the same) and the
+// repository.
+func checkProvenance(t *testing.T, root string, labels map[string]string, source string) {
+	t.Helper()
+	out, err := exec.Command("git", "-C", root, "log", "-1", "--format=%H %ct").Output()
+	if err != nil {
+		t.Fatalf("git log: %v", err)
+	}
+	commit, ct, _ := strings.Cut(strings.TrimSpace(string(out)), " ")
+	if got := labels["org.opencontainers.image.revision"]; got != commit {
+		t.Errorf("revision label %q, want the commit %s", got, commit)
+	}
+	created, err := time.Parse(time.RFC3339, labels["org.opencontainers.image.created"])
+	if err != nil || strconv.FormatInt(created.Unix(), 10) != ct || created.Location() != time.UTC {
+		t.Errorf("created label %q (%v), want the commit time %s in UTC", labels["org.opencontainers.image.created"], err, ct)
+	}
+	if got := labels["org.opencontainers.image.source"]; got != source {
+		t.Errorf("source label %q, want IMAGE_SOURCE %q", got, source)
+	}
 }
 
 // exportImage saves the image as an archive and applies its layers in
@@ -384,6 +436,20 @@ func serveDemo(t *testing.T, exe string, configFile []byte, imageEnv map[string]
 	} else {
 		resp.Body.Close()
 	}
+	// The image's HEALTHCHECK, with the image's environment: the
+	// configuration file names the port.
+	health := func() error {
+		c := exec.Command(exe, "health")
+		c.Env, c.Dir = env, dir
+		out, err := c.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return nil
+	}
+	if err := health(); err != nil {
+		t.Errorf("the health check fails on a serving server: %v", err)
+	}
 	_ = cmd.Process.Signal(os.Interrupt)
 	select {
 	case err := <-done:
@@ -392,6 +458,9 @@ func serveDemo(t *testing.T, exe string, configFile []byte, imageEnv map[string]
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatalf("did not stop\n%s", logs.String())
+	}
+	if err := health(); err == nil {
+		t.Error("the health check passes with the server stopped")
 	}
 	for _, d := range []string{"data", "logs"} {
 		if entries, err := os.ReadDir(filepath.Join(dir, d)); err != nil || len(entries) == 0 {
