@@ -12,7 +12,7 @@ BENCHTIME     ?= 1s
 COUNT         ?= 6
 APT_GET       := $(if $(filter 0,$(shell id -u)),,sudo) apt-get
 
-.PHONY: all build run test check-go fmt-check vet lint race test-tools verify bench-micro clean release release-tool sign image sbom sbom-tool reproducible kafka
+.PHONY: all build run test test-short check-go fmt-check vet lint race test-tools verify bench-micro clean release release-tool sign image sbom sbom-tool reproducible kafka
 
 all: build
 
@@ -29,6 +29,11 @@ run: build
 
 ## test: everything CI checks: formatting, vet, staticcheck, and the race-enabled test suite
 test: fmt-check vet lint race
+
+## test-short: the tests that need only Go, in about 1.5 minutes on 2 cores (go test -short, no -race: it needs a C compiler); lists each skipped test and why
+test-short: check-go
+	@$(GO) build -o $(TOOLS_DIR)/testreport ./tools/testreport
+	@GO=$(GO) $(TOOLS_DIR)/testreport -short -count=1 ./...
 
 fmt-check: check-go
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -55,7 +60,8 @@ race: check-go test-tools
 # check the systemd unit with systemd-analyze, build the container image
 # with podman, run a Kafka broker (its jars from Maven Central, pinned in
 # internal/kafkatest/jars.txt) on Java and a ClickHouse server, and sign a
-# release with ssh-keygen, all from Debian's packages.
+# release with ssh-keygen, all from Debian's packages. make test-short
+# needs none of them: it skips what needs them and says so.
 test-tools:
 	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 && \
 		command -v clickhouse-server >/dev/null 2>&1 && \
