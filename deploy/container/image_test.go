@@ -97,8 +97,10 @@ func TestImage(t *testing.T) {
 		t.Fatal(err)
 	}
 	const source = "https://git.example.com/ads/tsubame"
-	cmd := exec.Command("make", "-C", root, "image", "IMAGE="+image, "VERSION="+version, "IMAGE_CTX="+filepath.Join(t.TempDir(), "ctx"),
-		"IMAGE_SOURCE="+source)
+	// Its own tools directory: another test's make may be building the same tools.
+	tmp := t.TempDir()
+	cmd := exec.Command("make", "-C", root, "image", "IMAGE="+image, "VERSION="+version, "IMAGE_CTX="+filepath.Join(tmp, "ctx"),
+		"TOOLS_DIR="+filepath.Join(tmp, "tools"), "IMAGE_SOURCE="+source)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make image: %v\n%s", err, out)
 	}

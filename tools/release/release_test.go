@@ -150,8 +150,9 @@ func TestRelease(t *testing.T) {
 	dist := filepath.Join(dir, "dist")
 	key, allowed := signingKey(t, keygen, dir, "release")
 	const version = "releasetest"
+	// Its own tools directory: another test's make may be building the same tools.
 	cmd := exec.Command(mk, "-C", root, "--no-print-directory", "release", "DIST="+dist, "VERSION="+version,
-		"RELEASE_PLATFORMS=linux/amd64", "SIGNING_KEY="+key)
+		"RELEASE_PLATFORMS=linux/amd64", "SIGNING_KEY="+key, "TOOLS_DIR="+filepath.Join(dir, "tools"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make release: %v\n%s", err, out)
 	}
