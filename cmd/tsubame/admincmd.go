@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"golang.org/x/term"
@@ -21,7 +22,7 @@ import (
 // a running server picks up at once.
 // adminFlags are the flags of the admin commands.
 type adminFlags struct {
-	noTOTP            bool          // create-user
+	noTOTP, newTOTP   bool          // create-user, set-password
 	user, name, scope string        // create-token
 	ttl               time.Duration // create-token
 	role              string        // create-user, create-token
@@ -60,6 +61,17 @@ func runAdmin(e *env, sub string, f *adminFlags, args []string) error {
 		}
 		fmt.Fprintf(stdout, "deleted user %s and their API tokens\n", args[0])
 		return auditCLI(cfg, args[0], "user.delete")
+	case "set-password":
+		return setPassword(cfg, accounts, args[0], f, e.stdin, stdout, stderr)
+	case "list-tokens":
+		return listTokens(accounts, f.user, stdout)
+	case "delete-token":
+		tok, err := accounts.DeleteTokenByID(args[0])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "deleted API token %s (%s, of %s)\n", tok.ID, tok.Name, tok.User)
+		return auditCLI(cfg, tok.ID, "token.delete")
 	case "list-users":
 		names, err := accounts.Users()
 		if err != nil {
@@ -122,6 +134,73 @@ func createUser(cfg *config.Config, accounts *admin.Accounts, name string, role 
 		fmt.Fprintf(stdout, "TOTP secret (add it to an authenticator app; shown once): %s\n%s\n", secret, url)
 	}
 	return auditCLI(cfg, name, "user.create")
+}
+
+// setPassword replaces a user's password and, with -new-totp or
+// -no-totp, their second factor.
+func setPassword(cfg *config.Config, accounts *admin.Accounts, name string, f *adminFlags, stdin io.Reader, stdout, stderr io.Writer) error {
+	if f.newTOTP && f.noTOTP {
+		return usagef("-new-totp and -no-totp: choose one")
+	}
+	if f.noTOTP && cfg.Admin.RequireTOTP {
+		return usagef("-no-totp: admin.require_totp is true")
+	}
+	if accounts.RoleOf(name) == "" {
+		return tsubame.Errorf(tsubame.ENOTFOUND, "no user %q", name)
+	}
+	password, err := readPassword(stdin, stderr)
+	if err != nil {
+		return err
+	}
+	var secret *string
+	var url string
+	switch {
+	case f.newTOTP:
+		key, err := admin.NewTOTP(name)
+		if err != nil {
+			return err
+		}
+		s := key.Secret()
+		secret, url = &s, key.URL()
+	case f.noTOTP:
+		secret = new(string)
+	}
+	policy := admin.PasswordPolicy{MinLength: cfg.Admin.MinPasswordLength, MinScore: cfg.Admin.MinPasswordScore}
+	if err := accounts.SetCredentials(name, password, secret, policy); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "password of %s replaced; their dashboard sessions end at their next request\n", name)
+	if url != "" {
+		fmt.Fprintf(stdout, "TOTP secret (add it to an authenticator app; shown once): %s\n%s\n", *secret, url)
+	}
+	action := "user.password"
+	if secret != nil {
+		action = "user.password+totp"
+	}
+	return auditCLI(cfg, name, action)
+}
+
+// listTokens writes the API tokens of user (every user's for ""), one per
+// line: id, user, name, role, scope, expiry. The secrets are not stored.
+func listTokens(accounts *admin.Accounts, user string, stdout io.Writer) error {
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tUSER\tNAME\tROLE\tSCOPE\tEXPIRES")
+	for _, t := range accounts.Tokens(user) {
+		expires := "never"
+		if !t.Expires.IsZero() {
+			expires = t.Expires.UTC().Format(time.RFC3339)
+		}
+		scope := t.Scope
+		if scope == "" {
+			scope = "-"
+		}
+		role := string(t.Role)
+		if role == "" {
+			role = "(the user's)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.User, t.Name, role, scope, expires)
+	}
+	return tw.Flush()
 }
 
 // readPassword reads the password: typed twice without echo at a terminal,

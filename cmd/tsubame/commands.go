@@ -83,6 +83,18 @@ func init() {
 				fs.StringVar(&f.scope, "scope", "", "`metrics` limits the token to GET /metrics")
 				fs.DurationVar(&f.ttl, "ttl", 0, "the token's lifetime (`DURATION`, e.g. 720h; 0: admin.max_token_ttl)")
 			}, "user", "name"),
+		adminCommand("set-password", "NAME", 1,
+			"Replace a user's password (read as for create-user); -new-totp also enrols a new TOTP secret. "+
+				"The user's dashboard sessions end; their API tokens stay.",
+			func(fs *flag.FlagSet, f *adminFlags) {
+				fs.BoolVar(&f.newTOTP, "new-totp", false, "also replace the TOTP secret (shown once)")
+				fs.BoolVar(&f.noTOTP, "no-totp", false, "remove the TOTP second factor (only with admin.require_totp: false)")
+			}),
+		adminCommand("list-tokens", "", 0, "List the API tokens (never their secrets): id, user, name, role, scope, expiry.",
+			func(fs *flag.FlagSet, f *adminFlags) {
+				fs.StringVar(&f.user, "user", "", "only the tokens of this user (`NAME`)")
+			}),
+		adminCommand("delete-token", "ID", 1, "Revoke an API token by its id (list-tokens shows them).", nil),
 		adminCommand("verify-audit", "[FILE...]", -1,
 			"Check the audit log's hash chain (the files in order, or the configured log) and report the "+
 				"first edited, removed or inserted line.", nil),

@@ -340,6 +340,34 @@ func (a *Accounts) SetRole(name string, role Role) error {
 	})
 }
 
+// SetCredentials replaces a user's password after checking it against
+// policy and, when totpSecret is not nil, their TOTP secret ("" removes
+// the second factor: the caller checks that this is allowed). The user's
+// dashboard sessions end at their next request (Server.identify compares
+// the password hash a session began with); API tokens are not changed.
+func (a *Accounts) SetCredentials(name, password string, totpSecret *string, policy PasswordPolicy) error {
+	if err := policy.Check(name, password); err != nil {
+		return tsubame.WrapError(tsubame.EINVALID, err, "%v", err)
+	}
+	hash, err := hashPassword(password)
+	if err != nil {
+		return err
+	}
+	return a.update(func(d *accountsFile) error {
+		i := slices.IndexFunc(d.Users, func(u *User) bool { return u.Name == name })
+		if i < 0 {
+			return tsubame.Errorf(tsubame.ENOTFOUND, "no user %q", name)
+		}
+		u := *d.Users[i]
+		u.Password = hash
+		if totpSecret != nil {
+			u.TOTP = *totpSecret
+		}
+		d.Users[i] = &u
+		return nil
+	})
+}
+
 // DeleteUser removes a user and every token of theirs. The last admin
 // cannot be deleted.
 func (a *Accounts) DeleteUser(name string) error {
@@ -543,6 +571,22 @@ func (a *Accounts) Tokens(user string) []Token {
 		}
 	}
 	return out
+}
+
+// DeleteTokenByID revokes the token with the given id, whoever's it is,
+// and returns it.
+func (a *Accounts) DeleteTokenByID(id string) (Token, error) {
+	var gone Token
+	err := a.update(func(d *accountsFile) error {
+		i := slices.IndexFunc(d.Tokens, func(t *Token) bool { return t.ID == id })
+		if i < 0 {
+			return tsubame.Errorf(tsubame.ENOTFOUND, "no token %q", id)
+		}
+		gone = *d.Tokens[i]
+		d.Tokens = slices.Delete(d.Tokens, i, i+1)
+		return nil
+	})
+	return gone, err
 }
 
 // DeleteToken revokes the token with the given id if it belongs to user.

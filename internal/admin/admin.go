@@ -387,7 +387,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	if c, err := r.Cookie(SessionCookie); err == nil {
 		s.sessions.end(c.Value)
 	}
-	id, sess := s.sessions.create(u.Name, now)
+	id, sess := s.sessions.create(u, now)
 	s.setSessionCookie(w, id, s.opt.SessionMax)
 	s.audit(r, u.Name, "login", "", "ok", "")
 	writeJSON(w, http.StatusOK, map[string]string{"user": u.Name, "role": string(u.Role), "csrf_token": sess.csrf})

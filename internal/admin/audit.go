@@ -151,6 +151,10 @@ func (a *Audit) Record(rec AuditRecord) {
 			a.notify.Notify("user %q deleted by %s", rec.Target, by)
 		case "token.create":
 			a.notify.Notify("API token %s created by %s", rec.Target, by)
+		case "token.delete":
+			a.notify.Notify("API token %s deleted by %s", rec.Target, by)
+		case "user.password", "user.password+totp":
+			a.notify.Notify("credentials of user %q replaced by %s", rec.Target, by)
 		case "user.role":
 			a.notify.Notify("role changed (%s) by %s", rec.Target, by)
 		}

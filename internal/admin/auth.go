@@ -31,10 +31,21 @@ const maxSessions = 10000
 // session is a logged-in browser. Its id is 256 random bits, held by the
 // client only; the server keys sessions by the id's SHA-256.
 type session struct {
-	user    string
+	user string
+	// cred is the credentials the session began with (credTag): a new
+	// password or TOTP secret, or a user deleted and made again under the
+	// same name, ends it.
+	cred    [32]byte
 	csrf    string
 	created time.Time
 	seen    time.Time
+}
+
+// credTag identifies a user's credentials: the password hash (salted: a
+// new password, even the same one again, gives a new tag), the TOTP secret
+// and the time the user was made.
+func credTag(u *User) [32]byte {
+	return sha256.Sum256([]byte(u.Password + "\x00" + u.TOTP + "\x00" + u.Created.Format(time.RFC3339Nano)))
 }
 
 type sessions struct {
@@ -51,10 +62,10 @@ func randomToken(n int) string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// create starts a session for user and returns its id.
-func (ss *sessions) create(user string, now time.Time) (string, *session) {
+// create starts a session for u and returns its id.
+func (ss *sessions) create(u *User, now time.Time) (string, *session) {
 	id := randomToken(32)
-	s := &session{user: user, csrf: randomToken(32), created: now, seen: now}
+	s := &session{user: u.Name, cred: credTag(u), csrf: randomToken(32), created: now, seen: now}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if len(ss.m) >= maxSessions {
@@ -95,11 +106,14 @@ func (ss *sessions) get(id string, now time.Time) *session {
 }
 
 // peek reports whether the session with id is live, without marking it used.
-func (ss *sessions) peek(id string, now time.Time) bool {
+func (ss *sessions) peek(id string, now time.Time) *session {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	s := ss.m[sha256.Sum256([]byte(id))]
-	return s != nil && now.Sub(s.seen) <= ss.idle && now.Sub(s.created) <= ss.max
+	if s != nil && now.Sub(s.seen) <= ss.idle && now.Sub(s.created) <= ss.max {
+		return s
+	}
+	return nil
 }
 
 func (ss *sessions) end(id string) {
@@ -330,12 +344,23 @@ func (s *Server) authenticate(r *http.Request) (id *identity, presented bool) {
 	if sess == nil {
 		return nil, true
 	}
-	u, err := s.accounts.user(sess.user)
-	if err != nil || u == nil {
-		s.sessions.end(c.Value) // the user was deleted (perhaps by the CLI)
+	u := s.sessionUser(sess)
+	if u == nil {
+		s.sessions.end(c.Value)
 		return nil, true
 	}
 	return &identity{user: sess.user, actor: sess.user, sess: sess, role: u.Role}, true
+}
+
+// sessionUser returns the session's user, or nil when the user is gone or
+// their credentials changed since the session began (perhaps by the CLI,
+// which cannot reach this process's sessions).
+func (s *Server) sessionUser(sess *session) *User {
+	u, err := s.accounts.user(sess.user)
+	if err != nil || u == nil || credTag(u) != sess.cred {
+		return nil
+	}
+	return u
 }
 
 // requireAuth runs next for authenticated requests of any role.

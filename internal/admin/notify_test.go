@@ -74,6 +74,8 @@ func TestAlertsReachTheWebhook(t *testing.T) {
 	}
 	a.Record(AuditRecord{Actor: "alice", Remote: "10.0.0.1", Action: "user.create", Target: "bob", Result: "ok"})
 	a.Record(AuditRecord{Actor: "alice", Remote: "10.0.0.1", Action: "token.create", Target: "4f2a", Result: "ok"})
+	a.Record(AuditRecord{Actor: "cli:root", Remote: "local", Action: "token.delete", Target: "4f2a", Result: "ok"})
+	a.Record(AuditRecord{Actor: "cli:root", Remote: "local", Action: "user.password+totp", Target: "bob", Result: "ok"})
 	a.Record(AuditRecord{Actor: "alice", Action: "placement.put", Target: "1", Result: "ok"}) // not an alert
 	for range 3 {
 		a.Record(AuditRecord{Actor: "<@here>", Remote: "203.0.113.9", Action: "login", Result: "denied"})
@@ -83,7 +85,9 @@ func TestAlertsReachTheWebhook(t *testing.T) {
 	defer cancel()
 	n.Close(ctx)
 	texts := h.got()
-	want := []string{`user "bob" created by alice from 10.0.0.1`, `API token 4f2a created by alice from 10.0.0.1`, "ALERT: 3 authentication failures within 1m0s"}
+	want := []string{`user "bob" created by alice from 10.0.0.1`, `API token 4f2a created by alice from 10.0.0.1`,
+		`API token 4f2a deleted by cli:root from local`, `credentials of user "bob" replaced by cli:root from local`,
+		"ALERT: 3 authentication failures within 1m0s"}
 	if len(texts) != len(want) {
 		t.Fatalf("posted %q", texts)
 	}
@@ -92,7 +96,7 @@ func TestAlertsReachTheWebhook(t *testing.T) {
 			t.Errorf("alert %d: %q, want %q", i, texts[i], w)
 		}
 	}
-	if st := n.Stats(); st.Sent != 3 || st.Failed != 0 {
+	if st := n.Stats(); st.Sent != 5 || st.Failed != 0 {
 		t.Errorf("stats %+v", st)
 	}
 	if got := slackEscape(`user "<@here>" & <!channel>`); got != `user "&lt;@here&gt;" &amp; &lt;!channel&gt;` {

@@ -334,5 +334,9 @@ func (s *Server) statsStream(w http.ResponseWriter, r *http.Request) {
 // an idle session alive.
 func (s *Server) sessionLive(r *http.Request) bool {
 	c, err := r.Cookie(SessionCookie)
-	return err == nil && s.sessions.peek(c.Value, s.now())
+	if err != nil {
+		return false
+	}
+	sess := s.sessions.peek(c.Value, s.now())
+	return sess != nil && s.sessionUser(sess) != nil
 }
