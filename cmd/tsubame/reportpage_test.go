@@ -58,6 +58,19 @@ func TestDashboardReportsInBrowser(t *testing.T) {
 		t.Fatalf("PUT campaign: %d", resp.StatusCode)
 	}
 
+	// The budget's first lease is taken in the background: until it is,
+	// the coffee campaign's line items are not chosen, and the traffic
+	// below could all go to the travel campaign. Wait for a coffee
+	// decision first (never shown: the report counts it as a decision).
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		_, body := browserGet(t, p.base+"/api/decide?placement=1&uid=warm-up")
+		if strings.Contains(body, `"line_item":"demo-coffee-`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the coffee campaign never delivered: %s", body)
+		}
+	}
 	tr := newReportTraffic()
 	tr.send(t, p.base, 30)
 	var sent int64
