@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"reflect"
+	"slices"
 	"time"
 
 	"tsubame"
@@ -92,6 +94,7 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 	opt := cfg.Admin.Options()
 	opt.Logger, opt.Metrics, opt.Ready, opt.Accounts, opt.Audit, opt.TLS = m.Logger, reg, m.readiness, accounts, m.adm.audit, tlsConfig
 	opt.Placements, opt.Purge, opt.ConfigView, opt.AccessLog, opt.Sample = m.Cache, m.purge(backend), m.configView, m.accessLogStatus, m.sample
+	opt.Endpoints = m.endpointNames
 	if cs, ok := backend.(tsubame.CampaignStore); ok { // else the campaign routes say the store keeps none
 		opt.Campaigns = m.campaignsForWrites(cs)
 		if q, ok := backend.(tsubame.Quotas); ok {
@@ -172,6 +175,18 @@ func (m *Main) configView() any {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return toYAML(reflect.ValueOf(*m.Config))
+}
+
+// endpointNames lists the configured endpoints of every site (as the
+// configuration is now: a reload changes them).
+func (m *Main) endpointNames() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	names := slices.Collect(maps.Keys(m.Config.Endpoints))
+	for _, site := range m.Config.Sites {
+		names = slices.AppendSeq(names, maps.Keys(site.Endpoints))
+	}
+	return names
 }
 
 // accessLogStatus describes each access log sink.

@@ -77,6 +77,9 @@ type Options struct {
 	Purge func(ctx context.Context, ids, deps []string, all bool) error
 	// ConfigView returns the effective configuration with secrets redacted.
 	ConfigView func() any
+	// Endpoints lists the configured public endpoints (the default site's
+	// and every site's), for the dashboard's table of them.
+	Endpoints func() []string
 	// AccessLog returns the access logs' status.
 	AccessLog func() any
 	// Sample returns the counters the dashboard turns into rates.

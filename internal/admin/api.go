@@ -41,7 +41,7 @@ func (s *Server) apiRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/stats", viewer(s.statsNow))
 	mux.HandleFunc("GET /api/v1/stats/stream", viewer(s.statsStream))
 	if s.stats != nil && s.opt.Metrics != nil { // the per-endpoint view reads the request metrics
-		s.stats.endpoints.Store(newEndpointTracker(s.opt.Metrics, s.opt.ConfigView))
+		s.stats.endpoints.Store(newEndpointTracker(s.opt.Metrics, s.opt.Endpoints))
 	}
 	mux.HandleFunc("GET /api/v1/whoami", s.whoami) // answers anyone: see whoami.go
 	mux.HandleFunc("GET /api/v1/tokens", admin(s.listTokens))

@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"encoding/json"
 	"math"
 	"slices"
 	"strconv"
@@ -75,8 +74,8 @@ type endpointSnap struct {
 // endpointTracker keeps a window of snapshots of the request histograms.
 // Only the stats ring's goroutine calls tick.
 type endpointTracker struct {
-	gather     prometheus.Gatherer
-	configView func() any
+	gather    prometheus.Gatherer
+	endpoints func() []string // Options.Endpoints
 
 	names   []string // the configured endpoints
 	namesAt time.Time
@@ -84,14 +83,14 @@ type endpointTracker struct {
 	snaps   []endpointSnap
 }
 
-func newEndpointTracker(g prometheus.Gatherer, configView func() any) *endpointTracker {
-	return &endpointTracker{gather: g, configView: configView}
+func newEndpointTracker(g prometheus.Gatherer, endpoints func() []string) *endpointTracker {
+	return &endpointTracker{gather: g, endpoints: endpoints}
 }
 
 // tick takes a snapshot and returns the window ending at it.
 func (t *endpointTracker) tick(now time.Time) *EndpointWindow {
 	if t.namesAt.IsZero() || now.Sub(t.namesAt) >= configuredEvery {
-		t.names, t.namesAt = configuredEndpoints(t.configView), now
+		t.names, t.namesAt = configuredEndpoints(t.endpoints), now
 	}
 	routes, bounds := readRequests(t.gather)
 	if len(bounds) > 0 {
@@ -219,35 +218,13 @@ func readRequests(g prometheus.Gatherer) (map[string]routeCounts, []float64) {
 	return routes, bounds
 }
 
-// configuredEndpoints lists the endpoints of the configuration view (the
-// default site's and every site's), sorted, without repeats: endpoints of
-// one name share their counts.
-func configuredEndpoints(view func() any) []string {
-	if view == nil {
+// configuredEndpoints lists the configured endpoints, sorted, without
+// repeats: endpoints of one name (in several sites) share their counts.
+func configuredEndpoints(list func() []string) []string {
+	if list == nil {
 		return nil
 	}
-	b, err := json.Marshal(view())
-	if err != nil {
-		return nil
-	}
-	var cfg struct {
-		Endpoints map[string]json.RawMessage `json:"endpoints"`
-		Sites     map[string]struct {
-			Endpoints map[string]json.RawMessage `json:"endpoints"`
-		} `json:"sites"`
-	}
-	if json.Unmarshal(b, &cfg) != nil {
-		return nil
-	}
-	var names []string
-	for n := range cfg.Endpoints {
-		names = append(names, n)
-	}
-	for _, s := range cfg.Sites {
-		for n := range s.Endpoints {
-			names = append(names, n)
-		}
-	}
+	names := slices.Clone(list())
 	slices.Sort(names)
 	return slices.Compact(names)
 }

@@ -34,11 +34,7 @@ func observe(h *prometheus.HistogramVec, endpoint string, code, n int, seconds f
 func TestEndpointWindow(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	h := requestMetrics(reg)
-	view := func() any {
-		return map[string]any{"endpoints": map[string]any{"sample4": map[string]any{}, "sample2": map[string]any{}},
-			"sites": map[string]any{"shop": map[string]any{"endpoints": map[string]any{"shop1": map[string]any{}, "sample2": map[string]any{}}}}}
-	}
-	tr := newEndpointTracker(reg, view)
+	tr := newEndpointTracker(reg, func() []string { return []string{"sample4", "sample2", "shop1", "sample2"} })
 	t0 := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 	observe(h, "sample4", 200, 5, 0.0005) // before the first snapshot: in the total only
 	tr.tick(t0)
