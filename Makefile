@@ -206,7 +206,7 @@ image: check-go release-tool
 	printf 'root:x:0:\ntsubame:x:65532:\n' > $(IMAGE_CTX)/group; \
 	chmod 0755 $(IMAGE_CTX)/tsubame; chmod -R a+rX $(IMAGE_CTX); \
 	created=$$(date -u -d @$(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ 2>/dev/null || date -u -r $(SOURCE_DATE_EPOCH) +%Y-%m-%dT%H:%M:%SZ); \
-	$$tool build $$([ "$$tool" = podman ] && echo --layers=false --format docker) --platform linux/$(IMAGE_ARCH) \
+	$$tool build $$([ "$$tool" = podman ] && echo --layers=false --format docker --timestamp $(SOURCE_DATE_EPOCH)) --platform linux/$(IMAGE_ARCH) \
 		--build-arg VERSION=$(VERSION) --build-arg REVISION=$(COMMIT) --build-arg CREATED=$$created \
 		$(if $(IMAGE_SOURCE),--label 'org.opencontainers.image.source=$(IMAGE_SOURCE)') \
 		-f Containerfile -t $(IMAGE) $(IMAGE_CTX); \
