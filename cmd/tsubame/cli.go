@@ -6,8 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/user"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"tsubame/internal/config"
 )
@@ -23,6 +27,9 @@ type command struct {
 	min, max int
 	// config adds -config FILE, and env.load reads the configuration.
 	config bool
+	// readOnly commands write nothing under data_dir: root may run them
+	// on another user's data directory (see env.load).
+	readOnly bool
 	// required names the flags that must be given ("user" for -user).
 	required []string
 	summary  string // one line, for the usage
@@ -39,12 +46,33 @@ type env struct {
 	stdout, stderr io.Writer
 	environ        []string
 	configPath     string
+	readOnly       bool // the command's readOnly
 }
 
 // load reads and validates the configuration named by -config, else by
-// $TSUBAME_CONFIG, and writes its warnings to stderr.
+// $TSUBAME_CONFIG, and writes its warnings to stderr. Run by root, a
+// command that writes under data_dir refuses a directory another user
+// owns: the files it wrote (the accounts, the audit log, a store) would be
+// root's, and the server, running as that user, could not read them.
 func (e *env) load() (*config.Config, error) {
-	return loadConfig(e.configPath, e.environ, e.stderr)
+	cfg, err := loadConfig(e.configPath, e.environ, e.stderr)
+	if err != nil || e.readOnly || os.Geteuid() != 0 {
+		return cfg, err
+	}
+	fi, err := os.Stat(cfg.DataDir)
+	if err != nil {
+		return cfg, nil // none yet: root's own
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 {
+		name := strconv.FormatUint(uint64(st.Uid), 10)
+		if u, err := user.LookupId(name); err == nil {
+			name = u.Username
+		}
+		return nil, usagef("running as root on data_dir %s, which belongs to %s: files written now would be root's, "+
+			"and a server running as %s could not read them; run the command as that user (sudo -u %s tsubame ...)",
+			cfg.DataDir, name, name, name)
+	}
+	return cfg, nil
 }
 
 // stringList is a flag that may be given more than once.
@@ -143,6 +171,7 @@ func (c *command) parse(args []string, e *env) (func(context.Context, []string) 
 	if c.config {
 		fs.StringVar(&e.configPath, "config", "", "configuration `FILE` (default $"+config.EnvConfigFile+", else none: the built-in defaults)")
 	}
+	e.readOnly = c.readOnly
 	run := c.setup(fs, e)
 	var pos []string
 	for {

@@ -201,3 +201,62 @@ func TestLocalURL(t *testing.T) {
 		}
 	}
 }
+
+// Root running a command that writes on a data directory another user
+// owns is refused, naming the user: the files would be root's, and the
+// server could not read them (an unreadable accounts file refuses every
+// new login). Reading commands run.
+func TestRootOnAnotherUsersDataDir(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("runs as root only (it gives the data directory to another user)")
+	}
+	env := testEnv(t)
+	dir := lookupEnv(env, "TSUBAME_DATA_DIR")
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCmd(t, env, "a long and unusual passphrase 71\n", "admin", "create-user", "alice")
+	if code != exitUsage || !strings.Contains(stderr, "running as root on data_dir "+dir+", which belongs to") ||
+		!strings.Contains(stderr, "sudo -u ") {
+		t.Fatalf("create-user as root: %d %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "admin", "users.json")); !os.IsNotExist(err) {
+		t.Fatalf("users.json was written: %v", err)
+	}
+	// Even listing the users would make the admin directory, root's.
+	if code, _, _ := runCmd(t, env, "", "admin", "list-users"); code != exitUsage {
+		t.Fatalf("list-users as root: %d", code)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "admin")); !os.IsNotExist(err) {
+		t.Fatalf("the admin directory was made: %v", err)
+	}
+	if code, _, stderr := runCmd(t, env, "", "check-config"); code != 0 {
+		t.Fatalf("check-config as root: %d %s", code, stderr)
+	}
+}
+
+// log export reads the store itself: beside a running server on the
+// embedded store it says to stop the server (not, as it did, to change
+// placements through the admin API).
+func TestLogExportBesideServer(t *testing.T) {
+	env := testEnv(t)
+	openMain(t, env, true)
+	code, _, stderr := runCmd(t, env, "", "log", "export")
+	if code != exitFailed || !strings.Contains(stderr, "exported with the server stopped") || strings.Contains(stderr, "placements") {
+		t.Fatalf("log export beside a server: %d %s", code, stderr)
+	}
+}
+
+// Before the first start (no data directory, no access log) the reports
+// answer with no rows, and a rebuild counts nothing, instead of failing on
+// the missing directories.
+func TestReportBeforeFirstStart(t *testing.T) {
+	root := t.TempDir()
+	env := []string{"TSUBAME_DATA_DIR=" + filepath.Join(root, "data"), "TSUBAME_ACCESS_LOG_DIR=" + filepath.Join(root, "logs")}
+	if code, _, stderr := runCmd(t, env, "", "report", "rebuild"); code != 0 || !strings.Contains(stderr, "0 lines read") {
+		t.Fatalf("report rebuild: %d %s", code, stderr)
+	}
+	if code, out, stderr := runCmd(t, env, "", "report", "-by", "line_item"); code != 0 || !strings.Contains(out, "(no rows)") {
+		t.Fatalf("report: %d %q %s", code, out, stderr)
+	}
+}

@@ -26,7 +26,7 @@ func init() {
 			},
 		},
 		{
-			name: "check-config", config: true,
+			name: "check-config", config: true, readOnly: true,
 			summary: "Validate the configuration and report every problem and risk; -print shows the effective configuration.",
 			setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 				show := fs.Bool("print", false, "print the effective configuration (secrets masked)")
@@ -34,7 +34,7 @@ func init() {
 			},
 		},
 		{
-			name: "health", config: true,
+			name: "health", config: true, readOnly: true,
 			summary: "Ask the running server's public listener whether it is ready (/readyz); exit 0 if it is, else 1.",
 			help: "It asks the configuration's listen (on loopback when it names every interface); -url names " +
 				"another address. -live asks /healthz instead (the process runs), as a liveness probe would. " +
@@ -99,7 +99,7 @@ func init() {
 			"Check the audit log's hash chain (the files in order, or the configured log) and report the "+
 				"first edited, removed or inserted line.", nil),
 		{
-			name: "log reopen", config: true,
+			name: "log reopen", config: true, readOnly: true,
 			summary: "Ask the running server to reopen its access log (after an external rotation).",
 			setup: func(_ *flag.FlagSet, e *env) func(context.Context, []string) error {
 				return func(context.Context, []string) error { return runLogReopen(e) }
@@ -130,7 +130,7 @@ func init() {
 			},
 		},
 		{
-			name: "restart", config: true,
+			name: "restart", config: true, readOnly: true,
 			summary: "Start a new server process that takes over the listeners, and wait until it has.",
 			setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 				timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for the new process (`DURATION`)")
@@ -179,7 +179,7 @@ func argOr(args []string, i int) string {
 
 func placementsCommand(sub, args string, min, max int, summary string, define func(*flag.FlagSet, *placementFlags)) command {
 	return command{
-		name: "placements " + sub, args: args, min: min, max: max, config: true,
+		name: "placements " + sub, args: args, min: min, max: max, config: true, readOnly: sub == "get" || sub == "export",
 		summary: summary,
 		help: "Placements live in the configured store. While a server holds the embedded store, the " +
 			"command goes through its control socket (admin.socket).",
@@ -195,7 +195,7 @@ func placementsCommand(sub, args string, min, max int, summary string, define fu
 
 func campaignsCommand(sub, args string, min int, summary string) command {
 	return command{
-		name: "campaigns " + sub, args: args, min: min, max: 1, config: true,
+		name: "campaigns " + sub, args: args, min: min, max: 1, config: true, readOnly: sub == "export",
 		summary: summary,
 		help: "The format is -format, else the file's extension (.json, .yaml, .yml); standard input is " +
 			"read as either, standard output written as JSON. While a server holds the embedded store, the " +

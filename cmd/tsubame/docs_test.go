@@ -357,10 +357,10 @@ var docFailures = map[string]int{
 // run here: each needs what another test sets up.
 var docsNotRun = map[string]string{
 	"serve":      "TestMainServesDemoPlacements and the binary's tests",
-	"log ship":   "needs Kafka: TestLogShipBackfill",
-	"log export": "needs a server stopped on a store log: TestLogExport",
-	"restart":    "replaces the test process's server: TestBinaryRestart",
-	"log reopen": "signals the server of the pid file: TestLogReopen",
+	"log ship":   "needs Kafka: TestLogShipBackfillWithSCRAM",
+	"log export": "needs a server stopped on a store log: TestAccessLogLinesEqualResponsesAcrossRotationsAndSIGTERM",
+	"restart":    "replaces the test process's server: TestRestartUnderLoad",
+	"log reopen": "signals the server of the pid file: TestLogReopenCommand",
 }
 
 // Every command line the Markdown docs show written out in full is run, in

@@ -3,10 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
+	"tsubame"
 	"tsubame/internal/accesslog"
+	"tsubame/internal/store/embedded"
 )
 
 // runLogExport writes the access-log lines kept in the store (access_log:
@@ -18,7 +21,12 @@ func runLogExport(ctx context.Context, e *env, target string) error {
 	if err != nil {
 		return err
 	}
-	store, err := openCLIStore(cfg, true)
+	store, err := openOwnStore(cfg, true)
+	if errors.Is(err, embedded.ErrInUse) {
+		// The store's access log is read only by a process of its own.
+		return tsubame.Errorf(tsubame.ECONFLICT, "%s: the access log in the embedded store is exported with the server stopped "+
+			"(systemctl stop tsubame; tsubame log export FILE; systemctl start tsubame)", tsubame.ErrorMessage(err))
+	}
 	if err != nil {
 		return err
 	}

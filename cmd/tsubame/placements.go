@@ -100,18 +100,6 @@ func openPlacementStore(ctx context.Context, cfg *config.Config, readOnly bool, 
 	return ownStore{s}, nil
 }
 
-// openCLIStore opens the configured store for a command that needs the
-// store itself: while a server holds the embedded store, the error says
-// what to do.
-func openCLIStore(cfg *config.Config, readOnly bool) (tsubame.Store, error) {
-	s, err := openOwnStore(cfg, readOnly)
-	if errors.Is(err, embedded.ErrInUse) {
-		return nil, tsubame.Errorf(tsubame.ECONFLICT, "%s: stop that server, or change placements through its admin API (%s)",
-			tsubame.ErrorMessage(err), cfg.Admin.Listen)
-	}
-	return s, err
-}
-
 // openOwnStore opens the configured store in this process; while another
 // holds the embedded store, the error is embedded.ErrInUse's.
 func openOwnStore(cfg *config.Config, readOnly bool) (tsubame.Store, error) {

@@ -150,6 +150,10 @@ func (m *Main) hangup(ctx context.Context, path string, environ []string) string
 		m.Logger.Error("configuration not reloaded; the running one stays", "err", err)
 		return "serving; the last reload was refused (see the log)"
 	}
+	// The risks check-config and the start warn of, warned of again.
+	for _, r := range cfg.Risks() {
+		m.Logger.Warn(r)
+	}
 	restart, err := m.Reload(cfg)
 	if err != nil {
 		m.Logger.Error("configuration not reloaded; the running one stays", "err", err)

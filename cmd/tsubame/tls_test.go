@@ -181,6 +181,15 @@ func TestTLSWithCurl(t *testing.T) {
 	if report, _ := s.curl(t, s.adsBase+"/json"); !strings.Contains(report, "subject: CN=renewed.ads.test") {
 		t.Fatalf("after a refused reload:\n%s", report)
 	}
+
+	// A reload that leaves the listener without a default certificate is
+	// warned of, as check-config and the start warn of it.
+	conf := filepath.Join(s.dir, "tsubame.yaml")
+	text := strings.NewReplacer("  cert: "+s.def.CertFile+"\n", "", "  key: "+s.def.KeyFile+"\n", "").Replace(string(mustRead(t, conf)))
+	if err := os.WriteFile(conf, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hangup(t, s.p, "has no default certificate (tls.cert and tls.key)")
 }
 
 // The publisher's HTTPS page in Chromium: the ad tag loads by <script>

@@ -40,6 +40,9 @@ type Accounts struct {
 	// lastStep is the last TOTP time step accepted per user: a code is
 	// accepted once (RFC 6238 §5.2).
 	lastStep map[string]int64
+	// readErr is why the file could not be read the last time it was
+	// tried (nil: it was read): the accounts last read stay in use.
+	readErr error
 }
 
 type accountsFile struct {
@@ -130,6 +133,21 @@ func OpenAccounts(dir string) (*Accounts, error) {
 
 // refresh re-reads the file if it changed since it was last read.
 func (a *Accounts) refresh() error {
+	a.readErr = a.read()
+	return a.readErr
+}
+
+// ReadError is why the accounts file could not be read the last time it
+// was tried, or nil. A server that cannot read it (a file written by root,
+// a bad mode) keeps the accounts it last read: every other credential is
+// refused, and this says why.
+func (a *Accounts) ReadError() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.readErr
+}
+
+func (a *Accounts) read() error {
 	fi, err := os.Stat(a.path)
 	if errors.Is(err, os.ErrNotExist) {
 		a.data, a.mod = accountsFile{}, time.Time{}

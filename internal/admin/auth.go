@@ -332,6 +332,7 @@ func (s *Server) authenticate(r *http.Request) (id *identity, presented bool) {
 		tok = strings.TrimLeft(tok, " ")
 		t, ok := s.accounts.VerifyToken(strings.TrimSpace(tok), now)
 		if !ok {
+			s.logAccountsError()
 			return nil, true
 		}
 		return &identity{user: t.User, actor: "token:" + t.ID + "@" + t.User, role: t.Role, scope: t.Scope}, true
@@ -357,10 +358,22 @@ func (s *Server) authenticate(r *http.Request) (id *identity, presented bool) {
 // which cannot reach this process's sessions).
 func (s *Server) sessionUser(sess *session) *User {
 	u, err := s.accounts.user(sess.user)
+	if err != nil {
+		s.logAccountsError()
+	}
 	if err != nil || u == nil || credTag(u) != sess.cred {
 		return nil
 	}
 	return u
+}
+
+// logAccountsError logs why the accounts file cannot be read, if it
+// cannot: a credential refused for that reason is the operator's problem,
+// not the client's (the process log bounds repeated lines).
+func (s *Server) logAccountsError() {
+	if err := s.accounts.ReadError(); err != nil {
+		s.log.Error("admin: cannot read the accounts file; the accounts last read stay in use", "err", err)
+	}
 }
 
 // requireAuth runs next for authenticated requests of any role.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -138,6 +140,13 @@ var ErrInUse = errors.New("held by another process (a running server rolls its r
 
 // openDB opens (creating) the database at path and checks its schema.
 func openDB(path string, readOnly bool) (*bolt.DB, error) {
+	if !readOnly {
+		// The data directory, as the server makes it: a report asked
+		// before the first start answers with no rows.
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+			return nil, err
+		}
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 100 * time.Millisecond, ReadOnly: readOnly})
 	if err != nil {
 		if errors.Is(err, bolterr.ErrTimeout) {
@@ -176,7 +185,9 @@ func checkSchema(tx *bolt.Tx) error {
 		return errors.New("not a reports database (no meta bucket)")
 	}
 	if v := meta.Get(keySchema); string(v) != string(schemaVersion) {
-		return fmt.Errorf("reports database schema %q, this build reads %q: run tsubame report rebuild", v, schemaVersion)
+		return fmt.Errorf("reports database schema %q, this build reads %q: it was written by another version of tsubame; "+
+			"run that version, or move the file away and run tsubame report rebuild, which counts again only the "+
+			"access-log files still kept", v, schemaVersion)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -252,6 +253,15 @@ func (r *Roller) keyOf(name string) (string, error) {
 	return r.keys.Key(r.opt.Dir, name)
 }
 
+// knowsNoFile says whether no file was ever read: a directory missing then
+// is one not made yet. Once files were read, it is an error (a volume not
+// mounted), not an empty log.
+func (r *Roller) knowsNoFile() bool {
+	r.filesMu.RLock()
+	defer r.filesMu.RUnlock()
+	return len(r.files) == 0
+}
+
 // Pass reads what the files hold beyond what was read: the closed files
 // oldest first, then the active one, each in transactions of up to
 // chunkSize. It returns how many lines it read.
@@ -262,6 +272,9 @@ func (r *Roller) Pass() (int64, error) {
 		return 0, ErrClosed
 	}
 	names, err := accesslog.ClosedFiles(r.opt.Dir, r.opt.Name, true)
+	if errors.Is(err, fs.ErrNotExist) && r.knowsNoFile() {
+		return 0, nil // no access log yet: nothing to count
+	}
 	if err != nil {
 		return 0, fmt.Errorf("listing the access log directory: %w", err)
 	}

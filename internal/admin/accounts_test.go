@@ -1,0 +1,57 @@
+package admin
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A file the server cannot read (here a mode open to others; in the field
+// one written by root) leaves the accounts last read in use, and ReadError
+// says why, for the server's log; a readable file clears it.
+func TestAccountsReadError(t *testing.T) {
+	dir := t.TempDir()
+	a, err := OpenAccounts(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CreateUser("ops", testPassword, "", PasswordPolicy{MinLength: 12}); err != nil {
+		t.Fatal(err)
+	}
+	plain, _, err := a.CreateToken("ops", "ci", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "users.json")
+	// Another process writes the file with a bad mode.
+	other, err := OpenAccounts(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.CreateUser("second", testPassword, "", PasswordPolicy{MinLength: 12}); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := a.VerifyToken(plain, time.Now()); !ok {
+		t.Error("the token of the accounts last read is refused")
+	}
+	if err := a.ReadError(); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("ReadError = %v, want the mode's reason", err)
+	}
+	if u, _ := a.user("second"); u != nil {
+		t.Error("a user of the unreadable file is known")
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if u, err := a.user("second"); err != nil || u == nil {
+		t.Errorf("after chmod 600: %v %v", u, err)
+	}
+	if err := a.ReadError(); err != nil {
+		t.Errorf("ReadError after the file is readable: %v", err)
+	}
+}
