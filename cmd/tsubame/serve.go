@@ -651,6 +651,9 @@ func (m *Main) closeAll(ctx context.Context) error {
 				_ = ln.Close()
 			}
 		}
+		if m.adm.server != nil {
+			m.adm.server.StopStats()
+		}
 	}
 	if m.adm.audit != nil {
 		if err := closeAuditLog(m.adm.audit, m.adm.alerts); err != nil {

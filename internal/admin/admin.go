@@ -113,7 +113,8 @@ type Server struct {
 	throttle  *throttle
 	now       func() time.Time
 	stats     *statsRing
-	stopStats context.CancelFunc
+	stopStats func()
+	statsOnce sync.Once
 	hosts     *hostAllow
 
 	closing   chan struct{} // closed by Shutdown: ends the stats streams
@@ -160,8 +161,9 @@ func New(opt Options) *Server {
 	if opt.Sample != nil {
 		s.stats = newStatsRing(opt.Sample)
 		ctx, cancel := context.WithCancel(context.Background())
-		s.stopStats = cancel
-		go s.stats.run(ctx, time.Second)
+		done := make(chan struct{})
+		s.stopStats = func() { cancel(); <-done }
+		go func() { s.stats.run(ctx, time.Second); close(done) }()
 	}
 
 	mux := http.NewServeMux()
@@ -270,11 +272,19 @@ func (s *Server) Serve(ln net.Listener) error {
 
 // Shutdown stops the listener and waits for in-flight requests until ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error {
-	if s.stopStats != nil {
-		s.stopStats()
-	}
+	s.StopStats()
 	s.closeOnce.Do(func() { close(s.closing) })
 	return s.http.Shutdown(ctx)
+}
+
+// StopStats stops the dashboard's sampling and returns once it has: it
+// reads the collectors of Options.Metrics and Options.Sample, whose
+// sources may close after. Shutdown calls it; a server that never served
+// is stopped by it alone. Calls after the first return at once.
+func (s *Server) StopStats() {
+	if s.stopStats != nil {
+		s.statsOnce.Do(s.stopStats)
+	}
 }
 
 // healthz answers 200 while the process runs: for liveness checks.
