@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/user"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -242,12 +244,21 @@ func auditCLI(cfg *config.Config, target, action string) error {
 	if err != nil {
 		return err
 	}
-	actor := "cli"
-	if u := os.Getenv("USER"); u != "" {
-		actor = "cli:" + u
-	}
+	actor := cliActor()
 	a.Record(admin.AuditRecord{Time: time.Now(), Actor: actor, Remote: "local", Action: action, Target: target, Result: "ok"})
 	return closeAuditLog(a, alerts)
+}
+
+// cliActor names who ran the command in the audit log, from the process's
+// user id (not $USER, which anyone can set): "cli:alice(uid 1000)", the
+// shape of the control socket's "local:alice(uid 1000)".
+func cliActor() string {
+	uid := strconv.Itoa(os.Getuid())
+	name := "uid" + uid
+	if u, err := user.LookupId(uid); err == nil {
+		name = u.Username
+	}
+	return "cli:" + name + "(uid " + uid + ")"
 }
 
 // verifyAudit checks the hash chain of the audit log (the given files, in

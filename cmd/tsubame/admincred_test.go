@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"os"
+	"os/user"
 	"regexp"
 	"strings"
 	"testing"
@@ -19,6 +21,8 @@ func TestAdminRotateCredentials(t *testing.T) {
 	env := testEnv(t)
 	m := openMain(t, env, false)
 	base := "http://" + m.AdminAddr()
+	// The audit log names the CLI's user by its uid, whatever $USER says.
+	t.Setenv("USER", "mallory")
 	const first, second = "correct horse battery staple", "a second and different passphrase"
 	code, out, stderr := runCmd(t, env, first+"\n", "admin", "create-user", "-role", "admin", "alice")
 	if code != 0 {
@@ -141,6 +145,10 @@ func TestAdminRotateCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	actor := fmt.Sprintf(`"actor":"cli:%s(uid %d)"`, currentUserName(t), os.Getuid())
+	if strings.Contains(string(b), "mallory") || strings.Count(string(b), actor) < 5 {
+		t.Errorf("the CLI's lines do not name it as %s:\n%s", actor, b)
+	}
 	for _, want := range []string{`"action":"user.password","target":"alice"`, `"action":"user.password+totp","target":"alice"`,
 		`"action":"token.delete","target":"` + id + `"`} {
 		if !strings.Contains(string(b), want) {
@@ -150,4 +158,13 @@ func TestAdminRotateCredentials(t *testing.T) {
 	if code, out, _ := runCmd(t, env, "", "admin", "verify-audit"); code != 0 || !strings.Contains(out, "intact") {
 		t.Errorf("verify-audit: %d %s", code, out)
 	}
+}
+
+func currentUserName(t *testing.T) string {
+	t.Helper()
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Username
 }

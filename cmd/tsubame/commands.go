@@ -132,6 +132,11 @@ func init() {
 		{
 			name: "restart", config: true, readOnly: true,
 			summary: "Start a new server process that takes over the listeners, and wait until it has.",
+			help: "The new process is the binary at the path the running one was started as (install a new " +
+				"build there to upgrade), with the running one's arguments and environment: it reads the " +
+				"same configuration file, changed or not. -config here only finds the running server (its " +
+				"data_dir). If the new process fails, the running one keeps serving and the command says why " +
+				"at once (exit 1).",
 			setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 				timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for the new process (`DURATION`)")
 				return func(context.Context, []string) error { return runRestart(e, *timeout) }

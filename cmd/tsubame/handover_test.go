@@ -248,8 +248,12 @@ func TestStopAfterFailedRestart(t *testing.T) {
 	if err := os.WriteFile(cfgFile, []byte("server:\n  shutdown_timeout: -1s\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(pid, syscall.SIGUSR2); err != nil {
-		t.Fatal(err)
+	// tsubame restart says so as soon as the old process knows, with the
+	// reason (it used to wait out its -timeout).
+	code, _, stderr := runCmd(t, []string{"TSUBAME_DATA_DIR=" + p.dataDir}, "", "restart")
+	if code != exitFailed || !strings.Contains(stderr, fmt.Sprintf("the new process failed; process %d keeps serving: ", pid)) ||
+		!strings.Contains(stderr, "exited before taking over") {
+		t.Fatalf("restart: %d %s", code, stderr)
 	}
 	waitLog(t, p, "restart failed; this process keeps serving")
 	if resp, err := http.Get(p.base + "/json"); err != nil || resp.StatusCode != 200 {

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // PIDFile is the name of the file in the data directory that holds the
@@ -23,4 +26,58 @@ func removePIDFile(path string) {
 	if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(os.Getpid()) {
 		_ = os.Remove(path)
 	}
+}
+
+// StatusFile is the name of the file in the data directory where the
+// running server says what it is (process, version, binary) and whether
+// its last restart failed, for tsubame restart. The pid file stays one
+// number, for scripts (kill -HUP $(cat tsubame.pid)).
+const StatusFile = "tsubame.status.json"
+
+// processStatus is the content of StatusFile.
+type processStatus struct {
+	PID     int    `json:"pid"`
+	Version string `json:"version"`
+	Exe     string `json:"exe"`
+	// RestartFailed is why the last restart this process tried failed,
+	// at RestartAt; empty when it has not failed.
+	RestartFailed string    `json:"restart_failed,omitempty"`
+	RestartAt     time.Time `json:"restart_at,omitzero"`
+}
+
+// writeStatus replaces the status file (written whole, then renamed).
+func writeStatus(path string, st processStatus) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func readStatus(path string) (processStatus, error) {
+	var st processStatus
+	b, err := os.ReadFile(path)
+	if err == nil {
+		err = json.Unmarshal(b, &st)
+	}
+	return st, err
+}
+
+// launchPath is the binary the process was started as, absolute: a
+// restart starts the binary now at that path (an upgrade installs a new
+// one there), not the file this process runs from, which may have been
+// moved away. Empty when it cannot be told.
+func launchPath() string {
+	p, err := exec.LookPath(os.Args[0])
+	if err != nil {
+		return ""
+	}
+	if p, err = filepath.Abs(p); err != nil {
+		return ""
+	}
+	return p
 }

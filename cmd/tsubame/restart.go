@@ -143,9 +143,12 @@ type successor struct {
 // taken over the sockets. On any failure the successor is gone and the
 // caller keeps serving.
 func (m *Main) startSuccessor(args []string, environ []string, stdout, stderr io.Writer) (*successor, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
+	exe := m.run.exe
+	if _, err := os.Stat(exe); exe == "" || err != nil {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			return nil, err
+		}
 	}
 	fileOf := func(ln net.Listener) (*os.File, error) {
 		tl, ok := ln.(*net.TCPListener)
@@ -296,19 +299,27 @@ func runRestart(e *env, timeout time.Duration) error {
 		return err
 	}
 	pidFile := filepath.Join(cfg.DataDir, PIDFile)
+	statusFile := filepath.Join(cfg.DataDir, StatusFile)
 	old, err := readPID(pidFile)
 	if err != nil {
 		return fmt.Errorf("no running server found (%v)", err)
 	}
+	before, _ := readStatus(statusFile)
+	asked := time.Now()
 	if err := syscall.Kill(old, syscall.SIGUSR2); err != nil {
 		return fmt.Errorf("cannot signal server process %d: %w", old, err)
 	}
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
+		// The old process says at once when its successor failed.
+		if st, err := readStatus(statusFile); err == nil && st.PID == old && st.RestartFailed != "" && !st.RestartAt.Before(asked.Add(-time.Second)) {
+			return fmt.Errorf("the new process failed; process %d keeps serving: %s; the server's log has the new process's lines", old,
+				strings.TrimSuffix(st.RestartFailed, " (see its log lines above)"))
+		}
 		pid, err := readPID(pidFile)
 		if err == nil && pid != old && syscall.Kill(old, 0) != nil {
-			fmt.Fprintf(stderr, "restarted: process %d replaced process %d\n", pid, old)
+			fmt.Fprintf(stderr, "restarted: process %d%s replaced process %d%s\n", pid, describeProcess(statusFile, pid), old, describe(before, old))
 			return nil
 		}
 		if syscall.Kill(old, 0) != nil && (err != nil || pid == old) {
@@ -316,6 +327,28 @@ func runRestart(e *env, timeout time.Duration) error {
 		}
 	}
 	return fmt.Errorf("no new process took over within %v: see the server's log", timeout)
+}
+
+// describeProcess is " (tsubame VERSION, BINARY)" for the process pid
+// from the status file, once it has written it (bounded wait), else "".
+func describeProcess(statusFile string, pid int) string {
+	for range 40 {
+		if st, err := readStatus(statusFile); err == nil && st.PID == pid {
+			return describe(st, pid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return ""
+}
+
+func describe(st processStatus, pid int) string {
+	if st.PID != pid || st.Version == "" {
+		return ""
+	}
+	if st.Exe == "" {
+		return " (tsubame " + st.Version + ")"
+	}
+	return " (tsubame " + st.Version + ", " + st.Exe + ")"
 }
 
 func readPID(path string) (int, error) {

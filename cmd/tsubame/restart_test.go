@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -38,6 +39,12 @@ func TestRestartUnderLoad(t *testing.T) {
 	var err error
 	if newPID, err = readPID(pidFile); err != nil || newPID == oldPID {
 		t.Fatalf("new pid %d (%v), old %d", newPID, err, oldPID)
+	}
+	// It names both processes' versions and the binary started, which
+	// is the one at the path the old process was started as.
+	bin, _ := buildOnce()
+	if want := fmt.Sprintf("restarted: process %d (tsubame %s, %s) replaced process %d (tsubame ", newPID, "dev", bin, oldPID); !strings.Contains(stderr, want) {
+		t.Errorf("restart said %q, want %q", stderr, want)
 	}
 	time.Sleep(500 * time.Millisecond) // load on the new process
 	close(stop)

@@ -110,6 +110,7 @@ type running struct {
 	stopWatch  context.CancelFunc
 	watching   chan struct{}
 	handover   *handover     // set when this process succeeds another (restart.go)
+	exe        string        // the binary as started (launchPath): what a restart starts
 	adopted    net.Listener  // the idle connections the previous process hands over; nil without
 	serving    bool          // the listeners' Serve loops run
 	ready      atomic.Bool   // open and not draining (readiness)

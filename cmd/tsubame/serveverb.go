@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"tsubame/internal/config"
 )
@@ -28,6 +29,7 @@ func runServe(ctx context.Context, e *env, demo bool) error {
 	go func() { bounded.Run(logCtx); close(logDone) }()
 	defer func() { stopLog(); <-logDone }()
 	m := &Main{Config: cfg, Logger: logger, Level: level, Demo: demo}
+	m.run.exe = launchPath()
 	if m.run.handover, err = inherited(environ); err != nil {
 		return err
 	}
@@ -60,6 +62,11 @@ func runServe(ctx context.Context, e *env, demo bool) error {
 		m.Logger.Warn("cannot write pid file; tsubame log reopen will not find this server", "file", pidFile, "err", err)
 	}
 	defer removePIDFile(pidFile)
+	statusFile := filepath.Join(cfg.DataDir, StatusFile)
+	status := processStatus{PID: os.Getpid(), Version: version, Exe: m.run.exe}
+	if err := writeStatus(statusFile, status); err != nil {
+		m.Logger.Warn("cannot write the status file; tsubame restart will not see a failed restart at once", "file", statusFile, "err", err)
+	}
 	sup.ready("serving", os.Getpid())
 
 	runCtx, stopRun := context.WithCancel(ctx)
@@ -83,6 +90,10 @@ func runServe(ctx context.Context, e *env, demo bool) error {
 				s, err := m.startSuccessor(os.Args[1:], environ, os.Stdout, os.Stderr)
 				if err != nil {
 					m.Logger.Error("restart failed; this process keeps serving", "err", err)
+					status.RestartFailed, status.RestartAt = err.Error(), time.Now().UTC()
+					if err := writeStatus(statusFile, status); err != nil {
+						m.Logger.Warn("cannot write the status file", "file", statusFile, "err", err)
+					}
 					sup.ready("serving; the last restart failed: "+err.Error(), os.Getpid())
 					continue
 				}
