@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -168,18 +169,40 @@ func TestHealthCommand(t *testing.T) {
 	if code, out, _ := runCmd(t, env, "", "health", "-live"); code != 0 || !strings.HasSuffix(out, "/healthz: ok\n") {
 		t.Fatalf("health -live: %d %q", code, out)
 	}
+	// -url is the listener's address; /readyz is added (/healthz with -live).
+	public := "http://" + lookupEnv(env, "TSUBAME_LISTEN")
+	if code, out, _ := runCmd(t, nil, "", "health", "-url", public); code != 0 || out != public+"/readyz: ready\n" {
+		t.Fatalf("health -url: %d %q", code, out)
+	}
+	if code, out, _ := runCmd(t, nil, "", "health", "-live", "-url", public+"/"); code != 0 || out != public+"/healthz: ok\n" {
+		t.Fatalf("health -live -url: %d %q", code, out)
+	}
+	for _, bad := range [][]string{{"-url", public + "/json"}, {"-live", "-url", public + "/readyz"}, {"-url", public + "/readyz?verbose"}} {
+		if code, _, stderr := runCmd(t, nil, "", append([]string{"health"}, bad...)...); code != exitUsage || !strings.Contains(stderr, "-url") {
+			t.Errorf("health %q: %d %s", bad, code, stderr)
+		}
+	}
+	// A 200 that is not the server's answer (another server on the
+	// port: the admin listener's dashboard, here) is not healthy.
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "<!doctype html><title>dashboard</title>")
+	}))
+	defer page.Close()
+	if code, _, stderr := runCmd(t, nil, "", "health", "-url", page.URL); code != exitFailed || !strings.Contains(stderr, "is this the public listener?") {
+		t.Errorf("health of another server: %d %s", code, stderr)
+	}
 	notReady := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "not ready", http.StatusServiceUnavailable)
 	}))
 	defer notReady.Close()
-	code, _, stderr = runCmd(t, nil, "", "health", "-url", notReady.URL+"/readyz")
+	code, _, stderr = runCmd(t, nil, "", "health", "-url", notReady.URL)
 	if code != 1 || !strings.Contains(stderr, "503 Service Unavailable: not ready") {
 		t.Fatalf("health of a server not ready: %d %q", code, stderr)
 	}
 	// Nothing listening: exit 1, saying so.
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closed.Close()
-	if code, _, stderr := runCmd(t, nil, "", "health", "-url", closed.URL+"/readyz"); code != 1 || !strings.Contains(stderr, "connection refused") {
+	if code, _, stderr := runCmd(t, nil, "", "health", "-url", closed.URL); code != 1 || !strings.Contains(stderr, "connection refused") {
 		t.Fatalf("health of nothing: %d %q", code, stderr)
 	}
 	if code, _, stderr := runCmd(t, nil, "", "health", "-url", "ftp://127.0.0.1/"); code != 2 || !strings.Contains(stderr, "-url") {

@@ -37,11 +37,12 @@ func init() {
 			name: "health", config: true, readOnly: true,
 			summary: "Ask the running server's public listener whether it is ready (/readyz); exit 0 if it is, else 1.",
 			help: "It asks the configuration's listen (on loopback when it names every interface); -url names " +
-				"another address. -live asks /healthz instead (the process runs), as a liveness probe would. " +
-				"A container's health check can run it: it needs no shell and no curl.",
+				"another listener (http://HOST:PORT). -live asks /healthz instead (the process runs), as a " +
+				"liveness probe would. Only the server's own answer (\"ready\", \"ok\") counts. A container's " +
+				"health check can run it: it needs no shell and no curl.",
 			setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 				var f healthFlags
-				fs.StringVar(&f.url, "url", "", "the `URL` to ask (default: from the configuration's listen)")
+				fs.StringVar(&f.url, "url", "", "the public listener to ask, as `URL` http://HOST:PORT (default: from the configuration's listen)")
 				fs.BoolVar(&f.live, "live", false, "ask /healthz (alive) instead of /readyz (ready to serve)")
 				fs.DurationVar(&f.timeout, "timeout", 2*time.Second, "how long to wait for the answer (`DURATION`)")
 				return func(ctx context.Context, _ []string) error { return runHealth(ctx, e, &f) }

@@ -22,21 +22,35 @@ type healthFlags struct {
 // public listener and succeed on a 200. It is what a container's health
 // check runs (the image has no shell and no curl).
 func runHealth(ctx context.Context, e *env, f *healthFlags) error {
+	path, want := "/readyz", "ready"
+	if f.live {
+		path, want = "/healthz", "ok"
+	}
 	target := f.url
 	if target == "" {
 		cfg, err := e.load()
 		if err != nil {
 			return err
 		}
-		path := "/readyz"
-		if f.live {
-			path = "/healthz"
-		}
 		if target, err = localURL(cfg.Listen, "http", path); err != nil {
 			return usagef("listen: %v", err)
 		}
-	} else if u, err := url.Parse(target); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return usagef("-url %q: want http://HOST:PORT/PATH or https://...", target)
+	} else {
+		u, err := url.Parse(target)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return usagef("-url %q: want http://HOST:PORT or https://HOST:PORT (the public listener)", target)
+		}
+		switch u.Path {
+		case "", "/":
+			u.Path = path
+		case "/readyz", "/healthz":
+			if u.Path != path {
+				return usagef("-url %q asks %s: give the listener's address alone (-live asks /healthz)", target, u.Path)
+			}
+		default:
+			return usagef("-url %q: give the public listener's address alone; health asks %s there", target, path)
+		}
+		target = u.String()
 	}
 	if f.timeout <= 0 {
 		return usagef("-timeout must be positive")
@@ -61,6 +75,11 @@ func runHealth(ctx context.Context, e *env, f *healthFlags) error {
 	text := strings.TrimSpace(string(body))
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("%s: %s: %s", target, resp.Status, quoteText(text))
+	}
+	// Any 200 is not enough: another server on that port (the admin
+	// listener's dashboard, a proxy's page) would pass.
+	if text != want {
+		return fmt.Errorf("%s: 200 OK, but %q is not a tsubame server's answer (%q): is this the public listener?", target, quoteText(text), want)
 	}
 	fmt.Fprintf(e.stdout, "%s: %s\n", target, quoteText(text))
 	return nil
