@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"time"
@@ -130,20 +131,33 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 		}
 	}
 	if tok := m.adm.server.BootstrapToken(); tok != "" && m.AdminAddr() != "" { // the token is for the dashboard's form
-		console := m.Console
-		if console == nil {
-			console = os.Stderr
-		}
 		scheme := "http"
 		if tlsConfig != nil {
 			scheme = "https"
 		}
-		fmt.Fprintf(console, "\nNo admin user exists yet. Open %s://%s/ and create one with this one-time bootstrap token\n"+
-			"(it works once, until this process stops; or run `tsubame admin create-user`):\n\n    %s\n\n",
-			scheme, m.AdminAddr(), tok)
+		url := scheme + "://" + m.AdminAddr() + "/"
+		if m.Console != nil {
+			fmt.Fprintf(m.Console, "\nNo admin user exists yet. Open %s and create one with this one-time bootstrap token\n"+
+				"(it works once, until this process stops; or run `tsubame admin create-user`):\n\n    %s\n\n", url, tok)
+			return nil
+		}
+		// No terminal: the token goes to a file only the server's user
+		// reads, not into the process log (which is shipped and kept).
+		path := filepath.Join(cfg.AdminDir(), BootstrapTokenFile)
+		if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+			return fmt.Errorf("writing the bootstrap token: %w", err)
+		}
+		m.adm.tokenFile = path
+		m.Logger.Warn("no admin user exists yet: open the admin listener and create one with the one-time bootstrap token "+
+			"in the file (it works once, until this process stops), or run tsubame admin create-user", "url", url, "token_file", path)
 	}
 	return nil
 }
+
+// BootstrapTokenFile is the file in the admin directory that holds the
+// one-time bootstrap token while no admin user exists and the process has
+// no terminal to show it on. It is removed when the process stops.
+const BootstrapTokenFile = "bootstrap-token"
 
 // publisher is a store that tells every node to drop cached placements
 // (Redis); on the others the local cache is all there is.

@@ -47,6 +47,10 @@ type env struct {
 	environ        []string
 	configPath     string
 	readOnly       bool // the command's readOnly
+	// logWarnings keeps the configuration's warnings in warnings for the
+	// command's own log (serve) instead of writing them to stderr.
+	logWarnings bool
+	warnings    []string
 }
 
 // load reads and validates the configuration named by -config, else by
@@ -55,7 +59,14 @@ type env struct {
 // owns: the files it wrote (the accounts, the audit log, a store) would be
 // root's, and the server, running as that user, could not read them.
 func (e *env) load() (*config.Config, error) {
-	cfg, err := loadConfig(e.configPath, e.environ, e.stderr)
+	cfg, warnings, err := loadConfigWarnings(e.configPath, e.environ)
+	if e.logWarnings {
+		e.warnings = warnings
+	} else {
+		for _, w := range warnings {
+			fmt.Fprintf(e.stderr, "tsubame: warning: %s\n", w)
+		}
+	}
 	if err != nil || e.readOnly || os.Geteuid() != 0 {
 		return cfg, err
 	}

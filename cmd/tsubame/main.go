@@ -143,20 +143,24 @@ func versionString() string {
 // loadConfig loads and validates the configuration, from -config or
 // $TSUBAME_CONFIG, and writes warnings to stderr.
 func loadConfig(path string, environ []string, stderr io.Writer) (*config.Config, error) {
+	cfg, warnings, err := loadConfigWarnings(path, environ)
+	for _, w := range warnings {
+		fmt.Fprintf(stderr, "tsubame: warning: %s\n", w)
+	}
+	return cfg, err
+}
+
+// loadConfigWarnings is loadConfig returning the warnings (the loader's,
+// then the configuration's risks) instead of writing them.
+func loadConfigWarnings(path string, environ []string) (*config.Config, []string, error) {
 	if path == "" {
 		path = lookupEnv(environ, config.EnvConfigFile)
 	}
 	cfg, warnings, err := config.LoadValid(path, environ)
-	for _, w := range warnings {
-		fmt.Fprintf(stderr, "tsubame: warning: %s\n", w)
-	}
 	if err != nil {
-		return nil, &usageError{msg: err.Error()}
+		return nil, warnings, &usageError{msg: err.Error()}
 	}
-	for _, r := range cfg.Risks() {
-		fmt.Fprintf(stderr, "tsubame: warning: %s\n", r)
-	}
-	return cfg, nil
+	return cfg, append(warnings, cfg.Risks()...), nil
 }
 
 func lookupEnv(environ []string, name string) string {

@@ -47,7 +47,8 @@ type Main struct {
 	// Demo loads the demo placements into an empty store on Open.
 	Demo bool
 	// Console receives what only the operator at the console may see: the
-	// admin bootstrap token. Nil means os.Stderr.
+	// admin bootstrap token. Nil (no terminal): the token is written to
+	// BootstrapTokenFile and the log says where.
 	Console io.Writer
 
 	Store   tsubame.Store // the cache over the backend: writes here invalidate
@@ -99,8 +100,10 @@ type adminSide struct {
 	ln     net.Listener
 	sock   net.Listener // the control socket (admin.socket); nil when off
 	certs  *certs.Store // if it speaks TLS
-	audit  *admin.Audit
-	alerts *admin.Notifier // admin.alert_webhook; nil without
+	// tokenFile holds the bootstrap token while this process runs ("": none).
+	tokenFile string
+	audit     *admin.Audit
+	alerts    *admin.Notifier // admin.alert_webhook; nil without
 }
 
 // running is the state of the listeners' loops and of a handover.
@@ -271,22 +274,35 @@ func (m *Main) logSubsystems(cfg *config.Config) {
 	default:
 		m.Logger.Info("store", "type", cfg.Store.Type)
 	}
+	m.Logger.Info("cache", "ttl", cfg.Cache.TTL, "max_bytes", cfg.Cache.MaxBytes.String(), "stale_if_error", cfg.Cache.StaleIfError)
+	attrs := []any{"listen", m.PublicAddr(), "endpoints", len(cfg.Endpoints)}
 	if cfg.Static.Root != "" {
-		m.Logger.Info("public listener", "listen", m.PublicAddr(), "endpoints", len(cfg.Endpoints), "static", cfg.Static.Root)
-	} else {
-		m.Logger.Info("public listener", "listen", m.PublicAddr(), "endpoints", len(cfg.Endpoints))
+		attrs = append(attrs, "static", cfg.Static.Root)
 	}
+	m.Logger.Info("public listener", attrs...)
 	if len(cfg.Sites) > 0 {
 		names := slices.Sorted(maps.Keys(cfg.Sites))
 		m.Logger.Info("sites", "count", len(names), "names", strings.Join(names, ","), "unknown_hosts", cfg.UnknownHosts)
 	}
 	if m.pub.tlsLn != nil {
 		def, sites := cfg.TLSCertificates()
-		m.Logger.Info("tls", "listen", m.TLSAddr(), "default_certificate", !def.Empty(), "site_certificates", len(sites),
+		m.Logger.Info("tls listener", "listen", m.TLSAddr(), "default_certificate", !def.Empty(), "site_certificates", len(sites),
 			"min_version", cfg.TLS.MinVersion)
 	}
 	if m.adm.server != nil {
-		m.Logger.Info("admin", "listen", m.AdminAddr(), "socket", cfg.AdminSocketPath(), "tls", cfg.Admin.TLSCert != "")
+		socket := cfg.AdminSocketPath()
+		if socket == "" {
+			socket = "off"
+		}
+		listen := m.AdminAddr()
+		if listen == "" {
+			listen = "off"
+		}
+		m.Logger.Info("admin listener", "listen", listen, "socket", socket, "tls", cfg.Admin.TLSCert != "")
+	}
+	if cfg.Ads.Enabled {
+		m.Logger.Info("ads and tracking", "tracking_url", cfg.Ads.Tracking.URL, "keys_file", cfg.TrackingKeysPath(),
+			"ttl", cfg.Ads.Tracking.TTL, "currency", cfg.Ads.Currency)
 	}
 	if m.logs.file != nil {
 		m.Logger.Info("access log", "dir", cfg.AccessLog.Dir, "file", cfg.AccessLog.FileName, "format", cfg.AccessLog.Format,
@@ -296,7 +312,7 @@ func (m *Main) logSubsystems(cfg *config.Config) {
 		m.Logger.Info("access log in the store", "store", cfg.Store.Type)
 	}
 	if k := cfg.AccessLog.Kafka; m.logs.shipper != nil {
-		m.Logger.Info("kafka", "brokers", strings.Join(k.Brokers, ","), "topic", k.Topic, "tls", k.TLS.Enabled, "sasl", k.SASL.Mechanism)
+		m.Logger.Info("kafka shipper", "brokers", strings.Join(k.Brokers, ","), "topic", k.Topic, "tls", k.TLS.Enabled, "sasl", k.SASL.Mechanism)
 	}
 	if m.hooks.processor != nil {
 		var platforms []string
@@ -306,7 +322,7 @@ func (m *Main) logSubsystems(cfg *config.Config) {
 		m.Logger.Info("webhooks", "platforms", strings.Join(platforms, ","), "callback", cfg.Webhook.CallbackToken != "")
 	}
 	if len(cfg.RTB.Exchanges) > 0 {
-		m.Logger.Info("rtb", "exchanges", strings.Join(slices.Sorted(maps.Keys(cfg.RTB.Exchanges)), ","))
+		m.Logger.Info("rtb bidder", "exchanges", strings.Join(slices.Sorted(maps.Keys(cfg.RTB.Exchanges)), ","))
 	}
 	if m.logs.roller != nil {
 		m.Logger.Info("reports", "path", cfg.ReportPath(), "interval", cfg.Report.Interval, "commit_every", cfg.Report.CommitEvery)
@@ -347,7 +363,7 @@ func (m *Main) loadCerts(cfg *config.Config) error {
 			case left < certWarnBefore:
 				m.Logger.Warn("TLS certificate expires soon", append(args, "in", left.Round(time.Hour))...)
 			default:
-				m.Logger.Debug("TLS certificate loaded", args...)
+				m.Logger.Info("TLS certificate loaded", args...)
 			}
 		}
 	}
@@ -656,6 +672,10 @@ func (m *Main) closeAll(ctx context.Context) error {
 			m.adm.server.StopStats()
 		}
 	}
+	if m.adm.tokenFile != "" {
+		_ = os.Remove(m.adm.tokenFile) // the token dies with the process
+		m.adm.tokenFile = ""
+	}
 	if m.adm.audit != nil {
 		if err := closeAuditLog(m.adm.audit, m.adm.alerts); err != nil {
 			errs = append(errs, fmt.Errorf("admin audit log: %w", err))
@@ -836,6 +856,13 @@ func newLogger(cfg *config.Config, w io.Writer) (*slog.Logger, *slog.LevelVar, *
 	opts := &slog.HandlerOptions{Level: level}
 	var h slog.Handler = slog.NewTextHandler(w, opts)
 	if cfg.Log.Format == "json" {
+		// Durations as the text writes them ("10m0s"), not nanoseconds.
+		opts.ReplaceAttr = func(_ []string, a slog.Attr) slog.Attr {
+			if a.Value.Kind() == slog.KindDuration {
+				a.Value = slog.StringValue(a.Value.Duration().String())
+			}
+			return a
+		}
 		h = slog.NewJSONHandler(w, opts)
 	}
 	bounded := ratelog.New(h, cfg.Log.RepeatInterval)

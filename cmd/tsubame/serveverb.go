@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -10,16 +11,25 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/term"
+
 	"tsubame/internal/config"
 )
 
 func runServe(ctx context.Context, e *env, demo bool) error {
 	stderr, environ := e.stderr, e.environ
+	e.logWarnings = true
 	cfg, err := e.load()
 	if err != nil {
+		for _, w := range e.warnings {
+			fmt.Fprintf(stderr, "tsubame: warning: %s\n", w)
+		}
 		return err
 	}
 	logger, level, bounded := newLogger(cfg, stderr)
+	for _, w := range e.warnings {
+		logger.Warn(w)
+	}
 	// One format for every line of the process: what libraries write
 	// through the standard log package goes through the same handler.
 	slog.SetDefault(logger)
@@ -29,6 +39,9 @@ func runServe(ctx context.Context, e *env, demo bool) error {
 	go func() { bounded.Run(logCtx); close(logDone) }()
 	defer func() { stopLog(); <-logDone }()
 	m := &Main{Config: cfg, Logger: logger, Level: level, Demo: demo}
+	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		m.Console = stderr // the bootstrap token is shown there
+	}
 	m.run.exe = launchPath()
 	if m.run.handover, err = inherited(environ); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -638,4 +639,43 @@ func TestTombstones(t *testing.T) {
 	check(r)
 	r.Close()
 	check(openRoller(t, dir, clock)) // the tombstones are read back
+}
+
+// A file changed after it was counted (a word edited, the size kept; then
+// cut short) is named with what the rollups read and what it holds now.
+func TestVerifyNamesAChangedFile(t *testing.T) {
+	dir := t.TempDir()
+	writeLog(t, dir, accesslog.LTSV, false, traffic(100, t0))
+	r := openRoller(t, dir, nil)
+	if err := r.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	names, err := accesslog.ClosedFiles(dir, "access.log", true)
+	if err != nil || len(names) == 0 {
+		t.Fatalf("closed files: %v %v", names, err)
+	}
+	path := filepath.Join(dir, names[0])
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := bytes.Replace(b, []byte("event:imp"), []byte("event:xyz"), 1)
+	if bytes.Equal(edited, b) {
+		t.Fatal("no impression line in the first file")
+	}
+	if err := os.WriteFile(path, edited, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Verify(Query{})
+	if err == nil || !strings.Contains(err.Error(), names[0]+" changed after it was counted: the rollups read ") ||
+		strings.Contains(err.Error(), "shorter") {
+		t.Fatalf("verify of an edited file: %v", err)
+	}
+	if err := os.WriteFile(path, b[:len(b)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = r.Verify(Query{})
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("the file is now %d bytes, shorter than that", len(b)/2)) {
+		t.Fatalf("verify of a file cut short: %v", err)
+	}
 }

@@ -211,8 +211,7 @@ func verify(be backend, dir, name string, keyOf func(string) (string, error), q 
 		v.Lines += lines
 		v.Events += events
 		if lines != f.Lines || events != f.Events {
-			return nil, fmt.Errorf("%s: %d lines and %d counted in its first %d bytes; the rollups read %d and counted %d",
-				n, lines, events, f.Offset, f.Lines, f.Events)
+			return nil, changedFile(filepath.Join(dir, n), f, lines, events)
 		}
 	}
 
@@ -321,4 +320,15 @@ func recountFile(path string, active bool, upto int64, fn func([]byte) bool) (li
 		}
 		carry = copy(buf, data[i+1:])
 	}
+}
+
+// changedFile is the error for a file whose counted part no longer holds
+// what was counted: edited, cut or replaced by another copy.
+func changedFile(path string, f *fileState, lines, events int64) error {
+	msg := fmt.Sprintf("%s changed after it was counted: the rollups read %d lines (%d counted) in its first %d bytes, "+
+		"which now hold %d lines (%d counted)", filepath.Base(path), f.Lines, f.Events, f.Offset, lines, events)
+	if fi, err := os.Stat(path); err == nil && !strings.HasSuffix(path, ".gz") && fi.Size() < f.Offset {
+		msg += fmt.Sprintf("; the file is now %d bytes, shorter than that", fi.Size())
+	}
+	return errors.New(msg)
 }
