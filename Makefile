@@ -102,7 +102,7 @@ DIST              ?= dist
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 COMMIT            ?= $(shell git rev-parse HEAD 2>/dev/null)
 # Tracked files only: a stray file in the tree never ships.
-RELEASE_FILES      = README.md LICENSE $(filter-out %_test.go,$(shell git ls-files deploy/systemd deploy/kubernetes \
+RELEASE_FILES      = README.md LICENSE BENCHMARKS.md $(filter-out %_test.go,$(shell git ls-files deploy/systemd deploy/kubernetes \
 	deploy/container/tsubame.yaml deploy/clickhouse docs 2>/dev/null || \
 	find deploy/systemd deploy/kubernetes deploy/container/tsubame.yaml deploy/clickhouse docs -type f | LC_ALL=C sort))
 TOOLS_DIR         := build/tools

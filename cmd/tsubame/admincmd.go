@@ -66,9 +66,16 @@ func runAdmin(e *env, sub string, f *adminFlags, args []string) error {
 	case "set-password":
 		return setPassword(cfg, accounts, args[0], f, e.stdin, stdout, stderr)
 	case "list-tokens":
+		if f.user != "" && accounts.RoleOf(f.user) == "" {
+			return tsubame.Errorf(tsubame.ENOTFOUND, "no user %q", f.user)
+		}
 		return listTokens(accounts, f.user, stdout)
 	case "delete-token":
-		tok, err := accounts.DeleteTokenByID(args[0])
+		id := args[0]
+		if rest, ok := strings.CutPrefix(id, "tsb_"); ok { // the whole token: its id is the part after tsb_
+			id, _, _ = strings.Cut(rest, "_")
+		}
+		tok, err := accounts.DeleteTokenByID(id)
 		if err != nil {
 			return err
 		}

@@ -8,10 +8,12 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"tsubame/internal/config"
 )
@@ -190,7 +192,7 @@ func (c *command) parse(args []string, e *env) (func(context.Context, []string) 
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, nil, err
 			}
-			return nil, nil, c.usageErr("%v", err)
+			return nil, nil, c.usageErr("%v%s", err, valueHint(fs, err))
 		}
 		rest := fs.Args()
 		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" {
@@ -225,6 +227,28 @@ func (c *command) parse(args []string, e *env) (func(context.Context, []string) 
 		return nil, nil, c.usageErr("too many arguments: %q", extra)
 	}
 	return run, pos, nil
+}
+
+// valueHint says what a flag's value is written as, for a value the flag
+// package refused with no more than "parse error".
+func valueHint(fs *flag.FlagSet, err error) string {
+	m := regexp.MustCompile(`for flag -([a-z-]+): parse error`).FindStringSubmatch(err.Error())
+	if m == nil {
+		return ""
+	}
+	f := fs.Lookup(m[1])
+	if f == nil {
+		return ""
+	}
+	switch f.Value.(flag.Getter).Get().(type) {
+	case time.Duration:
+		return " (a number and a unit: 500ms, 30s, 2m, 720h)"
+	case int, int64, uint, uint64:
+		return " (a whole number)"
+	case bool:
+		return " (true or false)"
+	}
+	return ""
 }
 
 func (c *command) usageErr(format string, args ...any) error {

@@ -283,3 +283,19 @@ func TestReportBeforeFirstStart(t *testing.T) {
 		t.Fatalf("report: %d %q %s", code, out, stderr)
 	}
 }
+
+// A value the flag package refuses says how it is written; a report
+// error has one prefix.
+func TestFlagValueHints(t *testing.T) {
+	code, _, stderr := runCmd(t, testEnv(t), "", "admin", "create-token", "-user", "a", "-name", "b", "-ttl", "5")
+	if code != exitUsage || !strings.Contains(stderr, `invalid value "5" for flag -ttl: parse error (a number and a unit: 500ms, 30s, 2m, 720h)`) {
+		t.Errorf("-ttl 5: %d %s", code, stderr)
+	}
+	if code, _, stderr := runCmd(t, nil, "", "pacing", "simulate", "-nodes", "two", "x.yaml"); code != exitUsage || !strings.Contains(stderr, "(a whole number)") {
+		t.Errorf("-nodes two: %d %s", code, stderr)
+	}
+	code, _, stderr = runCmd(t, testEnv(t), "", "report", "-from", "2026-11-27")
+	if code != exitUsage || strings.Contains(stderr, "tsubame: tsubame") || !strings.HasPrefix(stderr, "tsubame: report: ") {
+		t.Errorf("report -from 2026-11-27: %d %s", code, stderr)
+	}
+}

@@ -49,7 +49,9 @@ func init() {
 			},
 		},
 		placementsCommand("import", "[FILE|-]", 0, 1,
-			"Import placements from JSON lines, a JSON array or CSV (docs/admin.md), all or nothing.",
+			"Import placements from JSON lines ({\"id\":\"1\",\"urls\":[\"https://...\"]} per line), one JSON "+
+				"array of them, or CSV (id,url,url,... per row, or a header naming id,urls,name,deps), all or "+
+				"nothing: every bad line is reported with its number.",
 			func(fs *flag.FlagSet, f *placementFlags) {
 				fs.StringVar(&f.format, "format", "auto", "the input's `FORMAT`: auto, jsonl, json or csv")
 			}),

@@ -92,7 +92,7 @@ func (s ownStore) Export(ctx context.Context, w io.Writer) (int, error) {
 func openPlacementStore(ctx context.Context, cfg *config.Config, readOnly bool, stderr io.Writer) (placementStore, error) {
 	s, err := openOwnStore(cfg, readOnly)
 	if errors.Is(err, embedded.ErrInUse) {
-		return viaServer(ctx, cfg, err, "change placements through its admin API ("+cfg.Admin.Listen+")", stderr)
+		return viaServer(ctx, cfg, err, "use its admin API (/api/v1/placements on "+cfg.Admin.Listen+")", stderr)
 	}
 	if err != nil {
 		return nil, err

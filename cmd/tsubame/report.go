@@ -51,11 +51,11 @@ func runReport(ctx context.Context, e *env, sub string, f *reportFlags) error {
 	var q report.Query
 	if sub != "rebuild" {
 		if q, err = report.ParseQuery(f.from, f.to, f.by, f.tz, cfg.ReportLocation()); err != nil {
-			return usagef("tsubame report: %v", err)
+			return usagef("report: %v", err)
 		}
 		if f.format != report.FormatTable && f.format != report.FormatCSV && f.format != report.FormatJSON ||
 			sub == "verify" && f.format == report.FormatCSV {
-			return usagef("tsubame report: -format %q is not one of table, csv, json", f.format)
+			return usagef("report: -format %q is not one of table, csv, json", f.format)
 		}
 	}
 
@@ -106,7 +106,7 @@ func runReport(ctx context.Context, e *env, sub string, f *reportFlags) error {
 	}
 	res, err := roller.Query(q)
 	if err != nil {
-		return usagef("tsubame report: %v", err)
+		return usagef("report: %v", err)
 	}
 	return res.Write(stdout, f.format)
 }

@@ -241,7 +241,7 @@ func TestRelease(t *testing.T) {
 		}
 		got[strings.TrimPrefix(h.Name, name+"/")] = h
 	}
-	for _, p := range []string{"tsubame", "tsubame.yaml", "README.md", "LICENSE",
+	for _, p := range []string{"tsubame", "tsubame.yaml", "README.md", "LICENSE", "BENCHMARKS.md",
 		"deploy/systemd/tsubame.service",
 		"deploy/kubernetes/kustomization.yaml", "deploy/kubernetes/statefulset.yaml", "deploy/kubernetes/redis/redis.yaml",
 		"deploy/container/tsubame.yaml", "deploy/clickhouse/schema.sql",
