@@ -98,6 +98,15 @@ func (tr *reportTraffic) send(t *testing.T, base string, n int) {
 // check compares a report by line item with what was sent.
 func (tr *reportTraffic) check(t *testing.T, rows []reportRow) {
 	t.Helper()
+	for _, d := range tr.diff(t, rows) {
+		t.Error(d)
+	}
+}
+
+// diff lists how a report by line item differs from what was sent.
+func (tr *reportTraffic) diff(t *testing.T, rows []reportRow) []string {
+	t.Helper()
+	var out []string
 	cpm := map[string]tsubame.Money{}
 	var set tsubame.CampaignSet
 	if err := json.Unmarshal(demoCampaigns, &set); err != nil {
@@ -111,7 +120,7 @@ func (tr *reportTraffic) check(t *testing.T, rows []reportRow) {
 		seen[r.LineItem] = true
 		if r.LineItem == "" {
 			if r.Rejected != tr.rejected[""] || r.Impressions != 0 || r.Currency != "" {
-				t.Errorf("the row of refused URLs: %+v, want %d rejected", r, tr.rejected[""])
+				out = append(out, fmt.Sprintf("the row of refused URLs: %+v, want %d rejected", r, tr.rejected[""]))
 			}
 			continue
 		}
@@ -120,14 +129,15 @@ func (tr *reportTraffic) check(t *testing.T, rows []reportRow) {
 		want := reportRow{LineItem: li, Currency: "USD", Impressions: tr.imps[li], Clicks: tr.clicks[li], Decisions: tr.decisions[li],
 			InvalidImpressions: tr.impRepeats[li], InvalidClicks: tr.clickRepeats[li], Spend: reportAmount(spend), CTR: r.CTR}
 		if r != want {
-			t.Errorf("line item %s:\n got %+v\nwant %+v", li, r, want)
+			out = append(out, fmt.Sprintf("line item %s:\n got %+v\nwant %+v", li, r, want))
 		}
 	}
 	for li := range tr.decisions {
 		if !seen[li] {
-			t.Errorf("no row for line item %s", li)
+			out = append(out, "no row for line item "+li)
 		}
 	}
+	return out
 }
 
 // TestReportsEndToEnd: the real binary serves known traffic (repeats and
@@ -228,12 +238,14 @@ func waitReport(t *testing.T, env []string, tr *reportTraffic) {
 		for _, r := range rows {
 			got += r.Impressions
 		}
-		if got == want {
-			tr.check(t, rows)
+		// Every count, not the impressions alone: a repeat's line comes
+		// after its impression's, and a commit may fall between them.
+		diff := tr.diff(t, rows)
+		if got == want && len(diff) == 0 {
 			return
 		}
 		if got > want || time.Now().After(deadline) {
-			t.Fatalf("%d impressions reported, want %d", got, want)
+			t.Fatalf("%d impressions reported, want %d; %s", got, want, strings.Join(diff, "\n"))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
