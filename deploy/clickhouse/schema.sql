@@ -100,3 +100,11 @@ CREATE MATERIALIZED VIEW IF NOT EXISTS tsubame.rejected_from_kafka TO tsubame.re
 SELECT parseDateTimeBestEffort(time) AS time, endpoint, status
 FROM tsubame.access_log_kafka
 WHERE event = '' AND endpoint IN ('track_imp', 'track_click', 'rtb_win', 'rtb_bill', 'rtb_loss') AND status >= 400 AND status < 500;
+
+-- The Kafka table starts consuming as soon as the first view is attached,
+-- and a read under way feeds only the views there were when it began: a
+-- line read in the moment before the second view existed would reach the
+-- events and never the refused requests. Attaching the table again, now
+-- that both views exist, restarts its consumer with both.
+DETACH TABLE tsubame.access_log_kafka;
+ATTACH TABLE tsubame.access_log_kafka;
