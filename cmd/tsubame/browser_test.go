@@ -222,7 +222,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		chromedp.WaitVisible(css("#placements tbody tr")),
 		chromedp.Click(css("#placements tbody tr:first-child")),
 	)
-	if id, err := chromedp.Run(ctx, chromedp.Value(css("#edit-id"))); err != nil || id != "1" {
+	if id, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("edit-id").value`)); err != nil || id != "1" {
 		t.Fatalf("the editor shows id %q (%v)", id, err)
 	}
 	b.do("edit placement 1",
@@ -550,13 +550,27 @@ func (b *page) eval(expr string) bool {
 	return v
 }
 
+// text is the element's rendered text, read in one evaluation in the
+// page: a node the page moves or redraws meanwhile (the editor under its
+// row, as the table refreshes) is not lost between finding and reading it.
 func (b *page) text(sel string) string {
 	b.t.Helper()
-	s, err := chromedp.Run(b.ctx, chromedp.Text(css(sel)))
-	if err != nil {
-		b.t.Fatalf("text of %s: %v", sel, err)
+	js := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e === null ? [false, ""] : [true, e.innerText]; })()`, sel)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]any](js))
+		if err != nil {
+			b.t.Fatalf("text of %s: %v", sel, err)
+		}
+		if found, _ := got[0].(bool); found {
+			s, _ := got[1].(string)
+			return s
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("text of %s: no such element", sel)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	return s
 }
 
 // until waits for a JavaScript condition to hold.
