@@ -52,6 +52,9 @@ var (
 	// In prose (comments of configuration files): "tsubame" and the next words.
 	proseCommand = regexp.MustCompile(`\btsubame ([a-z][a-z-]*)(?: ([a-z][a-z-]*))?`)
 	envAssign    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
+	// What follows "tsubame" in a command line: a command, a flag or a
+	// placeholder ("tsubame 1.5.0" in a program's output is none).
+	commandWord = regexp.MustCompile(`^(-{0,2}[a-z][a-z-]*|\.\.\.|[A-Z]+)$`)
 )
 
 // proseWords are words that follow "tsubame" in prose without naming a command.
@@ -154,7 +157,7 @@ func tsubameCommand(seg []string) ([]string, bool) {
 			continue
 		case w == "--" && i > 0:
 			continue
-		case filepath.Base(w) == "tsubame" && !strings.HasSuffix(w, "/") && i+1 < len(seg) && !strings.HasPrefix(seg[i+1], "/"):
+		case filepath.Base(w) == "tsubame" && !strings.HasSuffix(w, "/") && i+1 < len(seg) && commandWord.MatchString(seg[i+1]):
 			return seg[i+1:], true
 		}
 		// kubectl exec POD -- tsubame ...: look past the "--".
@@ -330,6 +333,8 @@ func TestDocsCheckerCatches(t *testing.T) {
 		{"TSUBAME_LISTEN=:8080 bin/tsubame serve -demo 2>err.log &", false},
 		{"tsubame serve -demo extra", true},
 		{"cmd/tsubame/   the binary", false},
+		{"restarted: process 6968 (tsubame 1.5.0, /usr/local/bin/tsubame) replaced", false},
+		{"tsubame frob", true},
 	} {
 		var bad []string
 		for _, d := range shellCommands("test", tc.line) {
