@@ -260,12 +260,25 @@ func auditCLI(cfg *config.Config, target, action string) error {
 // user id (not $USER, which anyone can set): "cli:alice(uid 1000)", the
 // shape of the control socket's "local:alice(uid 1000)".
 func cliActor() string {
-	uid := strconv.Itoa(os.Getuid())
+	actor := "cli:" + userOf(strconv.Itoa(os.Getuid()))
+	// Run through sudo -u (as the docs say), the uid is the server's
+	// user: the login uid, which the kernel keeps across sudo and a user
+	// cannot change, names the person.
+	if b, err := os.ReadFile("/proc/self/loginuid"); err == nil {
+		if login := strings.TrimSpace(string(b)); login != "" && login != "4294967295" && login != strconv.Itoa(os.Getuid()) {
+			actor += " login " + userOf(login)
+		}
+	}
+	return actor
+}
+
+// userOf is "NAME(uid N)" for a uid.
+func userOf(uid string) string {
 	name := "uid" + uid
 	if u, err := user.LookupId(uid); err == nil {
 		name = u.Username
 	}
-	return "cli:" + name + "(uid " + uid + ")"
+	return name + "(uid " + uid + ")"
 }
 
 // verifyAudit checks the hash chain of the audit log (the given files, in

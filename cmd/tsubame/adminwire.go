@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"syscall"
 	"time"
 
 	"tsubame"
@@ -130,7 +131,10 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 			return fmt.Errorf("admin.socket: %w", err)
 		}
 	}
-	if tok := m.adm.server.BootstrapToken(); tok != "" && m.AdminAddr() != "" { // the token is for the dashboard's form
+	tokenFile := filepath.Join(cfg.AdminDir(), BootstrapTokenFile)
+	if tok := m.adm.server.BootstrapToken(); tok == "" {
+		_ = os.Remove(tokenFile) // left by a process killed before it could remove it: its token is dead
+	} else if m.AdminAddr() != "" { // the token is for the dashboard's form
 		scheme := "http"
 		if tlsConfig != nil {
 			scheme = "https"
@@ -143,8 +147,8 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 		}
 		// No terminal: the token goes to a file only the server's user
 		// reads, not into the process log (which is shipped and kept).
-		path := filepath.Join(cfg.AdminDir(), BootstrapTokenFile)
-		if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+		path := tokenFile
+		if err := writeSecretFile(path, tok+"\n"); err != nil {
 			return fmt.Errorf("writing the bootstrap token: %w", err)
 		}
 		m.adm.tokenFile = path
@@ -152,6 +156,25 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 			"in the file (it works once, until this process stops), or run tsubame admin create-user", "url", url, "token_file", path)
 	}
 	return nil
+}
+
+// writeSecretFile writes a new file only this user reads. A file or link
+// already there (planted by someone who can write the directory) is
+// removed first, and the new one is created, never opened: the secret
+// cannot land in a file of another's or follow a link.
+func writeSecretFile(path, content string) error {
+	if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(content)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // BootstrapTokenFile is the file in the admin directory that holds the

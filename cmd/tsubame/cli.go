@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -72,18 +73,23 @@ func (e *env) load() (*config.Config, error) {
 	if err != nil || e.readOnly || os.Geteuid() != 0 {
 		return cfg, err
 	}
-	fi, err := os.Stat(cfg.DataDir)
-	if err != nil {
-		return cfg, nil // none yet: root's own
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 {
-		name := strconv.FormatUint(uint64(st.Uid), 10)
-		if u, err := user.LookupId(name); err == nil {
-			name = u.Username
+	// Each directory the commands write in, which a key may put outside
+	// data_dir: one that does not exist yet is root's own.
+	for _, dir := range []struct{ key, path string }{{"data_dir", cfg.DataDir}, {"admin.dir", cfg.AdminDir()},
+		{"admin.audit_log", filepath.Dir(cfg.AuditLogPath())}, {"store.embedded.path", filepath.Dir(cfg.StorePath())}} {
+		fi, err := os.Stat(dir.path)
+		if err != nil {
+			continue
 		}
-		return nil, usagef("running as root on data_dir %s, which belongs to %s: files written now would be root's, "+
-			"and a server running as %s could not read them; run the command as that user (sudo -u %s tsubame ...)",
-			cfg.DataDir, name, name, name)
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 {
+			name := strconv.FormatUint(uint64(st.Uid), 10)
+			if u, err := user.LookupId(name); err == nil {
+				name = u.Username
+			}
+			return nil, usagef("running as root on %s %s, which belongs to %s: files written now would be root's, "+
+				"and a server running as %s could not read them; run the command as that user (sudo -u %s tsubame ...)",
+				dir.key, dir.path, name, name, name)
+		}
 	}
 	return cfg, nil
 }

@@ -6,9 +6,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -297,5 +300,67 @@ func TestFlagValueHints(t *testing.T) {
 	code, _, stderr = runCmd(t, testEnv(t), "", "report", "-from", "2026-11-27")
 	if code != exitUsage || strings.Contains(stderr, "tsubame: tsubame") || !strings.HasPrefix(stderr, "tsubame: report: ") {
 		t.Errorf("report -from 2026-11-27: %d %s", code, stderr)
+	}
+}
+
+// restart and log reopen signal only a tsubame server of the pid file's
+// owner: a pid file naming another process (here a sleep; in the field a
+// daemon, or a reused pid) is refused, and the process is left alone.
+func TestSignalsOnlyAServer(t *testing.T) {
+	sleep := exec.Command("sleep", "60")
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sleep.Process.Kill(); _ = sleep.Wait() }()
+	env := testEnv(t)
+	dataDir := lookupEnv(env, "TSUBAME_DATA_DIR")
+	if err := os.WriteFile(filepath.Join(dataDir, PIDFile), []byte(strconv.Itoa(sleep.Process.Pid)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"restart", "-timeout", "5s"}, {"log", "reopen"}} {
+		code, _, stderr := runCmd(t, env, "", args...)
+		if code != exitFailed || !strings.Contains(stderr, "is not a tsubame server of the file's owner: not signalled") {
+			t.Errorf("%v: %d %s", args, code, stderr)
+		}
+	}
+	if err := sleep.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("the process the pid file named was signalled: %v", err)
+	}
+}
+
+// The bootstrap token's file is made new: a link or a file planted there
+// by someone who can write the directory does not receive the token.
+func TestWriteSecretFile(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "theirs")
+	if err := os.WriteFile(target, []byte("before\n"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, BootstrapTokenFile)
+	if err := os.Symlink(target, path); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeSecretFile(path, "secret\n"); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(target); string(b) != "before\n" {
+		t.Errorf("the link's target got %q", b)
+	}
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the token file: %v %v", fi.Mode(), err)
+	}
+	// A planted file readable by others is replaced, not reused.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, nil, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeSecretFile(path, "secret\n"); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the token file over a planted one: %v %v", fi.Mode(), err)
 	}
 }

@@ -63,7 +63,9 @@ func runHealth(ctx context.Context, e *env, f *healthFlags) error {
 	}
 	req.Header.Set("User-Agent", "tsubame-health/"+version)
 	client := &http.Client{
-		// An answer is the server's own: a redirect is not followed.
+		// The server is asked directly: no proxy of the environment's
+		// HTTP_PROXY, and a redirect is not followed.
+		Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	resp, err := client.Do(req)
@@ -74,7 +76,7 @@ func runHealth(ctx context.Context, e *env, f *healthFlags) error {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	text := strings.TrimSpace(string(body))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s: %s", target, resp.Status, quoteText(text))
+		return fmt.Errorf("%s: %s: %s", target, quoteText(resp.Status), quoteText(text))
 	}
 	// Any 200 is not enough: another server on that port (the admin
 	// listener's dashboard, a proxy's page) would pass.

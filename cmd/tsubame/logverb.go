@@ -2,10 +2,7 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 )
 
@@ -18,13 +15,9 @@ func runLogReopen(e *env) error {
 		return err
 	}
 	pidFile := filepath.Join(cfg.DataDir, PIDFile)
-	b, err := os.ReadFile(pidFile)
+	pid, err := serverPID(pidFile)
 	if err != nil {
 		return fmt.Errorf("no running server found (%v)", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return fmt.Errorf("pid file %s does not hold a process id", pidFile)
 	}
 	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
 		return fmt.Errorf("cannot signal server process %d: %w", pid, err)

@@ -2,11 +2,13 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -68,9 +70,12 @@ func readStatus(path string) (processStatus, error) {
 }
 
 // launchPath is the binary the process was started as, absolute: a
-// restart starts the binary now at that path (an upgrade installs a new
+// restart starts the binary then at that path (an upgrade installs a new
 // one there), not the file this process runs from, which may have been
-// moved away. Empty when it cannot be told.
+// moved away since. It is taken only when, at the start, it is the file
+// running (argv[0] is the caller's word: a launcher may give another, and
+// PATH may find another file first); else, and when it cannot be told,
+// it is "" and a restart starts os.Executable().
 func launchPath() string {
 	p, err := exec.LookPath(os.Args[0])
 	if err != nil {
@@ -79,5 +84,41 @@ func launchPath() string {
 	if p, err = filepath.Abs(p); err != nil {
 		return ""
 	}
+	self, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	a, err1 := os.Stat(p)
+	b, err2 := os.Stat(self)
+	if err1 != nil || err2 != nil || !os.SameFile(a, b) {
+		return ""
+	}
 	return p
+}
+
+// serverPID reads the pid file and checks that the process it names is a
+// tsubame server of the pid file's owner (the user the server runs as):
+// the file is writable by that user, and a command run as root must not
+// signal any process the file names (another daemon, a reused pid).
+func serverPID(pidFile string) (int, error) {
+	pid, err := readPID(pidFile)
+	if err != nil {
+		return 0, err
+	}
+	fi, err := os.Stat(pidFile)
+	if err != nil {
+		return 0, err
+	}
+	proc, err := os.Stat("/proc/" + strconv.Itoa(pid))
+	if err != nil {
+		return 0, fmt.Errorf("process %d of %s is gone (a stale pid file?)", pid, pidFile)
+	}
+	owner, ok1 := fi.Sys().(*syscall.Stat_t)
+	runs, ok2 := proc.Sys().(*syscall.Stat_t)
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	args := strings.Split(string(cmdline), "\x00")
+	if !ok1 || !ok2 || err != nil || runs.Uid != owner.Uid || len(args) < 2 || args[1] != "serve" {
+		return 0, fmt.Errorf("process %d, which %s names, is not a tsubame server of the file's owner: not signalled", pid, pidFile)
+	}
+	return pid, nil
 }

@@ -300,7 +300,7 @@ func runRestart(e *env, timeout time.Duration) error {
 	}
 	pidFile := filepath.Join(cfg.DataDir, PIDFile)
 	statusFile := filepath.Join(cfg.DataDir, StatusFile)
-	old, err := readPID(pidFile)
+	old, err := serverPID(pidFile)
 	if err != nil {
 		return fmt.Errorf("no running server found (%v)", err)
 	}

@@ -36,7 +36,7 @@ type Accounts struct {
 	path string
 	mu   sync.Mutex
 	data accountsFile
-	mod  time.Time // the file's modification time when last read
+	mod  fileVersion // the file as last read
 	// lastStep is the last TOTP time step accepted per user: a code is
 	// accepted once (RFC 6238 §5.2).
 	lastStep map[string]int64
@@ -138,25 +138,43 @@ func (a *Accounts) refresh() error {
 }
 
 // ReadError is why the accounts file could not be read the last time it
-// was tried, or nil. A server that cannot read it (a file written by root,
-// a bad mode) keeps the accounts it last read: every other credential is
-// refused, and this says why.
+// was tried, or nil. While it cannot be read (a file written by root, a
+// bad mode), every login, session and token is refused: a change made in
+// it (a token deleted) must not be missed. This says why.
 func (a *Accounts) ReadError() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.readErr
 }
 
+// fileVersion tells one content of the accounts file from another: the
+// modification time alone misses two writes within one tick of a coarse
+// clock (1 s on some file systems), and every write is a new file (a
+// rename), so its inode changes too.
+type fileVersion struct {
+	mtime time.Time
+	ino   uint64
+	size  int64
+}
+
+func versionOf(fi os.FileInfo) fileVersion {
+	v := fileVersion{mtime: fi.ModTime(), size: fi.Size()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		v.ino = st.Ino
+	}
+	return v
+}
+
 func (a *Accounts) read() error {
 	fi, err := os.Stat(a.path)
 	if errors.Is(err, os.ErrNotExist) {
-		a.data, a.mod = accountsFile{}, time.Time{}
+		a.data, a.mod = accountsFile{}, fileVersion{}
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	if fi.ModTime().Equal(a.mod) {
+	if versionOf(fi) == a.mod {
 		return nil
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
@@ -182,7 +200,7 @@ func (a *Accounts) read() error {
 			t.Role = RoleAdmin
 		}
 	}
-	a.data, a.mod = data, fi.ModTime()
+	a.data, a.mod = data, versionOf(fi)
 	return nil
 }
 
@@ -199,7 +217,7 @@ func (a *Accounts) update(fn func(d *accountsFile) error) error {
 	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
 		return err
 	}
-	a.mod = time.Time{} // re-read whatever another process wrote
+	a.mod = fileVersion{} // re-read whatever another process wrote
 	if err := a.refresh(); err != nil {
 		return err
 	}
@@ -232,7 +250,7 @@ func (a *Accounts) update(fn func(d *accountsFile) error) error {
 	}
 	a.data = next
 	if fi, err := os.Stat(a.path); err == nil {
-		a.mod = fi.ModTime()
+		a.mod = versionOf(fi)
 	}
 	return nil
 }
@@ -361,8 +379,8 @@ func (a *Accounts) SetRole(name string, role Role) error {
 // SetCredentials replaces a user's password after checking it against
 // policy and, when totpSecret is not nil, their TOTP secret ("" removes
 // the second factor: the caller checks that this is allowed). The user's
-// dashboard sessions end at their next request (Server.identify compares
-// the password hash a session began with); API tokens are not changed.
+// dashboard sessions end at their next request (Server.sessionUser
+// compares the credentials a session began with); API tokens are not changed.
 func (a *Accounts) SetCredentials(name, password string, totpSecret *string, policy PasswordPolicy) error {
 	if err := policy.Check(name, password); err != nil {
 		return tsubame.WrapError(tsubame.EINVALID, err, "%v", err)
@@ -634,7 +652,11 @@ func (a *Accounts) VerifyToken(plain string, now time.Time) (Token, bool) {
 	want := hex.EncodeToString(sum[:])
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	_ = a.refresh()
+	if a.refresh() != nil {
+		// A token deleted in the file this process cannot read must not
+		// pass: fail closed, as logins and sessions do (ReadError says why).
+		return Token{}, false
+	}
 	for _, t := range a.data.Tokens {
 		if t.ID == id && subtle.ConstantTimeCompare([]byte(t.Hash), []byte(want)) == 1 {
 			if !t.Expires.IsZero() && now.After(t.Expires) {

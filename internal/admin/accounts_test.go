@@ -36,8 +36,10 @@ func TestAccountsReadError(t *testing.T) {
 	if err := os.Chmod(path, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := a.VerifyToken(plain, time.Now()); !ok {
-		t.Error("the token of the accounts last read is refused")
+	// Fail closed: a token deleted in a file this process cannot read
+	// must not pass.
+	if _, ok := a.VerifyToken(plain, time.Now()); ok {
+		t.Error("a token passes while the accounts file cannot be read")
 	}
 	if err := a.ReadError(); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 		t.Errorf("ReadError = %v, want the mode's reason", err)
@@ -53,5 +55,46 @@ func TestAccountsReadError(t *testing.T) {
 	}
 	if err := a.ReadError(); err != nil {
 		t.Errorf("ReadError after the file is readable: %v", err)
+	}
+	if _, ok := a.VerifyToken(plain, time.Now()); !ok {
+		t.Error("the token is refused once the file is readable again")
+	}
+}
+
+// Two writes within one tick of a coarse clock (the same modification
+// time) are both seen: a token deleted by the second is refused.
+func TestAccountsSeeWritesWithinOneTick(t *testing.T) {
+	dir := t.TempDir()
+	a, err := OpenAccounts(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.CreateUser("ops", testPassword, "", PasswordPolicy{MinLength: 12}); err != nil {
+		t.Fatal(err)
+	}
+	plain, tok, err := a.CreateToken("ops", "ci", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "users.json")
+	tick := time.Now().Truncate(time.Second)
+	if err := os.Chtimes(path, tick, tick); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := a.VerifyToken(plain, time.Now()); !ok {
+		t.Fatal("the token is refused")
+	}
+	other, err := OpenAccounts(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.DeleteToken("ops", tok.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(path, tick, tick); err != nil { // the same time as before
+		t.Fatal(err)
+	}
+	if _, ok := a.VerifyToken(plain, time.Now()); ok {
+		t.Error("a token deleted within the same tick still passes")
 	}
 }

@@ -372,7 +372,7 @@ func (s *Server) sessionUser(sess *session) *User {
 // not the client's (the process log bounds repeated lines).
 func (s *Server) logAccountsError() {
 	if err := s.accounts.ReadError(); err != nil {
-		s.log.Error("admin: cannot read the accounts file; the accounts last read stay in use", "err", err)
+		s.log.Error("admin: cannot read the accounts file: every login, session and API token is refused until it can", "err", err)
 	}
 }
 
