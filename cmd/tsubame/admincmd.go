@@ -274,11 +274,15 @@ func cliActor() string {
 
 // userOf is "NAME(uid N)" for a uid.
 func userOf(uid string) string {
-	name := "uid" + uid
+	return userName(uid) + "(uid " + uid + ")"
+}
+
+// userName is the login name of a uid, else "uidN".
+func userName(uid string) string {
 	if u, err := user.LookupId(uid); err == nil {
-		name = u.Username
+		return u.Username
 	}
-	return name + "(uid " + uid + ")"
+	return "uid" + uid
 }
 
 // verifyAudit checks the hash chain of the audit log (the given files, in

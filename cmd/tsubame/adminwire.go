@@ -147,13 +147,12 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 		}
 		// No terminal: the token goes to a file only the server's user
 		// reads, not into the process log (which is shipped and kept).
-		path := tokenFile
-		if err := writeSecretFile(path, tok+"\n"); err != nil {
+		if err := writeSecretFile(tokenFile, tok+"\n"); err != nil {
 			return fmt.Errorf("writing the bootstrap token: %w", err)
 		}
-		m.adm.tokenFile = path
+		m.adm.tokenFile, m.adm.tokenText = tokenFile, tok+"\n"
 		m.Logger.Warn("no admin user exists yet: open the admin listener and create one with the one-time bootstrap token "+
-			"in the file (it works once, until this process stops), or run tsubame admin create-user", "url", url, "token_file", path)
+			"in the file (it works once, until this process stops), or run tsubame admin create-user", "url", url, "token_file", tokenFile)
 	}
 	return nil
 }

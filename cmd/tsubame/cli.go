@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/user"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -82,10 +81,7 @@ func (e *env) load() (*config.Config, error) {
 			continue
 		}
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 {
-			name := strconv.FormatUint(uint64(st.Uid), 10)
-			if u, err := user.LookupId(name); err == nil {
-				name = u.Username
-			}
+			name := userName(strconv.FormatUint(uint64(st.Uid), 10))
 			return nil, usagef("running as root on %s %s, which belongs to %s: files written now would be root's, "+
 				"and a server running as %s could not read them; run the command as that user (sudo -u %s tsubame ...)",
 				dir.key, dir.path, name, name, name)
@@ -187,11 +183,7 @@ func (c *command) parse(args []string, e *env) (func(context.Context, []string) 
 	fs := flag.NewFlagSet("tsubame "+c.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard) // errors are returned, help is written by dispatch
 	fs.Usage = func() {}
-	if c.config {
-		fs.StringVar(&e.configPath, "config", "", "configuration `FILE` (default $"+config.EnvConfigFile+", else none: the built-in defaults)")
-	}
-	e.readOnly = c.readOnly
-	run := c.setup(fs, e)
+	run := c.define(fs, e)
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -237,8 +229,10 @@ func (c *command) parse(args []string, e *env) (func(context.Context, []string) 
 
 // valueHint says what a flag's value is written as, for a value the flag
 // package refused with no more than "parse error".
+var refusedValue = regexp.MustCompile(`for flag -([a-z-]+): parse error`)
+
 func valueHint(fs *flag.FlagSet, err error) string {
-	m := regexp.MustCompile(`for flag -([a-z-]+): parse error`).FindStringSubmatch(err.Error())
+	m := refusedValue.FindStringSubmatch(err.Error())
 	if m == nil {
 		return ""
 	}
@@ -261,14 +255,20 @@ func (c *command) usageErr(format string, args ...any) error {
 	return usagef("%s: %s\n%s(tsubame %s -h describes it)", c.name, fmt.Sprintf(format, args...), c.synopsis("usage: "), c.name)
 }
 
-// flagSet returns the command's flags, defined on a set of their own.
-func (c *command) flagSet() *flag.FlagSet {
-	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
-	e := &env{}
+// define defines the command's flags on fs, -config among them, and
+// returns what runs it with e.
+func (c *command) define(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 	if c.config {
 		fs.StringVar(&e.configPath, "config", "", "configuration `FILE` (default $"+config.EnvConfigFile+", else none: the built-in defaults)")
 	}
-	c.setup(fs, e)
+	e.readOnly = c.readOnly
+	return c.setup(fs, e)
+}
+
+// flagSet returns the command's flags, defined on a set of their own.
+func (c *command) flagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
+	c.define(fs, &env{})
 	return fs
 }
 

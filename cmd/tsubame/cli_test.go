@@ -222,7 +222,7 @@ func TestLocalURL(t *testing.T) {
 		"[2001:db8::1]:80": "http://[2001:db8::1]:80/readyz",
 		"ads.example:8080": "http://ads.example:8080/readyz",
 	} {
-		if got, err := localURL(addr, "http", "/readyz"); err != nil || got != want {
+		if got, err := localURL(addr, "/readyz"); err != nil || got != want {
 			t.Errorf("localURL(%q) = %q, %v; want %q", addr, got, err, want)
 		}
 	}

@@ -32,7 +32,7 @@ func runHealth(ctx context.Context, e *env, f *healthFlags) error {
 		if err != nil {
 			return err
 		}
-		if target, err = localURL(cfg.Listen, "http", path); err != nil {
+		if target, err = localURL(cfg.Listen, path); err != nil {
 			return usagef("listen: %v", err)
 		}
 	} else {
@@ -89,7 +89,7 @@ func runHealth(ctx context.Context, e *env, f *healthFlags) error {
 
 // localURL is the URL of path on a listener's address, asked from this
 // machine.
-func localURL(addr, scheme, path string) (string, error) {
+func localURL(addr, path string) (string, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		return "", err
@@ -99,7 +99,7 @@ func localURL(addr, scheme, path string) (string, error) {
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		host = "127.0.0.1"
 	}
-	return (&url.URL{Scheme: scheme, Host: net.JoinHostPort(host, port), Path: path}).String(), nil
+	return (&url.URL{Scheme: "http", Host: net.JoinHostPort(host, port), Path: path}).String(), nil
 }
 
 // quoteText shows a short answer as it is, and quotes one with control

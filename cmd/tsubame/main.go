@@ -140,18 +140,9 @@ func versionString() string {
 	return fmt.Sprintf("tsubame %s (%s)", version, goVersion)
 }
 
-// loadConfig loads and validates the configuration, from -config or
-// $TSUBAME_CONFIG, and writes warnings to stderr.
-func loadConfig(path string, environ []string, stderr io.Writer) (*config.Config, error) {
-	cfg, warnings, err := loadConfigWarnings(path, environ)
-	for _, w := range warnings {
-		fmt.Fprintf(stderr, "tsubame: warning: %s\n", w)
-	}
-	return cfg, err
-}
-
-// loadConfigWarnings is loadConfig returning the warnings (the loader's,
-// then the configuration's risks) instead of writing them.
+// loadConfigWarnings loads and validates the configuration, from -config
+// or $TSUBAME_CONFIG, and returns its warnings: the loader's, then the
+// configuration's risks (env.load writes them, serve and a reload log them).
 func loadConfigWarnings(path string, environ []string) (*config.Config, []string, error) {
 	if path == "" {
 		path = lookupEnv(environ, config.EnvConfigFile)

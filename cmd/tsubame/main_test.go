@@ -23,6 +23,12 @@ import (
 
 const wantID1 = `Example.process({"urls":["http://ad1.example.com/tag.js","http://ad2.example.com/tag.js"]});`
 
+// loadConfig is env.load for tests: the configuration of environ, its
+// warnings written to stderr.
+func loadConfig(path string, environ []string, stderr io.Writer) (*config.Config, error) {
+	return (&env{configPath: path, environ: environ, stderr: stderr, readOnly: true}).load()
+}
+
 // testEnv is a configuration for a server on random loopback ports with its
 // data in a fresh temporary directory.
 func testEnv(t *testing.T) []string {

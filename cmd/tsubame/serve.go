@@ -100,10 +100,11 @@ type adminSide struct {
 	ln     net.Listener
 	sock   net.Listener // the control socket (admin.socket); nil when off
 	certs  *certs.Store // if it speaks TLS
-	// tokenFile holds the bootstrap token while this process runs ("": none).
-	tokenFile string
-	audit     *admin.Audit
-	alerts    *admin.Notifier // admin.alert_webhook; nil without
+	// tokenFile holds tokenText, the bootstrap token, while this process
+	// runs ("": none).
+	tokenFile, tokenText string
+	audit                *admin.Audit
+	alerts               *admin.Notifier // admin.alert_webhook; nil without
 }
 
 // running is the state of the listeners' loops and of a handover.
@@ -673,8 +674,13 @@ func (m *Main) closeAll(ctx context.Context) error {
 		}
 	}
 	if m.adm.tokenFile != "" {
-		_ = os.Remove(m.adm.tokenFile) // the token dies with the process
-		m.adm.tokenFile = ""
+		// The token dies with the process. The file is removed only if it
+		// is still this process's: a successor (restart) may have written
+		// its own there once the store was released above.
+		if b, err := os.ReadFile(m.adm.tokenFile); err == nil && string(b) == m.adm.tokenText {
+			_ = os.Remove(m.adm.tokenFile)
+		}
+		m.adm.tokenFile, m.adm.tokenText = "", ""
 	}
 	if m.adm.audit != nil {
 		if err := closeAuditLog(m.adm.audit, m.adm.alerts); err != nil {

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"golang.org/x/term"
-
-	"tsubame/internal/config"
 )
 
 func runServe(ctx context.Context, e *env, demo bool) error {
@@ -163,20 +161,14 @@ func (m *Main) hangup(ctx context.Context, path string, environ []string) string
 	} else {
 		m.Logger.Info("access log reopened")
 	}
-	if path == "" {
-		path = lookupEnv(environ, config.EnvConfigFile)
-	}
-	cfg, warnings, err := config.LoadValid(path, environ)
+	// As at the start: the loader's warnings and the configuration's risks.
+	cfg, warnings, err := loadConfigWarnings(path, environ)
 	for _, w := range warnings {
 		m.Logger.Warn(w)
 	}
 	if err != nil {
 		m.Logger.Error("configuration not reloaded; the running one stays", "err", err)
 		return "serving; the last reload was refused (see the log)"
-	}
-	// The risks check-config and the start warn of, warned of again.
-	for _, r := range cfg.Risks() {
-		m.Logger.Warn(r)
 	}
 	restart, err := m.Reload(cfg)
 	if err != nil {

@@ -41,7 +41,8 @@ type Accounts struct {
 	// accepted once (RFC 6238 §5.2).
 	lastStep map[string]int64
 	// readErr is why the file could not be read the last time it was
-	// tried (nil: it was read): the accounts last read stay in use.
+	// tried (nil: it was read); while it is set, every credential is
+	// refused (ReadError).
 	readErr error
 }
 

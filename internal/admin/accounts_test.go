@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-// A file the server cannot read (here a mode open to others; in the field
-// one written by root) leaves the accounts last read in use, and ReadError
-// says why, for the server's log; a readable file clears it.
-func TestAccountsReadError(t *testing.T) {
+// accountsWithToken is an accounts file in a new directory with the user
+// ops and an API token of theirs.
+func accountsWithToken(t *testing.T) (string, *Accounts, string, *Token) {
+	t.Helper()
 	dir := t.TempDir()
 	a, err := OpenAccounts(dir)
 	if err != nil {
@@ -20,10 +20,18 @@ func TestAccountsReadError(t *testing.T) {
 	if err := a.CreateUser("ops", testPassword, "", PasswordPolicy{MinLength: 12}); err != nil {
 		t.Fatal(err)
 	}
-	plain, _, err := a.CreateToken("ops", "ci", time.Hour)
+	plain, tok, err := a.CreateToken("ops", "ci", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir, a, plain, tok
+}
+
+// A file the server cannot read (here a mode open to others; in the field
+// one written by root) refuses every token, and ReadError says why, for
+// the server's log; a readable file clears it.
+func TestAccountsReadError(t *testing.T) {
+	dir, a, plain, _ := accountsWithToken(t)
 	path := filepath.Join(dir, "users.json")
 	// Another process writes the file with a bad mode.
 	other, err := OpenAccounts(dir)
@@ -64,18 +72,7 @@ func TestAccountsReadError(t *testing.T) {
 // Two writes within one tick of a coarse clock (the same modification
 // time) are both seen: a token deleted by the second is refused.
 func TestAccountsSeeWritesWithinOneTick(t *testing.T) {
-	dir := t.TempDir()
-	a, err := OpenAccounts(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.CreateUser("ops", testPassword, "", PasswordPolicy{MinLength: 12}); err != nil {
-		t.Fatal(err)
-	}
-	plain, tok, err := a.CreateToken("ops", "ci", time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, a, plain, tok := accountsWithToken(t)
 	path := filepath.Join(dir, "users.json")
 	tick := time.Now().Truncate(time.Second)
 	if err := os.Chtimes(path, tick, tick); err != nil {

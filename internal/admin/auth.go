@@ -105,7 +105,8 @@ func (ss *sessions) get(id string, now time.Time) *session {
 	return s
 }
 
-// peek reports whether the session with id is live, without marking it used.
+// peek returns the session with id if it is live (else nil), without
+// marking it used.
 func (ss *sessions) peek(id string, now time.Time) *session {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()

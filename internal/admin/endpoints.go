@@ -23,10 +23,6 @@ const requestHistogram = "tsubame_http_request_duration_seconds"
 // endpointWindow is how far back the per-endpoint figures look.
 const endpointWindow = time.Minute
 
-// configuredEvery is how often the configured endpoints are read again
-// (a reload may add or drop some).
-const configuredEvery = 10 * time.Second
-
 // EndpointStats is one public route's traffic over the window.
 type EndpointStats struct {
 	Endpoint string `json:"endpoint"`
@@ -77,10 +73,8 @@ type endpointTracker struct {
 	gather    prometheus.Gatherer
 	endpoints func() []string // Options.Endpoints
 
-	names   []string // the configured endpoints
-	namesAt time.Time
-	bounds  []float64 // the histogram's upper bounds, seconds
-	snaps   []endpointSnap
+	bounds []float64 // the histogram's upper bounds, seconds
+	snaps  []endpointSnap
 }
 
 func newEndpointTracker(g prometheus.Gatherer, endpoints func() []string) *endpointTracker {
@@ -89,9 +83,7 @@ func newEndpointTracker(g prometheus.Gatherer, endpoints func() []string) *endpo
 
 // tick takes a snapshot and returns the window ending at it.
 func (t *endpointTracker) tick(now time.Time) *EndpointWindow {
-	if t.namesAt.IsZero() || now.Sub(t.namesAt) >= configuredEvery {
-		t.names, t.namesAt = configuredEndpoints(t.endpoints), now
-	}
+	names := configuredEndpoints(t.endpoints) // each time: a reload may add or drop some
 	routes, bounds := readRequests(t.gather)
 	if len(bounds) > 0 {
 		t.bounds = bounds
@@ -104,7 +96,7 @@ func (t *endpointTracker) tick(now time.Time) *EndpointWindow {
 	base := t.snaps[0]
 	w := &EndpointWindow{Time: now.UTC().Truncate(time.Millisecond), Seconds: now.Sub(base.at).Seconds(), Endpoints: []EndpointStats{}}
 	configured := map[string]bool{}
-	for _, n := range t.names {
+	for _, n := range names {
 		configured[n] = true
 	}
 	var others []string
@@ -114,7 +106,7 @@ func (t *endpointTracker) tick(now time.Time) *EndpointWindow {
 		}
 	}
 	slices.Sort(others)
-	for _, name := range append(slices.Clone(t.names), others...) {
+	for _, name := range append(names, others...) {
 		w.Endpoints = append(w.Endpoints, t.stats(name, configured[name], routes[name], base.routes[name], w.Seconds))
 	}
 	return w

@@ -25,7 +25,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -41,6 +40,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 func main() {
@@ -246,7 +247,7 @@ func stampSBOM(data []byte, commit string, ts time.Time) ([]byte, error) {
 	top[mi].value = object(meta)
 
 	sum := sha256.Sum256(object(top))
-	serial := "urn:uuid:" + uuid5(uuidNamespaceURL, "tsubame-sbom:"+commit+":"+hex.EncodeToString(sum[:]))
+	serial := "urn:uuid:" + uuid.NewSHA1(uuid.NameSpaceURL, []byte("tsubame-sbom:"+commit+":"+hex.EncodeToString(sum[:]))).String()
 	stamp, _ := json.Marshal(ts.UTC().Format(time.RFC3339))
 	top[mi].value = object(slices.Insert(meta, 0, member{"timestamp", stamp}))
 	serialJSON, _ := json.Marshal(serial)
@@ -347,22 +348,6 @@ func index(ms []member, key string) int {
 
 func remove(ms []member, key string) []member {
 	return slices.DeleteFunc(ms, func(m member) bool { return m.key == key })
-}
-
-// uuidNamespaceURL is RFC 9562's name space for URLs.
-var uuidNamespaceURL = [16]byte{0x6b, 0xa7, 0xb8, 0x11, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8}
-
-// uuid5 is the name-based (SHA-1) UUID of name in namespace (RFC 9562, 5.5).
-func uuid5(namespace [16]byte, name string) string {
-	h := sha1.New()
-	h.Write(namespace[:])
-	h.Write([]byte(name))
-	var u [16]byte
-	copy(u[:], h.Sum(nil))
-	u[6] = u[6]&0x0f | 0x50
-	u[8] = u[8]&0x3f | 0x80
-	s := hex.EncodeToString(u[:])
-	return s[0:8] + "-" + s[8:12] + "-" + s[12:16] + "-" + s[16:20] + "-" + s[20:]
 }
 
 // sourceURL turns a git remote into the https address of the repository:

@@ -233,14 +233,6 @@ func TestStampSBOM(t *testing.T) {
 	}
 }
 
-func TestUUID5(t *testing.T) {
-	// RFC 9562, appendix A.4: "www.example.com" in the DNS name space.
-	dns := [16]byte{0x6b, 0xa7, 0xb8, 0x10, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8}
-	if got := uuid5(dns, "www.example.com"); got != "2ed6657d-e927-568b-95e1-2665a8aea6a2" {
-		t.Errorf("uuid5 = %s", got)
-	}
-}
-
 func TestSourceURL(t *testing.T) {
 	for remote, want := range map[string]string{
 		"https://github.com/example/tsubame.git":                 "https://github.com/example/tsubame",
