@@ -48,6 +48,17 @@ type CampaignStore interface {
 	// and a rejected or failed replace leaves the old set whole. Each backend
 	// documents what a failure half-way leaves where it cannot promise that.
 	ReplaceAll(ctx context.Context, set *CampaignSet) error
+	// ReplaceAllAt is ReplaceAll made only while the stored set is at
+	// version, as Snapshot or CampaignsVersion read it: the version is
+	// compared in the transaction (or script) that writes, so when any
+	// process wrote after that read, nothing is written and the error is
+	// ECONFLICT. A write computed from what was read (a merge import) uses
+	// it, so that it never undoes a write it did not see.
+	ReplaceAllAt(ctx context.Context, set *CampaignSet, version uint64) error
+	// PutObjectAt is PutObject made only while the stored set is at
+	// version, compared as ReplaceAllAt compares it (ECONFLICT otherwise):
+	// for a change of an object read at that version (a pause).
+	PutObjectAt(ctx context.Context, o CampaignObject, version uint64) error
 	// Snapshot returns every object, each kind in id order, and the version
 	// they are at, read at one instant.
 	Snapshot(ctx context.Context) (*CampaignSet, uint64, error)
@@ -66,6 +77,12 @@ type CampaignStore interface {
 // their writes go through the process that reads them.
 type CampaignFeed interface {
 	WatchCampaigns(ctx context.Context, changed func()) error
+}
+
+// CampaignsChanged is the ECONFLICT error of a ReplaceAllAt or PutObjectAt
+// whose version is no longer the stored set's: every backend words it so.
+func CampaignsChanged(version uint64) error {
+	return Errorf(ECONFLICT, "the stored campaigns changed after version %d was read: read them again", version)
 }
 
 // GetCampaignObject reads the object of type T (*Advertiser, *Campaign,

@@ -381,6 +381,16 @@ func (n notifying) ReplaceAll(ctx context.Context, set *tsubame.CampaignSet) err
 	return n.after(n.CampaignStore.ReplaceAll(ctx, set))
 }
 
+// ReplaceAllAt replaces the set if it is at version, then tells the engine.
+func (n notifying) ReplaceAllAt(ctx context.Context, set *tsubame.CampaignSet, version uint64) error {
+	return n.after(n.CampaignStore.ReplaceAllAt(ctx, set, version))
+}
+
+// PutObjectAt writes o if the set is at version, then tells the engine.
+func (n notifying) PutObjectAt(ctx context.Context, o tsubame.CampaignObject, version uint64) error {
+	return n.after(n.CampaignStore.PutObjectAt(ctx, o, version))
+}
+
 // campaignsForWrites is cs as the admin API should write it: telling this
 // process's engine of each change when deciding is on.
 func (m *Main) campaignsForWrites(cs tsubame.CampaignStore) tsubame.CampaignStore {

@@ -126,14 +126,13 @@ func (o ownCampaigns) Import(ctx context.Context, in io.Reader, name string, for
 	if err != nil {
 		return nil, nil, err
 	}
-	// Another process (a server on Redis) may have written meanwhile: the
-	// file was checked against a set that is gone.
-	if now, err := o.cs.CampaignsVersion(ctx); err != nil {
-		return nil, nil, err
-	} else if now != version {
-		return nil, nil, tsubame.Errorf(tsubame.ECONFLICT, "the stored campaigns changed while %s was checked: import it again", name)
-	}
-	if err := o.cs.ReplaceAll(ctx, set); err != nil {
+	// Another process (a server on Redis) may write meanwhile: the file
+	// was checked against a set that is gone, and writing it would undo
+	// that write. The store compares the version as it writes.
+	if err := o.cs.ReplaceAllAt(ctx, set, version); err != nil {
+		if tsubame.ErrorCode(err) == tsubame.ECONFLICT {
+			err = tsubame.WrapError(tsubame.ECONFLICT, err, "the stored campaigns changed while %s was checked, and nothing was imported: import it again", name)
+		}
 		return nil, nil, err
 	}
 	file, stored = bulk.CampaignCounts(f.Set), bulk.CampaignCounts(set)

@@ -32,7 +32,13 @@ func loadDemoCampaigns(ctx context.Context, cs tsubame.CampaignStore, log *slog.
 	if err := json.Unmarshal(demoCampaigns, &set); err != nil {
 		return err
 	}
-	if err := cs.ReplaceAll(ctx, &set); err != nil {
+	// At version 0: another server loading them at the same time (Redis)
+	// loads them once.
+	if err := cs.ReplaceAllAt(ctx, &set, 0); err != nil {
+		if tsubame.ErrorCode(err) == tsubame.ECONFLICT {
+			log.Info("campaign store is not empty: demo campaigns not loaded")
+			return nil
+		}
 		return err
 	}
 	log.Info("demo campaigns loaded", "line_items", len(set.LineItems))

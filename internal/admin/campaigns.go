@@ -2,6 +2,7 @@ package admin
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -55,12 +56,17 @@ type campaignAPI struct {
 	store tsubame.CampaignStore
 	// mu serialises this node's writes: pause and resume read the line item
 	// they rewrite, and a merge import the set it merges into. Writes from
-	// other nodes (Redis) are not held off: an import checks that the set's
-	// version did not move while it was checked (ECONFLICT then), and a pause
-	// that races another node's edit of the same line item keeps one of the
-	// two.
+	// other nodes (Redis) are not held off: such a write is made at the
+	// version it read (ReplaceAllAt, PutObjectAt), compared by the store in
+	// the transaction that writes, so it never undoes one it did not see.
+	// An import whose set moved is refused (ECONFLICT: the client sends it
+	// again); a pause or resume reads the line item again and retries.
 	mu sync.Mutex
 }
+
+// statusAttempts bounds how often a pause or resume reads its line item
+// again because another node wrote between its read and its write.
+const statusAttempts = 5
 
 func (s *Server) campaignRoutes(mux *http.ServeMux) {
 	c := &campaignAPI{s: s, store: s.opt.Campaigns}
@@ -233,11 +239,7 @@ func (c *campaignAPI) setStatus(w http.ResponseWriter, r *http.Request, action, 
 	err := checkObjectID(tsubame.KindLineItem, id)
 	if err == nil {
 		c.mu.Lock()
-		li, err = tsubame.GetCampaignObject[*tsubame.LineItem](r.Context(), c.store, id)
-		if err == nil && li.Status != status {
-			li.Status = status
-			err = c.store.PutObject(r.Context(), li)
-		}
+		li, err = c.writeStatus(r.Context(), id, status)
 		c.mu.Unlock()
 	}
 	if c.done(w, r, action, id, err) {
@@ -245,11 +247,36 @@ func (c *campaignAPI) setStatus(w http.ResponseWriter, r *http.Request, action, 
 	}
 }
 
+// writeStatus sets the status of line item id, written at the version it
+// was read at: an edit of it on another node in between is kept, never
+// overwritten with what this read. c.mu held.
+func (c *campaignAPI) writeStatus(ctx context.Context, id, status string) (*tsubame.LineItem, error) {
+	for range statusAttempts {
+		// The version first: a write after it, before or after the line
+		// item's read, fails the PutObjectAt.
+		version, err := c.store.CampaignsVersion(ctx)
+		if err != nil {
+			return nil, err
+		}
+		li, err := tsubame.GetCampaignObject[*tsubame.LineItem](ctx, c.store, id)
+		if err != nil || li.Status == status {
+			return li, err
+		}
+		li.Status = status
+		err = c.store.PutObjectAt(ctx, li, version)
+		if tsubame.ErrorCode(err) != tsubame.ECONFLICT {
+			return li, err
+		}
+	}
+	return nil, tsubame.Errorf(tsubame.ECONFLICT, "the campaigns kept changing while line item %q was written (%d attempts): try again", id, statusAttempts)
+}
+
 // importSet writes a campaign file, all or nothing: ?mode=merge (the
 // default) puts the file's objects into the stored set, ?mode=replace makes
 // the stored set the file's. The result is checked as a whole and every
-// problem answered (400) before anything is written; then one ReplaceAll
-// writes it. The format is ?format=json|yaml, else the Content-Type's
+// problem answered (400) before anything is written; then one ReplaceAllAt
+// writes it, at the version the set was read at (409 when another node
+// wrote meanwhile). The format is ?format=json|yaml, else the Content-Type's
 // (application/json; application/yaml, text/yaml and their x- forms), else
 // sniffed. The problems name the file ?name= (the client's file name, as
 // `tsubame campaigns import` gives it), else "body".
@@ -296,8 +323,10 @@ func (c *campaignAPI) importSet(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// replace resolves file against the stored set and writes the result,
-// unless the stored set changed meanwhile. c.mu held.
+// replace resolves file against the stored set and writes the result at
+// the version it read: if any node wrote after that read (a pause answered
+// meanwhile), nothing is written and the import is refused (ECONFLICT), so
+// that it never undoes a write it did not see. c.mu held.
 func (c *campaignAPI) replace(r *http.Request, file *bulk.CampaignFile, replace bool) (*tsubame.CampaignSet, error) {
 	ctx := r.Context()
 	base, version, err := c.store.Snapshot(ctx)
@@ -308,12 +337,11 @@ func (c *campaignAPI) replace(r *http.Request, file *bulk.CampaignFile, replace 
 	if err != nil {
 		return nil, err
 	}
-	if now, err := c.store.CampaignsVersion(ctx); err != nil {
-		return nil, err
-	} else if now != version {
-		return nil, tsubame.Errorf(tsubame.ECONFLICT, "the campaigns changed while the import was checked: send it again")
+	err = c.store.ReplaceAllAt(ctx, set, version)
+	if tsubame.ErrorCode(err) == tsubame.ECONFLICT {
+		err = tsubame.WrapError(tsubame.ECONFLICT, err, "the campaigns changed while the import was checked, and nothing was imported: send it again")
 	}
-	return set, c.store.ReplaceAll(ctx, set)
+	return set, err
 }
 
 // maxFileLabel bounds an import's ?name=.

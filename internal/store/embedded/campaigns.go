@@ -63,12 +63,9 @@ func decodeObject(k tsubame.CampaignKind, v []byte) (tsubame.CampaignObject, err
 // existed, opened read-only, has none of their buckets: an empty set.
 func readSet(tx *bolt.Tx) (*tsubame.CampaignSet, uint64, error) {
 	set := &tsubame.CampaignSet{}
-	var version uint64
+	version := storedVersion(tx)
 	if meta := tx.Bucket(bucketCampaignMeta); meta != nil {
 		set.Currency = string(meta.Get(keyCurrency))
-		if v := meta.Get(keyVersion); len(v) == 8 {
-			version = binary.BigEndian.Uint64(v)
-		}
 	}
 	for _, k := range tsubame.CampaignKinds {
 		b := tx.Bucket(kindBuckets[k])
@@ -89,13 +86,29 @@ func readSet(tx *bolt.Tx) (*tsubame.CampaignSet, uint64, error) {
 	return set, version, nil
 }
 
+// storedVersion reads the set's version in tx: 0 for a set never written.
+func storedVersion(tx *bolt.Tx) uint64 {
+	if meta := tx.Bucket(bucketCampaignMeta); meta != nil {
+		if v := meta.Get(keyVersion); len(v) == 8 {
+			return binary.BigEndian.Uint64(v)
+		}
+	}
+	return 0
+}
+
+// checkVersion fails with ECONFLICT when at is set and the set in tx is at
+// another version.
+func checkVersion(tx *bolt.Tx, at *uint64) error {
+	if at != nil && storedVersion(tx) != *at {
+		return tsubame.CampaignsChanged(*at)
+	}
+	return nil
+}
+
 // bumpVersion increments the set's version in tx.
 func bumpVersion(tx *bolt.Tx) error {
 	meta := tx.Bucket(bucketCampaignMeta)
-	var version uint64
-	if v := meta.Get(keyVersion); len(v) == 8 {
-		version = binary.BigEndian.Uint64(v)
-	}
+	version := storedVersion(tx)
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], version+1)
 	return meta.Put(keyVersion, b[:])
@@ -160,10 +173,23 @@ func (s *Store) ListObjects(ctx context.Context, k tsubame.CampaignKind) ([]tsub
 
 // PutObject writes o if the set stays valid, in one transaction with the check.
 func (s *Store) PutObject(ctx context.Context, o tsubame.CampaignObject) error {
+	return s.putObject(ctx, nil, o)
+}
+
+// PutObjectAt is PutObject if the set is still at version, compared in the
+// transaction that writes.
+func (s *Store) PutObjectAt(ctx context.Context, o tsubame.CampaignObject, version uint64) error {
+	return s.putObject(ctx, &version, o)
+}
+
+func (s *Store) putObject(ctx context.Context, at *uint64, o tsubame.CampaignObject) error {
 	if err := ctx.Err(); err != nil {
 		return unavailable(err)
 	}
 	return wrap(s.db.Update(func(tx *bolt.Tx) error {
+		if err := checkVersion(tx, at); err != nil {
+			return err
+		}
 		set, _, err := readSet(tx)
 		if err != nil {
 			return err
@@ -209,6 +235,16 @@ func (s *Store) DeleteObject(ctx context.Context, k tsubame.CampaignKind, id str
 // ReplaceAll validates set and replaces every campaign bucket's content with
 // it in one transaction: a failure leaves the old set whole.
 func (s *Store) ReplaceAll(ctx context.Context, set *tsubame.CampaignSet) error {
+	return s.replaceAll(ctx, nil, set)
+}
+
+// ReplaceAllAt is ReplaceAll if the set is still at version, compared in
+// the transaction that writes.
+func (s *Store) ReplaceAllAt(ctx context.Context, set *tsubame.CampaignSet, version uint64) error {
+	return s.replaceAll(ctx, &version, set)
+}
+
+func (s *Store) replaceAll(ctx context.Context, at *uint64, set *tsubame.CampaignSet) error {
 	if err := set.Validate(); err != nil {
 		return err
 	}
@@ -216,6 +252,9 @@ func (s *Store) ReplaceAll(ctx context.Context, set *tsubame.CampaignSet) error 
 		return unavailable(err)
 	}
 	return wrap(s.db.Update(func(tx *bolt.Tx) error {
+		if err := checkVersion(tx, at); err != nil {
+			return err
+		}
 		for _, k := range tsubame.CampaignKinds {
 			name := kindBuckets[k]
 			if err := tx.DeleteBucket(name); err != nil {
@@ -274,11 +313,7 @@ func (s *Store) CampaignsVersion(ctx context.Context) (uint64, error) {
 	}
 	var version uint64
 	err := s.db.View(func(tx *bolt.Tx) error {
-		if meta := tx.Bucket(bucketCampaignMeta); meta != nil {
-			if v := meta.Get(keyVersion); len(v) == 8 {
-				version = binary.BigEndian.Uint64(v)
-			}
-		}
+		version = storedVersion(tx)
 		return nil
 	})
 	return version, wrap(err)

@@ -34,13 +34,17 @@ func (s *Store) readCampaigns(fn func(set *tsubame.CampaignSet, version uint64) 
 }
 
 // writeCampaigns applies fn to a copy of the set and keeps the copy if fn
-// succeeds: a failed write leaves the set as it was.
-func (s *Store) writeCampaigns(fn func(set *tsubame.CampaignSet) (*tsubame.CampaignSet, error)) error {
+// succeeds: a failed write leaves the set as it was. With at set, the write
+// is made only while the set is at that version.
+func (s *Store) writeCampaigns(at *uint64, fn func(set *tsubame.CampaignSet) (*tsubame.CampaignSet, error)) error {
 	if s.isClosed() {
 		return errClosed
 	}
 	s.camp.mu.Lock()
 	defer s.camp.mu.Unlock()
+	if at != nil && *at != s.camp.version {
+		return tsubame.CampaignsChanged(*at)
+	}
 	next, err := fn(s.camp.set.Clone())
 	if err != nil {
 		return err
@@ -85,7 +89,17 @@ func (s *Store) ListObjects(_ context.Context, k tsubame.CampaignKind) ([]tsubam
 
 // PutObject stores a copy of o if the set stays valid.
 func (s *Store) PutObject(_ context.Context, o tsubame.CampaignObject) error {
-	return s.writeCampaigns(func(set *tsubame.CampaignSet) (*tsubame.CampaignSet, error) {
+	return s.putObject(nil, o)
+}
+
+// PutObjectAt stores a copy of o if the set is still at version and stays
+// valid.
+func (s *Store) PutObjectAt(_ context.Context, o tsubame.CampaignObject, version uint64) error {
+	return s.putObject(&version, o)
+}
+
+func (s *Store) putObject(at *uint64, o tsubame.CampaignObject) error {
+	return s.writeCampaigns(at, func(set *tsubame.CampaignSet) (*tsubame.CampaignSet, error) {
 		return set, set.Put(o)
 	})
 }
@@ -95,18 +109,27 @@ func (s *Store) DeleteObject(_ context.Context, k tsubame.CampaignKind, id strin
 	if !k.Valid() {
 		return tsubame.Errorf(tsubame.EINVALID, "unknown kind %s", k)
 	}
-	return s.writeCampaigns(func(set *tsubame.CampaignSet) (*tsubame.CampaignSet, error) {
+	return s.writeCampaigns(nil, func(set *tsubame.CampaignSet) (*tsubame.CampaignSet, error) {
 		return set, set.Delete(k, id)
 	})
 }
 
 // ReplaceAll validates set and swaps a copy of it in at once.
 func (s *Store) ReplaceAll(_ context.Context, set *tsubame.CampaignSet) error {
+	return s.replaceAll(nil, set)
+}
+
+// ReplaceAllAt is ReplaceAll if the set is still at version.
+func (s *Store) ReplaceAllAt(_ context.Context, set *tsubame.CampaignSet, version uint64) error {
+	return s.replaceAll(&version, set)
+}
+
+func (s *Store) replaceAll(at *uint64, set *tsubame.CampaignSet) error {
 	if err := set.Validate(); err != nil {
 		return err
 	}
 	next := set.Clone()
-	return s.writeCampaigns(func(*tsubame.CampaignSet) (*tsubame.CampaignSet, error) { return next, nil })
+	return s.writeCampaigns(at, func(*tsubame.CampaignSet) (*tsubame.CampaignSet, error) { return next, nil })
 }
 
 // Snapshot returns a copy of the set and its version.

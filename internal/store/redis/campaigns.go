@@ -164,8 +164,10 @@ func (s *Store) writeSet(ctx context.Context, expect string, replace bool, curre
 }
 
 // change reads the set, lets apply check the change against it and return
-// the script's operations, and writes them if nobody wrote in between.
-func (s *Store) change(ctx context.Context, apply func(set *tsubame.CampaignSet) ([]string, error)) error {
+// the script's operations, and writes them if nobody wrote in between. With
+// at set, the set must be at that version, read or written (ECONFLICT
+// otherwise, and no retry: the caller's change was made against it).
+func (s *Store) change(ctx context.Context, at *uint64, apply func(set *tsubame.CampaignSet) ([]string, error)) error {
 	if err := s.check(); err != nil {
 		return err
 	}
@@ -174,6 +176,9 @@ func (s *Store) change(ctx context.Context, apply func(set *tsubame.CampaignSet)
 		if err != nil {
 			return err
 		}
+		if at != nil && version != strconv.FormatUint(*at, 10) {
+			return tsubame.CampaignsChanged(*at)
+		}
 		ops, err := apply(set)
 		if err != nil {
 			return err
@@ -181,6 +186,9 @@ func (s *Store) change(ctx context.Context, apply func(set *tsubame.CampaignSet)
 		ok, err := s.writeSet(ctx, version, false, "", ops)
 		if err != nil || ok {
 			return err
+		}
+		if at != nil {
+			return tsubame.CampaignsChanged(*at)
 		}
 	}
 	return tsubame.Errorf(tsubame.EUNAVAILABLE, "the campaign set kept changing under this write (%d attempts): try again", campaignRetries)
@@ -238,7 +246,17 @@ func (s *Store) ListObjects(ctx context.Context, k tsubame.CampaignKind) ([]tsub
 
 // PutObject writes o if the set stays valid (see the keys' comment).
 func (s *Store) PutObject(ctx context.Context, o tsubame.CampaignObject) error {
-	return s.change(ctx, func(set *tsubame.CampaignSet) ([]string, error) {
+	return s.putObject(ctx, nil, o)
+}
+
+// PutObjectAt is PutObject if the set is still at version, compared by the
+// script that writes.
+func (s *Store) PutObjectAt(ctx context.Context, o tsubame.CampaignObject, version uint64) error {
+	return s.putObject(ctx, &version, o)
+}
+
+func (s *Store) putObject(ctx context.Context, at *uint64, o tsubame.CampaignObject) error {
+	return s.change(ctx, at, func(set *tsubame.CampaignSet) ([]string, error) {
 		if err := set.Put(o); err != nil {
 			return nil, err
 		}
@@ -255,7 +273,7 @@ func (s *Store) DeleteObject(ctx context.Context, k tsubame.CampaignKind, id str
 	if !k.Valid() {
 		return tsubame.Errorf(tsubame.EINVALID, "unknown kind %s", k)
 	}
-	return s.change(ctx, func(set *tsubame.CampaignSet) ([]string, error) {
+	return s.change(ctx, nil, func(set *tsubame.CampaignSet) ([]string, error) {
 		if err := set.Delete(k, id); err != nil {
 			return nil, err
 		}
@@ -266,6 +284,16 @@ func (s *Store) DeleteObject(ctx context.Context, k tsubame.CampaignKind, id str
 // ReplaceAll validates set and writes it with one script (see the keys'
 // comment for what a failure half-way leaves).
 func (s *Store) ReplaceAll(ctx context.Context, set *tsubame.CampaignSet) error {
+	return s.replaceAll(ctx, nil, set)
+}
+
+// ReplaceAllAt is ReplaceAll if the set is still at version, compared by
+// the script that writes.
+func (s *Store) ReplaceAllAt(ctx context.Context, set *tsubame.CampaignSet, version uint64) error {
+	return s.replaceAll(ctx, &version, set)
+}
+
+func (s *Store) replaceAll(ctx context.Context, at *uint64, set *tsubame.CampaignSet) error {
 	if err := set.Validate(); err != nil {
 		return err
 	}
@@ -282,7 +310,14 @@ func (s *Store) ReplaceAll(ctx context.Context, set *tsubame.CampaignSet) error 
 			ops = append(ops, kindArg(k), o.ObjectID(), string(v))
 		}
 	}
-	_, err := s.writeSet(ctx, "", true, set.Currency, ops)
+	expect := ""
+	if at != nil {
+		expect = strconv.FormatUint(*at, 10)
+	}
+	ok, err := s.writeSet(ctx, expect, true, set.Currency, ops)
+	if err == nil && !ok {
+		err = tsubame.CampaignsChanged(*at)
+	}
 	return err
 }
 

@@ -26,6 +26,8 @@ func RunCampaigns(t *testing.T, newStore func(t *testing.T) tsubame.CampaignStor
 	t.Run("CallerOwnsValues", func(t *testing.T) { testCampaignsOwnership(t, newStore(t)) })
 	t.Run("ReplaceAllOrNothing", func(t *testing.T) { testCampaignsReplaceAtomic(t, newStore(t)) })
 	t.Run("VersionCountsWrites", func(t *testing.T) { testCampaignsVersion(t, newStore(t)) })
+	t.Run("WritesAtAVersion", func(t *testing.T) { testCampaignsWriteAt(t, newStore(t)) })
+	t.Run("ConcurrentWritesAtOneVersion", func(t *testing.T) { testCampaignsWriteAtRace(t, newStore(t)) })
 	t.Run("ConcurrentReadersSeeWholeSets", func(t *testing.T) { testCampaignsConcurrent(t, newStore(t)) })
 	t.Run("FeedSignalsWrites", func(t *testing.T) { testCampaignsFeed(t, newStore(t)) })
 }
@@ -507,6 +509,125 @@ func testCampaignsVersion(t *testing.T, s tsubame.CampaignStore) {
 	if _, v := snapshot(t, s); v != 3 {
 		t.Fatalf("Snapshot at version %d, CampaignsVersion 3", v)
 	}
+}
+
+// A write made against a version (a merge import resolved against a
+// snapshot, a pause of a line item read at a version) is refused when
+// another write came in between, and undoes nothing of it: the lost pause
+// of issue 48, where an import checked the version, a pause landed, and
+// the import's set overwrote it.
+func testCampaignsWriteAt(t *testing.T, s tsubame.CampaignStore) {
+	// A store never written is at version 0: a write at 0 is the first
+	// (the demo campaigns load so, once).
+	if err := s.ReplaceAllAt(ctx(t), FullCampaignSet(), 0); err != nil {
+		t.Fatalf("ReplaceAllAt version 0 of a new store: %v", err)
+	}
+	wantCode(t, s.ReplaceAllAt(ctx(t), FullCampaignSet(), 0), tsubame.ECONFLICT)
+	base, v := snapshot(t, s)
+	if v != 1 {
+		t.Fatalf("the first write is version %d", v)
+	}
+
+	// An import resolves its file against base...
+	merged := base.Clone()
+	merged.LineItems[1].Weight = 77
+	// ...and meanwhile another node pauses li-1.
+	li, err := tsubame.GetCampaignObject[*tsubame.LineItem](ctx(t), s, "li-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	li.Status = tsubame.StatusPaused
+	if err := s.PutObject(ctx(t), li); err != nil {
+		t.Fatal(err)
+	}
+	paused, vp := snapshot(t, s)
+	if vp != v+1 {
+		t.Fatalf("a put moved the version from %d to %d", v, vp)
+	}
+	wantCode(t, s.ReplaceAllAt(ctx(t), merged, v), tsubame.ECONFLICT)
+	wantCode(t, s.PutObjectAt(ctx(t), merged.LineItems[1], v), tsubame.ECONFLICT)
+	wantCode(t, s.ReplaceAllAt(ctx(t), merged, v+100), tsubame.ECONFLICT) // a version never reached
+	got, vg := snapshot(t, s)
+	if vg != vp {
+		t.Fatalf("refused writes moved the version from %d to %d", vp, vg)
+	}
+	sameSet(t, got, paused)
+	if !got.LineItems[0].Paused() {
+		t.Fatal("the pause was undone")
+	}
+
+	// At the version it read, a write is made, once.
+	if err := s.PutObjectAt(ctx(t), merged.LineItems[1], vp); err != nil {
+		t.Fatalf("PutObjectAt the stored version: %v", err)
+	}
+	wantCode(t, s.PutObjectAt(ctx(t), merged.LineItems[1], vp), tsubame.ECONFLICT)
+	_, vp2 := snapshot(t, s)
+	again := paused.Clone()
+	again.LineItems[0].Weight = 5
+	if err := s.ReplaceAllAt(ctx(t), again, vp2); err != nil {
+		t.Fatalf("ReplaceAllAt the stored version: %v", err)
+	}
+	got, vg = snapshot(t, s)
+	if vg != vp2+1 {
+		t.Fatalf("ReplaceAllAt moved the version from %d to %d", vp2, vg)
+	}
+	sameSet(t, got, again)
+
+	// A write at the right version is still checked: refused as invalid,
+	// with nothing written.
+	bad := again.Clone()
+	bad.LineItems[0].Priority = 0
+	wantCode(t, s.ReplaceAllAt(ctx(t), bad, vg), tsubame.EINVALID)
+	wantCode(t, s.PutObjectAt(ctx(t), bad.LineItems[0], vg), tsubame.EINVALID)
+	if _, v := snapshot(t, s); v != vg {
+		t.Fatalf("refused writes moved the version from %d to %d", vg, v)
+	}
+}
+
+// Writers that all read one version race to write at it: exactly one
+// wins, whichever the backend, and the set is the winner's whole.
+func testCampaignsWriteAtRace(t *testing.T, s tsubame.CampaignStore) {
+	const writers = 8
+	mustReplace(t, s, variant(1))
+	_, v := snapshot(t, s)
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	for w := range writers {
+		wg.Go(func() {
+			if w%2 == 0 {
+				errs[w] = s.ReplaceAllAt(ctx(t), variant(10+w), v)
+				return
+			}
+			errs[w] = s.PutObjectAt(ctx(t), &tsubame.Advertiser{ID: fmt.Sprintf("racer-%d", w), Name: "racer"}, v)
+		})
+	}
+	wg.Wait()
+	winner := -1
+	for w, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Fatalf("writers %d and %d both wrote at version %d", winner, w, v)
+		case err == nil:
+			winner = w
+		default:
+			wantCode(t, err, tsubame.ECONFLICT)
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no writer wrote")
+	}
+	got, vg := snapshot(t, s)
+	if vg != v+1 {
+		t.Fatalf("one write moved the version from %d to %d", v, vg)
+	}
+	want := variant(1)
+	if winner%2 == 0 {
+		want = variant(10 + winner)
+	} else {
+		want.Advertisers = append(want.Advertisers, &tsubame.Advertiser{ID: fmt.Sprintf("racer-%d", winner), Name: "racer"})
+		want.Sort()
+	}
+	sameSet(t, got, want)
 }
 
 // variant returns the full set with every name and price marked by n, so a
