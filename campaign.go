@@ -876,7 +876,7 @@ func (c *Creative) check(v *checker, at string) {
 			v.add(at, "a banner has an image URL or html, not both")
 		}
 		if c.Image != "" {
-			checkURL(v, at+".image", c.Image)
+			checkURL(v, at+".image", c.Image, MaxURLLength)
 		}
 		if len(c.HTML) > MaxHTMLLength || !printable(strings.NewReplacer("\n", "", "\t", "", "\r", "").Replace(c.HTML), true) {
 			v.add(at+".html", "must be at most %d bytes of text", MaxHTMLLength)
@@ -895,7 +895,7 @@ func (c *Creative) check(v *checker, at string) {
 		if c.Media == "" {
 			v.add(at+".media", "a video needs its media URL")
 		} else {
-			checkURL(v, at+".media", c.Media)
+			checkURL(v, at+".media", c.Media, MaxURLLength)
 		}
 		if c.Image != "" || c.HTML != "" {
 			v.add(at, "image and html are for banners")
@@ -909,7 +909,7 @@ func (c *Creative) check(v *checker, at string) {
 	case len(c.Click) > MaxClickLength:
 		v.add(at+".click", "longer than %d bytes (its click tracking URL carries it)", MaxClickLength)
 	default:
-		checkURL(v, at+".click", c.Click)
+		checkURL(v, at+".click", c.Click, MaxClickLength)
 	}
 	checkList(v, at+".categories", c.Categories, checkCategory)
 	if c.App != "" {
@@ -1076,8 +1076,10 @@ func checkWindow(v *checker, at string, start, end time.Time) {
 	}
 }
 
-func checkURL(v *checker, path, u string) {
-	if err := validURL(u); err != nil {
+// checkURL checks a creative's URL by the rule signing applies
+// (CheckWebURL).
+func checkURL(v *checker, path, u string, maxLen int) {
+	if err := CheckWebURL(u, maxLen); err != nil {
 		v.add(path, "%s", ErrorMessage(err))
 	}
 }

@@ -2,6 +2,7 @@ package bulk_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"slices"
@@ -416,5 +417,64 @@ body:2: targeting.hours.until: unknown field`
 	if err := bulk.DecodeStrict([]byte(`{"id":"li-1","cpm":"2.5","creatives":["a"],"targeting":{"hours":{"from":1,"to":2}}}`), "body", &li); err != nil ||
 		li.CPM != 2_500_000 || li.Targeting.Hours.To != 2 || li.Creatives[0] != "a" {
 		t.Fatalf("DecodeStrict: %+v, %v", li, err)
+	}
+}
+
+// Every shape of URL that signing refuses (internal/track checks a click
+// destination at every Sign) is refused at import, naming the creative and
+// its field: stored, it would make /api/decide answer 500 for the
+// placement and the bidder pass (issue 48). One rule, tsubame.CheckWebURL,
+// applies to the image and the media too.
+func TestCampaignFileRefusesURLsSigningRefuses(t *testing.T) {
+	for _, tc := range []struct{ name, url, want string }{
+		{"user info", "https://advertiser.example@evil.example/", "must not carry user info"},
+		{"user and password", "https://u:p@advertiser.example/", "must not carry user info"},
+		{"user info in an IPv6 host", "https://x@[2001:db8::1]/", "must not carry user info"},
+		{"IDN", "https://bücher.example/", "printable ASCII"},
+		{"IDN full-width dot", "https://example。com/", "printable ASCII"},
+		{"non-ASCII path", "https://shop.example/商品/1", "percent-encode"},
+		{"non-ASCII query", "https://shop.example/?q=café", "printable ASCII"},
+		{"underscore host", "https://my_shop.example/", "no '_'"},
+		{"backslash", "https://evil.example\\@advertiser.example/", "without spaces or backslashes"},
+		{"backslash path", "https://advertiser.example\\landing", "backslashes"},
+		{"space", "https://advertiser.example/a b", "without spaces"},
+		{"tab", "https://advertiser.example/a\tb", "without spaces"},
+		{"percent host", "https://evil%2eexample/", "host must be"},
+		{"bad escape", "https://advertiser.example/100%", "'%25'"},
+		{"bad escape in query", "https://advertiser.example/?a=%zz", "two hex digits"},
+		{"empty port", "https://advertiser.example:/", "port must be"},
+		{"port zero", "https://advertiser.example:0/", "port must be"},
+		{"port too big", "https://advertiser.example:65536/", "port must be"},
+		{"port letters", "https://advertiser.example:http/", "port must be"},
+		{"two colons", "https://advertiser.example:80:80/", "port must be"},
+		{"bracket unclosed", "https://[2001:db8::1/", "host must be"},
+		{"bracket not IPv6", "https://[advertiser.example]/", "host must be"},
+		{"IPv6 zone", "https://[fe80::1%25eth0]/", "host must be"},
+		{"dots only", "https://../", "host must be"},
+		{"no host", "https:///landing", "absolute http or https"},
+		{"port only", "https://:443/", "absolute http or https"},
+		{"opaque", "https:evil.example", "absolute http or https"},
+		{"scheme-relative", "//evil.example/", "absolute http or https"},
+		{"javascript", "javascript:alert(1)", "absolute http or https"},
+		{"ftp", "ftp://files.example/", "absolute http or https"},
+		{"too long", "https://a.example/" + strings.Repeat("p", tsubame.MaxClickLength), "longer than"},
+	} {
+		for _, field := range []string{"click", "image"} {
+			if field == "image" && tc.name == "too long" {
+				continue // an image may be longer (tsubame.MaxURLLength)
+			}
+			cr := map[string]any{"id": "cr-x", "advertiser": "adv-a", "format": "banner", "w": 300, "h": 250,
+				"image": "https://cdn.a.example/1.png", "click": "https://a.example/"}
+			cr[field] = tc.url
+			b, err := json.Marshal(map[string]any{"advertisers": []any{map[string]any{"id": "adv-a", "name": "A"}}, "creatives": []any{cr}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines := problemLines(t, string(b), "f.json", bulk.CampaignsJSON, nil, false)
+			prefix := `f.json:1: creatives[0] (id "cr-x").` + field + ": "
+			if len(lines) != 1 || !strings.HasPrefix(lines[0], prefix) || !strings.Contains(lines[0], tc.want) {
+				t.Errorf("%s %s %q: %q, want one problem %q...%q", tc.name, field, tc.url, lines, prefix, tc.want)
+			}
+		}
 	}
 }
