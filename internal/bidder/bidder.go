@@ -356,49 +356,6 @@ func (b *Bidder) common(req *openrtb.BidRequest, now time.Time, d *decision.Requ
 	}
 }
 
-// visitor is the id frequency caps count: the buyer's id the exchange
-// mapped (ours), else the device's advertising id unless limited; none
-// when a privacy signal rules it out (as for /api/decide: COPPA, GDPR
-// without storage consent, a US opt-out of sale, a GPP string, DNT).
-func visitor(req *openrtb.BidRequest) string {
-	if g := req.Regs; g != nil {
-		if g.COPPA == 1 || g.GPP != "" || len(g.USPrivacy) == 4 && g.USPrivacy[2] == 'Y' {
-			return ""
-		}
-		if g.GDPR != nil && *g.GDPR == 1 {
-			consent := ""
-			if req.User != nil {
-				consent = req.User.Consent
-			}
-			if !ads.StorageConsent([]byte(consent)) {
-				return ""
-			}
-		}
-	}
-	if d := req.Device; d != nil && d.DNT == 1 {
-		return ""
-	}
-	if u := req.User; u != nil && validVisitor(u.BuyerUID) {
-		return u.BuyerUID
-	}
-	if d := req.Device; d != nil && d.LMT != 1 && validVisitor(d.IFA) && strings.Trim(d.IFA, "0-") != "" {
-		return d.IFA
-	}
-	return ""
-}
-
-func validVisitor(s string) bool {
-	if s == "" || len(s) > tsubame.MaxObjectIDLength {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !tsubame.IDChar(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
 // siteDomain is the site's domain, lower-case, else its page's host.
 func siteDomain(s *openrtb.Site) string {
 	d := s.Domain

@@ -7,7 +7,8 @@
 // decision.Request (the tag id as the placement, the site's domain or the
 // app's bundle, the device type and User-Agent, the country and region of
 // device.geo or of the address, the visitor from user.buyeruid or the
-// advertising id, the request's blocked categories, advertisers and apps,
+// advertising id unless a privacy signal, or one that cannot be read,
+// rules it out (privacy.go), the request's blocked categories, advertisers and apps,
 // its floors and deals) and is decided as /api/decide decides (a request
 // whose wseat leaves our seat out, or whose bseat names it, gets none); the line
 // item's CPM, converted into a currency the request allows (Rates, exact

@@ -18,13 +18,13 @@ const (
 // as the specification asks (fields and enum values it does not know are
 // ignored) and of the common deviations of exchanges (numbers as strings;
 // regs.ext.gdpr, regs.ext.us_privacy, user.ext.consent and
-// source.ext.schain, where OpenRTB 2.5 extensions put them, read when the
-// 2.6 field is absent). It refuses, with an EINVALID error, a body that is
-// not one JSON object, a request without an id or without an impression,
-// an impression without an id, two impressions with one id, more than
-// MaxImps impressions, an id over MaxIDLength bytes, and an unreadable
-// floor. The decoder is goccy/go-json, chosen by measurement
-// (BenchmarkDecode).
+// source.ext.schain, where OpenRTB 2.5 extensions put them; privacy
+// signals in any type, read as privacy.go says). It refuses, with an
+// EINVALID error, a body that is not one JSON object, a request without an
+// id or without an impression, an impression without an id, two
+// impressions with one id, more than MaxImps impressions, an id over
+// MaxIDLength bytes, and an unreadable floor. The decoder is goccy/go-json,
+// chosen by measurement (BenchmarkDecode).
 func Decode(body []byte) (*BidRequest, error) {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 || body[0] != '{' {
@@ -79,31 +79,38 @@ func (r *BidRequest) check() error {
 	return nil
 }
 
-// fromExt reads the fields OpenRTB 2.5 extensions carried, where the 2.6
-// field is absent. A malformed extension is ignored: it is the exchange's
-// own, and the request stands without it.
+// fromExt reads the fields OpenRTB 2.5 extensions carried. A privacy
+// signal is merged with its 2.6 field, the stricter counting (two that
+// differ are unreadable), and an extension that is not an object makes
+// every signal it could carry unreadable: it may have said anything.
+// Other fields are read where the 2.6 field is absent, and a malformed
+// extension is ignored for them: it is the exchange's own, and the request
+// stands without it.
 func (r *BidRequest) fromExt() {
-	if g := r.Regs; g != nil && len(g.Ext) > 0 && (g.GDPR == nil || g.USPrivacy == "") {
+	if g := r.Regs; g != nil && len(g.Ext) > 0 {
 		var ext struct {
-			GDPR      *Int   `json:"gdpr"`
-			USPrivacy string `json:"us_privacy"`
+			GDPR      Flag     `json:"gdpr"`
+			USPrivacy Text     `json:"us_privacy"`
+			GPP       Text     `json:"gpp"`
+			GPPSID    Sections `json:"gpp_sid"`
 		}
-		if json.Unmarshal(g.Ext, &ext) == nil {
-			if g.GDPR == nil {
-				g.GDPR = ext.GDPR
-			}
-			if g.USPrivacy == "" {
-				g.USPrivacy = ext.USPrivacy
-			}
+		if json.Unmarshal(g.Ext, &ext) != nil {
+			ext.GDPR, ext.GPPSID.Flag = FlagUnreadable, FlagUnreadable
+			ext.USPrivacy, ext.GPP = Text{Unreadable: true}, Text{Unreadable: true}
 		}
+		g.GDPR = max(g.GDPR, ext.GDPR)
+		g.USPrivacy = g.USPrivacy.merge(ext.USPrivacy)
+		g.GPP = g.GPP.merge(ext.GPP)
+		g.GPPSID.Flag = max(g.GPPSID.Flag, ext.GPPSID.Flag)
 	}
-	if u := r.User; u != nil && len(u.Ext) > 0 && u.Consent == "" {
+	if u := r.User; u != nil && len(u.Ext) > 0 {
 		var ext struct {
-			Consent string `json:"consent"`
+			Consent Text `json:"consent"`
 		}
-		if json.Unmarshal(u.Ext, &ext) == nil {
-			u.Consent = ext.Consent
+		if json.Unmarshal(u.Ext, &ext) != nil {
+			ext.Consent = Text{Unreadable: true}
 		}
+		u.Consent = u.Consent.merge(ext.Consent)
 	}
 	if s := r.Source; s != nil && len(s.Ext) > 0 && s.SChain == nil {
 		var ext struct {

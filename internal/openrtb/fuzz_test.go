@@ -20,6 +20,7 @@ func FuzzDecode(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"id":"1","imp":[{"id":"1","bidfloor":"1e-9"}]}`))
+	f.Add([]byte(`{"id":"1","imp":[{"id":"1"}],"regs":{"coppa":true,"gdpr":"1","gpp_sid":[-1,"7"],"ext":{"us_privacy":1}},"user":{"ext":"x"}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		r, err := openrtb.Decode(body)
 		if err != nil {

@@ -66,8 +66,9 @@ func TestDecodeDeviations(t *testing.T) {
 		r.Imp[1].BidFloor != 420_000 || r.Imp[1].Pmp.Deals[0].BidFloor != 3_500_000 {
 		t.Errorf("numbers as strings: %+v %+v", r.Imp[0], b)
 	}
-	if r.Regs.GDPR == nil || *r.Regs.GDPR != 1 || r.Regs.USPrivacy != "1YNN" || !strings.HasPrefix(r.User.Consent, "CQBx3oAQ") {
-		t.Errorf("regs %+v, consent %q", r.Regs, r.User.Consent)
+	if r.Regs.GDPR != openrtb.FlagOn || r.Regs.USPrivacy.Value != "1YNN" || r.Regs.COPPA != openrtb.FlagOff ||
+		r.Device.DNT != openrtb.FlagOff || r.Device.LMT != openrtb.FlagOff || !strings.HasPrefix(r.User.Consent.Value, "CQBx3oAQ") {
+		t.Errorf("regs %+v, consent %+v", r.Regs, r.User.Consent)
 	}
 	sc := r.Source.SChain
 	if sc == nil || sc.Complete != 1 || len(sc.Nodes) != 2 || sc.Nodes[1].ASI != "exchange.example" || sc.Nodes[1].SID != "ssp-44" ||
@@ -78,15 +79,129 @@ func TestDecodeDeviations(t *testing.T) {
 		t.Errorf("geo %+v", r.Device.Geo)
 	}
 	r = decodeFile(t, "real-2-app-video.json")
-	if r.Device.DeviceType != 4 || r.Test != 0 || r.Imp[0].BidFloor != 2_400_000 || r.Regs.GDPR != nil || r.Regs.GPP == "" ||
-		r.Source.SChain == nil || r.Source.SChain.Nodes[0].ASI != "mediation.example" || r.User.Consent != "" {
+	if r.Device.DeviceType != 4 || r.Test != 0 || r.Imp[0].BidFloor != 2_400_000 || r.Regs.GDPR != openrtb.FlagAbsent ||
+		r.Regs.GPP.Value == "" || r.Regs.GPPSID.Flag != openrtb.FlagOn || r.Source.SChain == nil ||
+		r.Source.SChain.Nodes[0].ASI != "mediation.example" || r.User.Consent != (openrtb.Text{}) {
 		t.Errorf("app video: %+v %+v", r.Device, r.Regs)
 	}
-	// A 2.6 field wins over its 2.5 extension.
+	// A 2.6 field wins over its 2.5 extension, except a privacy
+	// signal's: the stricter of the two counts, and two strings that
+	// differ are unreadable.
 	r, err := openrtb.Decode([]byte(`{"id":"x","imp":[{"id":"1"}],"regs":{"gdpr":0,"us_privacy":"1NNN","ext":{"gdpr":1,"us_privacy":"1YYN"}},
 		"user":{"consent":"new","ext":{"consent":"old"}},"source":{"schain":{"complete":0,"ver":"1.0","nodes":[]},"ext":{"schain":{"complete":1}}}}`))
-	if err != nil || *r.Regs.GDPR != 0 || r.Regs.USPrivacy != "1NNN" || r.User.Consent != "new" || r.Source.SChain.Complete != 0 {
+	if err != nil || r.Regs.GDPR != openrtb.FlagOn || !r.Regs.USPrivacy.Unreadable || !r.User.Consent.Unreadable ||
+		r.Source.SChain.Complete != 0 {
 		t.Errorf("2.6 fields: %v %+v %+v", err, r.Regs, r.User)
+	}
+	r, err = openrtb.Decode([]byte(`{"id":"x","imp":[{"id":"1"}],"regs":{"gdpr":1,"us_privacy":"1YNN","gpp_sid":[-1],
+		"ext":{"gdpr":0,"us_privacy":"1YNN","gpp":"DBABMA~x","gpp_sid":[2]}},"user":{"consent":"same","ext":{"consent":"same"}}}`))
+	if err != nil || r.Regs.GDPR != openrtb.FlagOn || r.Regs.USPrivacy != (openrtb.Text{Value: "1YNN"}) || r.Regs.GPP.Value != "DBABMA~x" ||
+		r.Regs.GPPSID.Flag != openrtb.FlagOn || r.User.Consent != (openrtb.Text{Value: "same"}) {
+		t.Errorf("2.6 and 2.5 together: %v %+v %+v", err, r.Regs, r.User)
+	}
+}
+
+// Privacy signals in every type an exchange may send: each request
+// decodes, and each signal reads as it says, or as unreadable.
+func TestDecodePrivacy(t *testing.T) {
+	flags := []struct {
+		in   string
+		want openrtb.Flag
+	}{
+		{`null`, openrtb.FlagAbsent},
+		{`0`, openrtb.FlagOff}, {`false`, openrtb.FlagOff}, {`"0"`, openrtb.FlagOff}, {`"false"`, openrtb.FlagOff}, {`0.0`, openrtb.FlagOff},
+		{`1`, openrtb.FlagOn}, {`true`, openrtb.FlagOn}, {`"1"`, openrtb.FlagOn}, {`"true"`, openrtb.FlagOn}, {`1e0`, openrtb.FlagOn},
+		{`2`, openrtb.FlagUnreadable}, {`-1`, openrtb.FlagUnreadable}, {`""`, openrtb.FlagUnreadable}, {`"yes"`, openrtb.FlagUnreadable},
+		{`"True"`, openrtb.FlagUnreadable}, {`0.5`, openrtb.FlagUnreadable}, {`{}`, openrtb.FlagUnreadable}, {`[1]`, openrtb.FlagUnreadable},
+		{`99999999999999999999`, openrtb.FlagUnreadable},
+	}
+	texts := []struct {
+		in   string
+		want openrtb.Text
+	}{
+		{`null`, openrtb.Text{}}, {`""`, openrtb.Text{}}, {`"1YNN"`, openrtb.Text{Value: "1YNN"}},
+		{`"1Y\u004eN"`, openrtb.Text{Value: "1YNN"}}, {`1`, openrtb.Text{Unreadable: true}}, {`true`, openrtb.Text{Unreadable: true}},
+		{`{"a":"1YYN"}`, openrtb.Text{Unreadable: true}}, {`["1YYN"]`, openrtb.Text{Unreadable: true}},
+	}
+	sections := []struct {
+		in   string
+		want openrtb.Flag
+	}{
+		{`null`, openrtb.FlagAbsent}, {`[]`, openrtb.FlagOff}, {`[ ]`, openrtb.FlagOff}, {`[-1]`, openrtb.FlagOff},
+		{`[7]`, openrtb.FlagOn}, {`[2, 6]`, openrtb.FlagOn}, {`["7"]`, openrtb.FlagOn}, {`[-1,8]`, openrtb.FlagOn},
+		{`7`, openrtb.FlagUnreadable}, {`"7"`, openrtb.FlagUnreadable}, {`{}`, openrtb.FlagUnreadable}, {`[[7]]`, openrtb.FlagUnreadable},
+		{`[7.5]`, openrtb.FlagUnreadable}, {`["x"]`, openrtb.FlagUnreadable}, {`[null]`, openrtb.FlagUnreadable}, {`[{"a":1,"b":2}]`, openrtb.FlagUnreadable},
+	}
+	decode := func(t *testing.T, regs, device, user string) *openrtb.BidRequest {
+		t.Helper()
+		body := `{"id":"1","imp":[{"id":"1"}],"regs":{` + regs + `},"device":{` + device + `},"user":{` + user + `}}`
+		r, err := openrtb.Decode([]byte(body))
+		if err != nil {
+			t.Fatalf("%s: %v", body, err)
+		}
+		return r
+	}
+	for _, tc := range flags {
+		for _, field := range []string{"coppa", "gdpr", "ext.gdpr", "dnt", "lmt"} {
+			var got openrtb.Flag
+			switch field {
+			case "coppa":
+				got = decode(t, `"coppa":`+tc.in, "", "").Regs.COPPA
+			case "gdpr":
+				got = decode(t, `"gdpr":`+tc.in, "", "").Regs.GDPR
+			case "ext.gdpr":
+				got = decode(t, `"ext":{"gdpr":`+tc.in+`}`, "", "").Regs.GDPR
+			case "dnt":
+				got = decode(t, "", `"dnt":`+tc.in, "").Device.DNT
+			case "lmt":
+				got = decode(t, "", `"lmt":`+tc.in, "").Device.LMT
+			}
+			if got != tc.want {
+				t.Errorf("%s %s: %d, want %d", field, tc.in, got, tc.want)
+			}
+		}
+	}
+	for _, tc := range texts {
+		for _, field := range []string{"us_privacy", "ext.us_privacy", "gpp", "ext.gpp", "consent", "ext.consent"} {
+			var got openrtb.Text
+			switch field {
+			case "us_privacy":
+				got = decode(t, `"us_privacy":`+tc.in, "", "").Regs.USPrivacy
+			case "ext.us_privacy":
+				got = decode(t, `"ext":{"us_privacy":`+tc.in+`}`, "", "").Regs.USPrivacy
+			case "gpp":
+				got = decode(t, `"gpp":`+tc.in, "", "").Regs.GPP
+			case "ext.gpp":
+				got = decode(t, `"ext":{"gpp":`+tc.in+`}`, "", "").Regs.GPP
+			case "consent":
+				got = decode(t, "", "", `"consent":`+tc.in).User.Consent
+			case "ext.consent":
+				got = decode(t, "", "", `"ext":{"consent":`+tc.in+`}`).User.Consent
+			}
+			if got != tc.want {
+				t.Errorf("%s %s: %+v, want %+v", field, tc.in, got, tc.want)
+			}
+		}
+	}
+	for _, tc := range sections {
+		if got := decode(t, `"gpp_sid":`+tc.in, "", "").Regs.GPPSID.Flag; got != tc.want {
+			t.Errorf("gpp_sid %s: %d, want %d", tc.in, got, tc.want)
+		}
+		if got := decode(t, `"ext":{"gpp_sid":`+tc.in+`}`, "", "").Regs.GPPSID.Flag; got != tc.want {
+			t.Errorf("ext.gpp_sid %s: %d, want %d", tc.in, got, tc.want)
+		}
+	}
+	// An extension that is not an object: whatever it could carry is
+	// unreadable.
+	for _, ext := range []string{`"gdpr"`, `[{"gdpr":0}]`, `1`} {
+		r := decode(t, `"gdpr":0,"ext":`+ext, "", `"consent":"c","ext":`+ext)
+		if g := r.Regs; g.GDPR != openrtb.FlagUnreadable || !g.USPrivacy.Unreadable || !g.GPP.Unreadable ||
+			g.GPPSID.Flag != openrtb.FlagUnreadable || !r.User.Consent.Unreadable {
+			t.Errorf("ext %s: %+v, consent %+v", ext, g, r.User.Consent)
+		}
+	}
+	if r := decode(t, `"gdpr":0,"ext":null`, "", `"ext":null`); r.Regs.GDPR != openrtb.FlagOff || r.User.Consent != (openrtb.Text{}) {
+		t.Errorf("null extensions: %+v %+v", r.Regs, r.User)
 	}
 }
 

@@ -11,7 +11,9 @@ import "encoding/json"
 // Names are the specification's. Regs, User and Source keep their ext as
 // raw JSON, where OpenRTB 2.5 carried gdpr, us_privacy, consent and
 // schain. Integers are Int and amounts Price: exchanges send both as
-// numbers or as strings.
+// numbers or as strings. Privacy signals are Flag, Text and Sections
+// (privacy.go): whatever their form, they decode, and what cannot be read
+// says so.
 
 // BidRequest is the top-level object (3.2.1).
 type BidRequest struct {
@@ -40,13 +42,16 @@ type Source struct {
 	Ext    json.RawMessage `json:"ext,omitempty"`
 }
 
-// Regs are the regulations in force (3.2.3). GDPR is a pointer: omitted
-// means unknown.
+// Regs are the regulations in force (3.2.3). GDPR absent means unknown.
+// Decode merges into each field its 2.5 extension's (regs.ext.gdpr,
+// regs.ext.us_privacy, and regs.ext.gpp and gpp_sid as Prebid sent them
+// before 2.6), keeping the stricter.
 type Regs struct {
-	COPPA     Int             `json:"coppa,omitempty"`
-	GDPR      *Int            `json:"gdpr,omitempty"`
-	USPrivacy string          `json:"us_privacy,omitempty"`
-	GPP       string          `json:"gpp,omitempty"`
+	COPPA     Flag            `json:"coppa,omitzero"`
+	GDPR      Flag            `json:"gdpr,omitzero"`
+	USPrivacy Text            `json:"us_privacy,omitzero"`
+	GPP       Text            `json:"gpp,omitzero"`
+	GPPSID    Sections        `json:"gpp_sid,omitzero"`
 	Ext       json.RawMessage `json:"ext,omitempty"`
 }
 
@@ -121,8 +126,8 @@ type Publisher struct {
 type Device struct {
 	UA         string `json:"ua,omitempty"`
 	Geo        *Geo   `json:"geo,omitempty"`
-	DNT        Int    `json:"dnt,omitempty"`
-	LMT        Int    `json:"lmt,omitempty"`
+	DNT        Flag   `json:"dnt,omitzero"`
+	LMT        Flag   `json:"lmt,omitzero"`
 	IP         string `json:"ip,omitempty"`
 	IPv6       string `json:"ipv6,omitempty"`
 	DeviceType Int    `json:"devicetype,omitempty"`
@@ -135,10 +140,11 @@ type Geo struct {
 	Region  string `json:"region,omitempty"`
 }
 
-// User is the human using the device (3.2.20).
+// User is the human using the device (3.2.20). Decode merges
+// user.ext.consent (2.5) into Consent.
 type User struct {
 	BuyerUID string          `json:"buyeruid,omitempty"`
-	Consent  string          `json:"consent,omitempty"`
+	Consent  Text            `json:"consent,omitzero"`
 	Ext      json.RawMessage `json:"ext,omitempty"`
 }
 
