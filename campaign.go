@@ -42,6 +42,16 @@ const (
 	MaxVideoDuration     = 3600     // seconds of a video creative
 )
 
+// MaxCPM is the largest price of a thousand impressions: 1,000,000 units of
+// the account's currency, 1,000 an impression, above any real price in any
+// currency (a premium CPM in rupiah or dong is a few hundred thousand).
+// Reports add spend up in thousandths of a micro-unit (an impression's
+// CPM in micro-units) in 64-bit integers, which hold 9,223,372,036 units:
+// 9.2 million impressions at MaxCPM, and more than a budget may be
+// (MaxQuotaUnits micro-units, 9,007,199,254). A CPM up to the int64
+// maximum made two impressions overflow a report into a negative spend.
+const MaxCPM Money = 1_000_000 * MicrosPerUnit
+
 // Advertiser is whoever pays: campaigns and creatives belong to one.
 type Advertiser struct {
 	ID   string `json:"id"`
@@ -943,6 +953,9 @@ func (l *LineItem) check(v *checker, at string) {
 	}
 	if l.CPM < 0 {
 		v.add(at+".cpm", "must not be negative")
+	}
+	if l.CPM > MaxCPM {
+		v.add(at+".cpm", "%s is more than a CPM may be (%s: reports add spend up exactly, in 64-bit integers)", l.CPM, MaxCPM)
 	}
 	if len(l.Creatives) == 0 {
 		v.add(at+".creatives", "a line item needs at least one creative")

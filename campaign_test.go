@@ -3,6 +3,7 @@ package tsubame_test
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -155,6 +156,10 @@ func TestValidateRules(t *testing.T) {
 		{"priority high", func(s *tsubame.CampaignSet) { s.LineItems[0].Priority = 17 }, `line_items[0] (id "li-1").priority`},
 		{"weight", func(s *tsubame.CampaignSet) { s.LineItems[0].Weight = 0 }, `line_items[0] (id "li-1").weight`},
 		{"cpm", func(s *tsubame.CampaignSet) { s.LineItems[0].CPM = -1 }, `line_items[0] (id "li-1").cpm`},
+		{"cpm past the bound", func(s *tsubame.CampaignSet) { s.LineItems[0].CPM = tsubame.MaxCPM + 1 },
+			`line_items[0] (id "li-1").cpm: 1000000.000001 is more than a CPM may be (1000000: reports add spend up exactly`},
+		{"cpm at the int64 maximum", func(s *tsubame.CampaignSet) { s.LineItems[0].CPM = math.MaxInt64 },
+			`line_items[0] (id "li-1").cpm: 9223372036854.775807 is more than a CPM may be`},
 		{"line item window", func(s *tsubame.CampaignSet) {
 			s.LineItems[0].Start = time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
 			s.LineItems[0].End = s.LineItems[0].Start.Add(-time.Second)
@@ -295,5 +300,31 @@ func TestPacingJSON(t *testing.T) {
 		if err != nil || string(out) != in {
 			t.Fatalf("%s came back as %s, %v", in, out, err)
 		}
+	}
+}
+
+// A CPM at MaxCPM is accepted, a micro-unit more is not; at the bound, a
+// report's spend (thousandths of a micro-unit: the sum of the impressions'
+// CPMs in micro-units, in an int64) holds millions of impressions, and a
+// whole budget's worth of spend at any CPM.
+func TestCPMBound(t *testing.T) {
+	s := validSet(t)
+	s.LineItems[0].CPM = tsubame.MaxCPM
+	if err := s.Validate(); err != nil {
+		t.Fatalf("a CPM at the bound: %v", err)
+	}
+	if got, err := tsubame.ParseMoney("1000000"); err != nil || got != tsubame.MaxCPM {
+		t.Fatalf("the documented bound 1000000 is %v, %v; MaxCPM is %v", got, err, tsubame.MaxCPM)
+	}
+	s.LineItems[0].CPM++
+	if err := s.Validate(); tsubame.ErrorCode(err) != tsubame.EINVALID {
+		t.Fatalf("a CPM past the bound: %v", err)
+	}
+	const impressions = 9_000_000
+	if int64(tsubame.MaxCPM) > math.MaxInt64/impressions {
+		t.Fatalf("%d impressions at MaxCPM overflow a report's spend", impressions)
+	}
+	if tsubame.MaxQuotaUnits > math.MaxInt64/1000 {
+		t.Fatal("a whole budget's spend, in thousandths of a micro-unit, overflows a report")
 	}
 }
