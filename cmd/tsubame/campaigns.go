@@ -114,7 +114,7 @@ func importMode(replace bool) string {
 // Import reads the file, resolves it against the stored set and writes
 // the result, then audits the import.
 func (o ownCampaigns) Import(ctx context.Context, in io.Reader, name string, format bulk.CampaignFormat, replace bool) (file, stored map[string]int, err error) {
-	f, err := bulk.ReadCampaigns(in, name, format)
+	f, err := bulk.ReadCampaignsContext(ctx, in, name, format)
 	if err != nil {
 		return nil, nil, err
 	}

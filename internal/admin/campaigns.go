@@ -302,8 +302,10 @@ func (c *campaignAPI) importSet(w http.ResponseWriter, r *http.Request) {
 	}
 	var file *bulk.CampaignFile
 	if err == nil {
-		file, err = bulk.ReadCampaigns(http.MaxBytesReader(w, r.Body, c.s.opt.MaxImportBytes), name, format)
-		if tsubame.ErrorCode(err) != tsubame.EINVALID { // not the file's problems: reading the body failed
+		// The request's context: a client gone stops the work (a YAML
+		// file's merge keys can ask for much of it).
+		file, err = bulk.ReadCampaignsContext(r.Context(), http.MaxBytesReader(w, r.Body, c.s.opt.MaxImportBytes), name, format)
+		if _, ok := errors.AsType[*tsubame.Error](err); !ok { // not the file's problems nor the context's: reading the body failed
 			err = bodyError(err, c.s.opt.MaxImportBytes, "admin.max_import_bytes")
 		}
 	}
@@ -336,6 +338,9 @@ func (c *campaignAPI) replace(r *http.Request, file *bulk.CampaignFile, replace 
 	set, err := file.Resolve(base, replace)
 	if err != nil {
 		return nil, err
+	}
+	if err := ctx.Err(); err != nil { // the client left: it will not learn of the write either
+		return nil, tsubame.WrapError(tsubame.EUNAVAILABLE, err, "the request ended before the import was written: nothing imported")
 	}
 	err = c.store.ReplaceAllAt(ctx, set, version)
 	if tsubame.ErrorCode(err) == tsubame.ECONFLICT {

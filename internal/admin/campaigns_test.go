@@ -553,3 +553,29 @@ func TestCampaignPauseKeepsARacingEdit(t *testing.T) {
 		t.Fatalf("after the pause: %+v, %v (want paused at CPM 1)", li, err)
 	}
 }
+
+// A YAML file whose merge keys expand exponentially is refused (400) with
+// the bound named, at once, and nothing is written (issue 48: 512 bytes
+// cost 8 s of CPU, most of it after the client left).
+func TestCampaignImportRefusesAMergeBomb(t *testing.T) {
+	h, cs, auth := campaignHarness(t)
+	if r := importFile(t, h, auth[RoleEditor], "", campaignFile); r.status != 200 {
+		t.Fatalf("import: %d %s", r.status, r.body)
+	}
+	stored, version := snapshot(t, cs)
+	var bomb strings.Builder
+	bomb.WriteString("a0: &a0 {k: v, l: w}\n")
+	for i := 1; i <= 8; i++ {
+		fmt.Fprintf(&bomb, "a%d: &a%d {<<: [%s]}\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*a%d, ", i-1), 12), ", "))
+	}
+	if bomb.Len() > 700 {
+		t.Fatalf("the bomb is %d bytes", bomb.Len())
+	}
+	r := importFile(t, h, auth[RoleEditor], "", bomb.String())
+	if msg, _ := r.json(t)["error"].(string); r.status != 400 || !strings.Contains(msg, "merge keys (<<) expand the file beyond 10000 merged mappings and keys") {
+		t.Errorf("a merge bomb: %d %s", r.status, r.body)
+	}
+	if after, v := snapshot(t, cs); v != version || !reflect.DeepEqual(after, stored) {
+		t.Errorf("a refused import changed the store (version %d to %d)", version, v)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -157,9 +158,21 @@ type CampaignFile struct {
 // fields, a string for a number) are kept for Resolve to report with the
 // model's. Errors reading r are returned as they are.
 func ReadCampaigns(r io.Reader, name string, format CampaignFormat) (*CampaignFile, error) {
+	return ReadCampaignsContext(context.Background(), r, name, format)
+}
+
+// ReadCampaignsContext is ReadCampaigns for a request: it gives up, with
+// an EUNAVAILABLE error whose cause is ctx's, once ctx is done (the client
+// left), between its steps and while it expands a YAML file's aliases.
+// The work a file costs is bounded by its size whatever ctx
+// (MaxYAMLExpansion).
+func ReadCampaignsContext(ctx context.Context, r io.Reader, name string, format CampaignFormat) (*CampaignFile, error) {
 	data, err := io.ReadAll(r)
 	if err != nil {
 		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, givenUp(err)
 	}
 	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	if format == CampaignsAuto {
@@ -176,7 +189,10 @@ func ReadCampaigns(r io.Reader, name string, format CampaignFormat) (*CampaignFi
 		lineAt = newlines(data).line
 	case CampaignsYAML:
 		var marks lineMarks
-		text, marks, ps = yamlToJSON(data)
+		text, marks, ps, err = yamlToJSON(ctx, data)
+		if err != nil {
+			return nil, givenUp(err)
+		}
 		lineAt = marks.line
 	default:
 		return nil, fmt.Errorf("unknown campaign file format %q", format)
@@ -184,10 +200,18 @@ func ReadCampaigns(r io.Reader, name string, format CampaignFormat) (*CampaignFi
 	if err := fileError(name, ps); err != nil {
 		return nil, err
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, givenUp(err)
+	}
 	d := &decoder{lineAt: lineAt, lines: map[string]int{}}
 	set := &tsubame.CampaignSet{}
 	d.value(leadingSpace(text), bytes.Trim(text, " \t\r\n"), valueOf(set), "")
 	return &CampaignFile{Name: name, Set: set, problems: d.problems, lines: d.lines}, nil
+}
+
+// givenUp is the error of an import whose context ended.
+func givenUp(err error) error {
+	return tsubame.WrapError(tsubame.EUNAVAILABLE, err, "the campaign file was not read to the end: the request ended (%v)", err)
 }
 
 // DecodeStrict decodes one JSON value into v (a pointer to a model type)

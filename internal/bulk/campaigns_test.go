@@ -2,8 +2,10 @@ package bulk_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -475,6 +477,128 @@ func TestCampaignFileRefusesURLsSigningRefuses(t *testing.T) {
 			if len(lines) != 1 || !strings.HasPrefix(lines[0], prefix) || !strings.Contains(lines[0], tc.want) {
 				t.Errorf("%s %s %q: %q, want one problem %q...%q", tc.name, field, tc.url, lines, prefix, tc.want)
 			}
+		}
+	}
+}
+
+// countingContext counts the calls of Err, the conversion's look at its
+// context every yamlCheckEvery (1024) visits: a measure of the work done
+// that no load on the machine changes. From call cancelAt on (when set),
+// Err says the request is gone.
+type countingContext struct {
+	context.Context
+	calls, cancelAt int
+}
+
+func (c *countingContext) Err() error {
+	c.calls++
+	if c.cancelAt > 0 && c.calls >= c.cancelAt {
+		return context.Canceled
+	}
+	return nil
+}
+
+// mergeBomb is a YAML file whose merge keys ask for width^levels visits
+// from the mapping at level 0 (levels+1 lines).
+func mergeBomb(levels, width int, level0 string) string {
+	var b strings.Builder
+	b.WriteString("a0: &a0 " + level0 + "\n")
+	for i := 1; i <= levels; i++ {
+		fmt.Fprintf(&b, "a%d: &a%d {<<: [%s]}\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*a%d, ", i-1), width), ", "))
+	}
+	return b.String()
+}
+
+// A YAML file whose merge keys (<<: [*a, *a, ...]) expand exponentially is
+// refused after a bounded number of steps, naming the bound: 512 bytes of
+// them cost 8 s of CPU (issue 48), and a few more bytes, years. The work is
+// measured in steps (the context's Err is called every 1,024), never in
+// time.
+func TestCampaignFileYAMLExpansionBounded(t *testing.T) {
+	list := "l: &l [" + strings.TrimSuffix(strings.Repeat("*a0, ", 100), ", ") + "]\n"
+	for _, tc := range []struct{ name, in string }{
+		{"merge lists", mergeBomb(12, 10, "{k: v}")},                 // 10^12 visits asked
+		{"merge lists, 512 bytes", mergeBomb(8, 12, "{k: v, l: w}")}, // the issue's size
+		{"empty mappings merged", mergeBomb(12, 10, "{}")},           // no key is ever written
+		{"a merge of an aliased list", "a0: &a0 {k: v}\n" + list + "a1: &a1 {<<: *l}\na2: &a2 {<<: [*a1, *a1, *a1, *a1, *a1, *a1, *a1, *a1, *a1, *a1]}\n" +
+			"a3: &a3 {<<: [*a2, *a2, *a2, *a2, *a2, *a2, *a2, *a2, *a2, *a2]}\na4: {<<: [*a3, *a3, *a3, *a3, *a3, *a3, *a3, *a3, *a3, *a3]}\n"},
+		{"a merge of scalars", "s: &s [" + strings.TrimSuffix(strings.Repeat("1, ", 100), ", ") + "]\na1: &a1 {<<: *s}\n" +
+			"a2: &a2 {x: [*a1, *a1, *a1, *a1, *a1, *a1, *a1, *a1, *a1, *a1]}\na3: [*a2, *a2, *a2, *a2, *a2, *a2, *a2, *a2, *a2, *a2]\n"},
+		{"merged values with aliases", "v: &v [x, x, x, x, x, x, x, x, x, x]\n" + mergeBomb(6, 10, "{k: [*v, *v, *v, *v, *v, *v, *v, *v, *v, *v]}")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := &countingContext{Context: context.Background()}
+			_, err := bulk.ReadCampaignsContext(ctx, strings.NewReader(tc.in), "bomb.yaml", bulk.CampaignsYAML)
+			var fe *bulk.FileError
+			if !errors.As(err, &fe) || tsubame.ErrorCode(err) != tsubame.EINVALID {
+				t.Fatalf("a %d-byte bomb: %v, want a *bulk.FileError", len(tc.in), err)
+			}
+			want := fmt.Sprintf("merge keys (<<) expand the file beyond %d merged mappings and keys: they may merge %d", bulk.MaxYAMLExpansion, bulk.MaxYAMLExpansion)
+			if len(fe.Problems) > 3 || !strings.Contains(err.Error(), want) {
+				t.Errorf("the problems do not name the bound (%q): %s", want, err)
+			}
+			// The file holds a few hundred nodes: the conversion takes
+			// MaxYAMLExpansion merge steps and writes little, and looks at
+			// its context every 1,024 steps and between its stages.
+			if maxCalls := 2*bulk.MaxYAMLExpansion/1024 + 3; ctx.calls > maxCalls {
+				t.Errorf("%d looks at the context: %d steps or more, want at most %d", ctx.calls, (ctx.calls-3)*1024, 2*bulk.MaxYAMLExpansion)
+			}
+		})
+	}
+}
+
+// Anchors and merge keys used as files use them are read: here 300 line
+// items merge defaults whose targeting lists 60 countries, 21,000 nodes
+// written beyond the file's own 2,200, from 1,800 merge steps.
+func TestCampaignFileYAMLExpansionScalesWithTheFile(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("advertisers: [{id: a, name: A}]\ncampaigns: [{id: c, advertiser: a}]\n")
+	b.WriteString("creatives: [{id: cr, advertiser: a, format: banner, w: 1, h: 1, image: \"https://a.example/i.png\", click: \"https://a.example/\"}]\n")
+	b.WriteString("defaults: &d\n  campaign: c\n  priority: 1\n  cpm: 1\n  creatives: [cr]\n  targeting:\n    countries: [")
+	for i := range 60 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%c%c", 'A'+i/26, 'A'+i%26)
+	}
+	b.WriteString("]\nline_items:\n")
+	for i := range 300 {
+		fmt.Fprintf(&b, "  - {<<: *d, id: li-%d, weight: %d}\n", i, 1+i)
+	}
+	f, err := bulk.ReadCampaigns(strings.NewReader(b.String()), "f.yaml", bulk.CampaignsYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := f.Set
+	if len(set.LineItems) != 300 || set.LineItems[299].Weight != 300 || len(set.LineItems[299].Targeting.Countries) != 60 {
+		t.Fatalf("read %d line items: %+v", len(set.LineItems), set.LineItems[len(set.LineItems)-1])
+	}
+}
+
+// The conversion stops as soon as the request is gone: it looks at the
+// context every 1,024 steps and does no more once it is done, and the
+// import ends with the context's error, not a problem of the file.
+func TestCampaignFileStopsWhenTheRequestIsGone(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("advertisers:\n")
+	for i := range 5000 {
+		fmt.Fprintf(&b, "  - {id: adv-%d, name: A, domains: [a.example, b.example]}\n", i)
+	}
+	ctx := &countingContext{Context: context.Background()}
+	if _, err := bulk.ReadCampaignsContext(ctx, strings.NewReader(b.String()), "f.yaml", bulk.CampaignsYAML); err != nil {
+		t.Fatal(err)
+	}
+	if ctx.calls < 10 {
+		t.Fatalf("the context was looked at %d times in %d advertisers", ctx.calls, 5000)
+	}
+	for _, at := range []int{1, 2, 3, 5} {
+		gone := &countingContext{Context: context.Background(), cancelAt: at}
+		_, err := bulk.ReadCampaignsContext(gone, strings.NewReader(b.String()), "f.yaml", bulk.CampaignsYAML)
+		if !errors.Is(err, context.Canceled) || tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {
+			t.Errorf("gone at look %d: %v, want the context's error", at, err)
+		}
+		if gone.calls != at {
+			t.Errorf("gone at look %d: looked %d times, so went on working", at, gone.calls)
 		}
 	}
 }

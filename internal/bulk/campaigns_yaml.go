@@ -2,6 +2,7 @@ package bulk
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +25,27 @@ import (
 // maxYAMLDepth bounds the nesting of a YAML document (the model's is 6).
 const maxYAMLDepth = 64
 
+// MaxYAMLExpansion bounds the work merge keys (<<: *a) may ask of a YAML
+// campaign file's conversion: the mappings merged and the keys read from
+// them, at most MaxYAMLExpansion or yamlMergesPerNode per node the file
+// holds, whichever is more. A merge key takes a list of aliases, each of
+// which may merge a list of its own: 400 bytes of `<<: [*a, *a, ...]` ask
+// for ten million reads (seconds of CPU), a few bytes more for more than
+// any CPU can make, while what they make stays small (a key merged twice is
+// written once), so the bound on the bytes aliases make (8 times the file,
+// and a MiB) is no bound on this. Such a file is refused after some 10,000
+// reads, about a millisecond. Files that merge defaults into each object
+// read a few keys per merge: they stay far below the bound.
+const MaxYAMLExpansion = 10_000
+
+// yamlMergesPerNode is the merge work a large file may ask per node it
+// holds: less than parsing the node costs.
+const yamlMergesPerNode = 8
+
+// yamlCheckEvery is how many steps (nodes written, keys and mappings
+// merged) apart the conversion looks at its context.
+const yamlCheckEvery = 1024
+
 // lineMarks maps offsets of the JSON text to lines of the YAML source: each
 // mark is where a value starts, in increasing offsets.
 type lineMarks []lineMark
@@ -39,11 +61,61 @@ func (m lineMarks) line(off int) int {
 }
 
 type yamlConv struct {
+	ctx      context.Context
 	out      bytes.Buffer
 	marks    lineMarks
 	limit    int // bytes of JSON the aliases may expand to
+	own      int // the nodes the file holds
+	steps    int // nodes written, keys and mappings merged so far
+	merges   int // keys and mappings merged so far
+	maxMerge int // the most merges allowed
 	problems []FileProblem
+	badMerge map[int]bool // lines of merge sources reported as no mapping
 	over     bool
+	err      error // ctx's, once it is done
+}
+
+// step counts a step of the conversion and reports whether it may go on:
+// false once it is over (a bound passed, ctx done).
+func (c *yamlConv) step() bool {
+	if c.over {
+		return false
+	}
+	c.steps++
+	if c.steps%yamlCheckEvery == 0 {
+		if err := c.ctx.Err(); err != nil {
+			c.over, c.err = true, err
+			return false
+		}
+	}
+	return true
+}
+
+// merge counts a step that a merge key asks for (n, for the problem's
+// line): a mapping merged, or a key read from one. It reports whether the
+// conversion may go on.
+func (c *yamlConv) merge(n *yaml.Node) bool {
+	if !c.step() {
+		return false
+	}
+	c.merges++
+	if c.merges > c.maxMerge {
+		c.over = true
+		c.bad(n.Line, "merge keys (<<) expand the file beyond %d merged mappings and keys: they may merge %d, or %d per node of the file (it holds %d) when that is more",
+			c.maxMerge, MaxYAMLExpansion, yamlMergesPerNode, c.own)
+		return false
+	}
+	return true
+}
+
+// countNodes returns the nodes of the tree at n, each once, without
+// following aliases: what the file holds.
+func countNodes(n *yaml.Node) int {
+	total := 1
+	for _, m := range n.Content {
+		total += countNodes(m)
+	}
+	return total
 }
 
 func (c *yamlConv) bad(line int, format string, args ...any) {
@@ -55,34 +127,42 @@ var yamlErrLine = regexp.MustCompile(`^yaml: line (\d+)(?:, column (\d+))?: (.*)
 // yamlToJSON converts one YAML document to JSON text, with the lines of its
 // values. It reports syntax errors, several documents, tags JSON cannot
 // carry (binary, custom), non-finite numbers, keys that are not scalars,
-// and aliases that expand beyond bounds.
-func yamlToJSON(data []byte) ([]byte, lineMarks, []FileProblem) {
+// and aliases and merge keys that expand beyond bounds. It stops, with
+// ctx's error, when ctx is done.
+func yamlToJSON(ctx context.Context, data []byte) ([]byte, lineMarks, []FileProblem, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil, nil, []FileProblem{{Message: "empty: no YAML document"}}
+			return nil, nil, []FileProblem{{Message: "empty: no YAML document"}}, nil
 		}
-		return nil, nil, []FileProblem{yamlSyntax(err)}
+		return nil, nil, []FileProblem{yamlSyntax(err)}, nil
 	}
 	var extra yaml.Node
 	switch err := dec.Decode(&extra); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		return nil, nil, []FileProblem{yamlSyntax(err)}
+		return nil, nil, []FileProblem{yamlSyntax(err)}, nil
 	default:
-		return nil, nil, []FileProblem{{Line: extra.Line, Message: "a second YAML document: a campaign file is one document"}}
+		return nil, nil, []FileProblem{{Line: extra.Line, Message: "a second YAML document: a campaign file is one document"}}, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, nil, err
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
 		root = root.Content[0]
 	}
-	c := &yamlConv{limit: 8*len(data) + 1<<20}
+	own := countNodes(root)
+	c := &yamlConv{ctx: ctx, limit: 8*len(data) + 1<<20, own: own, maxMerge: max(MaxYAMLExpansion, yamlMergesPerNode*own)}
 	c.node(root, 0)
-	if len(c.problems) > 0 {
-		return nil, nil, c.problems
+	if c.err != nil {
+		return nil, nil, nil, c.err
 	}
-	return c.out.Bytes(), c.marks, nil
+	if len(c.problems) > 0 {
+		return nil, nil, c.problems, nil
+	}
+	return c.out.Bytes(), c.marks, nil, nil
 }
 
 func yamlSyntax(err error) FileProblem {
@@ -95,8 +175,10 @@ func yamlSyntax(err error) FileProblem {
 	return FileProblem{Line: line, Col: col, Message: "invalid YAML: " + m[3]}
 }
 
+// node writes n as JSON. Every call writes a byte at least, so the bound on
+// the bytes (c.limit) bounds the calls, through aliases too.
 func (c *yamlConv) node(n *yaml.Node, depth int) {
-	if c.over {
+	if !c.step() {
 		return
 	}
 	if c.out.Len() > c.limit {
@@ -115,7 +197,7 @@ func (c *yamlConv) node(n *yaml.Node, depth int) {
 		c.node(n.Alias, depth+1)
 	case yaml.MappingNode:
 		c.out.WriteByte('{')
-		for i, m := range c.pairs(n, depth) {
+		for i, m := range c.pairs(n, depth, false) {
 			if i > 0 {
 				c.out.WriteByte(',')
 			}
@@ -148,21 +230,28 @@ type yamlPair struct {
 }
 
 // pairs returns a mapping's members: its own, then those its merge keys
-// (<<: *anchor) bring that it does not give itself.
-func (c *yamlConv) pairs(n *yaml.Node, depth int) []yamlPair {
+// (<<: *anchor) bring that it does not give itself. merged says n is a
+// merge's source: its keys are merge work (c.merge), whether written or not.
+func (c *yamlConv) pairs(n *yaml.Node, depth int, merged bool) []yamlPair {
+	if c.over {
+		return nil
+	}
 	if depth > maxYAMLDepth {
 		c.bad(n.Line, "merge keys nested deeper than %d levels", maxYAMLDepth)
 		return nil
 	}
-	var own, merged []yamlPair
+	var own, brought []yamlPair
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
+		if merged && !c.merge(k) || !merged && !c.step() {
+			return nil
+		}
 		if k.Kind == yaml.AliasNode {
 			k = k.Alias
 		}
 		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
 			for _, m := range c.mergeSources(v) {
-				merged = append(merged, c.pairs(m, depth+1)...)
+				brought = append(brought, c.pairs(m, depth+1, true)...)
 			}
 			continue
 		}
@@ -176,7 +265,7 @@ func (c *yamlConv) pairs(n *yaml.Node, depth int) []yamlPair {
 	for _, p := range own {
 		given[p.name] = true
 	}
-	for _, p := range merged {
+	for _, p := range brought {
 		if !given[p.name] {
 			given[p.name] = true
 			own = append(own, p)
@@ -186,30 +275,50 @@ func (c *yamlConv) pairs(n *yaml.Node, depth int) []yamlPair {
 }
 
 // mergeSources returns the mappings a merge key's value names: one, or a
-// list of them.
+// list of them. Each element is merge work of its own: an empty mapping
+// merged a million times is a million steps.
 func (c *yamlConv) mergeSources(v *yaml.Node) []*yaml.Node {
 	if v.Kind == yaml.AliasNode {
 		v = v.Alias
 	}
 	switch v.Kind {
 	case yaml.MappingNode:
+		if !c.merge(v) {
+			return nil
+		}
 		return []*yaml.Node{v}
 	case yaml.SequenceNode:
 		var out []*yaml.Node
 		for _, e := range v.Content {
+			if !c.merge(e) {
+				return nil
+			}
 			if e.Kind == yaml.AliasNode {
 				e = e.Alias
 			}
 			if e.Kind != yaml.MappingNode {
-				c.bad(e.Line, "a merge key (<<) takes a mapping or a list of mappings")
+				c.badSource(e)
 				continue
 			}
 			out = append(out, e)
 		}
 		return out
 	}
-	c.bad(v.Line, "a merge key (<<) takes a mapping or a list of mappings")
+	c.badSource(v)
 	return nil
+}
+
+// badSource reports a merge source that is no mapping, once a line however
+// often aliases merge it.
+func (c *yamlConv) badSource(n *yaml.Node) {
+	if c.badMerge[n.Line] {
+		return
+	}
+	if c.badMerge == nil {
+		c.badMerge = map[int]bool{}
+	}
+	c.badMerge[n.Line] = true
+	c.bad(n.Line, "a merge key (<<) takes a mapping or a list of mappings")
 }
 
 var jsonNumber = regexp.MustCompile(`^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?$`)
