@@ -74,6 +74,7 @@ func restartOnly(old, cfg *config.Config) []string {
 	b.Endpoints = a.Endpoints
 	b.Server.HelloJSON = a.Server.HelloJSON
 	b.Server.MaxInFlightAds = a.Server.MaxInFlightAds
+	b.Server.MaxInFlightTracking = a.Server.MaxInFlightTracking
 	b.Server.MaxInFlightHook = a.Server.MaxInFlightHook
 	b.Server.LimitWait = a.Server.LimitWait
 	b.Log.Level = a.Log.Level

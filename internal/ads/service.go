@@ -139,14 +139,15 @@ func (s *Service) privacyOf(site string) Privacy {
 	return p.def
 }
 
-// Routes are the public routes of the service: /api/decide and the
-// impression and click URLs, each request and event logged to log.
+// Routes are the public routes of the service: /api/decide, in flight
+// under the ad requests' limit, and the impression and click URLs, under
+// the tracking one; each request and event logged to log.
 func (s *Service) Routes(log *accesslog.Logger) []server.Route {
 	get := []string{"GET"}
 	return []server.Route{
-		{Name: RouteDecide, Path: PathDecide, Methods: get, Handler: server.HandlerFunc(s.serveDecide), Log: log},
-		{Name: RouteImp, Path: PathImp, Methods: get, Handler: server.HandlerFunc(s.serveImp), Log: log},
-		{Name: RouteClick, Path: PathClick, Methods: get, Handler: server.HandlerFunc(s.serveClick), Log: log},
+		{Name: RouteDecide, Path: PathDecide, Methods: get, Handler: server.HandlerFunc(s.serveDecide), Log: log, Limit: server.LimitAds},
+		{Name: RouteImp, Path: PathImp, Methods: get, Handler: server.HandlerFunc(s.serveImp), Log: log, Limit: server.LimitTracking},
+		{Name: RouteClick, Path: PathClick, Methods: get, Handler: server.HandlerFunc(s.serveClick), Log: log, Limit: server.LimitTracking},
 	}
 }
 

@@ -161,6 +161,7 @@ const (
 	NoBidBadIDs    = "ids"        // an id a notice URL cannot carry
 	NoBidLog       = "log_closed" // the access log refused the bid's line
 	NoBidSeat      = "seat"       // the request's wseat leaves our seat out, or its bseat names it
+	NoBidOverload  = "overloaded" // the server's in-flight limit of ad requests was full: not read
 )
 
 // Paths of the notice URLs on the public listener.

@@ -29,7 +29,9 @@ const Version = "2.6"
 // DefaultMaxBody bounds a bid request's body, after gunzip.
 const DefaultMaxBody = 256 << 10
 
-// Routes are the bidder's routes: POST /rtb/<exchange> and the notices,
+// Routes are the bidder's routes: POST /rtb/<exchange>, in flight under
+// the ad requests' limit (over it, a bare 204: an exchange reads a 503 as
+// an error of the bidder's), and the notices, under the tracking one;
 // logged to log (the access log: every bid and notice is a line of it).
 // maxBody bounds a request's body, after gunzip too (DefaultMaxBody when
 // 0).
@@ -40,10 +42,11 @@ func (b *Bidder) Routes(log *accesslog.Logger, maxBody int) []server.Route {
 	h := &handler{b: b, maxBody: maxBody}
 	get := []string{"GET", "POST"} // exchanges call notices with either
 	return []server.Route{
-		{Name: RouteBid, Path: PathBid, Methods: []string{"POST"}, Handler: server.HandlerFunc(h.serveBid), Log: log},
-		{Name: RouteWin, Path: PathWin, Methods: get, Handler: h.notice(track.KindWin, PathWin), Log: log},
-		{Name: RouteBill, Path: PathBill, Methods: get, Handler: h.notice(track.KindBill, PathBill), Log: log},
-		{Name: RouteLoss, Path: PathLoss, Methods: get, Handler: h.notice(track.KindLoss, PathLoss), Log: log},
+		{Name: RouteBid, Path: PathBid, Methods: []string{"POST"}, Handler: server.HandlerFunc(h.serveBid), Log: log,
+			Limit: server.LimitAds, Shed: server.HandlerFunc(h.shedBid)},
+		{Name: RouteWin, Path: PathWin, Methods: get, Handler: h.notice(track.KindWin, PathWin), Log: log, Limit: server.LimitTracking},
+		{Name: RouteBill, Path: PathBill, Methods: get, Handler: h.notice(track.KindBill, PathBill), Log: log, Limit: server.LimitTracking},
+		{Name: RouteLoss, Path: PathLoss, Methods: get, Handler: h.notice(track.KindLoss, PathLoss), Log: log, Limit: server.LimitTracking},
 	}
 }
 
@@ -137,6 +140,19 @@ func (h *handler) serveBid(w server.Response, r server.Request) error {
 		return nil
 	}
 	w.Body("application/json", o.Body)
+	return nil
+}
+
+// shedBid answers a bid request the server's in-flight limit refused: a
+// bare 204 (no bid), counted as its exchange's no-bid of NoBidOverload.
+// Nothing of the request is read.
+func (h *handler) shedBid(w server.Response, r server.Request) error {
+	w.Header("X-Openrtb-Version", Version)
+	if ex := h.b.exchange(string(bytes.TrimPrefix(r.Path(), []byte(PathBid)))); ex != nil {
+		ex.stats.Requests.Add(1)
+		ex.stats.NoBid(NoBidOverload)
+	}
+	w.Status(http.StatusNoContent)
 	return nil
 }
 

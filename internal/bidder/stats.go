@@ -30,7 +30,7 @@ type Stats struct {
 	latencySum atomic.Int64 // nanoseconds
 }
 
-var noBidReasonsArray = [...]string{NoBidMalformed, NoBidThrottled, NoBidTimeout, NoBidCurrency, NoBidNoMatch, NoBidFloor, NoBidBadIDs, NoBidLog, NoBidSeat}
+var noBidReasonsArray = [...]string{NoBidMalformed, NoBidThrottled, NoBidTimeout, NoBidCurrency, NoBidNoMatch, NoBidFloor, NoBidBadIDs, NoBidLog, NoBidSeat, NoBidOverload}
 
 // count records the outcome of one bid request and how long it took.
 func (s *Stats) count(o Outcome, took time.Duration) {

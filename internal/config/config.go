@@ -572,19 +572,20 @@ const (
 
 // Server configures the public listener.
 type Server struct {
-	Name            string        `koanf:"name"`
-	ReadTimeout     time.Duration `koanf:"read_timeout"`
-	WriteTimeout    time.Duration `koanf:"write_timeout"`
-	IdleTimeout     time.Duration `koanf:"idle_timeout"`
-	MaxHeaderBytes  ByteSize      `koanf:"max_header_bytes"`
-	MaxBodyBytes    ByteSize      `koanf:"max_body_bytes"`
-	MaxConns        int           `koanf:"max_conns"`
-	MaxInFlightAds  int           `koanf:"max_in_flight_ads"`
-	MaxInFlightHook int           `koanf:"max_in_flight_webhooks"`
-	LimitWait       time.Duration `koanf:"limit_wait"`
-	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
-	DrainGrace      time.Duration `koanf:"drain_grace"`
-	HelloJSON       bool          `koanf:"hello_json"`
+	Name                string        `koanf:"name"`
+	ReadTimeout         time.Duration `koanf:"read_timeout"`
+	WriteTimeout        time.Duration `koanf:"write_timeout"`
+	IdleTimeout         time.Duration `koanf:"idle_timeout"`
+	MaxHeaderBytes      ByteSize      `koanf:"max_header_bytes"`
+	MaxBodyBytes        ByteSize      `koanf:"max_body_bytes"`
+	MaxConns            int           `koanf:"max_conns"`
+	MaxInFlightAds      int           `koanf:"max_in_flight_ads"`
+	MaxInFlightTracking int           `koanf:"max_in_flight_tracking"`
+	MaxInFlightHook     int           `koanf:"max_in_flight_webhooks"`
+	LimitWait           time.Duration `koanf:"limit_wait"`
+	ShutdownTimeout     time.Duration `koanf:"shutdown_timeout"`
+	DrainGrace          time.Duration `koanf:"drain_grace"`
+	HelloJSON           bool          `koanf:"hello_json"`
 	// TrustedProxies are CIDRs (or addresses) of the load balancers whose
 	// X-Forwarded-For, Forwarded and PROXY headers name the client.
 	TrustedProxies []string `koanf:"trusted_proxies"`
@@ -600,7 +601,7 @@ func (s Server) Options() server.Options {
 	}
 	return server.Options{Name: s.Name, ReadTimeout: s.ReadTimeout, WriteTimeout: s.WriteTimeout, IdleTimeout: s.IdleTimeout,
 		MaxHeaderBytes: int(s.MaxHeaderBytes), MaxBodyBytes: int(s.MaxBodyBytes), MaxConns: s.MaxConns,
-		MaxInFlightAds: s.MaxInFlightAds, MaxInFlightHooks: s.MaxInFlightHook, LimitWait: s.LimitWait,
+		MaxInFlightAds: s.MaxInFlightAds, MaxInFlightTracking: s.MaxInFlightTracking, MaxInFlightHooks: s.MaxInFlightHook, LimitWait: s.LimitWait,
 		HelloJSON: s.HelloJSON, TrustedProxies: trusted, ProxyProtocol: s.ProxyProtocol, DrainGrace: s.DrainGrace}
 }
 
@@ -1268,8 +1269,8 @@ func (c *Config) validateServer(p *problems) {
 	if c.Server.ProxyProtocol && len(c.Server.TrustedProxies) == 0 {
 		p.add("server.proxy_protocol: PROXY headers are read from trusted peers only; list them in server.trusted_proxies")
 	}
-	if c.Server.MaxInFlightAds < 0 || c.Server.MaxInFlightHook < 0 {
-		p.add("server.max_in_flight_ads and max_in_flight_webhooks: must not be negative (0: no bound)")
+	if c.Server.MaxInFlightAds < 0 || c.Server.MaxInFlightTracking < 0 || c.Server.MaxInFlightHook < 0 {
+		p.add("server.max_in_flight_ads, max_in_flight_tracking and max_in_flight_webhooks: must not be negative (0: no bound)")
 	}
 	if c.Server.LimitWait < 0 {
 		p.add("server.limit_wait: must not be negative")

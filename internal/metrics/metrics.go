@@ -262,7 +262,7 @@ func NewServerCollector(stats func() server.Stats) *ServerCollector {
 	return &ServerCollector{
 		stats: stats,
 		refused: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "limits", "refused_total"),
-			"Requests or connections refused by a limit, by reason: max_conns, in_flight_ads, in_flight_hooks (503), "+
+			"Requests or connections refused by a limit, by reason: max_conns, in_flight_ads (503; a bid request a bare 204), in_flight_tracking, in_flight_hooks (503), "+
 				"header_too_large (431), body_too_large (413), read_timeout (408), malformed (400), "+
 				"framing (400 and the connection closed: ambiguous request framing, see docs/edge.md), "+
 				"callback_auth (401: POST /callback without its bearer token), "+

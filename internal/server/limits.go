@@ -14,16 +14,17 @@ import (
 
 // Reasons a request or connection was refused, as reported in Stats.
 const (
-	ReasonConns         = "max_conns"        // too many connections: 503 and close
-	ReasonInFlightAds   = "in_flight_ads"    // too many /api requests at once: 503
-	ReasonInFlightHooks = "in_flight_hooks"  // too many webhook requests at once: 503
-	ReasonHeader        = "header_too_large" // request head over max_header_bytes: 431
-	ReasonBody          = "body_too_large"   // body over max_body_bytes: 413
-	ReasonTimeout       = "read_timeout"     // request not read within read_timeout (slowloris): 408
-	ReasonMalformed     = "malformed"        // unparsable request: 400
-	ReasonFraming       = "framing"          // ambiguous framing (smuggling shapes): 400 and close
-	ReasonCallbackAuth  = "callback_auth"    // POST /callback without its bearer token: 401
-	ReasonTLSHandshake  = "tls_handshake"    // TLS handshake failed (no shared version or suite, unknown name, plain HTTP): close
+	ReasonConns            = "max_conns"          // too many connections: 503 and close
+	ReasonInFlightAds      = "in_flight_ads"      // too many ad requests at once (/api/, /rtb/): 503, a bare 204 for a bid
+	ReasonInFlightTracking = "in_flight_tracking" // too many tracking and notice requests at once (/t/): 503
+	ReasonInFlightHooks    = "in_flight_hooks"    // too many webhook requests at once: 503
+	ReasonHeader           = "header_too_large"   // request head over max_header_bytes: 431
+	ReasonBody             = "body_too_large"     // body over max_body_bytes: 413
+	ReasonTimeout          = "read_timeout"       // request not read within read_timeout (slowloris): 408
+	ReasonMalformed        = "malformed"          // unparsable request: 400
+	ReasonFraming          = "framing"            // ambiguous framing (smuggling shapes): 400 and close
+	ReasonCallbackAuth     = "callback_auth"      // POST /callback without its bearer token: 401
+	ReasonTLSHandshake     = "tls_handshake"      // TLS handshake failed (no shared version or suite, unknown name, plain HTTP): close
 )
 
 // Stats counts what the limits refused, by reason.
@@ -34,8 +35,8 @@ type Stats struct {
 }
 
 type counters struct {
-	conns, adsLimit, hookLimit, header, body, timeout, malformed, framing, callbackAuth, tlsHandshake atomic.Uint64
-	panics                                                                                            atomic.Uint64
+	conns, adsLimit, trackLimit, hookLimit, header, body, timeout, malformed, framing, callbackAuth, tlsHandshake atomic.Uint64
+	panics                                                                                                        atomic.Uint64
 }
 
 // gate bounds how many requests of one class run at once. Acquiring costs an
@@ -263,16 +264,17 @@ func (s *Server) errorHandler(ctx *fasthttp.RequestCtx, err error) {
 // Stats returns the refusal counters.
 func (s *Server) Stats() Stats {
 	st := Stats{Refused: map[string]uint64{
-		ReasonConns:         s.counters.conns.Load(),
-		ReasonInFlightAds:   s.counters.adsLimit.Load(),
-		ReasonInFlightHooks: s.counters.hookLimit.Load(),
-		ReasonHeader:        s.counters.header.Load(),
-		ReasonBody:          s.counters.body.Load(),
-		ReasonTimeout:       s.counters.timeout.Load(),
-		ReasonMalformed:     s.counters.malformed.Load(),
-		ReasonFraming:       s.counters.framing.Load(),
-		ReasonCallbackAuth:  s.counters.callbackAuth.Load(),
-		ReasonTLSHandshake:  s.counters.tlsHandshake.Load(),
+		ReasonConns:            s.counters.conns.Load(),
+		ReasonInFlightAds:      s.counters.adsLimit.Load(),
+		ReasonInFlightTracking: s.counters.trackLimit.Load(),
+		ReasonInFlightHooks:    s.counters.hookLimit.Load(),
+		ReasonHeader:           s.counters.header.Load(),
+		ReasonBody:             s.counters.body.Load(),
+		ReasonTimeout:          s.counters.timeout.Load(),
+		ReasonMalformed:        s.counters.malformed.Load(),
+		ReasonFraming:          s.counters.framing.Load(),
+		ReasonCallbackAuth:     s.counters.callbackAuth.Load(),
+		ReasonTLSHandshake:     s.counters.tlsHandshake.Load(),
 	}, Panics: s.counters.panics.Load()}
 	st.Conns = s.open.Load()
 	return st

@@ -37,7 +37,28 @@ type Route struct {
 	// an endpoint's), and the event lines its handler writes through
 	// Request.LogEvent.
 	Log *accesslog.Logger
+	// Limit is the in-flight bound the route's requests count against:
+	// every public request passes one (limits.go).
+	Limit Limit
+	// Shed answers a request its limit refused; nil answers a 503 with
+	// Retry-After, as the ad endpoints do. It must not block: the server
+	// is overloaded when it runs.
+	Shed Handler
 }
+
+// Limit names the in-flight bound a route's requests count against.
+type Limit uint8
+
+const (
+	// LimitAds is Options.MaxInFlightAds, shared with the ad endpoints
+	// under /api/: requests that decide or bid. The zero value, so that
+	// a route is bounded unless it says otherwise.
+	LimitAds Limit = iota
+	// LimitTracking is Options.MaxInFlightTracking: the tracking and
+	// notice URLs, each a billable event. Their bound is their own, so a
+	// flood of ad requests never sheds them.
+	LimitTracking
+)
 
 // Handler answers requests. It must be safe for concurrent use. A Request
 // and every byte slice it returns are valid only until ServeRequest
@@ -202,6 +223,8 @@ type route struct {
 	stats *routeStats                    // nil: the route counts by endpoint or platform itself
 	ext   func(ctx *fasthttp.RequestCtx) // kind routeExternal
 	logEP *endpoint                      // kind routeExternal with a Log: what its lines are logged as
+	limit Limit                          // kind routeExternal
+	shed  Handler                        // kind routeExternal; nil: a 503
 }
 
 // routeKind names the server's own routes, which dispatch calls directly.

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -113,5 +115,97 @@ func TestRegisteredRoutes(t *testing.T) {
 		if _, err := server.New(testDefaults(server.Options{Routes: []server.Route{bad}}), nil); err == nil {
 			t.Errorf("route %+v accepted", bad)
 		}
+	}
+}
+
+// Every registered route passes an in-flight limit: /api/decide and
+// /rtb/ share the ad endpoints' (max_in_flight_ads), the tracking and
+// notice routes have their own (max_in_flight_tracking), so a flood of ad
+// requests never sheds a billable event. Over its bound a route answers
+// its own way (a bid a bare 204) or a 503 with Retry-After, and the
+// refusal is counted under its limit.
+func TestRegisteredRoutesAreLimited(t *testing.T) {
+	release := make(chan struct{})
+	var entered atomic.Int64
+	// A request with hold=1 holds its slot until release; others answer
+	// at once.
+	block := server.HandlerFunc(func(w server.Response, r server.Request) error {
+		if string(r.Query("hold")) == "1" {
+			entered.Add(1)
+			<-release
+		}
+		w.Body("text/plain", []byte("done"))
+		return nil
+	})
+	noBid := server.HandlerFunc(func(w server.Response, r server.Request) error {
+		w.Header("X-Openrtb-Version", "2.6")
+		w.Status(http.StatusNoContent)
+		return nil
+	})
+	srv, addr := startWith(t, server.Options{MaxConns: 100, MaxInFlightAds: 2, MaxInFlightTracking: 1, LimitWait: time.Millisecond, Routes: []server.Route{
+		{Name: "decide", Path: "/api/decide", Handler: block},
+		{Name: "rtb", Path: "/rtb/", Methods: []string{"POST"}, Handler: block, Shed: noBid},
+		{Name: "track", Path: "/t/", Handler: block, Limit: server.LimitTracking},
+	}}, server.Endpoint{Name: "s", Source: server.Fixed(`{"urls":[]}`)})
+	base := "http://" + addr
+	get := func(method, path string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, nil)
+		resp, err := (&http.Transport{}).RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	var releaseOnce sync.Once
+	defer releaseOnce.Do(func() { close(release) })
+	hold := func(method, path string) {
+		wg.Go(func() {
+			if resp, body := get(method, path); resp.StatusCode != 200 || body != "done" {
+				t.Errorf("held %s %s: %d %q", method, path, resp.StatusCode, body)
+			}
+		})
+	}
+	// Two decisions hold the ad limit.
+	hold("GET", "/api/decide?placement=a&hold=1")
+	hold("GET", "/api/decide?placement=b&hold=1")
+	waitUntil(t, func() bool { return entered.Load() == 2 })
+
+	if resp, body := get("GET", "/api/decide?placement=c"); resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" ||
+		!strings.Contains(body, "too many ad requests") {
+		t.Errorf("/api/decide over the limit: %d %q %q", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	if resp, body := get("POST", "/rtb/ssp"); resp.StatusCode != 204 || body != "" || resp.Header.Get("X-Openrtb-Version") != "2.6" {
+		t.Errorf("/rtb/ over the limit: %d %q, want a bare 204", resp.StatusCode, body)
+	}
+	if resp, _ := get("GET", "/api/s.json?id=1"); resp.StatusCode != 503 {
+		t.Errorf("an ad endpoint beside them: %d", resp.StatusCode)
+	}
+	// The tracking routes' limit is their own: free while ads are full.
+	hold("GET", "/t/i/x?hold=1")
+	waitUntil(t, func() bool { return entered.Load() == 3 })
+	if resp, body := get("GET", "/t/c/y"); resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" ||
+		!strings.Contains(body, "too many tracking requests") {
+		t.Errorf("/t/ over its limit: %d %q", resp.StatusCode, body)
+	}
+	refused := srv.Stats().Refused
+	if refused[server.ReasonInFlightAds] != 3 || refused[server.ReasonInFlightTracking] != 1 {
+		t.Errorf("refused: %v", refused)
+	}
+	releaseOnce.Do(func() { close(release) })
+	wg.Wait()
+	// The slots are given back.
+	for _, p := range []struct{ method, path string }{{"GET", "/api/decide?placement=d"}, {"POST", "/rtb/ssp"}, {"GET", "/t/i/z"}} {
+		if resp, body := get(p.method, p.path); resp.StatusCode != 200 || body != "done" {
+			t.Errorf("%s %s after the release: %d %q", p.method, p.path, resp.StatusCode, body)
+		}
+	}
+
+	if _, err := server.New(testDefaults(server.Options{Routes: []server.Route{{Name: "x", Path: "/x", Handler: block, Limit: 9}}}), nil); err == nil {
+		t.Error("a route with an unknown limit accepted")
 	}
 }

@@ -61,7 +61,8 @@ type Site struct {
 
 // Options configure the listener. Zero timeouts and sizes take Defaults'
 // (a public listener has no "no timeout"); MaxConns, MaxInFlightAds,
-// MaxInFlightHooks and LimitWait keep their zero (no bound, no wait).
+// MaxInFlightTracking, MaxInFlightHooks and LimitWait keep their zero (no
+// bound, no wait).
 type Options struct {
 	Name           string // Server header; empty sends none
 	ReadTimeout    time.Duration
@@ -70,13 +71,17 @@ type Options struct {
 	MaxHeaderBytes int
 	MaxBodyBytes   int
 	MaxConns       int // connections open at once; one more gets a 503 (0: no bound)
-	// MaxInFlightAds and MaxInFlightHooks bound the /api and webhook
-	// requests handled at once (0: no bound); one over the bound waits up to
-	// LimitWait for a slot, then gets a 503.
-	MaxInFlightAds   int
-	MaxInFlightHooks int
-	LimitWait        time.Duration
-	HelloJSON        bool // serve GET /json
+	// MaxInFlightAds bounds the ad requests handled at once: the ad
+	// endpoints under /api/ and the Routes of LimitAds (/api/decide,
+	// /rtb/); MaxInFlightTracking the Routes of LimitTracking (tracking
+	// and notice URLs); MaxInFlightHooks the webhooks (0: no bound). One
+	// over its bound waits up to LimitWait for a slot, then gets a 503 (or
+	// its route's Shed answer).
+	MaxInFlightAds      int
+	MaxInFlightTracking int
+	MaxInFlightHooks    int
+	LimitWait           time.Duration
+	HelloJSON           bool // serve GET /json
 	// Webhook receives POST /callback and POST /webhook/<platform> for
 	// each of its platforms; nil serves none.
 	Webhook *webhook.Receiver
@@ -163,6 +168,7 @@ type routes struct {
 	wild  map[string]*site // ".example.com" -> site, from *.example.com
 	hello bool
 	ads   *gate
+	track *gate
 	hooks *gate
 	hsts  []byte // Strict-Transport-Security on TLS answers; nil sends none
 	// callbackKey is the SHA-256 of the /callback bearer credential
@@ -250,7 +256,7 @@ const renderCacheBytes = 8 << 20
 // Defaults are the listener's defaults. The configuration's (server: in
 // defaults.yaml) are checked against them.
 var Defaults = Options{Name: "tsubame", ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second, IdleTimeout: time.Minute,
-	MaxHeaderBytes: 8 << 10, MaxBodyBytes: 1 << 20, MaxConns: 100000, MaxInFlightAds: 10000, MaxInFlightHooks: 1000,
+	MaxHeaderBytes: 8 << 10, MaxBodyBytes: 1 << 20, MaxConns: 100000, MaxInFlightAds: 10000, MaxInFlightTracking: 20000, MaxInFlightHooks: 1000,
 	LimitWait: 50 * time.Millisecond, DrainGrace: time.Second, HelloJSON: true}
 
 func (o *Options) setDefaults() {
@@ -297,7 +303,11 @@ func New(opt Options, endpoints []Endpoint) (*Server, error) {
 		if rt.Handler == nil {
 			return nil, tsubame.Errorf(tsubame.EINVALID, "route %q has no handler", rt.Name)
 		}
-		ext := route{name: rt.Name, path: []byte(rt.Path), kind: routeExternal, stats: s.reqs.get(rt.Name), ext: s.external(rt)}
+		if rt.Limit != LimitAds && rt.Limit != LimitTracking {
+			return nil, tsubame.Errorf(tsubame.EINVALID, "route %q has no in-flight limit", rt.Name)
+		}
+		ext := route{name: rt.Name, path: []byte(rt.Path), kind: routeExternal, stats: s.reqs.get(rt.Name), ext: s.external(rt),
+			limit: rt.Limit, shed: rt.Shed}
 		if rt.Log != nil {
 			ext.logEP = &endpoint{name: rt.Name, log: rt.Log}
 		}
@@ -342,6 +352,7 @@ func (s *Server) Reload(opt Options, endpoints []Endpoint) error {
 		wild:  map[string]*site{},
 		hello: opt.HelloJSON,
 		ads:   &gate{max: int64(opt.MaxInFlightAds), wait: opt.LimitWait},
+		track: &gate{max: int64(opt.MaxInFlightTracking), wait: opt.LimitWait},
 		hooks: &gate{max: int64(opt.MaxInFlightHooks), wait: opt.LimitWait},
 	}
 	if opt.HSTS != "" {
@@ -649,6 +660,16 @@ func (s *Server) dispatch(ctx *fasthttp.RequestCtx, lr *logged, rs **routeStats)
 		if rt.logEP != nil {
 			lr.ep = rt.logEP
 		}
+		g, refused := r.ads, &s.counters.adsLimit
+		if rt.limit == LimitTracking {
+			g, refused = r.track, &s.counters.trackLimit
+		}
+		if !g.enter() {
+			refused.Add(1)
+			s.shed(ctx, rt)
+			return
+		}
+		defer g.leave()
 		rt.ext(ctx)
 	}
 }
@@ -702,6 +723,18 @@ func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, r *routes, st *site, rest []
 		if err := s.respond(ctx, ep, format, lr); err != nil {
 			s.fail(ctx, err)
 		}
+	}
+}
+
+// shed answers a request of the registered route rt that its limit
+// refused: the route's own way, else a 503 with Retry-After.
+func (s *Server) shed(ctx *fasthttp.RequestCtx, rt *route) {
+	if rt.shed == nil {
+		s.fail(ctx, errTooManyRequests[rt.limit])
+		return
+	}
+	if err := rt.shed.ServeRequest(Response{ctx}, Request{ctx, s, nil}); err != nil {
+		s.fail(ctx, err)
 	}
 }
 
@@ -899,6 +932,9 @@ var (
 	errLogUnavailable  = tsubame.Errorf(tsubame.EUNAVAILABLE, "access log unavailable")
 	errTooManyAds      = tsubame.Errorf(tsubame.EUNAVAILABLE, "too many ad requests at once, retry later")
 	errTooManyWebhooks = tsubame.Errorf(tsubame.EUNAVAILABLE, "too many webhook requests at once, retry later")
+	errTooManyTracking = tsubame.Errorf(tsubame.EUNAVAILABLE, "too many tracking requests at once, retry later")
+	// errTooManyRequests is a registered route's refusal, by its Limit.
+	errTooManyRequests = [...]error{LimitAds: errTooManyAds, LimitTracking: errTooManyTracking}
 	errUnauthorized    = tsubame.Errorf(tsubame.EUNAUTHORIZED, "missing or wrong bearer token")
 )
 
