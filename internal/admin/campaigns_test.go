@@ -442,6 +442,13 @@ type racing struct {
 	before map[string]func() // "replace", "put": run once
 }
 
+// on sets what runs before the next write of kind reaches the store.
+func (r *racing) on(kind string, f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.before[kind] = f
+}
+
 func (r *racing) race(kind string) {
 	r.mu.Lock()
 	f := r.before[kind]
@@ -487,7 +494,7 @@ func TestCampaignImportKeepsARacingPause(t *testing.T) {
 		t.Fatalf("import: %d %s", r.status, r.body)
 	}
 	// The other node pauses li-a, answered 200 paused there.
-	rs.before["replace"] = func() {
+	rs.on("replace", func() {
 		li, err := tsubame.GetCampaignObject[*tsubame.LineItem](t.Context(), cs, "li-a")
 		if err != nil {
 			t.Error(err)
@@ -497,7 +504,7 @@ func TestCampaignImportKeepsARacingPause(t *testing.T) {
 		if err := cs.PutObject(t.Context(), li); err != nil {
 			t.Error(err)
 		}
-	}
+	})
 	file := "line_items:\n  - {id: li-b, campaign: camp-b, priority: 6, weight: 9, cpm: 1200, creatives: [cr-b]}\n"
 	r := importFile(t, h, ed, "", file)
 	if msg, _ := r.json(t)["error"].(string); r.status != 409 || !strings.Contains(msg, "send it again") {
@@ -533,7 +540,7 @@ func TestCampaignPauseKeepsARacingEdit(t *testing.T) {
 	if r := importFile(t, h, ed, "", campaignFile); r.status != 200 {
 		t.Fatalf("import: %d %s", r.status, r.body)
 	}
-	rs.before["put"] = func() { // the other node lowers li-a's CPM
+	rs.on("put", func() { // the other node lowers li-a's CPM
 		li, err := tsubame.GetCampaignObject[*tsubame.LineItem](t.Context(), cs, "li-a")
 		if err != nil {
 			t.Error(err)
@@ -543,7 +550,7 @@ func TestCampaignPauseKeepsARacingEdit(t *testing.T) {
 		if err := cs.PutObject(t.Context(), li); err != nil {
 			t.Error(err)
 		}
-	}
+	})
 	r := h.do("POST", "/api/v1/line-items/li-a/pause", nil, ed...)
 	if r.status != 200 || r.json(t)["status"] != "paused" || r.json(t)["cpm"] != "1" {
 		t.Fatalf("pause: %d %s", r.status, r.body)
