@@ -225,7 +225,7 @@ func testCampaignsRoundTrip(t *testing.T, s tsubame.CampaignStore) {
 
 func testCampaignsMoney(t *testing.T, s tsubame.CampaignStore) {
 	set := FullCampaignSet()
-	amounts := []string{"0.000001", "0.1", "1.25", "1234567.890123", "9223372036854.775807"}
+	amounts := []string{"0.000001", "0.1", "1.25", "999999.890123", tsubame.MaxCPM.String()} // up to the largest CPM
 	base := set.LineItems[1]
 	set.LineItems = set.LineItems[:1]
 	for i, a := range amounts {
