@@ -23,6 +23,7 @@ var layering = []struct {
 	{"tsubame/internal/render", []string{"tsubame/internal/"}},
 	{"tsubame/internal/health", []string{"tsubame", "tsubame/"}},
 	{"tsubame/internal/framing", []string{"tsubame", "tsubame/"}},
+	{"tsubame/internal/deadline", []string{"tsubame", "tsubame/"}},
 	{"tsubame/internal/store/", []string{"tsubame/internal/cache", "tsubame/internal/server", "tsubame/internal/admin",
 		"tsubame/internal/config", "tsubame/internal/render", "tsubame/internal/accesslog", "tsubame/internal/webhook"}},
 	{"tsubame/internal/cache", []string{"tsubame/internal/server", "tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/"}},

@@ -81,7 +81,7 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 	}
 	opt := ads.Options{
 		Signer: signer, Currency: cfg.Ads.Currency, TrackingURL: strings.TrimSuffix(cfg.Ads.Tracking.URL, "/"),
-		TTL: cfg.Ads.Tracking.TTL, Reservation: cfg.Ads.Reservation, Grace: cfg.Ads.Budget.Grace,
+		TTL: cfg.Ads.Tracking.TTL, Reservation: cfg.Ads.Reservation, Grace: cfg.Ads.Budget.Grace, Timeout: cfg.Ads.CapsTimeout,
 		CookieName: cfg.Ads.Cookie.Name, CookieMaxAge: cfg.Ads.Cookie.MaxAge,
 		Dedupe: dd, AdSystem: cfg.VAST.AdSystem, Log: m.Logger,
 	}
@@ -123,7 +123,7 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 			return usagef("%v", err)
 		}
 		m.ads.bidder, err = bidder.New(bidder.Options{Engine: m.ads.engine, Signer: signer, Currency: cfg.Ads.Currency,
-			Rates: rates, NoticeURL: cfg.RTBNoticeURL(), TTL: cfg.Ads.Tracking.TTL, Grace: cfg.Ads.Budget.Grace, Dedupe: dd,
+			Rates: rates, NoticeURL: cfg.RTBNoticeURL(), TTL: cfg.Ads.Tracking.TTL, Grace: cfg.Ads.Budget.Grace, Timeout: cfg.RTB.Timeout, Dedupe: dd,
 			Geo: opt.Geo, Device: opt.Device, AdSystem: cfg.VAST.AdSystem, Log: m.Logger}, exchanges(cfg))
 		if err != nil {
 			return usagef("rtb: %v", err)

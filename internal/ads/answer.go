@@ -45,8 +45,11 @@ func (s *Service) release(a *answer) {
 	clear(a.imp[:a.n])
 	clear(a.click[:a.n])
 	clear(a.out[:a.n])
-	buf := a.urlBuf[:0]
-	*a = answer{urlBuf: buf}
+	if a.ctx != nil {
+		a.ctx.Stop()
+	}
+	buf, ctx := a.urlBuf[:0], a.ctx
+	*a = answer{urlBuf: buf, ctx: ctx}
 	answers.Put(a)
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"tsubame"
 	"tsubame/internal/accesslog"
+	"tsubame/internal/deadline"
 	"tsubame/internal/decision"
 	"tsubame/internal/render"
 	"tsubame/internal/server"
@@ -28,6 +29,18 @@ type answer struct {
 	base    []byte // scheme://host of tracking URLs
 	baseBuf [8 + 256]byte
 	urlBuf  []byte // builds tracking URLs; kept with the pooled answer
+	// ctx is the request's deadline, which bounds its store calls (the
+	// frequency caps'); kept with the pooled answer while unarmed.
+	ctx *deadline.Context
+}
+
+// context readies a.ctx for a request read at start: it ends timeout
+// later.
+func (a *answer) context(start time.Time, timeout time.Duration) *deadline.Context {
+	if a.ctx == nil || !a.ctx.Reset(nil, start.Add(timeout)) {
+		a.ctx = deadline.New(nil, start.Add(timeout))
+	}
+	return a.ctx
 }
 
 var (
@@ -64,7 +77,8 @@ func (s *Service) decide(w server.Response, r server.Request, placement []byte, 
 	}
 	req := &a.req
 	*req = decision.Request{User: v.uid, Placement: string(placement), Time: now,
-		Device: dev.Device, OS: dev.OS, Browser: dev.Browser, Format: format, Count: 1}
+		Device: dev.Device, OS: dev.OS, Browser: dev.Browser, Format: format, Count: 1,
+		Context: a.context(r.Time(), s.opt.Timeout)}
 	if err := s.parseRequest(r, a); err != nil {
 		return err
 	}

@@ -47,6 +47,11 @@ type Options struct {
 	// Grace is how long after its reservation ends an impression is still
 	// settled against it (the budget ledger's grace): one later is late.
 	Grace time.Duration
+	// Timeout is a decision request's budget: every store call it makes
+	// (a frequency cap's count) ends this long after the request was read
+	// (DefaultTimeout when 0). A capped line item the store has not
+	// cleared by then does not serve that request.
+	Timeout time.Duration
 	// CookieName and CookieMaxAge are the visitor cookie's.
 	CookieName   string
 	CookieMaxAge time.Duration
@@ -74,6 +79,9 @@ type Service struct {
 	// bufs holds answer buffers.
 	bufs sync.Pool
 }
+
+// DefaultTimeout is a decision request's budget when Options sets none.
+const DefaultTimeout = 50 * time.Millisecond
 
 // Route names and paths.
 const (
@@ -107,6 +115,9 @@ func New(opt Options) (*Service, error) {
 	}
 	if opt.AdSystem == "" {
 		opt.AdSystem = "Tsubame"
+	}
+	if opt.Timeout <= 0 {
+		opt.Timeout = DefaultTimeout
 	}
 	s := &Service{opt: opt}
 	s.signer.Store(opt.Signer)

@@ -14,8 +14,9 @@ import (
 // pixel is a transparent 1×1 GIF, the impression URL's answer.
 var pixel = []byte("GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\x00\x00\x00!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;")
 
-// dedupeTimeout bounds how long an impression or click waits for the
-// store to tell a repeat; past it the event is logged as not counted.
+// dedupeTimeout is an impression's or a click's budget: the store tells
+// a repeat within it from when the request was read, or the event is
+// logged as not counted.
 const dedupeTimeout = time.Second
 
 // dedupeSlack keeps an event id a little past its token's expiry, so a
@@ -71,7 +72,7 @@ func (s *Service) count(r server.Request, t *track.Token, kind accesslog.EventKi
 	if s.opt.Device != nil && s.opt.Device(r.UserAgent()).Bot {
 		reason = reasonCrawler // and its fetch does not use up the id
 	} else {
-		ctx, cancel := context.WithTimeout(context.Background(), dedupeTimeout)
+		ctx, cancel := context.WithDeadline(context.Background(), r.Time().Add(dedupeTimeout))
 		first, err := s.opt.Dedupe.FirstSeen(ctx, id, time.Until(t.Expires)+dedupeSlack)
 		cancel()
 		switch {

@@ -2,6 +2,7 @@ package bidder
 
 import (
 	"cmp"
+	"context"
 	"log/slog"
 	"net/netip"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 	"tsubame"
 	"tsubame/internal/accesslog"
 	"tsubame/internal/ads"
+	"tsubame/internal/deadline"
 	"tsubame/internal/decision"
 	"tsubame/internal/openrtb"
 	"tsubame/internal/render"
@@ -42,6 +44,11 @@ type Options struct {
 	// Grace is the budget ledger's: a billing notice later than the bid's
 	// reservation and this is logged late.
 	Grace time.Duration
+	// Timeout bounds a bid request's budget: its deadline is its tmax less
+	// its exchange's network time, at most this long after it was received
+	// (DefaultTimeout when 0), and this when it has no tmax. Every store
+	// call the request makes (a frequency cap's count) ends by then.
+	Timeout time.Duration
 	// Dedupe tells a repeated billing notice, across nodes.
 	Dedupe ads.Deduper
 	// Geo maps an address to a country and region (nil: none); Device
@@ -52,6 +59,10 @@ type Options struct {
 	AdSystem string
 	Log      *slog.Logger
 }
+
+// DefaultTimeout is the longest a bid request is worked on when Options
+// sets no bound: an exchange's tmax is rarely above it.
+const DefaultTimeout = 500 * time.Millisecond
 
 // Bidder answers the bid requests of exchanges (OpenRTB 2.6) with the
 // decision engine's line items, and their win, billing and loss notices.
@@ -86,6 +97,9 @@ func New(opt Options, exchanges []Exchange) (*Bidder, error) {
 	opt.NoticeURL = strings.TrimSuffix(opt.NoticeURL, "/")
 	opt.Currency = cmp.Or(opt.Currency, tsubame.DefaultCurrency)
 	opt.AdSystem = cmp.Or(opt.AdSystem, "Tsubame")
+	if opt.Timeout <= 0 {
+		opt.Timeout = DefaultTimeout
+	}
 	b := &Bidder{opt: opt}
 	b.signer.Store(opt.Signer)
 	b.rates.Store(opt.Rates)
@@ -193,6 +207,9 @@ type work struct {
 	sizes   [16]decision.Size
 	buf     []byte
 	event   accesslog.Event
+	// ctx is the request's deadline, which bounds its store calls; kept
+	// with the pooled work while unarmed (see deadline.Context).
+	ctx *deadline.Context
 }
 
 var works = sync.Pool{New: func() any { return &work{buf: make([]byte, 0, 4096)} }}
@@ -211,7 +228,20 @@ func putWork(w *work) {
 	if cap(w.buf) > maxWorkText {
 		w.buf = make([]byte, 0, 4096)
 	}
+	if w.ctx != nil {
+		w.ctx.Stop()
+	}
+	w.dreq.Context = nil
 	works.Put(w)
+}
+
+// context readies w.ctx for a request that must be done at end, or when
+// parent ends.
+func (w *work) context(parent context.Context, end time.Time) *deadline.Context {
+	if w.ctx == nil || !w.ctx.Reset(parent, end) {
+		w.ctx = deadline.New(parent, end)
+	}
+	return w.ctx
 }
 
 // text is buf[from:to] as a string, without a copy: see work.
@@ -228,29 +258,43 @@ func (w *work) text(from, to int) string {
 // appended to dst (Outcome.Body): a caller with a buffer to reuse passes
 // it, and the answer costs no allocation of its own.
 func (b *Bidder) Bid(dst []byte, name string, body []byte, at time.Time, client netip.Addr, log func(*accesslog.Event) error) Outcome {
+	return b.BidContext(context.Background(), dst, name, body, at, client, log)
+}
+
+// BidContext is Bid within ctx: the request's deadline, its
+// tmax less the exchange's network time (at most Options.Timeout after
+// at), is brought forward to ctx's, and its store calls end when ctx
+// does.
+func (b *Bidder) BidContext(ctx context.Context, dst []byte, name string, body []byte, at time.Time, client netip.Addr,
+	log func(*accesslog.Event) error) Outcome {
 	ex := b.exchange(name)
 	if ex == nil {
 		return Outcome{Status: 404, Reason: "unknown exchange"}
 	}
 	ex.stats.Requests.Add(1)
 	start := time.Now()
-	o := b.bid(dst, ex, body, at, log)
+	o := b.bid(ctx, dst, ex, body, at, log)
 	ex.stats.count(o, time.Since(start))
 	return o
 }
 
-func (b *Bidder) bid(dst []byte, ex *exchange, body []byte, at time.Time, log func(*accesslog.Event) error) Outcome {
+func (b *Bidder) bid(ctx context.Context, dst []byte, ex *exchange, body []byte, at time.Time, log func(*accesslog.Event) error) Outcome {
 	req, err := openrtb.Decode(body)
 	if err != nil {
 		return Outcome{Status: 400, Reason: NoBidMalformed}
 	}
 	now := time.Now()
-	deadline := time.Time{}
+	end := at.Add(b.opt.Timeout)
 	if req.TMax > 0 {
-		deadline = at.Add(time.Duration(req.TMax)*time.Millisecond - ex.Network)
-		if !now.Before(deadline) {
-			return Outcome{Status: 204, Reason: NoBidTimeout}
+		if d := at.Add(time.Duration(req.TMax)*time.Millisecond - ex.Network); d.Before(end) {
+			end = d
 		}
+	}
+	if d, ok := ctx.Deadline(); ok && d.Before(end) {
+		end = d
+	}
+	if !now.Before(end) {
+		return Outcome{Status: 204, Reason: NoBidTimeout}
 	}
 	if len(req.WSeat) > 0 && !contains(req.WSeat, ex.Seat) || contains(req.BSeat, ex.Seat) {
 		return Outcome{Status: 204, Reason: NoBidSeat}
@@ -263,6 +307,7 @@ func (b *Bidder) bid(dst []byte, ex *exchange, body []byte, at time.Time, log fu
 	w := getWork()
 	defer putWork(w)
 	b.common(req, now, &w.dreq)
+	w.dreq.Context = w.context(ctx, end)
 	test := req.Test == 1
 	idx := b.opt.Engine.Index()
 	sg := b.signer.Load()
@@ -287,7 +332,7 @@ func (b *Bidder) bid(dst []byte, ex *exchange, body []byte, at time.Time, log fu
 	if len(bids) == 0 {
 		return Outcome{Status: 204, Reason: reason}
 	}
-	if !deadline.IsZero() && !time.Now().Before(deadline) {
+	if !time.Now().Before(end) {
 		// The bids are logged (their reservations are released when they
 		// end unbilled); the answer would come too late to count.
 		return Outcome{Status: 204, Reason: NoBidTimeout}

@@ -16,8 +16,9 @@ import (
 // player fires as the VAST impression.
 var pixel = []byte("GIF89a\x01\x00\x01\x00\x80\x00\x00\x00\x00\x00\x00\x00\x00!\xf9\x04\x01\x00\x00\x00\x00,\x00\x00\x00\x00\x01\x00\x01\x00\x00\x02\x02D\x01\x00;")
 
-// dedupeTimeout bounds how long a billing notice waits for the store to
-// tell a repeat; past it the notice is logged as not billed.
+// dedupeTimeout is a billing notice's budget: the store tells a repeat
+// within it from when the notice came (Notice's now), or the notice is
+// logged as not billed.
 const dedupeTimeout = time.Second
 
 // dedupeSlack keeps a bid id a little past its token's expiry, so that a
@@ -128,7 +129,7 @@ func (b *Bidder) Notice(kind track.Kind, tok string, price, loss, vast []byte, n
 // any node, in time or late (past the reservation and its grace: still
 // billed, the ad was shown, but its price may have been released).
 func (b *Bidder) bill(e *accesslog.Event, t *track.Token, clearing tsubame.Money, now time.Time, stats *Stats) {
-	ctx, cancel := context.WithTimeout(context.Background(), dedupeTimeout)
+	ctx, cancel := context.WithDeadline(context.Background(), now.Add(dedupeTimeout))
 	first, err := b.opt.Dedupe.FirstSeen(ctx, "bill:"+t.Decision, time.Until(t.Expires)+dedupeSlack)
 	cancel()
 	switch {

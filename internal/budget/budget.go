@@ -27,7 +27,8 @@ type Options struct {
 	// Ledger keeps impression limits and budgets; nil: they are not
 	// enforced (line items serve past them), only frequency caps are.
 	Ledger *Ledger
-	// Timeout bounds one store call (DefaultTimeout when zero).
+	// Timeout bounds one store call of a request without a deadline of
+	// its own (decision.Request.Context; DefaultTimeout when zero).
 	Timeout time.Duration
 	// Log gets the store's failures, at most one line per LogEvery
 	// (DefaultLogEvery when zero), and a line when it answers again; nil:
@@ -69,10 +70,10 @@ func New(freq tsubame.FrequencyCounter, opt Options) *Counters {
 // Then a line item with frequency caps takes the impression for the
 // request's visitor from the store: false when the request has no visitor
 // (it could not be counted), when a cap is reached, and when the store
-// fails or does not answer within the timeout; what the leases gave is
-// then given back. What is taken is held under req.Reserve[slot] until
-// req.ReserveUntil (spent at once without one). A test request
-// (req.Test) takes nothing.
+// fails or does not answer by the request's deadline (req.Context, else
+// the timeout of Options); what the leases gave is then given back. What
+// is taken is held under req.Reserve[slot] until req.ReserveUntil (spent
+// at once without one). A test request (req.Test) takes nothing.
 func (c *Counters) Allow(l *decision.Line, req *decision.Request, slot int, now time.Time) bool {
 	if req.Test {
 		// A test decision spends nothing: the line item serves if its
@@ -104,14 +105,23 @@ func (c *Counters) Allow(l *decision.Line, req *decision.Request, slot int, now 
 	return true
 }
 
-// takeCap takes a capped impression for the request's visitor.
+// takeCap takes a capped impression for the request's visitor, within
+// the request's deadline (req.Context): every cap of one request shares
+// its budget. Only a request without one gets the timeout of Options.
 func (c *Counters) takeCap(l *decision.Line, req *decision.Request, now time.Time) bool {
 	if req.User == "" || len(req.User) > tsubame.MaxObjectIDLength {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	ctx := req.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
 	ok, err := c.freq.Take(ctx, tsubame.FrequencyKey(l.ID, req.User), l.Frequency, now)
-	cancel()
 	if err != nil {
 		c.failed(l, err)
 		return false

@@ -51,7 +51,7 @@ func startNodes(t *testing.T, addr string, n int, timeout time.Duration) ([]stri
 // serverOptions say what startServers runs.
 type serverOptions struct {
 	set     *tsubame.CampaignSet
-	timeout time.Duration // of a frequency cap's Take
+	timeout time.Duration // a decision's budget for its frequency caps' Takes
 	// ledger, when its Interval is set, gives each node a Ledger (and
 	// reservations of ledger.MaxHold).
 	ledger budget.LedgerOptions
@@ -112,7 +112,7 @@ func startServers(t *testing.T, addrs []string, n int, opt serverOptions) []*tes
 			t.Fatal(err)
 		}
 		svc, err := ads.New(ads.Options{Engine: eng, Signer: signer, Currency: opt.set.Currency, TTL: time.Hour,
-			Reservation: reservation, CookieName: "tsubame_uid", CookieMaxAge: time.Hour, Dedupe: st})
+			Reservation: reservation, CookieName: "tsubame_uid", CookieMaxAge: time.Hour, Dedupe: st, Timeout: opt.timeout})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -30,8 +30,9 @@ type Ads struct {
 	Privacy string `koanf:"privacy"`
 	// HeadlessIsBot treats headless browsers as crawlers (204, not counted).
 	HeadlessIsBot bool `koanf:"headless_is_bot"`
-	// CapsTimeout bounds the store operation of a frequency-capped
-	// decision; past it the capped line item does not serve.
+	// CapsTimeout is a decision request's budget for the store: its
+	// frequency caps' counts end this long after it was read; a capped
+	// line item not counted by then does not serve.
 	CapsTimeout time.Duration `koanf:"caps_timeout"`
 	// Reservation is how long a decision of a line item with an impression
 	// limit or a campaign budget holds its impression and price for its

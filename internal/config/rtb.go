@@ -16,6 +16,9 @@ type RTB struct {
 	Exchanges map[string]RTBExchange `koanf:"exchanges"`
 	// MaxBody bounds a bid request's body, after gunzip too.
 	MaxBody ByteSize `koanf:"max_body"`
+	// Timeout is a bid request's deadline when it has no tmax, and the
+	// bound of its deadline (tmax less network_ms) when it has one.
+	Timeout time.Duration `koanf:"timeout"`
 	// Rates are the currencies bids may be made in besides the account
 	// currency: how many units one unit of ads.currency buys, as decimal
 	// strings (read exactly). Applied by a reload.
@@ -87,6 +90,9 @@ func (c *Config) validateRTB(p *problems) {
 	r := c.RTB
 	if r.MaxBody < 1<<10 || r.MaxBody > 16<<20 {
 		p.add("rtb.max_body: must be between 1KiB and 16MiB (got %v)", r.MaxBody)
+	}
+	if r.Timeout < 10*time.Millisecond || r.Timeout > 10*time.Second {
+		p.add("rtb.timeout: must be between 10ms and 10s (got %v)", r.Timeout)
 	}
 	names := make([]string, 0, len(r.Exchanges))
 	for name := range r.Exchanges {

@@ -1,6 +1,7 @@
 package decision
 
 import (
+	"context"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
@@ -70,6 +71,11 @@ type Request struct {
 	// Test asks for decisions that spend nothing (OpenRTB's test=1):
 	// Counters let a line item serve if it could, and take nothing.
 	Test bool
+	// Context is the request's: its deadline is the request's budget (a
+	// bid's tmax less the way back, a decision's timeout), and it bounds
+	// every store call Counters make for it. Nil: Counters bound each
+	// call with a timeout of their own.
+	Context context.Context
 
 	// Narrowing an auction's impression (OpenRTB). Sizes, when given, are
 	// the sizes a creative may have (any of them; W and H are then not
