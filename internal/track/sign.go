@@ -56,15 +56,18 @@ const (
 	MaxKeys      = 16                     // keys in a ring
 )
 
-// flagTest is the flags byte of a notice's token: a test auction's.
+// flagTest is the flags byte's bit of a test auction's or decision's
+// token (every kind's since version 4, a notice's before).
 const flagTest = 1
 
 const (
 	// version is the format Sign writes. Version 1 had no reservation
-	// deadline, version 2 no origin (advertiser, site, country, device);
-	// Verify still reads both (those fields zero), so that URLs made before
-	// an upgrade are honoured until they expire.
-	version  = 3
+	// deadline, version 2 no origin (advertiser, site, country, device),
+	// version 3 carried the visitor in clear and a flags byte only in a
+	// notice's; Verify still reads them (the missing fields zero), so
+	// that URLs made before an upgrade are honoured until they expire.
+	version  = 4
+	version3 = 3
 	version2 = 2
 	version1 = 1
 	macLen   = sha256.Size
@@ -73,7 +76,7 @@ const (
 	// destination and the MAC (a click's destination is longer than what a
 	// notice carries instead: its auction's four ids and currency), and
 	// the origin: advertiser, site, country and device.
-	maxRaw = 1 + 1 + MaxKeyIDLen + 1 + 8 + 8 + 8 + 6*(1+MaxIDLen) + 2 + MaxClickLen + macLen +
+	maxRaw = 1 + 1 + MaxKeyIDLen + 1 + 8 + 8 + 8 + 6*(1+MaxIDLen) + 1 + 2 + MaxClickLen + macLen +
 		(1 + MaxIDLen) + (1 + MaxSiteLen) + (1 + 2) + (1 + MaxDeviceLen)
 	// minRaw is the shortest, of version 1.
 	minRaw = 1 + 1 + 1 + 1 + 8 + 8 + 5*(1+1) + 1 + 2 + macLen
@@ -95,7 +98,10 @@ type Token struct {
 	Creative  string
 	Placement string
 	// User is the visitor the decision was made for: empty when unknown
-	// (or ruled out by a privacy signal), else an id like the others.
+	// (or ruled out by a privacy signal), else an id like the others. It
+	// travels enciphered: a tracking URL sits in pages that must not learn
+	// a visitor id the browser keeps from their scripts (an HttpOnly
+	// cookie's), and two URLs of one visitor do not look alike.
 	User string
 	// Click is the absolute http(s) URL a click leads to; set for KindClick
 	// and empty for every other kind.
@@ -119,8 +125,8 @@ type Token struct {
 	// Decision is the bid's id.
 	Exchange, Auction, Imp, Deal string
 	Currency                     string
-	// Test marks a notice of a test auction (OpenRTB's test=1): not
-	// billable.
+	// Test marks an event of a test auction (OpenRTB's test=1), a notice
+	// or the click of its markup: never counted or billed.
 	Test bool
 
 	// Origin is where the event comes from, for the reports.
@@ -195,6 +201,36 @@ type ringKey struct {
 	// macs holds hmac hashes of this key for reuse: hmac.New allocates, and
 	// Verify is on the request path.
 	macs sync.Pool
+	// visitor is the key of the visitor's cipher, derived from the
+	// secret; visitors holds hmac hashes of it.
+	visitor  []byte
+	visitors sync.Pool
+}
+
+// visitorLabel derives a key's visitor cipher key from its secret.
+const visitorLabel = "tsubame track visitor v4"
+
+// cipherVisitor enciphers or deciphers (the same XOR) the visitor id u
+// of the token of decision d in place: a keystream of HMAC-SHA256 blocks
+// of the visitor key over the decision and the block's number. Decision
+// ids are unique (random), so no two visitors share a keystream, and the
+// token's MAC covers the result.
+func (k *ringKey) cipherVisitor(u, d []byte, sc *scratch) {
+	h, _ := k.visitors.Get().(hash.Hash)
+	if h == nil {
+		h = hmac.New(sha256.New, k.visitor)
+	}
+	for block := 0; block*macLen < len(u); block++ {
+		h.Reset()
+		h.Write(d)
+		sc.block[0] = byte(block)
+		h.Write(sc.block[:])
+		ks := h.Sum(sc.sum[:0])
+		for i := range min(macLen, len(u)-block*macLen) {
+			u[block*macLen+i] ^= ks[i]
+		}
+	}
+	k.visitors.Put(h)
 }
 
 func (k *ringKey) mac(dst, msg []byte) []byte {
@@ -214,9 +250,10 @@ func (k *ringKey) mac(dst, msg []byte) []byte {
 // than on the stack because the hash takes its input through an interface,
 // which would move a stack buffer to the heap on every call.
 type scratch struct {
-	raw [maxRaw]byte
-	enc [MaxTokenLen]byte
-	sum [macLen]byte
+	raw   [maxRaw]byte
+	enc   [MaxTokenLen]byte
+	sum   [macLen]byte
+	block [1]byte
 }
 
 var scratches = sync.Pool{New: func() any { return new(scratch) }}
@@ -256,6 +293,9 @@ func NewSigner(current string, keys ...Key) (*Signer, error) {
 			}
 		}
 		rk := &ringKey{id: k.ID, secret: append([]byte(nil), k.Secret...)}
+		vk := hmac.New(sha256.New, rk.secret)
+		vk.Write([]byte(visitorLabel))
+		rk.visitor = vk.Sum(nil)
 		s.keys = append(s.keys, rk)
 		if k.ID == current {
 			s.current = rk
@@ -324,22 +364,26 @@ func (s *Signer) AppendSign(dst []byte, t Token) ([]byte, error) {
 		reserved = t.Reserved.Unix()
 	}
 	b = binary.BigEndian.AppendUint64(b, uint64(reserved))
-	for _, f := range [...]string{t.Decision, t.LineItem, t.Campaign, t.Creative, t.Placement, t.User,
+	decision := len(b) + 1 // where the decision id starts
+	for i, f := range [...]string{t.Decision, t.LineItem, t.Campaign, t.Creative, t.Placement, t.User,
 		t.Advertiser, t.Site, t.Country, t.Device} {
 		b = append(b, byte(len(f)))
 		b = append(b, f...)
+		if i == 5 && f != "" {
+			s.current.cipherVisitor(b[len(b)-len(f):], b[decision:decision+len(t.Decision)], sc)
+		}
 	}
 	if t.Kind.Notice() {
 		for _, f := range [...]string{t.Exchange, t.Auction, t.Imp, t.Deal, t.Currency} {
 			b = append(b, byte(len(f)))
 			b = append(b, f...)
 		}
-		var flags byte
-		if t.Test {
-			flags |= flagTest
-		}
-		b = append(b, flags)
 	}
+	var flags byte
+	if t.Test {
+		flags |= flagTest
+	}
+	b = append(b, flags)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(t.Click)))
 	b = append(b, t.Click...)
 	b = s.current.mac(b, b)
@@ -393,7 +437,7 @@ func checkToken(t *Token) error {
 		if !validCurrency(t.Currency) {
 			return tsubame.Errorf(tsubame.EINVALID, "currency must be an ISO 4217 code")
 		}
-	} else if t.Exchange != "" || t.Auction != "" || t.Imp != "" || t.Deal != "" || t.Currency != "" || t.Test {
+	} else if t.Exchange != "" || t.Auction != "" || t.Imp != "" || t.Deal != "" || t.Currency != "" {
 		return tsubame.Errorf(tsubame.EINVALID, "only a notice token carries an auction")
 	}
 	if t.Kind != KindClick {
@@ -517,7 +561,7 @@ func (s *Signer) Verify(tok string, now time.Time) (Token, error) {
 		return Token{}, ErrMalformed
 	}
 	raw := sc.raw[:n]
-	if raw[0] != version && raw[0] != version2 && raw[0] != version1 {
+	if raw[0] != version && raw[0] != version3 && raw[0] != version2 && raw[0] != version1 {
 		return Token{}, ErrVersion
 	}
 	kl := int(raw[1])
@@ -538,7 +582,7 @@ func (s *Signer) Verify(tok string, now time.Time) (Token, error) {
 	if !hmac.Equal(key.mac(sc.sum[:0], signed), got) {
 		return Token{}, ErrSignature
 	}
-	t, ok := parse(signed[2+kl:], raw[0])
+	t, ok := parse(signed[2+kl:], raw[0], key, sc)
 	if !ok {
 		return Token{}, ErrMalformed
 	}
@@ -579,10 +623,11 @@ func readStrings(all string, off int, dst []string) (int, bool) {
 	return off, true
 }
 
-// parse reads the signed fields after the key id. It runs only on bytes whose
-// MAC matched, and still checks every bound: a layout error is a bug or a
-// leaked key, never a reason to read past the end.
-func parse(b []byte, v byte) (Token, bool) {
+// parse reads the signed fields after the key id, deciphering the visitor
+// with key (of version 4). It runs only on bytes whose MAC matched, and
+// still checks every bound: a layout error is a bug or a leaked key, never
+// a reason to read past the end. sc is scratch for the cipher.
+func parse(b []byte, v byte, key *ringKey, sc *scratch) (Token, bool) {
 	fixed := 1 + 8 + 8
 	if v >= version2 {
 		fixed += 8
@@ -598,6 +643,21 @@ func parse(b []byte, v byte) (Token, bool) {
 		reserved = int64(binary.BigEndian.Uint64(b[17:]))
 	}
 	b = b[fixed:]
+	if v >= version {
+		// The visitor, 6th of the ids, deciphered in place before the
+		// string is made.
+		off := 0
+		for range 5 {
+			if off >= len(b) {
+				return Token{}, false
+			}
+			off += 1 + int(b[off])
+		}
+		if off >= len(b) || int(b[off]) > len(b)-off-1 || int(b[0]) > len(b)-1 {
+			return Token{}, false
+		}
+		key.cipherVisitor(b[off+1:off+1+int(b[off])], b[1:1+int(b[0])], sc)
+	}
 	// One string for all fields: the only allocation of a Verify.
 	all := string(b)
 	var ids [6]string // the last, the user, may be empty
@@ -611,7 +671,7 @@ func parse(b []byte, v byte) (Token, bool) {
 		}
 	}
 	var origin [4]string // advertiser, site, country, device
-	if v >= version {
+	if v >= version3 {
 		if off, ok = readStrings(all, off, origin[:]); !ok ||
 			origin[0] != "" && !validID(origin[0]) || !ValidSite(origin[1]) || !ValidCountry(origin[2]) || !ValidDevice(origin[3]) {
 			return Token{}, false
@@ -624,7 +684,12 @@ func parse(b []byte, v byte) (Token, bool) {
 			return Token{}, false
 		}
 		if !validAuctionID(auction[0]) || !validAuctionID(auction[1]) || !validAuctionID(auction[2]) ||
-			auction[3] != "" && !validAuctionID(auction[3]) || !validCurrency(auction[4]) || off >= len(all) || all[off]&^flagTest != 0 {
+			auction[3] != "" && !validAuctionID(auction[3]) || !validCurrency(auction[4]) {
+			return Token{}, false
+		}
+	}
+	if kind.Notice() && v >= version2 || v >= version {
+		if off >= len(all) || all[off]&^flagTest != 0 {
 			return Token{}, false
 		}
 		test = all[off]&flagTest != 0

@@ -436,7 +436,8 @@ func TestVerifyRefuses(t *testing.T) {
 		{"standard alphabet", strings.NewReplacer("-", "+", "_", "/").Replace(tok) + "+", track.ErrMalformed},
 		{"dot", tok[:10] + "." + tok[11:], track.ErrMalformed},
 		{"non-canonical last char", tok[:len(tok)-1] + string(last^1), nil}, // malformed or a bad signature
-		{"other version", reencode(t, tok, func(b []byte) []byte { b[0] = 4; return b }), track.ErrVersion},
+		{"other version", reencode(t, tok, func(b []byte) []byte { b[0] = 5; return b }), track.ErrVersion},
+		{"read as version 3", reencode(t, tok, func(b []byte) []byte { b[0] = 3; return b }), track.ErrSignature},
 		{"read as version 1", reencode(t, tok, func(b []byte) []byte { b[0] = 1; return b }), track.ErrSignature},
 		{"read as version 2", reencode(t, tok, func(b []byte) []byte { b[0] = 2; return b }), track.ErrSignature},
 		{"version zero", reencode(t, tok, func(b []byte) []byte { b[0] = 0; return b }), track.ErrVersion},
