@@ -166,6 +166,7 @@ func (s *Service) Routes(log *accesslog.Logger) []server.Route {
 var (
 	keyReason = accesslog.MustKey("reason")
 	keyLate   = accesslog.MustKey("late")
+	keyTest   = accesslog.MustKey("test")
 )
 
 // Why an event line is not valid.
@@ -173,6 +174,7 @@ const (
 	reasonRepeat  = "repeat"
 	reasonCrawler = "crawler"
 	reasonStore   = "store_unavailable" // the deduper could not tell: not counted
+	reasonTest    = "test"              // a test auction's: never counted
 )
 
 var errLog = tsubame.Errorf(tsubame.EUNAVAILABLE, "access log unavailable")

@@ -64,14 +64,19 @@ func (s *Service) verify(r server.Request, prefix string, kind track.Kind) (trac
 	return s.signer.Load().VerifyKind(string(tok), kind, time.Now())
 }
 
-// count logs the event of t: valid unless a crawler fetched it, the id was
-// seen before, or the store could not tell.
+// count logs the event of t: valid unless it is a test auction's (the
+// click of a test bid's markup: never counted, as its notices are not), a
+// crawler fetched it, the id was seen before, or the store could not
+// tell.
 func (s *Service) count(r server.Request, t *track.Token, kind accesslog.EventKind, idPrefix string, price int64) error {
 	id := idPrefix + t.Decision
 	reason := ""
-	if s.opt.Device != nil && s.opt.Device(r.UserAgent()).Bot {
+	switch {
+	case t.Test:
+		reason = reasonTest // nothing to count: the store is not asked
+	case s.opt.Device != nil && s.opt.Device(r.UserAgent()).Bot:
 		reason = reasonCrawler // and its fetch does not use up the id
-	} else {
+	default:
 		ctx, cancel := context.WithDeadline(context.Background(), r.Time().Add(dedupeTimeout))
 		first, err := s.opt.Dedupe.FirstSeen(ctx, id, time.Until(t.Expires)+dedupeSlack)
 		cancel()
@@ -95,6 +100,9 @@ func (s *Service) count(r server.Request, t *track.Token, kind accesslog.EventKi
 	e.AddOrigin(t.Advertiser, t.Site, t.Country, t.Device)
 	if reason != "" {
 		e.AddText(keyReason, accesslog.String(reason))
+	}
+	if t.Test {
+		e.AddBool(keyTest, true)
 	}
 	if late {
 		e.AddBool(keyLate, true)

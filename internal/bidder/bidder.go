@@ -715,10 +715,12 @@ func (b *Bidder) clickURL(w *work, sg *track.Signer, tk track.Token, c *tsubame.
 	return w.text(from, len(buf)), nil
 }
 
-// clickToken is the token of the click tracker in a bid's markup.
+// clickToken is the token of the click tracker in a bid's markup: a test
+// auction's says so, and its click is never counted.
 func clickToken(tk track.Token, c *tsubame.Creative) track.Token {
 	return track.Token{Kind: track.KindClick, Decision: tk.Decision, LineItem: tk.LineItem, Campaign: tk.Campaign,
-		Creative: tk.Creative, Placement: tk.Placement, User: tk.User, Click: c.Click, Expires: tk.Expires, Origin: tk.Origin}
+		Creative: tk.Creative, Placement: tk.Placement, User: tk.User, Click: c.Click, Expires: tk.Expires, Origin: tk.Origin,
+		Test: tk.Test}
 }
 
 // appendMarkup appends the ad a winning bid shows: a video's VAST

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -306,8 +307,9 @@ func TestNoBid(t *testing.T) {
 	}
 }
 
-// A test request (test=1) is bid on, and its bid's line and notices are
-// marked test: nothing it does is billed.
+// A test request (test=1) is bid on, and its bid's line, notices and the
+// click tracker of its markup are marked test: nothing it does is billed
+// or counted.
 func TestTestRequest(t *testing.T) {
 	f := newFixture(t)
 	body := strings.Replace(string(example(t, "example-6.2.1-banner.json")), `"at": 1,`, `"at": 1, "test": 1,`, 1)
@@ -318,6 +320,13 @@ func TestTestRequest(t *testing.T) {
 	tk := verifyNotice(t, f, b.BURL, bidder.PathBill, track.KindBill, b.ID)
 	if !tk.Test {
 		t.Fatal("a test bid's billing token is not marked test")
+	}
+	click := regexp.MustCompile(`/t/c/([A-Za-z0-9_-]+)`).FindStringSubmatch(b.AdM)
+	if click == nil {
+		t.Fatalf("no click tracker in the markup %s", b.AdM)
+	}
+	if ck, err := f.signer.VerifyKind(click[1], track.KindClick, time.Now()); err != nil || !ck.Test {
+		t.Errorf("a test bid's click tracker: %+v (%v), not marked test", ck, err)
 	}
 	u, _ := url.Parse(strings.ReplaceAll(b.BURL, "${AUCTION_PRICE}", "1.1"))
 	tok := strings.TrimPrefix(u.Path, bidder.PathBill)
