@@ -1,15 +1,17 @@
 package report
 
 import (
-	"encoding/csv"
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 )
 
 // The formats of a result.
@@ -85,22 +87,23 @@ func (res *Result) Write(w io.Writer, format string) error {
 	case FormatJSON:
 		return res.writeJSON(w)
 	case FormatCSV:
-		cw := csv.NewWriter(w)
+		bw := bufio.NewWriter(w)
 		cols := res.columns(false)
-		head := make([]string, len(cols))
 		for i, c := range cols {
-			head[i] = c.name
+			writeCell(bw, i, c.name)
 		}
-		_ = cw.Write(head)
-		rec := make([]string, len(cols))
+		bw.WriteByte('\n')
 		for i := range res.Rows {
 			for j, c := range cols {
-				rec[j] = csvSafe(c.value(&res.Rows[i]))
+				v := c.value(&res.Rows[i])
+				if !c.num {
+					v = csvSafe(v)
+				}
+				writeCell(bw, j, v)
 			}
-			_ = cw.Write(rec)
+			bw.WriteByte('\n')
 		}
-		cw.Flush()
-		return cw.Error()
+		return bw.Flush()
 	case FormatTable, "":
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 		cols := res.columns(true)
@@ -156,16 +159,47 @@ func (res *Result) writeJSON(w io.Writer) error {
 	return err
 }
 
-// csvSafe keeps a spreadsheet from reading a value as a formula (an id is
-// the exchange's or the page's, not ours): a leading =, +, -, @, tab or
-// carriage return gets a quote before it.
+// csvSafe keeps a spreadsheet from reading a value as a formula (a site,
+// a placement or a publisher id is the page's or the exchange's, not
+// ours), as OWASP's CSV injection advice says: a value whose first
+// character, or first after spaces (which importers may trim), is =, +,
+// -, @, a tab, a carriage return or a line feed (or the full-width =, +,
+// -, @ some spreadsheets take alike) gets a single quote before it. A
+// plain decimal number (-1.5) is left as it is: it is no formula.
 func csvSafe(v string) string {
-	if v != "" && strings.ContainsRune("=+-@\t\r", rune(v[0])) {
-		if _, err := strconv.ParseFloat(v, 64); err != nil {
-			return "'" + v
-		}
+	t := strings.TrimLeft(v, " ")
+	if t == "" || plainNumber.MatchString(v) {
+		return v
+	}
+	if strings.ContainsRune("=+-@\t\r\n", rune(t[0])) {
+		return "'" + v
+	}
+	if r, _ := utf8.DecodeRuneInString(t); strings.ContainsRune("＝＋－＠", r) {
+		return "'" + v
 	}
 	return v
+}
+
+var plainNumber = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?$`)
+
+// writeCell writes the cell v of column i of a CSV line (RFC 4180): after
+// a comma unless first; quoted, its quotes doubled, when it holds a
+// separator (a comma, and the semicolon and tab that spreadsheets of
+// other locales split on), a quote, a line break, or spaces at an end
+// (which importers may trim). encoding/csv quotes commas only: a
+// semicolon-separated import would split a value it left bare, and read
+// its second half as a cell of its own (and a formula).
+func writeCell(w *bufio.Writer, i int, v string) {
+	if i > 0 {
+		w.WriteByte(',')
+	}
+	if !strings.ContainsAny(v, ",;\t\"\r\n") && strings.TrimSpace(v) == v {
+		w.WriteString(v)
+		return
+	}
+	w.WriteByte('"')
+	w.WriteString(strings.ReplaceAll(v, `"`, `""`))
+	w.WriteByte('"')
 }
 
 // tableSafe shows control characters of a value as escapes, so a site's
