@@ -82,7 +82,7 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 	opt := ads.Options{
 		Signer: signer, Currency: cfg.Ads.Currency, TrackingURL: strings.TrimSuffix(cfg.Ads.Tracking.URL, "/"),
 		TTL: cfg.Ads.Tracking.TTL, Reservation: cfg.Ads.Reservation, Grace: cfg.Ads.Budget.Grace, Timeout: cfg.Ads.CapsTimeout,
-		CookieName: cfg.Ads.Cookie.Name, CookieMaxAge: cfg.Ads.Cookie.MaxAge,
+		CookieName: cfg.Ads.Cookie.Name, CookieMaxAge: cfg.Ads.Cookie.MaxAge, TCFVendorID: cfg.Ads.TCFVendorID,
 		Dedupe: dd, AdSystem: cfg.VAST.AdSystem, Log: m.Logger,
 	}
 	opt.DefaultPrivacy, opt.Privacy = privacyModes(cfg)
@@ -124,7 +124,8 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 		}
 		m.ads.bidder, err = bidder.New(bidder.Options{Engine: m.ads.engine, Signer: signer, Currency: cfg.Ads.Currency,
 			Rates: rates, NoticeURL: cfg.RTBNoticeURL(), TTL: cfg.Ads.Tracking.TTL, Grace: cfg.Ads.Budget.Grace, Timeout: cfg.RTB.Timeout, Dedupe: dd,
-			Geo: opt.Geo, Device: opt.Device, AdSystem: cfg.VAST.AdSystem, Log: m.Logger}, exchanges(cfg))
+			Geo: opt.Geo, Device: opt.Device, AdSystem: cfg.VAST.AdSystem, TCFVendorID: cfg.Ads.TCFVendorID, Log: m.Logger},
+			exchanges(cfg))
 		if err != nil {
 			return usagef("rtb: %v", err)
 		}

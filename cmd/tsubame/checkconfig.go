@@ -14,6 +14,9 @@ func runCheckConfig(e *env, show bool) error {
 			return err
 		}
 	}
+	for _, n := range cfg.Notices() {
+		fmt.Fprintf(e.stderr, "tsubame: note: %s\n", n)
+	}
 	fmt.Fprintln(e.stderr, "configuration ok")
 	return nil
 }

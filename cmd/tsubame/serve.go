@@ -303,7 +303,10 @@ func (m *Main) logSubsystems(cfg *config.Config) {
 	}
 	if cfg.Ads.Enabled {
 		m.Logger.Info("ads and tracking", "tracking_url", cfg.Ads.Tracking.URL, "keys_file", cfg.TrackingKeysPath(),
-			"ttl", cfg.Ads.Tracking.TTL, "currency", cfg.Ads.Currency)
+			"ttl", cfg.Ads.Tracking.TTL, "currency", cfg.Ads.Currency, "tcf_vendor_id", cfg.Ads.TCFVendorID)
+		for _, n := range cfg.Notices() {
+			m.Logger.Info(n)
+		}
 	}
 	if m.logs.file != nil {
 		m.Logger.Info("access log", "dir", cfg.AccessLog.Dir, "file", cfg.AccessLog.FileName, "format", cfg.AccessLog.Format,

@@ -77,6 +77,10 @@ rtb:
 	if count["kafka shipper"] != 0 {
 		t.Error(`a "kafka shipper" line, with the shipper off`)
 	}
+	// No TCF vendor id: said once, that where GDPR applies no visitor is kept.
+	if n := strings.Count(p.logs.String(), `"msg":"ads.tcf_vendor_id is not set: where GDPR applies`); n != 1 {
+		t.Errorf("%d lines at start saying that ads.tcf_vendor_id is not set, want 1", n)
+	}
 	for _, want := range []string{`"level":"WARN","msg":"unknown environment variable TSUBAME_NO_SUCH_KEY`, `"names":"pub"`, `"platforms":"line"`, `"exchanges":"ssp"`, `"default_certificate":true`,
 		`"site_certificates":1`, `"ttl":"1m0s"`} {
 		if !strings.Contains(p.logs.String(), want) {

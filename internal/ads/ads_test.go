@@ -3,7 +3,6 @@ package ads_test
 import (
 	"bufio"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -20,6 +19,8 @@ import (
 	"tsubame"
 	"tsubame/internal/accesslog"
 	"tsubame/internal/ads"
+	"tsubame/internal/decision"
+	"tsubame/internal/privacy/privacytest"
 	"tsubame/internal/render"
 	"tsubame/internal/server"
 	"tsubame/internal/store/memory"
@@ -68,6 +69,10 @@ type nodeOpts struct {
 	privacy     map[string]ads.Privacy
 	sites       []server.Site
 	geo         func(netip.Addr) (string, string)
+	// counters keep the caps, limits and budgets (none when nil).
+	counters decision.Counters
+	// vendor is the operator's IAB TCF vendor id (ads.Options.TCFVendorID).
+	vendor int
 }
 
 // adsStore is what a node needs of its store.
@@ -88,13 +93,13 @@ func (f *fixture) startOn(t *testing.T, st adsStore, o nodeOpts) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := ads.NewEngine(st, ads.EngineOptions{Currency: "JPY"})
+	eng := ads.NewEngine(st, ads.EngineOptions{Currency: "JPY", Counters: o.counters})
 	if _, err := eng.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	svc, err := ads.New(ads.Options{Engine: eng, Signer: signer, Currency: "JPY", TTL: time.Hour, Reservation: o.reservation,
 		CookieName: "tsubame_uid", CookieMaxAge: 24 * time.Hour, Privacy: o.privacy, Dedupe: st,
-		Device: o.device, Geo: o.geo})
+		Device: o.device, Geo: o.geo, TCFVendorID: o.vendor})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,6 +412,7 @@ func TestVisitorAndPrivacy(t *testing.T) {
 	n := f.start(t, nodeOpts{
 		privacy: map[string]ads.Privacy{"strict": ads.PrivacyNoCookies},
 		sites:   []server.Site{{Name: "strict", Hosts: []string{"strict.example"}}},
+		vendor:  ourVendor,
 	})
 	resp, _ := decide(t, n, "placement=top")
 	var cookie *http.Cookie
@@ -427,8 +433,8 @@ func TestVisitorAndPrivacy(t *testing.T) {
 	if !strings.Contains(resp.Header.Get("Set-Cookie"), "tsubame_uid=") {
 		t.Errorf("a foreign cookie value was kept")
 	}
-	consent := tcfString(t, true)
-	noConsent := tcfString(t, false)
+	consent := privacytest.Consent{Purposes: []int{1, 2, 3, 4}, Vendors: []int{ourVendor}}.String()
+	noConsent := privacytest.Consent{Purposes: []int{2, 3, 4}, Vendors: []int{ourVendor}}.String()
 	private := []struct {
 		query  string
 		header []string
@@ -471,26 +477,6 @@ func TestVisitorAndPrivacy(t *testing.T) {
 	if fmt.Sprint(uids) != fmt.Sprint(want) {
 		t.Errorf("uids %v\nwant %v", uids, want)
 	}
-}
-
-// tcfString makes a TCF v2 core string with purpose 1 consent or not.
-func tcfString(t *testing.T, purpose1 bool) string {
-	t.Helper()
-	var bits [30]byte // 240 bits: more than the core fields before the vendors
-	set := func(at, n int, v uint64) {
-		for i := range n {
-			if v&(1<<(n-1-i)) != 0 {
-				bits[(at+i)/8] |= 0x80 >> ((at + i) % 8)
-			}
-		}
-	}
-	set(0, 6, 2) // version
-	set(6, 36, 17000000000)
-	if purpose1 {
-		set(152, 1, 1)
-	}
-	set(153, 3, 7) // purposes 2-4
-	return base64.RawURLEncoding.EncodeToString(bits[:])
 }
 
 // A crawler gets a 204 and no cookie, and its fetch of a tracking URL is

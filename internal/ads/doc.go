@@ -4,8 +4,9 @@
 // click URLs every decision carries.
 //
 // It turns a request into a decision.Request (the placement, the site, the
-// key-values, the visitor from uid or the cookie unless a privacy signal
-// rules the visitor out, the country and region from the client address,
+// key-values, the visitor from uid or the cookie unless a privacy signal,
+// or one that cannot be read, rules it out (internal/privacy's rule,
+// shared with the bidder), the country and region from the client address,
 // the device, OS and browser from the User-Agent), asks the live
 // decision.Index (Engine keeps it compiled from the CampaignStore), signs
 // an impression and a click token per decision (internal/track), and writes
@@ -14,7 +15,7 @@
 // log does not hold. A repeated impression or click is logged with
 // valid:false; the store's Deduper tells repeats apart across nodes.
 //
-// It imports the domain, the decision index, tracking tokens, the access
-// log and the listener's Route types; never the admin listener, config, the
+// It imports the domain, the decision index, tracking tokens, the privacy
+// rule, the access log and the listener's Route types; never the admin listener, config, the
 // store backends or cmd (arch_test.go).
 package ads

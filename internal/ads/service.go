@@ -10,6 +10,7 @@ import (
 
 	"tsubame"
 	"tsubame/internal/accesslog"
+	"tsubame/internal/privacy"
 	"tsubame/internal/server"
 	"tsubame/internal/track"
 )
@@ -58,6 +59,10 @@ type Options struct {
 	// Privacy is the mode of each site by name; others take DefaultPrivacy.
 	Privacy        map[string]Privacy
 	DefaultPrivacy Privacy
+	// TCFVendorID is the operator's IAB TCF vendor id: where GDPR applies,
+	// a visitor is kept only with a consent string granting it consent
+	// (and purpose 1). 0: none, and no visitor is kept where GDPR applies.
+	TCFVendorID int
 	// Geo maps a client address to its country and region; nil: none.
 	Geo func(netip.Addr) (country, region string)
 	// Device parses a User-Agent (valid only during the call); nil: none
@@ -109,6 +114,8 @@ func New(opt Options) (*Service, error) {
 		return nil, tsubame.Errorf(tsubame.EINVALID, "ads: a reservation must last 0 to the tracking TTL (%v)", opt.TTL)
 	case opt.CookieName == "":
 		return nil, tsubame.Errorf(tsubame.EINVALID, "ads: no cookie name")
+	case opt.TCFVendorID < 0 || opt.TCFVendorID > privacy.MaxVendorID:
+		return nil, tsubame.Errorf(tsubame.EINVALID, "ads: a TCF vendor id is 0 (none) to %d", privacy.MaxVendorID)
 	}
 	if opt.Currency == "" {
 		opt.Currency = tsubame.DefaultCurrency

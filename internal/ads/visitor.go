@@ -1,12 +1,13 @@
 package ads
 
 import (
-	"encoding/base64"
 	"math/rand/v2"
 	"strings"
 	"time"
+	"unsafe"
 
 	"tsubame"
+	"tsubame/internal/privacy"
 	"tsubame/internal/server"
 	"tsubame/internal/track"
 )
@@ -45,11 +46,11 @@ type visitor struct {
 
 var errBadUID = tsubame.Errorf(tsubame.EINVALID, "uid must be 1 to 64 characters of letters, digits and -_.:@")
 
-// identify picks the visitor of r: none when a privacy signal is present;
+// identify picks the visitor of r: none when a privacy signal rules it out;
 // else the uid parameter, else (unless the site takes no cookies) the
 // cookie, made anew when missing or not one of ours.
 func (s *Service) identify(r server.Request, mode Privacy) (visitor, error) {
-	if privacySignal(r) {
+	if private(r, s.opt.TCFVendorID) {
 		return visitor{private: true}, nil
 	}
 	if uid := r.Query("uid"); uid != nil {
@@ -80,49 +81,42 @@ func (s *Service) setCookie(w server.Response, r server.Request, v visitor) {
 		HTTPOnly: true, Secure: tls, SameSiteNone: tls})
 }
 
-// privacySignal reports whether r carries a signal that rules per-visitor
-// storage and targeting out: gdpr=1 without storage consent (TCF purpose
-// 1) in gdpr_consent, a us_privacy string opting out of sale, any gpp
-// string, coppa=1, DNT: 1 or Sec-GPC: 1.
-func privacySignal(r server.Request) bool {
-	if string(r.Query("coppa")) == "1" || string(r.Header("DNT")) == "1" || string(r.Header("Sec-GPC")) == "1" {
-		return true
+// private reports whether r's privacy signals rule its visitor out, by
+// the rule the bidder applies too (internal/privacy): query parameters
+// coppa, gdpr (with gdpr_consent, a TCF v2 string that must grant purpose
+// 1 and consent to vendor), us_privacy, gpp and gpp_sid, and the headers
+// DNT and Sec-GPC. Every occurrence of a parameter is read, the stricter
+// counting, and a value that cannot be read (coppa=yes, gdpr=, two
+// different consent strings, a malformed us_privacy) is read as the
+// strictest it could be.
+func private(r server.Request, vendor int) bool {
+	var sg privacy.Signals
+	r.QueryEach(func(k, v []byte) {
+		switch string(k) {
+		case "coppa":
+			sg.COPPA = max(sg.COPPA, privacy.ParseFlag(v))
+		case "gdpr":
+			sg.GDPR = max(sg.GDPR, privacy.ParseFlag(v))
+		case "gdpr_consent":
+			sg.Consent = sg.Consent.Merge(privacy.Text{Value: view(v)})
+		case "us_privacy":
+			sg.USPrivacy = sg.USPrivacy.Merge(privacy.Text{Value: view(v)})
+		case "gpp":
+			sg.GPP = sg.GPP.Merge(privacy.Text{Value: view(v)})
+		case "gpp_sid":
+			sg.GPPSections = max(sg.GPPSections, privacy.ParseSections(v))
+		}
+	})
+	sg.DNT = privacy.ParseDNT(r.Header("DNT"))
+	if gpc := r.Header("Sec-GPC"); len(gpc) > 0 {
+		sg.GPC = privacy.ParseFlag(gpc)
 	}
-	if string(r.Query("gdpr")) == "1" && !tcfStorageConsent(r.Query("gdpr_consent")) {
-		return true
-	}
-	if up := r.Query("us_privacy"); len(up) == 4 && up[2] == 'Y' {
-		return true
-	}
-	return len(r.Query("gpp")) > 0
+	return sg.Private(vendor)
 }
 
-// tcfStorageConsent reports whether a TCF v2 consent string's core segment
-// grants purpose 1 (store and access information on a device). The string
-// is base64url; the core segment's fields before the purposes take 152
-// bits (TCF v2.2 core string layout), so purpose 1 is bit 152.
-func tcfStorageConsent(s []byte) bool {
-	const purposesAt = 152
-	if len(s) < 30 {
-		return false
-	}
-	var raw [24]byte
-	var enc [32]byte
-	n := copy(enc[:], s[:min(len(s), 32)])
-	for i := range n {
-		if enc[i] == '.' { // the core segment ended early
-			return false
-		}
-	}
-	m, err := base64.RawURLEncoding.Decode(raw[:], enc[:n-n%4])
-	if err != nil || m*8 < purposesAt+1 {
-		return false
-	}
-	if raw[0]>>2 != 2 { // the version, 6 bits
-		return false
-	}
-	return raw[purposesAt/8]&(0x80>>(purposesAt%8)) != 0
-}
+// view is b as a string for a call that only reads it, while the request
+// lasts: the signals' strings are read and dropped within private.
+func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 func validUID(b []byte) bool {
 	if len(b) == 0 || len(b) > track.MaxIDLen {
@@ -192,8 +186,3 @@ func appendID(dst []byte, now time.Time) []byte {
 // NewID makes a decision, visitor or bid id: 26 characters of Crockford's
 // base32, the time to the millisecond then 80 random bits.
 func NewID(now time.Time) string { return newID(now) }
-
-// StorageConsent reports whether a TCF v2 consent string grants purpose 1
-// (storing and reading information on a device): without it, no visitor
-// id is used when GDPR applies.
-func StorageConsent(consent []byte) bool { return tcfStorageConsent(consent) }

@@ -21,6 +21,7 @@ import (
 	"tsubame/internal/deadline"
 	"tsubame/internal/decision"
 	"tsubame/internal/openrtb"
+	"tsubame/internal/privacy"
 	"tsubame/internal/render"
 	"tsubame/internal/track"
 )
@@ -57,7 +58,11 @@ type Options struct {
 	Device func(ua []byte) ads.Device
 	// AdSystem names the ad server in VAST documents.
 	AdSystem string
-	Log      *slog.Logger
+	// TCFVendorID is the operator's IAB TCF vendor id: where GDPR applies,
+	// a visitor is kept only with a consent string granting it consent
+	// (and purpose 1). 0: none, and no visitor is kept where GDPR applies.
+	TCFVendorID int
+	Log         *slog.Logger
 }
 
 // DefaultTimeout is the longest a bid request is worked on when Options
@@ -89,6 +94,8 @@ func New(opt Options, exchanges []Exchange) (*Bidder, error) {
 		return nil, tsubame.Errorf(tsubame.EINVALID, "bidder: an engine, a signer, rates and a deduper are needed")
 	case opt.TTL <= 0:
 		return nil, tsubame.Errorf(tsubame.EINVALID, "bidder: notice URLs need a positive TTL")
+	case opt.TCFVendorID < 0 || opt.TCFVendorID > privacy.MaxVendorID:
+		return nil, tsubame.Errorf(tsubame.EINVALID, "bidder: a TCF vendor id is 0 (none) to %d", privacy.MaxVendorID)
 	}
 	u, err := url.Parse(opt.NoticeURL)
 	if err != nil || u.Scheme != "http" && u.Scheme != "https" || u.Host == "" || u.Path != "" && u.Path != "/" {
@@ -366,7 +373,7 @@ func (b *Bidder) currency(req *openrtb.BidRequest, rates *Rates) string {
 // common fills what a request's impressions share: the visitor, the site
 // or app, the device, the place, the blocks.
 func (b *Bidder) common(req *openrtb.BidRequest, now time.Time, d *decision.Request) {
-	*d = decision.Request{Time: now, Count: 1, User: visitor(req), Test: req.Test == 1,
+	*d = decision.Request{Time: now, Count: 1, User: visitor(req, b.opt.TCFVendorID), Test: req.Test == 1,
 		BlockedCategories: req.BCat, BlockedDomains: req.BAdv, BlockedApps: req.BApp}
 	if s := req.Site; s != nil {
 		d.Site = siteDomain(s)

@@ -26,8 +26,8 @@
 // is billed and logged late. Every bid, win, bill and loss is a line of
 // the access log, before the answer goes.
 //
-// It imports the domain, the decision engine, the ads service (its engine,
-// ids and privacy rules), tracking tokens, the access log and the
-// listener's Route types; never the admin listener, config, the store
+// It imports the domain, the decision engine, the ads service (its engine
+// and ids), the privacy rule /api/decide shares (internal/privacy),
+// tracking tokens, the access log and the listener's Route types; never the admin listener, config, the store
 // backends or cmd (arch_test.go).
 package bidder

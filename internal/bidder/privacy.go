@@ -4,8 +4,8 @@ import (
 	"strings"
 
 	"tsubame"
-	"tsubame/internal/ads"
 	"tsubame/internal/openrtb"
+	"tsubame/internal/privacy"
 )
 
 // visitor is the id frequency caps count: the buyer's id the exchange
@@ -14,8 +14,8 @@ import (
 // contextually: no cap can count it, so capped line items pass it over,
 // and nothing it leaves (its event line, its notice and click tokens)
 // names a visitor.
-func visitor(req *openrtb.BidRequest) string {
-	if private(req) {
+func visitor(req *openrtb.BidRequest, vendor int) string {
+	if private(req, vendor) {
 		return ""
 	}
 	if u := req.User; u != nil && validVisitor(u.BuyerUID) {
@@ -28,57 +28,44 @@ func visitor(req *openrtb.BidRequest) string {
 }
 
 // private reports whether a privacy signal of req rules its visitor out,
-// as for /api/decide and stricter where a bid request says more: COPPA,
-// GDPR in force without consent to store and read on the device, a US
-// opt-out of sale, any GPP string or section in force, DNT, and limited ad
-// tracking (lmt: the device's id and the buyer's id made from it alike). A
-// signal that cannot be read (of a type or value no exchange means as
-// "none"; openrtb keeps it as unreadable) is read as the strictest it
-// could be: it rules the visitor out. Decode has merged each signal's 2.5
-// extension into its 2.6 field, the stricter counting.
-func private(req *openrtb.BidRequest) bool {
-	if d := req.Device; d != nil && (d.DNT.Raised() || d.LMT.Raised()) {
-		return true
+// by the rule /api/decide applies too (internal/privacy), for the
+// operator whose TCF vendor id is vendor: COPPA, GDPR in force without a
+// consent granting purpose 1 and vendor consent to vendor, a US opt-out
+// of sale, any GPP string or section in force, DNT, and limited ad
+// tracking (lmt: the device's id and the buyer's id made from it alike),
+// or any of them unreadable (openrtb keeps a signal of a type or value no
+// exchange means as "none" as unreadable). Decode has merged each
+// signal's 2.5 extension into its 2.6 field, the stricter counting.
+func private(req *openrtb.BidRequest, vendor int) bool {
+	var sg privacy.Signals
+	if d := req.Device; d != nil {
+		sg.DNT, sg.LMT = flag(d.DNT), flag(d.LMT)
 	}
-	g := req.Regs
-	if g == nil {
-		return false
+	if g := req.Regs; g != nil {
+		sg.COPPA, sg.GDPR, sg.GPPSections = flag(g.COPPA), flag(g.GDPR), flag(g.GPPSID.Flag)
+		sg.USPrivacy, sg.GPP = text(g.USPrivacy), text(g.GPP)
 	}
-	if g.COPPA.Raised() || g.GPP.Unreadable || g.GPP.Value != "" || g.GPPSID.Raised() || usOptOut(g.USPrivacy) {
-		return true
+	if u := req.User; u != nil {
+		sg.Consent = text(u.Consent)
 	}
-	switch g.GDPR {
-	case openrtb.FlagUnreadable:
-		return true
-	case openrtb.FlagOn:
-		var consent openrtb.Text
-		if req.User != nil {
-			consent = req.User.Consent
-		}
-		return consent.Unreadable || !ads.StorageConsent([]byte(consent.Value))
-	}
-	return false
+	return sg.Private(vendor)
 }
 
-// usOptOut reports whether a us_privacy string (the IAB's CCPA string,
-// version 1: the version, then Y, N or - for notice given, opted out of
-// sale, and LSPA covered) opts out of sale or is not such a string.
-func usOptOut(t openrtb.Text) bool {
-	s := t.Value
-	switch {
-	case t.Unreadable:
-		return true
-	case s == "":
-		return false
-	case len(s) != 4 || s[0] != '1':
-		return true
+// flag is an OpenRTB flag's reading as privacy reads it.
+func flag(f openrtb.Flag) privacy.Flag {
+	switch f {
+	case openrtb.FlagAbsent:
+		return privacy.Absent
+	case openrtb.FlagOff:
+		return privacy.Off
+	case openrtb.FlagOn:
+		return privacy.On
 	}
-	for i := 1; i < len(s); i++ {
-		if c := s[i]; c != 'Y' && c != 'N' && c != '-' {
-			return true
-		}
-	}
-	return s[2] == 'Y'
+	return privacy.Unreadable
+}
+
+func text(t openrtb.Text) privacy.Text {
+	return privacy.Text{Value: t.Value, Unreadable: t.Unreadable}
 }
 
 func validVisitor(s string) bool {

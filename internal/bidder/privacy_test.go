@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"net"
 	"os"
@@ -21,6 +20,7 @@ import (
 	"tsubame/internal/ads"
 	"tsubame/internal/bidder"
 	"tsubame/internal/budget"
+	"tsubame/internal/privacy/privacytest"
 	"tsubame/internal/server"
 	"tsubame/internal/store/memory"
 	"tsubame/internal/track"
@@ -57,6 +57,13 @@ func (r *recorder) taken() []string {
 // privacy signal ruled it out) cannot be counted, so it gets the
 // contextual one.
 func newCappedFixture(t testing.TB) (*fixture, *recorder) {
+	t.Helper()
+	return newCappedFixtureFor(t, ourVendor)
+}
+
+// newCappedFixtureFor is newCappedFixture for the operator whose IAB TCF
+// vendor id is vendor (0: none).
+func newCappedFixtureFor(t testing.TB, vendor int) (*fixture, *recorder) {
 	t.Helper()
 	b, err := os.ReadFile("testdata/campaigns.json")
 	if err != nil {
@@ -95,7 +102,7 @@ func newCappedFixture(t testing.TB) (*fixture, *recorder) {
 		t.Fatal(err)
 	}
 	bd, err := bidder.New(bidder.Options{Engine: eng, Signer: sg, Currency: "USD", Rates: rates, NoticeURL: noticeBase,
-		TTL: time.Hour, Grace: time.Second, Dedupe: st}, []bidder.Exchange{ssp()})
+		TTL: time.Hour, Grace: time.Second, Dedupe: st, TCFVendorID: vendor}, []bidder.Exchange{ssp()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,24 +136,18 @@ func privacyRequest(regs, device, user string, noBuyer bool) []byte {
 		`"user":{` + strings.Join(users, ",") + `},"regs":{` + regs + `}}`)
 }
 
+// ourVendor is the operator's IAB TCF vendor id in these tests.
+const ourVendor = 755
+
 // tcfConsent is a TCF v2 consent string whose core segment grants purpose
-// 1 (storing and reading on a device) or not.
+// 1 (storing and reading on a device) or not, and vendor consent to
+// ourVendor among others.
 func tcfConsent(purpose1 bool) string {
-	var bits [30]byte // past the core fields before the vendors
-	set := func(at, n int, v uint64) {
-		for i := range n {
-			if v&(1<<(n-1-i)) != 0 {
-				bits[(at+i)/8] |= 0x80 >> ((at + i) % 8)
-			}
-		}
-	}
-	set(0, 6, 2) // version
-	set(6, 36, 17000000000)
+	c := privacytest.Consent{Purposes: []int{2, 3, 4}, Vendors: []int{12, ourVendor, 900}}
 	if purpose1 {
-		set(152, 1, 1)
+		c.Purposes = append(c.Purposes, 1)
 	}
-	set(153, 3, 7) // purposes 2-4
-	return base64.RawURLEncoding.EncodeToString(bits[:])
+	return c.String()
 }
 
 // privacyCase is a bid request and the visitor it may be counted as: ""
@@ -253,6 +254,16 @@ func privacyCases() []privacyCase {
 			add(gdpr+" ext.consent="+v, gdpr, "", `"ext":{"consent":`+v+`}`, "")
 		}
 	}
+	// Purpose 1 granted, but not to our vendor id: in either encoding.
+	for _, c := range []privacytest.Consent{
+		{Purposes: []int{1, 2}, Vendors: []int{12, ourVendor - 1, ourVendor + 1}},
+		{Purposes: []int{1, 2}, Vendors: []int{12, ourVendor - 1, ourVendor + 1}, Ranges: true},
+		{Purposes: []int{1, 2}, Vendors: []int{12}},
+	} {
+		add("gdpr=1 consent not to our vendor, ranges "+strconv.FormatBool(c.Ranges), `"gdpr":1`, "", `"consent":"`+c.String()+`"`, "")
+	}
+	rangeGrant := privacytest.Consent{Purposes: []int{1}, Vendors: []int{700, 701, ourVendor, ourVendor + 1}, Ranges: true}
+	add("gdpr=1 consent to our vendor as ranges", `"gdpr":1`, "", `"consent":"`+rangeGrant.String()+`"`, buyerUID)
 	for _, v := range []string{refused, `"garbage"`, `{}`, `7`} {
 		add("gdpr=0 consent="+v, `"gdpr":0`, "", `"consent":`+v, buyerUID)
 		add("no gdpr ext.consent="+v, "", "", `"ext":{"consent":`+v+`}`, buyerUID)
@@ -318,6 +329,31 @@ func TestPrivacySignals(t *testing.T) {
 		ck, err := f.signer.VerifyKind(click, track.KindClick, time.Now())
 		if err != nil || tk.User != tc.visitor || ck.User != tc.visitor {
 			t.Errorf("%s: billing token's user %q, click token's %q (%v); want %q", tc.name, tk.User, ck.User, err, tc.visitor)
+		}
+	}
+}
+
+// Without a TCF vendor id configured, GDPR applying keeps no visitor,
+// whatever the consent: nobody's consent can be ours. Where it does not
+// apply, the visitor is kept.
+func TestPrivacyGDPRWithoutVendorID(t *testing.T) {
+	f, rec := newCappedFixtureFor(t, 0)
+	for _, tc := range []struct {
+		regs, user, visitor string
+	}{
+		{`"gdpr":1`, `"consent":"` + tcfConsent(true) + `"`, ""},
+		{`"ext":{"gdpr":1}`, `"ext":{"consent":"` + tcfConsent(true) + `"}`, ""},
+		{`"gdpr":0`, `"consent":"` + tcfConsent(true) + `"`, buyerUID},
+		{``, ``, buyerUID},
+	} {
+		n := len(f.events)
+		o := f.bid(t, "ssp", privacyRequest(tc.regs, "", tc.user, false))
+		keys := rec.taken()
+		if o.Status != 200 || len(f.events) != n+1 {
+			t.Fatalf("%s: %d %q, want a bid", tc.regs, o.Status, o.Reason)
+		}
+		if got := f.events[n].UID.String(); got != tc.visitor || (tc.visitor == "") != (len(keys) == 0) {
+			t.Errorf("%s: uid %q, frequency keys %q; want the visitor %q", tc.regs, got, keys, tc.visitor)
 		}
 	}
 }

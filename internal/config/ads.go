@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"tsubame/internal/privacy"
 )
 
 // SourceDecide is the endpoint source that decides an ad per request (the
@@ -28,6 +30,11 @@ type Ads struct {
 	// Privacy is how visitors' privacy signals are met on sites that do not
 	// set their own (Site.Privacy): PrivacySignals or PrivacyNoCookies.
 	Privacy string `koanf:"privacy"`
+	// TCFVendorID is the operator's IAB TCF vendor id, for /api/decide
+	// and the bidder alike: where GDPR applies, a visitor is kept only
+	// with a TCF v2 consent string granting purpose 1 and consent to this
+	// vendor. 0: none, and no visitor is kept where GDPR applies.
+	TCFVendorID int `koanf:"tcf_vendor_id"`
 	// HeadlessIsBot treats headless browsers as crawlers (204, not counted).
 	HeadlessIsBot bool `koanf:"headless_is_bot"`
 	// CapsTimeout is a decision request's budget for the store: its
@@ -64,8 +71,9 @@ type AdsBudget struct {
 // Privacy modes (ads.privacy, sites.<name>.privacy).
 const (
 	// PrivacySignals sets and reads the visitor cookie unless the request
-	// carries a privacy signal (gdpr=1 without storage consent, a
-	// us_privacy opt-out, gpp, coppa=1, DNT or Sec-GPC).
+	// carries a privacy signal (gdpr=1 without consent to purpose 1 and to
+	// Ads.TCFVendorID, a us_privacy opt-out, gpp, gpp_sid, coppa=1, DNT or
+	// Sec-GPC, or one of them unreadable).
 	PrivacySignals = "signals"
 	// PrivacyNoCookies never sets or reads the cookie: only an explicit uid
 	// identifies a visitor.
@@ -116,6 +124,19 @@ func (c *Config) TrackingKeysPath() string {
 		return c.Ads.Tracking.KeysFile
 	}
 	return strings.TrimSuffix(c.DataDir, "/") + "/tracking.keys"
+}
+
+// Notices are what an operator should know of how the configuration
+// behaves, though nothing in it is wrong or risky: check-config prints
+// them, and the server logs them once at start.
+func (c *Config) Notices() []string {
+	var out []string
+	if c.Ads.Enabled && c.Ads.TCFVendorID == 0 {
+		out = append(out, "ads.tcf_vendor_id is not set: where GDPR applies (gdpr=1 on /api/decide, regs.gdpr in a bid request), "+
+			"no request keeps its visitor, whatever its consent string says; set it to your IAB TCF vendor id to keep "+
+			"those whose consent grants it")
+	}
+	return out
 }
 
 // SitePrivacy is the privacy mode of the named site ("" the default site).
@@ -199,6 +220,9 @@ func (c *Config) validateAds(p *problems) {
 	}
 	if !slices.Contains(PrivacyModes, a.Privacy) {
 		p.add("ads.privacy: %q is not one of %s", a.Privacy, strings.Join(PrivacyModes, ", "))
+	}
+	if a.TCFVendorID < 0 || a.TCFVendorID > privacy.MaxVendorID {
+		p.add("ads.tcf_vendor_id: must be 0 (none) or an IAB TCF vendor id, 1 to %d (got %d)", privacy.MaxVendorID, a.TCFVendorID)
 	}
 	for name, s := range c.Sites {
 		if s.Privacy != "" && !slices.Contains(PrivacyModes, s.Privacy) {
