@@ -161,3 +161,17 @@ func BenchmarkHandlerLib(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkHandlerRoute is a registered route (as /api/decide and /rtb/
+// are): the table lookup, its in-flight limit and a handler that writes
+// a constant.
+func BenchmarkHandlerRoute(b *testing.B) {
+	ok := []byte("ok")
+	s, err := New(Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), MaxInFlightAds: 10000, Routes: []Route{
+		{Name: "r", Path: "/r", Handler: HandlerFunc(func(w Response, r Request) error { w.Body("text/plain", ok); return nil })},
+	}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	serveLoop(b, s, "/r", "")
+}
