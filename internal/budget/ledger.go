@@ -173,11 +173,14 @@ type account struct {
 	// after it was last taken or renewed.
 	spendBy atomic.Int64
 
-	used   atomic.Int64 // local units settled (seen, or spent at once), not yet released
-	rate   atomic.Int64 // local units asked for since the last step
-	holds  atomic.Int64 // reservations open
-	unit   atomic.Int64 // the largest take
-	kicked atomic.Bool  // an empty hand was reported to the loop
+	used atomic.Int64 // local units settled (seen, or spent at once), not yet released
+	// drained are local units taken out of the hand to be given back: it
+	// was leased under a limit since lowered.
+	drained atomic.Int64
+	rate    atomic.Int64 // local units asked for since the last step
+	holds   atomic.Int64 // reservations open
+	unit    atomic.Int64 // the largest take
+	kicked  atomic.Bool  // an empty hand was reported to the loop
 
 	nonce uint64 // tells this account's release ids from those of one retired before it
 
@@ -465,11 +468,26 @@ func (g *Ledger) slot(key string, scale int64, cfg accountCfg, units int64) slot
 		a = &account{key: key, scale: scale, nonce: g.made}
 		g.accounts[key] = a
 	}
-	a.cfg.Store(&cfg)
+	old := a.cfg.Swap(&cfg)
+	if old != nil && cfg.limit < old.limit {
+		a.drain()
+	}
 	if units > a.unit.Load() {
 		a.unit.Store(units) // under g.mu: the only writer
 	}
 	return slot{a, units}
+}
+
+// drain takes what a's hand holds out of it, to be given back: the limit
+// it was leased under was lowered, possibly below what is committed, and
+// only the store can tell how much of it may still be spent. The next
+// take finds the hand empty and kicks the loop, which leases again under
+// the new limit. Open reservations stay: they were within the old one.
+func (a *account) drain() {
+	a.mu.Lock()
+	h := a.hand.Swap(0)
+	a.mu.Unlock()
+	a.drained.Add(h)
 }
 
 // Run keeps the leases until ctx ends: every Interval it settles the
@@ -574,7 +592,7 @@ func (g *Ledger) plan(a *account, now int64, tick bool) bool {
 		// The hand's whole units go back; the rest, settled or a part of a
 		// unit, is spent (rounded up, never down).
 		a.mu.Lock()
-		hand := a.hand.Swap(0)
+		hand := a.hand.Swap(0) + a.drained.Swap(0)
 		a.mu.Unlock()
 		a.used.Store(0)
 		unused := min(hand/a.scale, a.leased)
@@ -583,20 +601,23 @@ func (g *Ledger) plan(a *account, now int64, tick bool) bool {
 		a.pending = &release{id: g.releaseID(a), used: a.leased - unused, unused: unused}
 	}
 	if tick && a.pending == nil {
-		used := a.used.Swap(0) + a.carry
+		// The drained hand's whole units go back; a part of a unit is
+		// spent (rounded up, never down).
+		drained := a.drained.Swap(0)
+		used := a.used.Swap(0) + a.carry + drained%a.scale
 		a.carry = used % a.scale
-		var back int64
+		back := drained / a.scale
 		if h := a.hand.Load(); h > 2*target || now >= cfg.end {
 			// Whole store units above the target leave the hand.
-			back = (h - target) / a.scale
-			for back > 0 {
-				if a.hand.CompareAndSwap(h, h-back*a.scale) {
+			extra := (h - target) / a.scale
+			for extra > 0 {
+				if a.hand.CompareAndSwap(h, h-extra*a.scale) {
 					break
 				}
 				h = a.hand.Load()
-				back = min(back, (h-target)/a.scale)
+				extra = min(extra, (h-target)/a.scale)
 			}
-			back = max(back, 0)
+			back += max(extra, 0)
 		}
 		if used/a.scale > 0 || back > 0 {
 			a.seq++
@@ -644,6 +665,9 @@ func (g *Ledger) lease(ctx context.Context, a *account, now, want int64) bool {
 		return false
 	}
 	g.reconcile(a, got, held)
+	if cur := a.cfg.Load(); cur != cfg && cur.limit < cfg.limit {
+		a.drain() // the limit was lowered while the store granted under the old one
+	}
 	if held > 0 {
 		a.exp.Store(now + int64(g.ttl))
 		a.spendBy.Store(now + int64(g.opt.Lease))
@@ -704,12 +728,14 @@ func (g *Ledger) forget(a *account, missing int64) {
 		rest -= n
 	}
 	a.mu.Lock()
-	if h := a.hand.Load(); h >= rest*a.scale {
-		a.hand.Store(h - rest*a.scale)
-		rest = 0
-	} else {
-		a.hand.Store(0)
-		rest -= h / a.scale
+	for _, h := range [...]*atomic.Int64{&a.drained, &a.hand} { // what was being given back first
+		if n := h.Load(); n >= rest*a.scale {
+			h.Store(n - rest*a.scale)
+			rest = 0
+		} else {
+			h.Store(0)
+			rest -= n / a.scale
+		}
 	}
 	if rest > 0 {
 		a.gen++
@@ -805,7 +831,7 @@ func (g *Ledger) retire() {
 	defer g.mu.Unlock()
 	for k, a := range g.accounts {
 		if cfg := a.cfg.Load(); now >= cfg.end && cfg.end != math.MaxInt64 &&
-			a.leased == 0 && a.pending == nil && a.holds.Load() == 0 && a.hand.Load() == 0 && a.used.Load() == 0 {
+			a.leased == 0 && a.pending == nil && a.holds.Load() == 0 && a.hand.Load() == 0 && a.drained.Load() == 0 && a.used.Load() == 0 {
 			delete(g.accounts, k)
 		}
 	}
@@ -910,7 +936,7 @@ func (g *Ledger) Close(ctx context.Context) error {
 		}
 		a.mu.Lock()
 		a.gen++
-		hand := a.hand.Swap(0)
+		hand := a.hand.Swap(0) + a.drained.Swap(0)
 		a.exp.Store(0)
 		a.mu.Unlock()
 		if a.leased == 0 {

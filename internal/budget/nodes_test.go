@@ -63,6 +63,7 @@ type testNode struct {
 	counters *budget.Counters
 	ledger   *budget.Ledger
 	store    *redis.Store
+	engine   *ads.Engine
 	// kill stops the node as kill -9 would: its listener and its ledger
 	// stop, nothing is given back.
 	kill func()
@@ -111,6 +112,7 @@ func startServers(t *testing.T, addrs []string, n int, opt serverOptions) []*tes
 		if _, err := eng.Refresh(t.Context()); err != nil {
 			t.Fatal(err)
 		}
+		nd.engine = eng
 		svc, err := ads.New(ads.Options{Engine: eng, Signer: signer, Currency: opt.set.Currency, TTL: time.Hour,
 			Reservation: reservation, CookieName: "tsubame_uid", CookieMaxAge: time.Hour, Dedupe: st})
 		if err != nil {
@@ -537,4 +539,30 @@ func TestEvenPacingAcrossNodes(t *testing.T) {
 		t.Fatalf("delivery ran %d ahead of the ideal curve", a)
 	}
 	t.Logf("%d shown after 30 s (ideal 300)", at30)
+}
+
+// An impression limit lowered from 64,000 to 1,000 with more than 3,000
+// committed: once each node has the new index, no node decides the line
+// item again, though each still held a hand leased under the old limit.
+func TestLoweredLimitAcrossNodes(t *testing.T) {
+	srv := redistest.Start(t)
+	nodes := startServers(t, []string{srv.Addr}, 2, serverOptions{set: limitSet(64_000), timeout: 10 * time.Second, ledger: limitLedger})
+	before := traffic(t, nodes, 8, 1<<30, func(n int64) bool { return n >= 3012 })
+	if err := nodes[0].store.ReplaceAll(t.Context(), limitSet(1000)); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if _, err := n.engine.Refresh(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := traffic(t, nodes, 8, 50, nil)
+	if after != 0 {
+		t.Fatalf("%d decisions of li-limited after its limit was lowered to 1,000 with %d shown", after, before)
+	}
+	s, o, err := nodes[0].store.Committed(t.Context(), "li/li-limited/imp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d shown before the limit was lowered; committed %d settled, %d outstanding", before, s, o)
 }
