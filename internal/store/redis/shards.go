@@ -27,6 +27,9 @@ const numSlots = 16384
 // shardMap maps each slot to a small, stable index of the master serving it.
 type shardMap struct {
 	slots [numSlots]atomic.Uint32
+	// replicas is, per slot, how many replicas of its master the cluster
+	// does not consider failed (CLUSTER SLOTS lists only those).
+	replicas [numSlots]atomic.Uint32
 	mu    sync.Mutex
 	index map[string]uint32 // master address -> shard index, never reused
 }
@@ -44,12 +47,19 @@ func (s *Store) Shard(id string) int {
 var _ tsubame.Sharded = (*Store)(nil)
 
 // watchShards reads the cluster's slot table now and then every interval
-// until ctx ends. On a standalone server it gives up at once: one shard.
+// until ctx ends. On a standalone server there is one shard: it reads how
+// many replicas the server has instead, when quota writes wait for them
+// (WaitAuto), and gives up at once otherwise.
 func (s *Store) watchShards(ctx context.Context, every time.Duration) {
+	refresh := s.refreshShards
 	if !s.refreshShards(ctx) {
 		s.shards = nil
-		close(s.shardsDone)
-		return
+		if s.opt.WaitReplicas != WaitAuto {
+			close(s.shardsDone)
+			return
+		}
+		refresh = s.refreshReplicas
+		refresh(ctx)
 	}
 	go func() {
 		defer close(s.shardsDone)
@@ -60,10 +70,29 @@ func (s *Store) watchShards(ctx context.Context, every time.Duration) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				s.refreshShards(ctx)
+				refresh(ctx)
 			}
 		}
 	}()
+}
+
+// refreshReplicas reads a standalone server's connected replicas (INFO
+// replication). A server that does not answer keeps the last count.
+func (s *Store) refreshReplicas(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, s.opt.Timeout)
+	defer cancel()
+	info, err := s.c.Do(ctx, s.c.B().Info().Section("replication").Build()).ToString()
+	if err != nil {
+		return false
+	}
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
+			if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+				s.replicas.Store(int32(min(n, 1<<20)))
+			}
+		}
+	}
+	return true
 }
 
 // refreshShards reads CLUSTER SLOTS into the map. It reports false when
@@ -99,8 +128,10 @@ func (s *Store) refreshShards(ctx context.Context) bool {
 			m.index[addr] = idx
 		}
 		m.mu.Unlock()
+		replicas := uint32(len(f) - 3)
 		for sl := lo; sl <= hi; sl++ {
 			m.slots[sl].Store(idx)
+			m.replicas[sl].Store(replicas)
 		}
 	}
 	return true
