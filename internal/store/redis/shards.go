@@ -30,8 +30,8 @@ type shardMap struct {
 	// replicas is, per slot, how many replicas of its master the cluster
 	// does not consider failed (CLUSTER SLOTS lists only those).
 	replicas [numSlots]atomic.Uint32
-	mu    sync.Mutex
-	index map[string]uint32 // master address -> shard index, never reused
+	mu       sync.Mutex
+	index    map[string]uint32 // master address -> shard index, never reused
 }
 
 // Shard returns the index of the master that serves id's slot: 0 on a
