@@ -657,8 +657,8 @@ func (g *Ledger) lease(ctx context.Context, a *account, now, want int64) bool {
 	cancel()
 	if err != nil {
 		a.dry = now + int64(g.opt.Interval)
-		if tsubame.ErrorCode(err) != tsubame.EINVALID {
-			a.unsure = want > 0 // units may have been granted
+		if tsubame.ErrorCode(err) != tsubame.EINVALID && want > 0 {
+			a.unsure = true // units may have been granted
 		}
 		g.storeErrors.Add(1)
 		g.warn("cannot lease budget from the store: line items spend what they hold, then stop", a, err)

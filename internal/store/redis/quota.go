@@ -20,7 +20,8 @@ var _ tsubame.Quotas = (*Store)(nil)
 // (TIME), so that every node measures leases by one clock; r:<holder> the
 // ids of its last applied releases (each a byte of its length and the id,
 // oldest first), q:<holder> the number of its last release (rseq counts
-// them), by which the ids of the holders without a lease are pruned. It reads the
+// them), by which the ids of the holders without a lease are pruned; w the
+// number of Release calls (releaseQuota). It reads the
 // hash (a key has a few holders), settles the leases expired at now, and
 // leaves settled, out (the outstanding units), o (holder -> units) and now
 // for the operation that follows. Numbers are written with %d: Lua's
@@ -66,13 +67,17 @@ end
 return {grant, (cur or 0) + grant}`)
 
 // releaseQuota is Release: ARGV holder, used, unused, id, how many ids
-// to keep, how many idle holders' ids to keep; it returns 0 when done or
+// to keep, how many idle holders' ids to keep. It always writes (field w
+// counts its calls), even to repeat a release applied already: the WAIT
+// after it then covers the write it repeats, which an earlier WAIT may
+// not have seen reach a replica. It returns 0 when done or
 // when id was applied already, -1 when holder has no lease, -2 when the
 // lease is smaller than used+unused (and then changes nothing but the
 // expired leases). Besides r:<holder>, q:<holder> numbers its last
 // release (from the field rseq), so that the ids of the holders without a
 // lease that released longest ago are dropped beyond the last ARGV[6].
 var releaseQuota = newWriteScript(quotaSettle + `
+redis.call('HINCRBY', KEYS[1], 'w', 1)
 local holder, used, unused, id = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local r = redis.call('HGET', KEYS[1], 'r:' .. holder) or ''
 local ids, pos = {}, 1

@@ -44,8 +44,8 @@ func TestQuotaKeys(t *testing.T) {
 	if got := cli("hget", rkey, "o:node-a"); got != "15" {
 		t.Fatalf("o:node-a = %q, want 15", got)
 	}
-	if got := cli("hlen", rkey); got != "6" {
-		t.Fatalf("HLEN = %s, want 6 (settled, o:node-a, e:node-a, r:node-a, q:node-a, rseq)", got)
+	if got := cli("hlen", rkey); got != "7" {
+		t.Fatalf("HLEN = %s, want 7 (settled, o:node-a, e:node-a, r:node-a, q:node-a, rseq, w)", got)
 	}
 	if pttl := cli("pttl", rkey); pttl != "-1" {
 		t.Fatalf("PTTL = %s: a quota key must never expire", pttl)

@@ -95,9 +95,16 @@ type Store struct {
 	shards *shardMap
 	// replicas is a standalone server's connected replicas, as last read
 	// (for WaitAuto).
-	replicas   atomic.Int32
-	stopShards context.CancelFunc
-	shardsDone chan struct{}
+	replicas atomic.Int32
+	// The shard watcher's own (clusterReplicas): the master each replica
+	// was last seen replicating, when each failed replica was first seen
+	// failed, and how long it may still be promoted.
+	replicaOf   map[string]string
+	failedSince map[string]time.Time
+	window      time.Duration
+	windowRead  time.Time
+	stopShards  context.CancelFunc
+	shardsDone  chan struct{}
 }
 
 // sharedDeadline is one context with a deadline, handed to every command
