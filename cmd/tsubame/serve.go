@@ -843,10 +843,14 @@ func openStore(cfg *config.Config, readOnly bool) (tsubame.Store, error) {
 		return memory.New(), nil
 	case "redis":
 		r := cfg.Store.Redis
+		wait, err := r.WaitCount()
+		if err != nil {
+			return nil, usagef("store.redis.wait_replicas: %v", err)
+		}
 		return redis.Open(redis.Options{
 			Addrs: r.Addrs, Username: r.Username, Password: r.Password, TLS: r.TLS, TLSCAFile: r.TLSCAFile,
 			KeyPrefix: r.KeyPrefix, DialTimeout: r.DialTimeout, Timeout: r.Timeout, PoolSize: r.PoolSize,
-			MaxFlushDelay: r.MaxFlushDelay,
+			MaxFlushDelay: r.MaxFlushDelay, WaitReplicas: wait, WaitTimeout: r.WaitTimeout,
 		})
 	}
 	return nil, usagef("unknown store type %q", cfg.Store.Type)

@@ -36,8 +36,16 @@
 // the period (the flight for a total, the day within it for a daily
 // limit), weighted by hour_weights, for even, 1.25 times that for
 // frontloaded. A lease not renewed within its Lease (the store gone) is
-// no longer spent, and a lease the store says has ended is forgotten: the
-// store counts all of it as spent. Close gives the hand back and counts
+// no longer spent. When the store holds less of a lease than the node
+// counts on — the lease ended there and it counted all of it as spent, or
+// a failover to a replica lost the writes that granted it — the node drops
+// the difference from what it was giving back and from its hand, and if
+// that is not enough, lets the lease's reservations go and releases all the
+// store still holds of it as spent: no unit is spent twice, and what a
+// failover forgot is spent past the limit at most once (Counts.Forgotten).
+// A store that holds more than the node counts on is believed only after
+// a Lease whose answer was lost; otherwise the surplus is released as
+// spent. Close gives the hand back and counts
 // the rest, open reservations included, as spent.
 //
 // Lock order: Ledger.loopMu (one round of the loop, Close, Stats), then

@@ -94,7 +94,8 @@ type Ledger struct {
 	kicks chan *account
 
 	storeErrors atomic.Uint64 // Lease, Release and Seen calls that failed
-	lost        atomic.Uint64 // leases lost (counted as spent by the store)
+	lost        atomic.Uint64 // times the store held less of a lease than the node counted on
+	forgotten   atomic.Uint64 // store units of those leases it no longer held
 	settled     atomic.Uint64 // reservations settled as shown
 	released    atomic.Uint64 // reservations given back (not shown)
 
@@ -172,11 +173,14 @@ type account struct {
 	// after it was last taken or renewed.
 	spendBy atomic.Int64
 
-	used   atomic.Int64 // local units settled (seen, or spent at once), not yet released
-	rate   atomic.Int64 // local units asked for since the last step
-	holds  atomic.Int64 // reservations open
-	unit   atomic.Int64 // the largest take
-	kicked atomic.Bool  // an empty hand was reported to the loop
+	used atomic.Int64 // local units settled (seen, or spent at once), not yet released
+	// drained are local units taken out of the hand to be given back: it
+	// was leased under a limit since lowered.
+	drained atomic.Int64
+	rate    atomic.Int64 // local units asked for since the last step
+	holds   atomic.Int64 // reservations open
+	unit    atomic.Int64 // the largest take
+	kicked  atomic.Bool  // an empty hand was reported to the loop
 
 	nonce uint64 // tells this account's release ids from those of one retired before it
 
@@ -185,9 +189,15 @@ type account struct {
 	carry   int64 // local units settled and not yet a whole store unit
 	seq     uint64
 	pending *release // a release to make, or whose answer was lost: retried with its id
-	dry     int64    // no lease is asked before this (Unix nanoseconds) but to renew
-	recent  int64    // local units asked for per interval, smoothed
-	curve   curve
+	// unsure: a Lease's answer was lost, so a grant may have landed; the
+	// next answer's surplus is this node's to spend (reconcile).
+	unsure bool
+	// resync: the store refused a release as more than it holds of the
+	// lease; the next round asks what it holds before releasing again.
+	resync bool
+	dry    int64 // no lease is asked before this (Unix nanoseconds) but to renew
+	recent int64 // local units asked for per interval, smoothed
+	curve  curve
 	// The round's plan.
 	want         int64 // store units to lease
 	renew, lease bool
@@ -458,11 +468,26 @@ func (g *Ledger) slot(key string, scale int64, cfg accountCfg, units int64) slot
 		a = &account{key: key, scale: scale, nonce: g.made}
 		g.accounts[key] = a
 	}
-	a.cfg.Store(&cfg)
+	old := a.cfg.Swap(&cfg)
+	if old != nil && cfg.limit < old.limit {
+		a.drain()
+	}
 	if units > a.unit.Load() {
 		a.unit.Store(units) // under g.mu: the only writer
 	}
 	return slot{a, units}
+}
+
+// drain takes what a's hand holds out of it, to be given back: the limit
+// it was leased under was lowered, possibly below what is committed, and
+// only the store can tell how much of it may still be spent. The next
+// take finds the hand empty and kicks the loop, which leases again under
+// the new limit. Open reservations stay: they were within the old one.
+func (a *account) drain() {
+	a.mu.Lock()
+	h := a.hand.Swap(0)
+	a.mu.Unlock()
+	a.drained.Add(h)
 }
 
 // Run keeps the leases until ctx ends: every Interval it settles the
@@ -557,7 +582,9 @@ func (g *Ledger) plan(a *account, now int64, tick bool) bool {
 	cfg := a.cfg.Load()
 	a.kicked.Store(false)
 	if a.leased > 0 && now >= a.exp.Load() {
-		g.lose(a, "its lease ended before it was renewed (the store did not answer)")
+		// The lease ended before it was renewed (the store did not
+		// answer): the store counts all of it as spent.
+		g.forget(a, a.leased)
 	}
 	target := a.target(cfg, now, tick)
 	if tick && a.pending == nil && now >= cfg.end && a.leased > 0 && a.holds.Load() == 0 {
@@ -565,7 +592,7 @@ func (g *Ledger) plan(a *account, now int64, tick bool) bool {
 		// The hand's whole units go back; the rest, settled or a part of a
 		// unit, is spent (rounded up, never down).
 		a.mu.Lock()
-		hand := a.hand.Swap(0)
+		hand := a.hand.Swap(0) + a.drained.Swap(0)
 		a.mu.Unlock()
 		a.used.Store(0)
 		unused := min(hand/a.scale, a.leased)
@@ -574,20 +601,23 @@ func (g *Ledger) plan(a *account, now int64, tick bool) bool {
 		a.pending = &release{id: g.releaseID(a), used: a.leased - unused, unused: unused}
 	}
 	if tick && a.pending == nil {
-		used := a.used.Swap(0) + a.carry
+		// The drained hand's whole units go back; a part of a unit is
+		// spent (rounded up, never down).
+		drained := a.drained.Swap(0)
+		used := a.used.Swap(0) + a.carry + drained%a.scale
 		a.carry = used % a.scale
-		var back int64
+		back := drained / a.scale
 		if h := a.hand.Load(); h > 2*target || now >= cfg.end {
 			// Whole store units above the target leave the hand.
-			back = (h - target) / a.scale
-			for back > 0 {
-				if a.hand.CompareAndSwap(h, h-back*a.scale) {
+			extra := (h - target) / a.scale
+			for extra > 0 {
+				if a.hand.CompareAndSwap(h, h-extra*a.scale) {
 					break
 				}
 				h = a.hand.Load()
-				back = min(back, (h-target)/a.scale)
+				extra = min(extra, (h-target)/a.scale)
 			}
-			back = max(back, 0)
+			back += max(extra, 0)
 		}
 		if used/a.scale > 0 || back > 0 {
 			a.seq++
@@ -602,41 +632,134 @@ func (g *Ledger) plan(a *account, now int64, tick bool) bool {
 }
 
 // run does the store calls plan decided on: the release first (a lease
-// is asked only once it went through), then the lease.
+// is asked only once it went through), then the lease. After a refused
+// release it first asks the store what it holds of the lease.
 func (g *Ledger) run(ctx context.Context, a *account, now int64) {
+	if a.resync && !g.lease(ctx, a, now, 0) {
+		return
+	}
 	if a.pending != nil && !g.release(ctx, a) {
 		return
 	}
-	if !a.lease {
-		return
+	if a.lease {
+		g.lease(ctx, a, now, a.want)
 	}
+}
+
+// lease asks the store for want more units of a's key (0: only renew the
+// lease and learn what it holds) and brings the node's count of its lease
+// in line with the answer. False when the store did not answer.
+func (g *Ledger) lease(ctx context.Context, a *account, now, want int64) bool {
 	cfg := a.cfg.Load()
 	limit := min(cfg.pacer.target(&a.curve, cfg.limit, cfg.start, cfg.end, now), tsubame.MaxQuotaUnits)
 	sctx, cancel := context.WithTimeout(ctx, g.opt.Timeout)
-	got, held, err := g.quotas.Lease(sctx, a.key, g.opt.Holder, limit, a.want, g.ttl)
+	got, held, err := g.quotas.Lease(sctx, a.key, g.opt.Holder, limit, want, g.ttl)
 	cancel()
 	if err != nil {
 		a.dry = now + int64(g.opt.Interval)
+		if tsubame.ErrorCode(err) != tsubame.EINVALID && want > 0 {
+			a.unsure = true // units may have been granted
+		}
 		g.storeErrors.Add(1)
 		g.warn("cannot lease budget from the store: line items spend what they hold, then stop", a, err)
-		return
+		return false
 	}
-	// The store says what this node holds (no release is pending here).
-	// Less than the node counts: the store settled its lease at its
-	// expiry, all it held counts as spent, and only this call's grant is
-	// new. More: a grant whose reply was lost landed; those units are
-	// this node's to spend.
-	if held < a.leased+got {
-		g.lose(a, "the store had settled it at its expiry")
+	g.reconcile(a, got, held)
+	if cur := a.cfg.Load(); cur != cfg && cur.limit < cfg.limit {
+		a.drain() // the limit was lowered while the store granted under the old one
 	}
 	if held > 0 {
 		a.exp.Store(now + int64(g.ttl))
 		a.spendBy.Store(now + int64(g.opt.Lease))
 	}
-	a.hand.Add((held - a.leased) * a.scale)
-	a.leased = held
-	if got < a.want {
+	if got < want {
 		a.dry = now + int64(g.opt.Interval) // the limit or the pacing holds it back
+	}
+	return true
+}
+
+// reconcile takes the store's word that this node holds held units of
+// a's key after it granted got. No release is pending here but one the
+// store refused (resync), which it did not apply.
+//
+// Less than the node counts on (a.leased): the store no longer holds part
+// of the lease (forget). More: when a Lease's answer was lost, its grant
+// landed and is the node's to spend; otherwise the store holds units the
+// node gave back (a release a failover forgot) or no longer counts as its
+// own (a lease it lost): they back nothing the node may spend, and are
+// released as spent, never spent again.
+func (g *Ledger) reconcile(a *account, got, held int64) {
+	switch known := held - got; {
+	case known < a.leased:
+		g.forget(a, a.leased-known)
+	case known > a.leased && a.unsure:
+		a.hand.Add((known - a.leased) * a.scale)
+		a.leased = known
+	case known > a.leased:
+		a.used.Add((known - a.leased) * a.scale)
+		a.leased = known
+	}
+	a.unsure, a.resync = false, false
+	a.leased += got
+	a.hand.Add(got * a.scale)
+}
+
+// forget drops missing units of a's lease that the store no longer holds
+// for this node: its lease expired (the store counted all of it as spent)
+// or a failover lost the writes that granted them.
+//
+// What the node was giving back, then what its hand holds, go first:
+// nothing of those was spent. When they are not enough, the rest were
+// reserved or spent: the lease's open reservations are let go (a new
+// generation: how they end no longer counts here), and all the store
+// still holds of the lease is released as spent. So the store never
+// counts a unit twice and the node never spends one twice; what was spent
+// of units the store forgot is spent past the limit, at most what the
+// forgotten writes granted (Counts.Forgotten).
+func (g *Ledger) forget(a *account, missing int64) {
+	g.lost.Add(1)
+	g.forgotten.Add(uint64(missing))
+	a.leased -= missing
+	rest := missing
+	p := a.pending
+	if p != nil {
+		n := min(p.unused, rest)
+		p.unused -= n
+		rest -= n
+	}
+	a.mu.Lock()
+	for _, h := range [...]*atomic.Int64{&a.drained, &a.hand} { // what was being given back first
+		if n := h.Load(); n >= rest*a.scale {
+			h.Store(n - rest*a.scale)
+			rest = 0
+		} else {
+			h.Store(0)
+			rest -= n / a.scale
+		}
+	}
+	if rest > 0 {
+		a.gen++
+	}
+	a.mu.Unlock()
+	if rest > 0 {
+		a.used.Store(0)
+		a.carry = 0
+		p = &release{used: a.leased}
+	}
+	a.pending = nil
+	if p != nil && (p.used > 0 || p.unused > 0) {
+		// Amounts changed: a new id. The old one was never applied (the
+		// store refused it, or no release was pending).
+		a.seq++
+		p.id = g.releaseID(a)
+		a.pending = p
+	}
+	if a.leased == 0 {
+		a.exp.Store(0)
+	}
+	if g.log != nil {
+		g.log.Warn("budget lease partly lost: the store no longer holds units this node counted on (its lease expired, or a failover lost writes)",
+			"key", a.key, "units", missing, "reserved_or_spent", rest)
 	}
 }
 
@@ -674,7 +797,11 @@ func (g *Ledger) release(ctx context.Context, a *account) bool {
 		}
 		return true
 	case code == tsubame.ECONFLICT || code == tsubame.EINVALID:
-		g.lose(a, "the store settled its lease: "+tsubame.ErrorMessage(err))
+		// The store holds less of the lease than the release gives back:
+		// it expired there, or a failover lost writes. The next round asks
+		// what it holds first.
+		a.resync = true
+		g.warn("the store refused a budget release as more than it holds of this node's lease", a, err)
 		return false
 	default:
 		g.storeErrors.Add(1)
@@ -688,26 +815,6 @@ func (g *Ledger) release(ctx context.Context, a *account) bool {
 // account retired and made again starts over.
 func (g *Ledger) releaseID(a *account) string {
 	return "r" + strconv.FormatUint(a.nonce, 36) + "." + strconv.FormatUint(a.seq, 36)
-}
-
-// lose forgets a's lease: the store settled it (or will, at its expiry), so
-// nothing of it is spent any more, and reservations made from it are
-// counted there.
-func (g *Ledger) lose(a *account, why string) {
-	a.mu.Lock()
-	a.gen++
-	a.hand.Store(0)
-	a.exp.Store(0)
-	a.mu.Unlock()
-	a.used.Store(0)
-	lost := a.leased
-	a.leased, a.carry, a.pending = 0, 0, nil
-	if lost > 0 {
-		g.lost.Add(1)
-	}
-	if g.log != nil && lost > 0 {
-		g.log.Warn("budget lease lost: what it held counts as spent", "key", a.key, "units", lost, "reason", why)
-	}
 }
 
 func (g *Ledger) warn(msg string, a *account, err error) {
@@ -724,7 +831,7 @@ func (g *Ledger) retire() {
 	defer g.mu.Unlock()
 	for k, a := range g.accounts {
 		if cfg := a.cfg.Load(); now >= cfg.end && cfg.end != math.MaxInt64 &&
-			a.leased == 0 && a.pending == nil && a.holds.Load() == 0 && a.hand.Load() == 0 && a.used.Load() == 0 {
+			a.leased == 0 && a.pending == nil && a.holds.Load() == 0 && a.hand.Load() == 0 && a.drained.Load() == 0 && a.used.Load() == 0 {
 			delete(g.accounts, k)
 		}
 	}
@@ -829,7 +936,7 @@ func (g *Ledger) Close(ctx context.Context) error {
 		}
 		a.mu.Lock()
 		a.gen++
-		hand := a.hand.Swap(0)
+		hand := a.hand.Swap(0) + a.drained.Swap(0)
 		a.exp.Store(0)
 		a.mu.Unlock()
 		if a.leased == 0 {
@@ -862,9 +969,11 @@ type Counts struct {
 	// impression seen (spent), or not (given back).
 	Settled, Released uint64
 	// StoreErrors counts the store calls that failed; LeasesLost the
-	// leases that ended before they were renewed or given back (all they
-	// held counts as spent).
-	StoreErrors, LeasesLost uint64
+	// times the store held less of a lease than the node counted on (the
+	// lease ended before it was renewed or given back, and the store
+	// counted it as spent; or a failover lost writes), and Forgotten the
+	// store units it no longer held then.
+	StoreErrors, LeasesLost, Forgotten uint64
 }
 
 // Counts reports the ledger's counters. It takes no lock of the loop.
@@ -873,7 +982,7 @@ func (g *Ledger) Counts() Counts {
 	n := len(g.accounts)
 	g.mu.Unlock()
 	return Counts{Holds: g.holds.len(), Accounts: n, Settled: g.settled.Load(), Released: g.released.Load(),
-		StoreErrors: g.storeErrors.Load(), LeasesLost: g.lost.Load()}
+		StoreErrors: g.storeErrors.Load(), LeasesLost: g.lost.Load(), Forgotten: g.forgotten.Load()}
 }
 
 // AccountStats is one account as this node holds it.

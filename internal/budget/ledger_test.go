@@ -791,3 +791,61 @@ func TestTestRequestsSpendNothing(t *testing.T) {
 		t.Fatal("a test request allowed with the limit spent")
 	}
 }
+
+// An impression limit lowered below what is committed stops the line item
+// on every node as soon as the node decides on the new index, with no
+// round of its loop in between: 64,000 lowered to 1,000 on two nodes
+// with 3,012 committed. The nodes' hands, leased under the old limit,
+// are given back, not spent.
+func TestLoweredLimitStopsAtOnce(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	clk := newClock()
+	opt := budget.LedgerOptions{Now: clk.Now}
+	set := limitedSet(tsubame.ImpressionLimits{Total: 64_000}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
+	var nodes []*node
+	for i := range 2 {
+		nodes = append(nodes, newNode(t, st, set, fmt.Sprint("node-", i), opt))
+	}
+	ctx := t.Context()
+	shown := 0
+	for shown < 3012 {
+		for _, n := range nodes {
+			for shown < 3012 {
+				id := n.decide(clk.Now(), time.Hour)
+				if id == "" {
+					break
+				}
+				show(t, st, id)
+				shown++
+			}
+			n.ledger.Tick(ctx)
+		}
+		clk.Advance(time.Second)
+	}
+	for _, n := range nodes {
+		if a := n.ledger.Stats()[0]; a.Hand == 0 {
+			t.Fatalf("%s holds nothing in hand before the limit is lowered: the test shows nothing", a.Key)
+		}
+	}
+	lowered := limitedSet(tsubame.ImpressionLimits{Total: 1000}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
+	for i, n := range nodes {
+		_, ls := lines(t, lowered, n.counters)
+		n.line = ls["li"]
+		if id := n.decide(clk.Now(), time.Hour); id != "" {
+			t.Fatalf("node %d decided on a limit of 1,000 with 3,012 committed", i)
+		}
+	}
+	for range 5 {
+		for i, n := range nodes {
+			n.ledger.Tick(ctx)
+			if id := n.decide(clk.Now(), time.Hour); id != "" {
+				t.Fatalf("node %d decided on a limit of 1,000 with 3,012 committed, after its loop ran", i)
+			}
+		}
+		clk.Advance(time.Second)
+	}
+	if s, o := committed(t, st, "li/li/imp"); s+o != 3012 {
+		t.Fatalf("settled %d and outstanding %d: the hands leased under the old limit were not given back (3,012 shown)", s, o)
+	}
+}

@@ -272,6 +272,26 @@ type RedisStore struct {
 	// MaxFlushDelay lets commands from concurrent requests gather into one
 	// write to Redis (0: every command is written at once).
 	MaxFlushDelay time.Duration `koanf:"max_flush_delay"`
+	// WaitReplicas is how many replicas must acknowledge a budget write
+	// before it counts: "auto", "off" or a number (WaitCount).
+	WaitReplicas string        `koanf:"wait_replicas"`
+	WaitTimeout  time.Duration `koanf:"wait_timeout"`
+}
+
+// WaitCount is wait_replicas as the Redis store's Options.WaitReplicas
+// takes it: 0 for auto, -1 for off, else the number of replicas.
+func (r RedisStore) WaitCount() (int, error) {
+	switch r.WaitReplicas {
+	case "auto", "":
+		return 0, nil
+	case "off":
+		return -1, nil
+	}
+	n, err := strconv.Atoi(r.WaitReplicas)
+	if err != nil || n < 1 || n > 16 {
+		return 0, fmt.Errorf("%q is not auto, off or a number of replicas from 1 to 16", r.WaitReplicas)
+	}
+	return n, nil
 }
 
 // EmbeddedStore configures the bbolt store.
@@ -1117,6 +1137,12 @@ func (c *Config) validateStore(p *problems) {
 		}
 		if r.TLSCAFile != "" && !r.TLS {
 			p.add("store.redis.tls_ca_file: set store.redis.tls: true too")
+		}
+		if _, err := r.WaitCount(); err != nil {
+			p.add("store.redis.wait_replicas: %v", err)
+		}
+		if r.WaitTimeout < time.Millisecond || r.WaitTimeout > 10*time.Second {
+			p.add("store.redis.wait_timeout: %v is not between 1ms and 10s", r.WaitTimeout)
 		}
 	default:
 		p.add("store.type: %q is not one of embedded, redis, memory", c.Store.Type)

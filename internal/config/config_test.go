@@ -438,6 +438,34 @@ func TestRedisFlushDelay(t *testing.T) {
 	}
 }
 
+// store.redis.wait_replicas is auto by default, and takes off or a number.
+func TestRedisWaitReplicas(t *testing.T) {
+	cfg := load(t, "store: {type: redis}\n")
+	if n, err := cfg.Store.Redis.WaitCount(); err != nil || n != 0 || cfg.Store.Redis.WaitTimeout != 500*time.Millisecond {
+		t.Fatalf("default wait_replicas %q (%d, %v), wait_timeout %v; want auto and 500ms", cfg.Store.Redis.WaitReplicas, n, err, cfg.Store.Redis.WaitTimeout)
+	}
+	for in, want := range map[string]int{"auto": 0, "off": -1, "1": 1, "2": 2, "0": -2, "-1": -2, "yes": -2, "17": -2} {
+		cfg := load(t, "store: {type: redis, redis: {wait_replicas: \""+in+"\"}}\n")
+		errs := fmt.Sprint(cfg.Validate())
+		n, err := cfg.Store.Redis.WaitCount()
+		if want == -2 {
+			if err == nil || !strings.Contains(errs, "store.redis.wait_replicas") {
+				t.Errorf("wait_replicas %s accepted (%d; %s)", in, n, errs)
+			}
+			continue
+		}
+		if err != nil || n != want || strings.Contains(errs, "wait_replicas") {
+			t.Errorf("wait_replicas %s = %d, %v (%s); want %d", in, n, err, errs, want)
+		}
+	}
+	for in, ok := range map[string]bool{"1ms": true, "10s": true, "0s": false, "11s": false} {
+		cfg := load(t, "store: {type: redis, redis: {wait_timeout: "+in+"}}\n")
+		if got := !strings.Contains(fmt.Sprint(cfg.Validate()), "store.redis.wait_timeout"); got != ok {
+			t.Errorf("wait_timeout %s: accepted %v, want %v", in, got, ok)
+		}
+	}
+}
+
 // webhook.callback_token is off by default and, when set, long and plain.
 func TestCallbackToken(t *testing.T) {
 	if cfg := load(t, ""); cfg.Webhook.CallbackToken != "" {

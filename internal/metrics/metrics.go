@@ -523,8 +523,10 @@ func NewBudgetCollector(counts func() budget.Counts) prometheus.Collector {
 			prometheus.GaugeValue, func(c budget.Counts) float64 { return float64(c.Accounts) }},
 		{"store_errors_total", "Lease, release and settle calls to the store that failed (limited line items spend what they hold, then stop).",
 			prometheus.CounterValue, func(c budget.Counts) float64 { return float64(c.StoreErrors) }},
-		{"leases_lost_total", "Leases that ended before they were renewed or given back: all they held counts as spent.",
+		{"leases_lost_total", "Times the store held less of a lease than this node counted on: it ended before it was renewed (all of it counts as spent), or a failover lost writes.",
 			prometheus.CounterValue, func(c budget.Counts) float64 { return float64(c.LeasesLost) }},
+		{"units_forgotten_total", "Units (impressions, micro-units of spend) of this node's leases the store no longer held when asked; after a failover, at most this much is spent past a limit.",
+			prometheus.CounterValue, func(c budget.Counts) float64 { return float64(c.Forgotten) }},
 	})
 }
 

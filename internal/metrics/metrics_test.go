@@ -73,13 +73,13 @@ tsubame_cache_loads_total{result="ok"} 2
 func TestBudgetCollector(t *testing.T) {
 	reg := metrics.NewRegistry("test")
 	reg.MustRegister(metrics.NewBudgetCollector(func() budget.Counts {
-		return budget.Counts{Holds: 7, Accounts: 3, Settled: 40, Released: 2, StoreErrors: 5, LeasesLost: 1}
+		return budget.Counts{Holds: 7, Accounts: 3, Settled: 40, Released: 2, StoreErrors: 5, LeasesLost: 1, Forgotten: 54}
 	}))
 	want := `
 # HELP tsubame_budget_accounts Budget and limit counters this node holds a share of.
 # TYPE tsubame_budget_accounts gauge
 tsubame_budget_accounts 3
-# HELP tsubame_budget_leases_lost_total Leases that ended before they were renewed or given back: all they held counts as spent.
+# HELP tsubame_budget_leases_lost_total Times the store held less of a lease than this node counted on: it ended before it was renewed (all of it counts as spent), or a failover lost writes.
 # TYPE tsubame_budget_leases_lost_total counter
 tsubame_budget_leases_lost_total 1
 # HELP tsubame_budget_reservations_open Decisions of limited line items whose impressions may still come: their price is held.
@@ -94,10 +94,13 @@ tsubame_budget_reservations_settled_total 40
 # HELP tsubame_budget_store_errors_total Lease, release and settle calls to the store that failed (limited line items spend what they hold, then stop).
 # TYPE tsubame_budget_store_errors_total counter
 tsubame_budget_store_errors_total 5
+# HELP tsubame_budget_units_forgotten_total Units (impressions, micro-units of spend) of this node's leases the store no longer held when asked; after a failover, at most this much is spent past a limit.
+# TYPE tsubame_budget_units_forgotten_total counter
+tsubame_budget_units_forgotten_total 54
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "tsubame_budget_accounts", "tsubame_budget_leases_lost_total",
 		"tsubame_budget_reservations_open", "tsubame_budget_reservations_released_total", "tsubame_budget_reservations_settled_total",
-		"tsubame_budget_store_errors_total"); err != nil {
+		"tsubame_budget_store_errors_total", "tsubame_budget_units_forgotten_total"); err != nil {
 		t.Fatal(err)
 	}
 }

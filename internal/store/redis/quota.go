@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"strconv"
 	"time"
 
@@ -18,7 +20,8 @@ var _ tsubame.Quotas = (*Store)(nil)
 // (TIME), so that every node measures leases by one clock; r:<holder> the
 // ids of its last applied releases (each a byte of its length and the id,
 // oldest first), q:<holder> the number of its last release (rseq counts
-// them), by which the ids of the holders without a lease are pruned. It reads the
+// them), by which the ids of the holders without a lease are pruned; w the
+// number of Release calls (releaseQuota). It reads the
 // hash (a key has a few holders), settles the leases expired at now, and
 // leaves settled, out (the outstanding units), o (holder -> units) and now
 // for the operation that follows. Numbers are written with %d: Lua's
@@ -52,7 +55,7 @@ if expired then redis.call('HSET', KEYS[1], 'settled', string.format('%d', settl
 
 // leaseQuota is Lease: ARGV holder, limit, want, ttl in milliseconds; it
 // returns {units granted, the holder's lease after}.
-var leaseQuota = rueidis.NewLuaScript(quotaSettle + `
+var leaseQuota = newWriteScript(quotaSettle + `
 local holder, limit, want = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local grant = 0
 if limit > settled + out then grant = math.min(want, limit - settled - out) end
@@ -64,13 +67,17 @@ end
 return {grant, (cur or 0) + grant}`)
 
 // releaseQuota is Release: ARGV holder, used, unused, id, how many ids
-// to keep, how many idle holders' ids to keep; it returns 0 when done or
+// to keep, how many idle holders' ids to keep. It always writes (field w
+// counts its calls), even to repeat a release applied already: the WAIT
+// after it then covers the write it repeats, which an earlier WAIT may
+// not have seen reach a replica. It returns 0 when done or
 // when id was applied already, -1 when holder has no lease, -2 when the
 // lease is smaller than used+unused (and then changes nothing but the
 // expired leases). Besides r:<holder>, q:<holder> numbers its last
 // release (from the field rseq), so that the ids of the holders without a
 // lease that released longest ago are dropped beyond the last ARGV[6].
-var releaseQuota = rueidis.NewLuaScript(quotaSettle + `
+var releaseQuota = newWriteScript(quotaSettle + `
+redis.call('HINCRBY', KEYS[1], 'w', 1)
 local holder, used, unused, id = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local r = redis.call('HGET', KEYS[1], 'r:' .. holder) or ''
 local ids, pos = {}, 1
@@ -122,11 +129,78 @@ return 0`)
 var committedQuota = rueidis.NewLuaScript(quotaSettle + `
 return {settled, out}`)
 
+// writeScript is a quota script that writes. When replicas must
+// acknowledge its write (Options.WaitReplicas), it runs on a connection of
+// its own followed by WAIT, which waits for the writes of its connection.
+type writeScript struct {
+	*rueidis.Lua
+	body, sha1 string
+}
+
+func newWriteScript(body string) writeScript {
+	sum := sha1.Sum([]byte(body))
+	return writeScript{Lua: rueidis.NewLuaScript(body), body: body, sha1: hex.EncodeToString(sum[:])}
+}
+
+// waitFor is how many replicas must acknowledge a write of key before it
+// counts.
+func (s *Store) waitFor(key string) int64 {
+	switch n := s.opt.WaitReplicas; {
+	case n == WaitOff:
+		return 0
+	case n > 0:
+		return int64(n)
+	case s.shards == nil:
+		return int64(min(s.replicas.Load(), 1))
+	}
+	return int64(min(s.shards.replicas[slot(key)].Load(), 1))
+}
+
+// quotaWrite runs script on key. When replicas must acknowledge it, a
+// write they did not acknowledge within Options.WaitTimeout is an error
+// (EUNAVAILABLE): it happened on the master, and a failover to a replica
+// that missed it would forget it, so the caller treats it as a write whose
+// effect is unknown (a Lease's grant is not spent until a later answer
+// confirms it; a Release is retried with its id).
+//
+// Why: a replica promoted without the last writes forgets leases the
+// nodes spend from, and then grants those units again; with WAIT the
+// nodes spend only what a replica has too.
+func (s *Store) quotaWrite(ctx context.Context, script writeScript, key string, args []string) (rueidis.RedisMessage, error) {
+	n := s.waitFor(key)
+	if n == 0 {
+		return script.Exec(ctx, s.c, []string{key}, args).ToMessage()
+	}
+	var msg rueidis.RedisMessage
+	err := s.c.Dedicated(func(c rueidis.DedicatedClient) error {
+		wait := c.B().Wait().Numreplicas(n).Timeout(max(s.opt.WaitTimeout.Milliseconds(), 1)).Build()
+		res := c.DoMulti(ctx, c.B().Evalsha().Sha1(script.sha1).Numkeys(1).Key(key).Arg(args...).Build(), wait)
+		if e, ok := rueidis.IsRedisErr(res[0].Error()); ok && e.IsNoScript() {
+			wait = c.B().Wait().Numreplicas(n).Timeout(max(s.opt.WaitTimeout.Milliseconds(), 1)).Build()
+			res = c.DoMulti(ctx, c.B().Eval().Script(script.body).Numkeys(1).Key(key).Arg(args...).Build(), wait)
+		}
+		var err error
+		if msg, err = res[0].ToMessage(); err != nil {
+			return err
+		}
+		acked, err := res[1].AsInt64()
+		if err != nil {
+			return err
+		}
+		if acked < n {
+			return tsubame.Errorf(tsubame.EUNAVAILABLE, "redis store: %d of %d replicas acknowledged a quota write of %q within %v; a failover could lose it",
+				acked, n, key, s.opt.WaitTimeout)
+		}
+		return nil
+	})
+	return msg, err
+}
+
 // quotaKey is the hash of a quota key. It never expires: it holds settled
 // spend, and a PEXPIRE would forget it and let a limit be spent again. A
 // key per day is left for the caller to drop once its day is over.
-func (s *Store) quotaKey(key string) []string {
-	return []string{s.opt.KeyPrefix + "quota:" + key}
+func (s *Store) quotaKey(key string) string {
+	return s.opt.KeyPrefix + "quota:" + key
 }
 
 // Lease grants holder up to want units of key within limit
@@ -148,8 +222,12 @@ func (s *Store) Lease(ctx context.Context, key, holder string, limit, want int64
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	v, err := leaseQuota.Exec(ctx, s.c, s.quotaKey(key), []string{holder,
-		strconv.FormatInt(limit, 10), strconv.FormatInt(want, 10), strconv.FormatInt(tsubame.LeaseMillis(ttl), 10)}).AsIntSlice()
+	msg, err := s.quotaWrite(ctx, leaseQuota, s.quotaKey(key), []string{holder,
+		strconv.FormatInt(limit, 10), strconv.FormatInt(want, 10), strconv.FormatInt(tsubame.LeaseMillis(ttl), 10)})
+	if err != nil {
+		return 0, 0, unavailable(err)
+	}
+	v, err := msg.AsIntSlice()
 	if err != nil {
 		return 0, 0, unavailable(err)
 	}
@@ -170,9 +248,13 @@ func (s *Store) Release(ctx context.Context, key, holder, id string, used, unuse
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	n, err := releaseQuota.Exec(ctx, s.c, s.quotaKey(key), []string{holder,
+	msg, err := s.quotaWrite(ctx, releaseQuota, s.quotaKey(key), []string{holder,
 		strconv.FormatInt(used, 10), strconv.FormatInt(unused, 10), id, strconv.Itoa(tsubame.QuotaReleaseIDs),
-		strconv.Itoa(tsubame.QuotaIdleHolders)}).AsInt64()
+		strconv.Itoa(tsubame.QuotaIdleHolders)})
+	var n int64
+	if err == nil {
+		n, err = msg.AsInt64()
+	}
 	switch {
 	case err != nil:
 		return unavailable(err)
@@ -195,7 +277,7 @@ func (s *Store) Committed(ctx context.Context, key string) (settled, outstanding
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	v, err := committedQuota.Exec(ctx, s.c, s.quotaKey(key), nil).AsIntSlice()
+	v, err := committedQuota.Exec(ctx, s.c, []string{s.quotaKey(key)}, nil).AsIntSlice()
 	if err != nil {
 		return 0, 0, unavailable(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"tsubame"
+	"tsubame/internal/store/redis"
 	"tsubame/internal/store/redis/redistest"
 	"tsubame/internal/store/storetest"
 )
@@ -43,8 +44,8 @@ func TestQuotaKeys(t *testing.T) {
 	if got := cli("hget", rkey, "o:node-a"); got != "15" {
 		t.Fatalf("o:node-a = %q, want 15", got)
 	}
-	if got := cli("hlen", rkey); got != "6" {
-		t.Fatalf("HLEN = %s, want 6 (settled, o:node-a, e:node-a, r:node-a, q:node-a, rseq)", got)
+	if got := cli("hlen", rkey); got != "7" {
+		t.Fatalf("HLEN = %s, want 7 (settled, o:node-a, e:node-a, r:node-a, q:node-a, rseq, w)", got)
 	}
 	if pttl := cli("pttl", rkey); pttl != "-1" {
 		t.Fatalf("PTTL = %s: a quota key must never expire", pttl)
@@ -89,5 +90,72 @@ func BenchmarkLease(b *testing.B) {
 		b.Run(fmt.Sprintf("goroutines=%dxCPU", p), func(b *testing.B) {
 			storetest.BenchLease(b, open(b, []string{srv.Addr}, fmt.Sprintf("bench%d:", time.Now().UnixNano())), p)
 		})
+	}
+}
+
+// A quota write counts once a replica has it (Redis WAIT), by default
+// wherever the master has one: with the replica stopped, a Lease fails
+// (EUNAVAILABLE) though the master granted its units, so that a node does
+// not spend what a failover to that replica would forget; once the
+// replica is back the next Lease reports the grant in what the holder
+// holds. With WaitOff the same writes count at once.
+func TestQuotaWritesWaitForAReplica(t *testing.T) {
+	master := redistest.Start(t)
+	replica := redistest.Start(t, "--replicaof", "127.0.0.1", master.Addr[strings.LastIndexByte(master.Addr, ':')+1:])
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(master.CLI(t, "info", "replication"), "state=online") {
+		if time.Now().After(deadline) {
+			t.Fatal("the replica never connected")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	prefix := uniquePrefix(t)
+	s, err := redis.Open(redis.Options{Addrs: []string{master.Addr}, KeyPrefix: prefix, Logger: quiet, WaitTimeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	off, err := redis.Open(redis.Options{Addrs: []string{master.Addr}, KeyPrefix: prefix, Logger: quiet, WaitReplicas: redis.WaitOff})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = off.Close() })
+	ctx := t.Context()
+	if got, held, err := s.Lease(ctx, "k", "a", 100, 10, time.Minute); err != nil || got != 10 || held != 10 {
+		t.Fatalf("Lease with the replica up = %d, %d, %v; want 10, 10", got, held, err)
+	}
+	replica.Pause()
+	t.Cleanup(replica.Resume)
+	if got, _, err := s.Lease(ctx, "k", "a", 100, 5, time.Minute); tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE || got != 0 ||
+		!strings.Contains(err.Error(), "acknowledged") {
+		t.Fatalf("Lease with the replica stopped = %d, %v; want 0 and an EUNAVAILABLE error naming the acknowledgement", got, err)
+	}
+	if err := s.Release(ctx, "k", "a", "r1", 2, 0); tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {
+		t.Fatalf("Release with the replica stopped: %v; want an EUNAVAILABLE error", err)
+	}
+	if got, held, err := off.Lease(ctx, "k", "b", 100, 1, time.Minute); err != nil || got != 1 || held != 1 {
+		t.Fatalf("Lease with WaitOff and the replica stopped = %d, %d, %v; want 1, 1", got, held, err)
+	}
+	replica.Resume()
+	// The unacknowledged grant was made on the master: the next answer
+	// holds it, and the retried release (same id) is applied once.
+	for {
+		got, held, err := s.Lease(ctx, "k", "a", 100, 0, time.Minute)
+		if err == nil {
+			if got != 0 || held != 13 {
+				t.Fatalf("Lease after the replica came back = %d, %d; want 0 and 13 held (15 granted, 2 released)", got, held)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Lease never acknowledged after the replica came back: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := s.Release(ctx, "k", "a", "r1", 2, 0); err != nil {
+		t.Fatalf("retried Release: %v", err)
+	}
+	if settled, out, err := s.Committed(ctx, "k"); err != nil || settled != 2 || out != 14 {
+		t.Fatalf("Committed = %d, %d, %v; want 2 settled, 14 outstanding", settled, out, err)
 	}
 }

@@ -57,8 +57,26 @@ type Options struct {
 	// write (rueidis pauses its write loop up to this long after a flush);
 	// 0 writes every command at once.
 	MaxFlushDelay time.Duration
-	Logger        *slog.Logger
+	// WaitReplicas is how many replicas must acknowledge a quota write
+	// (Lease, Release) before it counts (Redis WAIT): WaitAuto (the zero
+	// value) waits for one where the master has a replica the cluster does
+	// not consider failed (or, standalone, a connected replica); WaitOff
+	// never waits. See quota.go.
+	WaitReplicas int
+	// WaitTimeout bounds the wait (DefaultWaitTimeout): a write not
+	// acknowledged by then is an error whose effect is unknown.
+	WaitTimeout time.Duration
+	Logger      *slog.Logger
 }
+
+// Values of Options.WaitReplicas besides a number of replicas.
+const (
+	WaitAuto = 0
+	WaitOff  = -1
+)
+
+// DefaultWaitTimeout is Options.WaitTimeout's default.
+const DefaultWaitTimeout = 500 * time.Millisecond
 
 // Store is a Redis-backed tsubame.Store, CampaignStore, Deduper, LogStore
 // and ResultStore, and a ChangeFeed. It is safe for concurrent use.
@@ -74,9 +92,19 @@ type Store struct {
 	// bound is the context shared by commands whose callers set no deadline.
 	bound atomic.Pointer[sharedDeadline]
 	// shards maps slots to masters (shards.go); nil on a standalone server.
-	shards     *shardMap
-	stopShards context.CancelFunc
-	shardsDone chan struct{}
+	shards *shardMap
+	// replicas is a standalone server's connected replicas, as last read
+	// (for WaitAuto).
+	replicas atomic.Int32
+	// The shard watcher's own (clusterReplicas): the master each replica
+	// was last seen replicating, when each failed replica was first seen
+	// failed, and how long it may still be promoted.
+	replicaOf   map[string]string
+	failedSince map[string]time.Time
+	window      time.Duration
+	windowRead  time.Time
+	stopShards  context.CancelFunc
+	shardsDone  chan struct{}
 }
 
 // sharedDeadline is one context with a deadline, handed to every command
@@ -109,6 +137,12 @@ func Open(opt Options) (*Store, error) {
 	}
 	if opt.PoolSize <= 0 {
 		opt.PoolSize = 100
+	}
+	if opt.WaitTimeout <= 0 {
+		opt.WaitTimeout = DefaultWaitTimeout
+	}
+	if opt.WaitReplicas < WaitOff {
+		return nil, tsubame.Errorf(tsubame.EINVALID, "redis: wait replicas %d is not auto (0), off (-1) or a number of replicas", opt.WaitReplicas)
 	}
 	if opt.Logger == nil {
 		opt.Logger = slog.Default()

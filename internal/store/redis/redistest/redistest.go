@@ -251,6 +251,22 @@ func (c *Cluster) MasterOf(t testing.TB, key string) *Server {
 	return nil
 }
 
+// ReplicaOf returns the live node that replicates master.
+func (c *Cluster) ReplicaOf(t testing.TB, master *Server) *Server {
+	t.Helper()
+	for _, n := range c.Nodes {
+		if n.cmd == nil || n == master {
+			continue
+		}
+		info := n.CLI(t, "info", "replication")
+		if strings.Contains(info, "role:slave") && strings.Contains(info, "master_port:"+master.port()+"\r") {
+			return n
+		}
+	}
+	t.Fatalf("no replica of %s", master.Addr)
+	return nil
+}
+
 // String lists the addresses.
 func (c *Cluster) String() string { return fmt.Sprint(c.Addrs()) }
 
