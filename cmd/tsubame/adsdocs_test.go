@@ -41,7 +41,7 @@ const adsDocPath = "../../docs/ads.md"
 // parameter this list leaves out.
 var decideParams = []string{
 	"placement", "uid", "site", "kv.KEY=VALUE", "count", "format", "w", "h", "vast",
-	"gdpr", "gdpr_consent", "us_privacy", "gpp", "coppa",
+	"gdpr", "gdpr_consent", "us_privacy", "gpp", "gpp_sid", "coppa",
 }
 
 // decideHeaders are the request headers the decide handler reads.
@@ -303,6 +303,7 @@ func TestAdsDocsDecideParameters(t *testing.T) {
 		regexp.MustCompile(`\.Query\("([^"]+)"\)`),
 		regexp.MustCompile(`\{"([a-z_]+)", &req\.\w+\}`), // parameters read in a loop (w, h)
 		regexp.MustCompile(`CutPrefix\(k, \[\]byte\("([^"]+)"\)\)`),
+		regexp.MustCompile(`case "([a-z_]+)":\n\t+sg\.`), // privacy parameters, read in one pass
 	}
 	header := regexp.MustCompile(`\.Header\("([^"]+)"\)`)
 	params, headers := 0, 0

@@ -140,8 +140,10 @@ func writeLog(t testing.TB, dir string, format accesslog.Format, gz bool, evs []
 
 func openRoller(t *testing.T, dir string, edit func(*Options)) *Roller {
 	t.Helper()
+	// The logs are of t0's day: the compaction's clock is a day later, so
+	// that their minute rows are kept whatever today's date.
 	opt := Options{Dir: dir, Name: "access.log", Path: filepath.Join(t.TempDir(), FileName), Logger: quiet, Interval: 5 * time.Millisecond,
-		CommitEvery: 10 * time.Millisecond}
+		CommitEvery: 10 * time.Millisecond, Now: func() time.Time { return t0.Add(24 * time.Hour) }}
 	if edit != nil {
 		edit(&opt)
 	}
