@@ -2,6 +2,7 @@ package ads
 
 import (
 	"bytes"
+	"context"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,8 +38,8 @@ type answer struct {
 // context readies a.ctx for a request read at start: it ends timeout
 // later.
 func (a *answer) context(start time.Time, timeout time.Duration) *deadline.Context {
-	if a.ctx == nil || !a.ctx.Reset(nil, start.Add(timeout)) {
-		a.ctx = deadline.New(nil, start.Add(timeout))
+	if a.ctx == nil || !a.ctx.Reset(context.Background(), start.Add(timeout)) {
+		a.ctx = deadline.New(context.Background(), start.Add(timeout))
 	}
 	return a.ctx
 }

@@ -14,17 +14,17 @@ import (
 // waits on it, and never after.
 func TestContext(t *testing.T) {
 	at := time.Now().Add(20 * time.Millisecond)
-	c := deadline.New(nil, at)
+	c := deadline.New(context.Background(), at)
 	if d, ok := c.Deadline(); !ok || !d.Equal(at) {
 		t.Fatalf("deadline %v %v, want %v", d, ok, at)
 	}
-	if !c.Reset(nil, at.Add(time.Hour)) {
+	if !c.Reset(context.Background(), at.Add(time.Hour)) {
 		t.Fatal("an unarmed context was not reused")
 	}
 	if d, _ := c.Deadline(); !d.Equal(at.Add(time.Hour)) {
 		t.Fatalf("deadline after Reset %v", d)
 	}
-	if !c.Reset(nil, at) {
+	if !c.Reset(context.Background(), at) {
 		t.Fatal("not reused")
 	}
 	if c.Err() != nil {
@@ -34,7 +34,7 @@ func TestContext(t *testing.T) {
 	if !errors.Is(c.Err(), context.DeadlineExceeded) || !time.Now().After(at) {
 		t.Fatalf("err %v at %v, deadline %v", c.Err(), time.Now(), at)
 	}
-	if c.Reset(nil, at.Add(time.Hour)) {
+	if c.Reset(context.Background(), at.Add(time.Hour)) {
 		t.Fatal("a context something waited on was reused")
 	}
 	if d, _ := c.Deadline(); !d.Equal(at) {
@@ -58,7 +58,7 @@ func TestContext(t *testing.T) {
 	}
 
 	// Stop ends a waiting call.
-	c = deadline.New(nil, time.Now().Add(time.Hour))
+	c = deadline.New(context.Background(), time.Now().Add(time.Hour))
 	done := c.Done()
 	c.Stop()
 	<-done
@@ -70,10 +70,10 @@ func TestContext(t *testing.T) {
 // Readying a pooled Context for a request, reading its deadline and
 // stopping it cost nothing while no call waits on it.
 func TestContextUnarmedAllocatesNothing(t *testing.T) {
-	c := deadline.New(nil, time.Now())
+	c := deadline.New(context.Background(), time.Now())
 	var ctx context.Context = c
 	if n := testing.AllocsPerRun(100, func() {
-		if !c.Reset(nil, time.Now().Add(time.Second)) {
+		if !c.Reset(context.Background(), time.Now().Add(time.Second)) {
 			t.Fatal("not reused")
 		}
 		if _, ok := ctx.Deadline(); !ok {
