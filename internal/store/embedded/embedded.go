@@ -56,6 +56,7 @@ type Store struct {
 	now  func() time.Time
 	seen seenCommits // of the event ids (dedupe.go)
 	freq groupCommit // of Take's times (frequency.go)
+	out  outcomeCommits // of Record and Ack (outcome.go)
 }
 
 var (

@@ -28,6 +28,7 @@ type Store struct {
 	seen    seen        // event ids (dedupe.go), with locks of their own
 	freq    frequencies // frequency caps' times (frequency.go), likewise
 	quota   quotas      // leases of limited counters (quota.go), likewise
+	out     outcomes    // outcomes of bids (outcome.go), likewise
 }
 
 var (

@@ -54,6 +54,10 @@ func runSuites(t *testing.T, addrs []string) {
 		return open(t, addrs, prefix), open(t, addrs, prefix), open(t, addrs, prefix)
 	})
 	storetest.RunQuota(t, func(t *testing.T) []tsubame.Quotas { return openQuotas(t, addrs) }) // three nodes
+	storetest.RunOutcomes(t, func(t *testing.T) (a, b tsubame.Outcomes) { // two nodes
+		prefix := uniquePrefix(t)
+		return open(t, addrs, prefix), open(t, addrs, prefix)
+	})
 }
 
 func TestConformanceStandalone(t *testing.T) {

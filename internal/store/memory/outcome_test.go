@@ -1,0 +1,17 @@
+package memory_test
+
+import (
+	"testing"
+
+	"tsubame"
+	"tsubame/internal/store/memory"
+	"tsubame/internal/store/storetest"
+)
+
+func TestOutcomesConformance(t *testing.T) {
+	storetest.RunOutcomes(t, func(t *testing.T) (a, b tsubame.Outcomes) {
+		s := memory.New()
+		t.Cleanup(func() { _ = s.Close() })
+		return s, s
+	})
+}
