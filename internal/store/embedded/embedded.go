@@ -54,8 +54,8 @@ type Options struct {
 type Store struct {
 	db   *bolt.DB
 	now  func() time.Time
-	seen seenCommits // of the event ids (dedupe.go)
-	freq groupCommit // of Take's times (frequency.go)
+	seen seenCommits    // of the event ids (dedupe.go)
+	freq groupCommit    // of Take's times (frequency.go)
 	out  outcomeCommits // of Record and Ack (outcome.go)
 }
 

@@ -54,7 +54,7 @@ func runSuites(t *testing.T, addrs []string) {
 		return open(t, addrs, prefix), open(t, addrs, prefix), open(t, addrs, prefix)
 	})
 	storetest.RunQuota(t, func(t *testing.T) []tsubame.Quotas { return openQuotas(t, addrs) }) // three nodes
-	storetest.RunOutcomes(t, func(t *testing.T) (a, b tsubame.Outcomes) { // two nodes
+	storetest.RunOutcomes(t, func(t *testing.T) (a, b tsubame.Outcomes) {                      // two nodes
 		prefix := uniquePrefix(t)
 		return open(t, addrs, prefix), open(t, addrs, prefix)
 	})
