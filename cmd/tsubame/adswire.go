@@ -65,13 +65,14 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 	if !ok {
 		return usagef("store type %q cannot keep budgets and impression limits: set ads.enabled: false", cfg.Store.Type)
 	}
+	outcomes, ok := backend.(tsubame.Outcomes)
+	if !ok {
+		return usagef("store type %q cannot record the outcomes of bids: set ads.enabled: false", cfg.Store.Type)
+	}
 	b := cfg.Ads.Budget
-	// An impression's id is kept for the tracking URL's life (and a few
-	// minutes): a reservation still unsettled past it counts as spent.
 	longest := cfg.LongestReservation() // of a decision, or a bid on any exchange
-	ledger, err := budget.NewLedger(quotas, dd, budget.LedgerOptions{Holder: b.Holder, Interval: b.Interval,
-		Grace: b.Grace, Lease: b.Lease, MaxHold: longest, Remember: cfg.Ads.Tracking.TTL - longest,
-		Log: m.Logger})
+	ledger, err := budget.NewLedger(quotas, outcomes, budget.LedgerOptions{Holder: b.Holder, Interval: b.Interval,
+		Grace: b.Grace, Lease: b.Lease, MaxHold: longest, Log: m.Logger})
 	if err != nil {
 		return usagef("ads.budget: %v", err)
 	}

@@ -81,15 +81,18 @@ func (c *Counters) Allow(l *decision.Line, req *decision.Request, slot int, now 
 		return !l.Limited || c.ledger == nil || c.ledger.could(l, now)
 	}
 	var r reservation
-	var id string
-	until := now.UnixNano()
+	var due, until, winBy int64 // until 0: spent at once
 	if l.Limited && c.ledger != nil {
-		if slot < len(req.Reserve) && req.Reserve[slot] != "" {
-			id = req.Reserve[slot]
-			until = max(until, min(req.ReserveUntil.UnixNano(), until+int64(c.ledger.opt.MaxHold)))
+		at, need := now.UnixNano(), now.UnixNano()
+		if !req.ReserveUntil.IsZero() {
+			until = max(at, min(req.ReserveUntil.UnixNano(), at+int64(c.ledger.opt.MaxHold)))
+			due, winBy, need = req.ReserveUntil.Unix(), until, until
+			if !req.WinBy.IsZero() {
+				winBy = min(until, max(at, req.WinBy.UnixNano()))
+			}
 		}
 		var ok bool
-		if r, ok = c.ledger.take(l, now, until); !ok {
+		if r, ok = c.ledger.take(l, now, need); !ok {
 			return false
 		}
 	}
@@ -100,7 +103,7 @@ func (c *Counters) Allow(l *decision.Line, req *decision.Request, slot int, now 
 		return false
 	}
 	if r.n > 0 {
-		c.ledger.hold(&r, id, req.SettledBy, until)
+		c.ledger.hold(l, &r, due, until, winBy)
 	}
 	return true
 }

@@ -35,11 +35,6 @@ const (
 // (2,500,001 micro-units) costs 2,500,001 thousandths of a micro-unit.
 const nanosPerMicro = 1000
 
-// Seer tells whether events were counted (tsubame.Deduper's Seen).
-type Seer interface {
-	Seen(ctx context.Context, ids []string) ([]bool, error)
-}
-
 // LedgerOptions tune a Ledger.
 type LedgerOptions struct {
 	// Holder names this node's leases in the store, followed by "/" and 8
@@ -63,11 +58,6 @@ type LedgerOptions struct {
 	MaxHold time.Duration
 	// Timeout bounds one store call (DefaultStoreTimeout).
 	Timeout time.Duration
-	// Remember is how long after a reservation ends its event is surely
-	// still known to the store (Seen): a reservation not settled by then
-	// (the store failing) counts as spent, since an impression no longer
-	// known may have been shown. 0: no bound.
-	Remember time.Duration
 	// Log gets the store's failures (the process logger bounds repeats).
 	Log *slog.Logger
 	// Now is the clock (time.Now when nil), for tests and simulations.
@@ -78,11 +68,11 @@ type LedgerOptions struct {
 // items, in leases of the store's Quotas, and the reservations made from
 // them. See the package comment. It is safe for concurrent use.
 type Ledger struct {
-	quotas tsubame.Quotas
-	seen   Seer
-	opt    LedgerOptions
-	ttl    time.Duration // of a lease in the store
-	log    *slog.Logger
+	quotas   tsubame.Quotas
+	outcomes tsubame.Outcomes
+	opt      LedgerOptions
+	ttl      time.Duration // of a lease in the store
+	log      *slog.Logger
 
 	lines sync.Map // line item id -> *lineState
 
@@ -90,23 +80,34 @@ type Ledger struct {
 	accounts map[string]*account
 	made     uint64 // accounts made, under mu: each account's release id prefix
 
-	holds holdQueue
+	holds holdTable
 	kicks chan *account
+	// collected is when the loop last read the whole outcome queue (Unix
+	// nanoseconds): a deadline passed before then gives back only what
+	// no outcome recorded by then claimed. unacked is how many outcomes at
+	// the head of the queue were applied and not acked. The loop's own.
+	collected int64
+	unacked   int
 
-	storeErrors atomic.Uint64 // Lease, Release and Seen calls that failed
+	storeErrors atomic.Uint64 // Lease, Release, Collect and Ack calls that failed
 	lost        atomic.Uint64 // times the store held less of a lease than the node counted on
 	forgotten   atomic.Uint64 // store units of those leases it no longer held
-	settled     atomic.Uint64 // reservations settled as shown
-	released    atomic.Uint64 // reservations given back (not shown)
+	billed      atomic.Uint64 // holds ended by a bill: spent
+	won         atomic.Uint64 // holds that won (held on until their bill)
+	lostBids    atomic.Uint64 // holds ended by a loss notice: given back at once
+	expired     atomic.Uint64 // holds given back at a deadline: no win, or no bill
+	late        atomic.Uint64 // bills of no hold (after its deadline, or of another process's)
+	overage     atomic.Uint64 // of those, the store units this node could not take from its hand
 
 	// The loop's own: touched by Run's goroutine (and Close after it).
 	loopMu sync.Mutex
 	closed bool
 }
 
-// NewLedger returns a Ledger over q whose reservations are settled by the
-// events seen tells of. Run keeps it; Close gives its leases back.
-func NewLedger(q tsubame.Quotas, seen Seer, opt LedgerOptions) (*Ledger, error) {
+// NewLedger returns a Ledger over q whose holds are settled by the
+// outcomes recorded for it in out (its Holder's queue). Run keeps it;
+// Close gives its leases back.
+func NewLedger(q tsubame.Quotas, out tsubame.Outcomes, opt LedgerOptions) (*Ledger, error) {
 	opt.Interval = cmp.Or(opt.Interval, DefaultInterval)
 	opt.Grace = cmp.Or(opt.Grace, DefaultGrace)
 	opt.Lease = cmp.Or(opt.Lease, DefaultLease)
@@ -127,8 +128,10 @@ func NewLedger(q tsubame.Quotas, seen Seer, opt LedgerOptions) (*Ledger, error) 
 	case ttl > tsubame.MaxLeaseTTL:
 		return nil, tsubame.Errorf(tsubame.EINVALID, "reservations of %v, grace %v and lease %v add up to more than %v", opt.MaxHold, opt.Grace, opt.Lease, tsubame.MaxLeaseTTL)
 	}
-	return &Ledger{quotas: q, seen: seen, opt: opt, ttl: ttl, log: opt.Log,
-		accounts: map[string]*account{}, kicks: make(chan *account, 1024)}, nil
+	g := &Ledger{quotas: q, outcomes: out, opt: opt, ttl: ttl, log: opt.Log,
+		accounts: map[string]*account{}, kicks: make(chan *account, 1024)}
+	g.holds.init()
+	return g, nil
 }
 
 // newHolder names this process: name (the host name and the process id
@@ -256,6 +259,23 @@ func (a *account) giveBack(n int64, gen uint32) {
 	a.mu.RUnlock()
 }
 
+// takeAny removes n local units from the hand for a bill already paid,
+// whatever the pacing or the lease's renewal, if the hand holds them; it
+// returns the lease's generation.
+func (a *account) takeAny(n int64) (uint32, bool) {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	for {
+		h := a.hand.Load()
+		if h < n {
+			return 0, false
+		}
+		if a.hand.CompareAndSwap(h, h-n) {
+			return a.gen, true
+		}
+	}
+}
+
 // settle counts n local units taken from the lease of generation gen as
 // spent.
 func (a *account) settle(n int64, gen uint32) {
@@ -353,13 +373,17 @@ func (g *Ledger) cancel(r *reservation) {
 	r.n = 0
 }
 
-// hold keeps r open until until, when it is settled by whether event+id
-// was seen; without an id it is spent at once.
-func (g *Ledger) hold(r *reservation, id, event string, until int64) {
+// hold keeps what a bid (or decision) of line item l took, r, until its
+// outcome: a loss gives it back, a bill spends it, and without either
+// it is given back at winBy when it did not win, at until when it won
+// and was not billed (each a grace later; Unix nanoseconds). due is the
+// second its outcomes name it by (tsubame.Outcome.Due: the reservation's
+// end as its tracking URLs carry it). until 0: spent at once.
+func (g *Ledger) hold(l *decision.Line, r *reservation, due, until, winBy int64) {
 	if r.n == 0 {
 		return
 	}
-	if id == "" {
+	if until == 0 {
 		for i := range r.n {
 			r.slots[i].acct.settle(r.slots[i].units, r.gens[i])
 		}
@@ -368,7 +392,8 @@ func (g *Ledger) hold(r *reservation, id, event string, until int64) {
 	for i := range r.n {
 		r.slots[i].acct.holds.Add(1)
 	}
-	g.holds.push(hold{id: id, event: event, until: until, r: *r})
+	grace := int64(g.opt.Grace)
+	g.holds.add(bucketKey{l.ID, due}, r, min(winBy, until)+grace, until+grace)
 }
 
 // kick tells the loop that a's hand ran short, once until the loop has
@@ -837,67 +862,165 @@ func (g *Ledger) retire() {
 	}
 }
 
-// settleDue settles the reservations whose deadline and grace have passed:
-// spent when their event was seen, given back to the hand otherwise. Those
-// the store cannot tell about stay for the next round.
+// settleDue applies the outcomes recorded for this node, then gives back
+// what deadlines release. A deadline releases only once the whole queue
+// was read after it passed: an outcome recorded before it always counts.
 func (g *Ledger) settleDue(ctx context.Context) {
-	now := g.opt.Now()
-	due := g.holds.popDue(now.Add(-g.opt.Grace).UnixNano())
-	if g.opt.Remember > 0 {
-		// A reservation whose event the store may have forgotten (it was
-		// not settled in time: the store failing) counts as spent: its
-		// impression may have been shown.
-		forgotten := now.Add(-g.opt.Remember).UnixNano()
-		rest := due[:0]
-		for i := range due {
-			if due[i].until < forgotten {
-				g.settle(&due[i], true)
-				continue
-			}
-			rest = append(rest, due[i])
-		}
-		due = rest
+	now := g.opt.Now().UnixNano()
+	if g.collect(ctx) {
+		g.collected = now
 	}
-	ids := make([]string, 0, min(len(due), tsubame.MaxSeenBatch))
-	for len(due) > 0 {
-		batch := due[:min(len(due), tsubame.MaxSeenBatch)]
-		ids = ids[:0]
-		for i := range batch {
-			ids = append(ids, batch[i].event+batch[i].id)
+	var out [64]expired
+	for _, e := range g.holds.expire(g.collected, out[:0]) {
+		g.expired.Add(uint64(e.n))
+		for range e.n {
+			g.unhold(&e.r)
 		}
+	}
+}
+
+// collectRounds bounds the batches one settleDue reads: a queue longer
+// than that is read on at the next round.
+const collectRounds = 16
+
+// collect reads the outcome queue and applies it, and reports whether it
+// read it all.
+func (g *Ledger) collect(ctx context.Context) bool {
+	if g.outcomes == nil {
+		return true
+	}
+	if g.unacked > 0 {
 		sctx, cancel := context.WithTimeout(ctx, g.opt.Timeout)
-		seen, err := g.seen.Seen(sctx, ids)
+		err := g.outcomes.Ack(sctx, g.opt.Holder, g.unacked)
+		cancel()
+		if err != nil {
+			g.storeErrors.Add(1)
+			return false
+		}
+		g.unacked = 0
+	}
+	for range collectRounds {
+		sctx, cancel := context.WithTimeout(ctx, g.opt.Timeout)
+		batch, err := g.outcomes.Collect(sctx, g.opt.Holder, tsubame.MaxOutcomesBatch)
 		cancel()
 		if err != nil {
 			g.storeErrors.Add(1)
 			if g.log != nil {
-				g.log.Warn("cannot settle reservations: the store cannot tell which impressions were counted (retried)", "reservations", len(due), "err", err)
+				g.log.Warn("cannot read the outcomes of bids: their money stays held (retried)", "err", err)
 			}
-			g.holds.pushFront(due)
-			return
+			return false
 		}
 		for i := range batch {
-			g.settle(&batch[i], seen[i])
+			g.Apply(&batch[i])
 		}
-		due = due[len(batch):]
+		if len(batch) == 0 {
+			return true
+		}
+		sctx, cancel = context.WithTimeout(ctx, g.opt.Timeout)
+		err = g.outcomes.Ack(sctx, g.opt.Holder, len(batch))
+		cancel()
+		if err != nil {
+			// Applied and not acked: the next Collect returns them again.
+			// They must not be applied twice, so the loop waits for the
+			// store and skips them then (acked counts what was applied).
+			g.storeErrors.Add(1)
+			g.unacked = len(batch)
+			if g.log != nil {
+				g.log.Warn("cannot acknowledge the outcomes of bids (retried)", "err", err)
+			}
+			return false
+		}
+		if len(batch) < tsubame.MaxOutcomesBatch {
+			return true
+		}
+	}
+	return false
+}
+
+// Apply settles one outcome of a bid this node holds the money of: a loss
+// gives its hold back, a win keeps it held until its bill, a bill spends
+// it at the bill's price (the rest of what it held given back). A bill of
+// no hold — its deadline passed, the loss came first, or the node that
+// bid has restarted — is late: what it costs is taken from this node's
+// hand of its line item's accounts where there is one (spent past the
+// pacing, within the limit), and counted as overage where there is not.
+// It is the loop's, and exported for simulations.
+func (g *Ledger) Apply(o *tsubame.Outcome) {
+	k := bucketKey{o.LineItem, o.Due}
+	switch o.Kind {
+	case tsubame.OutcomeWin:
+		if o.Before == 0 && g.holds.win(k) {
+			g.won.Add(1)
+		}
+	case tsubame.OutcomeLoss:
+		if o.Before != 0 {
+			return // it won or was billed: its hold stays for its bill
+		}
+		if r, ok := g.holds.take(k, false); ok {
+			g.lostBids.Add(1)
+			g.unhold(&r)
+		}
+	case tsubame.OutcomeBill:
+		if !o.Before.Has(tsubame.OutcomeLoss) {
+			if r, ok := g.holds.take(k, o.Before.Has(tsubame.OutcomeWin)); ok {
+				g.billed.Add(1)
+				g.spend(&r, int64(o.Price))
+				return
+			}
+		}
+		g.debitLate(o)
 	}
 }
 
-// settle ends reservation h: spent if shown, back into the hands if not.
-func (g *Ledger) settle(h *hold, shown bool) {
-	if shown {
-		g.settled.Add(1)
-	} else {
-		g.released.Add(1)
-	}
-	for j := range h.r.n {
-		s := h.r.slots[j]
-		if shown {
-			s.acct.settle(s.units, h.r.gens[j])
-		} else {
-			s.acct.giveBack(s.units, h.r.gens[j])
-		}
+// unhold gives back what one bid held.
+func (g *Ledger) unhold(r *reservation) {
+	for j := range r.n {
+		s := r.slots[j]
+		s.acct.giveBack(s.units, r.gens[j])
 		s.acct.holds.Add(-1)
+	}
+}
+
+// spend settles what one bid held at price (a CPM in micro-units: as
+// many thousandths of a micro-unit an impression): an impression account
+// spends its unit, a spend account the price, and gives the rest of the
+// bid's price back.
+func (g *Ledger) spend(r *reservation, price int64) {
+	for j := range r.n {
+		s := r.slots[j]
+		used := s.units
+		if s.acct.scale == nanosPerMicro {
+			used = min(max(price, 0), s.units)
+			s.acct.giveBack(s.units-used, r.gens[j])
+		}
+		s.acct.settle(used, r.gens[j])
+		s.acct.holds.Add(-1)
+	}
+}
+
+// debitLate spends a bill that no hold covers, from the hands of its line
+// item's total accounts (its day may be over).
+func (g *Ledger) debitLate(o *tsubame.Outcome) {
+	g.late.Add(1)
+	v, ok := g.lines.Load(o.LineItem)
+	if !ok {
+		g.overage.Add(1)
+		return
+	}
+	st := v.(*lineState)
+	for _, s := range st.total {
+		if s.acct == nil {
+			continue
+		}
+		units := s.units
+		if s.acct.scale == nanosPerMicro {
+			units = int64(o.Price)
+		}
+		if gen, ok := s.acct.takeAny(units); ok {
+			s.acct.settle(units, gen)
+		} else {
+			g.overage.Add(uint64((units + s.acct.scale - 1) / s.acct.scale))
+		}
 	}
 }
 
@@ -962,12 +1085,20 @@ func (g *Ledger) Close(ctx context.Context) error {
 
 // Counts are a ledger's counters, for metrics.
 type Counts struct {
-	// Holds are the reservations open; Accounts the counters this node
-	// keeps a share of.
-	Holds, Accounts int
-	// Settled and Released count the reservations that ended: their
-	// impression seen (spent), or not (given back).
-	Settled, Released uint64
+	// Holds are the bids (and decisions) whose money is held, in Buckets
+	// (a line item's holds ending in one second); Accounts the counters
+	// this node keeps a share of.
+	Holds, Buckets int64
+	Accounts       int
+	// Billed, Lost and Expired count the holds that ended: spent by a bill,
+	// given back by a loss notice, given back at a deadline (not won in
+	// the win window, or won and not billed by the end of the
+	// reservation). Won counts those that won on the way.
+	Billed, Won, Lost, Expired uint64
+	// Late counts bills of no hold (past their deadline, after a loss, or
+	// of a process since restarted), spent from the hand; Overage the
+	// store units of them no hand held.
+	Late, Overage uint64
 	// StoreErrors counts the store calls that failed; LeasesLost the
 	// times the store held less of a lease than the node counted on (the
 	// lease ended before it was renewed or given back, and the store
@@ -981,7 +1112,9 @@ func (g *Ledger) Counts() Counts {
 	g.mu.Lock()
 	n := len(g.accounts)
 	g.mu.Unlock()
-	return Counts{Holds: g.holds.len(), Accounts: n, Settled: g.settled.Load(), Released: g.released.Load(),
+	holds, buckets := g.holds.counts()
+	return Counts{Holds: holds, Buckets: buckets, Accounts: n, Billed: g.billed.Load(), Won: g.won.Load(),
+		Lost: g.lostBids.Load(), Expired: g.expired.Load(), Late: g.late.Load(), Overage: g.overage.Load(),
 		StoreErrors: g.storeErrors.Load(), LeasesLost: g.lost.Load(), Forgotten: g.forgotten.Load()}
 }
 

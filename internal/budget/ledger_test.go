@@ -56,6 +56,10 @@ type node struct {
 	ledger   *budget.Ledger
 	counters *budget.Counters
 	line     *decision.Line
+	out      tsubame.Outcomes // where its bids' outcomes are recorded
+
+	mu   sync.Mutex
+	dues map[string]int64 // decision id -> its hold's due second
 }
 
 func newNode(t *testing.T, st *memory.Store, set *tsubame.CampaignSet, holder string, opt budget.LedgerOptions) *node {
@@ -67,7 +71,7 @@ func newNode(t *testing.T, st *memory.Store, set *tsubame.CampaignSet, holder st
 	}
 	c := budget.New(st, budget.Options{Ledger: g})
 	_, ls := lines(t, set, c)
-	return &node{ledger: g, counters: c, line: ls["li"]}
+	return &node{ledger: g, counters: c, line: ls["li"], out: st}
 }
 
 var ids atomic.Int64
@@ -76,19 +80,39 @@ var ids atomic.Int64
 // ("" when refused).
 func (n *node) decide(now time.Time, hold time.Duration) string {
 	id := fmt.Sprintf("d%09d", ids.Add(1))
-	req := &decision.Request{Reserve: []string{id}, ReserveUntil: now.Add(hold), SettledBy: "imp:"}
+	req := &decision.Request{Reserve: []string{id}, ReserveUntil: now.Add(hold)}
 	if !n.counters.Allow(n.line, req, 0, now) {
 		return ""
 	}
+	n.mu.Lock()
+	if n.dues == nil {
+		n.dues = map[string]int64{}
+	}
+	n.dues[id] = now.Add(hold).Unix()
+	n.mu.Unlock()
 	return id
 }
 
-// show counts the impression of decision id, as a tracking URL does.
-func show(t *testing.T, st tsubame.Deduper, id string) {
+// show records the impression of decision id as its bill, at the line
+// item's price, as the tracking URL does.
+func (n *node) show(t *testing.T, id string) {
 	t.Helper()
-	first, err := st.FirstSeen(t.Context(), "imp:"+id, time.Hour)
+	n.record(t, tsubame.OutcomeBill, id)
+}
+
+// record records the outcome kind of decision id for n.
+func (n *node) record(t *testing.T, kind tsubame.OutcomeKind, id string) {
+	t.Helper()
+	n.mu.Lock()
+	due := n.dues[id]
+	n.mu.Unlock()
+	o := tsubame.Outcome{Kind: kind, Bid: id, LineItem: n.line.ID, Due: due}
+	if kind == tsubame.OutcomeBill {
+		o.Price = n.line.CPM
+	}
+	first, err := n.out.Record(t.Context(), n.ledger.Holder(), &o, time.Hour)
 	if err != nil || !first {
-		t.Errorf("impression of %s: first %v, %v", id, first, err)
+		t.Errorf("%s of %s: first %v, %v", kind, id, first, err)
 	}
 }
 
@@ -150,7 +174,7 @@ func TestLimitExactOnThreeNodes(t *testing.T) {
 					}
 					decided.Add(1)
 					perNode[i].Add(1)
-					show(t, st, id)
+					n.show(t, id)
 				}
 			})
 		}
@@ -162,7 +186,7 @@ func TestLimitExactOnThreeNodes(t *testing.T) {
 		for _, n := range nodes {
 			if id := n.decide(time.Now(), time.Hour); id != "" {
 				decided.Add(1)
-				show(t, st, id)
+				n.show(t, id)
 			}
 		}
 		time.Sleep(time.Millisecond)
@@ -210,7 +234,7 @@ func TestUnshownReservationsComeBack(t *testing.T) {
 		t.Fatalf("%d decisions on a limit of 10", len(first))
 	}
 	for _, id := range first[:6] {
-		show(t, st, id)
+		n.show(t, id)
 	}
 	clk.Advance(time.Minute + 29*time.Second) // the grace has not passed
 	n.ledger.Tick(ctx)
@@ -223,11 +247,11 @@ func TestUnshownReservationsComeBack(t *testing.T) {
 	if len(second) != 4 {
 		t.Fatalf("%d decisions after 4 unshown reservations ended, want 4", len(second))
 	}
-	if c := n.ledger.Counts(); c.Settled != 6 || c.Released != 4 || c.Holds != 4 || c.StoreErrors != 0 || c.LeasesLost != 0 {
-		t.Fatalf("counts %+v, want 6 settled, 4 released, 4 open", c)
+	if c := n.ledger.Counts(); c.Billed != 6 || c.Expired != 4 || c.Holds != 4 || c.StoreErrors != 0 || c.LeasesLost != 0 {
+		t.Fatalf("counts %+v, want 6 billed, 4 expired, 4 held", c)
 	}
 	for _, id := range second {
-		show(t, st, id)
+		n.show(t, id)
 	}
 	clk.Advance(2 * time.Minute)
 	n.ledger.Tick(ctx)
@@ -370,7 +394,7 @@ func TestDailyLimitResetsAtMidnight(t *testing.T) {
 		got := 0
 		for range 40 {
 			if id := n.decide(clk.Now(), 0); id != "" {
-				show(t, st, id)
+				n.show(t, id)
 				got++
 				continue
 			}
@@ -410,7 +434,7 @@ func TestEvenPacingFollowsTheFlight(t *testing.T) {
 	for step := 1; step <= 1200; step++ { // 100 ms steps
 		for range 4 {
 			if id := n.decide(clk.Now(), 0); id != "" {
-				show(t, st, id)
+				n.show(t, id)
 				delivered++
 			}
 		}
@@ -446,7 +470,7 @@ func TestUsages(t *testing.T) {
 	shown := 0
 	for range 200 {
 		if id := n.decide(clk.Now(), time.Minute); id != "" {
-			show(t, st, id)
+			n.show(t, id)
 			shown++
 			continue
 		}
@@ -545,34 +569,66 @@ func TestStaleLineKeepsTheNewBudget(t *testing.T) {
 	}
 }
 
-// A reservation not settled while its impression is still known to the
-// store (Remember) counts as spent: here the store forgets impressions at
-// once, and ten decisions on a limit of ten stay ten.
-func TestForgottenReservationsCountAsSpent(t *testing.T) {
+// blind is an Outcomes whose queue cannot be read while down is set.
+type blind struct {
+	tsubame.Outcomes
+	down atomic.Bool
+}
+
+func (b *blind) Collect(ctx context.Context, holder string, max int) ([]tsubame.Outcome, error) {
+	if b.down.Load() {
+		return nil, errDown
+	}
+	return b.Outcomes.Collect(ctx, holder, max)
+}
+
+// A hold whose deadline passed while the node could not read its
+// outcomes stays held until it can: a bill recorded before the deadline
+// must spend it, not find it given back and spent again. Ten decisions
+// on a limit of ten, each shown while the queue cannot be read, and past
+// their deadline: still no eleventh, and once the queue is read, ten
+// billed and none given back.
+func TestHoldsWaitForTheirOutcomes(t *testing.T) {
 	st := memory.New()
 	t.Cleanup(func() { _ = st.Close() })
 	clk := newClock()
+	out := &blind{Outcomes: st}
 	set := limitedSet(tsubame.ImpressionLimits{Total: 10}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
-	n := newNode(t, st, set, "node-0", budget.LedgerOptions{Now: clk.Now, MaxHold: time.Minute, Grace: 30 * time.Second, Remember: 45 * time.Second})
+	g, err := budget.NewLedger(st, out, budget.LedgerOptions{Holder: "node-0", Now: clk.Now, MaxHold: time.Minute, Grace: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := budget.New(st, budget.Options{Ledger: g})
+	_, ls := lines(t, set, c)
+	n := &node{ledger: g, counters: c, line: ls["li"], out: st}
 	ctx := t.Context()
+	out.down.Store(true)
 	shown := 0
 	for range 3 {
 		for range 40 {
 			if id := n.decide(clk.Now(), time.Minute); id != "" {
-				if _, err := st.FirstSeen(ctx, "imp:"+id, time.Millisecond); err != nil { // shown, and forgotten at once
-					t.Fatal(err)
-				}
+				n.show(t, id)
 				shown++
 				continue
 			}
-			n.ledger.Tick(ctx)
+			g.Tick(ctx)
 		}
-		time.Sleep(5 * time.Millisecond) // the store's own clock passes the 1 ms
-		clk.Advance(2 * time.Minute)     // settled a minute after the reservation ended: past Remember
-		n.ledger.Tick(ctx)
+		clk.Advance(2 * time.Minute) // past every deadline and its grace
+		g.Tick(ctx)
 	}
 	if shown != 10 {
-		t.Fatalf("%d impressions shown on a limit of 10", shown)
+		t.Fatalf("%d impressions shown on a limit of 10 while the outcomes could not be read", shown)
+	}
+	out.down.Store(false)
+	g.Tick(ctx)
+	for range 40 {
+		if n.decide(clk.Now(), time.Minute) != "" {
+			t.Fatal("an eleventh decision once the outcomes were read")
+		}
+		g.Tick(ctx)
+	}
+	if c := g.Counts(); c.Billed != 10 || c.Expired != 0 || c.Holds != 0 {
+		t.Fatalf("counts %+v, want 10 billed, none expired or held", c)
 	}
 }
 
@@ -816,7 +872,7 @@ func TestLoweredLimitStopsAtOnce(t *testing.T) {
 				if id == "" {
 					break
 				}
-				show(t, st, id)
+				n.show(t, id)
 				shown++
 			}
 			n.ledger.Tick(ctx)

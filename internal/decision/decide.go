@@ -60,14 +60,17 @@ type Request struct {
 	Format string
 	W, H   int
 	// Reserve names the decision of each slot, in order (Reserve[k] the
-	// k-th decision of the answer), for Counters that reserve a line
-	// item's price: the reservation lasts until ReserveUntil, and is
-	// settled when the event SettledBy+Reserve[k] ("imp:<decision>") has
-	// been counted by then. Without a name for a slot, what the decision
-	// takes is spent at once.
-	Reserve      []string
-	ReserveUntil time.Time
-	SettledBy    string
+	// k-th decision of the answer): the bid's or decision's id its
+	// tracking URLs carry.
+	Reserve []string
+	// ReserveUntil, when set, makes Counters that reserve a line item's
+	// price hold it until then, or until its outcome (tsubame.Outcome):
+	// a loss gives it back, a bill spends it. WinBy, when set and
+	// earlier, is when a bid that did not win is given back (an exchange
+	// that sends win notices has sent its win by then). Unset, what a
+	// decision takes is spent at once.
+	ReserveUntil, WinBy time.Time
+	SettledBy           string
 	// Test asks for decisions that spend nothing (OpenRTB's test=1):
 	// Counters let a line item serve if it could, and take nothing.
 	Test bool

@@ -73,7 +73,7 @@ tsubame_cache_loads_total{result="ok"} 2
 func TestBudgetCollector(t *testing.T) {
 	reg := metrics.NewRegistry("test")
 	reg.MustRegister(metrics.NewBudgetCollector(func() budget.Counts {
-		return budget.Counts{Holds: 7, Accounts: 3, Settled: 40, Released: 2, StoreErrors: 5, LeasesLost: 1, Forgotten: 54}
+		return budget.Counts{Holds: 7, Buckets: 2, Accounts: 3, Billed: 40, Lost: 30, Expired: 2, StoreErrors: 5, LeasesLost: 1, Forgotten: 54}
 	}))
 	want := `
 # HELP tsubame_budget_accounts Budget and limit counters this node holds a share of.
@@ -82,15 +82,18 @@ tsubame_budget_accounts 3
 # HELP tsubame_budget_leases_lost_total Times the store held less of a lease than this node counted on: it ended before it was renewed (all of it counts as spent), or a failover lost writes.
 # TYPE tsubame_budget_leases_lost_total counter
 tsubame_budget_leases_lost_total 1
-# HELP tsubame_budget_reservations_open Decisions of limited line items whose impressions may still come: their price is held.
+# HELP tsubame_budget_reservations_billed_total Holds ended by their bill: spent at the bill's price.
+# TYPE tsubame_budget_reservations_billed_total counter
+tsubame_budget_reservations_billed_total 40
+# HELP tsubame_budget_reservations_expired_total Holds given back at a deadline: not won within the win window, or won and not billed by the end of the reservation.
+# TYPE tsubame_budget_reservations_expired_total counter
+tsubame_budget_reservations_expired_total 2
+# HELP tsubame_budget_reservations_lost_total Holds ended by a loss notice: given back at once.
+# TYPE tsubame_budget_reservations_lost_total counter
+tsubame_budget_reservations_lost_total 30
+# HELP tsubame_budget_reservations_open Bids and decisions of limited line items whose money is held: their outcome (a win, loss or bill) has not ended it.
 # TYPE tsubame_budget_reservations_open gauge
 tsubame_budget_reservations_open 7
-# HELP tsubame_budget_reservations_released_total Reservations that ended without their impression: given back and served again.
-# TYPE tsubame_budget_reservations_released_total counter
-tsubame_budget_reservations_released_total 2
-# HELP tsubame_budget_reservations_settled_total Reservations that ended with their impression counted: spent.
-# TYPE tsubame_budget_reservations_settled_total counter
-tsubame_budget_reservations_settled_total 40
 # HELP tsubame_budget_store_errors_total Lease, release and settle calls to the store that failed (limited line items spend what they hold, then stop).
 # TYPE tsubame_budget_store_errors_total counter
 tsubame_budget_store_errors_total 5
@@ -99,7 +102,7 @@ tsubame_budget_store_errors_total 5
 tsubame_budget_units_forgotten_total 54
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "tsubame_budget_accounts", "tsubame_budget_leases_lost_total",
-		"tsubame_budget_reservations_open", "tsubame_budget_reservations_released_total", "tsubame_budget_reservations_settled_total",
+		"tsubame_budget_reservations_open", "tsubame_budget_reservations_billed_total", "tsubame_budget_reservations_expired_total", "tsubame_budget_reservations_lost_total",
 		"tsubame_budget_store_errors_total", "tsubame_budget_units_forgotten_total"); err != nil {
 		t.Fatal(err)
 	}
