@@ -433,7 +433,7 @@ func TestExtrasBounded(t *testing.T) {
 }
 
 func TestEventKinds(t *testing.T) {
-	for _, k := range []EventKind{EventDecision, EventImp, EventClick, EventWin, EventBill, EventBid, EventLoss} {
+	for _, k := range []EventKind{EventDecision, EventImp, EventClick, EventWin, EventBill, EventBid, EventLoss, EventBidImp} {
 		if got, ok := ParseEventKind(k.String()); !ok || got != k || k.String() == "" {
 			t.Errorf("%d: %q parses to %d, %v", k, k.String(), got, ok)
 		}
