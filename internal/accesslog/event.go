@@ -234,6 +234,32 @@ func (e *Event) AddAddr(k Key, v netip.Addr) bool {
 // Extras is the number of extra fields added.
 func (e *Event) Extras() int { return int(e.nextra) }
 
+// Extra returns the value of the extra field labelled name as text, as
+// an LTSV line writes it but unescaped (true, false; an invalid address
+// is "-"), and false when e has no such field: for a reader of an Event
+// that is not a line yet (a test's logger).
+func (e *Event) Extra(name string) (string, bool) {
+	for i := range e.nextra {
+		f := &e.extra[i]
+		if f.key != name {
+			continue
+		}
+		switch f.typ {
+		case intValue:
+			return strconv.FormatInt(f.n, 10), true
+		case boolValue:
+			return strconv.FormatBool(f.n != 0), true
+		case addrValue:
+			if !f.addr.IsValid() {
+				return "-", true
+			}
+			return f.addr.String(), true
+		}
+		return f.s, true
+	}
+	return "", false
+}
+
 // Reset empties e for reuse.
 func (e *Event) Reset() { *e = Event{} }
 
