@@ -10,8 +10,8 @@ import (
 	"tsubame/internal/render"
 )
 
-// Money events (a decision, an impression, a click; later an exchange's
-// win and billing notices) are lines of the access log like the requests
+// Money events (a decision, an impression, a click; a bid, an exchange's
+// win, billing and loss notices, a bid's markup impression) are lines of the access log like the requests
 // that carry them: they go through the same Append, buffers or mapped file,
 // rotation, crash-clean and Kafka shipper, so the lines that are the
 // invoice are kept by the path that loses nothing. A request's own line
@@ -35,10 +35,11 @@ const (
 	EventBill                          // an exchange's billing notice
 	EventBid                           // a bid made in an exchange's auction
 	EventLoss                          // an exchange's loss notice
+	EventBidImp                        // a bid's markup fired its impression (a viewer's player or page)
 )
 
 var eventKinds = [...]string{EventDecision: "decision", EventImp: "imp", EventClick: "click", EventWin: "win", EventBill: "bill",
-	EventBid: "bid", EventLoss: "loss"}
+	EventBid: "bid", EventLoss: "loss", EventBidImp: "bid_imp"}
 
 // String is the kind's name as written in the event field ("" for none).
 func (k EventKind) String() string {
@@ -232,6 +233,32 @@ func (e *Event) AddAddr(k Key, v netip.Addr) bool {
 
 // Extras is the number of extra fields added.
 func (e *Event) Extras() int { return int(e.nextra) }
+
+// Extra returns the value of the extra field labelled name as text, as
+// an LTSV line writes it but unescaped (true, false; an invalid address
+// is "-"), and false when e has no such field: for a reader of an Event
+// that is not a line yet (a test's logger).
+func (e *Event) Extra(name string) (string, bool) {
+	for i := range e.nextra {
+		f := &e.extra[i]
+		if f.key != name {
+			continue
+		}
+		switch f.typ {
+		case intValue:
+			return strconv.FormatInt(f.n, 10), true
+		case boolValue:
+			return strconv.FormatBool(f.n != 0), true
+		case addrValue:
+			if !f.addr.IsValid() {
+				return "-", true
+			}
+			return f.addr.String(), true
+		}
+		return f.s, true
+	}
+	return "", false
+}
 
 // Reset empties e for reuse.
 func (e *Event) Reset() { *e = Event{} }

@@ -432,8 +432,25 @@ func TestExtrasBounded(t *testing.T) {
 	}
 }
 
+// Extra reads back an extra field of each type, as its line writes it.
+func TestEventExtra(t *testing.T) {
+	var e Event
+	e.AddText(keyExchange, String("ssp"))
+	e.AddInt(MustKey("loss"), 102)
+	e.AddBool(MustKey("late"), true)
+	e.AddAddr(MustKey("peer_addr"), netip.Addr{})
+	for name, want := range map[string]string{"exchange": "ssp", "loss": "102", "late": "true", "peer_addr": "-"} {
+		if got, ok := e.Extra(name); !ok || got != want {
+			t.Errorf("%s: %q %v, want %q", name, got, ok, want)
+		}
+	}
+	if v, ok := e.Extra("reason"); ok || v != "" {
+		t.Errorf("a field not added: %q %v", v, ok)
+	}
+}
+
 func TestEventKinds(t *testing.T) {
-	for _, k := range []EventKind{EventDecision, EventImp, EventClick, EventWin, EventBill, EventBid, EventLoss} {
+	for _, k := range []EventKind{EventDecision, EventImp, EventClick, EventWin, EventBill, EventBid, EventLoss, EventBidImp} {
 		if got, ok := ParseEventKind(k.String()); !ok || got != k || k.String() == "" {
 			t.Errorf("%d: %q parses to %d, %v", k, k.String(), got, ok)
 		}

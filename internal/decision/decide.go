@@ -22,6 +22,7 @@ const (
 	// many (a block left unread would be broken), and only those the index
 	// knows are kept.
 	MaxBlocks  = 256
+	MaxOffers  = 4   // offers read from a request
 	maxSiteIDs = 128 // suffixes of a domain (at most 127 labels)
 )
 
@@ -59,6 +60,18 @@ type Request struct {
 	// to that format and size.
 	Format string
 	W, H   int
+	// Offers, when given, are the ways the slot may be filled (an
+	// auction's impression offering a banner and a video): a creative fits
+	// when it fits one of them (the first MaxOffers), and Format, W, H,
+	// Sizes, MIMEs, MinDuration and MaxDuration are not read.
+	Offers []Offer
+	// Secure asks for creatives whose every URL is https (OpenRTB's
+	// imp.secure=1): see the package doc.
+	Secure bool
+	// ByValue chooses, within a priority, the line item of the highest
+	// CPM (an auction's bid: the most it is worth), drawing by weight only
+	// among equal CPMs; without it weights draw among them all.
+	ByValue bool
 	// Reserve names the decision of each slot, in order (Reserve[k] the
 	// k-th decision of the answer): the bid's or decision's id its
 	// tracking URLs carry.
@@ -106,6 +119,16 @@ type Request struct {
 // Size is a creative size in pixels.
 type Size struct{ W, H int }
 
+// Offer is one way of filling a slot: a format and what narrows it, read
+// as Request's fields of the same names are.
+type Offer struct {
+	Format                   string
+	W, H                     int
+	Sizes                    []Size
+	MIMEs                    []string
+	MinDuration, MaxDuration int
+}
+
 // Decision is one filled slot.
 type Decision struct {
 	Line     *Line
@@ -146,6 +169,7 @@ type scratch struct {
 	badvs []int32         // advertisers the request's blocked domains rule out
 	bapps []uint32        // the request's blocked apps, interned
 	zone  []int16         // per zone: hour<<3 | weekday, or -1 not yet computed
+	offs  []Offer         // the request's offers, or the one its fields make
 	ids   [numDims]uint32
 	now   int64 // the request's time in Unix nanoseconds
 }
@@ -162,13 +186,14 @@ func (ix *Index) newScratch() *scratch {
 		badvs: make([]int32, 0, MaxBlocks),
 		bapps: make([]uint32, 0, MaxBlocks),
 		zone:  make([]int16, len(ix.zones)),
+		offs:  make([]Offer, 0, MaxOffers),
 	}
 }
 
 // Decide appends to out up to req.Count decisions and returns it: line
 // items of the highest priority that has any qualifying first, chosen at
-// random in proportion to their weights, then lower priorities while slots
-// remain. With Count > 1 no two decisions share an advertiser or an IAB
+// random in proportion to their weights (with req.ByValue, among those of
+// the highest CPM), then lower priorities while slots remain. With Count > 1 no two decisions share an advertiser or an IAB
 // category. rnd is the random source (the goroutine-safe global one when
 // nil; a *rand.Rand must not be shared between goroutines).
 //
@@ -201,19 +226,7 @@ func (ix *Index) Decide(req *Request, out []Decision, rnd *rand.Rand) []Decision
 			}
 		}
 		for len(s.cands) > 0 && len(out)-first < count {
-			var total uint64
-			for _, i := range s.cands {
-				total += uint64(ix.lines[i].Weight)
-			}
-			r := uint64N(rnd, total)
-			k := 0
-			for ; k < len(s.cands)-1; k++ {
-				w := uint64(ix.lines[s.cands[k]].Weight)
-				if r < w {
-					break
-				}
-				r -= w
-			}
+			k := ix.draw(req, s.cands, rnd)
 			chosen := s.cands[k]
 			l := &ix.lines[chosen]
 			if !ix.counters.Allow(l, req, len(out)-first, now) {
@@ -238,6 +251,38 @@ func (ix *Index) Decide(req *Request, out []Decision, rnd *rand.Rand) []Decision
 		}
 	}
 	return out
+}
+
+// draw picks one of cands (not empty) and returns its index: at random in
+// proportion to the weights, among those of the highest CPM with
+// req.ByValue.
+func (ix *Index) draw(req *Request, cands []int32, rnd *rand.Rand) int {
+	var top tsubame.Money
+	if req.ByValue {
+		for _, i := range cands {
+			top = max(top, ix.lines[i].CPM)
+		}
+	}
+	var total uint64
+	for _, i := range cands {
+		if l := &ix.lines[i]; !req.ByValue || l.CPM == top {
+			total += uint64(l.Weight)
+		}
+	}
+	r := uint64N(rnd, total)
+	k := 0
+	for ; k < len(cands)-1; k++ {
+		l := &ix.lines[cands[k]]
+		if req.ByValue && l.CPM != top {
+			continue
+		}
+		w := uint64(l.Weight)
+		if r < w {
+			break
+		}
+		r -= w
+	}
+	return k
 }
 
 func uint64N(rnd *rand.Rand, n uint64) uint64 {
@@ -306,6 +351,13 @@ func (ix *Index) resolve(req *Request, s *scratch) {
 	slices.Sort(s.bapps)
 	for i := range s.zone {
 		s.zone[i] = -1
+	}
+	s.offs = s.offs[:0]
+	if len(req.Offers) > 0 {
+		s.offs = append(s.offs, req.Offers[:min(len(req.Offers), MaxOffers)]...)
+	} else {
+		s.offs = append(s.offs, Offer{Format: req.Format, W: req.W, H: req.H, Sizes: req.Sizes, MIMEs: req.MIMEs,
+			MinDuration: req.MinDuration, MaxDuration: req.MaxDuration})
 	}
 
 	s.lists = s.lists[:0]
@@ -404,18 +456,16 @@ func (ix *Index) fits(l *Line, req *Request, chosen []Decision, s *scratch) bool
 
 func (ix *Index) creativeFits(c int32, req *Request, chosen []Decision, s *scratch) bool {
 	cr := &ix.creatives[c]
-	if req.Format != "" && cr.format != req.Format {
+	if req.Secure && !cr.secure {
 		return false
 	}
-	if len(req.Sizes) > 0 {
-		if !hasSize(req.Sizes, cr.c.W, cr.c.H) {
-			return false
+	offered := false
+	for k := range s.offs {
+		if offered = cr.fits(&s.offs[k]); offered {
+			break
 		}
-	} else if req.W > 0 && cr.c.W != req.W || req.H > 0 && cr.c.H != req.H {
-		return false
 	}
-	if len(req.MIMEs) > 0 && !anyString(req.MIMEs, cr.c.MIMEs) ||
-		req.MinDuration > 0 && cr.c.Duration < req.MinDuration || req.MaxDuration > 0 && cr.c.Duration > req.MaxDuration {
+	if !offered {
 		return false
 	}
 	if len(s.bcats) > 0 && sharesAny(s.bcats, cr.blocks) {
@@ -432,6 +482,22 @@ func (ix *Index) creativeFits(c int32, req *Request, chosen []Decision, s *scrat
 		}
 	}
 	return true
+}
+
+// fits reports whether cr is of o's format, size, type and duration.
+func (cr *creative) fits(o *Offer) bool {
+	if o.Format != "" && cr.format != o.Format {
+		return false
+	}
+	if len(o.Sizes) > 0 {
+		if !hasSize(o.Sizes, cr.c.W, cr.c.H) {
+			return false
+		}
+	} else if o.W > 0 && cr.c.W != o.W || o.H > 0 && cr.c.H != o.H {
+		return false
+	}
+	return !(len(o.MIMEs) > 0 && !anyString(o.MIMEs, cr.c.MIMEs) ||
+		o.MinDuration > 0 && cr.c.Duration < o.MinDuration || o.MaxDuration > 0 && cr.c.Duration > o.MaxDuration)
 }
 
 func hasSize(sizes []Size, w, h int) bool {

@@ -44,13 +44,21 @@
 // at random in proportion to their weights; the one drawn serves if
 // Counters allows it, else it is set aside and the draw repeated among the
 // rest (which keeps the weights' proportions among those allowed, and asks
-// Counters only about line items about to serve). With Count > 1 the next
+// Counters only about line items about to serve). A request ByValue (an
+// auction's bid) draws only among those of the highest CPM: a bid is worth
+// its price, so an exchange's impression goes to the dearest line item of
+// the first priority that has any, and weights share equal prices; the
+// priority still ranks first (Google Ad Manager's and Kevel's rule: a
+// priority-1 line item beats a priority-2 one whatever their prices). With Count > 1 the next
 // slot is drawn from the rest, so that no two decisions share an advertiser
 // or an IAB category; lower priorities fill the slots the higher left. A
 // line item with deals is a candidate only when the request offers one of
 // them; one without deals bids on every request. A creative fits when it is of the request's
-// format and size (when the request names them); a line item's creative is
-// chosen at random among those that fit. Hours and weekdays are evaluated
+// format and size (when the request names them), or of one of its Offers
+// (an impression offering a banner and a video is one decision over both,
+// not a banner first); a Secure request takes only creatives whose image,
+// media and click URLs are https and whose HTML has no "http:" in it. A
+// line item's creative is chosen at random among those that fit. Hours and weekdays are evaluated
 // in each campaign's time zone, computed once per zone per request, and
 // independently of each other: {22, 6} with Friday serves Friday from
 // 00:00 to 06:00 and from 22:00 to midnight, not into Saturday morning.

@@ -114,6 +114,8 @@ type creative struct {
 	// sorted: what a request's blocked categories are matched against.
 	blocks []uint32
 	app    uint32 // the app it promotes, interned; 0: none
+	// secure: every URL it loads or leads to is https (Request.Secure).
+	secure bool
 }
 
 // posting lists line ordinals per priority (index 0 unused), each in
@@ -221,7 +223,7 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 		if c.Status != tsubame.StatusApproved {
 			continue
 		}
-		cr := creative{c: c.Clone(), format: c.Format}
+		cr := creative{c: c.Clone(), format: c.Format, secure: secureCreative(c)}
 		for _, cat := range c.Categories {
 			cr.cats = append(cr.cats, intern(ix.cats, cat))
 			cr.blocks = append(cr.blocks, intern(ix.cats, cat))
@@ -383,6 +385,32 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 	}
 	ix.pool.New = func() any { return ix.newScratch() }
 	return ix, nil
+}
+
+// secureCreative reports whether every URL of c is https: its image, media
+// and click URLs, and any its HTML holds (markup with "http:" anywhere in
+// it is taken as loading something over http, which a secure page blocks).
+func secureCreative(c *tsubame.Creative) bool {
+	for _, u := range [...]string{c.Image, c.Media, c.Click} {
+		if u != "" && !hasPrefixFold(u, "https://") {
+			return false
+		}
+	}
+	for h := c.HTML; len(h) >= 5; h = h[1:] {
+		i := strings.IndexAny(h, "hH")
+		if i < 0 {
+			break
+		}
+		h = h[i:]
+		if hasPrefixFold(h, "http:") {
+			return false
+		}
+	}
+	return true
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
 // keyValues returns the ids under which a line targeting ids in dimension

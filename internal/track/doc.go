@@ -1,5 +1,6 @@
 // Package track signs and checks the impression and click URLs of decisions
-// and the win, billing and loss notice URLs of bids (sign.go: HMAC-SHA256,
+// and the win, billing and loss notice URLs of bids and the impression URL
+// of a bid's markup (sign.go: HMAC-SHA256,
 // a ring of rotating keys, expiry). Counting each
 // event once across nodes and writing it as an access-log line is
 // internal/ads's, over the store's Deduper.
@@ -13,8 +14,8 @@
 // blocks, under a key derived from the signing key's secret, of the
 // decision id and the block's number), the origin the reports count it by
 // (advertiser, site, country, device; each length-prefixed by one byte,
-// each may be empty), for an exchange's notice (win, bill,
-// loss) the exchange, auction, impression and deal ids and the currency
+// each may be empty), for an event of a bid (win, bill,
+// loss, bid_imp) the exchange, auction, impression and deal ids and the currency
 // (each length-prefixed by one byte; the deal may be empty), a byte of
 // flags (1: a test auction's), the click
 // destination (prefixed by two bytes) and the HMAC-SHA256 of everything

@@ -24,9 +24,18 @@ const (
 	KindWin   Kind = 3 // an auction win notice
 	KindBill  Kind = 4 // a billing notice
 	KindLoss  Kind = 5 // an auction loss notice
+	// KindBidImp is a bid's impression as its markup fires it: the VAST
+	// impression a video player calls, the pixel of a banner's markup. A
+	// viewer's browser calls it, not the exchange, so it carries the
+	// bid's auction like a notice but its URL takes no clearing price.
+	KindBidImp Kind = 6
 )
 
-var kindNames = [...]string{KindImp: "imp", KindClick: "click", KindWin: "win", KindBill: "bill", KindLoss: "loss"}
+// maxKind is the largest kind.
+const maxKind = KindBidImp
+
+var kindNames = [...]string{KindImp: "imp", KindClick: "click", KindWin: "win", KindBill: "bill", KindLoss: "loss",
+	KindBidImp: "bid_imp"}
 
 // String returns the kind's name as the access log writes it.
 func (k Kind) String() string {
@@ -36,11 +45,12 @@ func (k Kind) String() string {
 	return "unknown"
 }
 
-func (k Kind) valid() bool { return k >= KindImp && k <= KindLoss }
+func (k Kind) valid() bool { return k >= KindImp && k <= maxKind }
 
-// Notice reports whether k is an exchange's notice (win, billing, loss),
-// whose tokens carry their auction.
-func (k Kind) Notice() bool { return k >= KindWin && k <= KindLoss }
+// Notice reports whether k is an event of a bid (an exchange's win,
+// billing or loss notice, or the impression of the bid's markup), whose
+// tokens carry their auction.
+func (k Kind) Notice() bool { return k >= KindWin && k <= KindLoss || k == KindBidImp }
 
 // Bounds of what a token carries. They are tighter than the model's
 // (tsubame.MaxIDLength, tsubame.MaxURLLength) on purpose: a tracking URL is
@@ -118,8 +128,8 @@ type Token struct {
 	// budget or a limit, or a token of version 1).
 	Reserved time.Time
 
-	// The auction of a notice (KindWin, KindBill, KindLoss; empty for the
-	// other kinds): the exchange's name, the bid request's and the
+	// The auction of a notice (KindWin, KindBill, KindLoss, KindBidImp;
+	// empty for the other kinds): the exchange's name, the bid request's and the
 	// impression's ids, the deal (empty for an open auction's bid) and the
 	// bid's currency (ISO 4217), in which Price is then the bid's price.
 	// Decision is the bid's id.

@@ -48,7 +48,7 @@ func token(kind track.Kind) track.Token {
 
 func TestSignVerifyRoundTrip(t *testing.T) {
 	s := newSigner(t, "k1", track.Key{ID: "k1", Secret: secret('a')})
-	for _, kind := range []track.Kind{track.KindImp, track.KindClick, track.KindWin, track.KindBill, track.KindLoss} {
+	for _, kind := range []track.Kind{track.KindImp, track.KindClick, track.KindWin, track.KindBill, track.KindLoss, track.KindBidImp} {
 		t.Run(kind.String(), func(t *testing.T) {
 			want := token(kind)
 			tok, err := s.Sign(want)
@@ -155,7 +155,7 @@ func TestVerifyReadsVersion2(t *testing.T) {
 // The origin travels signed, and Clean empties what a token cannot carry.
 func TestOrigin(t *testing.T) {
 	s := newSigner(t, "k1", track.Key{ID: "k1", Secret: secret('a')})
-	for _, kind := range []track.Kind{track.KindImp, track.KindClick, track.KindWin, track.KindBill, track.KindLoss} {
+	for _, kind := range []track.Kind{track.KindImp, track.KindClick, track.KindWin, track.KindBill, track.KindLoss, track.KindBidImp} {
 		tk := token(kind)
 		tok, err := s.Sign(tk)
 		if err != nil {
@@ -505,7 +505,7 @@ func TestVerifyRefusesEveryFlip(t *testing.T) {
 
 func FuzzVerify(f *testing.F) {
 	s := newSigner(f, "k1", track.Key{ID: "k1", Secret: secret('a')})
-	for _, kind := range []track.Kind{track.KindImp, track.KindClick, track.KindWin, track.KindBill, track.KindLoss} {
+	for _, kind := range []track.Kind{track.KindImp, track.KindClick, track.KindWin, track.KindBill, track.KindLoss, track.KindBidImp} {
 		tok, err := s.Sign(token(kind))
 		if err != nil {
 			f.Fatal(err)

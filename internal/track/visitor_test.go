@@ -20,7 +20,7 @@ func TestVisitorTravelsEnciphered(t *testing.T) {
 	const visitor = "01M89NT1MMEGHRWX2XX0N7AA6T"
 	s := newSigner(t, "k1", track.Key{ID: "k1", Secret: secret('a')})
 	var seen [][]byte
-	for i, kind := range []track.Kind{track.KindImp, track.KindClick, track.KindWin, track.KindBill, track.KindLoss} {
+	for i, kind := range []track.Kind{track.KindImp, track.KindClick, track.KindWin, track.KindBill, track.KindLoss, track.KindBidImp} {
 		tk := token(kind)
 		tk.User = visitor
 		tk.Decision = "01JDX8Q5ZK3M9T7A2B4C6D8E0" + string(rune('A'+i))
