@@ -84,7 +84,7 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 		Signer: signer, Currency: cfg.Ads.Currency, TrackingURL: strings.TrimSuffix(cfg.Ads.Tracking.URL, "/"),
 		TTL: cfg.Ads.Tracking.TTL, Reservation: cfg.Ads.Reservation, Grace: cfg.Ads.Budget.Grace, Timeout: cfg.Ads.CapsTimeout,
 		CookieName: cfg.Ads.Cookie.Name, CookieMaxAge: cfg.Ads.Cookie.MaxAge, TCFVendorID: cfg.Ads.TCFVendorID,
-		Dedupe: dd, AdSystem: cfg.VAST.AdSystem, Log: m.Logger,
+		Dedupe: dd, Holder: ledger.Holder(), Outcomes: outcomes, AdSystem: cfg.VAST.AdSystem, Log: m.Logger,
 	}
 	opt.DefaultPrivacy, opt.Privacy = privacyModes(cfg)
 	if err := m.openGeo(cfg); err != nil {

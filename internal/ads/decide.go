@@ -117,6 +117,9 @@ func (s *Service) decide(w server.Response, r server.Request, placement []byte, 
 			Origin: track.Origin{Advertiser: d.Line.Advertiser, Site: req.Site, Country: req.Country, Device: req.Device}.Clean()}
 		if d.Line.Limited {
 			tk.Reserved = reserved
+			if !reserved.IsZero() && s.opt.Outcomes != nil {
+				tk.Holder = s.opt.Holder // its impression spends the money held
+			}
 		}
 		u := append(append(a.urlBuf[:0], a.base...), PathImp...)
 		u, err := sg.AppendSign(u, tk)
@@ -126,7 +129,7 @@ func (s *Service) decide(w server.Response, r server.Request, placement []byte, 
 			return tsubame.WrapError(tsubame.EINTERNAL, err, "cannot sign the impression of line item %q", d.Line.ID)
 		}
 		a.imp[i] = string(u)
-		tk.Kind, tk.Click = track.KindClick, d.Creative.Click
+		tk.Kind, tk.Click, tk.Holder = track.KindClick, d.Creative.Click, ""
 		u = append(append(u[:0], a.base...), PathClick...)
 		if u, err = sg.AppendSign(u, tk); err != nil {
 			return tsubame.WrapError(tsubame.EINTERNAL, err, "cannot sign the click of line item %q", d.Line.ID)

@@ -70,6 +70,13 @@ type Options struct {
 	Device func(ua []byte) Device
 	// Dedupe counts a repeated impression or click once.
 	Dedupe Deduper
+	// Holder is the budget ledger's holder: the impression URL of a
+	// decision that holds a line item's money carries it, and its first
+	// sighting is recorded in Outcomes as the bill that spends the money
+	// (tsubame.Outcome), on whichever node it comes to. Empty, or without
+	// Outcomes: nothing is recorded (no ledger holds money).
+	Holder   string
+	Outcomes tsubame.Outcomes
 	// AdSystem names the ad server in VAST documents.
 	AdSystem string
 	Log      *slog.Logger

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"tsubame"
 	"tsubame/internal/accesslog"
 	"tsubame/internal/server"
 	"tsubame/internal/track"
@@ -56,6 +57,19 @@ func (s *Service) serveClick(w server.Response, r server.Request) error {
 	return nil
 }
 
+// once tells the first sighting of event id of t on any node. An
+// impression of a decision that holds money (t.Holder) is recorded as the
+// bill of that money (tsubame.Outcomes), which counts it once too: its
+// holder's ledger spends what the decision held. Others are deduped.
+func (s *Service) once(ctx context.Context, t *track.Token, kind accesslog.EventKind, id string) (bool, error) {
+	ttl := time.Until(t.Expires) + dedupeSlack
+	if kind != accesslog.EventImp || t.Holder == "" || s.opt.Outcomes == nil || t.Reserved.IsZero() {
+		return s.opt.Dedupe.FirstSeen(ctx, id, ttl)
+	}
+	o := tsubame.Outcome{Kind: tsubame.OutcomeBill, Bid: t.Decision, LineItem: t.LineItem, Due: t.Reserved.Unix(), Price: t.Price}
+	return s.opt.Outcomes.Record(ctx, t.Holder, &o, min(max(ttl, time.Second), tsubame.MaxOutcomeTTL))
+}
+
 func (s *Service) verify(r server.Request, prefix string, kind track.Kind) (track.Token, error) {
 	tok, _ := bytes.CutPrefix(r.Path(), []byte(prefix))
 	if len(tok) > track.MaxTokenLen {
@@ -78,7 +92,7 @@ func (s *Service) count(r server.Request, t *track.Token, kind accesslog.EventKi
 		reason = reasonCrawler // and its fetch does not use up the id
 	default:
 		ctx, cancel := context.WithDeadline(context.Background(), r.Time().Add(dedupeTimeout))
-		first, err := s.opt.Dedupe.FirstSeen(ctx, id, time.Until(t.Expires)+dedupeSlack)
+		first, err := s.once(ctx, t, kind, id)
 		cancel()
 		switch {
 		case err != nil:

@@ -76,7 +76,8 @@ const (
 	// version 3 carried the visitor in clear and a flags byte only in a
 	// notice's; Verify still reads them (the missing fields zero), so
 	// that URLs made before an upgrade are honoured until they expire.
-	version  = 4
+	version  = 5
+	version4 = 4
 	version3 = 3
 	version2 = 2
 	version1 = 1
@@ -87,7 +88,8 @@ const (
 	// notice carries instead: its auction's four ids and currency), and
 	// the origin: advertiser, site, country and device.
 	maxRaw = 1 + 1 + MaxKeyIDLen + 1 + 8 + 8 + 8 + 6*(1+MaxIDLen) + 1 + 2 + MaxClickLen + macLen +
-		(1 + MaxIDLen) + (1 + MaxSiteLen) + (1 + 2) + (1 + MaxDeviceLen)
+		(1 + MaxIDLen) + (1 + MaxSiteLen) + (1 + 2) + (1 + MaxDeviceLen) +
+		(1 + tsubame.MaxHolderLength)
 	// minRaw is the shortest, of version 1.
 	minRaw = 1 + 1 + 1 + 1 + 8 + 8 + 5*(1+1) + 1 + 2 + macLen
 )
@@ -138,6 +140,10 @@ type Token struct {
 	// Test marks an event of a test auction (OpenRTB's test=1), a notice
 	// or the click of its markup: never counted or billed.
 	Test bool
+	// Holder is the node holding the money the decision or bid reserved
+	// (the budget ledger's holder), to whose queue its outcomes go
+	// (tsubame.Outcomes); empty when nothing is held.
+	Holder string
 
 	// Origin is where the event comes from, for the reports.
 	Origin
@@ -394,6 +400,8 @@ func (s *Signer) AppendSign(dst []byte, t Token) ([]byte, error) {
 		flags |= flagTest
 	}
 	b = append(b, flags)
+	b = append(b, byte(len(t.Holder)))
+	b = append(b, t.Holder...)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(t.Click)))
 	b = append(b, t.Click...)
 	b = s.current.mac(b, b)
@@ -428,6 +436,9 @@ func checkToken(t *Token) error {
 	}
 	if t.Price < 0 {
 		return tsubame.Errorf(tsubame.EINVALID, "negative price")
+	}
+	if t.Holder != "" && !validHolder(t.Holder) {
+		return tsubame.Errorf(tsubame.EINVALID, "holder must be up to %d bytes of printable ASCII without spaces or '|'", tsubame.MaxHolderLength)
 	}
 	if t.Expires.Unix() <= 0 {
 		return tsubame.Errorf(tsubame.EINVALID, "missing expiry")
@@ -571,7 +582,7 @@ func (s *Signer) Verify(tok string, now time.Time) (Token, error) {
 		return Token{}, ErrMalformed
 	}
 	raw := sc.raw[:n]
-	if raw[0] != version && raw[0] != version3 && raw[0] != version2 && raw[0] != version1 {
+	if raw[0] != version && raw[0] != version4 && raw[0] != version3 && raw[0] != version2 && raw[0] != version1 {
 		return Token{}, ErrVersion
 	}
 	kl := int(raw[1])
@@ -634,7 +645,7 @@ func readStrings(all string, off int, dst []string) (int, bool) {
 }
 
 // parse reads the signed fields after the key id, deciphering the visitor
-// with key (of version 4). It runs only on bytes whose MAC matched, and
+// with key (of versions 4 and 5). It runs only on bytes whose MAC matched, and
 // still checks every bound: a layout error is a bug or a leaked key, never
 // a reason to read past the end. sc is scratch for the cipher.
 func parse(b []byte, v byte, key *ringKey, sc *scratch) (Token, bool) {
@@ -653,7 +664,7 @@ func parse(b []byte, v byte, key *ringKey, sc *scratch) (Token, bool) {
 		reserved = int64(binary.BigEndian.Uint64(b[17:]))
 	}
 	b = b[fixed:]
-	if v >= version {
+	if v >= version4 {
 		// The visitor, 6th of the ids, deciphered in place before the
 		// string is made.
 		off := 0
@@ -698,12 +709,18 @@ func parse(b []byte, v byte, key *ringKey, sc *scratch) (Token, bool) {
 			return Token{}, false
 		}
 	}
-	if kind.Notice() && v >= version2 || v >= version {
+	if kind.Notice() && v >= version2 || v >= version4 {
 		if off >= len(all) || all[off]&^flagTest != 0 {
 			return Token{}, false
 		}
 		test = all[off]&flagTest != 0
 		off++
+	}
+	var holder [1]string
+	if v >= version {
+		if off, ok = readStrings(all, off, holder[:]); !ok || holder[0] != "" && !validHolder(holder[0]) {
+			return Token{}, false
+		}
 	}
 	if len(all)-off < 2 {
 		return Token{}, false
@@ -721,11 +738,25 @@ func parse(b []byte, v byte, key *ringKey, sc *scratch) (Token, bool) {
 	t := Token{
 		Kind: kind, Decision: ids[0], LineItem: ids[1], Campaign: ids[2], Creative: ids[3], Placement: ids[4], User: ids[5],
 		Click: click, Price: tsubame.Money(price), Expires: time.Unix(exp, 0).UTC(),
-		Exchange: auction[0], Auction: auction[1], Imp: auction[2], Deal: auction[3], Currency: auction[4], Test: test,
+		Exchange: auction[0], Auction: auction[1], Imp: auction[2], Deal: auction[3], Currency: auction[4], Test: test, Holder: holder[0],
 		Origin: Origin{Advertiser: origin[0], Site: origin[1], Country: origin[2], Device: origin[3]},
 	}
 	if reserved > 0 {
 		t.Reserved = time.Unix(reserved, 0).UTC()
 	}
 	return t, true
+}
+
+// validHolder reports whether h is a holder a token may carry: printable
+// ASCII without spaces or '|', at most tsubame.MaxHolderLength bytes.
+func validHolder(h string) bool {
+	if tsubame.ValidateHolder(h) != nil {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		if h[i] <= ' ' || h[i] > '~' {
+			return false
+		}
+	}
+	return true
 }

@@ -182,6 +182,7 @@ func TestSignLongestFieldsFit(t *testing.T) {
 	tk := track.Token{Kind: track.KindClick, Decision: id, LineItem: id, Campaign: id, Creative: id, Placement: id, User: id,
 		Click: "https://a.example/" + strings.Repeat("p", track.MaxClickLen-len("https://a.example/")),
 		Price: 1<<63 - 1, Expires: t0.Add(time.Hour),
+		Holder: strings.Repeat("h", tsubame.MaxHolderLength),
 		Origin: track.Origin{Advertiser: id, Site: strings.Repeat("s", track.MaxSiteLen), Country: "JP", Device: strings.Repeat("d", track.MaxDeviceLen)}}
 	tok, err := s.Sign(tk)
 	if err != nil {
@@ -436,7 +437,8 @@ func TestVerifyRefuses(t *testing.T) {
 		{"standard alphabet", strings.NewReplacer("-", "+", "_", "/").Replace(tok) + "+", track.ErrMalformed},
 		{"dot", tok[:10] + "." + tok[11:], track.ErrMalformed},
 		{"non-canonical last char", tok[:len(tok)-1] + string(last^1), nil}, // malformed or a bad signature
-		{"other version", reencode(t, tok, func(b []byte) []byte { b[0] = 5; return b }), track.ErrVersion},
+		{"other version", reencode(t, tok, func(b []byte) []byte { b[0] = 6; return b }), track.ErrVersion},
+		{"read as version 4", reencode(t, tok, func(b []byte) []byte { b[0] = 4; return b }), track.ErrSignature},
 		{"read as version 3", reencode(t, tok, func(b []byte) []byte { b[0] = 3; return b }), track.ErrSignature},
 		{"read as version 1", reencode(t, tok, func(b []byte) []byte { b[0] = 1; return b }), track.ErrSignature},
 		{"read as version 2", reencode(t, tok, func(b []byte) []byte { b[0] = 2; return b }), track.ErrSignature},

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"strings"
 	"testing"
 
 	"tsubame/internal/track"
@@ -105,5 +106,34 @@ func TestVerifyReadsVersion3(t *testing.T) {
 	}
 	if got.User != tk.User || got.Click != tk.Click || got.Origin != tk.Origin || got.Test {
 		t.Fatalf("version 3 read as %+v", got)
+	}
+}
+
+// A token carries the node holding its decision's money, for the outcome
+// queue; a holder that is not printable ASCII without spaces and '|', or
+// longer than a ledger's, is refused.
+func TestHolderTravels(t *testing.T) {
+	s := newSigner(t, "k1", track.Key{ID: "k1", Secret: secret('a')})
+	for _, kind := range []track.Kind{track.KindImp, track.KindClick} {
+		tk := token(kind)
+		if kind != track.KindClick {
+			tk.Click = ""
+		}
+		tk.Holder = "web-3/4242/9f8e7d6c"
+		tok, err := s.Sign(tk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.VerifyKind(tok, kind, t0)
+		if err != nil || got.Holder != tk.Holder {
+			t.Fatalf("%s: holder %q, %v; want %q", kind, got.Holder, err, tk.Holder)
+		}
+	}
+	for _, h := range []string{"a|b", "a b", "caf\xc3\xa9", strings.Repeat("h", 65)} {
+		tk := token(track.KindImp)
+		tk.Click, tk.Holder = "", h
+		if _, err := s.Sign(tk); err == nil {
+			t.Errorf("holder %q signed", h)
+		}
 	}
 }
