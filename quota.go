@@ -88,6 +88,14 @@ type Quotas interface {
 	// have released since: a retry of its last release, the one that ended
 	// its lease, is then ECONFLICT, never applied twice.
 	Release(ctx context.Context, key, holder, id string, used, unused int64) error
+	// Debit settles units of key that no lease holds: what was paid for
+	// past the leases (a bill that came after the money its bid held was
+	// given back). They count as settled at once, even past the limit,
+	// so that the limit counts everything paid and no lease grants them
+	// again. id names it as a release's id does (among holder's last
+	// QuotaReleaseIDs): a retry of a debit that was applied is a no-op.
+	// units is 1 to MaxQuotaUnits.
+	Debit(ctx context.Context, key, holder, id string, units int64) error
 	// Committed reports the key's settled units and its outstanding leases.
 	Committed(ctx context.Context, key string) (settled, outstanding int64, err error)
 }
@@ -160,6 +168,17 @@ func ValidateRelease(key, holder, id string, used, unused int64) error {
 		return err
 	}
 	return validateUnits("unused", unused)
+}
+
+// ValidateDebit checks the arguments of a Debit call (Quotas).
+func ValidateDebit(key, holder, id string, units int64) error {
+	if err := ValidateRelease(key, holder, id, units, 0); err != nil {
+		return err
+	}
+	if units == 0 {
+		return Errorf(EINVALID, "debit of 0 units")
+	}
+	return nil
 }
 
 // LeaseMillis is ttl in the milliseconds a store with a server clock keeps
@@ -262,15 +281,9 @@ func (q *QuotaState) Lease(holder string, limit, want, now, expires int64) int64
 // ValidateRelease.
 func (q *QuotaState) Release(holder, id string, used, unused, now int64) error {
 	q.Expire(now)
-	r := -1
-	for i := range q.Released {
-		if q.Released[i].Holder == holder {
-			r = i
-			if slices.Contains(q.Released[i].IDs, id) {
-				return nil // applied already
-			}
-			break
-		}
+	r := q.released(holder)
+	if r >= 0 && slices.Contains(q.Released[r].IDs, id) {
+		return nil // applied already
 	}
 	if used == 0 && unused == 0 {
 		return nil
@@ -287,6 +300,35 @@ func (q *QuotaState) Release(holder, id string, used, unused, now int64) error {
 	if l.Units -= used + unused; l.Units == 0 {
 		q.Leases = slices.Delete(q.Leases, i, i+1)
 	}
+	q.applied(holder, id, r)
+	return nil
+}
+
+// Debit is Quotas.Debit on q, after Expire(now). The arguments must have
+// passed ValidateDebit.
+func (q *QuotaState) Debit(holder, id string, units, now int64) {
+	q.Expire(now)
+	r := q.released(holder)
+	if r >= 0 && slices.Contains(q.Released[r].IDs, id) {
+		return // applied already
+	}
+	q.Settled += units
+	q.applied(holder, id, r)
+}
+
+// released is the index of holder's release ids in q.Released, or -1.
+func (q *QuotaState) released(holder string) int {
+	for i := range q.Released {
+		if q.Released[i].Holder == holder {
+			return i
+		}
+	}
+	return -1
+}
+
+// applied records id as holder's latest applied release (or debit); r is
+// released(holder).
+func (q *QuotaState) applied(holder, id string, r int) {
 	rel := QuotaReleased{Holder: holder}
 	if r >= 0 { // to the end: the holder released last
 		rel = q.Released[r]
@@ -298,7 +340,6 @@ func (q *QuotaState) Release(holder, id string, used, unused, now int64) error {
 	}
 	q.Released = append(q.Released, rel)
 	q.pruneIdle()
-	return nil
 }
 
 // pruneIdle drops the release ids of the holders without a lease that

@@ -91,6 +91,16 @@ func (f *failover) Release(ctx context.Context, key, holder, id string, used, un
 	return f.state(key).Release(holder, id, used, unused, f.now().UnixNano())
 }
 
+func (f *failover) Debit(ctx context.Context, key, holder, id string, units int64) error {
+	if err := tsubame.ValidateDebit(key, holder, id, units); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.state(key).Debit(holder, id, units, f.now().UnixNano())
+	return nil
+}
+
 func (f *failover) Committed(ctx context.Context, key string) (int64, int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

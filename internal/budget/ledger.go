@@ -180,10 +180,13 @@ type account struct {
 	// drained are local units taken out of the hand to be given back: it
 	// was leased under a limit since lowered.
 	drained atomic.Int64
-	rate    atomic.Int64 // local units asked for since the last step
-	holds   atomic.Int64 // reservations open
-	unit    atomic.Int64 // the largest take
-	kicked  atomic.Bool  // an empty hand was reported to the loop
+	// debt are local units of late bills no hand covered: debited in the
+	// store past the leases (Quotas.Debit).
+	debt   atomic.Int64
+	rate   atomic.Int64 // local units asked for since the last step
+	holds  atomic.Int64 // reservations open
+	unit   atomic.Int64 // the largest take
+	kicked atomic.Bool  // an empty hand was reported to the loop
 
 	nonce uint64 // tells this account's release ids from those of one retired before it
 
@@ -192,6 +195,7 @@ type account struct {
 	carry   int64 // local units settled and not yet a whole store unit
 	seq     uint64
 	pending *release // a release to make, or whose answer was lost: retried with its id
+	debit   *release // a debit to make (its used units), retried likewise
 	// unsure: a Lease's answer was lost, so a grant may have landed; the
 	// next answer's surplus is this node's to spend (reconcile).
 	unsure bool
@@ -649,17 +653,35 @@ func (g *Ledger) plan(a *account, now int64, tick bool) bool {
 			a.pending = &release{id: g.releaseID(a), used: used / a.scale, unused: back}
 		}
 	}
+	if tick && a.debit == nil {
+		if debt := a.debt.Swap(0); debt > 0 {
+			a.seq++
+			a.debit = &release{id: g.releaseID(a), used: (debt + a.scale - 1) / a.scale} // rounded up
+		}
+	}
 	a.want = (target - a.hand.Load() + a.scale - 1) / a.scale // store units, rounded up
 	a.renew = a.leased > 0 && a.exp.Load()-now < int64(g.ttl-g.opt.Lease/2)
 	a.lease = a.want > 0 && now >= a.dry || a.renew
 	a.want = max(a.want, 0)
-	return tick && a.pending != nil || a.lease
+	return tick && (a.pending != nil || a.debit != nil) || a.lease
 }
 
 // run does the store calls plan decided on: the release first (a lease
 // is asked only once it went through), then the lease. After a refused
 // release it first asks the store what it holds of the lease.
 func (g *Ledger) run(ctx context.Context, a *account, now int64) {
+	if d := a.debit; d != nil {
+		sctx, cancel := context.WithTimeout(ctx, g.opt.Timeout)
+		err := g.quotas.Debit(sctx, a.key, g.opt.Holder, d.id, d.used)
+		cancel()
+		if err != nil {
+			g.storeErrors.Add(1)
+			g.warn("cannot debit late bills in the store (retried)", a, err)
+		} else {
+			g.overage.Add(uint64(d.used))
+			a.debit = nil
+		}
+	}
 	if a.resync && !g.lease(ctx, a, now, 0) {
 		return
 	}
@@ -856,7 +878,8 @@ func (g *Ledger) retire() {
 	defer g.mu.Unlock()
 	for k, a := range g.accounts {
 		if cfg := a.cfg.Load(); now >= cfg.end && cfg.end != math.MaxInt64 &&
-			a.leased == 0 && a.pending == nil && a.holds.Load() == 0 && a.hand.Load() == 0 && a.drained.Load() == 0 && a.used.Load() == 0 {
+			a.leased == 0 && a.pending == nil && a.holds.Load() == 0 && a.hand.Load() == 0 && a.drained.Load() == 0 && a.used.Load() == 0 &&
+			a.debt.Load() == 0 && a.debit == nil {
 			delete(g.accounts, k)
 		}
 	}
@@ -999,7 +1022,9 @@ func (g *Ledger) spend(r *reservation, price int64) {
 }
 
 // debitLate spends a bill that no hold covers, from the hands of its line
-// item's total accounts (its day may be over).
+// item's total accounts (its day may be over), or where a hand cannot
+// cover it, by a debit in the store past the leases: it was paid, and the
+// limit must count it.
 func (g *Ledger) debitLate(o *tsubame.Outcome) {
 	g.late.Add(1)
 	v, ok := g.lines.Load(o.LineItem)
@@ -1019,7 +1044,7 @@ func (g *Ledger) debitLate(o *tsubame.Outcome) {
 		if gen, ok := s.acct.takeAny(units); ok {
 			s.acct.settle(units, gen)
 		} else {
-			g.overage.Add(uint64((units + s.acct.scale - 1) / s.acct.scale))
+			s.acct.debt.Add(units) // debited in the store at the next round
 		}
 	}
 }
@@ -1045,6 +1070,21 @@ func (g *Ledger) Close(ctx context.Context) error {
 	g.mu.Unlock()
 	var failed []string
 	for _, a := range accts {
+		if debt := a.debt.Swap(0); debt > 0 && a.debit == nil {
+			a.seq++
+			a.debit = &release{id: g.releaseID(a), used: (debt + a.scale - 1) / a.scale}
+		}
+		if d := a.debit; d != nil {
+			sctx, cancel := context.WithTimeout(ctx, g.opt.Timeout)
+			err := g.quotas.Debit(sctx, a.key, g.opt.Holder, d.id, d.used)
+			cancel()
+			if err != nil {
+				failed = append(failed, a.key)
+			} else {
+				g.overage.Add(uint64(d.used))
+				a.debit = nil
+			}
+		}
 		if a.pending != nil {
 			p := a.pending
 			sctx, cancel := context.WithTimeout(ctx, g.opt.Timeout)
@@ -1097,7 +1137,8 @@ type Counts struct {
 	Billed, Won, Lost, Expired uint64
 	// Late counts bills of no hold (past their deadline, after a loss, or
 	// of a process since restarted), spent from the hand; Overage the
-	// store units of them no hand held.
+	// store units of them no hand held, debited in the store past the
+	// leases.
 	Late, Overage uint64
 	// StoreErrors counts the store calls that failed; LeasesLost the
 	// times the store held less of a lease than the node counted on (the

@@ -905,3 +905,54 @@ func TestLoweredLimitStopsAtOnce(t *testing.T) {
 		t.Fatalf("settled %d and outstanding %d: the hands leased under the old limit were not given back (3,012 shown)", s, o)
 	}
 }
+
+// A bill that comes after its hold was given back was paid all the same:
+// it is spent from the hand, or debited in the store past the limit, and
+// reported. Ten decisions on a limit of ten, none shown within their
+// reservation: given back, ten more are decided and shown; then the first
+// ten's bills come. The store counts all twenty, and nothing more is
+// decided.
+func TestLateBillsAreDebited(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	clk := newClock()
+	set := limitedSet(tsubame.ImpressionLimits{Total: 10}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
+	n := newNode(t, st, set, "node-0", budget.LedgerOptions{Now: clk.Now, MaxHold: time.Minute, Grace: 30 * time.Second})
+	ctx := t.Context()
+	decideAll := func() []string {
+		var got []string
+		for range 50 {
+			if id := n.decide(clk.Now(), time.Minute); id != "" {
+				got = append(got, id)
+				continue
+			}
+			n.ledger.Tick(ctx)
+		}
+		return got
+	}
+	first := decideAll()
+	clk.Advance(2 * time.Minute)
+	n.ledger.Tick(ctx)
+	second := decideAll()
+	if len(first) != 10 || len(second) != 10 {
+		t.Fatalf("%d decisions, then %d after the first expired; want 10 and 10", len(first), len(second))
+	}
+	for _, id := range second {
+		n.show(t, id)
+	}
+	n.ledger.Tick(ctx)
+	for _, id := range first {
+		n.show(t, id) // late
+	}
+	n.ledger.Tick(ctx)
+	n.ledger.Tick(ctx)
+	if s, o := committed(t, st, "li/li/imp"); s+o != 20 {
+		t.Fatalf("settled %d and outstanding %d: 20 impressions were billed", s, o)
+	}
+	if got := decideAll(); len(got) != 0 {
+		t.Fatalf("%d decisions past a limit the bills used up", len(got))
+	}
+	if c := n.ledger.Counts(); c.Late != 10 || c.Overage != 10 || c.Billed != 10 || c.Expired != 10 {
+		t.Fatalf("counts %+v: want 10 billed, 10 expired, 10 late, 10 units of overage", c)
+	}
+}

@@ -62,6 +62,18 @@ func (s *Store) Release(ctx context.Context, key, holder, id string, used, unuse
 	return rerr
 }
 
+// Debit settles units of key past its leases (tsubame.Quotas), in the
+// shared write transaction as Lease does.
+func (s *Store) Debit(ctx context.Context, key, holder, id string, units int64) error {
+	if err := tsubame.ValidateDebit(key, holder, id, units); err != nil {
+		return err
+	}
+	return s.quotaUpdate(ctx, key, func(q *tsubame.QuotaState, now int64) bool {
+		q.Debit(holder, id, units, now)
+		return true
+	})
+}
+
 // Committed reports key's settled units and outstanding leases
 // (tsubame.Quotas), with the expired leases counted as settled, by a read:
 // the next write of the key records them so.

@@ -109,6 +109,28 @@ func (s *Store) Release(ctx context.Context, key, holder, id string, used, unuse
 	return q.Release(holder, id, used, unused, s.quota.now())
 }
 
+// Debit settles units of key past its leases (tsubame.Quotas).
+func (s *Store) Debit(ctx context.Context, key, holder, id string, units int64) error {
+	if err := tsubame.ValidateDebit(key, holder, id, units); err != nil {
+		return err
+	}
+	sh, err := s.quotaShard(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer sh.mu.Unlock()
+	q := sh.keys[key]
+	if q == nil {
+		if sh.keys == nil {
+			sh.keys = make(map[string]*tsubame.QuotaState)
+		}
+		q = &tsubame.QuotaState{}
+		sh.keys[key] = q
+	}
+	q.Debit(holder, id, units, s.quota.now())
+	return nil
+}
+
 // Committed reports key's settled units and outstanding leases
 // (tsubame.Quotas), settling the expired ones first.
 func (s *Store) Committed(ctx context.Context, key string) (settled, outstanding int64, err error) {

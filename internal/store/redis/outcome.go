@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"tsubame"
 )
 
@@ -21,7 +19,7 @@ var _ tsubame.Outcomes = (*Store)(nil)
 // kinds recorded before (a bit per kind). The record lives ttl from its
 // latest kind; the queue lives tsubame.MaxOutcomeTTL from its latest
 // outcome, so that a holder that died does not keep it for good.
-var recordOutcome = rueidis.NewLuaScript(`
+var recordOutcome = newWriteScript(`
 local kind = ARGV[1]
 if redis.call('HEXISTS', KEYS[1], kind) == 1 then return -1 end
 local before = 0
@@ -55,7 +53,10 @@ func (s *Store) outcomeTag(holder string) string {
 // exactly one is queued, and it names what was recorded before it.
 //
 // The script is not retried: a reply lost after it ran yields an error,
-// and the outcome stays recorded (and queued).
+// and the outcome stays recorded (and queued). Like a lease, a record (and
+// an ack) counts once a replica has it, where replicas must acknowledge
+// budget writes (Options.WaitReplicas): a failover must not forget a bill,
+// nor bring back outcomes a holder has applied.
 func (s *Store) Record(ctx context.Context, holder string, o *tsubame.Outcome, ttl time.Duration) (bool, error) {
 	if err := tsubame.ValidateOutcome(holder, o, ttl); err != nil {
 		return false, err
@@ -74,9 +75,13 @@ func (s *Store) Record(ctx context.Context, holder string, o *tsubame.Outcome, t
 			n++
 		}
 	}
-	before, err := recordOutcome.Exec(ctx, s.c, []string{tag + "b:" + o.Bid, tag + "q"}, []string{
+	msg, err := s.moneyWrite(ctx, recordOutcome, []string{tag + "b:" + o.Bid, tag + "q"}, []string{
 		strconv.Itoa(int(o.Kind)), strconv.FormatInt(tsubame.LeaseMillis(ttl), 10), string(stored[i:]),
-		strconv.FormatInt(tsubame.LeaseMillis(tsubame.MaxOutcomeTTL), 10)}).AsInt64()
+		strconv.FormatInt(tsubame.LeaseMillis(tsubame.MaxOutcomeTTL), 10)})
+	if err != nil {
+		return false, unavailable(err)
+	}
+	before, err := msg.AsInt64()
 	if err != nil {
 		return false, unavailable(err)
 	}
@@ -129,5 +134,11 @@ func (s *Store) Ack(ctx context.Context, holder string, n int) error {
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	return unavailable(s.c.Do(ctx, s.c.B().Ltrim().Key(s.outcomeTag(holder)+"q").Start(int64(n)).Stop(-1).Build()).Error())
+	_, err := s.moneyWrite(ctx, ackOutcomes, []string{s.outcomeTag(holder) + "q"}, []string{strconv.Itoa(n)})
+	return unavailable(err)
 }
+
+// ackOutcomes is Ack: LTRIM of the queue KEYS[1] from ARGV[1]. A script,
+// so that it takes the WAIT of a budget write (moneyWrite).
+var ackOutcomes = newWriteScript(`redis.call('LTRIM', KEYS[1], ARGV[1], -1)
+return 0`)

@@ -66,8 +66,9 @@ if grant > 0 or cur then
 end
 return {grant, (cur or 0) + grant}`)
 
-// releaseQuota is Release: ARGV holder, used, unused, id, how many ids
-// to keep, how many idle holders' ids to keep. It always writes (field w
+// releaseQuota is Release and Debit: ARGV holder, used, unused, id, how
+// many ids to keep, how many idle holders' ids to keep, and '1' for a
+// debit (used settled with no lease to take it from). It always writes (field w
 // counts its calls), even to repeat a release applied already: the WAIT
 // after it then covers the write it repeats, which an earlier WAIT may
 // not have seen reach a replica. It returns 0 when done or
@@ -90,13 +91,15 @@ while pos <= #r do
 end
 if used == 0 and unused == 0 then return 0 end
 local cur = o[holder]
-if not cur then return -1 end
-if used > cur or unused > cur - used then return -2 end
-cur = cur - used - unused
-if cur == 0 then
-  redis.call('HDEL', KEYS[1], 'o:' .. holder, 'e:' .. holder)
-else
-  redis.call('HSET', KEYS[1], 'o:' .. holder, string.format('%d', cur))
+if ARGV[7] ~= '1' then
+  if not cur then return -1 end
+  if used > cur or unused > cur - used then return -2 end
+  cur = cur - used - unused
+  if cur == 0 then
+    redis.call('HDEL', KEYS[1], 'o:' .. holder, 'e:' .. holder)
+  else
+    redis.call('HSET', KEYS[1], 'o:' .. holder, string.format('%d', cur))
+  end
 end
 if used > 0 then redis.call('HSET', KEYS[1], 'settled', string.format('%d', settled + used)) end
 ids[#ids + 1] = id
@@ -115,7 +118,7 @@ for i = 1, #h, 2 do
     if x ~= holder and not o[x] then idle[#idle + 1] = {tonumber(h[i + 1]), x} end
   end
 end
-if cur == 0 then idle[#idle + 1] = {seq, holder} end
+if not cur or cur == 0 then idle[#idle + 1] = {seq, holder} end
 local keep = tonumber(ARGV[6])
 if #idle > keep then
   table.sort(idle, function(a, b) return a[1] < b[1] end)
@@ -167,17 +170,23 @@ func (s *Store) waitFor(key string) int64 {
 // nodes spend from, and then grants those units again; with WAIT the
 // nodes spend only what a replica has too.
 func (s *Store) quotaWrite(ctx context.Context, script writeScript, key string, args []string) (rueidis.RedisMessage, error) {
-	n := s.waitFor(key)
+	return s.moneyWrite(ctx, script, []string{key}, args)
+}
+
+// moneyWrite runs script on keys (of one slot), followed by WAIT when
+// replicas must acknowledge a write of keys[0] (quotaWrite).
+func (s *Store) moneyWrite(ctx context.Context, script writeScript, keys, args []string) (rueidis.RedisMessage, error) {
+	n := s.waitFor(keys[0])
 	if n == 0 {
-		return script.Exec(ctx, s.c, []string{key}, args).ToMessage()
+		return script.Exec(ctx, s.c, keys, args).ToMessage()
 	}
 	var msg rueidis.RedisMessage
 	err := s.c.Dedicated(func(c rueidis.DedicatedClient) error {
 		wait := c.B().Wait().Numreplicas(n).Timeout(max(s.opt.WaitTimeout.Milliseconds(), 1)).Build()
-		res := c.DoMulti(ctx, c.B().Evalsha().Sha1(script.sha1).Numkeys(1).Key(key).Arg(args...).Build(), wait)
+		res := c.DoMulti(ctx, c.B().Evalsha().Sha1(script.sha1).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(), wait)
 		if e, ok := rueidis.IsRedisErr(res[0].Error()); ok && e.IsNoScript() {
 			wait = c.B().Wait().Numreplicas(n).Timeout(max(s.opt.WaitTimeout.Milliseconds(), 1)).Build()
-			res = c.DoMulti(ctx, c.B().Eval().Script(script.body).Numkeys(1).Key(key).Arg(args...).Build(), wait)
+			res = c.DoMulti(ctx, c.B().Eval().Script(script.body).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(), wait)
 		}
 		var err error
 		if msg, err = res[0].ToMessage(); err != nil {
@@ -188,8 +197,8 @@ func (s *Store) quotaWrite(ctx context.Context, script writeScript, key string, 
 			return err
 		}
 		if acked < n {
-			return tsubame.Errorf(tsubame.EUNAVAILABLE, "redis store: %d of %d replicas acknowledged a quota write of %q within %v; a failover could lose it",
-				acked, n, key, s.opt.WaitTimeout)
+			return tsubame.Errorf(tsubame.EUNAVAILABLE, "redis store: %d of %d replicas acknowledged a budget write of %q within %v; a failover could lose it",
+				acked, n, keys[0], s.opt.WaitTimeout)
 		}
 		return nil
 	})
@@ -250,7 +259,7 @@ func (s *Store) Release(ctx context.Context, key, holder, id string, used, unuse
 	defer cancel()
 	msg, err := s.quotaWrite(ctx, releaseQuota, s.quotaKey(key), []string{holder,
 		strconv.FormatInt(used, 10), strconv.FormatInt(unused, 10), id, strconv.Itoa(tsubame.QuotaReleaseIDs),
-		strconv.Itoa(tsubame.QuotaIdleHolders)})
+		strconv.Itoa(tsubame.QuotaIdleHolders), "0"})
 	var n int64
 	if err == nil {
 		n, err = msg.AsInt64()
@@ -264,6 +273,23 @@ func (s *Store) Release(ctx context.Context, key, holder, id string, used, unuse
 		return tsubame.Errorf(tsubame.EINVALID, "release of %d used and %d unused units of %q is more than the lease of %q", used, unused, key, holder)
 	}
 	return nil
+}
+
+// Debit settles units of key past its leases (tsubame.Quotas), with the
+// release script (its ids make a retry a no-op).
+func (s *Store) Debit(ctx context.Context, key, holder, id string, units int64) error {
+	if err := tsubame.ValidateDebit(key, holder, id, units); err != nil {
+		return err
+	}
+	if err := s.check(); err != nil {
+		return err
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	_, err := s.quotaWrite(ctx, releaseQuota, s.quotaKey(key), []string{holder,
+		strconv.FormatInt(units, 10), "0", id, strconv.Itoa(tsubame.QuotaReleaseIDs),
+		strconv.Itoa(tsubame.QuotaIdleHolders), "1"})
+	return unavailable(err)
 }
 
 // Committed reports key's settled units and outstanding leases

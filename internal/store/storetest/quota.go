@@ -36,6 +36,7 @@ func RunQuota(t *testing.T, open func(t *testing.T) []tsubame.Quotas) {
 		{"IdleHoldersIDsBounded", testQuotaIdleHolders},
 		{"QuotaRejectsInvalid", testQuotaInvalid},
 		{"NeverOverTheLimitUnderRace", testQuotaRace},
+		{"DebitPastTheLimit", testQuotaDebit},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, open(t)) })
 	}
@@ -538,4 +539,54 @@ func testQuotaIdleHolders(t *testing.T, qs []tsubame.Quotas) {
 	}
 	n := int64(tsubame.QuotaIdleHolders + 2)
 	wantCommitted(t, qs[0], key, 1+n, 9) // nothing applied twice
+}
+
+// A debit settles units no lease holds, even past the limit, once per id
+// (a holder's release ids), with or without a lease of the holder's; the
+// limit then leaves that much less to lease.
+func testQuotaDebit(t *testing.T, qs []tsubame.Quotas) {
+	const key = "camp-9/spend/total"
+	debit := func(q tsubame.Quotas, holder, id string, units int64) {
+		t.Helper()
+		if err := q.Debit(ctx(t), key, holder, id, units); err != nil {
+			t.Fatalf("Debit(%s, %s, %d): %v", holder, id, units, err)
+		}
+	}
+	lease(t, qs[0], key, "a", 100, 100)
+	debit(qs[1], "a", "d1", 7) // past the limit: 107 committed
+	debit(qs[2], "a", "d1", 7) // a retry
+	debit(qs[1], "c", "d1", 3) // another holder's, without a lease
+	wantCommitted(t, qs[0], key, 10, 100)
+	if got := lease(t, qs[1], key, "b", 100, 100); got != 0 {
+		t.Fatalf("%d units leased with 110 of 100 committed", got)
+	}
+	releaseID(t, qs[0], key, "a", "r1", 60, 0) // a's lease goes on after its debit
+	if got := lease(t, qs[1], key, "b", 100, 100); got != 0 {
+		t.Fatalf("%d units leased with 110 of 100 committed", got)
+	}
+	releaseID(t, qs[0], key, "a", "r2", 0, 40)
+	wantCommitted(t, qs[2], key, 70, 0)
+	if got := lease(t, qs[1], key, "b", 100, 100); got != 30 {
+		t.Fatalf("%d units leased with 70 of 100 committed, want 30", got)
+	}
+	// The same debit from two handles at once is applied once.
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range errs {
+		wg.Go(func() { errs[i] = qs[i].Debit(context.Background(), key, "c", "d2", 5) })
+	}
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("concurrent retries of one debit: %v, %v", errs[0], errs[1])
+	}
+	wantCommitted(t, qs[2], key, 75, 30)
+	for _, bad := range []struct {
+		holder, id string
+		units      int64
+	}{{"", "d9", 1}, {"a", "", 1}, {"a", "d9", 0}, {"a", "d9", -1}, {"a", "d9", tsubame.MaxQuotaUnits + 1}} {
+		if err := qs[0].Debit(ctx(t), key, bad.holder, bad.id, bad.units); tsubame.ErrorCode(err) != tsubame.EINVALID {
+			t.Errorf("Debit(%q, %q, %d): %v, want EINVALID", bad.holder, bad.id, bad.units, err)
+		}
+	}
+	wantCommitted(t, qs[1], key, 75, 30)
 }
