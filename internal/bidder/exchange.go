@@ -40,6 +40,10 @@ type Exchange struct {
 	// MarkupOnWin serves the markup on the win notice (nurl's answer)
 	// rather than in the bid (adm).
 	MarkupOnWin bool
+	// BidEveryTID bids on every request of a transaction (source.tid);
+	// by default only the first seen across nodes is bid on, the others
+	// answered NoBidDuplicate.
+	BidEveryTID bool
 }
 
 // Validate reports what is wrong with e, as one EINVALID error.

@@ -30,7 +30,8 @@ type Stats struct {
 	latencySum atomic.Int64 // nanoseconds
 }
 
-var noBidReasonsArray = [...]string{NoBidMalformed, NoBidThrottled, NoBidTimeout, NoBidCurrency, NoBidNoMatch, NoBidFloor, NoBidBadIDs, NoBidLog, NoBidSeat, NoBidOverload}
+var noBidReasonsArray = [...]string{NoBidMalformed, NoBidThrottled, NoBidTimeout, NoBidCurrency, NoBidNoMatch, NoBidFloor, NoBidBadIDs, NoBidLog, NoBidSeat, NoBidOverload,
+	NoBidSecure, NoBidDuplicate}
 
 // count records the outcome of one bid request and how long it took.
 func (s *Stats) count(o Outcome, took time.Duration) {
