@@ -84,6 +84,19 @@ type Request struct {
 	// Test asks for decisions that spend nothing (OpenRTB's test=1):
 	// Counters let a line item serve if it could, and take nothing.
 	Test bool
+	// Frequency, when set, is where Counters keep what they read of the
+	// visitor's frequency caps for this request: the store is read once,
+	// whatever the number of capped line items, impressions and formats
+	// the request weighs, and the caps are checked in memory. A caller
+	// deciding several times for one request passes the same record, and
+	// Resets it for the next request. Nil: each capped line item drawn
+	// asks the store on its own.
+	Frequency *tsubame.FrequencyRecord
+	// CapsOnWin has Counters only check a capped line item's caps, not
+	// count the impression: the caller holds the cap for its bid once the
+	// bid is sure to be made, and counts it when the bid wins (an
+	// auction's bid, whose impression is not the decision's to count).
+	CapsOnWin bool
 	// Context is the request's: its deadline is the request's budget (a
 	// bid's tmax less the way back, a decision's timeout), and it bounds
 	// every store call Counters make for it. Nil: Counters bound each
