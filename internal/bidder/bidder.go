@@ -327,6 +327,9 @@ func (b *Bidder) bid(ctx context.Context, dst []byte, ex *exchange, body []byte,
 	defer putWork(w)
 	b.common(req, now, &w.dreq)
 	w.dreq.Context = w.context(ctx, end)
+	if req.AT == 1 { // first price: what is bid is paid
+		w.dreq.Shading = ex.Shading
+	}
 	w.tid, w.claim = "", claimNone
 	if src := req.Source; src != nil && !ex.BidEveryTID && req.Test != 1 && validTID(src.TID.Value) {
 		w.tid = src.TID.Value
@@ -630,6 +633,14 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 		}
 	} else if imp.BidFloor > 0 {
 		floor, _ = rates.Convert(imp.BidFloor.Money(), floorCur, cur)
+	}
+	if s := d.Price(l); s < l.CPM {
+		// Shaded: the floor (in the account currency, rounded up) and the
+		// step keep it over the floor in the bid's, barring a rounding the
+		// floor then takes up.
+		if p, ok := rates.ToCurrency(s, cur); ok {
+			price = min(price, max(p, floor))
+		}
 	}
 	if price < floor || price == 0 && l.CPM > 0 {
 		return openrtb.Bid{}, NoBidFloor

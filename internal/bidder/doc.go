@@ -10,9 +10,14 @@
 // advertising id unless a privacy signal, or one that cannot be read,
 // rules it out (privacy.go), the request's blocked categories, advertisers and apps,
 // its floors and deals) and is decided as /api/decide decides (a request
-// whose wseat leaves our seat out, or whose bseat names it, gets none); the line
-// item's CPM, converted into a currency the request allows (Rates, exact
-// and rounded down), is the bid: no shading, first price or second. A bid
+// whose wseat leaves our seat out, or whose bseat names it, gets none),
+// but for value: every format the impression offers in one decision, the
+// line item of the highest CPM within a priority (decision.Request's
+// ByValue), https creatives only for imp.secure, and one bid per
+// transaction (source.tid) across nodes (Bidder.decide). The line item's
+// CPM, converted into a currency the request allows (Rates, exact and
+// rounded down), is the bid; in a first-price auction an exchange's
+// Shading lowers it (decision.Request.Price). A bid
 // reserves its price in the budget ledger until the exchange's
 // reservation ends, and its billing notice settles it (bill:<bid> seen);
 // test requests reserve nothing and nothing of theirs is billed.

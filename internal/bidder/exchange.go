@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"tsubame"
+	"tsubame/internal/decision"
 )
 
 // PricePlain is the only clearing-price encoding today: the exchange
@@ -44,6 +45,38 @@ type Exchange struct {
 	// by default only the first seen across nodes is bid on, the others
 	// answered NoBidDuplicate.
 	BidEveryTID bool
+	// Shading lowers the bids of line items without deals in first-price
+	// auctions (at=1): decision.Shading, read by ParseShading. Zero: none.
+	Shading decision.Shading
+}
+
+// DefaultShadingStep is how far over the floor a shaded bid stays when an
+// exchange's shading names no step: a cent of a CPM.
+const DefaultShadingStep = tsubame.Money(tsubame.MicrosPerUnit / 100)
+
+// ParseShading reads an exchange's shading (rtb.exchanges.<name>.shading
+// and shading_step): factor, the share of the CPM a first-price bid is, a
+// decimal over 0 and at most 1 ("0.85"; "" or "1": none); step, how far
+// over the floor a shaded bid stays, an amount of the account currency
+// ("" DefaultShadingStep). An EINVALID error says what is wrong.
+func ParseShading(factor, step string) (decision.Shading, error) {
+	if factor == "" {
+		return decision.Shading{}, nil
+	}
+	f, err := tsubame.ParseMoney(factor) // six decimals: parts per million
+	if err != nil || f <= 0 || f > decision.MaxShadingFactor {
+		return decision.Shading{}, tsubame.Errorf(tsubame.EINVALID, "shading: %q is not a share of the CPM over 0 and at most 1, such as \"0.85\"", factor)
+	}
+	s := DefaultShadingStep
+	if step != "" {
+		if s, err = tsubame.ParseMoney(step); err != nil || s < 0 || s > tsubame.MaxCPM {
+			return decision.Shading{}, tsubame.Errorf(tsubame.EINVALID, "shading_step: %q is not an amount of at least 0, such as \"0.01\"", step)
+		}
+	}
+	if f == decision.MaxShadingFactor {
+		return decision.Shading{}, nil
+	}
+	return decision.Shading{Factor: int64(f), Step: s}, nil
 }
 
 // Validate reports what is wrong with e, as one EINVALID error.
@@ -69,6 +102,9 @@ func (e *Exchange) Validate(maxHold time.Duration) error {
 	}
 	if e.Reservation < time.Second || e.Reservation > maxHold {
 		p = append(p, "reservation: 1s to the longest reservation the budget ledger keeps ("+maxHold.String()+")")
+	}
+	if e.Shading.Factor < 0 || e.Shading.Factor > decision.MaxShadingFactor || e.Shading.Step < 0 {
+		p = append(p, "shading: a factor of 0 (none) to 1, a step of at least 0")
 	}
 	if len(p) > 0 {
 		return tsubame.Errorf(tsubame.EINVALID, "exchange %q: %v", e.Name, p)

@@ -317,3 +317,50 @@ func TestBidValueOverHTTP(t *testing.T) {
 		t.Fatalf("duplicate no-bids: %d, want 1", n)
 	}
 }
+
+// An exchange's shading lowers open-auction bids in first-price auctions
+// (at=1) only: to its factor of the CPM, a step over the floor at least,
+// in the bid's currency; the token carries the bid it shaded to.
+func TestBidShading(t *testing.T) {
+	shading, err := bidder.ParseShading("0.8", "0.05")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shaded := bidder.Exchange{Name: "shaded", Seat: "Agency1", PriceEncoding: bidder.PricePlain, Reservation: time.Minute,
+		Shading: shading}
+	f := valueNode(t, valueStore(t, valueSet(banner("li-banner", 1, 1, "2.00"))), noticeBase, ssp(), shaded)
+	at := func(a int, rest string) []byte {
+		return []byte(fmt.Sprintf(`{"id": "r", "at": %d, "imp": [{"id": "1", %s%s}], "site": {"domain": "news.example"}, "cur": ["USD", "JPY"]}`,
+			a, impBanner, rest))
+	}
+	for _, tc := range []struct {
+		name, ex string
+		body     []byte
+		price    string
+	}{
+		{"first price, shaded", "shaded", at(1, ""), "1.6"},
+		{"second price, not shaded", "shaded", at(2, ""), "2"},
+		{"auction type absent (second price)", "shaded", []byte(strings.Replace(string(at(2, "")), `"at": 2, `, "", 1)), "2"},
+		{"an exchange without shading", "ssp", at(1, ""), "2"},
+		{"the floor and step over the factor", "shaded", at(1, `, "bidfloor": 1.7`), "1.75"},
+		{"never over the CPM", "shaded", at(1, `, "bidfloor": 1.98`), "2"},
+		{"the floor in yen", "shaded", at(1, `, "bidfloor": 270, "bidfloorcur": "JPY"`), "1.847005"},
+		{"a bid in yen", "shaded", []byte(strings.Replace(string(at(1, "")), `"USD", `, "", 1)), "240.4"},
+	} {
+		o := f.bid(t, tc.ex, tc.body)
+		bid := decodeResponse(t, o).SeatBid[0].Bid[0]
+		if bid.Price.String() != tc.price {
+			t.Errorf("%s: bid %s, want %s", tc.name, bid.Price, tc.price)
+			continue
+		}
+		tk := verifyNotice(t, f, bid.BURL, bidder.PathBill, track.KindBill, bid.ID)
+		if want, _ := tsubame.ParseMoney(tc.price); tk.Price != want {
+			t.Errorf("%s: the notices' bid price %s, want %s", tc.name, tk.Price, tc.price)
+		}
+	}
+	for _, bad := range [][2]string{{"0", ""}, {"1.5", ""}, {"-0.5", ""}, {"85%", ""}, {"0.8", "-0.01"}, {"0.8", "cent"}} {
+		if _, err := bidder.ParseShading(bad[0], bad[1]); err == nil {
+			t.Errorf("shading %q, step %q: no error", bad[0], bad[1])
+		}
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"tsubame/internal/bidder"
 )
 
 // RTB configures the OpenRTB 2.6 bidder (internal/bidder).
@@ -54,6 +56,14 @@ type RTBExchange struct {
 	// MarkupOnWin serves the markup on the win notice rather than in the
 	// bid (adm).
 	MarkupOnWin bool `koanf:"markup_on_win"`
+	// BidEveryTID bids on every request of a transaction (source.tid),
+	// not only on the first seen across nodes.
+	BidEveryTID bool `koanf:"bid_every_tid"`
+	// Shading is the share of the CPM a first-price bid is ("0.85"; empty:
+	// no shading), ShadingStep how far over the floor it stays (empty:
+	// bidder.DefaultShadingStep): bidder.ParseShading.
+	Shading     string `koanf:"shading"`
+	ShadingStep string `koanf:"shading_step"`
 }
 
 // ExchangeReservation is the reservation of exchange e: its own, else
@@ -146,6 +156,9 @@ func (c *Config) validateRTB(p *problems) {
 		}
 		if e.NetworkMS < 0 || e.NetworkMS > 10_000 {
 			p.add("%s.network_ms: 0 to 10000", at)
+		}
+		if _, err := bidder.ParseShading(e.Shading, e.ShadingStep); err != nil {
+			p.add("%s.%v", at, err)
 		}
 		if e.PriceEncoding != "" && e.PriceEncoding != "plain" {
 			p.add("%s.price_encoding: %q is not one this server reads (plain)", at, e.PriceEncoding)
