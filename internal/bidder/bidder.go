@@ -133,6 +133,11 @@ func (b *Bidder) SetExchanges(exchanges []Exchange, validate func(*Exchange) err
 		if _, dup := next[e.Name]; dup {
 			return tsubame.Errorf(tsubame.EINVALID, "exchange %q given twice", e.Name)
 		}
+		if e.BillOn == "" {
+			e.BillOn = BillOnBURL
+		} else if !contains(BillOns, e.BillOn) {
+			return tsubame.Errorf(tsubame.EINVALID, "exchange %q: bill_on %q is not burl, nurl or markup", e.Name, e.BillOn)
+		}
 		x := &exchange{Exchange: e, stats: &Stats{}}
 		if old != nil {
 			if prev, ok := (*old)[e.Name]; ok {
@@ -195,6 +200,9 @@ const (
 	PathWin  = "/t/win/"
 	PathBill = "/t/bill/"
 	PathLoss = "/t/loss/"
+	// PathBidImp is the impression URL of a bid's markup: a viewer's
+	// player or page calls it, not the exchange.
+	PathBidImp = "/t/bi/"
 	// PathBid is the bid requests' prefix: /rtb/<exchange>.
 	PathBid = "/rtb/"
 )
@@ -550,7 +558,7 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 	bidID := ads.NewID(now)
 	if !test {
 		w.reserve[0] = bidID
-		d.Reserve, d.ReserveUntil, d.SettledBy = w.reserve[:], now.Add(ex.Reservation), "bill:"
+		d.Reserve, d.ReserveUntil, d.SettledBy = w.reserve[:], now.Add(ex.Reservation), settledBy
 	} else {
 		d.Reserve = nil
 	}
@@ -667,11 +675,17 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 		bid.Protocol, bid.Dur = proto, openrtb.Int(c.Duration)
 	}
 	if !ex.MarkupOnWin {
-		if c.HTML != "" && c.Format != tsubame.FormatVideo {
+		imp := "" // the markup's impression URL: a video's, and a banner's where it bills
+		if c.Format == tsubame.FormatVideo || ex.BillOn == BillOnMarkup {
+			if imp, err = b.noticeURL(w, sg, tk, track.KindBidImp, ""); err != nil {
+				return openrtb.Bid{}, NoBidBadIDs
+			}
+		}
+		if c.HTML != "" && c.Format != tsubame.FormatVideo && imp == "" {
 			bid.AdM = c.HTML
 		} else {
 			from := len(w.buf)
-			w.buf = b.appendMarkup(w.buf, dec, bidID, vast, bid.BURL, click)
+			w.buf = b.appendMarkup(w.buf, dec, bidID, vast, imp, click)
 			bid.AdM = w.text(from, len(w.buf))
 		}
 	}
@@ -776,11 +790,13 @@ func (b *Bidder) notices(w *work, sg *track.Signer, tk track.Token, c *tsubame.C
 	return
 }
 
-// noticeURLs are each notice kind's path and query.
+// noticeURLs are each notice kind's path and query: the exchange's
+// notices take its clearing price, the markup's impression none.
 var noticeURLs = map[track.Kind]struct{ path, query string }{
-	track.KindWin:  {PathWin, "?price=${AUCTION_PRICE}"},
-	track.KindBill: {PathBill, "?price=${AUCTION_PRICE}"},
-	track.KindLoss: {PathLoss, "?price=${AUCTION_PRICE}&loss=${AUCTION_LOSS}"},
+	track.KindWin:    {PathWin, "?price=${AUCTION_PRICE}"},
+	track.KindBill:   {PathBill, "?price=${AUCTION_PRICE}"},
+	track.KindLoss:   {PathLoss, "?price=${AUCTION_PRICE}&loss=${AUCTION_LOSS}"},
+	track.KindBidImp: {PathBidImp, ""},
 }
 
 // noticeURL appends the notice URL of kind for tk to w's text (with vast=
@@ -823,10 +839,12 @@ func clickToken(tk track.Token, c *tsubame.Creative) track.Token {
 }
 
 // appendMarkup appends the ad a winning bid shows: a video's VAST
-// document (its impression is the billing URL: a player's impression
-// bills it, once, whether or not the exchange calls burl too), a banner's
-// HTML, or its image in a link to click, the click tracker.
-func (b *Bidder) appendMarkup(dst []byte, d decision.Decision, id, vast, billURL, click string) []byte {
+// document, a banner's HTML, or its image in a link to click, the click
+// tracker. imp is the markup's impression URL (PathBidImp), never the
+// exchange's billing URL: a viewer's player or page calls it, and must
+// not bill a price of its choosing. It is a video's VAST impression, and
+// a banner's 1×1 pixel after the ad when given.
+func (b *Bidder) appendMarkup(dst []byte, d decision.Decision, id, vast, imp, click string) []byte {
 	c := d.Creative
 	if c.Format == tsubame.FormatVideo {
 		mime := "video/mp4"
@@ -835,19 +853,26 @@ func (b *Bidder) appendMarkup(dst []byte, d decision.Decision, id, vast, billURL
 		}
 		ad := [1]render.VASTAd{{ID: id, AdSystem: b.opt.AdSystem, Title: c.ID, Advertiser: d.Line.Advertiser,
 			CreativeID: c.ID, Duration: c.Duration, Media: c.Media, MIME: mime, W: c.W, H: c.H,
-			Impression: billURL, ClickThrough: click, Categories: c.Categories}}
+			Impression: imp, ClickThrough: click, Categories: c.Categories}}
 		return render.AppendVASTInline(dst, vast, ad[:])
 	}
 	if c.HTML != "" {
-		return append(dst, c.HTML...)
+		dst = append(dst, c.HTML...)
+	} else {
+		dst = append(dst, `<a href="`...)
+		dst = appendHTMLAttr(dst, click)
+		dst = append(dst, `" target="_blank" rel="noopener"><img src="`...)
+		dst = appendHTMLAttr(dst, c.Image)
+		dst = strconv.AppendInt(append(dst, `" width="`...), int64(c.W), 10)
+		dst = strconv.AppendInt(append(dst, `" height="`...), int64(c.H), 10)
+		dst = append(dst, `" alt="" style="border:0"></a>`...)
 	}
-	dst = append(dst, `<a href="`...)
-	dst = appendHTMLAttr(dst, click)
-	dst = append(dst, `" target="_blank" rel="noopener"><img src="`...)
-	dst = appendHTMLAttr(dst, c.Image)
-	dst = strconv.AppendInt(append(dst, `" width="`...), int64(c.W), 10)
-	dst = strconv.AppendInt(append(dst, `" height="`...), int64(c.H), 10)
-	return append(dst, `" alt="" style="border:0"></a>`...)
+	if imp != "" {
+		dst = append(dst, `<img src="`...)
+		dst = appendHTMLAttr(dst, imp)
+		dst = append(dst, `" width="1" height="1" alt="" style="position:absolute;border:0">`...)
+	}
+	return dst
 }
 
 // appendHTMLAttr appends s escaped for a double-quoted HTML attribute.

@@ -1,7 +1,8 @@
 // Package bidder is an OpenRTB 2.6 bidder: the DSP side of an auction. It
 // answers an exchange's bid requests (POST /rtb/<exchange>) with the
 // decision engine's line items, and takes the win, billing and loss
-// notices of its bids (/t/win/, /t/bill/, /t/loss/).
+// notices of its bids (/t/win/, /t/bill/, /t/loss/) and the impressions
+// their markup fires (/t/bi/).
 //
 // A request is decoded by internal/openrtb; each impression becomes a
 // decision.Request (the tag id as the placement, the site's domain or the
@@ -19,17 +20,23 @@
 // rounded down), is the bid; in a first-price auction an exchange's
 // Shading lowers it (decision.Request.Price). A bid
 // reserves its price in the budget ledger until the exchange's
-// reservation ends, and its billing notice settles it (bill:<bid> seen);
-// test requests reserve nothing and nothing of theirs is billed.
+// reservation ends, and the notice that bills it (Exchange.BillOn: the
+// billing notice, the win notice or the markup's impression) settles it
+// (bill:<bid> seen); test requests reserve nothing and nothing of theirs
+// is billed.
 //
 // The notice URLs are signed (internal/track) over everything the bid
 // said, the clearing price excepted: the exchange substitutes
-// ${AUCTION_PRICE} (and ${AUCTION_LOSS}) in the query. A notice whose
-// price is above the bid's is refused. A billing notice is billed once
-// across nodes (Deduper.FirstSeen of bill:<bid>), its repeats answered
-// alike and logged as not valid; one after the reservation and the grace
-// is billed and logged late. Every bid, win, bill and loss is a line of
-// the access log, before the answer goes.
+// ${AUCTION_PRICE} (and ${AUCTION_LOSS}) in the query. The markup's
+// impression URL (/t/bi/), which a viewer's player or page calls, takes
+// nothing from its query: only the exchange's notices set a clearing
+// price. Every notice whose token verifies is logged and answered (the
+// price read leniently, notice.go); each kind is counted once per bid
+// across nodes (tsubame.OutcomeKey of its outcome, Bidder.once), its
+// repeats answered alike and logged as not valid; a bill after the
+// reservation and the grace is billed and logged late. Every bid, win,
+// bill, loss and markup impression is a line of the access log, before
+// the answer goes.
 //
 // It imports the domain, the decision engine, the ads service (its engine
 // and ids), the privacy rule /api/decide shares (internal/privacy),

@@ -13,6 +13,26 @@ import (
 // for the encrypted schemes exchanges use.
 const PricePlain = "plain"
 
+// What bills a bid (Exchange.BillOn): the event an exchange invoices an
+// impression on. That event's notice is the bid's bill, billed once
+// across nodes; the others are logged as what they are.
+const (
+	// BillOnBURL bills on the billing notice (burl), OpenRTB's: the
+	// default.
+	BillOnBURL = "burl"
+	// BillOnNURL bills on the win notice (nurl): exchanges that invoice
+	// every win. Its line is the win's and the bill's.
+	BillOnNURL = "nurl"
+	// BillOnMarkup bills on the impression the bid's markup fires (a
+	// video's VAST impression, a banner's pixel): exchanges that invoice
+	// rendered impressions and send no billing notice. A viewer's browser
+	// calls it, so it bills the bid's own price, never one from its URL.
+	BillOnMarkup = "markup"
+)
+
+// BillOns are the values of Exchange.BillOn.
+var BillOns = []string{BillOnBURL, BillOnNURL, BillOnMarkup}
+
 // Exchange is one exchange's settings (rtb.exchanges.<name>).
 type Exchange struct {
 	// Name is the exchange's name in the path (/rtb/<name>), the logs and
@@ -48,6 +68,9 @@ type Exchange struct {
 	// Shading lowers the bids of line items without deals in first-price
 	// auctions (at=1): decision.Shading, read by ParseShading. Zero: none.
 	Shading decision.Shading
+	// BillOn is the event that bills a bid: BillOnBURL (the default when
+	// empty), BillOnNURL or BillOnMarkup.
+	BillOn string
 }
 
 // DefaultShadingStep is how far over the floor a shaded bid stays when an
@@ -105,6 +128,9 @@ func (e *Exchange) Validate(maxHold time.Duration) error {
 	}
 	if e.Shading.Factor < 0 || e.Shading.Factor > decision.MaxShadingFactor || e.Shading.Step < 0 {
 		p = append(p, "shading: a factor of 0 (none) to 1, a step of at least 0")
+	}
+	if e.BillOn != "" && !contains(BillOns, e.BillOn) {
+		p = append(p, `bill_on: "burl", "nurl" or "markup"`)
 	}
 	if len(p) > 0 {
 		return tsubame.Errorf(tsubame.EINVALID, "exchange %q: %v", e.Name, p)

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -64,6 +65,9 @@ type RTBExchange struct {
 	// bidder.DefaultShadingStep): bidder.ParseShading.
 	Shading     string `koanf:"shading"`
 	ShadingStep string `koanf:"shading_step"`
+	// BillOn is the event that bills a bid (bidder.BillOns): burl (the
+	// default), nurl, or markup (the impression the markup fires).
+	BillOn string `koanf:"bill_on"`
 }
 
 // ExchangeReservation is the reservation of exchange e: its own, else
@@ -159,6 +163,9 @@ func (c *Config) validateRTB(p *problems) {
 		}
 		if _, err := bidder.ParseShading(e.Shading, e.ShadingStep); err != nil {
 			p.add("%s.%v", at, err)
+		}
+		if e.BillOn != "" && !slices.Contains(bidder.BillOns, e.BillOn) {
+			p.add("%s.bill_on: %q is not one of %s", at, e.BillOn, strings.Join(bidder.BillOns, ", "))
 		}
 		if e.PriceEncoding != "" && e.PriceEncoding != "plain" {
 			p.add("%s.price_encoding: %q is not one this server reads (plain)", at, e.PriceEncoding)
