@@ -231,6 +231,10 @@ type work struct {
 	// ctx is the request's deadline, which bounds its store calls; kept
 	// with the pooled work while unarmed (see deadline.Context).
 	ctx *deadline.Context
+	// freq is the visitor's frequency record, read at most once per
+	// request, and held the caps its bids hold (caps.go).
+	freq tsubame.FrequencyRecord
+	held []capHold
 	// tid is the request's source.tid when its exchange bids once per
 	// transaction, claimed (state) by the first of its impressions that
 	// would bid: see Bidder.decide.
@@ -335,6 +339,7 @@ func (b *Bidder) bid(ctx context.Context, dst []byte, ex *exchange, body []byte,
 	defer putWork(w)
 	b.common(req, now, &w.dreq)
 	w.dreq.Context = w.context(ctx, end)
+	b.capsFor(w)
 	if req.AT == 1 { // first price: what is bid is paid
 		w.dreq.Shading = ex.Shading
 	}
@@ -368,7 +373,9 @@ func (b *Bidder) bid(ctx context.Context, dst []byte, ex *exchange, body []byte,
 	}
 	if !time.Now().Before(end) {
 		// The bids are logged (their reservations are released when they
-		// end unbilled); the answer would come too late to count.
+		// end unbilled, their caps' holds at once); the answer would come
+		// too late to count.
+		b.releaseHeld(w, 0, now)
 		return Outcome{Status: 204, Reason: NoBidTimeout}
 	}
 	seat := [1]openrtb.SeatBid{{Seat: ex.Seat, Bid: bids}}
@@ -689,6 +696,12 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 			bid.AdM = w.text(from, len(w.buf))
 		}
 	}
+	// The bid is made: its line item's frequency cap, if it has one, is
+	// held for it until its win counts it (caps.go).
+	held := len(w.held)
+	if !b.holdCap(w, l, bidID, now) {
+		return openrtb.Bid{}, NoBidNoMatch // a concurrent bid for the visitor took the cap's last
+	}
 	e := &w.event // the log takes its pointer: kept in w, off the heap's churn
 	*e = accesslog.Event{Kind: accesslog.EventBid, ID: accesslog.String("bid:" + bidID), Decision: accesslog.String(bidID),
 		LineItem: accesslog.String(l.ID), Campaign: accesslog.String(l.Campaign), Creative: accesslog.String(c.ID),
@@ -699,6 +712,7 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 	err = log(e)
 	*e = accesslog.Event{} // the pool does not keep the line's strings alive
 	if err != nil {
+		b.releaseHeld(w, held, now)
 		return openrtb.Bid{}, NoBidLog
 	}
 	return bid, ""

@@ -23,7 +23,10 @@
 // reservation ends, and the notice that bills it (Exchange.BillOn: the
 // billing notice, the win notice or the markup's impression) settles it
 // (bill:<bid> seen); test requests reserve nothing and nothing of theirs
-// is billed.
+// is billed. A capped line item's frequency cap counts wins, not bids
+// (caps.go): the decisions of a request check it against the visitor's
+// record, read once; a bid about to be made holds it; its win, bill or
+// markup impression counts it, and its loss releases it.
 //
 // The notice URLs are signed (internal/track) over everything the bid
 // said, the clearing price excepted: the exchange substitutes

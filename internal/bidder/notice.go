@@ -99,6 +99,7 @@ func (b *Bidder) Notice(kind track.Kind, tok string, price, loss, vast []byte, n
 		return NoticeAnswer{}, err
 	}
 	what, bills := outcomeOf(kind, ex.BillOn)
+	b.capNotice(kind, &t, now)
 	clearing, known := openrtb.ClearingPrice(price)
 	e := b.noticeEvent(&t, ex)
 	var answer NoticeAnswer
@@ -168,6 +169,8 @@ func (b *Bidder) Impression(tok string, ua []byte, now time.Time, log func(*acce
 		reason = reasonTest
 	case b.opt.Device != nil && len(ua) > 0 && b.opt.Device(ua).Bot:
 		reason = reasonCrawler // and its fetch does not use up the bid's
+	default:
+		b.capNotice(track.KindBidImp, &t, now)
 	}
 	if bills {
 		bill := b.noticeEvent(&t, ex)

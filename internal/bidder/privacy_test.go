@@ -326,7 +326,8 @@ func TestPrivacySignals(t *testing.T) {
 		}
 		e := f.events[n]
 		keys := rec.taken()
-		wantLine, wantKeys := "li-coffee-web", []string{freqKey("li-coffee-web", tc.visitor)}
+		// The visitor's record read, then the bid's hold of its cap.
+		wantLine, wantKeys := "li-coffee-web", []string{freqKey("*", tc.visitor), freqKey("li-coffee-web", tc.visitor)}
 		if tc.visitor == "" {
 			wantLine, wantKeys = "li-coffee-context", nil
 		}
@@ -427,7 +428,7 @@ func TestPrivacyOverHTTP(t *testing.T) {
 		}
 		var want []string
 		if r.visitor != "" {
-			want = []string{freqKey("li-coffee-web", r.visitor)}
+			want = []string{freqKey("*", r.visitor), freqKey("li-coffee-web", r.visitor)}
 		}
 		if !slices.Equal(keys, want) {
 			t.Errorf("%s: frequency keys %q, want %q", r.name, keys, want)
