@@ -228,10 +228,11 @@ func (m *Main) reloadAds(cfg *config.Config) error {
 func exchanges(cfg *config.Config) []bidder.Exchange {
 	var out []bidder.Exchange
 	for name, e := range cfg.RTB.Exchanges {
+		shading, _ := bidder.ParseShading(e.Shading, e.ShadingStep)
 		out = append(out, bidder.Exchange{Name: name, Seat: e.Seat, TokenHeader: e.TokenHeader, Token: e.Token,
 			Sources: e.SourcePrefixes(), QPS: e.QPS, Network: time.Duration(e.NetworkMS) * time.Millisecond,
 			PriceEncoding: cmp.Or(e.PriceEncoding, bidder.PricePlain), Reservation: cfg.ExchangeReservation(e),
-			MarkupOnWin: e.MarkupOnWin})
+			BidEveryTID: e.BidEveryTID, Shading: shading, MarkupOnWin: e.MarkupOnWin, BillOn: e.BillOn})
 	}
 	return out
 }

@@ -14,6 +14,7 @@ SELECT
     sumIf(price, event IN ('imp', 'bill') AND valid = 1 AND late = 0) AS spend_thousandths_of_micros,
     countIf(event = 'bid' AND valid = 1) AS bids,
     countIf(event = 'win' AND valid = 1) AS wins,
+    countIf(event = 'loss' AND valid = 1) AS losses,
     countIf(event = 'bill' AND valid = 1 AND late = 0) AS bills,
     countIf(event IN ('imp', 'bill') AND valid = 1 AND late = 1) AS overage
 FROM tsubame.events FINAL

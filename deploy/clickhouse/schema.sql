@@ -99,7 +99,7 @@ WHERE event != '';
 CREATE MATERIALIZED VIEW IF NOT EXISTS tsubame.rejected_from_kafka TO tsubame.rejected AS
 SELECT parseDateTimeBestEffort(time) AS time, endpoint, status
 FROM tsubame.access_log_kafka
-WHERE event = '' AND endpoint IN ('track_imp', 'track_click', 'rtb_win', 'rtb_bill', 'rtb_loss') AND status >= 400 AND status < 500;
+WHERE event = '' AND endpoint IN ('track_imp', 'track_click', 'rtb_win', 'rtb_bill', 'rtb_loss', 'rtb_bid_imp') AND status >= 400 AND status < 500;
 
 -- The Kafka table starts consuming as soon as the first view is attached,
 -- and a read under way feeds only the views there were when it began: a

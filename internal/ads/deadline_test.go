@@ -19,15 +19,20 @@ import (
 	"tsubame/internal/track"
 )
 
-// stuckCaps is a frequency store that does not answer: each Take reports
-// when it was called and the deadline it was given, and waits until its
+// stuckCaps is a frequency store that does not answer: each call reports
+// when it was made and the deadline it was given, and waits until its
 // context ends (or the test releases it: a cap reached).
 type stuckCaps struct {
 	calls   chan [2]time.Time
 	release chan struct{}
 }
 
-func (s stuckCaps) Take(ctx context.Context, _ string, _ []tsubame.FrequencyCap, _ time.Time) (bool, error) {
+func (s stuckCaps) Read(ctx context.Context, _ string, _ *tsubame.FrequencyRecord) error {
+	_, err := s.Update(ctx, nil, nil)
+	return err
+}
+
+func (s stuckCaps) Update(ctx context.Context, _ *tsubame.FrequencyUpdate, _ *tsubame.FrequencyRecord) (bool, error) {
 	d, _ := ctx.Deadline()
 	s.calls <- [2]time.Time{time.Now(), d}
 	select {

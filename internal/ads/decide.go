@@ -33,6 +33,9 @@ type answer struct {
 	// ctx is the request's deadline, which bounds its store calls (the
 	// frequency caps'); kept with the pooled answer while unarmed.
 	ctx *deadline.Context
+	// freq is the visitor's frequency record, read at most once per
+	// request (decision.Request.Frequency).
+	freq tsubame.FrequencyRecord
 }
 
 // context readies a.ctx for a request read at start: it ends timeout
@@ -79,7 +82,8 @@ func (s *Service) decide(w server.Response, r server.Request, placement []byte, 
 	req := &a.req
 	*req = decision.Request{User: v.uid, Placement: string(placement), Time: now,
 		Device: dev.Device, OS: dev.OS, Browser: dev.Browser, Format: format, Count: 1,
-		Context: a.context(r.Time(), s.opt.Timeout)}
+		Context: a.context(r.Time(), s.opt.Timeout), Frequency: &a.freq}
+	a.freq.Reset()
 	if err := s.parseRequest(r, a); err != nil {
 		return err
 	}

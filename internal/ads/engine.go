@@ -55,6 +55,10 @@ func NewEngine(store tsubame.CampaignStore, opt EngineOptions) *Engine {
 // loaded to the end.
 func (e *Engine) Index() *decision.Index { return e.idx.Load() }
 
+// Counters returns the Counters the engine's indexes ask (nil when none
+// were given).
+func (e *Engine) Counters() decision.Counters { return e.counters }
+
 // Ready reports whether an index has been compiled from the store.
 func (e *Engine) Ready() bool { return e.built.Load() }
 

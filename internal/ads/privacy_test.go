@@ -29,12 +29,23 @@ type recorder struct {
 	keys []string
 }
 
-func (r *recorder) Take(ctx context.Context, key string, caps []tsubame.FrequencyCap, now time.Time) (bool, error) {
+func (r *recorder) Read(ctx context.Context, visitor string, rec *tsubame.FrequencyRecord) error {
 	r.mu.Lock()
-	r.keys = append(r.keys, key)
+	r.keys = append(r.keys, freqKey("*", visitor))
 	r.mu.Unlock()
-	return r.FrequencyCounter.Take(ctx, key, caps, now)
+	return r.FrequencyCounter.Read(ctx, visitor, rec)
 }
+
+func (r *recorder) Update(ctx context.Context, u *tsubame.FrequencyUpdate, rec *tsubame.FrequencyRecord) (bool, error) {
+	r.mu.Lock()
+	r.keys = append(r.keys, freqKey(u.LineItem, u.Visitor))
+	r.mu.Unlock()
+	return r.FrequencyCounter.Update(ctx, u, rec)
+}
+
+// freqKey names a store call about visitor's count of line item line
+// ("*" for a read of all of them).
+func freqKey(line, visitor string) string { return line + "/" + visitor }
 
 // taken returns the keys counted since the last call, and forgets them.
 func (r *recorder) taken() []string {
@@ -238,7 +249,7 @@ func TestDecidePrivacySignals(t *testing.T) {
 			continue
 		}
 		d, visitor := ds[0], tc.visitor()
-		wantLine, wantKeys := "li-top-capped", []string{tsubame.FrequencyKey("li-top-capped", visitor)}
+		wantLine, wantKeys := "li-top-capped", []string{freqKey("li-top-capped", visitor)}
 		if visitor == "" {
 			wantLine, wantKeys = "li-top", nil
 		}

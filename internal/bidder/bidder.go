@@ -78,6 +78,9 @@ type Bidder struct {
 	signer    atomic.Pointer[track.Signer]
 	rates     atomic.Pointer[Rates]
 	exchanges atomic.Pointer[map[string]*exchange]
+	// secureMarkup: the notice URL is https, so the markup's own URLs
+	// (the click tracker, a video's impression) may go on a secure page.
+	secureMarkup bool
 }
 
 // exchange is an Exchange and what the bidder keeps of it.
@@ -107,7 +110,7 @@ func New(opt Options, exchanges []Exchange) (*Bidder, error) {
 	if opt.Timeout <= 0 {
 		opt.Timeout = DefaultTimeout
 	}
-	b := &Bidder{opt: opt}
+	b := &Bidder{opt: opt, secureMarkup: u.Scheme == "https"}
 	b.signer.Store(opt.Signer)
 	b.rates.Store(opt.Rates)
 	if err := b.SetExchanges(exchanges, nil); err != nil {
@@ -129,6 +132,11 @@ func (b *Bidder) SetExchanges(exchanges []Exchange, validate func(*Exchange) err
 		}
 		if _, dup := next[e.Name]; dup {
 			return tsubame.Errorf(tsubame.EINVALID, "exchange %q given twice", e.Name)
+		}
+		if e.BillOn == "" {
+			e.BillOn = BillOnBURL
+		} else if !contains(BillOns, e.BillOn) {
+			return tsubame.Errorf(tsubame.EINVALID, "exchange %q: bill_on %q is not burl, nurl or markup", e.Name, e.BillOn)
 		}
 		x := &exchange{Exchange: e, stats: &Stats{}}
 		if old != nil {
@@ -183,6 +191,8 @@ const (
 	NoBidLog       = "log_closed" // the access log refused the bid's line
 	NoBidSeat      = "seat"       // the request's wseat leaves our seat out, or its bseat names it
 	NoBidOverload  = "overloaded" // the server's in-flight limit of ad requests was full: not read
+	NoBidSecure    = "secure"     // imp.secure: the line items that fit have a creative or markup with http URLs
+	NoBidDuplicate = "duplicate"  // a request of the same source.tid was bid on first (another reseller's)
 )
 
 // Paths of the notice URLs on the public listener.
@@ -190,6 +200,9 @@ const (
 	PathWin  = "/t/win/"
 	PathBill = "/t/bill/"
 	PathLoss = "/t/loss/"
+	// PathBidImp is the impression URL of a bid's markup: a viewer's
+	// player or page calls it, not the exchange.
+	PathBidImp = "/t/bi/"
 	// PathBid is the bid requests' prefix: /rtb/<exchange>.
 	PathBid = "/rtb/"
 )
@@ -212,11 +225,21 @@ type work struct {
 	deals   [decision.MaxDeals]string
 	mins    [decision.MaxDeals]tsubame.Money
 	sizes   [16]decision.Size
+	offers  [2]decision.Offer
 	buf     []byte
 	event   accesslog.Event
 	// ctx is the request's deadline, which bounds its store calls; kept
 	// with the pooled work while unarmed (see deadline.Context).
 	ctx *deadline.Context
+	// freq is the visitor's frequency record, read at most once per
+	// request, and held the caps its bids hold (caps.go).
+	freq tsubame.FrequencyRecord
+	held []capHold
+	// tid is the request's source.tid when its exchange bids once per
+	// transaction, claimed (state) by the first of its impressions that
+	// would bid: see Bidder.decide.
+	tid   string
+	claim claimState
 }
 
 var works = sync.Pool{New: func() any { return &work{buf: make([]byte, 0, 4096)} }}
@@ -239,6 +262,7 @@ func putWork(w *work) {
 		w.ctx.Stop()
 	}
 	w.dreq.Context = nil
+	w.tid, w.offers = "", [2]decision.Offer{} // the request's strings: not kept alive by the pool
 	works.Put(w)
 }
 
@@ -315,6 +339,14 @@ func (b *Bidder) bid(ctx context.Context, dst []byte, ex *exchange, body []byte,
 	defer putWork(w)
 	b.common(req, now, &w.dreq)
 	w.dreq.Context = w.context(ctx, end)
+	b.capsFor(w)
+	if req.AT == 1 { // first price: what is bid is paid
+		w.dreq.Shading = ex.Shading
+	}
+	w.tid, w.claim = "", claimNone
+	if src := req.Source; src != nil && !ex.BidEveryTID && req.Test != 1 && validTID(src.TID.Value) {
+		w.tid = src.TID.Value
+	}
 	test := req.Test == 1
 	idx := b.opt.Engine.Index()
 	sg := b.signer.Load()
@@ -341,12 +373,72 @@ func (b *Bidder) bid(ctx context.Context, dst []byte, ex *exchange, body []byte,
 	}
 	if !time.Now().Before(end) {
 		// The bids are logged (their reservations are released when they
-		// end unbilled); the answer would come too late to count.
+		// end unbilled, their caps' holds at once); the answer would come
+		// too late to count.
+		b.releaseHeld(w, 0, now)
 		return Outcome{Status: 204, Reason: NoBidTimeout}
 	}
 	seat := [1]openrtb.SeatBid{{Seat: ex.Seat, Bid: bids}}
 	resp := openrtb.BidResponse{ID: req.ID, BidID: ads.NewID(now), Cur: cur, SeatBid: seat[:]}
 	return Outcome{Status: 200, Body: appendResponse(dst, &resp), Bids: len(bids)}
+}
+
+// TIDWindow is how long a transaction (source.tid) is remembered once
+// bid on: the copies of one impression that resellers and exchanges send
+// arrive within the page's auction, a second or two.
+const TIDWindow = 30 * time.Second
+
+// maxTID bounds the tid a transaction is remembered by (with its "tid:"
+// prefix, an event id of tsubame.MaxEventIDLength bytes at most).
+const maxTID = tsubame.MaxEventIDLength - len("tid:")
+
+func validTID(tid string) bool { return tid != "" && len(tid) <= maxTID }
+
+// claimState is what a request knows of its transaction (work.tid).
+type claimState uint8
+
+const (
+	claimNone claimState = iota // not asked yet
+	claimOurs                   // the first bid of its transaction, or it could not be told
+	claimLost                   // another request of its transaction was bid on first
+)
+
+// decide makes the decision of d, reserving what it spends. A request of
+// a transaction (w.tid) first claims it, across every node sharing the
+// store, once one of its impressions would bid: a decision that spends
+// nothing says so, so that a request bidding nothing (a reseller's higher
+// floor) leaves the transaction to its other copies. dup reports that the
+// claim was lost: another copy of the impression was bid on.
+func (b *Bidder) decide(idx *decision.Index, d *decision.Request, w *work) (out []decision.Decision, dup bool) {
+	switch {
+	case w.claim == claimLost:
+		return nil, true
+	case w.tid != "" && w.claim == claimNone:
+		d.Test = true
+		out = idx.Decide(d, w.out[:0], nil)
+		d.Test = false
+		if len(out) == 0 {
+			return nil, false
+		}
+		if !b.claimTID(d, w.tid) {
+			w.claim = claimLost
+			return nil, true
+		}
+		w.claim = claimOurs
+	}
+	return idx.Decide(d, w.out[:0], nil), false
+}
+
+// claimTID reports whether tid is seen first, within the request's
+// deadline. A store that cannot tell lets the request bid: a transaction
+// bid on twice holds its price twice until the loss, never overspends.
+func (b *Bidder) claimTID(d *decision.Request, tid string) bool {
+	ctx := d.Context
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	first, err := b.opt.Dedupe.FirstSeen(ctx, "tid:"+tid, TIDWindow)
+	return first || err != nil
 }
 
 // currency picks the bid's currency: the account's when the request
@@ -473,47 +565,40 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 	bidID := ads.NewID(now)
 	if !test {
 		w.reserve[0] = bidID
-		d.Reserve, d.ReserveUntil, d.SettledBy = w.reserve[:], now.Add(ex.Reservation), "bill:"
+		d.Reserve, d.ReserveUntil, d.SettledBy = w.reserve[:], now.Add(ex.Reservation), settledBy
 	} else {
 		d.Reserve = nil
 	}
+	// Every format the impression offers is one decision: the dearest line
+	// item of the first priority that has any bids, whatever its format
+	// (a banner is not tried before a video).
 	var (
-		out     []decision.Decision
-		vast    string
-		mtype   openrtb.Int
-		proto   openrtb.Int
-		formats [2]string
+		vast  string
+		proto openrtb.Int
+		n     int
 	)
 	if imp.Banner != nil {
-		formats[0] = tsubame.FormatBanner
+		w.offers[n] = decision.Offer{Format: tsubame.FormatBanner, Sizes: bannerSizes(imp.Banner, w.sizes[:0])}
+		n++
 	}
-	if imp.Video != nil {
-		formats[1] = tsubame.FormatVideo
+	if v := imp.Video; v != nil {
+		var ok bool
+		if vast, proto, ok = vastVersion(v.Protocols); ok { // a player scales: any size of video
+			w.offers[n] = decision.Offer{Format: tsubame.FormatVideo, MIMEs: v.MIMEs, MinDuration: int(v.MinDuration),
+				MaxDuration: int(v.MaxDuration)}
+			n++
+		}
 	}
-	for _, f := range formats {
-		if f == "" {
-			continue
-		}
-		d.Format, d.Sizes, d.MIMEs, d.MinDuration, d.MaxDuration, d.W, d.H = f, nil, nil, 0, 0, 0, 0
-		switch f {
-		case tsubame.FormatBanner:
-			d.Sizes = bannerSizes(imp.Banner, w.sizes[:0])
-			mtype = openrtb.MTypeBanner
-		case tsubame.FormatVideo:
-			v := imp.Video
-			var ok bool
-			if vast, proto, ok = vastVersion(v.Protocols); !ok {
-				continue
-			}
-			d.MIMEs, d.MinDuration, d.MaxDuration = v.MIMEs, int(v.MinDuration), int(v.MaxDuration)
-			if v.W > 0 && v.H > 0 {
-				d.W, d.H = 0, 0 // a player scales: any size of video
-			}
-			mtype = openrtb.MTypeVideo
-		}
-		if out = idx.Decide(d, w.out[:0], nil); len(out) > 0 {
-			break
-		}
+	if n == 0 {
+		return openrtb.Bid{}, NoBidNoMatch
+	}
+	d.Offers, d.ByValue, d.Secure = w.offers[:n], true, imp.Secure.Raised()
+	if d.Secure && !b.secureMarkup {
+		return openrtb.Bid{}, NoBidSecure // the markup's own URLs (click, impression) are http
+	}
+	out, dup := b.decide(idx, d, w)
+	if dup {
+		return openrtb.Bid{}, NoBidDuplicate
 	}
 	if len(out) == 0 {
 		if d.MinCPM > 0 || len(d.Deals) > 0 {
@@ -527,10 +612,24 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 				return openrtb.Bid{}, NoBidFloor
 			}
 		}
+		if d.Secure {
+			// Or whether it was that they are not all https.
+			test, minCPM, mins := d.Test, d.MinCPM, d.DealMins
+			d.Test, d.MinCPM, d.DealMins, d.Secure = true, 0, nil, false
+			found := len(idx.Decide(d, w.out[:0], nil)) > 0
+			d.Test, d.MinCPM, d.DealMins, d.Secure = test, minCPM, mins, true
+			if found {
+				return openrtb.Bid{}, NoBidSecure
+			}
+		}
 		return openrtb.Bid{}, NoBidNoMatch
 	}
 	dec := out[0]
 	l, c := dec.Line, dec.Creative
+	mtype := openrtb.MTypeBanner
+	if c.Format == tsubame.FormatVideo {
+		mtype = openrtb.MTypeVideo
+	}
 	price, ok := rates.ToCurrency(l.CPM, cur)
 	if !ok {
 		return openrtb.Bid{}, NoBidCurrency
@@ -549,6 +648,14 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 		}
 	} else if imp.BidFloor > 0 {
 		floor, _ = rates.Convert(imp.BidFloor.Money(), floorCur, cur)
+	}
+	if s := d.Price(l); s < l.CPM {
+		// Shaded: the floor (in the account currency, rounded up) and the
+		// step keep it over the floor in the bid's, barring a rounding the
+		// floor then takes up.
+		if p, ok := rates.ToCurrency(s, cur); ok {
+			price = min(price, max(p, floor))
+		}
 	}
 	if price < floor || price == 0 && l.CPM > 0 {
 		return openrtb.Bid{}, NoBidFloor
@@ -575,13 +682,25 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 		bid.Protocol, bid.Dur = proto, openrtb.Int(c.Duration)
 	}
 	if !ex.MarkupOnWin {
-		if c.HTML != "" && c.Format != tsubame.FormatVideo {
+		imp := "" // the markup's impression URL: a video's, and a banner's where it bills
+		if c.Format == tsubame.FormatVideo || ex.BillOn == BillOnMarkup {
+			if imp, err = b.noticeURL(w, sg, tk, track.KindBidImp, ""); err != nil {
+				return openrtb.Bid{}, NoBidBadIDs
+			}
+		}
+		if c.HTML != "" && c.Format != tsubame.FormatVideo && imp == "" {
 			bid.AdM = c.HTML
 		} else {
 			from := len(w.buf)
-			w.buf = b.appendMarkup(w.buf, dec, bidID, vast, bid.BURL, click)
+			w.buf = b.appendMarkup(w.buf, dec, bidID, vast, imp, click)
 			bid.AdM = w.text(from, len(w.buf))
 		}
+	}
+	// The bid is made: its line item's frequency cap, if it has one, is
+	// held for it until its win counts it (caps.go).
+	held := len(w.held)
+	if !b.holdCap(w, l, bidID, now) {
+		return openrtb.Bid{}, NoBidNoMatch // a concurrent bid for the visitor took the cap's last
 	}
 	e := &w.event // the log takes its pointer: kept in w, off the heap's churn
 	*e = accesslog.Event{Kind: accesslog.EventBid, ID: accesslog.String("bid:" + bidID), Decision: accesslog.String(bidID),
@@ -593,6 +712,7 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 	err = log(e)
 	*e = accesslog.Event{} // the pool does not keep the line's strings alive
 	if err != nil {
+		b.releaseHeld(w, held, now)
 		return openrtb.Bid{}, NoBidLog
 	}
 	return bid, ""
@@ -684,11 +804,13 @@ func (b *Bidder) notices(w *work, sg *track.Signer, tk track.Token, c *tsubame.C
 	return
 }
 
-// noticeURLs are each notice kind's path and query.
+// noticeURLs are each notice kind's path and query: the exchange's
+// notices take its clearing price, the markup's impression none.
 var noticeURLs = map[track.Kind]struct{ path, query string }{
-	track.KindWin:  {PathWin, "?price=${AUCTION_PRICE}"},
-	track.KindBill: {PathBill, "?price=${AUCTION_PRICE}"},
-	track.KindLoss: {PathLoss, "?price=${AUCTION_PRICE}&loss=${AUCTION_LOSS}"},
+	track.KindWin:    {PathWin, "?price=${AUCTION_PRICE}"},
+	track.KindBill:   {PathBill, "?price=${AUCTION_PRICE}"},
+	track.KindLoss:   {PathLoss, "?price=${AUCTION_PRICE}&loss=${AUCTION_LOSS}"},
+	track.KindBidImp: {PathBidImp, ""},
 }
 
 // noticeURL appends the notice URL of kind for tk to w's text (with vast=
@@ -731,10 +853,12 @@ func clickToken(tk track.Token, c *tsubame.Creative) track.Token {
 }
 
 // appendMarkup appends the ad a winning bid shows: a video's VAST
-// document (its impression is the billing URL: a player's impression
-// bills it, once, whether or not the exchange calls burl too), a banner's
-// HTML, or its image in a link to click, the click tracker.
-func (b *Bidder) appendMarkup(dst []byte, d decision.Decision, id, vast, billURL, click string) []byte {
+// document, a banner's HTML, or its image in a link to click, the click
+// tracker. imp is the markup's impression URL (PathBidImp), never the
+// exchange's billing URL: a viewer's player or page calls it, and must
+// not bill a price of its choosing. It is a video's VAST impression, and
+// a banner's 1×1 pixel after the ad when given.
+func (b *Bidder) appendMarkup(dst []byte, d decision.Decision, id, vast, imp, click string) []byte {
 	c := d.Creative
 	if c.Format == tsubame.FormatVideo {
 		mime := "video/mp4"
@@ -743,19 +867,26 @@ func (b *Bidder) appendMarkup(dst []byte, d decision.Decision, id, vast, billURL
 		}
 		ad := [1]render.VASTAd{{ID: id, AdSystem: b.opt.AdSystem, Title: c.ID, Advertiser: d.Line.Advertiser,
 			CreativeID: c.ID, Duration: c.Duration, Media: c.Media, MIME: mime, W: c.W, H: c.H,
-			Impression: billURL, ClickThrough: click, Categories: c.Categories}}
+			Impression: imp, ClickThrough: click, Categories: c.Categories}}
 		return render.AppendVASTInline(dst, vast, ad[:])
 	}
 	if c.HTML != "" {
-		return append(dst, c.HTML...)
+		dst = append(dst, c.HTML...)
+	} else {
+		dst = append(dst, `<a href="`...)
+		dst = appendHTMLAttr(dst, click)
+		dst = append(dst, `" target="_blank" rel="noopener"><img src="`...)
+		dst = appendHTMLAttr(dst, c.Image)
+		dst = strconv.AppendInt(append(dst, `" width="`...), int64(c.W), 10)
+		dst = strconv.AppendInt(append(dst, `" height="`...), int64(c.H), 10)
+		dst = append(dst, `" alt="" style="border:0"></a>`...)
 	}
-	dst = append(dst, `<a href="`...)
-	dst = appendHTMLAttr(dst, click)
-	dst = append(dst, `" target="_blank" rel="noopener"><img src="`...)
-	dst = appendHTMLAttr(dst, c.Image)
-	dst = strconv.AppendInt(append(dst, `" width="`...), int64(c.W), 10)
-	dst = strconv.AppendInt(append(dst, `" height="`...), int64(c.H), 10)
-	return append(dst, `" alt="" style="border:0"></a>`...)
+	if imp != "" {
+		dst = append(dst, `<img src="`...)
+		dst = appendHTMLAttr(dst, imp)
+		dst = append(dst, `" width="1" height="1" alt="" style="position:absolute;border:0">`...)
+	}
+	return dst
 }
 
 // appendHTMLAttr appends s escaped for a double-quoted HTML attribute.

@@ -229,7 +229,7 @@ func TestSpecExamples(t *testing.T) {
 				b.Bundle != tc.bundle || len(b.ADomain) != 1 || b.ADomain[0] != tc.domain || len(b.Cat) == 0 || !strings.HasPrefix(b.AdM, tc.admPrefix) {
 				t.Errorf("bid %+v", b)
 			}
-			if tc.mtype == 2 && (!strings.Contains(b.AdM, `<VAST version="3.0"`) || b.Dur != 15 || !strings.Contains(b.AdM, noticeBase+bidder.PathBill)) {
+			if tc.mtype == 2 && (!strings.Contains(b.AdM, `<VAST version="3.0"`) || b.Dur != 15 || !strings.Contains(b.AdM, noticeBase+bidder.PathBidImp) || strings.Contains(b.AdM, bidder.PathBill)) {
 				t.Errorf("video markup: %.300s", b.AdM)
 			}
 			for _, n := range []struct {
@@ -348,82 +348,6 @@ func tokenOf(t *testing.T, u, path string) string {
 	tok, _, _ := strings.Cut(rest, "?")
 	return tok
 }
-
-// Notices: a win and a loss are logged; a billing notice is billed once,
-// across two nodes sharing the store, its repeats answered alike and
-// logged as repeats; a price above the bid, or not a number, is refused
-// and nothing logged; an unsubstituted price bills the bid's.
-func TestNotices(t *testing.T) {
-	f := newFixture(t)
-	b := decodeResponse(t, f.bid(t, "ssp", example(t, "example-6.2.1-banner.json"))).SeatBid[0].Bid[0]
-	g := newNode(t, f.store) // a second node, on the same store and keys
-	now := time.Now()
-	win, bill, loss := tokenOf(t, b.NURL, bidder.PathWin), tokenOf(t, b.BURL, bidder.PathBill), tokenOf(t, b.LURL, bidder.PathLoss)
-	if _, err := f.bidder.Notice(track.KindWin, win, []byte("0.95"), nil, nil, now, f.log); err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for i := range 8 {
-		wg.Go(func() {
-			n := []*fixture{f, g}[i%2]
-			a, err := n.bidder.Notice(track.KindBill, bill, []byte("0.95"), nil, nil, now, f.log)
-			if err == nil && (a.ContentType != "image/gif" || len(a.Body) == 0) {
-				err = errAnswer
-			}
-			errs <- err
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := f.bidder.Notice(track.KindLoss, loss, []byte(""), []byte("102"), nil, now, f.log); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		kind  track.Kind
-		tok   string
-		price string
-	}{{track.KindBill, bill, "1.21"}, {track.KindWin, win, "1.2000001"}, {track.KindBill, bill, "cheap"}, {track.KindBill, win, "1"}} {
-		if _, err := f.bidder.Notice(tc.kind, tc.tok, []byte(tc.price), nil, nil, now, f.log); tsubame.ErrorCode(err) != tsubame.EINVALID {
-			t.Errorf("%s at %s: %v, want EINVALID", tc.kind, tc.price, err)
-		}
-	}
-	var wins, bills, repeats, losses int
-	for _, e := range f.events {
-		switch {
-		case e.Kind == accesslog.EventWin && e.Valid && e.Price == 950_000:
-			wins++
-		case e.Kind == accesslog.EventBill && e.Valid && e.Price == 950_000 && e.ID.String() == "bill:"+b.ID:
-			bills++
-		case e.Kind == accesslog.EventBill && !e.Valid:
-			repeats++
-		case e.Kind == accesslog.EventLoss && !e.Valid:
-			losses++
-		}
-	}
-	if wins != 1 || bills != 1 || repeats != 7 || losses != 1 {
-		t.Fatalf("%d wins, %d bills, %d repeats, %d losses; want 1, 1, 7, 1", wins, bills, repeats, losses)
-	}
-	s, sg := f.bidder.Stats()[0], g.bidder.Stats()[0] // each node counts its own
-	if s.Wins != 1 || s.Bills+sg.Bills != 1 || s.BillRepeats+sg.BillRepeats != 7 || s.Losses != 1 || s.Rejected != 3 || s.Spend+sg.Spend != 950_000 {
-		t.Errorf("stats %+v and %+v", s, sg)
-	}
-	// An exchange that does not substitute the price: the bid's, flagged.
-	b2 := decodeResponse(t, f.bid(t, "ssp", example(t, "example-6.2.1-banner.json"))).SeatBid[0].Bid[0]
-	if _, err := f.bidder.Notice(track.KindBill, tokenOf(t, b2.BURL, bidder.PathBill), []byte("${AUCTION_PRICE}"), nil, nil, now, f.log); err != nil {
-		t.Fatal(err)
-	}
-	if e := f.events[len(f.events)-1]; !e.Valid || e.Price != 1_200_000 {
-		t.Errorf("a bill without its price: %+v", e)
-	}
-}
-
-var errAnswer = tsubame.Errorf(tsubame.EINTERNAL, "a billing notice's answer is not the pixel")
 
 // A request of many impressions: each bid's notice URLs and markup are
 // its own (their text shares a buffer that grows while the bids are made).

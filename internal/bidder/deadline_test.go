@@ -22,15 +22,20 @@ import (
 	"tsubame/internal/track"
 )
 
-// stuckCaps is a frequency store that does not answer: each Take reports
-// the deadline it was given and waits until its context ends (or the
-// test releases it: a cap reached).
+// stuckCaps is a frequency store that does not answer: each call reports
+// the deadline it was given and waits until its context ends (or the test
+// releases it: a cap reached).
 type stuckCaps struct {
 	deadlines chan time.Time
 	release   chan struct{}
 }
 
-func (s *stuckCaps) Take(ctx context.Context, _ string, _ []tsubame.FrequencyCap, _ time.Time) (bool, error) {
+func (s *stuckCaps) Read(ctx context.Context, _ string, _ *tsubame.FrequencyRecord) error {
+	_, err := s.Update(ctx, nil, nil)
+	return err
+}
+
+func (s *stuckCaps) Update(ctx context.Context, _ *tsubame.FrequencyUpdate, _ *tsubame.FrequencyRecord) (bool, error) {
 	d, ok := ctx.Deadline()
 	if !ok {
 		d = time.Time{}

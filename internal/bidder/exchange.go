@@ -5,12 +5,33 @@ import (
 	"time"
 
 	"tsubame"
+	"tsubame/internal/decision"
 )
 
 // PricePlain is the only clearing-price encoding today: the exchange
 // substitutes ${AUCTION_PRICE} with the decimal price. The setting exists
 // for the encrypted schemes exchanges use.
 const PricePlain = "plain"
+
+// What bills a bid (Exchange.BillOn): the event an exchange invoices an
+// impression on. That event's notice is the bid's bill, billed once
+// across nodes; the others are logged as what they are.
+const (
+	// BillOnBURL bills on the billing notice (burl), OpenRTB's: the
+	// default.
+	BillOnBURL = "burl"
+	// BillOnNURL bills on the win notice (nurl): exchanges that invoice
+	// every win. Its line is the win's and the bill's.
+	BillOnNURL = "nurl"
+	// BillOnMarkup bills on the impression the bid's markup fires (a
+	// video's VAST impression, a banner's pixel): exchanges that invoice
+	// rendered impressions and send no billing notice. A viewer's browser
+	// calls it, so it bills the bid's own price, never one from its URL.
+	BillOnMarkup = "markup"
+)
+
+// BillOns are the values of Exchange.BillOn.
+var BillOns = []string{BillOnBURL, BillOnNURL, BillOnMarkup}
 
 // Exchange is one exchange's settings (rtb.exchanges.<name>).
 type Exchange struct {
@@ -40,6 +61,45 @@ type Exchange struct {
 	// MarkupOnWin serves the markup on the win notice (nurl's answer)
 	// rather than in the bid (adm).
 	MarkupOnWin bool
+	// BidEveryTID bids on every request of a transaction (source.tid);
+	// by default only the first seen across nodes is bid on, the others
+	// answered NoBidDuplicate.
+	BidEveryTID bool
+	// Shading lowers the bids of line items without deals in first-price
+	// auctions (at=1): decision.Shading, read by ParseShading. Zero: none.
+	Shading decision.Shading
+	// BillOn is the event that bills a bid: BillOnBURL (the default when
+	// empty), BillOnNURL or BillOnMarkup.
+	BillOn string
+}
+
+// DefaultShadingStep is how far over the floor a shaded bid stays when an
+// exchange's shading names no step: a cent of a CPM.
+const DefaultShadingStep = tsubame.Money(tsubame.MicrosPerUnit / 100)
+
+// ParseShading reads an exchange's shading (rtb.exchanges.<name>.shading
+// and shading_step): factor, the share of the CPM a first-price bid is, a
+// decimal over 0 and at most 1 ("0.85"; "" or "1": none); step, how far
+// over the floor a shaded bid stays, an amount of the account currency
+// ("" DefaultShadingStep). An EINVALID error says what is wrong.
+func ParseShading(factor, step string) (decision.Shading, error) {
+	if factor == "" {
+		return decision.Shading{}, nil
+	}
+	f, err := tsubame.ParseMoney(factor) // six decimals: parts per million
+	if err != nil || f <= 0 || f > decision.MaxShadingFactor {
+		return decision.Shading{}, tsubame.Errorf(tsubame.EINVALID, "shading: %q is not a share of the CPM over 0 and at most 1, such as \"0.85\"", factor)
+	}
+	s := DefaultShadingStep
+	if step != "" {
+		if s, err = tsubame.ParseMoney(step); err != nil || s < 0 || s > tsubame.MaxCPM {
+			return decision.Shading{}, tsubame.Errorf(tsubame.EINVALID, "shading_step: %q is not an amount of at least 0, such as \"0.01\"", step)
+		}
+	}
+	if f == decision.MaxShadingFactor {
+		return decision.Shading{}, nil
+	}
+	return decision.Shading{Factor: int64(f), Step: s}, nil
 }
 
 // Validate reports what is wrong with e, as one EINVALID error.
@@ -65,6 +125,12 @@ func (e *Exchange) Validate(maxHold time.Duration) error {
 	}
 	if e.Reservation < time.Second || e.Reservation > maxHold {
 		p = append(p, "reservation: 1s to the longest reservation the budget ledger keeps ("+maxHold.String()+")")
+	}
+	if e.Shading.Factor < 0 || e.Shading.Factor > decision.MaxShadingFactor || e.Shading.Step < 0 {
+		p = append(p, "shading: a factor of 0 (none) to 1, a step of at least 0")
+	}
+	if e.BillOn != "" && !contains(BillOns, e.BillOn) {
+		p = append(p, `bill_on: "burl", "nurl" or "markup"`)
 	}
 	if len(p) > 0 {
 		return tsubame.Errorf(tsubame.EINVALID, "exchange %q: %v", e.Name, p)

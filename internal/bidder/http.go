@@ -21,6 +21,8 @@ const (
 	RouteWin  = "rtb_win"
 	RouteBill = "rtb_bill"
 	RouteLoss = "rtb_loss"
+	// RouteBidImp is the markup's impression (PathBidImp).
+	RouteBidImp = "rtb_bid_imp"
 )
 
 // Version is the OpenRTB version this server speaks (x-openrtb-version).
@@ -47,6 +49,7 @@ func (b *Bidder) Routes(log *accesslog.Logger, maxBody int) []server.Route {
 		{Name: RouteWin, Path: PathWin, Methods: get, Handler: h.notice(track.KindWin, PathWin), Log: log, Limit: server.LimitTracking},
 		{Name: RouteBill, Path: PathBill, Methods: get, Handler: h.notice(track.KindBill, PathBill), Log: log, Limit: server.LimitTracking},
 		{Name: RouteLoss, Path: PathLoss, Methods: get, Handler: h.notice(track.KindLoss, PathLoss), Log: log, Limit: server.LimitTracking},
+		{Name: RouteBidImp, Path: PathBidImp, Methods: get, Handler: server.HandlerFunc(h.bidImp), Log: log, Limit: server.LimitTracking},
 	}
 }
 
@@ -190,7 +193,7 @@ func (h *handler) readBody(r server.Request, buf *bytes.Buffer) ([]byte, bool) {
 // notice answers the notice of kind at prefix/<token>?price=...: 200 (a
 // pixel for a billing notice, the markup for a win notice where the
 // exchange takes it from there, else empty), or a 4xx for a token that
-// does not verify or a price above the bid.
+// does not verify.
 func (h *handler) notice(kind track.Kind, prefix string) server.Handler {
 	return server.HandlerFunc(func(w server.Response, r server.Request) error {
 		tok, _ := bytes.CutPrefix(r.Path(), []byte(prefix))
@@ -204,6 +207,20 @@ func (h *handler) notice(kind track.Kind, prefix string) server.Handler {
 		}
 		return nil
 	})
+}
+
+// bidImp answers the impression URL of a bid's markup, /t/bi/<token>: a
+// 1×1 GIF, or a 4xx for a token that does not verify. Its query is not
+// read: a viewer's player calls it, and sets no price.
+func (h *handler) bidImp(w server.Response, r server.Request) error {
+	tok, _ := bytes.CutPrefix(r.Path(), []byte(PathBidImp))
+	a, err := h.b.Impression(string(tok), r.UserAgent(), time.Now(), r.LogEvent)
+	if err != nil {
+		return err
+	}
+	w.Header("Cache-Control", "no-store")
+	w.Body(a.ContentType, a.Body)
+	return nil
 }
 
 var (

@@ -174,12 +174,37 @@ func TestHTTP(t *testing.T) {
 			t.Fatalf("bill %d: %d %q", i, resp.StatusCode, gif)
 		}
 	}
-	resp, err = http.Get(strings.Replace(billURL, "1.05", "1.25", 1))
+	// A loss notice's clearing price above the bid (why it lost), and a
+	// bill's: answered, never refused (the exchange invoices it anyway).
+	lossURL := strings.Replace(strings.Replace(strings.Replace(b.LURL, "${AUCTION_PRICE}", "1.25", 1), "${AUCTION_LOSS}", "102", 1), noticeBase, base, 1)
+	for _, u := range []string{strings.Replace(billURL, "1.05", "1.25", 1), lossURL} {
+		resp, err = http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Errorf("%s: %d", u, resp.StatusCode)
+		}
+	}
+	// The impression of a video's markup: a pixel, whatever its query.
+	v := decodeResponse(t, f.bid(t, "ssp", example(t, "example-6.2.4-video.json"))).SeatBid[0].Bid[0]
+	m := bidImpURL.FindString(v.AdM)
+	if m == "" {
+		t.Fatalf("no impression URL in %s", v.AdM)
+	}
+	resp, err = http.Get(strings.Replace(m, noticeBase, base, 1) + "?price=0.01")
 	if err != nil {
 		t.Fatal(err)
 	}
+	gif, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 400 {
-		t.Errorf("a bill above the bid: %d", resp.StatusCode)
+	if resp.StatusCode != 200 || !bytes.HasPrefix(gif, []byte("GIF89a")) {
+		t.Errorf("the markup's impression: %d %q", resp.StatusCode, gif)
+	}
+	for _, s := range f.bidder.Stats() {
+		if s.Exchange == "ssp" && (s.BidImps != 1 || s.Losses != 1 || s.AboveBid != 1) {
+			t.Errorf("stats %+v", s)
+		}
 	}
 }

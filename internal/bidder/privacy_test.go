@@ -34,12 +34,23 @@ type recorder struct {
 	keys []string
 }
 
-func (r *recorder) Take(ctx context.Context, key string, caps []tsubame.FrequencyCap, now time.Time) (bool, error) {
+func (r *recorder) Read(ctx context.Context, visitor string, rec *tsubame.FrequencyRecord) error {
 	r.mu.Lock()
-	r.keys = append(r.keys, key)
+	r.keys = append(r.keys, freqKey("*", visitor))
 	r.mu.Unlock()
-	return r.FrequencyCounter.Take(ctx, key, caps, now)
+	return r.FrequencyCounter.Read(ctx, visitor, rec)
 }
+
+func (r *recorder) Update(ctx context.Context, u *tsubame.FrequencyUpdate, rec *tsubame.FrequencyRecord) (bool, error) {
+	r.mu.Lock()
+	r.keys = append(r.keys, freqKey(u.LineItem, u.Visitor))
+	r.mu.Unlock()
+	return r.FrequencyCounter.Update(ctx, u, rec)
+}
+
+// freqKey names a store call about visitor's count of line item line
+// ("*" for a read of all of them).
+func freqKey(line, visitor string) string { return line + "/" + visitor }
 
 // taken returns the keys counted since the last call, and forgets them.
 func (r *recorder) taken() []string {
@@ -315,7 +326,8 @@ func TestPrivacySignals(t *testing.T) {
 		}
 		e := f.events[n]
 		keys := rec.taken()
-		wantLine, wantKeys := "li-coffee-web", []string{tsubame.FrequencyKey("li-coffee-web", tc.visitor)}
+		// The visitor's record read, then the bid's hold of its cap.
+		wantLine, wantKeys := "li-coffee-web", []string{freqKey("*", tc.visitor), freqKey("li-coffee-web", tc.visitor)}
 		if tc.visitor == "" {
 			wantLine, wantKeys = "li-coffee-context", nil
 		}
@@ -416,7 +428,7 @@ func TestPrivacyOverHTTP(t *testing.T) {
 		}
 		var want []string
 		if r.visitor != "" {
-			want = []string{tsubame.FrequencyKey("li-coffee-web", r.visitor)}
+			want = []string{freqKey("*", r.visitor), freqKey("li-coffee-web", r.visitor)}
 		}
 		if !slices.Equal(keys, want) {
 			t.Errorf("%s: frequency keys %q, want %q", r.name, keys, want)

@@ -18,10 +18,18 @@ type Stats struct {
 	Refused  atomic.Uint64 // refused before reading: a bad token or source (401, 403)
 	noBid    [len(noBidReasonsArray)]atomic.Uint64
 
-	Wins, Bills, BillRepeats, Losses atomic.Uint64
-	// Late counts billing notices after their reservation; Rejected
-	// notices refused (a price above the bid's, a bad price).
-	Late, Rejected atomic.Uint64
+	// Wins, Bills and Losses count each bid's first of its kind on this
+	// node (a bill: whichever notice bills, Exchange.BillOn); the
+	// repeats, each kind's notices seen before on any node.
+	Wins, Bills, Losses                  atomic.Uint64
+	WinRepeats, BillRepeats, LossRepeats atomic.Uint64
+	// BidImps counts the impressions bids' markup fired, the first of
+	// each bid (billed or not).
+	BidImps atomic.Uint64
+	// Late counts bills after their reservation; AboveBid wins and bills
+	// whose clearing price was above the bid's (counted at the bid's);
+	// PriceMissing those without a readable clearing price.
+	Late, AboveBid, PriceMissing atomic.Uint64
 	// Spend is the billed clearing prices, in micro-units of the
 	// account currency.
 	Spend atomic.Int64
@@ -30,7 +38,8 @@ type Stats struct {
 	latencySum atomic.Int64 // nanoseconds
 }
 
-var noBidReasonsArray = [...]string{NoBidMalformed, NoBidThrottled, NoBidTimeout, NoBidCurrency, NoBidNoMatch, NoBidFloor, NoBidBadIDs, NoBidLog, NoBidSeat, NoBidOverload}
+var noBidReasonsArray = [...]string{NoBidMalformed, NoBidThrottled, NoBidTimeout, NoBidCurrency, NoBidNoMatch, NoBidFloor, NoBidBadIDs, NoBidLog, NoBidSeat, NoBidOverload,
+	NoBidSecure, NoBidDuplicate}
 
 // count records the outcome of one bid request and how long it took.
 func (s *Stats) count(o Outcome, took time.Duration) {
@@ -60,13 +69,15 @@ func (s *Stats) NoBid(reason string) {
 
 // Snapshot is an exchange's counters at one moment.
 type Snapshot struct {
-	Exchange                                         string
-	Requests, Bids, Answered, Refused                uint64
-	NoBids                                           map[string]uint64
-	Wins, Bills, BillRepeats, Losses, Late, Rejected uint64
-	Spend                                            int64
-	Latency                                          [len(LatencyBounds) + 1]uint64
-	LatencySum                                       time.Duration
+	Exchange                             string
+	Requests, Bids, Answered, Refused    uint64
+	NoBids                               map[string]uint64
+	Wins, Bills, Losses, BidImps         uint64
+	WinRepeats, BillRepeats, LossRepeats uint64
+	Late, AboveBid, PriceMissing         uint64
+	Spend                                int64
+	Latency                              [len(LatencyBounds) + 1]uint64
+	LatencySum                           time.Duration
 }
 
 // Stats reports every exchange's counters.
@@ -80,7 +91,9 @@ func (b *Bidder) Stats() []Snapshot {
 		s := x.stats
 		snap := Snapshot{Exchange: name, Requests: s.Requests.Load(), Bids: s.Bids.Load(), Answered: s.Answered.Load(),
 			Refused: s.Refused.Load(), NoBids: map[string]uint64{}, Wins: s.Wins.Load(), Bills: s.Bills.Load(),
-			BillRepeats: s.BillRepeats.Load(), Losses: s.Losses.Load(), Late: s.Late.Load(), Rejected: s.Rejected.Load(),
+			Losses: s.Losses.Load(), BidImps: s.BidImps.Load(), WinRepeats: s.WinRepeats.Load(),
+			BillRepeats: s.BillRepeats.Load(), LossRepeats: s.LossRepeats.Load(), Late: s.Late.Load(),
+			AboveBid: s.AboveBid.Load(), PriceMissing: s.PriceMissing.Load(),
 			Spend: s.Spend.Load(), LatencySum: time.Duration(s.latencySum.Load())}
 		for i, r := range noBidReasonsArray {
 			snap.NoBids[r] = s.noBid[i].Load()

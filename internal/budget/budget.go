@@ -13,9 +13,9 @@ import (
 
 // Defaults of Options.
 const (
-	// DefaultTimeout bounds one Take: a capped line item that the store
-	// does not clear by then is not served, and the decision goes on
-	// without it.
+	// DefaultTimeout bounds one store call of frequency caps: a capped
+	// line item that the store does not clear by then is not served, and
+	// the decision goes on without it.
 	DefaultTimeout = 50 * time.Millisecond
 	// DefaultLogEvery is the least time between two log lines about the
 	// store failing.
@@ -39,9 +39,11 @@ type Options struct {
 
 // Counters is the decision.Counters of a server: it lets a line item
 // without frequency caps serve at once, and one with caps serve only when
-// the store takes the impression for the request's visitor (see the
-// package comment). It is safe for concurrent use and keeps nothing of a
-// request.
+// the store takes the impression for the request's visitor, or, for an
+// auction's bid, when the visitor's record allows one more and the bid's
+// hold is then taken (see the package comment). It is safe for concurrent
+// use and keeps nothing of a request but what it leaves in the request's
+// record.
 type Counters struct {
 	freq     tsubame.FrequencyCounter
 	ledger   *Ledger
@@ -51,7 +53,7 @@ type Counters struct {
 
 	errors  atomic.Uint64
 	logged  atomic.Int64 // when the last failure was logged, Unix nanoseconds
-	failing atomic.Bool  // a failure was logged and no Take has succeeded since
+	failing atomic.Bool  // a failure was logged and no store call has succeeded since
 	_       [0]func()    // not comparable, not copyable by value
 }
 
@@ -64,21 +66,37 @@ func New(freq tsubame.FrequencyCounter, opt Options) *Counters {
 }
 
 // Allow reports whether l may serve req now, and takes what serving it
-// costs. A line item with an impression limit or a campaign budget first
-// takes its impression and price from this node's leases (the Ledger):
-// false when a lease is short (the ledger tops it up in the background).
-// Then a line item with frequency caps takes the impression for the
-// request's visitor from the store: false when the request has no visitor
-// (it could not be counted), when a cap is reached, and when the store
-// fails or does not answer by the request's deadline (req.Context, else
-// the timeout of Options); what the leases gave is then given back. What
-// is taken is held under req.Reserve[slot] until req.ReserveUntil (spent
-// at once without one). A test request (req.Test) takes nothing.
+// costs. A line item with frequency caps is first checked against the
+// request's visitor: false when the request has no visitor (it could not
+// be counted), and, when the request's record (req.Frequency) has been
+// read, when the record says a cap is reached, with no store call. A line
+// item with an impression limit or a campaign budget then takes its
+// impression and price from this node's leases (the Ledger): false when a
+// lease is short (the ledger tops it up in the background). Then a capped
+// line item takes the impression for the visitor in the store, an atomic
+// check and count that also reads the visitor's whole record into
+// req.Frequency in the same call: false when a cap is reached, and when
+// the store fails or does not answer by the request's deadline
+// (req.Context, else the timeout of Options); what the leases gave is then
+// given back. With req.CapsOnWin the caps are only checked (reading the
+// record first if it is not yet): the caller holds them for its bid
+// (HoldCap) and counts the win (CountCap). What is taken is held under
+// req.Reserve[slot] until req.ReserveUntil (spent at once without one). A
+// test request (req.Test) takes nothing.
+//
+// So a request costs one store call for all its capped line items when
+// the first one drawn serves or none does (the read, or the take that
+// reads), and one more for each capped line item that serves after the
+// record refused another.
 func (c *Counters) Allow(l *decision.Line, req *decision.Request, slot int, now time.Time) bool {
 	if req.Test {
 		// A test decision spends nothing: the line item serves if its
 		// leases could pay for it now; caps are not counted.
 		return !l.Limited || c.ledger == nil || c.ledger.could(l, now)
+	}
+	capped := len(l.Frequency) > 0
+	if capped && !c.checkCap(l, req, now) {
+		return false
 	}
 	var r reservation
 	var due, until, winBy int64 // until 0: spent at once
@@ -96,7 +114,7 @@ func (c *Counters) Allow(l *decision.Line, req *decision.Request, slot int, now 
 			return false
 		}
 	}
-	if len(l.Frequency) > 0 && !c.takeCap(l, req, now) {
+	if capped && !req.CapsOnWin && !c.takeCap(l, req, slot, now) {
 		if r.n > 0 {
 			c.ledger.cancel(&r)
 		}
@@ -108,40 +126,154 @@ func (c *Counters) Allow(l *decision.Line, req *decision.Request, slot int, now 
 	return true
 }
 
+// validVisitor reports whether a request's visitor can be counted.
+func validVisitor(v string) bool { return v != "" && len(v) <= tsubame.MaxObjectIDLength }
+
+// checkCap checks l's caps for the request's visitor in the request's
+// record, reading it first for a request that only checks (CapsOnWin); a
+// request that counts reads it with its first take instead.
+func (c *Counters) checkCap(l *decision.Line, req *decision.Request, now time.Time) bool {
+	if !validVisitor(req.User) {
+		return false
+	}
+	rec := req.Frequency
+	if !req.CapsOnWin && (rec == nil || !rec.Read) {
+		return true // takeCap checks in the store
+	}
+	if rec == nil {
+		rec = &tsubame.FrequencyRecord{}
+	}
+	if !rec.Read {
+		ctx, cancel := c.context(req.Context)
+		err := c.freq.Read(ctx, req.User, rec)
+		cancel()
+		if err != nil {
+			rec.Read, rec.Failed = true, true
+			c.failed("read", l.ID, err)
+			return false
+		}
+		c.answered()
+	}
+	return !rec.Failed && rec.Allows(l.ID, l.Frequency, now)
+}
+
 // takeCap takes a capped impression for the request's visitor, within
 // the request's deadline (req.Context): every cap of one request shares
-// its budget. Only a request without one gets the timeout of Options.
-func (c *Counters) takeCap(l *decision.Line, req *decision.Request, now time.Time) bool {
-	if req.User == "" || len(req.User) > tsubame.MaxObjectIDLength {
-		return false
+// its budget. Only a request without one gets the timeout of Options. The
+// request's record, if it has one, is filled in the same call.
+func (c *Counters) takeCap(l *decision.Line, req *decision.Request, slot int, now time.Time) bool {
+	u := tsubame.FrequencyUpdate{Op: tsubame.FrequencyTake, Visitor: req.User, LineItem: l.ID, Caps: l.Frequency, Now: now}
+	if slot < len(req.Reserve) {
+		u.Bid = req.Reserve[slot]
 	}
-	ctx := req.Context
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
-		defer cancel()
-	}
-	ok, err := c.freq.Take(ctx, tsubame.FrequencyKey(l.ID, req.User), l.Frequency, now)
+	ctx, cancel := c.context(req.Context)
+	ok, err := c.freq.Update(ctx, &u, req.Frequency)
+	cancel()
 	if err != nil {
-		c.failed(l, err)
+		if rec := req.Frequency; rec != nil {
+			rec.Read, rec.Failed = true, true
+		}
+		c.failed("take", l.ID, err)
 		return false
 	}
-	if c.failing.Load() && c.failing.CompareAndSwap(true, false) && c.log != nil {
-		c.log.Info("frequency caps are counted again: capped line items serve", "errors", c.errors.Load())
-	}
+	c.answered()
 	return ok
 }
 
-// Errors is the number of Takes that failed (the store down, slow or
-// refusing), each a capped line item not served.
+// HoldCap holds one impression of l's caps for bid, an auction's bid for
+// visitor about to be made (after every check that could still drop it),
+// until until: false when the caps are full (a concurrent request of the
+// visitor took the last one) or the store cannot tell by ctx's deadline
+// (else the timeout of Options). rec, the request's record, learns the
+// hold, so that the request's next impressions see it. The hold ends when
+// the bid is counted (CountCap), released (ReleaseCap) or until passes. A
+// line item without caps holds nothing and returns true.
+func (c *Counters) HoldCap(ctx context.Context, l *decision.Line, visitor, bid string, now, until time.Time, rec *tsubame.FrequencyRecord) bool {
+	if len(l.Frequency) == 0 {
+		return true
+	}
+	if !validVisitor(visitor) {
+		return false
+	}
+	u := tsubame.FrequencyUpdate{Op: tsubame.FrequencyHold, Visitor: visitor, LineItem: l.ID, Caps: l.Frequency, Bid: bid, Now: now,
+		Until: until}
+	if longest := now.Add(tsubame.MaxFrequencyHold); until.After(longest) {
+		u.Until = longest
+	}
+	ok, err := c.update(ctx, &u)
+	if ok && rec != nil && rec.Read && !rec.Failed {
+		rec.Apply(&u)
+	}
+	return ok && err == nil
+}
+
+// CountCap counts bid's impression of l for visitor at now, whatever the
+// caps (the bid won: its impression is shown and paid), and ends its hold.
+// It reports whether it was counted now: false for a bid counted before
+// (a repeated notice), one whose line item has no caps, and when the store
+// cannot tell (counted by Errors, and logged).
+func (c *Counters) CountCap(ctx context.Context, l *decision.Line, visitor, bid string, now time.Time) bool {
+	if len(l.Frequency) == 0 || !validVisitor(visitor) {
+		return false
+	}
+	u := tsubame.FrequencyUpdate{Op: tsubame.FrequencyCount, Visitor: visitor, LineItem: l.ID, Caps: l.Frequency, Bid: bid, Now: now}
+	ok, err := c.update(ctx, &u)
+	return ok && err == nil
+}
+
+// ReleaseCap ends bid's hold of l's caps for visitor (the bid lost), and
+// reports whether it was open.
+func (c *Counters) ReleaseCap(ctx context.Context, l *decision.Line, visitor, bid string, now time.Time) bool {
+	if len(l.Frequency) == 0 || !validVisitor(visitor) {
+		return false
+	}
+	u := tsubame.FrequencyUpdate{Op: tsubame.FrequencyRelease, Visitor: visitor, LineItem: l.ID, Caps: l.Frequency, Bid: bid, Now: now}
+	ok, err := c.update(ctx, &u)
+	return ok && err == nil
+}
+
+// update runs u within ctx's deadline (else the timeout of Options),
+// counting and logging a failure.
+func (c *Counters) update(ctx context.Context, u *tsubame.FrequencyUpdate) (bool, error) {
+	ctx, cancel := c.context(ctx)
+	defer cancel()
+	ok, err := c.freq.Update(ctx, u, nil)
+	if err != nil {
+		c.failed(u.Op.String(), u.LineItem, err)
+		return false, err
+	}
+	c.answered()
+	return ok, nil
+}
+
+// context is ctx (context.Background when nil), bounded by the timeout of
+// Options when it has no deadline of its own.
+func (c *Counters) context(ctx context.Context) (context.Context, context.CancelFunc) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.timeout)
+}
+
+// answered notes a store call that succeeded, logging the recovery after
+// a logged failure.
+func (c *Counters) answered() {
+	if c.failing.Load() && c.failing.CompareAndSwap(true, false) && c.log != nil {
+		c.log.Info("frequency caps are counted again: capped line items serve", "errors", c.errors.Load())
+	}
+}
+
+// Errors is the number of frequency store calls that failed (the store
+// down, slow or refusing): a read or take of a request, whose capped line
+// items then did not serve, or a bid's hold, count or release.
 func (c *Counters) Errors() uint64 { return c.errors.Load() }
 
-// failed counts a failed Take and logs it unless another was logged
+// failed counts a failed store call and logs it unless another was logged
 // within LogEvery.
-func (c *Counters) failed(l *decision.Line, err error) {
+func (c *Counters) failed(op, lineItem string, err error) {
 	n := c.errors.Add(1)
 	if c.log == nil {
 		return
@@ -152,5 +284,5 @@ func (c *Counters) failed(l *decision.Line, err error) {
 		return
 	}
 	c.failing.Store(true)
-	c.log.Error("cannot count frequency caps: capped line items are not serving", "err", err, "line_item", l.ID, "errors", n)
+	c.log.Error("cannot count frequency caps: capped line items are not serving", "op", op, "err", err, "line_item", lineItem, "errors", n)
 }

@@ -52,16 +52,23 @@ func lines(t testing.TB, set *tsubame.CampaignSet, c decision.Counters) (*decisi
 	return ix, out
 }
 
-// counting counts the Takes that reach the store.
+// counting counts the calls that reach the store.
 type counting struct {
 	tsubame.FrequencyCounter
-	takes atomic.Int64
+	reads, updates atomic.Int64
 }
 
-func (c *counting) Take(ctx context.Context, key string, caps []tsubame.FrequencyCap, now time.Time) (bool, error) {
-	c.takes.Add(1)
-	return c.FrequencyCounter.Take(ctx, key, caps, now)
+func (c *counting) Read(ctx context.Context, visitor string, rec *tsubame.FrequencyRecord) error {
+	c.reads.Add(1)
+	return c.FrequencyCounter.Read(ctx, visitor, rec)
 }
+
+func (c *counting) Update(ctx context.Context, u *tsubame.FrequencyUpdate, rec *tsubame.FrequencyRecord) (bool, error) {
+	c.updates.Add(1)
+	return c.FrequencyCounter.Update(ctx, u, rec)
+}
+
+func (c *counting) calls() int64 { return c.reads.Load() + c.updates.Load() }
 
 // Compile gives a line item's caps to its Line, as a copy of its own.
 func TestCompileKeepsTheCaps(t *testing.T) {
@@ -104,8 +111,8 @@ func TestAllow(t *testing.T) {
 	if got := allow(capped, "", t0, 3) + allow(capped, strings.Repeat("u", tsubame.MaxObjectIDLength+1), t0, 3); got != "000000" {
 		t.Fatalf("capped line item without a visitor: %s", got)
 	}
-	if n := fc.takes.Load(); n != 0 {
-		t.Fatalf("%d Takes for uncapped line items or unknown visitors", n)
+	if n := fc.calls(); n != 0 {
+		t.Fatalf("%d store calls for uncapped line items or unknown visitors", n)
 	}
 	// 3 per hour, 5 per day, per visitor.
 	for _, st := range []struct {
@@ -151,7 +158,7 @@ func TestAllowFailsClosed(t *testing.T) {
 	}
 	wg.Wait()
 	if n := c.Errors(); n != 200 {
-		t.Fatalf("Errors() = %d after 200 failed Takes", n)
+		t.Fatalf("Errors() = %d after 200 failed takes", n)
 	}
 	if n := strings.Count(logs.String(), "cannot count frequency caps"); n != 1 {
 		t.Fatalf("%d log lines for 200 failures within LogEvery, want 1:\n%s", n, logs.String())

@@ -55,19 +55,47 @@
 // # Frequency caps
 //
 // A cap is per visitor, so it cannot be handed out to nodes in slices
-// ahead of time the way a budget can: every decision of a capped line item
-// costs one atomic Take in the store, within a short timeout, and
+// ahead of time the way a budget can: it is counted in the store, in one
+// record per visitor (tsubame.FrequencyCounter) holding, per capped line
+// item, the impressions within its windows and the holds of bids awaiting
+// their win. A request reads that record at most once whatever the number
+// of capped line items it weighs, across its impressions and formats
+// (decision.Request.Frequency), and checks every capped line item drawn
+// against it in memory; it is the draw that asks (Decide asks Counters
+// only about the line item it is about to serve, after targeting, floors
+// and blocks), so a line item refused for another reason never costs a
+// store call.
+//
+// A decision of /api/decide is an impression reserved: the first capped
+// line item drawn is taken in the store at once, by an atomic check and
+// count that also reads the visitor's record in the same call; the next
+// ones drawn are checked in that record, and a take is sent only for one
+// the record allows (a take the store then refuses, a concurrent request
+// having taken the last one, draws again). One store call per request
+// when the first capped line item drawn serves or none does, one more per
+// capped line item that serves after the record refused another; and
 // concurrent decisions for one visitor on any number of nodes cannot pass
-// the cap together. What is counted is the decision: Decide asks only
-// about the line item it is about to serve, so a decision is a
-// reservation of its impression, taken before the answer goes.
+// a cap together, since every count is the store's atomic check.
+//
+// An auction's bid is not an impression: it usually loses. With
+// decision.Request.CapsOnWin the decision only checks (one read of the
+// record per bid request); once the bid is sure to be made — after the
+// floor, currency, id and log checks — the bidder holds the cap for it
+// (HoldCap: an atomic check and hold, so that bids in flight count and
+// concurrent requests of one visitor cannot bid past the cap), and the
+// win counts it (CountCap, once per bid however many notices say so, past
+// the cap too: a won impression was shown) and ends the hold; a loss
+// releases it (ReleaseCap), and a hold nobody ends stops counting at its
+// end. So at most cap − wins − holds bids are made for a visitor, and the
+// visitor sees exactly the cap when the win notices come.
 //
 // A capped line item does not serve to a visitor it cannot count (no
 // visitor id: none known, or a privacy signal ruled it out), and it stops
 // serving while the store cannot answer (fail closed: a store error or a
 // timeout is a refusal, counted by Counters.Errors and logged at most once
-// per Options.LogEvery). Line items without caps never ask the store and
-// go on serving through any of this.
+// per Options.LogEvery; a request whose read failed refuses its other
+// capped line items without asking again). Line items without caps never
+// ask the store and go on serving through any of this.
 //
 // It imports the domain and the decision engine only: never the listeners
 // (server, admin), config, the store backends or cmd (arch_test.go).

@@ -4,9 +4,12 @@ import (
 	"net/netip"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
+
+	"tsubame/internal/bidder"
 )
 
 // RTB configures the OpenRTB 2.6 bidder (internal/bidder).
@@ -54,6 +57,17 @@ type RTBExchange struct {
 	// MarkupOnWin serves the markup on the win notice rather than in the
 	// bid (adm).
 	MarkupOnWin bool `koanf:"markup_on_win"`
+	// BidEveryTID bids on every request of a transaction (source.tid),
+	// not only on the first seen across nodes.
+	BidEveryTID bool `koanf:"bid_every_tid"`
+	// Shading is the share of the CPM a first-price bid is ("0.85"; empty:
+	// no shading), ShadingStep how far over the floor it stays (empty:
+	// bidder.DefaultShadingStep): bidder.ParseShading.
+	Shading     string `koanf:"shading"`
+	ShadingStep string `koanf:"shading_step"`
+	// BillOn is the event that bills a bid (bidder.BillOns): burl (the
+	// default), nurl, or markup (the impression the markup fires).
+	BillOn string `koanf:"bill_on"`
 }
 
 // ExchangeReservation is the reservation of exchange e: its own, else
@@ -146,6 +160,12 @@ func (c *Config) validateRTB(p *problems) {
 		}
 		if e.NetworkMS < 0 || e.NetworkMS > 10_000 {
 			p.add("%s.network_ms: 0 to 10000", at)
+		}
+		if _, err := bidder.ParseShading(e.Shading, e.ShadingStep); err != nil {
+			p.add("%s.%v", at, err)
+		}
+		if e.BillOn != "" && !slices.Contains(bidder.BillOns, e.BillOn) {
+			p.add("%s.bill_on: %q is not one of %s", at, e.BillOn, strings.Join(bidder.BillOns, ", "))
 		}
 		if e.PriceEncoding != "" && e.PriceEncoding != "plain" {
 			p.add("%s.price_encoding: %q is not one this server reads (plain)", at, e.PriceEncoding)

@@ -72,6 +72,9 @@ type Request struct {
 	// CPM (an auction's bid: the most it is worth), drawing by weight only
 	// among equal CPMs; without it weights draw among them all.
 	ByValue bool
+	// Shading, when its Factor is set, lowers what a line item without
+	// deals bids in a first-price auction: see Price.
+	Shading Shading
 	// Reserve names the decision of each slot, in order (Reserve[k] the
 	// k-th decision of the answer): the bid's or decision's id its
 	// tracking URLs carry.
@@ -87,6 +90,19 @@ type Request struct {
 	// Test asks for decisions that spend nothing (OpenRTB's test=1):
 	// Counters let a line item serve if it could, and take nothing.
 	Test bool
+	// Frequency, when set, is where Counters keep what they read of the
+	// visitor's frequency caps for this request: the store is read once,
+	// whatever the number of capped line items, impressions and formats
+	// the request weighs, and the caps are checked in memory. A caller
+	// deciding several times for one request passes the same record, and
+	// Resets it for the next request. Nil: each capped line item drawn
+	// asks the store on its own.
+	Frequency *tsubame.FrequencyRecord
+	// CapsOnWin has Counters only check a capped line item's caps, not
+	// count the impression: the caller holds the cap for its bid once the
+	// bid is sure to be made, and counts it when the bid wins (an
+	// auction's bid, whose impression is not the decision's to count).
+	CapsOnWin bool
 	// Context is the request's: its deadline is the request's budget (a
 	// bid's tmax less the way back, a decision's timeout), and it bounds
 	// every store call Counters make for it. Nil: Counters bound each
@@ -118,6 +134,37 @@ type Request struct {
 
 // Size is a creative size in pixels.
 type Size struct{ W, H int }
+
+// Shading is how a first-price bid is lowered below the line item's CPM,
+// in the account currency: to Factor of it, but at least Step over the
+// floor (MinCPM), and never above the CPM.
+type Shading struct {
+	// Factor is the share of the CPM bid, in parts per million
+	// (850000: 85 %); 0 is no shading, and at most 1,000,000.
+	Factor int64
+	// Step is how much over the floor a shaded bid stays.
+	Step tsubame.Money
+}
+
+// MaxShadingFactor is a Shading.Factor that bids the whole CPM.
+const MaxShadingFactor = 1_000_000
+
+// Price is what l's bid on the request is, in the account currency: its
+// CPM, or in a shaded auction (Shading.Factor set) and for a line item
+// without deals (a deal's price is negotiated), max(MinCPM + Step,
+// CPM × Factor), at most the CPM. It is what serving l on the request
+// costs: what Counters should reserve, and what the bidder bids.
+func (r *Request) Price(l *Line) tsubame.Money {
+	f := r.Shading.Factor
+	if f <= 0 || f >= MaxShadingFactor || len(l.Deals) > 0 {
+		return l.CPM
+	}
+	// CPM × f / 10^6, rounded down, without overflow (MaxCPM × 10^6
+	// would fit, but a CPM is not checked here).
+	cpm := int64(l.CPM)
+	shaded := cpm/MaxShadingFactor*f + cpm%MaxShadingFactor*f/MaxShadingFactor
+	return min(l.CPM, max(r.MinCPM+r.Shading.Step, tsubame.Money(shaded)))
+}
 
 // Offer is one way of filling a slot: a format and what narrows it, read
 // as Request's fields of the same names are.

@@ -177,6 +177,16 @@ func (ix *Index) Lookup(lineID, creativeID string) (Decision, bool) {
 	return Decision{}, false
 }
 
+// LineByID returns line item id, if it is in the index: what a win
+// notice counts a frequency cap of.
+func (ix *Index) LineByID(id string) (*Line, bool) {
+	li, ok := ix.lineByID[id]
+	if !ok {
+		return nil, false
+	}
+	return &ix.lines[li], true
+}
+
 // Compile builds an Index from set, which it does not keep or modify. It
 // is meant to run when the set changes, off the request path. It returns
 // the set's validation error (EINVALID) when the set breaks a rule of the

@@ -163,3 +163,52 @@ func TestSecure(t *testing.T) {
 		}
 	}
 }
+
+// A shaded first-price bid is Factor of the CPM, at least Step over the
+// floor, never above the CPM; a deal's line item and an unshaded request
+// bid the CPM.
+func TestShadedPrice(t *testing.T) {
+	var f fixture
+	f.single("li-open", 1, 1).CPM = 2 * tsubame.MicrosPerUnit
+	f.single("li-deal", 1, 1).Deals = []string{"deal-a"}
+	f.set.LineItems[1].CPM = 2 * tsubame.MicrosPerUnit
+	ix := f.compile(t)
+	m := func(s string) tsubame.Money {
+		v, err := tsubame.ParseMoney(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		name   string
+		factor int64
+		step   string
+		floor  string
+		open   string // li-open's price
+	}{
+		{"no shading", 0, "0.01", "1.00", "2"},
+		{"factor", 850_000, "0.01", "0", "1.7"},
+		{"floor and step over the factor", 500_000, "0.01", "1.50", "1.51"},
+		{"factor over floor and step", 900_000, "0.01", "1.50", "1.8"},
+		{"never above the CPM", 500_000, "0.10", "1.95", "2"},
+		{"a factor of 1 bids the CPM", 1_000_000, "0", "0", "2"},
+		{"rounded down to the micro-unit", 333_333, "0", "0", "0.666666"},
+	} {
+		r := decision.Request{Time: compiledAt, MinCPM: m(tc.floor), Shading: decision.Shading{Factor: tc.factor, Step: m(tc.step)}}
+		lines := map[string]*decision.Line{}
+		r.Deals, r.DealMins = []string{"deal-a"}, []tsubame.Money{m("1")}
+		for _, d := range ix.Decide(&decision.Request{Time: compiledAt, Count: 2, Deals: r.Deals, DealMins: r.DealMins}, nil, nil) {
+			lines[d.Line.ID] = d.Line
+		}
+		if len(lines) != 2 {
+			t.Fatalf("decided %v", lines)
+		}
+		if got := r.Price(lines["li-open"]).String(); got != tc.open {
+			t.Errorf("%s: the open line item's price %s, want %s", tc.name, got, tc.open)
+		}
+		if got := r.Price(lines["li-deal"]).String(); got != "2" {
+			t.Errorf("%s: the deal's line item's price %s, want its CPM, 2", tc.name, got)
+		}
+	}
+}

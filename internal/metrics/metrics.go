@@ -542,8 +542,8 @@ func NewBudgetCollector(counts func() budget.Counts) prometheus.Collector {
 
 // NewBidderCollector exports the OpenRTB bidder's counters per exchange
 // (internal/bidder): requests, bids, no-bid reasons, refusals, wins,
-// bills, repeats, late bills, losses, rejected notices, spend and the bid
-// latency.
+// bills, losses and their repeats, late bills, markup impressions,
+// clearing prices above the bid or missing, spend and the bid latency.
 func NewBidderCollector(stats func() []bidder.Snapshot) prometheus.Collector {
 	name := func(n string) string { return prometheus.BuildFQName(Namespace, "rtb", n) }
 	ex := []string{"exchange"}
@@ -559,12 +559,16 @@ func NewBidderCollector(stats func() []bidder.Snapshot) prometheus.Collector {
 		{"answered_total", "Bid requests answered with bids.", func(s bidder.Snapshot) float64 { return float64(s.Answered) }},
 		{"bids_total", "Bids made (one an impression).", func(s bidder.Snapshot) float64 { return float64(s.Bids) }},
 		{"refused_total", "Bid requests refused unread: a wrong token or a source not listed.", func(s bidder.Snapshot) float64 { return float64(s.Refused) }},
-		{"wins_total", "Win notices.", func(s bidder.Snapshot) float64 { return float64(s.Wins) }},
-		{"bills_total", "Billing notices billed (the first of each bid).", func(s bidder.Snapshot) float64 { return float64(s.Bills) }},
-		{"bill_repeats_total", "Billing notices repeated: answered, not billed again.", func(s bidder.Snapshot) float64 { return float64(s.BillRepeats) }},
-		{"late_bills_total", "Billing notices after their bid's reservation ended (billed: overage).", func(s bidder.Snapshot) float64 { return float64(s.Late) }},
-		{"losses_total", "Loss notices.", func(s bidder.Snapshot) float64 { return float64(s.Losses) }},
-		{"rejected_notices_total", "Notices refused: a price above the bid's, or unreadable.", func(s bidder.Snapshot) float64 { return float64(s.Rejected) }},
+		{"wins_total", "Win notices counted (the first of each bid).", func(s bidder.Snapshot) float64 { return float64(s.Wins) }},
+		{"win_repeats_total", "Win notices repeated: answered, not counted again.", func(s bidder.Snapshot) float64 { return float64(s.WinRepeats) }},
+		{"bills_total", "Bids billed, by whichever notice bills (the first of each bid).", func(s bidder.Snapshot) float64 { return float64(s.Bills) }},
+		{"bill_repeats_total", "Bills repeated: answered, not billed again.", func(s bidder.Snapshot) float64 { return float64(s.BillRepeats) }},
+		{"late_bills_total", "Bills after their bid's reservation ended (billed: overage).", func(s bidder.Snapshot) float64 { return float64(s.Late) }},
+		{"losses_total", "Loss notices counted (the first of each bid).", func(s bidder.Snapshot) float64 { return float64(s.Losses) }},
+		{"loss_repeats_total", "Loss notices repeated: answered, not counted again.", func(s bidder.Snapshot) float64 { return float64(s.LossRepeats) }},
+		{"bid_imps_total", "Impressions bids' markup fired, counted (the first of each bid).", func(s bidder.Snapshot) float64 { return float64(s.BidImps) }},
+		{"price_above_bid_total", "Win and billing notices whose clearing price was above the bid's: logged, counted at the bid's.", func(s bidder.Snapshot) float64 { return float64(s.AboveBid) }},
+		{"price_missing_total", "Win and billing notices without a readable clearing price: counted at the bid's.", func(s bidder.Snapshot) float64 { return float64(s.PriceMissing) }},
 		{"spend_micros_total", "Billed clearing prices, in micro-units of the account currency.", func(s bidder.Snapshot) float64 { return float64(s.Spend) }},
 	} {
 		c.counters = append(c.counters, bidderCounter{prometheus.NewDesc(name(v.name), v.help, ex, nil), v.read})

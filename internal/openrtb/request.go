@@ -36,8 +36,12 @@ type BidRequest struct {
 	Regs   *Regs    `json:"regs,omitempty"`
 }
 
-// Source is the inventory's source upstream of the exchange (3.2.2).
+// Source is the inventory's source upstream of the exchange (3.2.2). TID
+// is the transaction: one impression offered through several resellers
+// (or exchanges) arrives as several requests with one tid. It is read as a
+// Text (a tid that is not a string is Unreadable, and the request stands).
 type Source struct {
+	TID    Text            `json:"tid,omitzero"`
 	SChain *SupplyChain    `json:"schain,omitempty"`
 	Ext    json.RawMessage `json:"ext,omitempty"`
 }
@@ -55,7 +59,10 @@ type Regs struct {
 	Ext       json.RawMessage `json:"ext,omitempty"`
 }
 
-// Imp is one impression offered (3.2.4).
+// Imp is one impression offered (3.2.4). Secure is a Flag read as the
+// privacy flags are: FlagOn, or a value that cannot be read, requires
+// https creatives (Raised); absent (unknown) or 0 does not, as the
+// specification says ("non-secure HTTP support can be assumed").
 type Imp struct {
 	ID          string  `json:"id"`
 	Banner      *Banner `json:"banner,omitempty"`
@@ -64,6 +71,7 @@ type Imp struct {
 	TagID       string  `json:"tagid,omitempty"`
 	BidFloor    Price   `json:"bidfloor,omitempty"`
 	BidFloorCur string  `json:"bidfloorcur,omitempty"`
+	Secure      Flag    `json:"secure,omitzero"`
 }
 
 // Banner is a banner impression (3.2.6).

@@ -17,17 +17,20 @@ const (
 	Impressions                       // impressions counted: impression URLs fetched, and exchanges' billing notices
 	Clicks                            // clicks counted
 	Bids                              // bids made in exchanges' auctions (not test ones)
-	Wins                              // win notices (not test ones)
-	Bills                             // billing notices billed: the first for its bid, in time
-	Losses                            // loss notices
+	Wins                              // win notices counted: the first for its bid, not a test auction's
+	Bills                             // bids billed (by the notice their exchange bills on): the first for its bid, in time
+	Losses                            // loss notices counted: the first for its bid, not a test auction's
 	Spend                             // what impressions and bills cost, in thousandths of a micro-unit
 	Overage                           // impressions and bills past their reservation: shown, but not billed (see docs/reports.md)
 	OverageSpend                      // their cost, in thousandths of a micro-unit
-	InvalidImpressions                // impression URLs not counted: repeats, crawlers, an unreachable store
+	InvalidImpressions                // impression URLs not counted (a decision's, a bid's markup's): repeats, crawlers, an unreachable store
 	InvalidClicks                     // clicks not counted
 	InvalidBids                       // test auctions' bids
 	InvalidBills                      // billing notices not billed: repeats, test auctions, an unreachable store
 	Rejected                          // tracking and notice requests refused: expired, tampered or foreign URLs
+	InvalidWins                       // win notices not counted: repeats, test auctions, an unreachable store
+	InvalidLosses                     // loss notices not counted: repeats, test auctions, an unreachable store
+	BidImps                           // impressions bids' markup fired (bid_imp), counted: the first for its bid, not a crawler's
 	numCounters
 )
 
@@ -35,7 +38,8 @@ var counterNames = [numCounters]string{
 	Decisions: "decisions", Impressions: "impressions", Clicks: "clicks", Bids: "bids", Wins: "wins", Bills: "bills",
 	Losses: "losses", Spend: "spend", Overage: "overage", OverageSpend: "overage_spend",
 	InvalidImpressions: "invalid_impressions", InvalidClicks: "invalid_clicks", InvalidBids: "invalid_bids",
-	InvalidBills: "invalid_bills", Rejected: "rejected",
+	InvalidBills: "invalid_bills", Rejected: "rejected", InvalidWins: "invalid_wins", InvalidLosses: "invalid_losses",
+	BidImps: "bid_imps",
 }
 
 // String is the counter's name in reports.
@@ -92,7 +96,7 @@ type Dims [numDims]string
 // The endpoints whose refused requests are counted as Rejected: the
 // tracking and notice URLs (internal/ads, internal/bidder route names).
 var noticeEndpoints = map[string]bool{
-	"track_imp": true, "track_click": true, "rtb_win": true, "rtb_bill": true, "rtb_loss": true,
+	"track_imp": true, "track_click": true, "rtb_win": true, "rtb_bill": true, "rtb_loss": true, "rtb_bid_imp": true,
 }
 
 // classify reads what line adds to the reports: its dimensions and
@@ -140,12 +144,25 @@ func classify(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (ok bool, e
 			c[InvalidBids] = 1
 		}
 	case accesslog.EventWin:
-		if !valid {
-			return false, nil // a test auction's: nothing to count
+		if valid {
+			c[Wins] = 1
+		} else {
+			c[InvalidWins] = 1
 		}
-		c[Wins] = 1
 	case accesslog.EventLoss:
-		c[Losses] = 1
+		if valid {
+			c[Losses] = 1
+		} else {
+			c[InvalidLosses] = 1
+		}
+	case accesslog.EventBidImp:
+		// Not an impression billed (its exchange's bill is, whichever
+		// notice that is): what viewers' players and pages showed.
+		if valid {
+			c[BidImps] = 1
+		} else {
+			c[InvalidImpressions] = 1
+		}
 	default:
 		return false, nil
 	}

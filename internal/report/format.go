@@ -66,7 +66,7 @@ func (res *Result) columns(table bool) []column {
 	}
 	cols = append(cols, column{name: "ctr", value: func(r *Row) string { return CTR(r.Counts[Clicks], r.Counts[Impressions]) }}, count(Spend))
 	if table {
-		cols = append(cols, count(Bids), count(Wins), count(Bills), count(Overage),
+		cols = append(cols, count(Bids), count(Wins), count(Losses), count(Bills), count(Overage),
 			column{name: "invalid", num: true, value: func(r *Row) string {
 				return strconv.FormatInt(r.Counts[InvalidImpressions]+r.Counts[InvalidClicks]+r.Counts[InvalidBids]+r.Counts[InvalidBills], 10)
 			}}, count(Rejected))

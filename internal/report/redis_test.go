@@ -87,7 +87,7 @@ func TestSharedRollupsAcrossNodes(t *testing.T) {
 				perNode[row.Dims[DimNode]] += row.Counts[Decisions]
 			}
 			for i, node := range nodes {
-				if want := int64((600 + 100*i + 11) / 12); perNode[node] != want {
+				if want := int64((600 + 100*i + trafficKinds - 1) / trafficKinds); perNode[node] != want {
 					t.Errorf("%s: %d decisions, want %d (%v)", node, perNode[node], want, perNode)
 				}
 			}

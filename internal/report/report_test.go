@@ -24,6 +24,10 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 var t0 = time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
 
+// trafficKinds is how many lines traffic's round of kinds takes: one of
+// them is a decision.
+const trafficKinds = 18
+
 // event is one line of generated traffic and what the reports must count
 // for it, written out by hand (not by classify).
 type event struct {
@@ -35,7 +39,9 @@ type event struct {
 
 // traffic makes n lines over three line items, one every 7 seconds from
 // start: each kind of event, valid and not, late, in two currencies, a
-// request's own line and refused tracking requests.
+// request's own line and refused tracking requests. An auction's loss
+// notice carries a clearing price above the bid's (why it lost): never
+// spend.
 func traffic(n int, start time.Time) []event {
 	out := make([]event, 0, n)
 	for i := range n {
@@ -44,7 +50,7 @@ func traffic(n int, start time.Time) []event {
 		e := &accesslog.Event{ID: accesslog.String(fmt.Sprintf("e-%d", i)), Decision: accesslog.String(fmt.Sprintf("d-%d", i)),
 			LineItem: accesslog.String(li), Campaign: accesslog.String("c-1"), Creative: accesslog.String("cr-" + li),
 			Placement: accesslog.String("p-1"), Currency: accesslog.String("USD"), Valid: true}
-		switch i % 12 {
+		switch i % trafficKinds {
 		case 0:
 			e.Kind, e.Price = accesslog.EventDecision, 2_500_000
 			ev.want[Decisions] = 1
@@ -85,6 +91,30 @@ func traffic(n int, start time.Time) []event {
 			e = nil // a tampered impression URL: refused, counted without dimensions
 			ev.li, ev.cur = "", ""
 			ev.rec = accesslog.Record{Method: []byte("GET"), Path: []byte("/imp?t=forged"), Endpoint: "track_imp", Status: 400}
+			ev.want[Rejected] = 1
+		case 12:
+			e.Kind, e.Price, e.Currency = accesslog.EventLoss, 1_000_000, accesslog.String("EUR")
+			e.AddInt(accesslog.MustKey("clearing"), 1_750_000)
+			ev.cur, ev.want[Losses] = "EUR", 1
+		case 13:
+			e.Kind, e.Price, e.Currency, e.Valid = accesslog.EventLoss, 1_000_000, accesslog.String("EUR"), false
+			e.AddText(accesslog.MustKey("reason"), accesslog.String("repeat"))
+			ev.cur, ev.want[InvalidLosses] = "EUR", 1
+		case 14:
+			e.Kind, e.Price, e.Currency, e.Valid = accesslog.EventWin, 1_000_000, accesslog.String("EUR"), false
+			e.AddText(accesslog.MustKey("reason"), accesslog.String("repeat"))
+			ev.cur, ev.want[InvalidWins] = "EUR", 1
+		case 15:
+			e.Kind, e.Price = accesslog.EventBidImp, 4_500_000
+			ev.want[BidImps] = 1
+		case 16:
+			e.Kind, e.Price, e.Valid = accesslog.EventBidImp, 4_500_000, false
+			e.AddText(accesslog.MustKey("reason"), accesslog.String("crawler"))
+			ev.want[InvalidImpressions] = 1
+		case 17:
+			e = nil // a tampered markup impression URL
+			ev.li, ev.cur = "", ""
+			ev.rec = accesslog.Record{Method: []byte("GET"), Path: []byte("/t/bi/forged"), Endpoint: "rtb_bid_imp", Status: 400}
 			ev.want[Rejected] = 1
 		}
 		if e != nil {
@@ -537,7 +567,7 @@ func TestUncommittedLinesAreReadAgain(t *testing.T) {
 	for _, row := range res.Rows {
 		committed += row.Counts[Decisions]
 	}
-	if want := int64((450 + 11) / 12); committed != want { // the closed files' only
+	if want := int64((450 + trafficKinds - 1) / trafficKinds); committed != want { // the closed files' only
 		t.Fatalf("%d decisions committed before commit_every, want the closed files' %d", committed, want)
 	}
 	// A crash: the roller goes without committing what it holds.

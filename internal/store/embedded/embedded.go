@@ -55,7 +55,7 @@ type Store struct {
 	db   *bolt.DB
 	now  func() time.Time
 	seen seenCommits    // of the event ids (dedupe.go)
-	freq groupCommit    // of Take's times (frequency.go)
+	freq groupCommit    // of the visitors' frequency records (frequency.go)
 	out  outcomeCommits // of Record and Ack (outcome.go)
 }
 
@@ -96,6 +96,9 @@ func Open(path string, opt Options) (*Store, error) {
 			}
 			meta, err := tx.CreateBucketIfNotExists(bucketMeta)
 			if err != nil {
+				return err
+			}
+			if err := dropFrequencyV1(tx, meta); err != nil {
 				return err
 			}
 			return checkSchema(meta, true)

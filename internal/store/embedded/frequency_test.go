@@ -52,9 +52,13 @@ func (s *Store) frequencyKeys(t *testing.T) int {
 	return n
 }
 
-// With a steady stream of new visitors the bucket holds about the keys
-// within their windows, not every key ever written; times survive a
-// restart.
+func take(s *Store, t *testing.T, visitor string, caps []tsubame.FrequencyCap, now time.Time) (bool, error) {
+	return s.Update(t.Context(), &tsubame.FrequencyUpdate{Op: tsubame.FrequencyTake, Visitor: visitor, LineItem: "li", Caps: caps, Now: now}, nil)
+}
+
+// With a steady stream of new visitors the bucket holds about the visitors
+// within their windows, not every one ever written; records survive a
+// restart; a file of the earlier layout loses its counts once.
 func TestFrequencySweepBoundsTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
 	s, err := Open(path, Options{})
@@ -62,7 +66,6 @@ func TestFrequencySweepBoundsTheFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = s.Close() }()
-	ctx := t.Context()
 	caps := []tsubame.FrequencyCap{{Impressions: 1, Per: tsubame.Duration(time.Second)}}
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	const perTick = 100 // visitors per 100 ms: 1,000 within a window
@@ -72,10 +75,10 @@ func TestFrequencySweepBoundsTheFile(t *testing.T) {
 		var wg sync.WaitGroup
 		for range perTick {
 			n++
-			key := fmt.Sprint("li/u-", n)
+			visitor := fmt.Sprint("u-", n)
 			wg.Go(func() {
-				if ok, err := s.Take(ctx, key, caps, now); err != nil || !ok {
-					t.Errorf("%s: %v, %v", key, ok, err)
+				if ok, err := take(s, t, visitor, caps, now); err != nil || !ok {
+					t.Errorf("%s: %v, %v", visitor, ok, err)
 				}
 			})
 		}
@@ -88,12 +91,12 @@ func TestFrequencySweepBoundsTheFile(t *testing.T) {
 	// About 4/3 of the 1,000 within the window; twice that is a failure.
 	held := s.frequencyKeys(t)
 	if bound := 2 * 10 * perTick; held > bound {
-		t.Fatalf("after %d visitors the bucket holds %d keys, more than %d", n, held, bound)
+		t.Fatalf("after %d visitors the bucket holds %d, more than %d", n, held, bound)
 	}
-	t.Logf("after %d visitors, %d keys in the bucket", n, held)
+	t.Logf("after %d visitors, %d in the bucket", n, held)
 
 	// A restart keeps the count.
-	if ok, err := s.Take(ctx, "li/kept", caps, now); err != nil || !ok {
+	if ok, err := take(s, t, "u-kept", caps, now); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	if err := s.Close(); err != nil {
@@ -102,8 +105,33 @@ func TestFrequencySweepBoundsTheFile(t *testing.T) {
 	if s, err = Open(path, Options{}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := s.Take(ctx, "li/kept", caps, now.Add(time.Second-time.Microsecond)); err != nil || ok {
-		t.Fatalf("Take within the window after a restart = %v, %v; want false", ok, err)
+	if ok, err := take(s, t, "u-kept", caps, now.Add(time.Second-time.Microsecond)); err != nil || ok {
+		t.Fatalf("a take within the window after a restart = %v, %v; want false", ok, err)
+	}
+
+	// The earlier layout's bucket is dropped when the file is opened.
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucket(bucketFrequencyV1)
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("li/u-1"), make([]byte, 16))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(path, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(bucketFrequencyV1) != nil {
+			return fmt.Errorf("bucket %s kept", bucketFrequencyV1)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -115,15 +143,18 @@ func TestFrequencyReadOnlyAndClosed(t *testing.T) {
 	}
 	_ = s.Close()
 	caps := []tsubame.FrequencyCap{{Impressions: 1, Per: tsubame.Duration(time.Hour)}}
-	if ok, err := s.Take(t.Context(), "li/a", caps, time.Now()); ok || tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {
-		t.Fatalf("Take after Close = %v, %v; want an EUNAVAILABLE error", ok, err)
+	if ok, err := take(s, t, "u-a", caps, time.Now()); ok || tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {
+		t.Fatalf("Update after Close = %v, %v; want an EUNAVAILABLE error", ok, err)
+	}
+	if err := s.Read(t.Context(), "u-a", &tsubame.FrequencyRecord{}); tsubame.ErrorCode(err) != tsubame.EUNAVAILABLE {
+		t.Fatalf("Read after Close = %v; want an EUNAVAILABLE error", err)
 	}
 	ro, err := Open(path, Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ro.Close()
-	if ok, err := ro.Take(t.Context(), "li/a", caps, time.Now()); ok || tsubame.ErrorCode(err) != tsubame.EINVALID {
-		t.Fatalf("Take on a read-only store = %v, %v; want an EINVALID error", ok, err)
+	if ok, err := take(ro, t, "u-a", caps, time.Now()); ok || tsubame.ErrorCode(err) != tsubame.EINVALID {
+		t.Fatalf("Update on a read-only store = %v, %v; want an EINVALID error", ok, err)
 	}
 }

@@ -10,10 +10,10 @@
 //	results     a hash of webhook results by message id
 //	invalidate  the pub/sub channel on which every write is announced
 //	seen:<id>   an event id of FirstSeen, "1" until its ttl passes (dedupe.go)
-//	freq:<key>  a sorted set of a frequency key's impressions, scored by time (frequency.go)
+//	fv:<visitor> a hash of a visitor's frequency entries, a field per line item (frequency.go)
 //	...campaigns...  the campaign set (campaigns.go)
 //
-// Placements, event ids and frequency keys spread over the cluster's slots by id; the
+// Placements, event ids and visitors spread over the cluster's slots by id; the
 // index, the log and the results each live in one slot. A placement and its index entry are
 // two writes (value first, then index; on delete the reverse), so a crash
 // between them leaves at worst an index entry without a value, which List

@@ -18,7 +18,7 @@ import (
 // three handles on the same, empty data, as three nodes sharing the store
 // would hold them (three connections to one Redis; a store of one process
 // may return itself three times), and arranges for them to be closed when
-// the test ends. Time moves by the now each call passes, never by sleeping.
+// the test ends. Time moves by the Now each call passes, never by sleeping.
 func RunFrequency(t *testing.T, open func(t *testing.T) (a, b, c tsubame.FrequencyCounter)) {
 	for _, tc := range []struct {
 		name string
@@ -28,10 +28,15 @@ func RunFrequency(t *testing.T, open func(t *testing.T) (a, b, c tsubame.Frequen
 		{"TwoCapsTogether", testFrequencyTwoCaps},
 		{"WindowSlides", testFrequencySlides},
 		{"LaterTimesCount", testFrequencyLater},
-		{"FrequencyKeysIndependent", testFrequencyIndependent},
-		{"TakeRejectsInvalid", testFrequencyInvalid},
-		{"TakeCancelledNeverTrue", testFrequencyCancelled},
+		{"VisitorsAndLineItemsIndependent", testFrequencyIndependent},
+		{"ReadReturnsEveryLineItem", testFrequencyRead},
+		{"UpdateReadsInTheSameCall", testFrequencyUpdateReads},
+		{"HoldCountRelease", testFrequencyHolds},
+		{"HoldEndsByItself", testFrequencyHoldEnds},
+		{"RejectsInvalid", testFrequencyInvalid},
+		{"CancelledNeverTrue", testFrequencyCancelled},
 		{"ExactlyTheCapUnderRace", testFrequencyRace},
+		{"HoldsExactlyTheCapUnderRace", testFrequencyHoldRace},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b, c := open(t)
@@ -49,22 +54,27 @@ func caps(n int64, per time.Duration, more ...tsubame.FrequencyCap) []tsubame.Fr
 	return append([]tsubame.FrequencyCap{{Impressions: n, Per: tsubame.Duration(per)}}, more...)
 }
 
-func take(t *testing.T, fc tsubame.FrequencyCounter, key string, cs []tsubame.FrequencyCap, now time.Time) bool {
+func update(t *testing.T, fc tsubame.FrequencyCounter, u tsubame.FrequencyUpdate) bool {
 	t.Helper()
-	ok, err := fc.Take(ctx(t), key, cs, now)
+	ok, err := fc.Update(ctx(t), &u, nil)
 	if err != nil {
-		t.Fatalf("Take(%q, %v, %v): %v", key, cs, now, err)
+		t.Fatalf("Update(%+v): %v", u, err)
 	}
 	return ok
 }
 
-// takes runs the calls in order, handle i%3 for the i-th, and returns
+func take(t *testing.T, fc tsubame.FrequencyCounter, visitor, line string, cs []tsubame.FrequencyCap, now time.Time) bool {
+	t.Helper()
+	return update(t, fc, tsubame.FrequencyUpdate{Op: tsubame.FrequencyTake, Visitor: visitor, LineItem: line, Caps: cs, Now: now})
+}
+
+// takes runs the takes in order, handle i%3 for the i-th, and returns
 // their answers as a string of 1 (taken) and 0.
-func takes(t *testing.T, fcs []tsubame.FrequencyCounter, key string, cs []tsubame.FrequencyCap, at ...time.Time) string {
+func takes(t *testing.T, fcs []tsubame.FrequencyCounter, visitor, line string, cs []tsubame.FrequencyCap, at ...time.Time) string {
 	t.Helper()
 	var b strings.Builder
 	for i, now := range at {
-		if take(t, fcs[i%len(fcs)], key, cs, now) {
+		if take(t, fcs[i%len(fcs)], visitor, line, cs, now) {
 			b.WriteByte('1')
 		} else {
 			b.WriteByte('0')
@@ -73,15 +83,27 @@ func takes(t *testing.T, fcs []tsubame.FrequencyCounter, key string, cs []tsubam
 	return b.String()
 }
 
-// Ten calls at one instant, through three handles: exactly the first three
+func read(t *testing.T, fc tsubame.FrequencyCounter, visitor string) *tsubame.FrequencyRecord {
+	t.Helper()
+	rec := &tsubame.FrequencyRecord{Failed: true, Lines: []tsubame.FrequencyLine{{LineItem: "stale"}}}
+	if err := fc.Read(ctx(t), visitor, rec); err != nil {
+		t.Fatalf("Read(%q): %v", visitor, err)
+	}
+	if !rec.Read || rec.Failed {
+		t.Fatalf("Read(%q) left Read %v, Failed %v", visitor, rec.Read, rec.Failed)
+	}
+	return rec
+}
+
+// Ten takes at one instant, through three handles: exactly the first three
 // are taken (two at the same instant both count).
 func testFrequencyCap(t *testing.T, fcs []tsubame.FrequencyCounter) {
 	cs := caps(3, time.Hour)
-	if got := takes(t, fcs, "li-1/u-1", cs, slices.Repeat([]time.Time{frequencyStart}, 10)...); got != "1110000000" {
-		t.Fatalf("10 calls at one instant with a cap of 3 per hour: %s, want 1110000000", got)
+	if got := takes(t, fcs, "u-1", "li-1", cs, slices.Repeat([]time.Time{frequencyStart}, 10)...); got != "1110000000" {
+		t.Fatalf("10 takes at one instant with a cap of 3 per hour: %s, want 1110000000", got)
 	}
 	// A minute later the hour still holds three.
-	if take(t, fcs[2], "li-1/u-1", cs, frequencyStart.Add(time.Minute)) {
+	if take(t, fcs[2], "u-1", "li-1", cs, frequencyStart.Add(time.Minute)) {
 		t.Fatal("a 4th impression taken within the hour")
 	}
 }
@@ -104,7 +126,7 @@ func testFrequencyTwoCaps(t *testing.T, fcs []tsubame.FrequencyCounter) {
 		{[]time.Time{t0.Add(time.Hour + time.Second)}, "1", "t0+1s left the hour"},
 		{[]time.Time{t0.Add(time.Hour + 2*time.Second)}, "0", "3 per hour"},
 	} {
-		if got := takes(t, fcs, "li-2/u-1", cs, st.at...); got != st.want {
+		if got := takes(t, fcs, "u-1", "li-2", cs, st.at...); got != st.want {
 			t.Fatalf("at %v: %s, want %s (%s)", st.at, got, st.want, st.why)
 		}
 	}
@@ -127,10 +149,10 @@ func testFrequencySlides(t *testing.T, fcs []tsubame.FrequencyCounter) {
 		// The two of 0:59 leave at 1:59: two more, not three.
 		{[]time.Time{at(time.Hour + 59*time.Minute), at(time.Hour + 59*time.Minute), at(time.Hour + 59*time.Minute)}, "110"},
 		{[]time.Time{at(time.Hour + 59*time.Minute + 30*time.Second)}, "1"},
-		// Long after, the key starts afresh.
+		// Long after, the line item starts afresh.
 		{[]time.Time{at(48 * time.Hour), at(48 * time.Hour), at(48 * time.Hour), at(48 * time.Hour)}, "1110"},
 	} {
-		if got := takes(t, fcs, "li-3/u-1", cs, st.at...); got != st.want {
+		if got := takes(t, fcs, "u-1", "li-3", cs, st.at...); got != st.want {
 			t.Fatalf("at %v: %s, want %s", st.at, got, st.want)
 		}
 	}
@@ -141,49 +163,188 @@ func testFrequencySlides(t *testing.T, fcs []tsubame.FrequencyCounter) {
 func testFrequencyLater(t *testing.T, fcs []tsubame.FrequencyCounter) {
 	cs := caps(2, time.Minute)
 	t0 := frequencyStart
-	if got := takes(t, fcs, "li-4/u-1", cs, t0.Add(10*time.Millisecond), t0.Add(20*time.Millisecond), t0); got != "110" {
-		t.Fatalf("a call behind two later impressions: %s, want 110", got)
+	if got := takes(t, fcs, "u-1", "li-4", cs, t0.Add(10*time.Millisecond), t0.Add(20*time.Millisecond), t0); got != "110" {
+		t.Fatalf("a take behind two later impressions: %s, want 110", got)
 	}
 }
 
+// Every visitor and line item counts apart, whatever their bytes.
 func testFrequencyIndependent(t *testing.T, fcs []tsubame.FrequencyCounter) {
 	cs := caps(1, time.Hour)
-	keys := []string{"li-1/u-1", "li-1/u-2", "li-2/u-1", "li-1/u-1x", "li-1x/u-1", "LI-1/U-1", "a", "{tag}/b", "seen:li-1/u-1",
-		tsubame.FrequencyKey(strings.Repeat("l", tsubame.MaxObjectIDLength), strings.Repeat("v", tsubame.MaxObjectIDLength))}
-	for i, k := range keys {
-		if !take(t, fcs[i%3], k, cs, frequencyStart) {
-			t.Fatalf("%q refused: it shares a count with another key", k)
+	long := strings.Repeat("v", tsubame.MaxObjectIDLength)
+	pairs := [][2]string{{"u-1", "li-1"}, {"u-2", "li-1"}, {"u-1", "li-2"}, {"u-1x", "li-1"}, {"u-1", "li-1x"},
+		{"U-1", "LI-1"}, {"a", "b"}, {"{tag}", "b"}, {"u 1/\n", "li-1"}, {"li-1/u-1", "li-1"}, {long, strings.Repeat("l", tsubame.MaxObjectIDLength)}}
+	for i, p := range pairs {
+		if !take(t, fcs[i%3], p[0], p[1], cs, frequencyStart) {
+			t.Fatalf("%q refused: it shares a count with another pair", p)
 		}
 	}
-	for i, k := range keys {
-		if take(t, fcs[(i+1)%3], k, cs, frequencyStart.Add(time.Minute)) {
-			t.Fatalf("%q taken twice within its cap of 1 per hour", k)
+	for i, p := range pairs {
+		if take(t, fcs[(i+1)%3], p[0], p[1], cs, frequencyStart.Add(time.Minute)) {
+			t.Fatalf("%q taken twice within its cap of 1 per hour", p)
 		}
+	}
+}
+
+// One Read returns every line item counted for a visitor, through any
+// handle, and only theirs; a visitor never counted reads as no lines.
+func testFrequencyRead(t *testing.T, fcs []tsubame.FrequencyCounter) {
+	hour := caps(5, time.Hour)
+	t0 := frequencyStart
+	for i := range 10 {
+		line := "li-" + strconv.Itoa(i)
+		for j := range i % 3 {
+			if !take(t, fcs[j%3], "u-read", line, hour, t0.Add(time.Duration(j)*time.Second)) {
+				t.Fatalf("%s: take %d refused", line, j)
+			}
+		}
+	}
+	if !update(t, fcs[1], tsubame.FrequencyUpdate{Op: tsubame.FrequencyHold, Visitor: "u-read", LineItem: "li-0", Caps: hour,
+		Bid: "bid-0", Now: t0, Until: t0.Add(time.Minute)}) {
+		t.Fatal("hold refused")
+	}
+	take(t, fcs[0], "u-other", "li-1", hour, t0)
+	rec := read(t, fcs[2], "u-read")
+	got := map[string]string{}
+	for _, l := range rec.Lines {
+		if _, dup := got[l.LineItem]; dup {
+			t.Fatalf("line item %s twice in %+v", l.LineItem, rec)
+		}
+		got[l.LineItem] = string(tsubame.AppendFrequencyEntries(nil, l.Entries))
+	}
+	want := map[string]string{"li-0": fmt.Sprintf("h%d/bid-0", t0.Add(time.Minute).UnixMicro())}
+	for i := range 10 {
+		var es []tsubame.FrequencyEntry
+		for j := range i % 3 {
+			es = append(es, tsubame.FrequencyEntry{At: t0.Add(time.Duration(j) * time.Second).UnixMicro()})
+		}
+		if len(es) > 0 {
+			want["li-"+strconv.Itoa(i)] = string(tsubame.AppendFrequencyEntries(nil, es))
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Read: %v\nwant %v", got, want)
+	}
+	if !rec.Allows("li-1", hour, t0) || rec.Allows("li-2", caps(2, time.Hour), t0) || rec.Allows("li-0", caps(1, time.Hour), t0) {
+		t.Fatalf("the record read checks wrongly: %+v", rec)
+	}
+	if rec := read(t, fcs[0], "u-never"); len(rec.Lines) != 0 {
+		t.Fatalf("a visitor never counted reads %+v", rec)
+	}
+}
+
+// An Update given a record fills it with the visitor's record after the
+// update, in the same call, taken or not.
+func testFrequencyUpdateReads(t *testing.T, fcs []tsubame.FrequencyCounter) {
+	one := caps(1, time.Hour)
+	t0 := frequencyStart
+	take(t, fcs[0], "u-ur", "li-a", one, t0)
+	for i, want := range []bool{true, false} {
+		rec := &tsubame.FrequencyRecord{Lines: []tsubame.FrequencyLine{{LineItem: "stale"}}}
+		u := tsubame.FrequencyUpdate{Op: tsubame.FrequencyTake, Visitor: "u-ur", LineItem: "li-b", Caps: one, Bid: "d-" + strconv.Itoa(i), Now: t0}
+		ok, err := fcs[i+1].Update(ctx(t), &u, rec)
+		if err != nil || ok != want {
+			t.Fatalf("take %d: %v, %v; want %v", i, ok, err, want)
+		}
+		if !rec.Read || len(rec.Lines) != 2 || rec.Allows("li-a", one, t0) || rec.Allows("li-b", one, t0) ||
+			len(rec.Entries("li-b")) != 1 || rec.Entries("li-b")[0] != (tsubame.FrequencyEntry{At: t0.UnixMicro(), ID: "d-0"}) {
+			t.Fatalf("take %d filled %+v; want li-a's and li-b's impression of d-0", i, rec)
+		}
+	}
+}
+
+// Holds count against the cap until counted, released or ended; a count
+// is once per bid, past the cap too; every step through another handle.
+func testFrequencyHolds(t *testing.T, fcs []tsubame.FrequencyCounter) {
+	cs := caps(2, time.Hour)
+	t0 := frequencyStart
+	for i, st := range []struct {
+		op   tsubame.FrequencyOp
+		bid  string
+		at   time.Duration
+		want bool
+	}{
+		{tsubame.FrequencyHold, "b1", 0, true},
+		{tsubame.FrequencyHold, "b1", 0, true},
+		{tsubame.FrequencyHold, "b2", 0, true},
+		{tsubame.FrequencyHold, "b3", 0, false},
+		{tsubame.FrequencyTake, "d1", 0, false},
+		{tsubame.FrequencyRelease, "b2", time.Second, true},
+		{tsubame.FrequencyRelease, "b2", time.Second, false},
+		{tsubame.FrequencyCount, "b1", time.Second, true},
+		{tsubame.FrequencyCount, "b1", time.Second, false},
+		{tsubame.FrequencyHold, "b3", 2 * time.Second, true},
+		{tsubame.FrequencyHold, "b4", 2 * time.Second, false},
+		{tsubame.FrequencyCount, "b3", 3 * time.Second, true},
+		{tsubame.FrequencyCount, "b9", 3 * time.Second, true}, // a win never held (its hold ended): counted, past the cap
+		{tsubame.FrequencyRelease, "b9", 3 * time.Second, false},
+		{tsubame.FrequencyTake, "d2", 4 * time.Second, false},
+	} {
+		u := tsubame.FrequencyUpdate{Op: st.op, Visitor: "u-h", LineItem: "li-h", Caps: cs, Bid: st.bid, Now: t0.Add(st.at),
+			Until: t0.Add(st.at + time.Minute)}
+		if got := update(t, fcs[i%3], u); got != st.want {
+			t.Fatalf("step %d: %s of %s at +%v = %v, want %v", i, st.op, st.bid, st.at, got, st.want)
+		}
+	}
+	es := read(t, fcs[0], "u-h").Entries("li-h")
+	var ids []string
+	for _, e := range es {
+		if e.Hold {
+			t.Fatalf("a hold left: %v", es)
+		}
+		ids = append(ids, e.ID)
+	}
+	if !slices.Equal(ids, []string{"b1", "b3", "b9"}) {
+		t.Fatalf("impressions of %v, want b1, b3 and b9", ids)
+	}
+}
+
+// A hold nobody ends stops counting at its Until.
+func testFrequencyHoldEnds(t *testing.T, fcs []tsubame.FrequencyCounter) {
+	cs := caps(1, time.Hour)
+	t0 := frequencyStart
+	hold := func(fc tsubame.FrequencyCounter, bid string, at time.Time) bool {
+		return update(t, fc, tsubame.FrequencyUpdate{Op: tsubame.FrequencyHold, Visitor: "u-e", LineItem: "li-e", Caps: cs, Bid: bid,
+			Now: at, Until: at.Add(10 * time.Second)})
+	}
+	if !hold(fcs[0], "b1", t0) || hold(fcs[1], "b2", t0.Add(10*time.Second-time.Microsecond)) || !hold(fcs[2], "b2", t0.Add(10*time.Second)) {
+		t.Fatal("a hold of 10 s: not held, or not ended at its end")
+	}
+	if !take(t, fcs[0], "u-e", "li-e", cs, t0.Add(20*time.Second)) {
+		t.Fatal("a take after both holds ended refused")
 	}
 }
 
 func testFrequencyInvalid(t *testing.T, fcs []tsubame.FrequencyCounter) {
 	hour := caps(1, time.Hour)
-	for _, tc := range []struct {
-		key string
-		cs  []tsubame.FrequencyCap
-	}{
-		{"", hour},
-		{strings.Repeat("k", tsubame.MaxFrequencyKeyLength+1), hour},
-		{"k", nil},
-		{"k", slices.Repeat(hour, tsubame.MaxFrequencyCaps+1)},
-		{"k", caps(0, time.Hour)},
-		{"k", caps(1, time.Duration(0))},
-		{"k", caps(1, tsubame.MaxFrequencyWindow+time.Second)},
-		{"k", caps(1, time.Hour, tsubame.FrequencyCap{Impressions: -1, Per: tsubame.Duration(time.Hour)})},
+	valid := tsubame.FrequencyUpdate{Op: tsubame.FrequencyTake, Visitor: "u", LineItem: "li", Caps: hour, Now: frequencyStart}
+	for _, change := range []func(u *tsubame.FrequencyUpdate){
+		func(u *tsubame.FrequencyUpdate) { u.Visitor = "" },
+		func(u *tsubame.FrequencyUpdate) { u.Visitor = strings.Repeat("v", tsubame.MaxObjectIDLength+1) },
+		func(u *tsubame.FrequencyUpdate) { u.LineItem = "li/1" },
+		func(u *tsubame.FrequencyUpdate) { u.Caps = nil },
+		func(u *tsubame.FrequencyUpdate) { u.Caps = slices.Repeat(hour, tsubame.MaxFrequencyCaps+1) },
+		func(u *tsubame.FrequencyUpdate) { u.Caps = caps(0, time.Hour) },
+		func(u *tsubame.FrequencyUpdate) { u.Caps = caps(1, time.Duration(0)) },
+		func(u *tsubame.FrequencyUpdate) { u.Caps = caps(1, tsubame.MaxFrequencyWindow+time.Second) },
+		func(u *tsubame.FrequencyUpdate) { u.Op = tsubame.FrequencyHold }, // no bid, no end
+		func(u *tsubame.FrequencyUpdate) { u.Op, u.Bid = tsubame.FrequencyCount, "b 1" },
 	} {
-		ok, err := fcs[0].Take(ctx(t), tc.key, tc.cs, frequencyStart)
-		if ok || tsubame.ErrorCode(err) != tsubame.EINVALID {
-			t.Fatalf("Take(%d-byte key, %v) = %v, %v; want false and an EINVALID error", len(tc.key), tc.cs, ok, err)
+		u := valid
+		change(&u)
+		rec := &tsubame.FrequencyRecord{}
+		ok, err := fcs[0].Update(ctx(t), &u, rec)
+		if ok || tsubame.ErrorCode(err) != tsubame.EINVALID || rec.Read {
+			t.Fatalf("Update(%+v) = %v, %v (record read %v); want false and an EINVALID error", u, ok, err, rec.Read)
+		}
+	}
+	for _, v := range []string{"", strings.Repeat("v", tsubame.MaxObjectIDLength+1)} {
+		if err := fcs[1].Read(ctx(t), v, &tsubame.FrequencyRecord{}); tsubame.ErrorCode(err) != tsubame.EINVALID {
+			t.Fatalf("Read of a %d-byte visitor: %v; want an EINVALID error", len(v), err)
 		}
 	}
 	// Refused calls recorded nothing.
-	if !take(t, fcs[1], "k", hour, frequencyStart) {
+	if !take(t, fcs[1], "u", "li", hour, frequencyStart) {
 		t.Fatal("a refused call was recorded")
 	}
 }
@@ -192,24 +353,27 @@ func testFrequencyCancelled(t *testing.T, fcs []tsubame.FrequencyCounter) {
 	c, cancel := context.WithCancel(ctx(t))
 	cancel()
 	cs := caps(1, time.Hour)
-	if ok, err := fcs[0].Take(c, "cancelled", cs, frequencyStart); ok || err == nil {
-		t.Fatalf("Take with a cancelled context = %v, %v; want false and an error", ok, err)
+	u := tsubame.FrequencyUpdate{Op: tsubame.FrequencyTake, Visitor: "cancelled", LineItem: "li", Caps: cs, Now: frequencyStart}
+	if ok, err := fcs[0].Update(c, &u, nil); ok || err == nil {
+		t.Fatalf("Update with a cancelled context = %v, %v; want false and an error", ok, err)
+	}
+	if err := fcs[0].Read(c, "cancelled", &tsubame.FrequencyRecord{}); err == nil {
+		t.Fatal("Read with a cancelled context answered")
 	}
 	// Whether it was recorded is not said; the store still answers.
-	if !take(t, fcs[1], "after-cancel", cs, frequencyStart) {
-		t.Fatal("first impression of a key refused")
+	if !take(t, fcs[1], "after-cancel", "li", cs, frequencyStart) {
+		t.Fatal("first impression of a visitor refused")
 	}
 }
 
-// testFrequencyRace has 8 goroutines on each of the three handles try 10
-// impressions of each of 40 visitors, all from one start and in the same
-// order, so that every visitor is asked about by 24 callers at about the
-// same moment (at three instants a millisecond apart): a cap of 3 per hour
-// lets exactly 3 through for every visitor, never 4.
-func testFrequencyRace(t *testing.T, fcs []tsubame.FrequencyCounter) {
-	const visitors, perHandle, tries, cap = 40, 8, 10, 3
-	cs := caps(cap, time.Hour)
-	var taken [visitors]atomic.Int32
+// raceVisitors has 8 goroutines on each of the three handles make 10
+// calls for each of 40 visitors, all from one start and in the same order,
+// so that every visitor is asked about by 24 callers at about the same
+// moment (at three instants a millisecond apart); call makes one and
+// reports whether it passed. It returns what passed per visitor.
+func raceVisitors(t *testing.T, fcs []tsubame.FrequencyCounter, call func(fc tsubame.FrequencyCounter, g, v, try int, now time.Time) (bool, error)) []int {
+	const visitors, perHandle, tries = 40, 8, 10
+	var passed [visitors]atomic.Int32
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for g := range 3 * perHandle {
@@ -218,15 +382,14 @@ func testFrequencyRace(t *testing.T, fcs []tsubame.FrequencyCounter) {
 		wg.Go(func() {
 			<-start
 			for v := range visitors {
-				key := tsubame.FrequencyKey("li-race", "u-"+strconv.Itoa(v))
-				for range tries {
-					ok, err := fc.Take(ctx(t), key, cs, now)
+				for try := range tries {
+					ok, err := call(fc, g, v, try, now)
 					if err != nil {
 						t.Errorf("goroutine %d, visitor %d: %v", g, v, err)
 						return
 					}
 					if ok {
-						taken[v].Add(1)
+						passed[v].Add(1)
 					}
 				}
 			}
@@ -234,62 +397,147 @@ func testFrequencyRace(t *testing.T, fcs []tsubame.FrequencyCounter) {
 	}
 	close(start)
 	wg.Wait()
-	if t.Failed() {
-		return
+	out := make([]int, visitors)
+	for v := range passed {
+		out[v] = int(passed[v].Load())
 	}
+	return out
+}
+
+func wantEach(t *testing.T, what string, got []int, want int) {
+	t.Helper()
 	var wrong []string
-	total := 0
-	for v := range taken {
-		n := int(taken[v].Load())
-		total += n
-		if n != cap {
+	for v, n := range got {
+		if n != want {
 			wrong = append(wrong, fmt.Sprintf("visitor %d: %d", v, n))
 		}
 	}
 	if len(wrong) > 0 {
-		t.Fatalf("%d impressions taken of %d visitors with a cap of %d (%d calls each), want exactly %d each: %s",
-			total, visitors, cap, 3*perHandle*tries, cap, strings.Join(wrong[:min(10, len(wrong))], "; "))
+		t.Fatalf("%s, want exactly %d each: %s", what, want, strings.Join(wrong[:min(10, len(wrong))], "; "))
 	}
 }
 
-// BenchTake measures fc.Take from parallelism goroutines per CPU
-// (b.SetParallelism) with a cap of 3 per hour: "taken" on keys never seen
-// (a write each), "refused" on keys already at their cap. The keys are
-// built per call in "taken", which costs the benchmark one allocation of
-// its own per op.
+// A cap of 3 per hour lets exactly 3 takes through for every visitor under
+// 240 racing calls each, never 4.
+func testFrequencyRace(t *testing.T, fcs []tsubame.FrequencyCounter) {
+	cs := caps(3, time.Hour)
+	got := raceVisitors(t, fcs, func(fc tsubame.FrequencyCounter, _, v, _ int, now time.Time) (bool, error) {
+		u := tsubame.FrequencyUpdate{Op: tsubame.FrequencyTake, Visitor: "u-" + strconv.Itoa(v), LineItem: "li-race", Caps: cs, Now: now}
+		return fc.Update(ctx(t), &u, nil)
+	})
+	if !t.Failed() {
+		wantEach(t, "takes with a cap of 3", got, 3)
+	}
+}
+
+// Holds of distinct bids and takes race for one cap of 3: exactly 3 pass
+// per visitor; then counting every bid held counts exactly those.
+func testFrequencyHoldRace(t *testing.T, fcs []tsubame.FrequencyCounter) {
+	cs := caps(3, time.Hour)
+	var mu sync.Mutex
+	held := map[int][]string{}
+	got := raceVisitors(t, fcs, func(fc tsubame.FrequencyCounter, g, v, try int, now time.Time) (bool, error) {
+		u := tsubame.FrequencyUpdate{Op: tsubame.FrequencyHold, Visitor: "u-" + strconv.Itoa(v), LineItem: "li-hrace", Caps: cs,
+			Bid: fmt.Sprintf("b-%d-%d", g, try), Now: now, Until: now.Add(time.Minute)}
+		if try%4 == 3 {
+			u.Op, u.Until = tsubame.FrequencyTake, time.Time{}
+		}
+		ok, err := fc.Update(ctx(t), &u, nil)
+		if ok && u.Op == tsubame.FrequencyHold {
+			mu.Lock()
+			held[v] = append(held[v], u.Bid)
+			mu.Unlock()
+		}
+		return ok, err
+	})
+	if t.Failed() {
+		return
+	}
+	wantEach(t, "holds and takes with a cap of 3", got, 3)
+	for v, bids := range held {
+		for i, bid := range bids {
+			u := tsubame.FrequencyUpdate{Op: tsubame.FrequencyCount, Visitor: "u-" + strconv.Itoa(v), LineItem: "li-hrace", Caps: cs,
+				Bid: bid, Now: frequencyStart.Add(time.Second)}
+			if !update(t, fcs[i%3], u) {
+				t.Fatalf("visitor %d: the count of held bid %s answered a repeat", v, bid)
+			}
+		}
+		rec := read(t, fcs[v%3], "u-"+strconv.Itoa(v))
+		for _, e := range rec.Entries("li-hrace") {
+			if e.Hold {
+				t.Fatalf("visitor %d: a hold left after every held bid was counted: %v", v, rec.Entries("li-hrace"))
+			}
+		}
+		if n := len(rec.Entries("li-hrace")); n != 3 {
+			t.Fatalf("visitor %d: %d impressions, want 3", v, n)
+		}
+	}
+}
+
+// BenchTake measures a take through fc.Update from parallelism goroutines
+// per CPU (b.SetParallelism) with a cap of 3 per hour: "taken" for
+// visitors never seen (a write each), "refused" for visitors already at
+// their cap; and "read", a visitor's record of three line items. The
+// visitors are built per call in "taken", which costs the benchmark one
+// allocation of its own per op.
 func BenchTake(b *testing.B, fc tsubame.FrequencyCounter, parallelism int) {
 	bctx := context.Background()
 	cs := caps(3, time.Hour)
 	b.Run("taken", func(b *testing.B) {
-		benchFresh(b, parallelism, "bench-%d-%d/", func(key string) (bool, error) { return fc.Take(bctx, key, cs, time.Now()) })
+		benchFresh(b, parallelism, "bench-%d-%d-", func(visitor string) (bool, error) {
+			u := tsubame.FrequencyUpdate{Op: tsubame.FrequencyTake, Visitor: visitor, LineItem: "li", Caps: cs, Now: time.Now()}
+			return fc.Update(bctx, &u, nil)
+		})
 	})
-	b.Run("refused", func(b *testing.B) {
-		keys := make([]string, 1024)
-		now := time.Now()
-		var wg sync.WaitGroup // concurrent, so that a store that batches writes fills them fast
-		for i := range keys {
-			keys[i] = fmt.Sprintf("bench-full-%d/%d", now.UnixNano(), i)
-			wg.Go(func() {
+	visitors := make([]string, 1024)
+	now := time.Now()
+	var wg sync.WaitGroup // concurrent, so that a store that batches writes fills them fast
+	for i := range visitors {
+		visitors[i] = fmt.Sprintf("bench-full-%d-%d", now.UnixNano(), i)
+		wg.Go(func() {
+			for k := range 3 {
 				for range 3 {
-					if _, err := fc.Take(bctx, keys[i], cs, now); err != nil {
+					u := tsubame.FrequencyUpdate{Op: tsubame.FrequencyTake, Visitor: visitors[i], LineItem: "li-" + strconv.Itoa(k), Caps: cs, Now: now}
+					if _, err := fc.Update(bctx, &u, nil); err != nil {
 						b.Error(err)
 					}
 				}
-			})
-		}
-		wg.Wait()
-		if b.Failed() {
-			return
-		}
+			}
+		})
+	}
+	wg.Wait()
+	if b.Failed() {
+		return
+	}
+	b.Run("refused", func(b *testing.B) {
 		var goroutine atomic.Int64
 		b.ReportAllocs()
 		b.SetParallelism(parallelism)
 		b.ResetTimer()
 		b.RunParallel(func(pb *testing.PB) {
 			i := int(goroutine.Add(1)) * 97
+			u := tsubame.FrequencyUpdate{Op: tsubame.FrequencyTake, LineItem: "li-0", Caps: cs}
 			for ; pb.Next(); i++ {
-				if ok, err := fc.Take(bctx, keys[i%len(keys)], cs, time.Now()); err != nil || ok {
-					b.Errorf("Take(%s) = %v, %v; want false", keys[i%len(keys)], ok, err)
+				u.Visitor, u.Now = visitors[i%len(visitors)], time.Now()
+				if ok, err := fc.Update(bctx, &u, nil); err != nil || ok {
+					b.Errorf("take for %s = %v, %v; want false", u.Visitor, ok, err)
+					return
+				}
+			}
+		})
+	})
+	b.Run("read", func(b *testing.B) {
+		var goroutine atomic.Int64
+		b.ReportAllocs()
+		b.SetParallelism(parallelism)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			i := int(goroutine.Add(1)) * 97
+			var rec tsubame.FrequencyRecord
+			for ; pb.Next(); i++ {
+				rec.Reset()
+				if err := fc.Read(bctx, visitors[i%len(visitors)], &rec); err != nil || len(rec.Lines) != 3 {
+					b.Errorf("read of %s = %+v, %v; want 3 line items", visitors[i%len(visitors)], rec, err)
 					return
 				}
 			}
