@@ -125,6 +125,7 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 		}
 		m.ads.bidder, err = bidder.New(bidder.Options{Engine: m.ads.engine, Signer: signer, Currency: cfg.Ads.Currency,
 			Rates: rates, NoticeURL: cfg.RTBNoticeURL(), TTL: cfg.Ads.Tracking.TTL, Grace: cfg.Ads.Budget.Grace, Timeout: cfg.RTB.Timeout, Dedupe: dd,
+			Holder: ledger.Holder(), Outcomes: outcomes,
 			Geo: opt.Geo, Device: opt.Device, AdSystem: cfg.VAST.AdSystem, TCFVendorID: cfg.Ads.TCFVendorID, Log: m.Logger},
 			exchanges(cfg))
 		if err != nil {
@@ -229,10 +230,11 @@ func exchanges(cfg *config.Config) []bidder.Exchange {
 	var out []bidder.Exchange
 	for name, e := range cfg.RTB.Exchanges {
 		shading, _ := bidder.ParseShading(e.Shading, e.ShadingStep)
+		win, _ := bidder.ParseWinWindow(e.WinWindow)
 		out = append(out, bidder.Exchange{Name: name, Seat: e.Seat, TokenHeader: e.TokenHeader, Token: e.Token,
 			Sources: e.SourcePrefixes(), QPS: e.QPS, Network: time.Duration(e.NetworkMS) * time.Millisecond,
 			PriceEncoding: cmp.Or(e.PriceEncoding, bidder.PricePlain), Reservation: cfg.ExchangeReservation(e),
-			BidEveryTID: e.BidEveryTID, Shading: shading, MarkupOnWin: e.MarkupOnWin, BillOn: e.BillOn})
+			BidEveryTID: e.BidEveryTID, Shading: shading, MarkupOnWin: e.MarkupOnWin, BillOn: e.BillOn, WinWindow: win})
 	}
 	return out
 }

@@ -247,7 +247,7 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 			node := nodes[res.requests%int64(len(nodes))]
 			res.requests++
 			id := "s" + strconv.FormatInt(res.requests, 36)
-			req := &decision.Request{User: id, Reserve: []string{id}, ReserveUntil: now.Add(hold), SettledBy: "imp:"}
+			req := &decision.Request{User: id, Reserve: []string{id}, ReserveUntil: now.Add(hold)}
 			if !node.counters.Allow(node.line, req, 0, now) {
 				continue
 			}
@@ -255,7 +255,9 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 			if rnd.IntN(100) >= sc.show {
 				continue
 			}
-			if _, err := st.FirstSeen(ctx, "imp:"+id, 48*time.Hour); err != nil {
+			// The impression bills the decision, as its tracking URL does.
+			o := tsubame.Outcome{Kind: tsubame.OutcomeBill, Bid: id, LineItem: li.ID, Due: req.ReserveUntil.Unix(), Price: li.CPM}
+			if _, err := st.Record(ctx, node.ledger.Holder(), &o, 48*time.Hour); err != nil {
 				return nil, err
 			}
 			res.impressions++

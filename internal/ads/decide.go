@@ -99,7 +99,7 @@ func (s *Service) decide(w server.Response, r server.Request, placement []byte, 
 		for i := range max(req.Count, 1) {
 			a.ids[i] = newID(now)
 		}
-		req.Reserve, req.ReserveUntil, req.SettledBy = a.ids[:max(req.Count, 1)], reserved, "imp:"
+		req.Reserve, req.ReserveUntil = a.ids[:max(req.Count, 1)], reserved
 	}
 
 	out := s.opt.Engine.Index().Decide(req, a.out[:0], nil)

@@ -52,6 +52,13 @@ type Options struct {
 	Timeout time.Duration
 	// Dedupe tells a repeated billing notice, across nodes.
 	Dedupe ads.Deduper
+	// Holder is the budget ledger's holder: the notice URLs of a bid that
+	// holds a line item's money carry it, and each notice's first sighting
+	// is recorded in Outcomes as the bid's outcome (tsubame.Outcome), on
+	// whichever node it comes to, for that ledger to settle. Empty, or
+	// without Outcomes: nothing is recorded (no ledger holds money).
+	Holder   string
+	Outcomes tsubame.Outcomes
 	// Geo maps an address to a country and region (nil: none); Device
 	// parses a User-Agent (nil: none).
 	Geo    func(netip.Addr) (country, region string)
@@ -565,7 +572,12 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 	bidID := ads.NewID(now)
 	if !test {
 		w.reserve[0] = bidID
-		d.Reserve, d.ReserveUntil, d.SettledBy = w.reserve[:], now.Add(ex.Reservation), settledBy
+		d.Reserve, d.ReserveUntil = w.reserve[:], now.Add(ex.Reservation)
+		if win := ex.winWindow(); win > 0 {
+			d.WinBy = now.Add(win)
+		} else {
+			d.WinBy = time.Time{}
+		}
 	} else {
 		d.Reserve = nil
 	}
@@ -668,6 +680,9 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 		Origin: track.Origin{Advertiser: l.Advertiser, Site: cmp.Or(d.Site, d.App), Country: d.Country, Device: d.Device}.Clean()}
 	if l.Limited && !test {
 		tk.Reserved = d.ReserveUntil
+		if b.opt.Outcomes != nil {
+			tk.Holder = b.opt.Holder // its notices settle the money held
+		}
 	}
 	var (
 		click string

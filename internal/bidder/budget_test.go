@@ -18,7 +18,8 @@ import (
 
 // A line item's impression limit holds across bids: a bid reserves its
 // impression until the exchange's reservation ends, a billing notice
-// settles it, and one never billed is given back and bid again. Five
+// spends it (the notice's outcome, recorded for the ledger holding it),
+// and one never billed is given back and bid again. Five
 // impressions: five bids, three billed; once the two others' reservations
 // end, two more bids, both billed: five billed in all, and the store
 // settles five.
@@ -57,7 +58,7 @@ func TestBidsSpendTheLimit(t *testing.T) {
 	sg, _ := track.NewSigner("k1", track.Key{ID: "k1", Secret: []byte(strings.Repeat("s", 32))})
 	rates, _ := bidder.NewRates("USD", nil)
 	bd, err := bidder.New(bidder.Options{Engine: eng, Signer: sg, Currency: "USD", Rates: rates, NoticeURL: noticeBase,
-		TTL: time.Hour, Grace: time.Second, Dedupe: st},
+		TTL: time.Hour, Grace: time.Second, Dedupe: st, Holder: ledger.Holder(), Outcomes: st},
 		[]bidder.Exchange{{Name: "ssp", Seat: "s", PriceEncoding: bidder.PricePlain, Reservation: time.Second}})
 	if err != nil {
 		t.Fatal(err)

@@ -71,6 +71,61 @@ type Exchange struct {
 	// BillOn is the event that bills a bid: BillOnBURL (the default when
 	// empty), BillOnNURL or BillOnMarkup.
 	BillOn string
+	// WinWindow is how long after a bid its win notice may come: a bid
+	// neither won nor lost by then gives its money back (a lost bid whose
+	// loss notice never comes must not hold its price for the whole
+	// Reservation). WinWindowAuto (0) measures it: twice the 99th
+	// percentile of the exchange's win notice delays, plus a second, once
+	// it has sent WinWindowSample of them (until then, and for an
+	// exchange that sends none, bids hold until the Reservation);
+	// WinWindowOff never gives money back early (an exchange whose win
+	// notices are late or missing).
+	WinWindow time.Duration
+}
+
+// Values of Exchange.WinWindow besides a duration.
+const (
+	WinWindowAuto time.Duration = 0
+	WinWindowOff  time.Duration = -1
+)
+
+// ParseWinWindow reads an exchange's win_window: "auto" (or empty),
+// "off", or a duration of 1s to 1h.
+func ParseWinWindow(s string) (time.Duration, error) {
+	switch s {
+	case "", "auto":
+		return WinWindowAuto, nil
+	case "off":
+		return WinWindowOff, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < time.Second || d > time.Hour {
+		return 0, tsubame.Errorf(tsubame.EINVALID, "win_window: %q is not auto, off or a duration from 1s to 1h, such as \"5s\"", s)
+	}
+	return d, nil
+}
+
+// WinWindowSample is how many win notices an exchange sends before its
+// window is measured (WinWindowAuto).
+const WinWindowSample = 100
+
+// minWinWindow is the shortest measured window.
+const minWinWindow = 2 * time.Second
+
+// winWindow is how long the exchange's bids wait for their win notice now
+// (Exchange.WinWindow); 0: until the Reservation.
+func (x *exchange) winWindow() time.Duration {
+	switch w := x.WinWindow; {
+	case w == WinWindowOff:
+		return 0
+	case w > 0:
+		return min(w, x.Reservation)
+	}
+	p99, n := x.stats.winDelayP99()
+	if n < WinWindowSample {
+		return 0
+	}
+	return min(max(2*p99+time.Second, minWinWindow), x.Reservation)
 }
 
 // DefaultShadingStep is how far over the floor a shaded bid stays when an

@@ -40,11 +40,6 @@ type NoticeAnswer struct {
 	Body        []byte
 }
 
-// settledBy is what a bid's reservation is settled by (decision.Request's
-// SettledBy): its bill's key, which the budget ledger asks the store
-// about, whichever notice bills (outcomeOf).
-var settledBy = tsubame.OutcomeKey(tsubame.OutcomeBill, "")
-
 // outcomeEvents are the event lines of the outcomes: the one place a
 // kind of money event gets its line's kind.
 var outcomeEvents = [...]accesslog.EventKind{tsubame.OutcomeWin: accesslog.EventWin, tsubame.OutcomeLoss: accesslog.EventLoss,
@@ -292,6 +287,7 @@ func (b *Bidder) record(e *accesslog.Event, what tsubame.OutcomeKind, t *track.T
 	case reason != "":
 	case what == tsubame.OutcomeWin:
 		stats.Wins.Add(1)
+		stats.winDelayed(now.Sub(t.Expires.Add(-b.opt.TTL))) // the token expires TTL after its bid
 	case what == tsubame.OutcomeLoss:
 		stats.Losses.Add(1)
 	case what == tsubame.OutcomeBill:
@@ -332,16 +328,34 @@ func (b *Bidder) verdict(kind accesslog.EventKind, t *track.Token, first bool, e
 }
 
 // once records the outcome what of t's bid (price: a bill's clearing
-// price, 0 for the others) and reports whether it is the first of its
-// kind for the bid on any node sharing the store. It is the one place a
-// notice asks the store whether it counts: the Deduper's FirstSeen of
-// tsubame.OutcomeKey(what, bid), remembered for the token's life and
-// dedupeSlack, whose bill key the budget ledger's settlement reads back
-// (Seen) whichever notice bills.
+// price in the bid's currency, 0 for the others) and reports whether it is
+// the first of its kind for the bid on any node sharing the store. It is
+// the one place a notice asks the store whether it counts. A bid that
+// holds money (its token names the ledger holding it) has its outcome
+// recorded for that ledger (tsubame.Outcomes.Record, which is the dedupe
+// too): a loss gives the money back at once, a win keeps it for the bill,
+// the bill spends it at its price in the account's currency. Other bids'
+// notices are deduped (the Deduper's FirstSeen of
+// tsubame.OutcomeKey(what, bid)). Either is remembered for the token's
+// life and dedupeSlack.
 func (b *Bidder) once(what tsubame.OutcomeKind, t *track.Token, price tsubame.Money, now time.Time) (bool, error) {
 	ctx, cancel := context.WithDeadline(context.Background(), now.Add(dedupeTimeout))
 	defer cancel()
-	return b.opt.Dedupe.FirstSeen(ctx, tsubame.OutcomeKey(what, t.Decision), t.Expires.Sub(now)+dedupeSlack)
+	ttl := t.Expires.Sub(now) + dedupeSlack
+	if t.Holder == "" || b.opt.Outcomes == nil || t.Reserved.IsZero() {
+		return b.opt.Dedupe.FirstSeen(ctx, tsubame.OutcomeKey(what, t.Decision), ttl)
+	}
+	o := tsubame.Outcome{Kind: what, Bid: t.Decision, LineItem: t.LineItem, Due: t.Reserved.Unix()}
+	if what == tsubame.OutcomeBill {
+		// In the account's currency, rounded down: a CPM the ledger spends
+		// at most the bid's held price of.
+		m, ok := b.rates.Load().ToAccount(price, t.Currency)
+		if !ok {
+			m = tsubame.MaxCPM // the rate is gone: the hold is spent at its own price
+		}
+		o.Price = min(max(m, 0), tsubame.MaxCPM)
+	}
+	return b.opt.Outcomes.Record(ctx, t.Holder, &o, min(max(ttl, time.Second), tsubame.MaxOutcomeTTL))
 }
 
 // winMarkup is the markup a win notice serves: the bid's creative, if it

@@ -36,6 +36,36 @@ type Stats struct {
 
 	latency    [len(LatencyBounds) + 1]atomic.Uint64
 	latencySum atomic.Int64 // nanoseconds
+
+	// winDelay counts the first win notices of bids by whole seconds from
+	// the bid (the last bucket: that or more), for WinWindowAuto.
+	winDelay [winDelayBuckets]atomic.Uint64
+}
+
+// winDelayBuckets bounds the win delays kept apart, in seconds.
+const winDelayBuckets = 64
+
+// winDelayed counts a first win notice d after its bid.
+func (s *Stats) winDelayed(d time.Duration) {
+	s.winDelay[min(max(int(d/time.Second), 0), winDelayBuckets-1)].Add(1)
+}
+
+// winDelayP99 is the 99th percentile of the win delays, in whole seconds
+// rounded up, and how many were counted.
+func (s *Stats) winDelayP99() (time.Duration, uint64) {
+	var counts [winDelayBuckets]uint64
+	var total uint64
+	for i := range counts {
+		counts[i] = s.winDelay[i].Load()
+		total += counts[i]
+	}
+	var seen uint64
+	for i, c := range counts {
+		if seen += c; seen*100 >= total*99 {
+			return time.Duration(i+1) * time.Second, total
+		}
+	}
+	return winDelayBuckets * time.Second, total
 }
 
 var noBidReasonsArray = [...]string{NoBidMalformed, NoBidThrottled, NoBidTimeout, NoBidCurrency, NoBidNoMatch, NoBidFloor, NoBidBadIDs, NoBidLog, NoBidSeat, NoBidOverload,

@@ -274,7 +274,7 @@ func BenchmarkAllowLimited(b *testing.B) {
 	for i := range ids {
 		ids[i] = fmt.Sprintf("01M8%022d", i)
 	}
-	req := &decision.Request{Reserve: make([]string, 1), SettledBy: "imp:"}
+	req := &decision.Request{Reserve: make([]string, 1)}
 	round := func() { // a second later, and the reservations of a minute ago settled
 		clk.Advance(time.Second)
 		g.Tick(context.Background())

@@ -68,6 +68,10 @@ type RTBExchange struct {
 	// BillOn is the event that bills a bid (bidder.BillOns): burl (the
 	// default), nurl, or markup (the impression the markup fires).
 	BillOn string `koanf:"bill_on"`
+	// WinWindow is how long a bid waits for its win notice before its
+	// money comes back (bidder.ParseWinWindow): auto (measured), off, or
+	// a duration.
+	WinWindow string `koanf:"win_window"`
 }
 
 // ExchangeReservation is the reservation of exchange e: its own, else
@@ -162,6 +166,9 @@ func (c *Config) validateRTB(p *problems) {
 			p.add("%s.network_ms: 0 to 10000", at)
 		}
 		if _, err := bidder.ParseShading(e.Shading, e.ShadingStep); err != nil {
+			p.add("%s.%v", at, err)
+		}
+		if _, err := bidder.ParseWinWindow(e.WinWindow); err != nil {
 			p.add("%s.%v", at, err)
 		}
 		if e.BillOn != "" && !slices.Contains(bidder.BillOns, e.BillOn) {

@@ -86,7 +86,6 @@ type Request struct {
 	// that sends win notices has sent its win by then). Unset, what a
 	// decision takes is spent at once.
 	ReserveUntil, WinBy time.Time
-	SettledBy           string
 	// Test asks for decisions that spend nothing (OpenRTB's test=1):
 	// Counters let a line item serve if it could, and take nothing.
 	Test bool
