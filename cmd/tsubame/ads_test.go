@@ -301,7 +301,7 @@ func TestAdminWriteReachesTheIndex(t *testing.T) {
 // The real Main on its embedded store keeps a line item's impression limit:
 // li-jp (a limit of 5) serves exactly 5 shown impressions, then li-all
 // serves; the store's committed count is 5, and /metrics counts the
-// reservations settled.
+// reservations billed by their impressions, none left open.
 func TestImpressionLimitEndToEnd(t *testing.T) {
 	env := append(testEnv(t), "TSUBAME_ADS_BUDGET_INTERVAL=20ms", "TSUBAME_ADMIN_METRICS_PUBLIC=true", "TSUBAME_ADS_BUDGET_HISTORY_EVERY=1s")
 	m := openMain(t, env, false)
@@ -338,10 +338,12 @@ func TestImpressionLimitEndToEnd(t *testing.T) {
 		c := us[0].Committed
 		return len(c) > 0 && c[len(c)-1].Value == 5
 	})
-	code, body := get(t, "http://"+m.AdminAddr()+"/metrics")
-	if code != http.StatusOK || !strings.Contains(body, "tsubame_budget_reservations_open 5\n") {
-		t.Fatalf("/metrics: %d, no 5 reservations open:\n%s", code, grepLines(body, "tsubame_budget_"))
-	}
+	// Each impression billed its decision at once: nothing is held.
+	waitUntil(t, "/metrics to count 5 billed and none held", func() bool {
+		code, body := get(t, "http://"+m.AdminAddr()+"/metrics")
+		return code == http.StatusOK && strings.Contains(body, "tsubame_budget_reservations_billed_total 5\n") &&
+			strings.Contains(body, "tsubame_budget_reservations_open 0\n")
+	})
 }
 
 // grepLines returns the lines of text that contain s.

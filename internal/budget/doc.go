@@ -14,20 +14,27 @@
 // store guarantees that the leases of every node and the settled units
 // never exceed the limit, and a node spends only what it holds.
 //
-// A decision takes one impression (and cpm/1000 of spend) from every
-// account of its line item at once, or from none, and holds it under its
-// decision id until its reservation ends (ads.reservation). Then, a grace
-// later (for impressions counted on nodes whose clocks are behind),
-// Deduper.Seen tells whether "imp:<id>" was counted on any node: spent if
-// so, back into the hand if not. The impression's node does nothing but
-// count it, as it always did: the deciding node reads the store once per
-// reservation, off the request path. An impression after its reservation
-// ended is still counted and logged late (overage). Spend is kept on a
-// node in thousandths of a micro-unit, so an impression's cost is exact;
-// the store keeps micro-units, and a node rounds up when it gives a lease
-// back.
+// A decision or a bid takes one impression (and cpm/1000 of spend) from
+// every account of its line item at once, or from none, and holds it: a
+// count in a bucket per line item and second of the hold's end
+// (holds.go), never a record per decision. Its tracking or notice URLs
+// name this node (Holder), and what becomes of it — the bid's win, loss
+// or bill, a decision's impression as its bill — is recorded once across
+// nodes for this node (tsubame.Outcomes), wherever it comes; the loop
+// reads the queue every round and applies it (Apply): a loss gives the
+// hold back at once, a win keeps it for its bill, a bill spends it at the
+// bill's price and gives the rest of the bid's price back. A hold nothing
+// claims is given back a grace after its win window (a bid never won) or
+// its reservation (won and never billed, a decision never shown), and
+// only once the queue was read after that: an outcome recorded before the
+// deadline always counts. A bill of no hold (late, after a loss, or of a
+// process since restarted) was paid: spent from the hand, else debited
+// in the store past the leases (Quotas.Debit), and counted as overage.
+// Spend is kept on a node in thousandths of a micro-unit, so an
+// impression's cost is exact; the store keeps micro-units, and a node
+// rounds up when it gives a lease back.
 //
-// Run's loop, every Interval, settles the reservations that are due, gives
+// Run's loop, every Interval, applies the outcomes and the deadlines, gives
 // back settled units and what the hand holds beyond need, renews leases
 // half-way through their Lease, and tops hands up to twice what the last
 // intervals asked for (at most a 64th of the limit); an account whose hand
@@ -40,17 +47,17 @@
 // counts on — the lease ended there and it counted all of it as spent, or
 // a failover to a replica lost the writes that granted it — the node drops
 // the difference from what it was giving back and from its hand, and if
-// that is not enough, lets the lease's reservations go and releases all the
+// that is not enough, lets the lease's holds go and releases all the
 // store still holds of it as spent: no unit is spent twice, and what a
 // failover forgot is spent past the limit at most once (Counts.Forgotten).
 // A store that holds more than the node counts on is believed only after
 // a Lease whose answer was lost; otherwise the surplus is released as
 // spent. Close gives the hand back and counts
-// the rest, open reservations included, as spent.
+// the rest, open holds included, as spent.
 //
 // Lock order: Ledger.loopMu (one round of the loop, Close, Stats), then
 // Ledger.mu (the accounts map), then an account's mu (a lost lease
-// against takes); holdQueue's shard locks are taken alone.
+// against takes); holdTable's shard locks are taken alone.
 //
 // # Frequency caps
 //
