@@ -104,7 +104,7 @@ func (c *Counters) Allow(l *decision.Line, req *decision.Request, slot int, now 
 		at, need := now.UnixNano(), now.UnixNano()
 		if !req.ReserveUntil.IsZero() {
 			until = max(at, min(req.ReserveUntil.UnixNano(), at+int64(c.ledger.opt.MaxHold)))
-			due, winBy, need = req.ReserveUntil.Unix(), until, until
+			due, need = req.ReserveUntil.Unix(), until
 			if !req.WinBy.IsZero() {
 				winBy = min(until, max(at, req.WinBy.UnixNano()))
 			}

@@ -379,8 +379,8 @@ func (g *Ledger) cancel(r *reservation) {
 
 // hold keeps what a bid (or decision) of line item l took, r, until its
 // outcome: a loss gives it back, a bill spends it, and without either
-// it is given back at winBy when it did not win, at until when it won
-// and was not billed (each a grace later; Unix nanoseconds). due is the
+// it is given back at winBy when it did not win, a grace after until when
+// it won and was not billed (Unix nanoseconds; winBy 0: no win window). due is the
 // second its outcomes name it by (tsubame.Outcome.Due: the reservation's
 // end as its tracking URLs carry it). until 0: spent at once.
 func (g *Ledger) hold(l *decision.Line, r *reservation, due, until, winBy int64) {
@@ -396,8 +396,13 @@ func (g *Ledger) hold(l *decision.Line, r *reservation, due, until, winBy int64)
 	for i := range r.n {
 		r.slots[i].acct.holds.Add(1)
 	}
-	grace := int64(g.opt.Grace)
-	g.holds.add(bucketKey{l.ID, due}, r, min(winBy, until)+grace, until+grace)
+	// The win window is the exchange's delay already: no grace on it. The
+	// reservation's end takes the grace, for bills on their way.
+	billBy := until + int64(g.opt.Grace)
+	if winBy <= 0 {
+		winBy = billBy
+	}
+	g.holds.add(bucketKey{l.ID, due}, r, min(winBy, billBy), billBy)
 }
 
 // kick tells the loop that a's hand ran short, once until the loop has

@@ -956,3 +956,59 @@ func TestLateBillsAreDebited(t *testing.T) {
 		t.Fatalf("counts %+v: want 10 billed, 10 expired, 10 late, 10 units of overage", c)
 	}
 }
+
+// A loss gives a bid's hold back at once, a win keeps it for its bill, and
+// a bid neither won nor lost by its win window gives it back then: on a
+// limit of three, three bids; one lost, one won, one silent. At the next
+// round the lost one's impression is bid again; the won one is billed and
+// spent; the silent one comes back at its window, long before its
+// reservation ends.
+func TestOutcomesMoveTheMoney(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	clk := newClock()
+	set := limitedSet(tsubame.ImpressionLimits{Total: 3}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
+	n := newNode(t, st, set, "node-0", budget.LedgerOptions{Now: clk.Now, MaxHold: 10 * time.Minute, Grace: 30 * time.Second})
+	ctx := t.Context()
+	bid := func() string {
+		t.Helper()
+		for range 10 {
+			id := fmt.Sprintf("b%09d", ids.Add(1))
+			req := &decision.Request{Reserve: []string{id}, ReserveUntil: clk.Now().Add(10 * time.Minute), WinBy: clk.Now().Add(5 * time.Second)}
+			if n.counters.Allow(n.line, req, 0, clk.Now()) {
+				n.mu.Lock()
+				if n.dues == nil {
+					n.dues = map[string]int64{}
+				}
+				n.dues[id] = req.ReserveUntil.Unix()
+				n.mu.Unlock()
+				return id
+			}
+			n.ledger.Tick(ctx)
+		}
+		return ""
+	}
+	lost, won, silent := bid(), bid(), bid()
+	if lost == "" || won == "" || silent == "" || bid() != "" {
+		t.Fatal("not exactly three bids on a limit of three")
+	}
+	n.record(t, tsubame.OutcomeLoss, lost)
+	n.record(t, tsubame.OutcomeWin, won)
+	n.ledger.Tick(ctx)
+	again := bid()
+	if again == "" {
+		t.Fatal("the lost bid's impression was not bid again at once")
+	}
+	if bid() != "" {
+		t.Fatal("a bid past the limit")
+	}
+	n.record(t, tsubame.OutcomeBill, won)
+	clk.Advance(6 * time.Second) // past the win window, far from the reservation's end
+	n.ledger.Tick(ctx)
+	if bid() == "" {
+		t.Fatal("the silent bid's impression did not come back at its win window")
+	}
+	if c := n.ledger.Counts(); c.Lost != 1 || c.Won != 1 || c.Billed != 1 || c.Expired < 1 {
+		t.Fatalf("counts %+v: want 1 lost, 1 won, 1 billed, the silent one expired", c)
+	}
+}
