@@ -110,7 +110,7 @@ func (c *Counters) Allow(l *decision.Line, req *decision.Request, slot int, now 
 			}
 		}
 		var ok bool
-		if r, ok = c.ledger.take(l, now, need); !ok {
+		if r, ok = c.ledger.take(l, now, need, int64(req.Price(l))); !ok { // a shaded bid holds what it bids
 			return false
 		}
 	}
@@ -121,7 +121,7 @@ func (c *Counters) Allow(l *decision.Line, req *decision.Request, slot int, now 
 		return false
 	}
 	if r.n > 0 {
-		c.ledger.hold(l, &r, due, until, winBy)
+		c.ledger.hold(l, &r, now.UnixNano(), due, until, winBy)
 	}
 	return true
 }

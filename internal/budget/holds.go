@@ -3,6 +3,7 @@ package budget
 import (
 	"hash/maphash"
 	"sync"
+	"unsafe"
 )
 
 // bucketKey names the bids (or decisions) of one line item whose holds
@@ -28,9 +29,13 @@ type bucket struct {
 	open, won int64
 	// winBy is when open bids not won are given back (an exchange that
 	// sends win notices has sent them by then); billBy when won ones not
-	// billed are. Unix nanoseconds.
-	winBy, billBy int64
+	// billed are; made when the bucket was made. Unix nanoseconds.
+	winBy, billBy, made int64
 }
+
+// bucketBytes is about what a bucket costs: itself, its pointer and its
+// map entry's key.
+const bucketBytes = int64(unsafe.Sizeof(bucket{})) + 8 + int64(unsafe.Sizeof(bucketKey{})) + 16
 
 // holdShards spreads the buckets over locks: decisions on every core add
 // to them at once.
@@ -56,9 +61,9 @@ func (t *holdTable) shard(k bucketKey) *holdShard {
 	return &t.shards[maphash.Comparable(t.seed, k)%holdShards]
 }
 
-// add counts one more open bid of r under k, extending the bucket's
-// deadlines to winBy and billBy.
-func (t *holdTable) add(k bucketKey, r *reservation, winBy, billBy int64) {
+// add counts one more open bid of r under k at now, extending the
+// bucket's deadlines to winBy and billBy.
+func (t *holdTable) add(k bucketKey, r *reservation, now, winBy, billBy int64) {
 	sh := t.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -72,7 +77,7 @@ func (t *holdTable) add(k bucketKey, r *reservation, winBy, billBy int64) {
 	if sh.m == nil {
 		sh.m = map[bucketKey][]*bucket{}
 	}
-	sh.m[k] = append(sh.m[k], &bucket{r: *r, open: 1, winBy: winBy, billBy: billBy})
+	sh.m[k] = append(sh.m[k], &bucket{r: *r, open: 1, winBy: winBy, billBy: billBy, made: now})
 }
 
 // take removes one bid from k's buckets — an open one, or with won a won
@@ -164,8 +169,9 @@ func (t *holdTable) expire(cutoff int64, out []expired) []expired {
 	return out
 }
 
-// counts reports the bids held and the buckets holding them.
-func (t *holdTable) counts() (bids, buckets int64) {
+// counts reports the bids held, the buckets holding them, and when the
+// oldest was made (0: none).
+func (t *holdTable) counts() (bids, buckets, oldest int64) {
 	for i := range t.shards {
 		sh := &t.shards[i]
 		sh.mu.Lock()
@@ -173,9 +179,12 @@ func (t *holdTable) counts() (bids, buckets int64) {
 			for _, b := range bs {
 				bids += b.open + b.won
 				buckets++
+				if oldest == 0 || b.made < oldest {
+					oldest = b.made
+				}
 			}
 		}
 		sh.mu.Unlock()
 	}
-	return bids, buckets
+	return bids, buckets, oldest
 }

@@ -322,9 +322,11 @@ type dayState struct {
 	slots      [2]slot
 }
 
-// take reserves a decision of l at now, held until until (Unix
-// nanoseconds; now when it is spent at once).
-func (g *Ledger) take(l *decision.Line, now time.Time, until int64) (reservation, bool) {
+// take reserves a decision of l at now at price (a CPM: what one
+// impression of it costs, in thousandths of a micro-unit; at most l's
+// CPM, less when a bid is shaded), held until until (Unix nanoseconds;
+// now when it is spent at once).
+func (g *Ledger) take(l *decision.Line, now time.Time, until int64, price int64) (reservation, bool) {
 	var r reservation
 	st := g.state(l)
 	nowNs := now.UnixNano()
@@ -336,6 +338,9 @@ func (g *Ledger) take(l *decision.Line, now time.Time, until int64) (reservation
 	for _, s := range [...]slot{st.total[0], st.total[1], d.slots[0], d.slots[1]} {
 		if s.acct == nil {
 			continue
+		}
+		if s.acct.scale == nanosPerMicro {
+			s.units = min(max(price, 0), s.units)
 		}
 		gen, ok := s.acct.take(s.units, nowNs, need)
 		if !ok {
@@ -383,7 +388,7 @@ func (g *Ledger) cancel(r *reservation) {
 // it won and was not billed (Unix nanoseconds; winBy 0: no win window). due is the
 // second its outcomes name it by (tsubame.Outcome.Due: the reservation's
 // end as its tracking URLs carry it). until 0: spent at once.
-func (g *Ledger) hold(l *decision.Line, r *reservation, due, until, winBy int64) {
+func (g *Ledger) hold(l *decision.Line, r *reservation, now, due, until, winBy int64) {
 	if r.n == 0 {
 		return
 	}
@@ -402,7 +407,7 @@ func (g *Ledger) hold(l *decision.Line, r *reservation, due, until, winBy int64)
 	if winBy <= 0 {
 		winBy = billBy
 	}
-	g.holds.add(bucketKey{l.ID, due}, r, min(winBy, billBy), billBy)
+	g.holds.add(bucketKey{l.ID, due}, r, now, min(winBy, billBy), billBy)
 }
 
 // kick tells the loop that a's hand ran short, once until the loop has
@@ -1131,10 +1136,12 @@ func (g *Ledger) Close(ctx context.Context) error {
 // Counts are a ledger's counters, for metrics.
 type Counts struct {
 	// Holds are the bids (and decisions) whose money is held, in Buckets
-	// (a line item's holds ending in one second); Accounts the counters
-	// this node keeps a share of.
-	Holds, Buckets int64
-	Accounts       int
+	// (a line item's holds ending in one second) of about HoldBytes in
+	// all, the oldest made OldestHold ago; Accounts the counters this node
+	// keeps a share of.
+	Holds, Buckets, HoldBytes int64
+	OldestHold                time.Duration
+	Accounts                  int
 	// Billed, Lost and Expired count the holds that ended: spent by a bill,
 	// given back by a loss notice, given back at a deadline (not won in
 	// the win window, or won and not billed by the end of the
@@ -1158,8 +1165,12 @@ func (g *Ledger) Counts() Counts {
 	g.mu.Lock()
 	n := len(g.accounts)
 	g.mu.Unlock()
-	holds, buckets := g.holds.counts()
-	return Counts{Holds: holds, Buckets: buckets, Accounts: n, Billed: g.billed.Load(), Won: g.won.Load(),
+	holds, buckets, oldest := g.holds.counts()
+	var age time.Duration
+	if oldest > 0 {
+		age = max(g.opt.Now().Sub(time.Unix(0, oldest)), 0)
+	}
+	return Counts{Holds: holds, Buckets: buckets, HoldBytes: buckets * bucketBytes, OldestHold: age, Accounts: n, Billed: g.billed.Load(), Won: g.won.Load(),
 		Lost: g.lostBids.Load(), Expired: g.expired.Load(), Late: g.late.Load(), Overage: g.overage.Load(),
 		StoreErrors: g.storeErrors.Load(), LeasesLost: g.lost.Load(), Forgotten: g.forgotten.Load()}
 }

@@ -992,6 +992,9 @@ func TestOutcomesMoveTheMoney(t *testing.T) {
 	if lost == "" || won == "" || silent == "" || bid() != "" {
 		t.Fatal("not exactly three bids on a limit of three")
 	}
+	if c := n.ledger.Counts(); c.Holds != 3 || c.Buckets != 1 || c.HoldBytes <= 0 || c.OldestHold != 0 {
+		t.Fatalf("counts %+v: want 3 holds in one bucket, its bytes, made now", c)
+	}
 	n.record(t, tsubame.OutcomeLoss, lost)
 	n.record(t, tsubame.OutcomeWin, won)
 	n.ledger.Tick(ctx)
@@ -1003,12 +1006,79 @@ func TestOutcomesMoveTheMoney(t *testing.T) {
 		t.Fatal("a bid past the limit")
 	}
 	n.record(t, tsubame.OutcomeBill, won)
-	clk.Advance(6 * time.Second) // past the win window, far from the reservation's end
+	clk.Advance(2 * time.Second)
+	if c := n.ledger.Counts(); c.Holds != 3 || c.OldestHold != 2*time.Second {
+		t.Fatalf("counts %+v: want 3 held (won, silent, again), the oldest 2 s old", c)
+	}
+	clk.Advance(4 * time.Second) // past the win window, far from the reservation's end
 	n.ledger.Tick(ctx)
 	if bid() == "" {
 		t.Fatal("the silent bid's impression did not come back at its win window")
 	}
 	if c := n.ledger.Counts(); c.Lost != 1 || c.Won != 1 || c.Billed != 1 || c.Expired < 1 {
 		t.Fatalf("counts %+v: want 1 lost, 1 won, 1 billed, the silent one expired", c)
+	}
+
+}
+
+// A shaded bid holds what it bids, not its line item's CPM, and its bill
+// spends the clearing price: a budget of 0.01 at a CPM of 1.00 pays for
+// ten impressions at the CPM, twenty bids shaded to half of it; billed
+// at a clearing price of a quarter of the CPM, each gives the rest back,
+// and the budget buys 39: a bid holds 0.0005 for as long as it is open,
+// and after 38 bills of 0.00025 only 0.0005 is left for one more.
+func TestShadedBidsHoldWhatTheyBid(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	clk := newClock()
+	set := limitedSet(tsubame.ImpressionLimits{}, tsubame.Budget{Total: 10_000}, 1_000_000, tsubame.PacingASAP)
+	n := newNode(t, st, set, "node-0", budget.LedgerOptions{Now: clk.Now})
+	ctx := t.Context()
+	bidAll := func() []string {
+		var got []string
+		for refused := 0; refused < 50; {
+			id := fmt.Sprintf("b%09d", ids.Add(1))
+			req := &decision.Request{Reserve: []string{id}, ReserveUntil: clk.Now().Add(time.Minute),
+				Shading: decision.Shading{Factor: decision.MaxShadingFactor / 2}}
+			if !n.counters.Allow(n.line, req, 0, clk.Now()) {
+				refused++
+				clk.Advance(time.Second)
+				n.ledger.Tick(ctx)
+				continue
+			}
+			n.mu.Lock()
+			if n.dues == nil {
+				n.dues = map[string]int64{}
+			}
+			n.dues[id] = req.ReserveUntil.Unix()
+			n.mu.Unlock()
+			got = append(got, id)
+		}
+		return got
+	}
+	held := bidAll()
+	if len(held) != 20 {
+		t.Fatalf("%d bids shaded to half the CPM on a budget of ten impressions at the CPM, want 20", len(held))
+	}
+	billed := len(held)
+	for round := 0; round < 20 && len(held) > 0; round++ {
+		for _, id := range held {
+			n.mu.Lock()
+			due := n.dues[id]
+			n.mu.Unlock()
+			o := tsubame.Outcome{Kind: tsubame.OutcomeBill, Bid: id, LineItem: "li", Due: due, Price: 250_000}
+			if first, err := st.Record(ctx, n.ledger.Holder(), &o, time.Hour); err != nil || !first {
+				t.Fatal(first, err)
+			}
+		}
+		n.ledger.Tick(ctx)
+		held = bidAll()
+		billed += len(held)
+	}
+	if billed != 39 {
+		t.Fatalf("%d bills at a quarter of the CPM on a budget of ten impressions at the CPM, want 39", billed)
+	}
+	if s, o := committed(t, st, "camp/camp/spend"); s+o > 10_000 {
+		t.Fatalf("committed %d of a budget of 10000", s+o)
 	}
 }
