@@ -48,3 +48,14 @@ func TestOutcomesSurviveReopen(t *testing.T) {
 		t.Fatalf("queue after a restart %+v, %v; want %+v", q, err, o)
 	}
 }
+
+func TestHandoversConformance(t *testing.T) {
+	storetest.RunHandovers(t, func(t *testing.T) (a, b tsubame.Handovers) {
+		s, err := embedded.Open(filepath.Join(t.TempDir(), embedded.FileName), embedded.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s, s
+	})
+}

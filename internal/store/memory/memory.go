@@ -29,6 +29,7 @@ type Store struct {
 	freq    frequencies // frequency caps' times (frequency.go), likewise
 	quota   quotas      // leases of limited counters (quota.go), likewise
 	out     outcomes    // outcomes of bids (outcome.go), likewise
+	hand    handovers   // stopped ledgers' holds (handover.go), likewise
 }
 
 var (

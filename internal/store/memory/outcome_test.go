@@ -15,3 +15,11 @@ func TestOutcomesConformance(t *testing.T) {
 		return s, s
 	})
 }
+
+func TestHandoversConformance(t *testing.T) {
+	storetest.RunHandovers(t, func(t *testing.T) (a, b tsubame.Handovers) {
+		s := memory.New()
+		t.Cleanup(func() { _ = s.Close() })
+		return s, s
+	})
+}
