@@ -70,9 +70,10 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 		return usagef("store type %q cannot record the outcomes of bids: set ads.enabled: false", cfg.Store.Type)
 	}
 	b := cfg.Ads.Budget
-	longest := cfg.LongestReservation() // of a decision, or a bid on any exchange
+	longest := cfg.LongestReservation()         // of a decision, or a bid on any exchange
+	handovers, _ := backend.(tsubame.Handovers) // every store has them; without, holds count as spent at a stop
 	ledger, err := budget.NewLedger(quotas, outcomes, budget.LedgerOptions{Holder: b.Holder, Interval: b.Interval,
-		Grace: b.Grace, Lease: b.Lease, MaxHold: longest, Log: m.Logger})
+		Grace: b.Grace, Lease: b.Lease, MaxHold: longest, Handovers: handovers, Log: m.Logger})
 	if err != nil {
 		return usagef("ads.budget: %v", err)
 	}

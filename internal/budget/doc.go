@@ -56,7 +56,8 @@
 // the rest, open holds included, as spent.
 //
 // Lock order: Ledger.loopMu (one round of the loop, Close, Stats), then
-// Ledger.mu (the accounts map), then an account's mu (a lost lease
+// an adopted child's loopMu (the parent's round ticks its children), then
+// Ledger.mu (the accounts map and the children), then an account's mu (a lost lease
 // against takes); holdTable's shard locks are taken alone.
 //
 // # Frequency caps

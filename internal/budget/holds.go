@@ -80,6 +80,17 @@ func (t *holdTable) add(k bucketKey, r *reservation, now, winBy, billBy int64) {
 	sh.m[k] = append(sh.m[k], &bucket{r: *r, open: 1, winBy: winBy, billBy: billBy, made: now})
 }
 
+// put adds bucket b under k as it is (a handed-over one).
+func (t *holdTable) put(k bucketKey, b *bucket) {
+	sh := t.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if sh.m == nil {
+		sh.m = map[bucketKey][]*bucket{}
+	}
+	sh.m[k] = append(sh.m[k], b)
+}
+
 // take removes one bid from k's buckets — an open one, or with won a won
 // one (an open one if none) — and returns what it held; false when no
 // bucket of k holds one (its deadline passed, or the node restarted).

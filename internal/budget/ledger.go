@@ -62,6 +62,10 @@ type LedgerOptions struct {
 	Log *slog.Logger
 	// Now is the clock (time.Now when nil), for tests and simulations.
 	Now func() time.Time
+	// Handovers, when set, passes the open holds on at Close for another
+	// server to settle, and the loop settles those other servers hand over
+	// (handover.go). Without it, open holds count as spent at Close.
+	Handovers tsubame.Handovers
 }
 
 // Ledger keeps a node's share of the budgets and impression limits of line
@@ -98,6 +102,12 @@ type Ledger struct {
 	expired     atomic.Uint64 // holds given back at a deadline: no win, or no bill
 	late        atomic.Uint64 // bills of no hold (after its deadline, or of another process's)
 	overage     atomic.Uint64 // of those, the store units this node could not take from its hand
+
+	// child marks a ledger adopted from a stopped server's handover; the
+	// parent's children, under mu, are ticked by its loop.
+	child      bool
+	children   []*Ledger
+	handedOver atomic.Uint64 // buckets handed over at Close
 
 	// The loop's own: touched by Run's goroutine (and Close after it).
 	loopMu sync.Mutex
@@ -580,6 +590,10 @@ func (g *Ledger) Tick(ctx context.Context) {
 	g.mu.Unlock()
 	g.steps(ctx, all, true)
 	g.retire()
+	if !g.child {
+		g.claimHandovers(ctx)
+		g.tickChildren(ctx)
+	}
 }
 
 // maxParallel bounds the store calls of one round in flight at once.
@@ -688,7 +702,6 @@ func (g *Ledger) run(ctx context.Context, a *account, now int64) {
 			g.storeErrors.Add(1)
 			g.warn("cannot debit late bills in the store (retried)", a, err)
 		} else {
-			g.overage.Add(uint64(d.used))
 			a.debit = nil
 		}
 	}
@@ -1032,18 +1045,26 @@ func (g *Ledger) spend(r *reservation, price int64) {
 }
 
 // debitLate spends a bill that no hold covers, from the hands of its line
-// item's total accounts (its day may be over), or where a hand cannot
-// cover it, by a debit in the store past the leases: it was paid, and the
-// limit must count it.
+// item's accounts — its totals, and its daily ones of the day the bill
+// comes (its bid's day may be over: a daily budget counts spend by the
+// day it is known, as its report does) — or where a hand cannot cover it,
+// by a debit in the store past the leases: it was paid, and the limits
+// must count it. Overage counts the bills a hand could not cover.
 func (g *Ledger) debitLate(o *tsubame.Outcome) {
 	g.late.Add(1)
 	v, ok := g.lines.Load(o.LineItem)
 	if !ok {
-		g.overage.Add(1)
+		g.overage.Add(1) // a line item this server no longer serves
 		return
 	}
 	st := v.(*lineState)
-	for _, s := range st.total {
+	now := g.opt.Now()
+	d := st.day.Load()
+	if d == nil || now.UnixNano() < d.start || now.UnixNano() >= d.end {
+		d = g.newDay(st, now)
+	}
+	over := false
+	for _, s := range [...]slot{st.total[0], st.total[1], d.slots[0], d.slots[1]} {
 		if s.acct == nil {
 			continue
 		}
@@ -1055,7 +1076,11 @@ func (g *Ledger) debitLate(o *tsubame.Outcome) {
 			s.acct.settle(units, gen)
 		} else {
 			s.acct.debt.Add(units) // debited in the store at the next round
+			over = true
 		}
+	}
+	if over {
+		g.overage.Add(1)
 	}
 }
 
@@ -1072,11 +1097,19 @@ func (g *Ledger) Close(ctx context.Context) error {
 	}
 	g.closed = true
 	g.settleDue(ctx) // what can be given back is, before the rest counts as spent
+	// With handovers, the leases keep what the open holds stand on, and
+	// the holds go to another server (handover.go).
+	var buckets []handedBucket
+	var held map[*account]int64
+	if g.opt.Handovers != nil {
+		buckets, held = g.holds.snapshot()
+	}
 	g.mu.Lock()
 	accts := make([]*account, 0, len(g.accounts))
 	for _, a := range g.accounts {
 		accts = append(accts, a)
 	}
+	children := g.children
 	g.mu.Unlock()
 	var failed []string
 	for _, a := range accts {
@@ -1091,7 +1124,6 @@ func (g *Ledger) Close(ctx context.Context) error {
 			if err != nil {
 				failed = append(failed, a.key)
 			} else {
-				g.overage.Add(uint64(d.used))
 				a.debit = nil
 			}
 		}
@@ -1112,19 +1144,28 @@ func (g *Ledger) Close(ctx context.Context) error {
 		hand := a.hand.Swap(0) + a.drained.Swap(0)
 		a.exp.Store(0)
 		a.mu.Unlock()
-		if a.leased == 0 {
+		keep := min((held[a]+a.scale-1)/a.scale, a.leased) // what the handed-over holds stand on
+		if a.leased == keep {
 			continue
 		}
-		unused := min(hand/a.scale, a.leased)
+		unused := min(hand/a.scale, a.leased-keep)
 		a.seq++
 		sctx, cancel := context.WithTimeout(ctx, g.opt.Timeout)
-		err := g.quotas.Release(sctx, a.key, g.opt.Holder, g.releaseID(a), a.leased-unused, unused)
+		err := g.quotas.Release(sctx, a.key, g.opt.Holder, g.releaseID(a), a.leased-keep-unused, unused)
 		cancel()
 		if err != nil && tsubame.ErrorCode(err) != tsubame.ECONFLICT {
 			failed = append(failed, a.key)
 			continue
 		}
-		a.leased = 0
+		a.leased = keep
+	}
+	if len(buckets) > 0 {
+		g.handOver(ctx, buckets)
+	}
+	for _, c := range children {
+		if err := c.Close(ctx); err != nil {
+			failed = append(failed, "(adopted) "+err.Error())
+		}
 	}
 	if len(failed) > 0 {
 		slices.Sort(failed)
@@ -1148,10 +1189,14 @@ type Counts struct {
 	// reservation). Won counts those that won on the way.
 	Billed, Won, Lost, Expired uint64
 	// Late counts bills of no hold (past their deadline, after a loss, or
-	// of a process since restarted), spent from the hand; Overage the
-	// store units of them no hand held, debited in the store past the
+	// of a process since restarted), spent from the hand; Overage those
+	// of them a hand could not cover, debited in the store past the
 	// leases.
 	Late, Overage uint64
+	// HandedOver counts the buckets of holds this server handed over when
+	// it stopped; Adopted the stopped servers' handovers it settles now.
+	HandedOver uint64
+	Adopted    int
 	// StoreErrors counts the store calls that failed; LeasesLost the
 	// times the store held less of a lease than the node counted on (the
 	// lease ended before it was renewed or given back, and the store
@@ -1166,12 +1211,23 @@ func (g *Ledger) Counts() Counts {
 	n := len(g.accounts)
 	g.mu.Unlock()
 	holds, buckets, oldest := g.holds.counts()
+	g.mu.Lock()
+	children := g.children
+	g.mu.Unlock()
+	for _, c := range children { // adopted holds are this server's to settle
+		h, b, o := c.holds.counts()
+		holds, buckets = holds+h, buckets+b
+		if o > 0 && (oldest == 0 || o < oldest) {
+			oldest = o
+		}
+	}
 	var age time.Duration
 	if oldest > 0 {
 		age = max(g.opt.Now().Sub(time.Unix(0, oldest)), 0)
 	}
 	return Counts{Holds: holds, Buckets: buckets, HoldBytes: buckets * bucketBytes, OldestHold: age, Accounts: n, Billed: g.billed.Load(), Won: g.won.Load(),
 		Lost: g.lostBids.Load(), Expired: g.expired.Load(), Late: g.late.Load(), Overage: g.overage.Load(),
+		HandedOver: g.handedOver.Load(), Adopted: len(children),
 		StoreErrors: g.storeErrors.Load(), LeasesLost: g.lost.Load(), Forgotten: g.forgotten.Load()}
 }
 

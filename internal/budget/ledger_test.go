@@ -953,7 +953,7 @@ func TestLateBillsAreDebited(t *testing.T) {
 		t.Fatalf("%d decisions past a limit the bills used up", len(got))
 	}
 	if c := n.ledger.Counts(); c.Late != 10 || c.Overage != 10 || c.Billed != 10 || c.Expired != 10 {
-		t.Fatalf("counts %+v: want 10 billed, 10 expired, 10 late, 10 units of overage", c)
+		t.Fatalf("counts %+v: want 10 billed, 10 expired, 10 late, all 10 past the leases", c)
 	}
 }
 
@@ -1080,5 +1080,61 @@ func TestShadedBidsHoldWhatTheyBid(t *testing.T) {
 	}
 	if s, o := committed(t, st, "camp/camp/spend"); s+o > 10_000 {
 		t.Fatalf("committed %d of a budget of 10000", s+o)
+	}
+}
+
+// A server that stops hands its open holds over, and a server that goes
+// on settles them: a restart spends what was billed and nothing more. On a
+// limit of 20, the stopping server holds ten bids, none billed yet; six
+// are billed after it stopped, the other four never. The server that
+// goes on spends the six and gives the four back once their reservation
+// is over, and then serves the remaining 14 itself. Without the handover,
+// all ten would count as spent.
+func TestRestartHandsOverOpenHolds(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	clk := newClock()
+	set := limitedSet(tsubame.ImpressionLimits{Total: 20}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
+	opt := budget.LedgerOptions{Now: clk.Now, MaxHold: time.Minute, Grace: 30 * time.Second, Handovers: st}
+	old := newNode(t, st, set, "old", opt)
+	ctx := t.Context()
+	var held []string
+	for len(held) < 10 {
+		if id := old.decide(clk.Now(), time.Minute); id != "" {
+			held = append(held, id)
+			continue
+		}
+		old.ledger.Tick(ctx)
+	}
+	if err := old.ledger.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s, o := committed(t, st, "li/li/imp"); s != 0 || o != 10 {
+		t.Fatalf("after the stop: settled %d, outstanding %d; want the ten holds' units kept, nothing spent", s, o)
+	}
+	next := newNode(t, st, set, "next", opt)
+	next.ledger.Tick(ctx) // claims the handover
+	for _, id := range held[:6] {
+		old.show(t, id) // billed after the stop, for the old holder
+	}
+	next.ledger.Tick(ctx)
+	if s, o := committed(t, st, "li/li/imp"); s != 6 || o > 4+2 {
+		t.Fatalf("after six bills: settled %d, outstanding %d; want 6 spent and the four open holds", s, o)
+	}
+	clk.Advance(2 * time.Minute) // past the reservation and its grace
+	served := 0
+	for range 100 {
+		if next.decide(clk.Now(), time.Minute) != "" {
+			served++
+			continue
+		}
+		clk.Advance(time.Second)
+		next.ledger.Tick(ctx)
+	}
+	if served != 14 {
+		t.Fatalf("%d served after the restart on a limit of 20 with 6 billed, want 14", served)
+	}
+	if s, o := committed(t, st, "li/li/imp"); s+o != 20 || s < 6 {
+		t.Fatalf("settled %d, outstanding %d; want 20 committed", s, o)
 	}
 }
