@@ -149,6 +149,10 @@ func init() {
 			name: "pacing simulate", args: "FILE|-", min: 1, max: 1,
 			summary: "Replay a day of traffic against a line item of a campaign file, on simulated servers " +
 				"running the budget code, and write its delivery beside the pacing's ideal curve (CSV).",
+			help: "By default every decision wins and is billed at once, as on /api/decide. -win-rate, -notices, " +
+				"-bill-on, -win-delay, -bill-delay, -win-window and -reservation play an exchange instead: each " +
+				"bid wins or loses by a seeded draw, and the notices the exchange sends are recorded on another " +
+				"server at their delays, as the bidder records them (docs/ads.md#simulating-a-day).",
 			setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
 				var f pacingFlags
 				f.define(fs)

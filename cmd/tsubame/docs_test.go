@@ -438,12 +438,17 @@ func writeDocFixtures(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pacingRTB, err := os.ReadFile("testdata/pacing-rtb.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, data := range map[string]string{
-		"placements.jsonl":                 "{\"id\":\"1\",\"urls\":[\"http://ad1.example.com/a.js\"]}\n{\"id\":\"2\",\"urls\":[\"http://ad2.example.com/a.js\"]}\n",
-		"tsubame.yaml":                     "# every key at its default; the test's environment sets the rest\n",
-		"campaigns.yaml":                   string(campaigns),
-		"bad.yaml":                         "advertisers:\n  - {id: adv, name: Advertiser}\ncampaigns:\n  - {id: c1, advertiser: nobody}\n",
-		"cmd/tsubame/testdata/pacing.yaml": string(pacing),
+		"placements.jsonl":                     "{\"id\":\"1\",\"urls\":[\"http://ad1.example.com/a.js\"]}\n{\"id\":\"2\",\"urls\":[\"http://ad2.example.com/a.js\"]}\n",
+		"tsubame.yaml":                         "# every key at its default; the test's environment sets the rest\n",
+		"campaigns.yaml":                       string(campaigns),
+		"bad.yaml":                             "advertisers:\n  - {id: adv, name: Advertiser}\ncampaigns:\n  - {id: c1, advertiser: nobody}\n",
+		"cmd/tsubame/testdata/pacing.yaml":     string(pacing),
+		"cmd/tsubame/testdata/pacing-rtb.yaml": string(pacingRTB),
 	} {
 		path := filepath.Join(dir, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

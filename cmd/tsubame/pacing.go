@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"encoding/csv"
 	"flag"
@@ -11,6 +12,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +23,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"tsubame"
+	"tsubame/internal/bidder"
 	"tsubame/internal/budget"
 	"tsubame/internal/bulk"
 	"tsubame/internal/decision"
@@ -37,6 +40,9 @@ type pacingFlags struct {
 	format, line, date, traffic, png string
 	show, nodes                      int
 	every                            time.Duration
+	// The exchange's: what it does with the bids.
+	winRate, notices, billOn, winWindow string
+	winDelay, billDelay, reservation    time.Duration
 }
 
 func (f *pacingFlags) define(fs *flag.FlagSet) {
@@ -44,10 +50,85 @@ func (f *pacingFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.line, "line", "", "the line item to replay, by `ID` (default: the only one with a daily impression limit or a daily campaign budget)")
 	fs.StringVar(&f.date, "date", "", "the day to replay, `YYYY-MM-DD` in the campaign's time zone (default: today)")
 	fs.StringVar(&f.traffic, "traffic", joinInts(webTraffic[:]), "requests per hour: 24 numbers (`N,...`), hour 0 first, in the campaign's time zone")
-	fs.IntVar(&f.show, "show", 100, "`PERCENT` of decisions whose impression is shown (the others come back when their reservation ends)")
+	fs.IntVar(&f.show, "show", 100, "`PERCENT` of won bids whose ad is shown, and billed on burl or markup (the others come back when their reservation ends)")
 	fs.IntVar(&f.nodes, "nodes", 3, "servers sharing the budget (`N`)")
 	fs.DurationVar(&f.every, "every", time.Hour, "one row per this much (`DURATION`) of the day")
 	fs.StringVar(&f.png, "png", "", "also draw delivery against the ideal curve into this PNG `FILE`")
+	fs.StringVar(&f.winRate, "win-rate", "100%", "the share of bids that win their auction, a `PERCENT` such as 10% or 0.5% (100%: every decision wins, as on /api/decide)")
+	fs.StringVar(&f.notices, "notices", "bill", "the notices the exchange sends, a `LIST` of win, loss and bill (the billing notice), or none")
+	fs.StringVar(&f.billOn, "bill-on", bidder.BillOnBURL, "the `EVENT` that bills a bid, as the exchange's bill_on: burl, nurl or markup (the impression its markup fires)")
+	fs.DurationVar(&f.winDelay, "win-delay", 0, "how long after its bid a win or loss notice comes (`DURATION`)")
+	fs.DurationVar(&f.billDelay, "bill-delay", 0, "how long after its bid a shown ad is billed (`DURATION`): its billing notice, or its markup's impression")
+	fs.StringVar(&f.winWindow, "win-window", "auto", "how long a bid waits for its win notice (`WINDOW`): auto, off or a duration, as the exchange's win_window")
+	fs.DurationVar(&f.reservation, "reservation", budget.DefaultMaxHold, "how long a bid holds its price for its bill (`DURATION`), as the exchange's reservation")
+}
+
+// config reads the flags but the campaign file, the line item and the
+// date into a simConfig, or says what is wrong as a usage error.
+func (f *pacingFlags) config() (simConfig, error) {
+	sc := simConfig{line: f.line, show: f.show, nodes: f.nodes, every: f.every, billOn: f.billOn,
+		winDelay: f.winDelay, billDelay: f.billDelay}
+	var err error
+	if sc.traffic, err = parseTraffic(f.traffic); err != nil {
+		return sc, usagef("-traffic: %v", err)
+	}
+	if sc.winRate, err = parsePercent(f.winRate); err != nil {
+		return sc, usagef("-win-rate: %v", err)
+	}
+	if sc.notices, err = parseNotices(f.notices); err != nil {
+		return sc, usagef("-notices: %v", err)
+	}
+	if sc.window, err = bidder.ParseWinWindow(f.winWindow); err != nil {
+		return sc, usagef("-win-window: %q is not auto, off or a duration from 1s to 1h", f.winWindow)
+	}
+	switch {
+	case !slices.Contains(bidder.BillOns, f.billOn):
+		return sc, usagef("-bill-on: %q is not burl, nurl or markup", f.billOn)
+	case f.billOn == bidder.BillOnBURL && !sc.notices.Has(tsubame.OutcomeBill):
+		return sc, usagef("-bill-on burl needs bill in -notices: an exchange billing on its billing notice sends it")
+	case f.billOn == bidder.BillOnNURL && !sc.notices.Has(tsubame.OutcomeWin):
+		return sc, usagef("-bill-on nurl needs win in -notices: an exchange billing on its win notice sends it")
+	case f.winDelay < 0 || f.winDelay > 24*time.Hour || f.billDelay < 0 || f.billDelay > 24*time.Hour:
+		return sc, usagef("-win-delay and -bill-delay must be from 0 to 24h")
+	case f.reservation < time.Second || f.reservation > maxSimReservation:
+		return sc, usagef("-reservation must be from 1s to %s", tsubame.Duration(maxSimReservation))
+	}
+	sc.reservation = f.reservation
+	return sc, nil
+}
+
+// maxSimReservation bounds -reservation: with the ledger's grace and lease
+// it must fit in the longest lease a store keeps.
+const maxSimReservation = 12 * time.Hour
+
+// parsePercent reads a share of bids such as "10%", "0.5%" or "100" into
+// millionths of a percent.
+func parsePercent(s string) (int64, error) {
+	m, err := tsubame.ParseMoney(strings.TrimSuffix(strings.TrimSpace(s), "%")) // six decimals
+	if err != nil || m <= 0 || m > 100*tsubame.MicrosPerUnit {
+		return 0, fmt.Errorf("%q is not a percent over 0 and at most 100, such as 10%% or 0.5%%", s)
+	}
+	return int64(m), nil
+}
+
+// parseNotices reads a list of the notices an exchange sends: win, loss,
+// bill, comma-separated; "none" or "" for none.
+func parseNotices(s string) (tsubame.OutcomeKinds, error) {
+	var set tsubame.OutcomeKinds
+	if s = strings.TrimSpace(s); s == "" || s == "none" {
+		return set, nil
+	}
+	for _, name := range strings.Split(s, ",") {
+		k := tsubame.OutcomeWin // the kinds' names are theirs: win, loss, bill
+		for k.Valid() && k.String() != strings.TrimSpace(name) {
+			k++
+		}
+		if !k.Valid() {
+			return 0, fmt.Errorf("%q is not win, loss or bill", name)
+		}
+		set = set.With(k)
+	}
+	return set, nil
 }
 
 // runPacing runs `tsubame pacing simulate` on the campaign file name ("-":
@@ -58,9 +139,9 @@ func runPacing(ctx context.Context, e *env, pf *pacingFlags, name string) error 
 	if err != nil {
 		return usagef("%v", err)
 	}
-	sc := simConfig{line: pf.line, show: pf.show, nodes: pf.nodes, every: pf.every}
-	if sc.traffic, err = parseTraffic(pf.traffic); err != nil {
-		return usagef("-traffic: %v", err)
+	sc, err := pf.config()
+	if err != nil {
+		return err
 	}
 	if sc.set, err = readCampaignFile(name, f); err != nil {
 		return err
@@ -82,8 +163,15 @@ func runPacing(ctx context.Context, e *env, pf *pacingFlags, name string) error 
 			return fmt.Errorf("cannot draw %s: %w", pf.png, err)
 		}
 	}
-	fmt.Fprintf(stderr, "%s on %s: %d requests, %d decisions, %d impressions shown, spend %s %s\n",
-		res.line, res.date, res.requests, res.decisions, res.impressions, res.spend(), res.currency)
+	fmt.Fprintf(stderr, "%s on %s: %d requests, %d bids, %d won, %d impressions billed, spend %s %s",
+		res.line, res.date, res.requests, res.bids, res.wins, res.impressions, res.spend(), res.currency)
+	if c := res.counts; c.Late > 0 || c.Overage > 0 {
+		fmt.Fprintf(stderr, "; %d bills late, %d units debited past the leases", c.Late, c.Overage)
+	}
+	if over, what := res.over(); over > 0 {
+		fmt.Fprintf(stderr, "; %d %s over the daily limit", over, what)
+	}
+	fmt.Fprintln(stderr)
 	return nil
 }
 
@@ -138,41 +226,134 @@ type simConfig struct {
 	line    string
 	date    time.Time // the day (its date is read in the campaign's zone); zero: today
 	traffic [24]int   // requests per hour of the day
-	show    int       // percent of decisions shown
+	show    int       // percent of won bids shown
 	nodes   int
 	every   time.Duration
 	// interval is the simulated servers' ads.budget.interval (1s when 0).
 	interval time.Duration
+
+	// The exchange: winRate is the share of bids that win, in millionths
+	// of a percent; notices are the notices it sends, billOn the event that
+	// bills (bidder.BillOnBURL, BillOnNURL, BillOnMarkup); a bid's win or
+	// loss notice comes winDelay after it, its bill billDelay after it;
+	// window is its win_window (bidder.WinWindowAuto, WinWindowOff or a
+	// duration), reservation how long a bid holds its price.
+	winRate             int64
+	notices             tsubame.OutcomeKinds
+	billOn              string
+	winDelay, billDelay time.Duration
+	window, reservation time.Duration
 }
 
-// simRow is the day so far at one moment: what was asked, delivered and
-// spent, and what the ideal curve allows by then (-1: no such limit).
+// allWin is a win rate of 100 %, in millionths of a percent.
+const allWin = 100 * tsubame.MicrosPerUnit
+
+// exchange describes the simulated exchange, "" for the default one (every
+// decision wins and its impression bills at once, as on /api/decide).
+func (sc *simConfig) exchange() string {
+	if sc.winRate == allWin && sc.notices == tsubame.OutcomeKinds(0).With(tsubame.OutcomeBill) && sc.billOn == bidder.BillOnBURL &&
+		sc.winDelay == 0 && sc.billDelay == 0 {
+		return ""
+	}
+	var names []string
+	for k := tsubame.OutcomeWin; k.Valid(); k++ {
+		if sc.notices.Has(k) {
+			names = append(names, k.String())
+		}
+	}
+	d := fmt.Sprintf("win rate %s%%, notices %s, billed on %s", tsubame.Money(sc.winRate), cmp.Or(strings.Join(names, ","), "none"), sc.billOn)
+	if sc.billDelay > 0 {
+		d += ", bills " + tsubame.Duration(sc.billDelay).String() + " after the bid"
+	}
+	return d
+}
+
+// simRow is the day so far at one moment: what was asked, bid, won,
+// billed and spent, and what the ideal curve allows by then (-1: no such
+// limit); and the ledgers' counts of the holds given back (Lost by a loss
+// notice, Expired at a deadline) and of the bills no hold covered (Late,
+// and the store units of them debited past the leases, Overage).
 type simRow struct {
 	at                  time.Time
-	requests            int64
-	impressions, idealI int64
+	requests, bids      int64
+	wins                int64
+	impressions, idealI int64         // impressions billed
 	spend, idealS       tsubame.Money // micro-units, rounded down
+	lost, expired       uint64
+	late, overage       uint64
 }
 
 type simResult struct {
 	line, date, currency string
+	exchange             string // the simulated exchange, "" for the default
 	loc                  *time.Location
 	dayStart, dayEnd     time.Time
 	limitI               int64
 	limitS               tsubame.Money
 	rows                 []simRow
-	requests, decisions  int64
-	impressions          int64
+	requests, bids, wins int64
+	impressions          int64 // billed
 	spendNanos           int64 // thousandths of a micro-unit
+	counts               budget.Counts
 }
 
 func (r *simResult) spend() string { return tsubame.Money(r.spendNanos / 1000).String() }
+
+// over is how far the day's bills passed its limit: impressions beyond a
+// daily impression limit, or else spend beyond a daily budget, in the
+// limit's units (0: within it).
+func (r *simResult) over() (int64, string) {
+	if r.limitI > 0 {
+		return max(r.impressions-r.limitI, 0), "impressions"
+	}
+	return max(r.spendNanos/1000-int64(r.limitS), 0), "micro-units of spend"
+}
+
+// simNotice is a notice on its way: the outcome it records for the bid's
+// node (from), sent to another node (to) at at; bid is when the bid was
+// made. seq orders notices due at once as they were sent.
+type simNotice struct {
+	at, bid  time.Time
+	seq      int64
+	from, to int
+	o        tsubame.Outcome
+}
+
+// noticeQueue is the notices on their way, soonest first (container/heap).
+type noticeQueue []simNotice
+
+func (q noticeQueue) Len() int { return len(q) }
+func (q noticeQueue) Less(i, j int) bool {
+	return q[i].at.Before(q[j].at) || q[i].at.Equal(q[j].at) && q[i].seq < q[j].seq
+}
+func (q noticeQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *noticeQueue) Push(x any)   { *q = append(*q, x.(simNotice)) }
+func (q *noticeQueue) Pop() any {
+	old := *q
+	n := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return n
+}
+
+// simOutcomeTTL is how long the simulated store remembers a bid's
+// outcomes: past the day and its last notices.
+const simOutcomeTTL = 48 * time.Hour
 
 // simulatePacing replays one day of traffic against one line item on
 // sc.nodes ledgers sharing an in-memory store, on a simulated clock that
 // steps a second at a time (each ledger ticking every sc.interval, as a
 // server does), and records the day every sc.every. It runs the code a server
-// runs: the Ledger, its leases and reservations, and the pacing target.
+// runs: the Ledger, its leases, holds and outcomes, the pacing target, and
+// the exchange's win window (bidder.Exchange.WinWindowNow).
+//
+// Each bid is an auction the exchange plays with seeded draws (the same
+// replay every time): it wins at sc.winRate, and a won bid's ad is shown at
+// sc.show. The exchange sends the notices of sc.notices to the node after
+// the bidder's, each recorded there as the bidder records it: a loss's and
+// a win's sc.winDelay after the bid (a win billing on nurl bills with
+// it), a shown ad's bill sc.billDelay after it, on burl (the billing
+// notice) or markup (the ad's impression, at the bid's price). Notices due
+// after midnight are delivered too, and the last row is when the last came.
 func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 	li, camp, err := simLine(sc.set, sc.line)
 	if err != nil {
@@ -197,7 +378,7 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 		day = time.Date(day.Year(), day.Month(), day.Day(), 12, 0, 0, 0, loc)
 	}
 	ds, de, date := budget.Day(day, loc)
-	res := &simResult{line: li.ID, date: date, currency: cmp.Or(sc.set.Currency, tsubame.DefaultCurrency), loc: loc,
+	res := &simResult{line: li.ID, date: date, currency: cmp.Or(sc.set.Currency, tsubame.DefaultCurrency), exchange: sc.exchange(), loc: loc,
 		dayStart: time.Unix(0, ds), dayEnd: time.Unix(0, de), limitI: li.Limits.Impressions.Daily, limitS: camp.Budget.Daily}
 
 	interval := cmp.Or(sc.interval, budget.DefaultInterval)
@@ -209,10 +390,14 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 		ledger   *budget.Ledger
 		counters *budget.Counters
 		line     *decision.Line
+		// stats count the win notices this node received: its measure
+		// of the exchange's win window.
+		stats bidder.Stats
 	}
-	var nodes []simNode
+	var nodes []*simNode
 	for i := range sc.nodes {
-		g, err := budget.NewLedger(st, st, budget.LedgerOptions{Holder: fmt.Sprint("sim-", i), Now: clock, Interval: interval})
+		g, err := budget.NewLedger(st, st, budget.LedgerOptions{Holder: fmt.Sprint("sim-", i), Now: clock, Interval: interval,
+			MaxHold: sc.reservation})
 		if err != nil {
 			return nil, err
 		}
@@ -230,62 +415,123 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 		if l == nil {
 			return nil, usagef("line item %q does not serve on %s: paused, without an approved creative, or its flight is over", li.ID, date)
 		}
-		nodes = append(nodes, simNode{g, c, l})
+		nodes = append(nodes, &simNode{ledger: g, counters: c, line: l})
+	}
+	ex := bidder.Exchange{WinWindow: sc.window, Reservation: sc.reservation}
+	var queue noticeQueue
+	var seq int64
+	var sent [4]int64 // notices sent, by kind
+	send := func(delay time.Duration, kind tsubame.OutcomeKind, o tsubame.Outcome, from int) {
+		o.Kind = kind
+		if kind != tsubame.OutcomeBill {
+			o.Price = 0
+		}
+		seq++
+		to := from
+		if len(nodes) > 1 { // another node, each in turn for each kind
+			sent[kind]++
+			to = (from + 1 + int(sent[kind]%int64(len(nodes)-1))) % len(nodes)
+		}
+		heap.Push(&queue, simNotice{at: now.Add(delay), bid: now, seq: seq, from: from, to: to, o: o})
 	}
 	rnd := rand.New(rand.NewPCG(1, 2)) // the same replay every time
 	nextTick := now.Add(interval)
-	hold := budget.DefaultMaxHold
+	rounds := 0
 	var acc int64
 	next := res.dayStart.Add(sc.every)
-	res.rows = append(res.rows, res.row(now, li, camp))
-	for now.Before(res.dayEnd) {
+	res.rows = append(res.rows, res.row(now, li, camp, nodes[0].ledger.Counts()))
+	counts := func() budget.Counts {
+		var c budget.Counts
+		for _, n := range nodes {
+			nc := n.ledger.Counts()
+			c.Lost, c.Expired, c.Late, c.Overage = c.Lost+nc.Lost, c.Expired+nc.Expired, c.Late+nc.Late, c.Overage+nc.Overage
+		}
+		return c
+	}
+	for now.Before(res.dayEnd) || len(queue) > 0 {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		acc += int64(sc.traffic[now.In(loc).Hour()])
+		if now.Before(res.dayEnd) {
+			acc += int64(sc.traffic[now.In(loc).Hour()])
+		}
 		for n := acc / 3600; n > 0; n-- {
-			node := nodes[res.requests%int64(len(nodes))]
+			i := int(res.requests % int64(len(nodes)))
+			node := nodes[i]
 			res.requests++
 			id := "s" + strconv.FormatInt(res.requests, 36)
-			req := &decision.Request{User: id, Reserve: []string{id}, ReserveUntil: now.Add(hold)}
+			req := &decision.Request{User: id, Reserve: []string{id}, ReserveUntil: now.Add(sc.reservation)}
+			if win := ex.WinWindowNow(&node.stats); win > 0 {
+				req.WinBy = now.Add(win)
+			}
 			if !node.counters.Allow(node.line, req, 0, now) {
 				continue
 			}
-			res.decisions++
-			if rnd.IntN(100) >= sc.show {
+			res.bids++
+			o := tsubame.Outcome{Bid: id, LineItem: li.ID, Due: req.ReserveUntil.Unix(), Price: li.CPM}
+			if sc.winRate < allWin && rnd.Int64N(allWin) >= sc.winRate {
+				if sc.notices.Has(tsubame.OutcomeLoss) {
+					send(sc.winDelay, tsubame.OutcomeLoss, o, i)
+				}
 				continue
 			}
-			// The impression bills the decision, as its tracking URL does.
-			o := tsubame.Outcome{Kind: tsubame.OutcomeBill, Bid: id, LineItem: li.ID, Due: req.ReserveUntil.Unix(), Price: li.CPM}
-			if _, err := st.Record(ctx, node.ledger.Holder(), &o, 48*time.Hour); err != nil {
-				return nil, err
+			res.wins++
+			if sc.notices.Has(tsubame.OutcomeWin) {
+				send(sc.winDelay, tsubame.OutcomeWin, o, i)
+				if sc.billOn == bidder.BillOnNURL {
+					send(sc.winDelay, tsubame.OutcomeBill, o, i)
+				}
 			}
-			res.impressions++
-			res.spendNanos += int64(li.CPM)
+			if rnd.IntN(100) >= sc.show || sc.billOn == bidder.BillOnNURL {
+				continue // never shown: no billing notice, no impression
+			}
+			send(sc.billDelay, tsubame.OutcomeBill, o, i)
 		}
 		acc %= 3600
+		for len(queue) > 0 && !queue[0].at.After(now) {
+			nt := heap.Pop(&queue).(simNotice)
+			first, err := st.Record(ctx, nodes[nt.from].ledger.Holder(), &nt.o, simOutcomeTTL)
+			if err != nil {
+				return nil, err
+			}
+			switch {
+			case !first: // each notice is sent once
+			case nt.o.Kind == tsubame.OutcomeWin:
+				nodes[nt.to].stats.WinDelayed(now.Sub(nt.bid))
+			case nt.o.Kind == tsubame.OutcomeBill:
+				res.impressions++
+				res.spendNanos += int64(nt.o.Price)
+			}
+		}
 		now = now.Add(time.Second)
 		if !now.Before(nextTick) {
-			for _, n := range nodes {
-				n.ledger.Tick(ctx)
+			// Each node in turn first: the first to ask the store for
+			// what the pacing freed would otherwise always get it.
+			for k := range nodes {
+				nodes[(rounds+k)%len(nodes)].ledger.Tick(ctx)
 			}
+			rounds++
 			nextTick = nextTick.Add(interval)
 		}
-		if !now.Before(next) || !now.Before(res.dayEnd) {
-			res.rows = append(res.rows, res.row(now, li, camp))
+		if now.Equal(res.dayEnd) || now.Before(res.dayEnd) && !now.Before(next) {
+			res.rows = append(res.rows, res.row(now, li, camp, counts()))
 			next = next.Add(sc.every)
 		}
 	}
+	if now.After(res.dayEnd) {
+		res.rows = append(res.rows, res.row(now, li, camp, counts()))
+	}
+	res.counts = counts()
 	for _, n := range nodes {
 		_ = n.ledger.Close(ctx)
 	}
 	return res, nil
 }
 
-// row is the day at now.
-func (r *simResult) row(now time.Time, li *tsubame.LineItem, camp *tsubame.Campaign) simRow {
-	row := simRow{at: now, requests: r.requests, impressions: r.impressions, idealI: -1,
-		spend: tsubame.Money(r.spendNanos / 1000), idealS: -1}
+// row is the day at now, with the ledgers' counts c.
+func (r *simResult) row(now time.Time, li *tsubame.LineItem, camp *tsubame.Campaign, c budget.Counts) simRow {
+	row := simRow{at: now, requests: r.requests, bids: r.bids, wins: r.wins, impressions: r.impressions, idealI: -1,
+		spend: tsubame.Money(r.spendNanos / 1000), idealS: -1, lost: c.Lost, expired: c.Expired, late: c.Late, overage: c.Overage}
 	ds, de := r.dayStart.UnixNano(), r.dayEnd.UnixNano()
 	ls, le := window(camp.Start, li.Start, camp.End, li.End)
 	if r.limitI > 0 {
@@ -351,15 +597,18 @@ func simLine(set *tsubame.CampaignSet, id string) (*tsubame.LineItem, *tsubame.C
 // such a limit).
 func (r *simResult) writeCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	_ = cw.Write([]string{"time", "requests", "impressions", "ideal_impressions", "spend", "ideal_spend"})
+	_ = cw.Write([]string{"time", "requests", "bids", "wins", "impressions", "ideal_impressions", "spend", "ideal_spend",
+		"lost", "expired", "late", "overage"})
 	for _, row := range r.rows {
 		rec := []string{row.at.In(r.loc).Format("2006-01-02T15:04:05Z07:00"), strconv.FormatInt(row.requests, 10),
-			strconv.FormatInt(row.impressions, 10), "", row.spend.String(), ""}
+			strconv.FormatInt(row.bids, 10), strconv.FormatInt(row.wins, 10),
+			strconv.FormatInt(row.impressions, 10), "", row.spend.String(), "",
+			strconv.FormatUint(row.lost, 10), strconv.FormatUint(row.expired, 10), strconv.FormatUint(row.late, 10), strconv.FormatUint(row.overage, 10)}
 		if row.idealI >= 0 {
-			rec[3] = strconv.FormatInt(row.idealI, 10)
+			rec[5] = strconv.FormatInt(row.idealI, 10)
 		}
 		if row.idealS >= 0 {
-			rec[5] = row.idealS.String()
+			rec[7] = row.idealS.String()
 		}
 		_ = cw.Write(rec)
 	}
@@ -378,6 +627,9 @@ func (r *simResult) plot(path string) error {
 		what = "spend (" + r.currency + ")"
 	}
 	p.Title.Text = fmt.Sprintf("%s on %s: %s delivered against the ideal curve", r.line, r.date, what)
+	if r.exchange != "" {
+		p.Title.Text += "\n" + r.exchange
+	}
 	p.Title.Padding = vg.Points(8)
 	p.X.Label.Text = "hour of the day (" + r.loc.String() + ")"
 	p.Y.Label.Text = what

@@ -114,18 +114,24 @@ const minWinWindow = 2 * time.Second
 
 // winWindow is how long the exchange's bids wait for their win notice now
 // (Exchange.WinWindow); 0: until the Reservation.
-func (x *exchange) winWindow() time.Duration {
-	switch w := x.WinWindow; {
+func (x *exchange) winWindow() time.Duration { return x.WinWindowNow(x.stats) }
+
+// WinWindowNow is how long a bid of e made now waits for its win notice,
+// its WinWindow read with the win notices stats counted (Stats.WinDelayed);
+// 0: until the Reservation. The bidder and `tsubame pacing simulate` both
+// ask it, so a simulated exchange's window is the bidder's.
+func (e *Exchange) WinWindowNow(stats *Stats) time.Duration {
+	switch w := e.WinWindow; {
 	case w == WinWindowOff:
 		return 0
 	case w > 0:
-		return min(w, x.Reservation)
+		return min(w, e.Reservation)
 	}
-	p99, n := x.stats.winDelayP99()
+	p99, n := stats.winDelayP99()
 	if n < WinWindowSample {
 		return 0
 	}
-	return min(max(2*p99+time.Second, minWinWindow), x.Reservation)
+	return min(max(2*p99+time.Second, minWinWindow), e.Reservation)
 }
 
 // DefaultShadingStep is how far over the floor a shaded bid stays when an

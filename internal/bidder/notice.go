@@ -287,7 +287,7 @@ func (b *Bidder) record(e *accesslog.Event, what tsubame.OutcomeKind, t *track.T
 	case reason != "":
 	case what == tsubame.OutcomeWin:
 		stats.Wins.Add(1)
-		stats.winDelayed(now.Sub(t.Expires.Add(-b.opt.TTL))) // the token expires TTL after its bid
+		stats.WinDelayed(now.Sub(t.Expires.Add(-b.opt.TTL))) // the token expires TTL after its bid
 	case what == tsubame.OutcomeLoss:
 		stats.Losses.Add(1)
 	case what == tsubame.OutcomeBill:

@@ -45,8 +45,9 @@ type Stats struct {
 // winDelayBuckets bounds the win delays kept apart, in seconds.
 const winDelayBuckets = 64
 
-// winDelayed counts a first win notice d after its bid.
-func (s *Stats) winDelayed(d time.Duration) {
+// WinDelayed counts a first win notice d after its bid: what
+// Exchange.WinWindowNow measures.
+func (s *Stats) WinDelayed(d time.Duration) {
 	s.winDelay[min(max(int(d/time.Second), 0), winDelayBuckets-1)].Add(1)
 }
 
