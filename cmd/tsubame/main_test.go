@@ -47,7 +47,7 @@ func openMain(t *testing.T, env []string, demo bool) *Main {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &Main{Config: cfg, Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})), Demo: demo, Console: io.Discard}
+	m := &Main{Config: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Demo: demo, Console: io.Discard}
 	if err := m.Open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
