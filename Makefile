@@ -217,6 +217,8 @@ BENCH_DURATION ?= 10s
 BENCH_CONNECTIONS ?= 100
 BENCH_ROUNDS ?= 3
 BENCH_SCENARIOS ?=
+# The memory scenarios' one run each (rtb-memory, decide-memory: opt-in, named in BENCH_SCENARIOS).
+BENCH_MEMORY_DURATION ?= 10m
 # A git revision to measure this build against (the *-baseline scenarios).
 BENCH_BASELINE ?=
 
@@ -229,4 +231,4 @@ bench-tools:
 ## bench: wrk against the real binary and a reference nginx, interleaved; writes BENCHMARKS.md
 bench: build bench-tools
 	$(GO) run ./bench -bin $(BIN) -duration $(BENCH_DURATION) -connections $(BENCH_CONNECTIONS) \
-		-rounds $(BENCH_ROUNDS) $(if $(BENCH_SCENARIOS),-scenarios $(BENCH_SCENARIOS)) $(if $(BENCH_BASELINE),-baseline $(BENCH_BASELINE))
+		-rounds $(BENCH_ROUNDS) -memory-duration $(BENCH_MEMORY_DURATION) $(if $(BENCH_SCENARIOS),-scenarios $(BENCH_SCENARIOS)) $(if $(BENCH_BASELINE),-baseline $(BENCH_BASELINE))

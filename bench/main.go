@@ -64,6 +64,12 @@ type scenario struct {
 	// RTB posts a bid request to a Tsubame bidder of its own and, as the
 	// reference, to an nginx + Lua bidder doing the same matching (rtb.go).
 	RTB bool
+	// Memory ("rtb" or "decide") runs wrk for -memory-duration, once,
+	// against a fresh Tsubame of its own whose every bid or decision holds
+	// money, and samples its RSS (memory.go).
+	Memory string
+	// OptIn scenarios run only when -scenarios names them.
+	OptIn bool
 }
 
 // peers are the alternatives measured beside Tsubame in the Peers scenarios,
@@ -124,6 +130,11 @@ var scenarios = []scenario{
 	// 12 s: five restarts 2 s apart, the last well before the run ends.
 	{Name: "restart", Path: "/api/sample4.js?id=1&callback=Example.process", Duration: 12 * time.Second, Restart: true,
 		What: "sample4 while Tsubame replaces itself 5 times (SIGUSR2), nginx reloads 5 times (SIGHUP)"},
+	// Opt-in: each takes -memory-duration (10 minutes) of its own.
+	{Name: "rtb-memory", Path: "/rtb/bench", Conns: rtbConns, Memory: "rtb", OptIn: true,
+		What: "POST /rtb/bench at full speed for -memory-duration, every bid holding money for the default reservation, no notices: memory growth ≤ 64 MiB"},
+	{Name: "decide-memory", Path: decideRequests(1)[0].Path(), Memory: "decide", OptIn: true,
+		What: "/api/decide at full speed for -memory-duration, every decision holding money for the default reservation, no impressions: memory growth ≤ 64 MiB"},
 }
 
 type run struct {
@@ -134,6 +145,7 @@ type run struct {
 	fills        []fill                 // the decide scenario: Tsubame's answers per round
 	restarts     []restartRun           // the restart scenario: per round and target
 	bids         []rtbCount             // the rtb scenario: per round and target
+	memory       []memoryRun            // the memory scenarios: their one run
 }
 
 func main() {
@@ -150,13 +162,14 @@ func main() {
 		conns    = flag.Int("connections", 100, "wrk connections (scenarios with their own count keep it)")
 		threads  = flag.Int("threads", 2, "wrk threads")
 		rounds   = flag.Int("rounds", 3, "interleaved rounds per scenario")
-		port     = flag.Int("port", 18080, "first of the loopback ports: tsubame, its admin listener, nginx, tsubame on redis, its admin listener, redis, the peers nginx-lua, fasthttp, gnet, then four for each variant pair, then four for the restart scenario, then two for the decide scenario, then three for the rtb scenario (Tsubame, its admin listener, the nginx + Lua bidder)")
+		port     = flag.Int("port", 18080, "first of the loopback ports: tsubame, its admin listener, nginx, tsubame on redis, its admin listener, redis, the peers nginx-lua, fasthttp, gnet, then four for each variant pair, then four for the restart scenario, then two for the decide scenario, then three for the rtb scenario (Tsubame, its admin listener, the nginx + Lua bidder), then two for each memory scenario")
 		idle     = flag.Int("idle", 19900, "idle keep-alive connections to hold open against Tsubame while its RSS is read (0: skip)")
-		only     = flag.String("scenarios", "", "comma-separated scenario names to run (default all)")
+		only     = flag.String("scenarios", "", "comma-separated scenario names to run (default all but the opt-in ones: rtb-memory, decide-memory)")
 		out      = flag.String("out", "BENCHMARKS.md", "report to write")
 		chart    = flag.String("chart", "bench/results.png", "chart to write")
 		baseline = flag.String("baseline", "", "a git revision to measure this build against, on Redis (adds the *-baseline scenarios)")
 		cpuProf  = flag.String("cpuprofile", "", "write the bench process's CPU profile (the kafka-ship scenario's shipper runs in it)")
+		memDur   = flag.Duration("memory-duration", 10*time.Minute, "length of each memory scenario's one run (rtb-memory, decide-memory: opt-in, named in -scenarios)")
 	)
 	flag.Parse()
 	if *cpuProf != "" {
@@ -178,14 +191,14 @@ func main() {
 			scenario{Name: "sample2-redis-baseline", Path: "/api/sample2.js?id=1&callback=Example.process", Variant: v,
 				What: "Redis read per request, against " + *baseline})
 	}
-	if err := runBench(*bin, *duration, *conns, *threads, *rounds, *port, *idle, *only, *out, *chart); err != nil {
+	if err := runBench(*bin, *duration, *memDur, *conns, *threads, *rounds, *port, *idle, *only, *out, *chart); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func runBench(bin string, duration time.Duration, conns, threads, rounds, port, idle int, only, out, chart string) error {
+func runBench(bin string, duration, memDur time.Duration, conns, threads, rounds, port, idle int, only, out, chart string) error {
 	for _, tool := range []string{"wrk", "nginx", "redis-server"} {
 		if _, err := lookPath(tool); err != nil {
 			return fmt.Errorf("%s is not installed (make bench installs it with apt-get)", tool)
@@ -206,7 +219,12 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 			return err
 		}
 	}
-	selected := scenarios
+	var selected []scenario
+	for _, s := range scenarios {
+		if !s.OptIn {
+			selected = append(selected, s)
+		}
+	}
 	if only != "" {
 		selected = nil
 		for _, s := range scenarios {
@@ -410,9 +428,39 @@ func runBench(bin string, duration time.Duration, conns, threads, rounds, port, 
 			r.Conns, r.RSS>>20, r.Before>>20)
 	}
 
+	// The memory scenarios' Tsubames, each started for its run: after the
+	// rtb scenario's three ports, two each.
+	memoryPort := map[string]int{}
+	for _, s := range selected {
+		if s.Memory != "" {
+			memoryPort[s.Name] = port + 9 + 4*len(pairs) + 4 + 2 + 3 + 2*len(memoryPort)
+		}
+	}
+
 	results := make([]run, len(selected))
 	for round := range rounds {
 		for i, s := range selected {
+			if s.Memory != "" {
+				if round > 0 {
+					continue // one run, however long
+				}
+				c := s.Conns
+				if c == 0 {
+					c = conns
+				}
+				first := memoryPort[s.Name]
+				fmt.Fprintf(os.Stderr, "%-14s wrk -c%d for %v, no notices\n", s.Name, c, memDur)
+				m, err := memoryRound(ctx, bin, filepath.Join(dir, s.Name), "127.0.0.1:"+strconv.Itoa(first), "127.0.0.1:"+strconv.Itoa(first+1),
+					api.URL, cbEnv, s, threads, c, memDur)
+				if err != nil {
+					return err
+				}
+				results[i].memory = append(results[i].memory, m)
+				fmt.Fprintf(os.Stderr, "%-14s %10.0f req/s  RSS %d MiB idle, %d MiB max, %d MiB at the end; anon growth %+d MiB for %s more holds (%.1f B a hold); %s holds in %s buckets\n",
+					s.Name, m.Wrk.OKRate(), m.Idle.RSS>>20, m.MaxRSS()>>20, m.End().RSS>>20, m.Growth()>>20, num(float64(m.Held())), m.PerHold(),
+					num(float64(m.End().Holds)), num(float64(m.End().Buckets)))
+				continue
+			}
 			if s.Ship {
 				r, err := shipRound(ctx, broker, filepath.Join(dir, "ship-src"), dir, round)
 				if err != nil {

@@ -108,7 +108,7 @@ func median[T int64 | float64 | time.Duration](rs []wrkResult, f func(wrkResult)
 
 // paired reports whether the scenario is measured as one run of Tsubame
 // and one of nginx per round (the main table, the chart, every round).
-func (s scenario) paired() bool { return !s.Ship && !s.Restart }
+func (s scenario) paired() bool { return !s.Ship && !s.Restart && s.Memory == "" }
 
 type summary struct {
 	rps             float64
@@ -304,6 +304,16 @@ func buildReport(sc []scenario, results []run, held *idleResult, m machine, d ti
 			med.ShipperCPU, num(med.rate()), mark)
 	}
 	writeRestartTargets(md, sc, results)
+	for i, s := range sc {
+		for _, m := range results[i].memory {
+			mark := "yes"
+			if m.Growth() > memoryGrowthLimit {
+				mark = "**no**"
+			}
+			fmt.Fprintf(md, "| %s: memory growth ≤ %d MiB over %.0f s at full speed, every hold open (%s at the end; anon RSS, last window over first: see *Memory under load*) | %+d MiB | %s |\n",
+				s.Name, memoryGrowthLimit>>20, m.Wrk.Seconds, num(float64(m.End().Holds)), m.Growth()>>20, mark)
+		}
+	}
 	if held != nil {
 		mark := "yes"
 		if held.RSS >= 400<<20 || !held.StillServes {
@@ -425,6 +435,7 @@ func buildReport(sc []scenario, results []run, held *idleResult, m machine, d ti
 	writeRestartSection(md, sc, results)
 	writeDecideSection(md, sc, results)
 	writeRTBSection(md, sc, results)
+	writeMemorySection(md, sc, results)
 	if held != nil {
 		fmt.Fprintf(md, "\n## Idle connections\n\n%s keep-alive connections from %d processes on 127.0.0.2–127.0.0.%d, each after one answered\n", num(float64(held.Conns)), held.Helpers, held.Helpers+1)
 		fmt.Fprintf(md, "`GET /json`, held open and idle while Tsubame's RSS was sampled for a second (the peak is reported). This box allows a\n")
@@ -465,6 +476,9 @@ func buildReport(sc []scenario, results []run, held *idleResult, m machine, d ti
 					fmt.Fprintf(md, "%s   # %s, %d restarts during the run\n", r.Wrk.Command, s.Name, restartHandovers)
 				}
 			}
+		}
+		for _, m := range results[i].memory {
+			fmt.Fprintf(md, "%s   # %s, once\n", m.Wrk.Command, s.Name)
 		}
 		if !s.paired() {
 			continue

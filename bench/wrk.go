@@ -49,7 +49,8 @@ var (
 // runWrk runs wrk against url and parses its report. Each header ("Name:
 // value") is sent with every request.
 func runWrk(ctx context.Context, url string, threads, conns int, d time.Duration, script string, header ...string) (wrkResult, error) {
-	args := []string{"-t" + strconv.Itoa(threads), "-c" + strconv.Itoa(conns), "-d" + d.String(), "--timeout", "5s", "--latency"}
+	// In whole seconds: wrk reads "600s", not Go's "10m0s".
+	args := []string{"-t" + strconv.Itoa(threads), "-c" + strconv.Itoa(conns), "-d" + strconv.FormatInt(int64(d/time.Second), 10) + "s", "--timeout", "5s", "--latency"}
 	for _, h := range header {
 		args = append(args, "-H", h)
 	}
