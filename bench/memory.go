@@ -140,12 +140,11 @@ end
 }
 
 // memoryTarget is what a memory scenario runs against: its account, its
-// configuration (none: the defaults), wrk's script and first path.
+// configuration (none: the defaults) and wrk's script.
 type memoryTarget struct {
 	set    *tsubame.CampaignSet
 	config string
 	script string
-	path   string
 }
 
 // memoryFiles writes the files of the memory scenario s (rtb or decide)
