@@ -460,9 +460,10 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 			node := nodes[i]
 			res.requests++
 			id := "s" + strconv.FormatInt(res.requests, 36)
-			req := &decision.Request{User: id, Reserve: []string{id}, ReserveUntil: now.Add(sc.reservation)}
+			// As the bidder holds a bid: see decision.HoldEnd.
+			req := &decision.Request{User: id, Reserve: []string{id}, ReserveUntil: decision.HoldEnd(now, sc.reservation)}
 			if win := ex.WinWindowNow(&node.stats); win > 0 {
-				req.WinBy = now.Add(win)
+				req.ReserveUntil, req.WinBy = decision.RoundUp(now.Add(sc.reservation), time.Second), now.Add(win)
 			}
 			if !node.counters.Allow(node.line, req, 0, now) {
 				continue

@@ -95,7 +95,7 @@ func (s *Service) decide(w server.Response, r server.Request, placement []byte, 
 	// its price under its decision's id until its impression is seen.
 	var reserved time.Time
 	if s.opt.Reservation > 0 {
-		reserved = now.Add(s.opt.Reservation).Truncate(time.Second)
+		reserved = decision.HoldEnd(now, s.opt.Reservation)
 		for i := range max(req.Count, 1) {
 			a.ids[i] = newID(now)
 		}

@@ -572,11 +572,14 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 	bidID := ads.NewID(now)
 	if !test {
 		w.reserve[0] = bidID
-		d.Reserve, d.ReserveUntil = w.reserve[:], now.Add(ex.Reservation)
+		// A bid given back at its win window is counted by the second of
+		// its end; one held to its end, by a span of the reservation
+		// (decision.HoldEnd): the node's counts stay few either way.
+		d.Reserve = w.reserve[:]
 		if win := ex.winWindow(); win > 0 {
-			d.WinBy = now.Add(win)
+			d.ReserveUntil, d.WinBy = decision.RoundUp(now.Add(ex.Reservation), time.Second), now.Add(win)
 		} else {
-			d.WinBy = time.Time{}
+			d.ReserveUntil, d.WinBy = decision.HoldEnd(now, ex.Reservation), time.Time{}
 		}
 	} else {
 		d.Reserve = nil

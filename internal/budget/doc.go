@@ -16,8 +16,9 @@
 //
 // A decision or a bid takes one impression (and cpm/1000 of spend) from
 // every account of its line item at once, or from none, and holds it: a
-// count in a bucket per line item and second of the hold's end
-// (holds.go), never a record per decision. Its tracking or notice URLs
+// count in a bucket per line item and end of the hold (holds.go), never a
+// record per decision; the ends are few (decision.HoldEnd rounds them to
+// a sixteenth of the reservation). Its tracking or notice URLs
 // name this node (Holder), and what becomes of it — the bid's win, loss
 // or bill, a decision's impression as its bill — is recorded once across
 // nodes for this node (tsubame.Outcomes), wherever it comes; the loop

@@ -626,3 +626,40 @@ func sharesAny(a, b []uint32) bool {
 	}
 	return false
 }
+
+// holdSpans is how many spans a reservation's holds are counted in: see
+// HoldEnd.
+const holdSpans = 16
+
+// HoldEnd returns when a reservation of length reservation made at now
+// ends, as a request's ReserveUntil and its tracking URLs carry it: now
+// plus reservation, rounded up to the second, or for a reservation of
+// over holdSpans seconds to a span of a sixteenth of it in whole
+// seconds. A node counts what it holds per line item and end, so the
+// spans bound what it keeps: with the default 10-minute reservation, 16
+// or 17 counts a line item rather than one a second (600), whatever the
+// traffic. Rounding up holds no hold for less than the reservation, and
+// at most a span (6 %) longer.
+//
+// A bid with a win window (Request.WinBy) is given back at its window,
+// not its end: its reservation's end is rounded to the second alone
+// (pass a reservation of at most holdSpans seconds, or round it so), lest
+// a span's later bids keep its earlier ones past their windows.
+func HoldEnd(now time.Time, reservation time.Duration) time.Time {
+	span := max(time.Second, (reservation / holdSpans).Truncate(time.Second))
+	return RoundUp(now.Add(reservation), span)
+}
+
+// RoundUp returns t rounded up to a multiple of d since the Unix epoch
+// (d at least a second, in whole seconds).
+func RoundUp(t time.Time, d time.Duration) time.Time {
+	s := int64(d / time.Second)
+	u := t.Unix()
+	if t.Nanosecond() > 0 {
+		u++
+	}
+	if r := u % s; r != 0 {
+		u += s - r
+	}
+	return time.Unix(u, 0).In(t.Location())
+}
