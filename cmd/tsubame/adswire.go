@@ -235,7 +235,8 @@ func exchanges(cfg *config.Config) []bidder.Exchange {
 		out = append(out, bidder.Exchange{Name: name, Seat: e.Seat, TokenHeader: e.TokenHeader, Token: e.Token,
 			Sources: e.SourcePrefixes(), QPS: e.QPS, Network: time.Duration(e.NetworkMS) * time.Millisecond,
 			PriceEncoding: cmp.Or(e.PriceEncoding, bidder.PricePlain), Reservation: cfg.ExchangeReservation(e),
-			BidEveryTID: e.BidEveryTID, Shading: shading, MarkupOnWin: e.MarkupOnWin, BillOn: e.BillOn, WinWindow: win})
+			BidEveryTID: e.BidEveryTID, Shading: shading, MarkupOnWin: e.MarkupOnWin, BillOn: e.BillOn, WinWindow: win,
+			WinRateHolds: e.WinRateHolds})
 	}
 	return out
 }

@@ -41,8 +41,8 @@ type pacingFlags struct {
 	show, nodes                      int
 	every                            time.Duration
 	// The exchange's: what it does with the bids.
-	winRate, notices, billOn, winWindow string
-	winDelay, billDelay, reservation    time.Duration
+	winRate, notices, billOn, winWindow, winRateHolds string
+	winDelay, billDelay, reservation                  time.Duration
 }
 
 func (f *pacingFlags) define(fs *flag.FlagSet) {
@@ -60,6 +60,7 @@ func (f *pacingFlags) define(fs *flag.FlagSet) {
 	fs.DurationVar(&f.winDelay, "win-delay", 0, "how long after its bid a win or loss notice comes (`DURATION`)")
 	fs.DurationVar(&f.billDelay, "bill-delay", 0, "how long after its bid a shown ad is billed (`DURATION`): its billing notice, or its markup's impression")
 	fs.StringVar(&f.winWindow, "win-window", "auto", "how long a bid waits for its win notice (`WINDOW`): auto, off or a duration, as the exchange's win_window")
+	fs.StringVar(&f.winRateHolds, "win-rate-holds", bidder.WinRateHoldsAuto, "how a bid with no win window holds its price (`HOLDS`): auto (a share, by the measured win rate) or off (all of it), as the exchange's win_rate_holds")
 	fs.DurationVar(&f.reservation, "reservation", budget.DefaultMaxHold, "how long a bid holds its price for its bill (`DURATION`), as the exchange's reservation")
 }
 
@@ -90,10 +91,12 @@ func (f *pacingFlags) config() (simConfig, error) {
 		return sc, usagef("-bill-on nurl needs win in -notices: an exchange billing on its win notice sends it")
 	case f.winDelay < 0 || f.winDelay > 24*time.Hour || f.billDelay < 0 || f.billDelay > 24*time.Hour:
 		return sc, usagef("-win-delay and -bill-delay must be from 0 to 24h")
+	case f.winRateHolds != bidder.WinRateHoldsAuto && f.winRateHolds != bidder.WinRateHoldsOff:
+		return sc, usagef("-win-rate-holds: %q is not auto or off", f.winRateHolds)
 	case f.reservation < time.Second || f.reservation > maxSimReservation:
 		return sc, usagef("-reservation must be from 1s to %s", tsubame.Duration(maxSimReservation))
 	}
-	sc.reservation = f.reservation
+	sc.reservation, sc.winRateHolds = f.reservation, f.winRateHolds
 	return sc, nil
 }
 
@@ -166,7 +169,10 @@ func runPacing(ctx context.Context, e *env, pf *pacingFlags, name string) error 
 	fmt.Fprintf(stderr, "%s on %s: %d requests, %d bids, %d won, %d impressions billed, spend %s %s",
 		res.line, res.date, res.requests, res.bids, res.wins, res.impressions, res.spend(), res.currency)
 	if c := res.counts; c.Late > 0 || c.Overage > 0 {
-		fmt.Fprintf(stderr, "; %d bills late, %d units debited past the leases", c.Late, c.Overage)
+		fmt.Fprintf(stderr, "; %d bills late, %d bills debited past the leases", c.Late, c.Overage)
+	}
+	if c := res.counts; c.PastHold > 0 {
+		fmt.Fprintf(stderr, "; %d bills past their holds (bids held by the win rate)", c.PastHold)
 	}
 	if over, what := res.over(); over > 0 {
 		fmt.Fprintf(stderr, "; %d %s over the daily limit", over, what)
@@ -237,12 +243,14 @@ type simConfig struct {
 	// bills (bidder.BillOnBURL, BillOnNURL, BillOnMarkup); a bid's win or
 	// loss notice comes winDelay after it, its bill billDelay after it;
 	// window is its win_window (bidder.WinWindowAuto, WinWindowOff or a
-	// duration), reservation how long a bid holds its price.
+	// duration), reservation how long a bid holds its price, winRateHolds
+	// its win_rate_holds (bidder.WinRateHoldsAuto or Off; "": auto).
 	winRate             int64
 	notices             tsubame.OutcomeKinds
 	billOn              string
 	winDelay, billDelay time.Duration
 	window, reservation time.Duration
+	winRateHolds        string
 }
 
 // allWin is a win rate of 100 %, in millionths of a percent.
@@ -417,7 +425,7 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 		}
 		nodes = append(nodes, &simNode{ledger: g, counters: c, line: l})
 	}
-	ex := bidder.Exchange{WinWindow: sc.window, Reservation: sc.reservation}
+	ex := bidder.Exchange{WinWindow: sc.window, Reservation: sc.reservation, WinRateHolds: sc.winRateHolds}
 	var queue noticeQueue
 	var seq int64
 	var sent [4]int64 // notices sent, by kind
@@ -445,6 +453,7 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 		for _, n := range nodes {
 			nc := n.ledger.Counts()
 			c.Lost, c.Expired, c.Late, c.Overage = c.Lost+nc.Lost, c.Expired+nc.Expired, c.Late+nc.Late, c.Overage+nc.Overage
+			c.PastHold += nc.PastHold
 		}
 		return c
 	}
@@ -464,6 +473,8 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 			req := &decision.Request{User: id, Reserve: []string{id}, ReserveUntil: decision.HoldEnd(now, sc.reservation)}
 			if win := ex.WinWindowNow(&node.stats); win > 0 {
 				req.ReserveUntil, req.WinBy = decision.RoundUp(now.Add(sc.reservation), time.Second), now.Add(win)
+			} else {
+				req.HoldShare = ex.HoldShare()
 			}
 			if !node.counters.Allow(node.line, req, 0, now) {
 				continue

@@ -256,9 +256,12 @@ func TestSimulatePacingAtWinRates(t *testing.T) {
 		{name: "1pct win notices only", winPct: 1, args: []string{"-notices", "win,bill"}, want: 950},
 		{name: "10pct billing notices only", winPct: 10, args: []string{"-notices", "bill"}, want: 900},
 		// A bid that no notice says lost holds its price until its
-		// reservation ends (10m30s): at 1 %, 99 lost bids hold it for
-		// every one that wins, and pacing stops bidding on them.
-		{name: "1pct billing notices only", winPct: 1, args: []string{"-notices", "bill"}, want: 900, reached: 430},
+		// reservation ends (10m30s): at 1 %, 99 lost bids would hold it
+		// for every one that wins; held by the win rate, each holds a
+		// share. With whole holds, pacing stops bidding on them.
+		{name: "1pct billing notices only", winPct: 1, args: []string{"-notices", "bill"}, want: 900},
+		{name: "1pct billing notices only, whole holds", winPct: 1, args: []string{"-notices", "bill", "-win-rate-holds", "off"},
+			want: 900, reached: 400},
 		{name: "nurl only, bill_on nurl", winPct: 10, args: []string{"-notices", "win", "-bill-on", "nurl"}, want: 970},
 		// Bills 30 minutes late on a reservation that waits for them: held
 		// until billed, never over.

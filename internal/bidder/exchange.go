@@ -81,6 +81,31 @@ type Exchange struct {
 	// WinWindowOff never gives money back early (an exchange whose win
 	// notices are late or missing).
 	WinWindow time.Duration
+	// WinRateHolds is how a bid without a win window holds its price
+	// until its reservation ends: WinRateHoldsAuto (the default when
+	// empty) a share, the bound of the exchange's measured win rate
+	// (HoldShareNow); WinRateHoldsOff all of it.
+	WinRateHolds string
+}
+
+// Values of Exchange.WinRateHolds.
+const (
+	// WinRateHoldsAuto holds a bid that has no win window (its exchange
+	// sends no win notices, or win_window is off) by its line item's
+	// measured win rate: decision.HoldByWinRate.
+	WinRateHoldsAuto = "auto"
+	// WinRateHoldsOff holds every bid's whole price.
+	WinRateHoldsOff = "off"
+)
+
+// HoldShare is the decision.Request.HoldShare of a bid of e that has no
+// win window: decision.HoldByWinRate, or with WinRateHoldsOff 0 (whole).
+// The bidder and `tsubame pacing simulate` both ask it.
+func (e *Exchange) HoldShare() int64 {
+	if e.WinRateHolds == WinRateHoldsOff {
+		return 0
+	}
+	return decision.HoldByWinRate
 }
 
 // Values of Exchange.WinWindow besides a duration.
@@ -189,6 +214,9 @@ func (e *Exchange) Validate(maxHold time.Duration) error {
 	}
 	if e.Shading.Factor < 0 || e.Shading.Factor > decision.MaxShadingFactor || e.Shading.Step < 0 {
 		p = append(p, "shading: a factor of 0 (none) to 1, a step of at least 0")
+	}
+	if e.WinRateHolds != "" && e.WinRateHolds != WinRateHoldsAuto && e.WinRateHolds != WinRateHoldsOff {
+		p = append(p, `win_rate_holds: "auto" or "off"`)
 	}
 	if e.BillOn != "" && !contains(BillOns, e.BillOn) {
 		p = append(p, `bill_on: "burl", "nurl" or "markup"`)

@@ -102,7 +102,7 @@ func (b *Bidder) Notice(kind track.Kind, tok string, price, loss, vast []byte, n
 	switch kind {
 	case track.KindWin:
 		paid := b.clearing(&e, &t, clearing, known, ex.stats)
-		b.record(&e, what, &t, paid, now, ex.stats)
+		b.record(&e, what, &t, paid, now, ex)
 		if ex.MarkupOnWin {
 			if body, ctype, ok := b.winMarkup(t, ex, vast); ok {
 				answer = NoticeAnswer{ContentType: ctype, Body: body}
@@ -116,13 +116,13 @@ func (b *Bidder) Notice(kind track.Kind, tok string, price, loss, vast []byte, n
 			}
 			e = b.noticeEvent(&t, ex)
 			b.clearing(&e, &t, clearing, known, nil)
-			b.record(&e, tsubame.OutcomeBill, &t, paid, now, ex.stats)
+			b.record(&e, tsubame.OutcomeBill, &t, paid, now, ex)
 		}
 	case track.KindBill:
 		answer = NoticeAnswer{ContentType: "image/gif", Body: pixel}
 		paid := b.clearing(&e, &t, clearing, known, ex.stats)
 		if bills {
-			b.record(&e, what, &t, paid, now, ex.stats)
+			b.record(&e, what, &t, paid, now, ex)
 		} else if t.Test {
 			outcomeLine(&e, what, &t, paid, reasonTest)
 		} else {
@@ -137,7 +137,7 @@ func (b *Bidder) Notice(kind track.Kind, tok string, price, loss, vast []byte, n
 		if code, err := strconv.Atoi(string(loss)); err == nil && code >= 0 {
 			e.AddInt(keyLoss, int64(code))
 		}
-		b.record(&e, what, &t, t.Price, now, ex.stats)
+		b.record(&e, what, &t, t.Price, now, ex)
 	}
 	if err := log(&e); err != nil {
 		return NoticeAnswer{}, errLogClosed
@@ -170,7 +170,7 @@ func (b *Bidder) Impression(tok string, ua []byte, now time.Time, log func(*acce
 	if bills {
 		bill := b.noticeEvent(&t, ex)
 		if reason == "" {
-			reason = b.record(&bill, tsubame.OutcomeBill, &t, t.Price, now, ex.stats)
+			reason = b.record(&bill, tsubame.OutcomeBill, &t, t.Price, now, ex)
 		} else {
 			outcomeLine(&bill, tsubame.OutcomeBill, &t, t.Price, reason)
 		}
@@ -265,7 +265,8 @@ func (b *Bidder) clearing(e *accesslog.Event, t *track.Token, clearing tsubame.M
 // It returns why it does not count ("" when it does). A bill after the
 // bid's reservation and the grace counts and is marked late (the ad was
 // shown; its price may have been released).
-func (b *Bidder) record(e *accesslog.Event, what tsubame.OutcomeKind, t *track.Token, price tsubame.Money, now time.Time, stats *Stats) string {
+func (b *Bidder) record(e *accesslog.Event, what tsubame.OutcomeKind, t *track.Token, price tsubame.Money, now time.Time, ex *exchange) string {
+	stats := ex.stats
 	if t.Test {
 		outcomeLine(e, what, t, price, reasonTest)
 		return reasonTest

@@ -99,18 +99,18 @@ func (c *Counters) Allow(l *decision.Line, req *decision.Request, slot int, now 
 		return false
 	}
 	var r reservation
-	var due, until, winBy int64 // until 0: spent at once
+	var due, until, winBy, share int64 // until 0: spent at once, whole
 	if l.Limited && c.ledger != nil {
 		at, need := now.UnixNano(), now.UnixNano()
 		if !req.ReserveUntil.IsZero() {
 			until = max(at, min(req.ReserveUntil.UnixNano(), at+int64(c.ledger.opt.MaxHold)))
-			due, need = req.ReserveUntil.Unix(), until
+			due, need, share = req.ReserveUntil.Unix(), until, req.HoldShare
 			if !req.WinBy.IsZero() {
 				winBy = min(until, max(at, req.WinBy.UnixNano()))
 			}
 		}
 		var ok bool
-		if r, ok = c.ledger.take(l, now, need, int64(req.Price(l))); !ok { // a shaded bid holds what it bids
+		if r, ok = c.ledger.take(l, now, need, int64(req.Price(l)), share); !ok { // a shaded bid holds what it bids
 			return false
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 
 	"tsubame"
+	"tsubame/internal/decision"
 )
 
 // A restart burns nothing: a stopping ledger gives back what it holds
@@ -31,13 +32,17 @@ type handedBucket struct {
 	Won    int64        `json:"won"`
 	WinBy  int64        `json:"win_by"`
 	BillBy int64        `json:"bill_by"`
+	Share  int64        `json:"share,omitempty"` // reservation.share
 	Slots  []handedSlot `json:"slots"`
 }
 
 type handedSlot struct {
 	Key   string `json:"key"`
 	Scale int64  `json:"scale"`
-	Units int64  `json:"units"` // local units one bid holds
+	Units int64  `json:"units"` // local units one bid costs
+	// Pool is what the bucket's bids hold of the account together (nil,
+	// from a server before pools: each bid holds its units).
+	Pool *int64 `json:"pool,omitempty"`
 }
 
 // snapshot lists the open holds by bucket, and the local units they hold
@@ -50,11 +55,12 @@ func (t *holdTable) snapshot() ([]handedBucket, map[*account]int64) {
 		sh.mu.Lock()
 		for k, bs := range sh.m {
 			for _, b := range bs {
-				hb := handedBucket{Line: k.line, Due: k.due, Open: b.open, Won: b.won, WinBy: b.winBy, BillBy: b.billBy}
+				hb := handedBucket{Line: k.line, Due: k.due, Open: b.open, Won: b.won, WinBy: b.winBy, BillBy: b.billBy, Share: b.r.share}
 				for j := range b.r.n {
 					s := b.r.slots[j]
-					hb.Slots = append(hb.Slots, handedSlot{Key: s.acct.key, Scale: s.acct.scale, Units: s.units})
-					held[s.acct] += (b.open + b.won) * s.units
+					pool := b.pool[j]
+					hb.Slots = append(hb.Slots, handedSlot{Key: s.acct.key, Scale: s.acct.scale, Units: s.units, Pool: &pool})
+					held[s.acct] += pool
 				}
 				out = append(out, hb)
 			}
@@ -114,9 +120,11 @@ func (g *Ledger) adopt(ctx context.Context, holder string, data []byte) error {
 	now := g.opt.Now().UnixNano()
 	held := map[*account]int64{}
 	for _, hb := range h.Buckets {
-		var r reservation
+		r := reservation{share: hb.Share}
+		var pool [maxSlots]int64
 		for _, s := range hb.Slots {
-			if r.n == maxSlots || s.Scale != 1 && s.Scale != nanosPerMicro || s.Units <= 0 {
+			if r.n == maxSlots || s.Scale != 1 && s.Scale != impScale && s.Scale != nanosPerMicro || s.Units <= 0 ||
+				s.Pool != nil && *s.Pool < 0 || hb.Share < 0 || hb.Share > decision.HoldShares {
 				return tsubame.Errorf(tsubame.EINTERNAL, "corrupt handover: slot %+v", s)
 			}
 			a := c.accounts[s.Key]
@@ -133,11 +141,15 @@ func (g *Ledger) adopt(ctx context.Context, holder string, data []byte) error {
 				c.accounts[s.Key] = a
 			}
 			r.slots[r.n] = slot{a, s.Units}
+			pool[r.n] = (hb.Open + hb.Won) * r.held(r.n)
+			if s.Pool != nil {
+				pool[r.n] = *s.Pool
+			}
+			held[a] += pool[r.n]
 			r.n++
-			held[a] += (hb.Open + hb.Won) * s.Units
 			a.holds.Add(hb.Open + hb.Won)
 		}
-		c.holds.put(bucketKey{hb.Line, hb.Due}, &bucket{r: r, open: hb.Open, won: hb.Won, winBy: hb.WinBy, billBy: hb.BillBy, made: now})
+		c.holds.put(bucketKey{hb.Line, hb.Due}, &bucket{r: r, open: hb.Open, won: hb.Won, pool: pool, winBy: hb.WinBy, billBy: hb.BillBy, made: now})
 	}
 	// What the store holds of the stopped holder's leases stands on the
 	// holds: the rest goes back at the child's first round.

@@ -2,8 +2,12 @@ package budget
 
 import (
 	"hash/maphash"
+	"math"
 	"sync"
+	"sync/atomic"
 	"unsafe"
+
+	"tsubame/internal/decision"
 )
 
 // bucketKey names the bids (or decisions) of one line item whose holds
@@ -27,6 +31,15 @@ type bucket struct {
 	// open bids were neither lost, won nor billed; won bids won and were
 	// not billed.
 	open, won int64
+	// pool is what the bucket's bids hold together of each account of r:
+	// each added its r.held; a loss or a deadline takes a bid's r.held
+	// back out, and a bill its cost (more than its own hold when its hold
+	// is a share: the bids that will not be billed stand for it). What
+	// is left when the bucket empties is given back.
+	pool [maxSlots]int64
+	// added counts the bids the bucket ever held, billed those billed:
+	// r.rate's measure when it ends.
+	added, billed int64
 	// winBy is when open bids not won are given back (an exchange that
 	// sends win notices has sent them by then); billBy when won ones not
 	// billed are; made when the bucket was made. Unix nanoseconds.
@@ -67,17 +80,26 @@ func (t *holdTable) add(k bucketKey, r *reservation, now, winBy, billBy int64) {
 	sh := t.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	for _, b := range sh.m[k] {
-		if b.r == *r {
-			b.open++
-			b.winBy, b.billBy = max(b.winBy, winBy), max(b.billBy, billBy)
-			return
+	var b *bucket
+	for _, x := range sh.m[k] {
+		if x.r == *r {
+			b = x
+			break
 		}
 	}
-	if sh.m == nil {
-		sh.m = map[bucketKey][]*bucket{}
+	if b == nil {
+		if sh.m == nil {
+			sh.m = map[bucketKey][]*bucket{}
+		}
+		b = &bucket{r: *r, winBy: winBy, billBy: billBy, made: now}
+		sh.m[k] = append(sh.m[k], b)
 	}
-	sh.m[k] = append(sh.m[k], &bucket{r: *r, open: 1, winBy: winBy, billBy: billBy, made: now})
+	b.open++
+	b.added++
+	b.winBy, b.billBy = max(b.winBy, winBy), max(b.billBy, billBy)
+	for i := range r.n {
+		b.pool[i] += r.held(i)
+	}
 }
 
 // put adds bucket b under k as it is (a handed-over one).
@@ -91,10 +113,20 @@ func (t *holdTable) put(k bucketKey, b *bucket) {
 	sh.m[k] = append(sh.m[k], b)
 }
 
-// take removes one bid from k's buckets — an open one, or with won a won
-// one (an open one if none) — and returns what it held; false when no
-// bucket of k holds one (its deadline passed, or the node restarted).
-func (t *holdTable) take(k bucketKey, won bool) (reservation, bool) {
+// drawn is what one bid's outcome took out of its bucket: the bid's
+// reservation, and of each of its accounts what it took of the bucket's
+// pool (got) and, when the bucket emptied, the rest of the pool (rest).
+type drawn struct {
+	r         reservation
+	got, rest [maxSlots]int64
+}
+
+// draw removes one bid from k's buckets — an open one, or with won a won
+// one (an open one if none) — with what it takes of the pool: its own
+// hold for a loss (bill false), and for a bill at price (a CPM, as
+// take's) its cost where that is more than its hold; false when no bucket
+// of k holds one (its deadline passed, or the node restarted).
+func (t *holdTable) draw(k bucketKey, won, bill bool, price int64) (drawn, bool) {
 	sh := t.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -109,14 +141,26 @@ func (t *holdTable) take(k bucketKey, won bool) (reservation, bool) {
 			default:
 				continue
 			}
-			r := b.r
+			d := drawn{r: b.r}
+			if bill {
+				b.billed++
+			}
+			for j := range b.r.n {
+				want := b.r.held(j)
+				if bill {
+					want = max(want, b.r.cost(j, price))
+				}
+				d.got[j] = min(want, b.pool[j])
+				b.pool[j] -= d.got[j]
+			}
 			if b.open == 0 && b.won == 0 {
+				d.rest = b.pool
 				sh.drop(k, i)
 			}
-			return r, true
+			return d, true
 		}
 	}
-	return reservation{}, false
+	return drawn{}, false
 }
 
 // win moves one open bid of k to won; false when none is open.
@@ -134,9 +178,13 @@ func (t *holdTable) win(k bucketKey) bool {
 	return false
 }
 
-// drop removes the i-th bucket of k. The caller holds sh.mu.
+// drop removes the i-th bucket of k, which ended, counting its bids in
+// its rate. The caller holds sh.mu.
 func (sh *holdShard) drop(k bucketKey, i int) {
 	bs := sh.m[k]
+	if b := bs[i]; b.r.rate != nil {
+		b.r.rate.add(b.added, b.billed)
+	}
 	if len(bs) == 1 {
 		delete(sh.m, k)
 		return
@@ -144,10 +192,27 @@ func (sh *holdShard) drop(k bucketKey, i int) {
 	sh.m[k] = append(bs[:i:i], bs[i+1:]...)
 }
 
-// expired is what a deadline gave back: n bids of r.
+// expired is what a deadline gave back: n bids of r, which took units
+// of the pool of each of its accounts.
 type expired struct {
-	r reservation
-	n int64
+	r     reservation
+	n     int64
+	units [maxSlots]int64
+}
+
+// release takes n bids' holds out of b's pool, and the whole pool when b
+// holds no bid after them, into e.
+func (b *bucket) release(n int64, e *expired) {
+	e.r = b.r
+	e.n += n
+	for j := range b.r.n {
+		u := min(n*b.r.held(j), b.pool[j])
+		if b.open == 0 && b.won == 0 {
+			u = b.pool[j]
+		}
+		e.units[j] += u
+		b.pool[j] -= u
+	}
 }
 
 // expire removes the open bids of buckets whose winBy is at or before
@@ -159,13 +224,17 @@ func (t *holdTable) expire(cutoff int64, out []expired) []expired {
 		for k, bs := range sh.m {
 			for j := 0; j < len(bs); {
 				b := bs[j]
-				if b.open > 0 && b.winBy <= cutoff {
-					out = append(out, expired{b.r, b.open})
+				var e expired
+				if n := b.open; n > 0 && b.winBy <= cutoff {
 					b.open = 0
+					b.release(n, &e)
 				}
-				if b.won > 0 && b.billBy <= cutoff {
-					out = append(out, expired{b.r, b.won})
+				if n := b.won; n > 0 && b.billBy <= cutoff {
 					b.won = 0
+					b.release(n, &e)
+				}
+				if e.n > 0 {
+					out = append(out, e)
 				}
 				if b.open == 0 && b.won == 0 {
 					sh.drop(k, j)
@@ -198,4 +267,72 @@ func (t *holdTable) counts() (bids, buckets, oldest int64) {
 		sh.mu.Unlock()
 	}
 	return bids, buckets, oldest
+}
+
+// A bid no notice says lost (its exchange sends no win notices, or its
+// win window is off) holds its price until its reservation ends: at a 1 %
+// win rate, a hundred held prices for each one billed, and pacing, which
+// counts what is held, would stop bidding long before the budget is
+// spent. So such a bid may hold a share of its price
+// (decision.HoldByWinRate): the bound of its line item's win rate, as
+// this node measured it on its own bids. The bids of one bucket hold
+// their shares together (bucket.pool), and a bill spends its whole price
+// from them: the bids that are never billed stand for those that are.
+// What a bill costs past its bucket's pool is spent from the hand, and
+// past the leases only where the hand is empty too (Counts.PastHold,
+// Counts.Overage).
+
+// Of the win rate's bound.
+const (
+	// winRateZ is how many standard deviations over the measured win
+	// rate a share is (the Wilson score interval's upper bound): 3, below
+	// the true rate about once in 740 measures of a steady one.
+	winRateZ = 3
+	// winRateSample is the fewest bids a share is measured from; before,
+	// bids hold their whole price. The bound is wide on a few (with 30
+	// bids and no win, 23 %), and narrows as they come.
+	winRateSample = 30
+	// winRateMemory bounds the bids the measure remembers: past it, the
+	// counts are halved, so that the newest weigh most.
+	winRateMemory = 20_000
+)
+
+// winCount is what became of a line item's bids held by their win rate:
+// the bids of its buckets that ended (all their bids lost, billed or
+// given back), how many of them were billed, and the share the next
+// ones hold (in decision.HoldShares; 0: whole).
+type winCount struct {
+	mu         sync.Mutex
+	bids, wins int64
+	share      atomic.Int64
+}
+
+// add counts a bucket that ended: bids made, wins billed.
+func (w *winCount) add(bids, wins int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.bids += bids
+	w.wins += min(wins, bids)
+	for w.bids > winRateMemory {
+		w.bids, w.wins = w.bids/2, w.wins/2
+	}
+	w.share.Store(shareOf(w.wins, w.bids))
+}
+
+// shareOf is the share (in decision.HoldShares, rounded up; 0: whole) a
+// bid holds after wins of bids were billed: the Wilson score interval's
+// upper bound at winRateZ.
+func shareOf(wins, bids int64) int64 {
+	if bids < winRateSample || wins >= bids {
+		return 0
+	}
+	// A statistic, not money: the share is a whole number of
+	// decision.HoldShares, rounded up.
+	n, p, z := float64(bids), float64(wins)/float64(bids), float64(winRateZ)
+	bound := (p + z*z/(2*n) + z*math.Sqrt(p*(1-p)/n+z*z/(4*n*n))) / (1 + z*z/n)
+	share := int64(math.Ceil(bound * decision.HoldShares))
+	if share >= decision.HoldShares {
+		return 0
+	}
+	return max(share, 1)
 }

@@ -101,7 +101,8 @@ type Ledger struct {
 	lostBids    atomic.Uint64 // holds ended by a loss notice: given back at once
 	expired     atomic.Uint64 // holds given back at a deadline: no win, or no bill
 	late        atomic.Uint64 // bills of no hold (after its deadline, or of another process's)
-	overage     atomic.Uint64 // of those, the store units this node could not take from its hand
+	overage     atomic.Uint64 // bills (late or past their hold) this node could not take from its hand
+	pastHold    atomic.Uint64 // bills that cost more than their bucket's holds had left: bids held by a share
 
 	// child marks a ledger adopted from a stopped server's handover; the
 	// parent's children, under mu, are ticked by its loop.
@@ -171,8 +172,10 @@ func (g *Ledger) MaxHold() time.Duration { return g.opt.MaxHold }
 // Quotas): a line item's impressions or a campaign's spend, in total or on
 // one day.
 type account struct {
-	key   string
-	scale int64 // local units per store unit: 1, or nanosPerMicro for spend
+	key string
+	// scale is the local units per store unit: impScale for impressions,
+	// nanosPerMicro for spend (spends).
+	scale int64
 
 	cfg atomic.Pointer[accountCfg]
 
@@ -192,11 +195,17 @@ type account struct {
 	drained atomic.Int64
 	// debt are local units of late bills no hand covered: debited in the
 	// store past the leases (Quotas.Debit).
-	debt   atomic.Int64
-	rate   atomic.Int64 // local units asked for since the last step
-	holds  atomic.Int64 // reservations open
-	unit   atomic.Int64 // the largest take
-	kicked atomic.Bool  // an empty hand was reported to the loop
+	debt atomic.Int64
+	// pooled are the local units the holds of bids held by a share keep
+	// together (bucket.pool); owed, what bills past those holds spent
+	// that no hand covered: paid from the pools' units as they come back
+	// (repay), and debited past the leases only where the pools cannot
+	// pay it (plan).
+	pooled, owed atomic.Int64
+	rate         atomic.Int64 // local units asked for since the last step
+	holds        atomic.Int64 // reservations open
+	unit         atomic.Int64 // the largest take
+	kicked       atomic.Bool  // an empty hand was reported to the loop
 
 	nonce uint64 // tells this account's release ids from those of one retired before it
 
@@ -219,6 +228,14 @@ type account struct {
 	want         int64 // store units to lease
 	renew, lease bool
 }
+
+// impScale is the local units of an impression: a bid held by its
+// exchange's win rate holds a share of one (decision.HoldShares).
+const impScale = decision.HoldShares
+
+// spends reports whether a is an account of spend (its units
+// thousandths of a micro-unit), not of impressions.
+func (a *account) spends() bool { return a.scale == nanosPerMicro }
 
 // accountCfg is what an account's lease depends on, replaced when the
 // campaign set changes.
@@ -275,8 +292,10 @@ func (a *account) giveBack(n int64, gen uint32) {
 
 // takeAny removes n local units from the hand for a bill already paid,
 // whatever the pacing or the lease's renewal, if the hand holds them; it
-// returns the lease's generation.
+// returns the lease's generation. It counts in rate, taken or not: the
+// hand is sized for the bills past their holds too.
 func (a *account) takeAny(n int64) (uint32, bool) {
+	a.rate.Add(n)
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	for {
@@ -287,6 +306,26 @@ func (a *account) takeAny(n int64) (uint32, bool) {
 		if a.hand.CompareAndSwap(h, h-n) {
 			return a.gen, true
 		}
+	}
+}
+
+// repay gives n local units taken from the lease of generation gen back,
+// paying what is owed first (spent: a bill past its holds).
+func (a *account) repay(n int64, gen uint32) {
+	for n > 0 {
+		o := a.owed.Load()
+		if o <= 0 {
+			break
+		}
+		d := min(o, n)
+		if a.owed.CompareAndSwap(o, o-d) {
+			a.settle(d, gen)
+			n -= d
+			break
+		}
+	}
+	if n > 0 {
+		a.giveBack(n, gen)
 	}
 }
 
@@ -312,9 +351,37 @@ const maxSlots = 4
 
 // reservation is what one decision took: units of up to maxSlots accounts.
 type reservation struct {
-	n     int
+	n int
+	// slots are the accounts and what the decision costs each when it is
+	// billed (a spend account: its price); gens the generation of each's
+	// lease it was taken from.
 	slots [maxSlots]slot
 	gens  [maxSlots]uint32
+	// share is the part of each slot's units held (in decision.HoldShares;
+	// 0: all of them): see held. rate, for a bid held by its line item's
+	// win rate (decision.HoldByWinRate), is where what became of it counts.
+	share int64
+	rate  *winCount
+}
+
+// held is what r holds of its i-th account: its units, or the share of
+// them of a bid held by its exchange's win rate (rounded up).
+func (r *reservation) held(i int) int64 {
+	u := r.slots[i].units
+	if r.share <= 0 || r.share >= decision.HoldShares {
+		return u
+	}
+	return max((u*r.share+decision.HoldShares-1)/decision.HoldShares, 1)
+}
+
+// cost is what a bill at price (a CPM, as take's) spends of r's i-th
+// account: an impression account its units, a spend account the price,
+// at most the bid's.
+func (r *reservation) cost(i int, price int64) int64 {
+	if s := r.slots[i]; s.acct.spends() {
+		return min(max(price, 0), s.units)
+	}
+	return r.slots[i].units
 }
 
 // lineState is what the ledger keeps per line item: its accounts in
@@ -323,6 +390,7 @@ type lineState struct {
 	line  atomic.Pointer[decision.Line] // the Line it was checked against last
 	total [2]slot                       // impressions, spend (nil account: no limit)
 	day   atomic.Pointer[dayState]
+	rate  winCount // its bids held by their win rate
 }
 
 // dayState is a line item's daily accounts for one day of its campaign's
@@ -335,10 +403,13 @@ type dayState struct {
 // take reserves a decision of l at now at price (a CPM: what one
 // impression of it costs, in thousandths of a micro-unit; at most l's
 // CPM, less when a bid is shaded), held until until (Unix nanoseconds;
-// now when it is spent at once).
-func (g *Ledger) take(l *decision.Line, now time.Time, until int64, price int64) (reservation, bool) {
-	var r reservation
+// now when it is spent at once), holding share of it (reservation.share).
+func (g *Ledger) take(l *decision.Line, now time.Time, until int64, price, share int64) (reservation, bool) {
 	st := g.state(l)
+	r := reservation{share: share}
+	if share == decision.HoldByWinRate {
+		r.share, r.rate = st.rate.share.Load(), &st.rate
+	}
 	nowNs := now.UnixNano()
 	d := st.day.Load()
 	if d == nil || nowNs < d.start || nowNs >= d.end {
@@ -349,16 +420,17 @@ func (g *Ledger) take(l *decision.Line, now time.Time, until int64, price int64)
 		if s.acct == nil {
 			continue
 		}
-		if s.acct.scale == nanosPerMicro {
+		if s.acct.spends() {
 			s.units = min(max(price, 0), s.units)
 		}
-		gen, ok := s.acct.take(s.units, nowNs, need)
+		r.slots[r.n] = s
+		gen, ok := s.acct.take(r.held(r.n), nowNs, need)
 		if !ok {
 			g.kick(s.acct)
 			g.cancel(&r)
 			return reservation{}, false
 		}
-		r.slots[r.n], r.gens[r.n] = s, gen
+		r.gens[r.n] = gen
 		r.n++
 	}
 	return r, true
@@ -387,7 +459,7 @@ func (g *Ledger) could(l *decision.Line, now time.Time) bool {
 // cancel gives back what r took.
 func (g *Ledger) cancel(r *reservation) {
 	for i := range r.n {
-		r.slots[i].acct.giveBack(r.slots[i].units, r.gens[i])
+		r.slots[i].acct.giveBack(r.held(i), r.gens[i])
 	}
 	r.n = 0
 }
@@ -404,12 +476,15 @@ func (g *Ledger) hold(l *decision.Line, r *reservation, now, due, until, winBy i
 	}
 	if until == 0 {
 		for i := range r.n {
-			r.slots[i].acct.settle(r.slots[i].units, r.gens[i])
+			r.slots[i].acct.settle(r.held(i), r.gens[i])
 		}
 		return
 	}
 	for i := range r.n {
 		r.slots[i].acct.holds.Add(1)
+		if r.share > 0 {
+			r.slots[i].acct.pooled.Add(r.held(i))
+		}
 	}
 	// The win window is the exchange's delay already: no grace on it. The
 	// reservation's end takes the grace, for bills on their way.
@@ -463,7 +538,7 @@ func (g *Ledger) state(l *decision.Line) *lineState {
 	start, end := l.Flight()
 	cs, ce := l.CampaignFlight()
 	if n := l.Limits.Total; n > 0 {
-		st.total[0] = g.slot(keyLineImp(l.ID), 1, accountCfg{n, start, end, p}, 1)
+		st.total[0] = g.slot(keyLineImp(l.ID), impScale, accountCfg{n, start, end, p}, impScale)
 	}
 	if b := int64(l.Budget.Total); b > 0 && l.CPM > 0 {
 		st.total[1] = g.slot(keyCampaignSpend(l.Campaign), nanosPerMicro, accountCfg{b, cs, ce, p}, int64(l.CPM))
@@ -498,7 +573,7 @@ func (g *Ledger) newDay(st *lineState, now time.Time) *dayState {
 	p := newPacer(l.Pacing, l.Zone)
 	if n := l.Limits.Daily; n > 0 {
 		start, end := l.Flight()
-		d.slots[0] = g.slot(keyLineImpDay(l.ID, date), 1, accountCfg{n, max(ds, start), min(de, end), p}, 1)
+		d.slots[0] = g.slot(keyLineImpDay(l.ID, date), impScale, accountCfg{n, max(ds, start), min(de, end), p}, impScale)
 	}
 	if b := int64(l.Budget.Daily); b > 0 && l.CPM > 0 {
 		cs, ce := l.CampaignFlight()
@@ -675,6 +750,21 @@ func (g *Ledger) plan(a *account, now int64, tick bool) bool {
 		if used/a.scale > 0 || back > 0 {
 			a.seq++
 			a.pending = &release{id: g.releaseID(a), used: used / a.scale, unused: back}
+		}
+	}
+	if tick {
+		// What bills past their holds owe and the pools cannot pay is
+		// debited (the hand first).
+		if o := a.owed.Load(); o > a.pooled.Load() {
+			rest := o - max(a.pooled.Load(), 0)
+			if a.owed.CompareAndSwap(o, o-rest) {
+				if gen, ok := a.takeAny(rest); ok {
+					a.settle(rest, gen)
+				} else {
+					a.debt.Add(rest)
+					g.overage.Add(1)
+				}
+			}
 		}
 	}
 	if tick && a.debit == nil {
@@ -919,8 +1009,13 @@ func (g *Ledger) settleDue(ctx context.Context) {
 	var out [64]expired
 	for _, e := range g.holds.expire(g.collected, out[:0]) {
 		g.expired.Add(uint64(e.n))
-		for range e.n {
-			g.unhold(&e.r)
+		for j := range e.r.n {
+			s := e.r.slots[j]
+			if e.r.share > 0 {
+				s.acct.pooled.Add(-e.units[j])
+			}
+			s.acct.repay(e.units[j], e.r.gens[j])
+			s.acct.holds.Add(-e.n)
 		}
 	}
 }
@@ -1002,15 +1097,16 @@ func (g *Ledger) Apply(o *tsubame.Outcome) {
 		if o.Before != 0 {
 			return // it won or was billed: its hold stays for its bill
 		}
-		if r, ok := g.holds.take(k, false); ok {
+		if d, ok := g.holds.draw(k, false, false, 0); ok {
 			g.lostBids.Add(1)
-			g.unhold(&r)
+			g.spend(&d, nil)
 		}
 	case tsubame.OutcomeBill:
 		if !o.Before.Has(tsubame.OutcomeLoss) {
-			if r, ok := g.holds.take(k, o.Before.Has(tsubame.OutcomeWin)); ok {
+			if d, ok := g.holds.draw(k, o.Before.Has(tsubame.OutcomeWin), true, int64(o.Price)); ok {
 				g.billed.Add(1)
-				g.spend(&r, int64(o.Price))
+				price := int64(o.Price)
+				g.spend(&d, &price)
 				return
 			}
 		}
@@ -1018,29 +1114,46 @@ func (g *Ledger) Apply(o *tsubame.Outcome) {
 	}
 }
 
-// unhold gives back what one bid held.
-func (g *Ledger) unhold(r *reservation) {
+// spend settles what one bid drew from its bucket: billed at *price (a
+// CPM in micro-units: as many thousandths of a micro-unit an
+// impression), each account spends the bid's cost (an impression
+// account its unit, a spend account the price) and gives the rest back;
+// lost (price nil), it gives all back. A bill whose cost its bucket's
+// pool did not cover (a bid held by a share) spends the rest from the
+// hand, past the pacing, or where the hand cannot, debits it past the
+// leases (overage).
+func (g *Ledger) spend(d *drawn, price *int64) {
+	r := &d.r
+	short := false
 	for j := range r.n {
-		s := r.slots[j]
-		s.acct.giveBack(s.units, r.gens[j])
+		s, gen := r.slots[j], r.gens[j]
+		back := d.got[j] + d.rest[j]
+		if r.share > 0 {
+			s.acct.pooled.Add(-back)
+		}
+		if price != nil {
+			cost := r.cost(j, *price)
+			used := min(cost, d.got[j])
+			s.acct.settle(used, gen)
+			back -= used
+			if rest := cost - used; rest > 0 {
+				// Past the bucket's holds: from the hand, else owed to
+				// the pools of the line item's other bids (repay).
+				short = true
+				if g2, ok := s.acct.takeAny(rest); ok {
+					s.acct.settle(rest, g2)
+				} else {
+					s.acct.owed.Add(rest)
+				}
+			}
+		}
+		if back > 0 {
+			s.acct.repay(back, gen)
+		}
 		s.acct.holds.Add(-1)
 	}
-}
-
-// spend settles what one bid held at price (a CPM in micro-units: as
-// many thousandths of a micro-unit an impression): an impression account
-// spends its unit, a spend account the price, and gives the rest of the
-// bid's price back.
-func (g *Ledger) spend(r *reservation, price int64) {
-	for j := range r.n {
-		s := r.slots[j]
-		used := s.units
-		if s.acct.scale == nanosPerMicro {
-			used = min(max(price, 0), s.units)
-			s.acct.giveBack(s.units-used, r.gens[j])
-		}
-		s.acct.settle(used, r.gens[j])
-		s.acct.holds.Add(-1)
+	if short {
+		g.pastHold.Add(1)
 	}
 }
 
@@ -1069,8 +1182,8 @@ func (g *Ledger) debitLate(o *tsubame.Outcome) {
 			continue
 		}
 		units := s.units
-		if s.acct.scale == nanosPerMicro {
-			units = int64(o.Price)
+		if s.acct.spends() {
+			units = max(int64(o.Price), 0)
 		}
 		if gen, ok := s.acct.takeAny(units); ok {
 			s.acct.settle(units, gen)
@@ -1113,6 +1226,7 @@ func (g *Ledger) Close(ctx context.Context) error {
 	g.mu.Unlock()
 	var failed []string
 	for _, a := range accts {
+		a.debt.Add(a.owed.Swap(0)) // what the pools were to pay: the pools go back unused
 		if debt := a.debt.Swap(0); debt > 0 && a.debit == nil {
 			a.seq++
 			a.debit = &release{id: g.releaseID(a), used: (debt + a.scale - 1) / a.scale}
@@ -1177,7 +1291,7 @@ func (g *Ledger) Close(ctx context.Context) error {
 // Counts are a ledger's counters, for metrics.
 type Counts struct {
 	// Holds are the bids (and decisions) whose money is held, in Buckets
-	// (a line item's holds ending in one second) of about HoldBytes in
+	// (a line item's holds ending together) of about HoldBytes in
 	// all, the oldest made OldestHold ago; Accounts the counters this node
 	// keeps a share of.
 	Holds, Buckets, HoldBytes int64
@@ -1189,10 +1303,12 @@ type Counts struct {
 	// reservation). Won counts those that won on the way.
 	Billed, Won, Lost, Expired uint64
 	// Late counts bills of no hold (past their deadline, after a loss, or
-	// of a process since restarted), spent from the hand; Overage those
-	// of them a hand could not cover, debited in the store past the
-	// leases.
-	Late, Overage uint64
+	// of a process since restarted), spent from the hand; PastHold the
+	// bills of bids held by a share (decision.Request.HoldShare) that
+	// cost more than their bucket's holds had left, the rest spent from
+	// the hand; Overage the bills of either kind a hand could not cover,
+	// debited in the store past the leases.
+	Late, PastHold, Overage uint64
 	// HandedOver counts the buckets of holds this server handed over when
 	// it stopped; Adopted the stopped servers' handovers it settles now.
 	HandedOver uint64
@@ -1226,7 +1342,7 @@ func (g *Ledger) Counts() Counts {
 		age = max(g.opt.Now().Sub(time.Unix(0, oldest)), 0)
 	}
 	return Counts{Holds: holds, Buckets: buckets, HoldBytes: buckets * bucketBytes, OldestHold: age, Accounts: n, Billed: g.billed.Load(), Won: g.won.Load(),
-		Lost: g.lostBids.Load(), Expired: g.expired.Load(), Late: g.late.Load(), Overage: g.overage.Load(),
+		Lost: g.lostBids.Load(), Expired: g.expired.Load(), Late: g.late.Load(), PastHold: g.pastHold.Load(), Overage: g.overage.Load(),
 		HandedOver: g.handedOver.Load(), Adopted: len(children),
 		StoreErrors: g.storeErrors.Load(), LeasesLost: g.lost.Load(), Forgotten: g.forgotten.Load()}
 }

@@ -1138,3 +1138,91 @@ func TestRestartHandsOverOpenHolds(t *testing.T) {
 		t.Fatalf("settled %d, outstanding %d; want 20 committed", s, o)
 	}
 }
+
+// Bids of an exchange that sends no win notice, held by their line item's
+// win rate (decision.HoldByWinRate), at a 10 % win rate on a limit of 100
+// impressions, each bill at once, each bid's reservation a minute: until
+// its first buckets end, a bid holds a whole impression, and after, a
+// share by the measured rate, so that the node holds more bids at once
+// than the limit has impressions; every bill spends a whole impression,
+// from its bucket's holds or past them; and the limit is spent, exactly
+// as the store counts the bills, and what went past it is reported.
+// With whole holds (the mutation: a share of 0) no more than 100 bids are
+// ever open.
+func TestWinRateHoldsShareThePrice(t *testing.T) {
+	for _, byRate := range []bool{true, false} {
+		t.Run(fmt.Sprintf("by rate %v", byRate), func(t *testing.T) {
+			st := memory.New()
+			t.Cleanup(func() { _ = st.Close() })
+			clk := newClock()
+			const limit = 100
+			set := limitedSet(tsubame.ImpressionLimits{Total: limit}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
+			n := newNode(t, st, set, "node-0", budget.LedgerOptions{Now: clk.Now, MaxHold: time.Minute, Grace: 5 * time.Second})
+			ctx := t.Context()
+			share := int64(0)
+			if byRate {
+				share = decision.HoldByWinRate
+			}
+			bids, bills, mostOpen := 0, 0, int64(0)
+			for s := 0; s < 3600 && bills < limit+20; s++ {
+				for range 20 { // 20 bid requests a second
+					id := fmt.Sprintf("b%09d", ids.Add(1))
+					req := &decision.Request{Reserve: []string{id}, ReserveUntil: decision.RoundUp(clk.Now().Add(time.Minute), time.Second),
+						HoldShare: share}
+					if !n.counters.Allow(n.line, req, 0, clk.Now()) {
+						continue
+					}
+					n.mu.Lock()
+					if n.dues == nil {
+						n.dues = map[string]int64{}
+					}
+					n.dues[id] = req.ReserveUntil.Unix()
+					n.mu.Unlock()
+					bids++
+					if bids%10 == 0 { // a 10 % win rate, billed at once
+						n.record(t, tsubame.OutcomeBill, id)
+						bills++
+					}
+				}
+				mostOpen = max(mostOpen, n.ledger.Counts().Holds)
+				clk.Advance(time.Second)
+				n.ledger.Tick(ctx)
+			}
+			// The last holds end; the debts are debited.
+			clk.Advance(2 * time.Minute)
+			n.ledger.Tick(ctx)
+			n.ledger.Tick(ctx)
+			settled, outstanding := committed(t, st, "li/li/imp")
+			c := n.ledger.Counts()
+			t.Logf("%d bids, %d billed, at most %d open at once; store: %d settled, %d outstanding; counts %+v",
+				bids, bills, mostOpen, settled, outstanding, c)
+			if settled != int64(bills) {
+				t.Errorf("the store settled %d impressions: %d were billed", settled, bills)
+			}
+			if c.Billed != uint64(bills) || c.Late != 0 {
+				t.Errorf("counts %+v: want all %d bills applied to their holds, none late", c, bills)
+			}
+			if !byRate {
+				if mostOpen > limit || bills != limit || c.PastHold != 0 || c.Overage != 0 {
+					t.Errorf("whole holds: %d open at most, %d billed, %d past their holds, %d overage; want at most %d open, exactly %d billed, none past",
+						mostOpen, bills, c.PastHold, c.Overage, limit, limit)
+				}
+				return
+			}
+			if mostOpen <= 2*limit {
+				t.Errorf("at most %d bids open at once on a limit of %d: bids by the win rate hold a share, and ten times more are open", mostOpen, limit)
+			}
+			if c.PastHold == 0 {
+				t.Errorf("counts %+v: no bill went past its bucket's holds", c)
+			}
+			// Spent, and what went past the limit is counted as overage:
+			// at most the bills of the bids open when the limit ran out.
+			if bills < limit {
+				t.Errorf("%d billed of a limit of %d", bills, limit)
+			}
+			if over := int64(bills) - limit; over > int64(c.Overage) || over > 10 {
+				t.Errorf("%d billed past the limit of %d, %d reported as overage: want each reported, and few", over, limit, c.Overage)
+			}
+		})
+	}
+}

@@ -72,6 +72,10 @@ type RTBExchange struct {
 	// money comes back (bidder.ParseWinWindow): auto (measured), off, or
 	// a duration.
 	WinWindow string `koanf:"win_window"`
+	// WinRateHolds is how a bid without a win window holds its price
+	// until its reservation ends (bidder.WinRateHoldsAuto, Off): auto (the
+	// default) a share, by the exchange's measured win rate; off all of it.
+	WinRateHolds string `koanf:"win_rate_holds"`
 }
 
 // ExchangeReservation is the reservation of exchange e: its own, else
@@ -170,6 +174,9 @@ func (c *Config) validateRTB(p *problems) {
 		}
 		if _, err := bidder.ParseWinWindow(e.WinWindow); err != nil {
 			p.add("%s.%v", at, err)
+		}
+		if e.WinRateHolds != "" && e.WinRateHolds != bidder.WinRateHoldsAuto && e.WinRateHolds != bidder.WinRateHoldsOff {
+			p.add("%s.win_rate_holds: %q is not auto or off", at, e.WinRateHolds)
 		}
 		if e.BillOn != "" && !slices.Contains(bidder.BillOns, e.BillOn) {
 			p.add("%s.bill_on: %q is not one of %s", at, e.BillOn, strings.Join(bidder.BillOns, ", "))

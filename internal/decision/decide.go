@@ -86,6 +86,15 @@ type Request struct {
 	// that sends win notices has sent its win by then). Unset, what a
 	// decision takes is spent at once.
 	ReserveUntil, WinBy time.Time
+	// HoldShare, when over 0 and under HoldShares, is the part of its
+	// price (in HoldShares) a reserving decision holds; HoldByWinRate: a
+	// bid whose exchange sends no win notice, held by the bound of its
+	// line item's measured win rate rather than whole (a thousand such
+	// bids at a 1 % win rate win ten impressions, not a thousand). The
+	// holds of one line item and end are kept together, so that a bill
+	// spends its whole price from what all of them hold; what they do not
+	// cover is spent past them. 0: whole.
+	HoldShare int64
 	// Test asks for decisions that spend nothing (OpenRTB's test=1):
 	// Counters let a line item serve if it could, and take nothing.
 	Test bool
@@ -626,6 +635,13 @@ func sharesAny(a, b []uint32) bool {
 	}
 	return false
 }
+
+// HoldShares is a whole price in Request.HoldShare.
+const HoldShares = 1024
+
+// HoldByWinRate is a Request.HoldShare: the bound of the line item's win
+// rate as the Counters measure it.
+const HoldByWinRate = -1
 
 // holdSpans is how many spans a reservation's holds are counted in: see
 // HoldEnd.
