@@ -110,7 +110,10 @@ func TestQuotaWritesWaitForAReplica(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	prefix := uniquePrefix(t)
-	s, err := redis.Open(redis.Options{Addrs: []string{master.Addr}, KeyPrefix: prefix, Logger: quiet, WaitTimeout: 200 * time.Millisecond})
+	// A wait generous enough for a busy machine's replica to acknowledge
+	// (a stopped one costs the two calls that wait for it that long).
+	s, err := redis.Open(redis.Options{Addrs: []string{master.Addr}, KeyPrefix: prefix, Logger: quiet, WaitTimeout: 3 * time.Second,
+		Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,6 +142,7 @@ func TestQuotaWritesWaitForAReplica(t *testing.T) {
 	replica.Resume()
 	// The unacknowledged grant was made on the master: the next answer
 	// holds it, and the retried release (same id) is applied once.
+	deadline = time.Now().Add(time.Minute)
 	for {
 		got, held, err := s.Lease(ctx, "k", "a", 100, 0, time.Minute)
 		if err == nil {
