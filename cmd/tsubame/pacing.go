@@ -60,7 +60,7 @@ func (f *pacingFlags) define(fs *flag.FlagSet) {
 	fs.DurationVar(&f.winDelay, "win-delay", 0, "how long after its bid a win or loss notice comes (`DURATION`)")
 	fs.DurationVar(&f.billDelay, "bill-delay", 0, "how long after its bid a shown ad is billed (`DURATION`): its billing notice, or its markup's impression")
 	fs.StringVar(&f.winWindow, "win-window", "auto", "how long a bid waits for its win notice (`WINDOW`): auto, off or a duration, as the exchange's win_window")
-	fs.StringVar(&f.winRateHolds, "win-rate-holds", bidder.WinRateHoldsAuto, "how a bid with no win window holds its price (`HOLDS`): auto (a share, by the measured win rate) or off (all of it), as the exchange's win_rate_holds")
+	fs.StringVar(&f.winRateHolds, "win-rate-holds", bidder.WinRateHoldsAuto, "how a bid with no win window holds its price (`HOLDS`): auto (a share, by the measured win rate, while the exchange sends no win or loss notices), on (a share always) or off (all of it), as the exchange's win_rate_holds")
 	fs.DurationVar(&f.reservation, "reservation", budget.DefaultMaxHold, "how long a bid holds its price for its bill (`DURATION`), as the exchange's reservation")
 }
 
@@ -91,8 +91,8 @@ func (f *pacingFlags) config() (simConfig, error) {
 		return sc, usagef("-bill-on nurl needs win in -notices: an exchange billing on its win notice sends it")
 	case f.winDelay < 0 || f.winDelay > 24*time.Hour || f.billDelay < 0 || f.billDelay > 24*time.Hour:
 		return sc, usagef("-win-delay and -bill-delay must be from 0 to 24h")
-	case f.winRateHolds != bidder.WinRateHoldsAuto && f.winRateHolds != bidder.WinRateHoldsOff:
-		return sc, usagef("-win-rate-holds: %q is not auto or off", f.winRateHolds)
+	case !slices.Contains(bidder.WinRateHoldsValues, f.winRateHolds):
+		return sc, usagef("-win-rate-holds: %q is not auto, on or off", f.winRateHolds)
 	case f.reservation < time.Second || f.reservation > maxSimReservation:
 		return sc, usagef("-reservation must be from 1s to %s", tsubame.Duration(maxSimReservation))
 	}
@@ -244,7 +244,7 @@ type simConfig struct {
 	// loss notice comes winDelay after it, its bill billDelay after it;
 	// window is its win_window (bidder.WinWindowAuto, WinWindowOff or a
 	// duration), reservation how long a bid holds its price, winRateHolds
-	// its win_rate_holds (bidder.WinRateHoldsAuto or Off; "": auto).
+	// its win_rate_holds (bidder.WinRateHoldsValues; "": auto).
 	winRate             int64
 	notices             tsubame.OutcomeKinds
 	billOn              string
@@ -474,7 +474,7 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 			if win := ex.WinWindowNow(&node.stats); win > 0 {
 				req.ReserveUntil, req.WinBy = decision.RoundUp(now.Add(sc.reservation), time.Second), now.Add(win)
 			} else {
-				req.HoldShare = ex.HoldShare()
+				req.HoldShare = ex.HoldShareNow(&node.stats)
 			}
 			if !node.counters.Allow(node.line, req, 0, now) {
 				continue
@@ -509,7 +509,10 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 			switch {
 			case !first: // each notice is sent once
 			case nt.o.Kind == tsubame.OutcomeWin:
+				nodes[nt.to].stats.Wins.Add(1)
 				nodes[nt.to].stats.WinDelayed(now.Sub(nt.bid))
+			case nt.o.Kind == tsubame.OutcomeLoss:
+				nodes[nt.to].stats.Losses.Add(1)
 			case nt.o.Kind == tsubame.OutcomeBill:
 				res.impressions++
 				res.spendNanos += int64(nt.o.Price)

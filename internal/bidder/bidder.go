@@ -581,7 +581,7 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 			d.ReserveUntil, d.WinBy = decision.RoundUp(now.Add(ex.Reservation), time.Second), now.Add(win)
 		} else {
 			d.ReserveUntil, d.WinBy = decision.HoldEnd(now, ex.Reservation), time.Time{}
-			d.HoldShare = ex.HoldShare()
+			d.HoldShare = ex.HoldShareNow(ex.stats)
 		}
 	} else {
 		d.Reserve = nil

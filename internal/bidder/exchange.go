@@ -82,27 +82,44 @@ type Exchange struct {
 	// notices are late or missing).
 	WinWindow time.Duration
 	// WinRateHolds is how a bid without a win window holds its price
-	// until its reservation ends: WinRateHoldsAuto (the default when
-	// empty) a share, the bound of the exchange's measured win rate
-	// (HoldShareNow); WinRateHoldsOff all of it.
+	// until its reservation ends (HoldShareNow): WinRateHoldsAuto (the
+	// default when empty), WinRateHoldsOn or WinRateHoldsOff.
 	WinRateHolds string
 }
 
 // Values of Exchange.WinRateHolds.
 const (
-	// WinRateHoldsAuto holds a bid that has no win window (its exchange
-	// sends no win notices, or win_window is off) by its line item's
-	// measured win rate: decision.HoldByWinRate.
+	// WinRateHoldsAuto holds a bid that has no win window by its line
+	// item's measured win rate (decision.HoldByWinRate) while its
+	// exchange has sent this node neither a win nor a loss notice: an
+	// exchange that sends only billing notices. Once it sent one, its
+	// bids hold their whole price: a loss notice gives it back at once,
+	// and win notices make a win window (WinWindowAuto), so a whole hold
+	// costs little and can never be passed.
 	WinRateHoldsAuto = "auto"
+	// WinRateHoldsOn holds every bid without a win window by the win
+	// rate, notices or not: an exchange that sends loss notices for some
+	// bids only.
+	WinRateHoldsOn = "on"
 	// WinRateHoldsOff holds every bid's whole price.
 	WinRateHoldsOff = "off"
 )
 
-// HoldShare is the decision.Request.HoldShare of a bid of e that has no
-// win window: decision.HoldByWinRate, or with WinRateHoldsOff 0 (whole).
-// The bidder and `tsubame pacing simulate` both ask it.
-func (e *Exchange) HoldShare() int64 {
-	if e.WinRateHolds == WinRateHoldsOff {
+// WinRateHoldsValues are the values of Exchange.WinRateHolds.
+var WinRateHoldsValues = []string{WinRateHoldsAuto, WinRateHoldsOn, WinRateHoldsOff}
+
+// HoldShareNow is the decision.Request.HoldShare of a bid of e made now
+// that has no win window, with the notices stats counted:
+// decision.HoldByWinRate, or 0 (whole; see WinRateHolds). The bidder and
+// `tsubame pacing simulate` both ask it.
+func (e *Exchange) HoldShareNow(stats *Stats) int64 {
+	switch e.WinRateHolds {
+	case WinRateHoldsOff:
+		return 0
+	case WinRateHoldsOn:
+		return decision.HoldByWinRate
+	}
+	if stats.Wins.Load() > 0 || stats.Losses.Load() > 0 {
 		return 0
 	}
 	return decision.HoldByWinRate
@@ -215,8 +232,8 @@ func (e *Exchange) Validate(maxHold time.Duration) error {
 	if e.Shading.Factor < 0 || e.Shading.Factor > decision.MaxShadingFactor || e.Shading.Step < 0 {
 		p = append(p, "shading: a factor of 0 (none) to 1, a step of at least 0")
 	}
-	if e.WinRateHolds != "" && e.WinRateHolds != WinRateHoldsAuto && e.WinRateHolds != WinRateHoldsOff {
-		p = append(p, `win_rate_holds: "auto" or "off"`)
+	if e.WinRateHolds != "" && !contains(WinRateHoldsValues, e.WinRateHolds) {
+		p = append(p, `win_rate_holds: "auto", "on" or "off"`)
 	}
 	if e.BillOn != "" && !contains(BillOns, e.BillOn) {
 		p = append(p, `bill_on: "burl", "nurl" or "markup"`)

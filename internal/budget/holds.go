@@ -123,8 +123,9 @@ type drawn struct {
 
 // draw removes one bid from k's buckets — an open one, or with won a won
 // one (an open one if none) — with what it takes of the pool: its own
-// hold for a loss (bill false), and for a bill at price (a CPM, as
-// take's) its cost where that is more than its hold; false when no bucket
+// hold for a loss (bill false; nothing where the hold is a share), and
+// for a bill at price (a CPM, as take's) its cost where that is more than
+// its hold; false when no bucket
 // of k holds one (its deadline passed, or the node restarted).
 func (t *holdTable) draw(k bucketKey, won, bill bool, price int64) (drawn, bool) {
 	sh := t.shard(k)
@@ -147,13 +148,21 @@ func (t *holdTable) draw(k bucketKey, won, bill bool, price int64) (drawn, bool)
 			}
 			for j := range b.r.n {
 				want := b.r.held(j)
-				if bill {
+				switch {
+				case bill:
 					want = max(want, b.r.cost(j, price))
+				case b.r.share > 0:
+					// A loss leaves its share in the pool, until the
+					// bucket ends: the bids still open are those no loss
+					// notice came for, more likely won than the rate
+					// says, and the share of every bid the bucket made
+					// pays its bills.
+					want = 0
 				}
 				d.got[j] = min(want, b.pool[j])
 				b.pool[j] -= d.got[j]
 			}
-			if b.open == 0 && b.won == 0 {
+			if b.open == 0 && b.won == 0 && b.r.share == 0 {
 				d.rest = b.pool
 				sh.drop(k, i)
 			}
@@ -233,7 +242,19 @@ func (t *holdTable) expire(cutoff int64, out []expired) []expired {
 					b.won = 0
 					b.release(n, &e)
 				}
-				if e.n > 0 {
+				if b.open == 0 && b.won == 0 && b.r.share > 0 && b.billBy > cutoff {
+					// A bucket of shares keeps its pool to its end, for
+					// bills that may yet come (draw).
+					if e.n > 0 {
+						out = append(out, e)
+					}
+					j++
+					continue
+				}
+				if b.open == 0 && b.won == 0 && e.n == 0 {
+					b.release(0, &e) // a bucket of shares whose bids all ended: the rest of its pool
+				}
+				if e.n > 0 || e.units != [maxSlots]int64{} {
 					out = append(out, e)
 				}
 				if b.open == 0 && b.won == 0 {

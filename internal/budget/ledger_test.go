@@ -1148,10 +1148,14 @@ func TestRestartHandsOverOpenHolds(t *testing.T) {
 // from its bucket's holds or past them; and the limit is spent, exactly
 // as the store counts the bills, and what went past it is reported.
 // With whole holds (the mutation: a share of 0) no more than 100 bids are
-// ever open.
+// ever open. With loss notices too (win_rate_holds: on), a loss leaves its
+// share in its bucket's pool: the bills are paid from the pools, not past
+// them (a loss that took its share back would leave each bill only its
+// own share).
 func TestWinRateHoldsShareThePrice(t *testing.T) {
-	for _, byRate := range []bool{true, false} {
-		t.Run(fmt.Sprintf("by rate %v", byRate), func(t *testing.T) {
+	for _, tc := range []struct{ byRate, losses bool }{{true, false}, {false, false}, {true, true}} {
+		byRate, losses := tc.byRate, tc.losses
+		t.Run(fmt.Sprintf("by rate %v, losses %v", byRate, losses), func(t *testing.T) {
 			st := memory.New()
 			t.Cleanup(func() { _ = st.Close() })
 			clk := newClock()
@@ -1182,6 +1186,8 @@ func TestWinRateHoldsShareThePrice(t *testing.T) {
 					if bids%10 == 0 { // a 10 % win rate, billed at once
 						n.record(t, tsubame.OutcomeBill, id)
 						bills++
+					} else if losses {
+						n.record(t, tsubame.OutcomeLoss, id)
 					}
 				}
 				mostOpen = max(mostOpen, n.ledger.Counts().Holds)
@@ -1209,10 +1215,13 @@ func TestWinRateHoldsShareThePrice(t *testing.T) {
 				}
 				return
 			}
-			if mostOpen <= 2*limit {
+			if !losses && mostOpen <= 2*limit {
 				t.Errorf("at most %d bids open at once on a limit of %d: bids by the win rate hold a share, and ten times more are open", mostOpen, limit)
 			}
-			if c.PastHold == 0 {
+			switch {
+			case losses && c.PastHold*2 > uint64(bills):
+				t.Errorf("counts %+v: %d of %d bills went past their bucket's holds; the losses' shares should pay most", c, c.PastHold, bills)
+			case !losses && c.PastHold == 0:
 				t.Errorf("counts %+v: no bill went past its bucket's holds", c)
 			}
 			// Spent, and what went past the limit is counted as overage:

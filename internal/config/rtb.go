@@ -73,8 +73,10 @@ type RTBExchange struct {
 	// a duration.
 	WinWindow string `koanf:"win_window"`
 	// WinRateHolds is how a bid without a win window holds its price
-	// until its reservation ends (bidder.WinRateHoldsAuto, Off): auto (the
-	// default) a share, by the exchange's measured win rate; off all of it.
+	// until its reservation ends (bidder.WinRateHoldsValues): auto (the
+	// default) a share, by the line item's measured win rate, while the
+	// exchange sends no win or loss notices; on a share always; off all
+	// of it.
 	WinRateHolds string `koanf:"win_rate_holds"`
 }
 
@@ -175,8 +177,8 @@ func (c *Config) validateRTB(p *problems) {
 		if _, err := bidder.ParseWinWindow(e.WinWindow); err != nil {
 			p.add("%s.%v", at, err)
 		}
-		if e.WinRateHolds != "" && e.WinRateHolds != bidder.WinRateHoldsAuto && e.WinRateHolds != bidder.WinRateHoldsOff {
-			p.add("%s.win_rate_holds: %q is not auto or off", at, e.WinRateHolds)
+		if e.WinRateHolds != "" && !slices.Contains(bidder.WinRateHoldsValues, e.WinRateHolds) {
+			p.add("%s.win_rate_holds: %q is not one of %s", at, e.WinRateHolds, strings.Join(bidder.WinRateHoldsValues, ", "))
 		}
 		if e.BillOn != "" && !slices.Contains(bidder.BillOns, e.BillOn) {
 			p.add("%s.bill_on: %q is not one of %s", at, e.BillOn, strings.Join(bidder.BillOns, ", "))

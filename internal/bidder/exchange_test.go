@@ -1,0 +1,71 @@
+package bidder
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"tsubame/internal/decision"
+)
+
+// A bid without a win window holds a share by its win rate only where no
+// notice could give a whole hold back sooner: auto shares until the
+// exchange sends a win or a loss notice, on always, off never.
+func TestHoldShareNow(t *testing.T) {
+	for _, tc := range []struct {
+		holds        string
+		wins, losses uint64
+		want         int64
+	}{
+		{"", 0, 0, decision.HoldByWinRate},
+		{WinRateHoldsAuto, 0, 0, decision.HoldByWinRate},
+		{WinRateHoldsAuto, 0, 1, 0},
+		{WinRateHoldsAuto, 1, 0, 0},
+		{WinRateHoldsOn, 3, 40, decision.HoldByWinRate},
+		{WinRateHoldsOff, 0, 0, 0},
+	} {
+		var stats Stats
+		stats.Wins.Add(tc.wins)
+		stats.Losses.Add(tc.losses)
+		e := Exchange{WinRateHolds: tc.holds}
+		if got := e.HoldShareNow(&stats); got != tc.want {
+			t.Errorf("win_rate_holds %q after %d wins and %d losses: share %d, want %d", tc.holds, tc.wins, tc.losses, got, tc.want)
+		}
+	}
+	ok := Exchange{Name: "x", Seat: "s", PriceEncoding: PricePlain, Reservation: time.Minute, WinRateHolds: WinRateHoldsOn}
+	if err := ok.Validate(time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	bad := ok
+	bad.WinRateHolds = "sometimes"
+	if err := bad.Validate(time.Hour); err == nil || !strings.Contains(err.Error(), `win_rate_holds: "auto", "on" or "off"`) {
+		t.Errorf("win_rate_holds: sometimes: %v", err)
+	}
+}
+
+// The measured win window: none before WinWindowSample win notices, then
+// twice their 99th percentile plus a second, within the reservation.
+func TestWinWindowNow(t *testing.T) {
+	var stats Stats
+	e := Exchange{Reservation: time.Minute}
+	for range WinWindowSample - 1 {
+		stats.WinDelayed(1500 * time.Millisecond)
+	}
+	if w := e.WinWindowNow(&stats); w != 0 {
+		t.Fatalf("window %s after %d notices, want none yet", w, WinWindowSample-1)
+	}
+	stats.WinDelayed(1500 * time.Millisecond)
+	if w := e.WinWindowNow(&stats); w != 5*time.Second { // p99 rounds up to 2 s
+		t.Fatalf("window %s, want 5s", w)
+	}
+	for range 1000 {
+		stats.WinDelayed(50 * time.Second)
+	}
+	if w := e.WinWindowNow(&stats); w != time.Minute {
+		t.Fatalf("window %s, want the reservation, 1m0s", w)
+	}
+	e.WinWindow = WinWindowOff
+	if w := e.WinWindowNow(&stats); w != 0 {
+		t.Fatalf("win_window off: window %s", w)
+	}
+}
