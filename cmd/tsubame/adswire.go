@@ -236,7 +236,7 @@ func exchanges(cfg *config.Config) []bidder.Exchange {
 			Sources: e.SourcePrefixes(), QPS: e.QPS, Network: time.Duration(e.NetworkMS) * time.Millisecond,
 			PriceEncoding: cmp.Or(e.PriceEncoding, bidder.PricePlain), Reservation: cfg.ExchangeReservation(e),
 			BidEveryTID: e.BidEveryTID, Shading: shading, MarkupOnWin: e.MarkupOnWin, BillOn: e.BillOn, WinWindow: win,
-			WinRateHolds: e.WinRateHolds})
+			WinRateHolds: e.WinRateHolds, KeepWon: e.KeepWon})
 	}
 	return out
 }

@@ -41,8 +41,8 @@ type pacingFlags struct {
 	show, nodes                      int
 	every                            time.Duration
 	// The exchange's: what it does with the bids.
-	winRate, notices, billOn, winWindow, winRateHolds string
-	winDelay, billDelay, reservation                  time.Duration
+	winRate, notices, billOn, winWindow, winRateHolds, keepWon string
+	winDelay, billDelay, reservation                           time.Duration
 }
 
 func (f *pacingFlags) define(fs *flag.FlagSet) {
@@ -60,6 +60,7 @@ func (f *pacingFlags) define(fs *flag.FlagSet) {
 	fs.DurationVar(&f.winDelay, "win-delay", 0, "how long after its bid a win or loss notice comes (`DURATION`)")
 	fs.DurationVar(&f.billDelay, "bill-delay", 0, "how long after its bid a shown ad is billed (`DURATION`): its billing notice, or its markup's impression")
 	fs.StringVar(&f.winWindow, "win-window", "auto", "how long a bid waits for its win notice (`WINDOW`): auto, off or a duration, as the exchange's win_window")
+	fs.StringVar(&f.keepWon, "keep-won", bidder.KeepWonAuto, "what becomes of a bid won and not billed by the end of its reservation (`KEEP`): auto (spent once the exchange bills late), on (spent) or off (given back), as the exchange's keep_won")
 	fs.StringVar(&f.winRateHolds, "win-rate-holds", bidder.WinRateHoldsAuto, "how a bid with no win window holds its price (`HOLDS`): auto (a share, by the measured win rate, while the exchange sends no win or loss notices), on (a share always) or off (all of it), as the exchange's win_rate_holds")
 	fs.DurationVar(&f.reservation, "reservation", budget.DefaultMaxHold, "how long a bid holds its price for its bill (`DURATION`), as the exchange's reservation")
 }
@@ -93,10 +94,12 @@ func (f *pacingFlags) config() (simConfig, error) {
 		return sc, usagef("-win-delay and -bill-delay must be from 0 to 24h")
 	case !slices.Contains(bidder.WinRateHoldsValues, f.winRateHolds):
 		return sc, usagef("-win-rate-holds: %q is not auto, on or off", f.winRateHolds)
+	case !slices.Contains(bidder.KeepWonValues, f.keepWon):
+		return sc, usagef("-keep-won: %q is not auto, on or off", f.keepWon)
 	case f.reservation < time.Second || f.reservation > maxSimReservation:
 		return sc, usagef("-reservation must be from 1s to %s", tsubame.Duration(maxSimReservation))
 	}
-	sc.reservation, sc.winRateHolds = f.reservation, f.winRateHolds
+	sc.reservation, sc.winRateHolds, sc.keepWon = f.reservation, f.winRateHolds, f.keepWon
 	return sc, nil
 }
 
@@ -171,6 +174,9 @@ func runPacing(ctx context.Context, e *env, pf *pacingFlags, name string) error 
 	if c := res.counts; c.Late > 0 || c.Overage > 0 {
 		fmt.Fprintf(stderr, "; %d bills late, %d bills debited past the leases", c.Late, c.Overage)
 	}
+	if c := res.counts; c.Kept > 0 {
+		fmt.Fprintf(stderr, "; %d won bids spent unbilled at their end (keep_won), %d of their bills came later", c.Kept, c.KeptBilled)
+	}
 	if c := res.counts; c.PastHold > 0 {
 		fmt.Fprintf(stderr, "; %d bills past their holds (bids held by the win rate)", c.PastHold)
 	}
@@ -244,13 +250,15 @@ type simConfig struct {
 	// loss notice comes winDelay after it, its bill billDelay after it;
 	// window is its win_window (bidder.WinWindowAuto, WinWindowOff or a
 	// duration), reservation how long a bid holds its price, winRateHolds
-	// its win_rate_holds (bidder.WinRateHoldsValues; "": auto).
+	// its win_rate_holds (bidder.WinRateHoldsValues; "": auto), keepWon
+	// its keep_won (bidder.KeepWonValues; "": auto).
 	winRate             int64
 	notices             tsubame.OutcomeKinds
 	billOn              string
 	winDelay, billDelay time.Duration
 	window, reservation time.Duration
 	winRateHolds        string
+	keepWon             string
 }
 
 // allWin is a win rate of 100 %, in millionths of a percent.
@@ -398,8 +406,8 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 		ledger   *budget.Ledger
 		counters *budget.Counters
 		line     *decision.Line
-		// stats count the win notices this node received: its measure
-		// of the exchange's win window.
+		// stats count the notices this node received: its measure of
+		// the exchange's win window, and of its notices and late bills.
 		stats bidder.Stats
 	}
 	var nodes []*simNode
@@ -425,7 +433,7 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 		}
 		nodes = append(nodes, &simNode{ledger: g, counters: c, line: l})
 	}
-	ex := bidder.Exchange{WinWindow: sc.window, Reservation: sc.reservation, WinRateHolds: sc.winRateHolds}
+	ex := bidder.Exchange{WinWindow: sc.window, Reservation: sc.reservation, WinRateHolds: sc.winRateHolds, KeepWon: sc.keepWon}
 	var queue noticeQueue
 	var seq int64
 	var sent [4]int64 // notices sent, by kind
@@ -453,7 +461,7 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 		for _, n := range nodes {
 			nc := n.ledger.Counts()
 			c.Lost, c.Expired, c.Late, c.Overage = c.Lost+nc.Lost, c.Expired+nc.Expired, c.Late+nc.Late, c.Overage+nc.Overage
-			c.PastHold += nc.PastHold
+			c.PastHold, c.Kept, c.KeptBilled = c.PastHold+nc.PastHold, c.Kept+nc.Kept, c.KeptBilled+nc.KeptBilled
 		}
 		return c
 	}
@@ -470,7 +478,8 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 			res.requests++
 			id := "s" + strconv.FormatInt(res.requests, 36)
 			// As the bidder holds a bid: see decision.HoldEnd.
-			req := &decision.Request{User: id, Reserve: []string{id}, ReserveUntil: decision.HoldEnd(now, sc.reservation)}
+			req := &decision.Request{User: id, Reserve: []string{id}, ReserveUntil: decision.HoldEnd(now, sc.reservation),
+				KeepWon: ex.KeepWonNow(&node.stats)}
 			if win := ex.WinWindowNow(&node.stats); win > 0 {
 				req.ReserveUntil, req.WinBy = decision.RoundUp(now.Add(sc.reservation), time.Second), now.Add(win)
 			} else {
@@ -514,6 +523,12 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 			case nt.o.Kind == tsubame.OutcomeLoss:
 				nodes[nt.to].stats.Losses.Add(1)
 			case nt.o.Kind == tsubame.OutcomeBill:
+				// Late as the bidder counts it: after the bid's hold and
+				// the grace.
+				nodes[nt.to].stats.Bills.Add(1)
+				if !now.Before(time.Unix(nt.o.Due, 0).Add(budget.DefaultGrace)) {
+					nodes[nt.to].stats.Late.Add(1)
+				}
 				res.impressions++
 				res.spendNanos += int64(nt.o.Price)
 			}

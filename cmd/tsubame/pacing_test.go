@@ -268,15 +268,25 @@ func TestSimulatePacingAtWinRates(t *testing.T) {
 		{name: "10pct bills 30m late, reservation 40m", winPct: 10, args: []string{"-notices", "win,loss,bill", "-bill-delay", "30m",
 			"-reservation", "40m"}, want: 970},
 		// Bills 30 minutes late on the default reservation (10m): each bill
-		// comes after its hold was given back, and is late: debited past
-		// the limit in the accounts of the day it comes, so that the
-		// limit stops the next bids; the wins sold again meanwhile are
-		// over (a won bid's hold does not yet follow the exchange's
-		// measured billing delay).
+		// comes after its hold ended, and is late. Once the nodes have seen
+		// the exchange bill late (keep_won: auto), a won bid unbilled at
+		// its end is spent then, and its bill is not spent again; the
+		// first ones were given back, and their bills debited in the
+		// accounts of the day they come, so that the limit stops the next
+		// bids.
 		{name: "10pct bills 30m late", winPct: 10, args: []string{"-notices", "win,loss,bill", "-bill-delay", "30m"},
-			want: 970, maxOver: 5, reachedOver: 30, check: allLate},
+			want: 970, maxOver: 5, check: keptLate},
 		{name: "10pct bills 30m late, total limit", winPct: 10, args: []string{"-notices", "win,loss,bill", "-bill-delay", "30m"},
-			totalToo: true, want: 970, maxOver: 5, reachedOver: 30, check: allLate},
+			totalToo: true, want: 970, maxOver: 5, check: keptLate},
+		// The mutation: won bids given back at their end are sold again,
+		// and their bills go over.
+		{name: "10pct bills 30m late, keep-won off", winPct: 10, args: []string{"-notices", "win,loss,bill", "-bill-delay", "30m", "-keep-won", "off"},
+			want: 970, maxOver: 5, reachedOver: 30, check: func(t *testing.T, res *simResult) {
+				allLate(t, res)
+				if over, _ := res.over(); over <= 5 || res.counts.Kept != 0 {
+					t.Errorf("keep-won off: %d over, %d kept; want more than 5 over, none kept", over, res.counts.Kept)
+				}
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel() // each its own day: seconds each, many more under -race
@@ -328,6 +338,18 @@ func lostAtOnce(t *testing.T, res *simResult) {
 	if lost := uint64(res.bids - res.wins); res.counts.Lost != lost || res.counts.Expired != 0 {
 		t.Errorf("%d bids lost: %d holds given back by their loss notices, %d at a deadline; want all %d by their notices",
 			lost, res.counts.Lost, res.counts.Expired, lost)
+	}
+}
+
+// keptLate checks that every bill came late, and that those of the won
+// bids spent at their end found them, all but the few bids kept before
+// the day's end whose bills came after it.
+func keptLate(t *testing.T, res *simResult) {
+	t.Helper()
+	allLate(t, res)
+	c := res.counts
+	if c.Kept == 0 || c.KeptBilled != c.Kept || c.KeptBilled > c.Late {
+		t.Errorf("%d won bids spent at their end, %d of their bills came (of %d late): want all of them, and some", c.Kept, c.KeptBilled, c.Late)
 	}
 }
 

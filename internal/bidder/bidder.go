@@ -576,7 +576,7 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 		// its end; one held to its end, by a span of the reservation
 		// (decision.HoldEnd): the node's counts stay few either way.
 		d.Reserve = w.reserve[:]
-		d.HoldShare = 0
+		d.HoldShare, d.KeepWon = 0, ex.KeepWonNow(ex.stats)
 		if win := ex.winWindow(); win > 0 {
 			d.ReserveUntil, d.WinBy = decision.RoundUp(now.Add(ex.Reservation), time.Second), now.Add(win)
 		} else {

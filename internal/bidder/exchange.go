@@ -85,6 +85,47 @@ type Exchange struct {
 	// until its reservation ends (HoldShareNow): WinRateHoldsAuto (the
 	// default when empty), WinRateHoldsOn or WinRateHoldsOff.
 	WinRateHolds string
+	// KeepWon is what becomes of a bid that won and was not billed by the
+	// end of its reservation (KeepWonNow): KeepWonAuto (the default when
+	// empty), KeepWonOn or KeepWonOff.
+	KeepWon string
+}
+
+// Values of Exchange.KeepWon.
+const (
+	// KeepWonAuto spends such a bid once the exchange has billed this
+	// node late (after the reservation and its grace) for at least
+	// KeepWonSample bids and 1 % of its bills, and gives its money back
+	// before: an exchange that bills on time bills a won bid within the
+	// reservation or never (an impression not rendered).
+	KeepWonAuto = "auto"
+	// KeepWonOn always spends it: its bill, when it comes, is not spent
+	// again.
+	KeepWonOn = "on"
+	// KeepWonOff always gives its money back: a bill after it is
+	// debited past the limit (overage).
+	KeepWonOff = "off"
+)
+
+// KeepWonValues are the values of Exchange.KeepWon.
+var KeepWonValues = []string{KeepWonAuto, KeepWonOn, KeepWonOff}
+
+// KeepWonSample is how many late bills an exchange sends a node before
+// KeepWonAuto keeps its won bids.
+const KeepWonSample = 10
+
+// KeepWonNow is the decision.Request.KeepWon of a bid of e made now, with
+// the bills stats counted (Stats.Bills, Stats.Late). The bidder and
+// `tsubame pacing simulate` both ask it.
+func (e *Exchange) KeepWonNow(stats *Stats) bool {
+	switch e.KeepWon {
+	case KeepWonOn:
+		return true
+	case KeepWonOff:
+		return false
+	}
+	late := stats.Late.Load()
+	return late >= KeepWonSample && late*100 >= stats.Bills.Load()
 }
 
 // Values of Exchange.WinRateHolds.
@@ -234,6 +275,9 @@ func (e *Exchange) Validate(maxHold time.Duration) error {
 	}
 	if e.WinRateHolds != "" && !contains(WinRateHoldsValues, e.WinRateHolds) {
 		p = append(p, `win_rate_holds: "auto", "on" or "off"`)
+	}
+	if e.KeepWon != "" && !contains(KeepWonValues, e.KeepWon) {
+		p = append(p, `keep_won: "auto", "on" or "off"`)
 	}
 	if e.BillOn != "" && !contains(BillOns, e.BillOn) {
 		p = append(p, `bill_on: "burl", "nurl" or "markup"`)

@@ -69,3 +69,34 @@ func TestWinWindowNow(t *testing.T) {
 		t.Fatalf("win_window off: window %s", w)
 	}
 }
+
+// A won bid unbilled at its end is spent (keep_won) where the exchange
+// bills late: auto once this node counted KeepWonSample late bills and 1 %
+// of its bills late, on always, off never.
+func TestKeepWonNow(t *testing.T) {
+	for _, tc := range []struct {
+		keep        string
+		bills, late uint64
+		want        bool
+	}{
+		{"", 0, 0, false},
+		{KeepWonAuto, 5000, KeepWonSample - 1, false},
+		{KeepWonAuto, 1000, KeepWonSample, true},
+		{KeepWonAuto, 2000, KeepWonSample * 2, true},
+		{KeepWonAuto, 2001, KeepWonSample * 2, false}, // under 1 % late: stragglers
+		{KeepWonOn, 0, 0, true},
+		{KeepWonOff, 100, 100, false},
+	} {
+		var stats Stats
+		stats.Bills.Add(tc.bills)
+		stats.Late.Add(tc.late)
+		e := Exchange{KeepWon: tc.keep}
+		if got := e.KeepWonNow(&stats); got != tc.want {
+			t.Errorf("keep_won %q after %d bills, %d late: %v, want %v", tc.keep, tc.bills, tc.late, got, tc.want)
+		}
+	}
+	bad := Exchange{Name: "x", Seat: "s", PriceEncoding: PricePlain, Reservation: time.Minute, KeepWon: "maybe"}
+	if err := bad.Validate(time.Hour); err == nil || !strings.Contains(err.Error(), `keep_won: "auto", "on" or "off"`) {
+		t.Errorf("keep_won: maybe: %v", err)
+	}
+}

@@ -113,6 +113,7 @@ func (c *Counters) Allow(l *decision.Line, req *decision.Request, slot int, now 
 		if r, ok = c.ledger.take(l, now, need, int64(req.Price(l)), share); !ok { // a shaded bid holds what it bids
 			return false
 		}
+		r.keepWon = until > 0 && req.KeepWon
 	}
 	if capped && !req.CapsOnWin && !c.takeCap(l, req, slot, now) {
 		if r.n > 0 {

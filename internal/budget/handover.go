@@ -32,7 +32,8 @@ type handedBucket struct {
 	Won    int64        `json:"won"`
 	WinBy  int64        `json:"win_by"`
 	BillBy int64        `json:"bill_by"`
-	Share  int64        `json:"share,omitempty"` // reservation.share
+	Share  int64        `json:"share,omitempty"`    // reservation.share
+	Keep   bool         `json:"keep_won,omitempty"` // reservation.keepWon
 	Slots  []handedSlot `json:"slots"`
 }
 
@@ -55,7 +56,7 @@ func (t *holdTable) snapshot() ([]handedBucket, map[*account]int64) {
 		sh.mu.Lock()
 		for k, bs := range sh.m {
 			for _, b := range bs {
-				hb := handedBucket{Line: k.line, Due: k.due, Open: b.open, Won: b.won, WinBy: b.winBy, BillBy: b.billBy, Share: b.r.share}
+				hb := handedBucket{Line: k.line, Due: k.due, Open: b.open, Won: b.won, WinBy: b.winBy, BillBy: b.billBy, Share: b.r.share, Keep: b.r.keepWon}
 				for j := range b.r.n {
 					s := b.r.slots[j]
 					pool := b.pool[j]
@@ -120,7 +121,7 @@ func (g *Ledger) adopt(ctx context.Context, holder string, data []byte) error {
 	now := g.opt.Now().UnixNano()
 	held := map[*account]int64{}
 	for _, hb := range h.Buckets {
-		r := reservation{share: hb.Share}
+		r := reservation{share: hb.Share, keepWon: hb.Keep}
 		var pool [maxSlots]int64
 		for _, s := range hb.Slots {
 			if r.n == maxSlots || s.Scale != 1 && s.Scale != impScale && s.Scale != nanosPerMicro || s.Units <= 0 ||

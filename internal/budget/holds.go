@@ -202,11 +202,13 @@ func (sh *holdShard) drop(k bucketKey, i int) {
 }
 
 // expired is what a deadline gave back: n bids of r, which took units
-// of the pool of each of its accounts.
+// of the pool of each of its accounts; and what it spent: kept bids of
+// k that won and were not billed (reservation.keepWon), which used units.
 type expired struct {
-	r     reservation
-	n     int64
-	units [maxSlots]int64
+	r           reservation
+	k           bucketKey
+	n, kept     int64
+	units, used [maxSlots]int64
 }
 
 // release takes n bids' holds out of b's pool, and the whole pool when b
@@ -224,8 +226,25 @@ func (b *bucket) release(n int64, e *expired) {
 	}
 }
 
+// keep spends n won bids of b at their price, out of its pool, into e;
+// the rest of the pool when b holds no bid after them.
+func (b *bucket) keep(n int64, e *expired) {
+	e.r = b.r
+	e.kept += n
+	for j := range b.r.n {
+		u := min(n*b.r.slots[j].units, b.pool[j])
+		e.used[j] += u
+		b.pool[j] -= u
+		if b.open == 0 && b.won == 0 {
+			e.units[j] += b.pool[j]
+			b.pool[j] = 0
+		}
+	}
+}
+
 // expire removes the open bids of buckets whose winBy is at or before
-// cutoff, and the won ones of those whose billBy is, and returns them.
+// cutoff, and the won ones of those whose billBy is (given back, or
+// spent: reservation.keepWon), and returns them.
 func (t *holdTable) expire(cutoff int64, out []expired) []expired {
 	for i := range t.shards {
 		sh := &t.shards[i]
@@ -233,19 +252,23 @@ func (t *holdTable) expire(cutoff int64, out []expired) []expired {
 		for k, bs := range sh.m {
 			for j := 0; j < len(bs); {
 				b := bs[j]
-				var e expired
+				e := expired{k: k}
 				if n := b.open; n > 0 && b.winBy <= cutoff {
 					b.open = 0
 					b.release(n, &e)
 				}
 				if n := b.won; n > 0 && b.billBy <= cutoff {
 					b.won = 0
-					b.release(n, &e)
+					if b.r.keepWon {
+						b.keep(n, &e)
+					} else {
+						b.release(n, &e)
+					}
 				}
 				if b.open == 0 && b.won == 0 && b.r.share > 0 && b.billBy > cutoff {
 					// A bucket of shares keeps its pool to its end, for
 					// bills that may yet come (draw).
-					if e.n > 0 {
+					if e.n > 0 || e.kept > 0 {
 						out = append(out, e)
 					}
 					j++
@@ -254,7 +277,7 @@ func (t *holdTable) expire(cutoff int64, out []expired) []expired {
 				if b.open == 0 && b.won == 0 && e.n == 0 {
 					b.release(0, &e) // a bucket of shares whose bids all ended: the rest of its pool
 				}
-				if e.n > 0 || e.units != [maxSlots]int64{} {
+				if e.n > 0 || e.kept > 0 || e.units != [maxSlots]int64{} {
 					out = append(out, e)
 				}
 				if b.open == 0 && b.won == 0 {

@@ -85,6 +85,7 @@ type Ledger struct {
 	made     uint64 // accounts made, under mu: each account's release id prefix
 
 	holds holdTable
+	kept  keptTable
 	kicks chan *account
 	// collected is when the loop last read the whole outcome queue (Unix
 	// nanoseconds): a deadline passed before then gives back only what
@@ -103,6 +104,8 @@ type Ledger struct {
 	late        atomic.Uint64 // bills of no hold (after its deadline, or of another process's)
 	overage     atomic.Uint64 // bills (late or past their hold) this node could not take from its hand
 	pastHold    atomic.Uint64 // bills that cost more than their bucket's holds had left: bids held by a share
+	keptWon     atomic.Uint64 // won bids spent at their end, unbilled (reservation.keepWon)
+	keptBilled  atomic.Uint64 // late bills of those: not spent again
 
 	// child marks a ledger adopted from a stopped server's handover; the
 	// parent's children, under mu, are ticked by its loop.
@@ -362,6 +365,9 @@ type reservation struct {
 	// win rate (decision.HoldByWinRate), is where what became of it counts.
 	share int64
 	rate  *winCount
+	// keepWon spends the bids that won and were not billed by their end
+	// (decision.Request.KeepWon).
+	keepWon bool
 }
 
 // held is what r holds of its i-th account: its units, or the share of
@@ -1012,12 +1018,18 @@ func (g *Ledger) settleDue(ctx context.Context) {
 		for j := range e.r.n {
 			s := e.r.slots[j]
 			if e.r.share > 0 {
-				s.acct.pooled.Add(-e.units[j])
+				s.acct.pooled.Add(-e.units[j] - e.used[j])
 			}
+			s.acct.settle(e.used[j], e.r.gens[j])
 			s.acct.repay(e.units[j], e.r.gens[j])
-			s.acct.holds.Add(-e.n)
+			s.acct.holds.Add(-e.n - e.kept)
+		}
+		if e.kept > 0 {
+			g.keptWon.Add(uint64(e.kept))
+			g.kept.add(e.k, e.kept)
 		}
 	}
+	g.kept.sweep(now)
 }
 
 // collectRounds bounds the batches one settleDue reads: a queue longer
@@ -1107,6 +1119,12 @@ func (g *Ledger) Apply(o *tsubame.Outcome) {
 				g.billed.Add(1)
 				price := int64(o.Price)
 				g.spend(&d, &price)
+				return
+			}
+			if g.kept.take(k) {
+				// Spent at its end already (reservation.keepWon).
+				g.late.Add(1)
+				g.keptBilled.Add(1)
 				return
 			}
 		}
@@ -1309,6 +1327,10 @@ type Counts struct {
 	// the hand; Overage the bills of either kind a hand could not cover,
 	// debited in the store past the leases.
 	Late, PastHold, Overage uint64
+	// Kept counts the won bids spent at the end of their reservation with
+	// no bill (decision.Request.KeepWon), KeptBilled the late bills that
+	// came for them (counted in Late too; not spent again).
+	Kept, KeptBilled uint64
 	// HandedOver counts the buckets of holds this server handed over when
 	// it stopped; Adopted the stopped servers' handovers it settles now.
 	HandedOver uint64
@@ -1343,6 +1365,7 @@ func (g *Ledger) Counts() Counts {
 	}
 	return Counts{Holds: holds, Buckets: buckets, HoldBytes: buckets * bucketBytes, OldestHold: age, Accounts: n, Billed: g.billed.Load(), Won: g.won.Load(),
 		Lost: g.lostBids.Load(), Expired: g.expired.Load(), Late: g.late.Load(), PastHold: g.pastHold.Load(), Overage: g.overage.Load(),
+		Kept: g.keptWon.Load(), KeptBilled: g.keptBilled.Load(),
 		HandedOver: g.handedOver.Load(), Adopted: len(children),
 		StoreErrors: g.storeErrors.Load(), LeasesLost: g.lost.Load(), Forgotten: g.forgotten.Load()}
 }

@@ -957,6 +957,69 @@ func TestLateBillsAreDebited(t *testing.T) {
 	}
 }
 
+// A won bid of an exchange that bills after the reservation
+// (decision.Request.KeepWon) is spent when its reservation ends unbilled,
+// and its late bill is not spent again: on a limit of 10, 8 bids won and
+// 2 silent. At their end the 8 are spent and the 2 given back, so that 2
+// more are bid; the 8 late bills then change nothing, and the store
+// counts exactly 10. Given back instead (TestLateBillsAreDebited), the 8
+// would be sold again and debited past the limit.
+func TestKeptWonBidsAreSpentOnce(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	clk := newClock()
+	set := limitedSet(tsubame.ImpressionLimits{Total: 10}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
+	n := newNode(t, st, set, "node-0", budget.LedgerOptions{Now: clk.Now, MaxHold: time.Minute, Grace: 30 * time.Second})
+	ctx := t.Context()
+	decideAll := func() []string {
+		var got []string
+		for range 50 {
+			id := fmt.Sprintf("k%09d", ids.Add(1))
+			req := &decision.Request{Reserve: []string{id}, ReserveUntil: clk.Now().Add(time.Minute), KeepWon: true}
+			if !n.counters.Allow(n.line, req, 0, clk.Now()) {
+				n.ledger.Tick(ctx)
+				continue
+			}
+			n.mu.Lock()
+			if n.dues == nil {
+				n.dues = map[string]int64{}
+			}
+			n.dues[id] = req.ReserveUntil.Unix()
+			n.mu.Unlock()
+			got = append(got, id)
+		}
+		return got
+	}
+	first := decideAll()
+	if len(first) != 10 {
+		t.Fatalf("%d decisions on a limit of 10", len(first))
+	}
+	for _, id := range first[:8] {
+		n.record(t, tsubame.OutcomeWin, id)
+	}
+	n.ledger.Tick(ctx)
+	clk.Advance(2 * time.Minute)
+	n.ledger.Tick(ctx)
+	second := decideAll()
+	if len(second) != 2 {
+		t.Fatalf("%d decisions after the first ended, want the 2 not won", len(second))
+	}
+	for _, id := range second {
+		n.show(t, id)
+	}
+	for _, id := range first[:8] {
+		n.show(t, id) // late
+	}
+	n.ledger.Tick(ctx)
+	n.ledger.Tick(ctx)
+	if s, o := committed(t, st, "li/li/imp"); s+o != 10 {
+		t.Fatalf("settled %d and outstanding %d: 10 impressions were billed", s, o)
+	}
+	if c := n.ledger.Counts(); c.Kept != 8 || c.KeptBilled != 8 || c.Late != 8 || c.Overage != 0 || c.Billed != 2 || c.Expired != 2 {
+		t.Fatalf("counts %+v: want 8 kept and their 8 bills late, 2 expired and 2 billed, none past the leases", c)
+	}
+}
+
 // A loss gives a bid's hold back at once, a win keeps it for its bill, and
 // a bid neither won nor lost by its win window gives it back then: on a
 // limit of three, three bids; one lost, one won, one silent. At the next

@@ -78,6 +78,11 @@ type RTBExchange struct {
 	// exchange sends no win or loss notices; on a share always; off all
 	// of it.
 	WinRateHolds string `koanf:"win_rate_holds"`
+	// KeepWon is what becomes of a bid won and not billed by the end of
+	// its reservation (bidder.KeepWonValues): auto (the default) spent
+	// once the exchange bills late, else given back; on spent; off given
+	// back.
+	KeepWon string `koanf:"keep_won"`
 }
 
 // ExchangeReservation is the reservation of exchange e: its own, else
@@ -179,6 +184,9 @@ func (c *Config) validateRTB(p *problems) {
 		}
 		if e.WinRateHolds != "" && !slices.Contains(bidder.WinRateHoldsValues, e.WinRateHolds) {
 			p.add("%s.win_rate_holds: %q is not one of %s", at, e.WinRateHolds, strings.Join(bidder.WinRateHoldsValues, ", "))
+		}
+		if e.KeepWon != "" && !slices.Contains(bidder.KeepWonValues, e.KeepWon) {
+			p.add("%s.keep_won: %q is not one of %s", at, e.KeepWon, strings.Join(bidder.KeepWonValues, ", "))
 		}
 		if e.BillOn != "" && !slices.Contains(bidder.BillOns, e.BillOn) {
 			p.add("%s.bill_on: %q is not one of %s", at, e.BillOn, strings.Join(bidder.BillOns, ", "))

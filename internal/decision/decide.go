@@ -95,6 +95,12 @@ type Request struct {
 	// spends its whole price from what all of them hold; what they do not
 	// cover is spent past them. 0: whole.
 	HoldShare int64
+	// KeepWon spends a won bid that no bill came for by the end of its
+	// reservation (and the grace), rather than giving its money back: its
+	// exchange bills later than that, and the bill, when it comes, is
+	// then not spent again. For exchanges measured billing late
+	// (bidder.Exchange.KeepWonNow).
+	KeepWon bool
 	// Test asks for decisions that spend nothing (OpenRTB's test=1):
 	// Counters let a line item serve if it could, and take nothing.
 	Test bool
