@@ -60,7 +60,7 @@ func (f *pacingFlags) define(fs *flag.FlagSet) {
 	fs.DurationVar(&f.winDelay, "win-delay", 0, "how long after its bid a win or loss notice comes (`DURATION`)")
 	fs.DurationVar(&f.billDelay, "bill-delay", 0, "how long after its bid a shown ad is billed (`DURATION`): its billing notice, or its markup's impression")
 	fs.StringVar(&f.winWindow, "win-window", "auto", "how long a bid waits for its win notice (`WINDOW`): auto, off or a duration, as the exchange's win_window")
-	fs.StringVar(&f.keepWon, "keep-won", bidder.KeepWonAuto, "what becomes of a bid won and not billed by the end of its reservation (`KEEP`): auto (spent once the exchange bills late), on (spent) or off (given back), as the exchange's keep_won")
+	fs.StringVar(&f.keepWon, "keep-won", bidder.KeepWonAuto, "what becomes of a bid won and not billed by the end of its reservation (`KEEP`): auto (spent until the exchange is seen billing on time), on (spent) or off (given back), as the exchange's keep_won")
 	fs.StringVar(&f.winRateHolds, "win-rate-holds", bidder.WinRateHoldsAuto, "how a bid with no win window holds its price (`HOLDS`): auto (a share, by the measured win rate, while the exchange sends no win or loss notices), on (a share always) or off (all of it), as the exchange's win_rate_holds")
 	fs.DurationVar(&f.reservation, "reservation", budget.DefaultMaxHold, "how long a bid holds its price for its bill (`DURATION`), as the exchange's reservation")
 }

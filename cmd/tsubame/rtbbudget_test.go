@@ -1,20 +1,15 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
-	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"tsubame"
+	"tsubame/internal/rtbtest"
 	"tsubame/internal/store/redis/redistest"
 )
 
@@ -33,23 +28,33 @@ func TestRTBBudgetSpentAtRealWinRates(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three servers bid thousands of times; skipped in -short mode")
 	}
-	for _, tc := range []struct {
-		name      string
-		limit     int64
-		winPct    int  // the chance a bid wins, in percent
-		losses    bool // the exchange sends loss notices
-		winWindow string
-		want      int64 // the least billed, in percent of the limit
-	}{
-		{"10pct-with-losses", 150, 10, true, "auto", 97},
-		{"1pct-with-losses", 30, 1, true, "auto", 97},
-		{"10pct-wins-only", 40, 10, false, "2s", 95},
+	for _, tc := range []budgetCase{
+		{name: "10pct-with-losses", limit: 150, winPct: 10, losses: true, wins: true, window: "auto", reservation: "2m", want: 97},
+		{name: "1pct-with-losses", limit: 30, winPct: 1, losses: true, wins: true, window: "auto", reservation: "2m", want: 97},
+		{name: "10pct-wins-only", limit: 40, winPct: 10, wins: true, window: "2s", reservation: "2m", want: 95},
+		// Billing notices only: bids hold shares of their price, by the
+		// measured win rate, for their reservation; the exchange goes on
+		// until the servers stop bidding, so that a tail of shares past
+		// the limit would show.
+		{name: "10pct-billing-only", limit: 150, winPct: 10, window: "auto", reservation: "5s", idle: 10 * time.Second, want: 90},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testBudgetAtWinRate(t, tc.limit, tc.winPct, tc.losses, tc.winWindow, tc.want) })
+		t.Run(tc.name, func(t *testing.T) { testBudgetAtWinRate(t, tc) })
 	}
 }
 
-func testBudgetAtWinRate(t *testing.T, limit int64, winPct int, losses bool, winWindow string, want int64) {
+// budgetCase is an exchange and a limit for testBudgetAtWinRate.
+type budgetCase struct {
+	name                string
+	limit               int64
+	winPct              int  // the chance a bid wins, in percent
+	losses, wins        bool // the exchange sends loss notices, win notices (and always bills)
+	window, reservation string
+	idle                time.Duration // 0: stop once the limit is billed, or after 5 s without a bid
+	want                int64         // the least billed, in percent of the limit
+}
+
+func testBudgetAtWinRate(t *testing.T, tc budgetCase) {
+	limit, want := tc.limit, tc.want
 	srv := redistest.Start(t)
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "tracking.keys") // shared: a notice verifies on any node
@@ -61,6 +66,7 @@ func testBudgetAtWinRate(t *testing.T, limit int64, winPct int, losses bool, win
   currency: USD
   budget:
     interval: 50ms
+    grace: 2s
   tracking:
     keys_file: `+keys+`
 rtb:
@@ -68,8 +74,8 @@ rtb:
   exchanges:
     ssp:
       seat: Agency1
-      reservation: 2m
-      win_window: `+winWindow+`
+      reservation: `+tc.reservation+`
+      win_window: `+tc.window+`
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -80,74 +86,8 @@ rtb:
 			"TSUBAME_STORE_REDIS_KEY_PREFIX="+prefix, "TSUBAME_CONFIG="+conf)
 		nodes = append(nodes, openMain(t, env, false))
 	}
-	b, err := os.ReadFile("../../internal/bidder/testdata/campaigns.json")
-	if err != nil {
+	if err := nodes[0].backend.(tsubame.CampaignStore).ReplaceAll(t.Context(), rtbtest.CoffeeLine(t, "../../internal/bidder/testdata/campaigns.json", limit)); err != nil {
 		t.Fatal(err)
-	}
-	var set tsubame.CampaignSet
-	if err := json.Unmarshal(b, &set); err != nil {
-		t.Fatal(err)
-	}
-	for _, li := range set.LineItems {
-		if li.ID == "li-coffee-web" {
-			li.Limits.Impressions.Total = limit
-			set.LineItems = []*tsubame.LineItem{li} // the only one: every bid is its
-			break
-		}
-	}
-	if err := nodes[0].backend.(tsubame.CampaignStore).ReplaceAll(t.Context(), &set); err != nil {
-		t.Fatal(err)
-	}
-	base := func(i int) string { return "http://" + nodes[i%len(nodes)].PublicAddr() }
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}, Timeout: 30 * time.Second}
-	type bid struct {
-		NURL, BURL, LURL string
-	}
-	var auction atomic.Int64
-	offer := func(i int) (bid, bool, error) {
-		body := fmt.Sprintf(`{"id":"auction-%d","cur":["USD"],"imp":[{"id":"1","banner":{"w":300,"h":250}}],`+
-			`"site":{"domain":"www.foobar.com"}}`, auction.Add(1))
-		resp, err := client.Post(base(i)+"/rtb/ssp", "application/json", strings.NewReader(body))
-		if err != nil {
-			return bid{}, false, err
-		}
-		answer, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		switch {
-		case err != nil:
-			return bid{}, false, err
-		case resp.StatusCode == http.StatusNoContent:
-			return bid{}, false, nil
-		case resp.StatusCode != http.StatusOK:
-			return bid{}, false, fmt.Errorf("%d %s", resp.StatusCode, answer)
-		}
-		var r struct {
-			SeatBid []struct {
-				Bid []struct {
-					NURL string `json:"nurl"`
-					BURL string `json:"burl"`
-					LURL string `json:"lurl"`
-				} `json:"bid"`
-			} `json:"seatbid"`
-		}
-		if err := json.Unmarshal(answer, &r); err != nil || len(r.SeatBid) != 1 || len(r.SeatBid[0].Bid) != 1 {
-			return bid{}, false, fmt.Errorf("%v: %s", err, answer)
-		}
-		x := r.SeatBid[0].Bid[0]
-		return bid{x.NURL, x.BURL, x.LURL}, true, nil
-	}
-	notify := func(i int, u, price string) error {
-		u = strings.NewReplacer("http://bidder.example", base(i), "${AUCTION_PRICE}", price, "${AUCTION_LOSS}", "102").Replace(u)
-		resp, err := client.Get(u)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %d", u, resp.StatusCode)
-		}
-		return nil
 	}
 	for i := range nodes {
 		nodes[i].ads.engine.Changed()
@@ -156,85 +96,32 @@ rtb:
 		})
 	}
 	// The committed count is sampled all along: never over the limit.
-	var most atomic.Int64
-	sampled := make(chan struct{})
-	stopSampling := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		q := nodes[0].backend.(tsubame.Quotas)
-		for {
-			if s, o, err := q.Committed(t.Context(), "li/li-coffee-web/imp"); err == nil {
-				most.Store(max(most.Load(), s+o))
-			}
-			select {
-			case <-stopSampling:
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	}()
-	const streams = 6
-	var billed, bids, noBids atomic.Int64
-	var lastBid atomic.Int64 // Unix nanoseconds
-	lastBid.Store(time.Now().UnixNano())
-	var wg sync.WaitGroup
-	for s := range streams {
-		rnd := rand.New(rand.NewPCG(uint64(winPct), uint64(s)))
-		wg.Go(func() {
-			for i := s; ; i++ {
-				// Enough: the limit billed, or no bid for 5 s (what is held
-				// has come back by then, and nothing more is to be had).
-				if billed.Load() >= limit || time.Since(time.Unix(0, lastBid.Load())) > 5*time.Second {
-					return
-				}
-				b, ok, err := offer(i)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if !ok {
-					noBids.Add(1)
-					time.Sleep(10 * time.Millisecond)
-					continue
-				}
-				bids.Add(1)
-				lastBid.Store(time.Now().UnixNano())
-				if rnd.IntN(100) < winPct {
-					if err := notify(i+1, b.NURL, "1.10"); err != nil {
-						t.Error(err)
-						return
-					}
-					if err := notify(i+2, b.BURL, "1.10"); err != nil {
-						t.Error(err)
-						return
-					}
-					billed.Add(1)
-				} else if losses {
-					if err := notify(i+1, b.LURL, "1.50"); err != nil { // the winner paid more
-						t.Error(err)
-						return
-					}
-				}
-			}
-		})
+	most := rtbtest.SampleCommitted(t, nodes[0].backend.(tsubame.Quotas), rtbtest.CoffeeKey)
+	x := &rtbtest.Exchange{Path: "/rtb/ssp", Streams: 6, WinPct: tc.winPct, Losses: tc.losses, Wins: tc.wins, Bills: true,
+		// Enough: the limit billed, or no bid for 5 s (what is held has
+		// come back by then, and nothing more is to be had).
+		StopAt: limit, Idle: 5 * time.Second}
+	if tc.idle > 0 {
+		x.StopAt, x.Idle = 0, tc.idle
 	}
-	wg.Wait()
+	for _, nd := range nodes {
+		x.Bases = append(x.Bases, "http://"+nd.PublicAddr())
+	}
+	ok := x.Run(t)
 	for i, nd := range nodes {
 		t.Logf("node %d: %+v", i, nd.ads.ledger.Counts())
 	}
-	close(stopSampling)
-	<-sampled
-	if t.Failed() {
+	mostCommitted := most()
+	if !ok {
 		return
 	}
-	n := billed.Load()
-	t.Logf("win rate %d %%, loss notices %v: %d bids, %d no-bids, %d billed on a limit of %d; the store committed at most %d",
-		winPct, losses, bids.Load(), noBids.Load(), n, limit, most.Load())
+	n := x.Billed.Load()
+	t.Logf("%v on a limit of %d; the store committed at most %d", x, limit, mostCommitted)
 	switch {
 	case n > limit:
 		t.Fatalf("%d billed on a limit of %d", n, limit)
-	case most.Load() > limit:
-		t.Fatalf("the store committed %d on a limit of %d", most.Load(), limit)
+	case mostCommitted > limit:
+		t.Fatalf("the store committed %d on a limit of %d", mostCommitted, limit)
 	case n*100 < limit*want:
 		t.Fatalf("%d billed on a limit of %d: under %d %%", n, limit, want)
 	}

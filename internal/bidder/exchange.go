@@ -93,11 +93,12 @@ type Exchange struct {
 
 // Values of Exchange.KeepWon.
 const (
-	// KeepWonAuto spends such a bid once the exchange has billed this
-	// node late (after the reservation and its grace) for at least
-	// KeepWonSample bids and 1 % of its bills, and gives its money back
-	// before: an exchange that bills on time bills a won bid within the
-	// reservation or never (an impression not rendered).
+	// KeepWonAuto spends such a bid until the exchange has billed this
+	// node KeepWonSample times with under 1 % of its bills late (after
+	// the reservation and its grace), and gives its money back then: an
+	// exchange that bills on time bills a won bid within the reservation
+	// or never (an impression not rendered), while one that bills later
+	// would have its bids' money sold again before their bills came.
 	KeepWonAuto = "auto"
 	// KeepWonOn always spends it: its bill, when it comes, is not spent
 	// again.
@@ -110,9 +111,9 @@ const (
 // KeepWonValues are the values of Exchange.KeepWon.
 var KeepWonValues = []string{KeepWonAuto, KeepWonOn, KeepWonOff}
 
-// KeepWonSample is how many late bills an exchange sends a node before
-// KeepWonAuto keeps its won bids.
-const KeepWonSample = 10
+// KeepWonSample is how many bills an exchange sends a node, almost all
+// on time, before KeepWonAuto gives its won bids' money back at their end.
+const KeepWonSample = 100
 
 // KeepWonNow is the decision.Request.KeepWon of a bid of e made now, with
 // the bills stats counted (Stats.Bills, Stats.Late). The bidder and
@@ -124,8 +125,8 @@ func (e *Exchange) KeepWonNow(stats *Stats) bool {
 	case KeepWonOff:
 		return false
 	}
-	late := stats.Late.Load()
-	return late >= KeepWonSample && late*100 >= stats.Bills.Load()
+	bills := stats.Bills.Load()
+	return bills < KeepWonSample || stats.Late.Load()*100 >= bills
 }
 
 // Values of Exchange.WinRateHolds.

@@ -70,20 +70,21 @@ func TestWinWindowNow(t *testing.T) {
 	}
 }
 
-// A won bid unbilled at its end is spent (keep_won) where the exchange
-// bills late: auto once this node counted KeepWonSample late bills and 1 %
-// of its bills late, on always, off never.
+// A won bid unbilled at its end is spent (keep_won) unless the exchange
+// bills on time: auto until this node counted KeepWonSample bills with
+// under 1 % of them late, on always, off never.
 func TestKeepWonNow(t *testing.T) {
 	for _, tc := range []struct {
 		keep        string
 		bills, late uint64
 		want        bool
 	}{
-		{"", 0, 0, false},
-		{KeepWonAuto, 5000, KeepWonSample - 1, false},
-		{KeepWonAuto, 1000, KeepWonSample, true},
-		{KeepWonAuto, 2000, KeepWonSample * 2, true},
-		{KeepWonAuto, 2001, KeepWonSample * 2, false}, // under 1 % late: stragglers
+		{"", 0, 0, true},
+		{KeepWonAuto, KeepWonSample - 1, 0, true},
+		{KeepWonAuto, KeepWonSample, 0, false},
+		{KeepWonAuto, 1000, 10, true},
+		{KeepWonAuto, 1001, 10, false}, // under 1 % late: stragglers
+		{KeepWonAuto, 5000, 5000, true},
 		{KeepWonOn, 0, 0, true},
 		{KeepWonOff, 100, 100, false},
 	} {

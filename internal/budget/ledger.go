@@ -254,13 +254,13 @@ type release struct {
 }
 
 // take removes n local units from the hand at now for a reservation
-// settled at need (Unix nanoseconds), if the lease covers it, lasts until
-// then and was renewed within its Lease. It returns the lease's
-// generation.
+// settled at need (Unix nanoseconds), if the hand holds at least whole of
+// them too and the lease covers it, lasts until then and was renewed
+// within its Lease. It returns the lease's generation.
 //
 // Every take counts in rate, refused or not: the hand is sized by demand,
 // and what the store grants is bounded by the limit and the pacing.
-func (a *account) take(n, now, need int64) (uint32, bool) {
+func (a *account) take(n, whole, now, need int64) (uint32, bool) {
 	a.rate.Add(n)
 	a.mu.RLock()
 	if a.exp.Load() <= need || a.spendBy.Load() <= now {
@@ -269,7 +269,7 @@ func (a *account) take(n, now, need int64) (uint32, bool) {
 	}
 	for {
 		h := a.hand.Load()
-		if h < n {
+		if h < max(n, whole) {
 			a.mu.RUnlock()
 			return 0, false
 		}
@@ -430,7 +430,11 @@ func (g *Ledger) take(l *decision.Line, now time.Time, until int64, price, share
 			s.units = min(max(price, 0), s.units)
 		}
 		r.slots[r.n] = s
-		gen, ok := s.acct.take(r.held(r.n), nowNs, need)
+		// A bid held by a share still needs its whole price in the hand:
+		// at a budget's end, what is left is spent by bids that could
+		// each pay their own bill, not by a tail of shares whose bills
+		// would go past it.
+		gen, ok := s.acct.take(r.held(r.n), s.units, nowNs, need)
 		if !ok {
 			g.kick(s.acct)
 			g.cancel(&r)

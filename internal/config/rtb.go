@@ -80,8 +80,8 @@ type RTBExchange struct {
 	WinRateHolds string `koanf:"win_rate_holds"`
 	// KeepWon is what becomes of a bid won and not billed by the end of
 	// its reservation (bidder.KeepWonValues): auto (the default) spent
-	// once the exchange bills late, else given back; on spent; off given
-	// back.
+	// until the exchange is seen billing on time, then given back; on
+	// spent; off given back.
 	KeepWon string `koanf:"keep_won"`
 }
 
