@@ -79,8 +79,18 @@ var ids atomic.Int64
 // decide asks for one decision held until now+hold; it returns its id
 // ("" when refused).
 func (n *node) decide(now time.Time, hold time.Duration) string {
+	return n.bid(now, hold, 0)
+}
+
+// bid asks for one bid held until now+hold (rounded up to the second),
+// holding share of its price (decision.Request.HoldShare); it returns its
+// id ("" when refused).
+func (n *node) bid(now time.Time, hold time.Duration, share int64) string {
 	id := fmt.Sprintf("d%09d", ids.Add(1))
-	req := &decision.Request{Reserve: []string{id}, ReserveUntil: now.Add(hold)}
+	req := &decision.Request{Reserve: []string{id}, ReserveUntil: now.Add(hold), HoldShare: share}
+	if share != 0 {
+		req.ReserveUntil = decision.RoundUp(req.ReserveUntil, time.Second)
+	}
 	if !n.counters.Allow(n.line, req, 0, now) {
 		return ""
 	}
@@ -88,7 +98,7 @@ func (n *node) decide(now time.Time, hold time.Duration) string {
 	if n.dues == nil {
 		n.dues = map[string]int64{}
 	}
-	n.dues[id] = now.Add(hold).Unix()
+	n.dues[id] = req.ReserveUntil.Unix()
 	n.mu.Unlock()
 	return id
 }
@@ -1199,6 +1209,81 @@ func TestRestartHandsOverOpenHolds(t *testing.T) {
 	}
 	if s, o := committed(t, st, "li/li/imp"); s+o != 20 || s < 6 {
 		t.Fatalf("settled %d, outstanding %d; want 20 committed", s, o)
+	}
+}
+
+// A restart hands over bids held by a share of their price too: their
+// pools and share go to the server that goes on, which pays their bills
+// from them. On a limit of 100, a server measures its line item's win
+// rate (10 %, billed at once) until its bids hold shares, then holds 100
+// more bids by their shares and stops. Ten of those are billed after it
+// stopped, the rest never; the server that goes on spends the ten from
+// the pools it took over, gives the rest back when their reservation
+// ends, and then serves what is left of the limit. The store counts
+// exactly the bills and what it served: the limit, never more.
+func TestRestartHandsOverShareHolds(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	clk := newClock()
+	set := limitedSet(tsubame.ImpressionLimits{Total: 100}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
+	opt := budget.LedgerOptions{Now: clk.Now, MaxHold: time.Minute, Grace: 5 * time.Second, Handovers: st}
+	old := newNode(t, st, set, "old", opt)
+	ctx := t.Context()
+	bills := 0
+	for bids := 0; bids < 200; { // the rate, measured on buckets that end
+		if id := old.bid(clk.Now(), 10*time.Second, decision.HoldByWinRate); id != "" {
+			if bids++; bids%10 == 0 {
+				old.show(t, id)
+				bills++
+			}
+			continue
+		}
+		clk.Advance(time.Second)
+		old.ledger.Tick(ctx)
+	}
+	clk.Advance(20 * time.Second) // the measuring bids' holds end
+	old.ledger.Tick(ctx)
+	old.ledger.Tick(ctx)
+	var held []string
+	for len(held) < 100 {
+		if id := old.bid(clk.Now(), time.Minute, decision.HoldByWinRate); id != "" {
+			held = append(held, id)
+			continue
+		}
+		old.ledger.Tick(ctx)
+	}
+	_, leased := committed(t, st, "li/li/imp")
+	if leased >= 100-int64(bills) {
+		t.Fatalf("100 bids hold %d impressions: want shares, fewer than a whole one each", leased)
+	}
+	if err := old.ledger.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := newNode(t, st, set, "next", opt)
+	next.ledger.Tick(ctx) // claims the handover
+	if c := next.ledger.Counts(); c.Adopted != 1 || c.Holds != 100 {
+		t.Fatalf("counts %+v: want the stopped server's 100 bids adopted", c)
+	}
+	for _, id := range held[:10] {
+		old.show(t, id) // billed after the stop, for the old holder
+		bills++
+	}
+	next.ledger.Tick(ctx)
+	clk.Advance(2 * time.Minute) // past the reservation and its grace
+	served := 0
+	for range 400 {
+		if id := next.decide(clk.Now(), time.Minute); id != "" {
+			next.show(t, id)
+			served++
+			continue
+		}
+		clk.Advance(time.Second)
+		next.ledger.Tick(ctx)
+	}
+	settled, outstanding := committed(t, st, "li/li/imp")
+	t.Logf("%d billed, %d served after; store: %d settled, %d outstanding; %+v", bills, served, settled, outstanding, next.ledger.Counts())
+	if bills+served != 100 || settled+outstanding != 100 {
+		t.Fatalf("%d billed and %d served after the restart, the store committed %d: want exactly the limit, 100", bills, served, settled+outstanding)
 	}
 }
 
