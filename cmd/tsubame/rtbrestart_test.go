@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"tsubame"
+	"tsubame/internal/rtbtest"
 	"tsubame/internal/store/redis/redistest"
 )
 
@@ -64,22 +65,7 @@ rtb:
 	}
 	var mu sync.RWMutex
 	nodes := []*Main{openMain(t, env(), false), openMain(t, env(), false), openMain(t, env(), false)}
-	b, err := os.ReadFile("../../internal/bidder/testdata/campaigns.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var set tsubame.CampaignSet
-	if err := json.Unmarshal(b, &set); err != nil {
-		t.Fatal(err)
-	}
-	for _, li := range set.LineItems {
-		if li.ID == "li-coffee-web" {
-			li.Limits.Impressions.Total = limit
-			set.LineItems = []*tsubame.LineItem{li}
-			break
-		}
-	}
-	if err := nodes[0].backend.(tsubame.CampaignStore).ReplaceAll(t.Context(), &set); err != nil {
+	if err := nodes[0].backend.(tsubame.CampaignStore).ReplaceAll(t.Context(), rtbtest.CoffeeLine(t, "../../internal/bidder/testdata/campaigns.json", limit)); err != nil {
 		t.Fatal(err)
 	}
 	ready := func(m *Main) {
