@@ -113,7 +113,9 @@ func (c *Counters) Allow(l *decision.Line, req *decision.Request, slot int, now 
 		if r, ok = c.ledger.take(l, now, need, int64(req.Price(l)), share); !ok { // a shaded bid holds what it bids
 			return false
 		}
-		r.keepWon = until > 0 && req.KeepWon
+		// Only a whole hold pays a kept bid's price: a share's pool does
+		// not, and its late bill is debited as late.
+		r.keepWon = until > 0 && req.KeepWon && r.share == 0
 	}
 	if capped && !req.CapsOnWin && !c.takeCap(l, req, slot, now) {
 		if r.n > 0 {

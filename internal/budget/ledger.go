@@ -366,7 +366,7 @@ type reservation struct {
 	share int64
 	rate  *winCount
 	// keepWon spends the bids that won and were not billed by their end
-	// (decision.Request.KeepWon).
+	// (decision.Request.KeepWon); whole holds only.
 	keepWon bool
 }
 
@@ -725,8 +725,9 @@ func (g *Ledger) plan(a *account, now int64, tick bool) bool {
 		g.forget(a, a.leased)
 	}
 	target := a.target(cfg, now, tick)
-	if tick && a.pending == nil && now >= cfg.end && a.leased > 0 && a.holds.Load() == 0 {
-		// The period is over and no reservation is open: the lease ends.
+	if tick && a.pending == nil && now >= cfg.end && a.leased > 0 && a.holds.Load() == 0 && a.pooled.Load() <= 0 {
+		// The period is over and no reservation is open, nor a pool of
+		// shares its bids left (bucket.pool): the lease ends.
 		// The hand's whole units go back; the rest, settled or a part of a
 		// unit, is spent (rounded up, never down).
 		a.mu.Lock()
@@ -1001,7 +1002,7 @@ func (g *Ledger) retire() {
 	defer g.mu.Unlock()
 	for k, a := range g.accounts {
 		if cfg := a.cfg.Load(); now >= cfg.end && cfg.end != math.MaxInt64 &&
-			a.leased == 0 && a.pending == nil && a.holds.Load() == 0 && a.hand.Load() == 0 && a.drained.Load() == 0 && a.used.Load() == 0 &&
+			a.leased == 0 && a.pending == nil && a.holds.Load() == 0 && a.pooled.Load() <= 0 && a.hand.Load() == 0 && a.drained.Load() == 0 && a.used.Load() == 0 &&
 			a.debt.Load() == 0 && a.debit == nil {
 			delete(g.accounts, k)
 		}

@@ -677,6 +677,56 @@ func TestPeriodOverGivesEverythingBack(t *testing.T) {
 	}
 }
 
+// A day's account ends only once the pools its bids held by a share left
+// have come back: bids lost before midnight whose reservation ends after
+// it leave their shares pooled until then (a loss does not take its share
+// back), and the day's lease must not count them as spent when the day
+// ends. A daily limit of 1,000 in Tokyo: the line item's win rate is
+// measured (10 %, billed at once) until its bids hold shares; at 23:59:30
+// 200 more are made and all lost; past midnight and their end, the store
+// counts for the day exactly the bills.
+func TestDayEndWaitsForSharePools(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	clk := newClock()
+	clk.t = time.Date(2026, 11, 27, 23, 58, 0, 0, time.FixedZone("JST", 9*3600))
+	set := limitedSet(tsubame.ImpressionLimits{Daily: 1000}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
+	n := newNode(t, st, set, "node-0", budget.LedgerOptions{Now: clk.Now, MaxHold: time.Minute, Grace: 5 * time.Second})
+	ctx := t.Context()
+	bills := 0
+	for bids := 0; bids < 200; {
+		if id := n.bid(clk.Now(), 10*time.Second, decision.HoldByWinRate); id != "" {
+			if bids++; bids%10 == 0 {
+				n.show(t, id)
+				bills++
+			}
+			continue
+		}
+		clk.Advance(time.Second)
+		n.ledger.Tick(ctx)
+	}
+	clk.t = time.Date(2026, 11, 27, 23, 59, 30, 0, time.FixedZone("JST", 9*3600))
+	n.ledger.Tick(ctx)
+	n.ledger.Tick(ctx)
+	lost := 0
+	for lost < 200 {
+		if id := n.bid(clk.Now(), time.Minute, decision.HoldByWinRate); id != "" {
+			n.record(t, tsubame.OutcomeLoss, id)
+			lost++
+			continue
+		}
+		n.ledger.Tick(ctx)
+	}
+	for range 6 * 3 { // three minutes of rounds: the day and the holds end
+		clk.Advance(10 * time.Second)
+		n.ledger.Tick(ctx)
+	}
+	if s, o := committed(t, st, "li/li/imp/2026-11-27"); s != int64(bills) || o != 0 {
+		t.Fatalf("%d billed on the day, %d lost past its end: the store settled %d and holds %d outstanding; want %d and 0",
+			bills, lost, s, o, bills)
+	}
+}
+
 // An account retired after its flight and made again (the flight was
 // extended) names its releases anew: the store applies them, and what it
 // holds for the node is what the node holds.
@@ -1027,6 +1077,64 @@ func TestKeptWonBidsAreSpentOnce(t *testing.T) {
 	}
 	if c := n.ledger.Counts(); c.Kept != 8 || c.KeptBilled != 8 || c.Late != 8 || c.Overage != 0 || c.Billed != 2 || c.Expired != 2 {
 		t.Fatalf("counts %+v: want 8 kept and their 8 bills late, 2 expired and 2 billed, none past the leases", c)
+	}
+}
+
+// KeepWon spends only whole holds: a bid held by a share has too little
+// in its pool to pay a kept bid's price, so it is given back at its end,
+// and its late bill is debited. On a limit of 100, once the win rate is
+// measured, 20 bids are held by their shares with KeepWon, 10 of them win
+// and are billed after their end: the store counts every bill.
+func TestKeepWonSpendsWholeHoldsOnly(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	clk := newClock()
+	set := limitedSet(tsubame.ImpressionLimits{Total: 100}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
+	n := newNode(t, st, set, "node-0", budget.LedgerOptions{Now: clk.Now, MaxHold: time.Minute, Grace: 5 * time.Second})
+	ctx := t.Context()
+	bills := 0
+	for bids := 0; bids < 200; {
+		if id := n.bid(clk.Now(), 10*time.Second, decision.HoldByWinRate); id != "" {
+			if bids++; bids%10 == 0 {
+				n.show(t, id)
+				bills++
+			}
+			continue
+		}
+		clk.Advance(time.Second)
+		n.ledger.Tick(ctx)
+	}
+	clk.Advance(20 * time.Second)
+	n.ledger.Tick(ctx)
+	var kept []string
+	for len(kept) < 20 {
+		id := fmt.Sprintf("w%09d", ids.Add(1))
+		req := &decision.Request{Reserve: []string{id}, ReserveUntil: decision.RoundUp(clk.Now().Add(10*time.Second), time.Second),
+			HoldShare: decision.HoldByWinRate, KeepWon: true}
+		if !n.counters.Allow(n.line, req, 0, clk.Now()) {
+			n.ledger.Tick(ctx)
+			continue
+		}
+		n.mu.Lock()
+		n.dues[id] = req.ReserveUntil.Unix()
+		n.mu.Unlock()
+		kept = append(kept, id)
+	}
+	for _, id := range kept[:10] {
+		n.record(t, tsubame.OutcomeWin, id)
+	}
+	n.ledger.Tick(ctx)
+	clk.Advance(time.Minute) // past their end and the grace
+	n.ledger.Tick(ctx)
+	for _, id := range kept[:10] {
+		n.show(t, id) // late
+		bills++
+	}
+	n.ledger.Tick(ctx)
+	n.ledger.Tick(ctx)
+	settled, outstanding := committed(t, st, "li/li/imp")
+	if c := n.ledger.Counts(); settled != int64(bills) || c.Kept != 0 {
+		t.Fatalf("%d billed: the store settled %d (%d outstanding); counts %+v; want every bill settled, none kept", bills, settled, outstanding, c)
 	}
 }
 
