@@ -23,6 +23,15 @@ import (
 // handover is a stopped ledger's open holds, as its handover keeps them.
 type handover struct {
 	Buckets []handedBucket `json:"buckets"`
+	// Kept are the counts of won bids spent at their end (keptTable), so
+	// that their late bills are matched by the server that takes over.
+	Kept []handedKept `json:"kept,omitempty"`
+}
+
+type handedKept struct {
+	Line string `json:"line"`
+	Due  int64  `json:"due"` // the start of their span (keptKey)
+	N    int64  `json:"n"`
 }
 
 type handedBucket struct {
@@ -109,7 +118,13 @@ func (g *Ledger) adopt(ctx context.Context, holder string, data []byte) error {
 	opt := g.opt
 	opt.Holder, opt.Handovers = holder, nil
 	c := &Ledger{quotas: g.quotas, outcomes: g.outcomes, opt: opt, ttl: g.ttl, log: g.log,
-		accounts: map[string]*account{}, kicks: make(chan *account, 1024), child: true}
+		accounts: map[string]*account{}, kicks: make(chan *account, 1024), child: true, parent: g}
+	for _, k := range h.Kept {
+		if k.N <= 0 || k.Line == "" {
+			return tsubame.Errorf(tsubame.EINTERNAL, "corrupt handover: kept %+v", k)
+		}
+		c.kept.add(bucketKey{k.Line, k.Due}, k.N)
+	}
 	// Release ids are the holder's: the stopped ledger numbered its
 	// accounts from 1, and the store keeps its last ids, so that one of
 	// them again would be taken for a retry and not applied. The child
@@ -218,8 +233,8 @@ func containsLedger(ls []*Ledger, l *Ledger) bool {
 func (g *Ledger) empty() bool {
 	g.loopMu.Lock()
 	defer g.loopMu.Unlock()
-	if h, _, _ := g.holds.counts(); h > 0 {
-		return false
+	if h, _, _ := g.holds.counts(); h > 0 || g.kept.len() > 0 {
+		return false // bids held, or kept ones whose late bills may come
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -234,8 +249,8 @@ func (g *Ledger) empty() bool {
 // handOver writes the ledger's open holds as its handover, after Close
 // gave back everything else; it reports whether the holds were handed
 // over (else they count as spent when the leases expire).
-func (g *Ledger) handOver(ctx context.Context, buckets []handedBucket) bool {
-	data, err := json.Marshal(handover{Buckets: buckets})
+func (g *Ledger) handOver(ctx context.Context, buckets []handedBucket, kept []handedKept) bool {
+	data, err := json.Marshal(handover{Buckets: buckets, Kept: kept})
 	if err != nil {
 		return false
 	}

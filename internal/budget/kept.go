@@ -77,3 +77,21 @@ func (t *keptTable) sweep(now int64) {
 		}
 	}
 }
+
+// len is how many counts the table keeps.
+func (t *keptTable) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.m)
+}
+
+// snapshot lists the counts, for a handover.
+func (t *keptTable) snapshot() []handedKept {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]handedKept, 0, len(t.m))
+	for k, n := range t.m {
+		out = append(out, handedKept{Line: k.line, Due: k.due, N: n})
+	}
+	return out
+}

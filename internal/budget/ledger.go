@@ -110,6 +110,7 @@ type Ledger struct {
 	// child marks a ledger adopted from a stopped server's handover; the
 	// parent's children, under mu, are ticked by its loop.
 	child      bool
+	parent     *Ledger // a child's: its late bills spend the parent's accounts
 	children   []*Ledger
 	handedOver atomic.Uint64 // buckets handed over at Close
 
@@ -1187,6 +1188,12 @@ func (g *Ledger) spend(d *drawn, price *int64) {
 // by a debit in the store past the leases: it was paid, and the limits
 // must count it. Overage counts the bills a hand could not cover.
 func (g *Ledger) debitLate(o *tsubame.Outcome) {
+	if g.parent != nil {
+		// A stopped server's bid: the line item's accounts are the
+		// server's that took it over.
+		g.parent.debitLate(o)
+		return
+	}
 	g.late.Add(1)
 	v, ok := g.lines.Load(o.LineItem)
 	if !ok {
@@ -1296,8 +1303,12 @@ func (g *Ledger) Close(ctx context.Context) error {
 		}
 		a.leased = keep
 	}
-	if len(buckets) > 0 {
-		g.handOver(ctx, buckets)
+	var kept []handedKept
+	if g.opt.Handovers != nil {
+		kept = g.kept.snapshot()
+	}
+	if len(buckets) > 0 || len(kept) > 0 {
+		g.handOver(ctx, buckets, kept)
 	}
 	for _, c := range children {
 		if err := c.Close(ctx); err != nil {

@@ -1080,6 +1080,82 @@ func TestKeptWonBidsAreSpentOnce(t *testing.T) {
 	}
 }
 
+// A restart hands over the counts of the won bids kept at their end, and
+// the server that takes over debits the stopped one's other late bills
+// from its own accounts: on a limit of 20, the stopping server held 10
+// bids with KeepWon; 6 won and were kept at their end, 4 were given back.
+// After the stop, the server that goes on serves one, then the 6 are
+// billed (matched: not spent again) and 2 of the 4 (late: debited from its
+// accounts). The store counts exactly those 9, and the server that goes
+// on serves 11 more.
+func TestRestartHandsOverKeptBids(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	clk := newClock()
+	set := limitedSet(tsubame.ImpressionLimits{Total: 20}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
+	opt := budget.LedgerOptions{Now: clk.Now, MaxHold: time.Minute, Grace: 5 * time.Second, Handovers: st}
+	old := newNode(t, st, set, "old", opt)
+	ctx := t.Context()
+	var held []string
+	for len(held) < 10 {
+		id := fmt.Sprintf("k%09d", ids.Add(1))
+		req := &decision.Request{Reserve: []string{id}, ReserveUntil: clk.Now().Add(10 * time.Second), KeepWon: true}
+		if !old.counters.Allow(old.line, req, 0, clk.Now()) {
+			old.ledger.Tick(ctx)
+			continue
+		}
+		old.mu.Lock()
+		if old.dues == nil {
+			old.dues = map[string]int64{}
+		}
+		old.dues[id] = req.ReserveUntil.Unix()
+		old.mu.Unlock()
+		held = append(held, id)
+	}
+	for _, id := range held[:6] {
+		old.record(t, tsubame.OutcomeWin, id)
+	}
+	old.ledger.Tick(ctx)
+	clk.Advance(time.Minute) // past their end and the grace
+	old.ledger.Tick(ctx)
+	if c := old.ledger.Counts(); c.Kept != 6 || c.Expired != 4 {
+		t.Fatalf("counts %+v: want 6 kept, 4 given back", c)
+	}
+	if err := old.ledger.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	next := newNode(t, st, set, "next", opt)
+	next.ledger.Tick(ctx) // claims the handover
+	served := 0
+	for served == 0 { // it serves the line item (its accounts are made)
+		if id := next.decide(clk.Now(), time.Minute); id != "" {
+			next.show(t, id)
+			served++
+		}
+		next.ledger.Tick(ctx)
+	}
+	for _, id := range held[:8] {
+		old.show(t, id) // late, for the old holder
+	}
+	next.ledger.Tick(ctx)
+	next.ledger.Tick(ctx)
+	if s, _ := committed(t, st, "li/li/imp"); s != 1+8 {
+		t.Fatalf("1 served, then 6 kept bids and 2 given back billed late: the store settled %d; want 9", s)
+	}
+	for range 100 {
+		if id := next.decide(clk.Now(), time.Minute); id != "" {
+			next.show(t, id)
+			served++
+			continue
+		}
+		clk.Advance(time.Second)
+		next.ledger.Tick(ctx)
+	}
+	if s, o := committed(t, st, "li/li/imp"); served != 12 || s+o != 20 {
+		t.Fatalf("%d served after, the store settled %d, %d outstanding; want 12 served and 20 in all", served, s, o)
+	}
+}
+
 // KeepWon spends only whole holds: a bid held by a share has too little
 // in its pool to pay a kept bid's price, so it is given back at its end,
 // and its late bill is debited. On a limit of 100, once the win rate is
