@@ -11,13 +11,18 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 )
 
+// built is set once buildOnce has run.
+var built atomic.Bool
+
 // buildOnce builds the binary for this test run, once.
 var buildOnce = sync.OnceValues(func() (string, error) {
+	built.Store(true)
 	dir, err := os.MkdirTemp("", "tsubame-acceptance-")
 	if err != nil {
 		return "", err
@@ -32,8 +37,10 @@ var buildOnce = sync.OnceValues(func() (string, error) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if bin, err := buildOnce(); err == nil {
-		_ = os.RemoveAll(filepath.Dir(bin))
+	if built.Load() {
+		if bin, err := buildOnce(); err == nil {
+			_ = os.RemoveAll(filepath.Dir(bin))
+		}
 	}
 	os.Exit(code)
 }
