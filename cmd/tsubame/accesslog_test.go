@@ -87,13 +87,6 @@ func startBinary(t *testing.T, env ...string) *proc {
 // (such as prlimit).
 func startWrapped(t *testing.T, wrapper []string, env ...string) *proc {
 	t.Helper()
-	return startProc(t, wrapper, []string{"serve", "-demo"}, env...)
-}
-
-// startProc runs the binary with args under wrapper (none: nil), with
-// extra environment, and waits until it answers.
-func startProc(t *testing.T, wrapper, args []string, env ...string) *proc {
-	t.Helper()
 	if testing.Short() {
 		t.Skip("runs the real binary; skipped in -short mode")
 	}
@@ -102,7 +95,7 @@ func startProc(t *testing.T, wrapper, args []string, env ...string) *proc {
 		t.Fatal(err)
 	}
 	p := &proc{base: "http://127.0.0.1:" + freePort(t), logs: &lockedBuffer{}, dataDir: t.TempDir(), logDir: t.TempDir(), done: make(chan error, 1)}
-	args = append(append(append([]string(nil), wrapper...), bin), args...)
+	args := append(append([]string(nil), wrapper...), bin, "serve", "-demo")
 	p.cmd = exec.Command(args[0], args[1:]...)
 	p.cmd.Env = append(os.Environ(), "TSUBAME_LISTEN="+strings.TrimPrefix(p.base, "http://"), "TSUBAME_ADMIN_LISTEN=",
 		"TSUBAME_DATA_DIR="+p.dataDir, "TSUBAME_ACCESS_LOG_DIR="+p.logDir)

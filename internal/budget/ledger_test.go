@@ -86,11 +86,19 @@ func (n *node) decide(now time.Time, hold time.Duration) string {
 // holding share of its price (decision.Request.HoldShare); it returns its
 // id ("" when refused).
 func (n *node) bid(now time.Time, hold time.Duration, share int64) string {
-	id := fmt.Sprintf("d%09d", ids.Add(1))
-	req := &decision.Request{Reserve: []string{id}, ReserveUntil: now.Add(hold), HoldShare: share}
+	req := &decision.Request{ReserveUntil: now.Add(hold), HoldShare: share}
 	if share != 0 {
 		req.ReserveUntil = decision.RoundUp(req.ReserveUntil, time.Second)
 	}
+	return n.allow(now, req)
+}
+
+// allow asks for req (its ReserveUntil and holding options set) as a new
+// bid at now, and keeps its end for its outcomes; it returns its id (""
+// when refused).
+func (n *node) allow(now time.Time, req *decision.Request) string {
+	id := fmt.Sprintf("d%09d", ids.Add(1))
+	req.Reserve = []string{id}
 	if !n.counters.Allow(n.line, req, 0, now) {
 		return ""
 	}
@@ -1034,19 +1042,11 @@ func TestKeptWonBidsAreSpentOnce(t *testing.T) {
 	decideAll := func() []string {
 		var got []string
 		for range 50 {
-			id := fmt.Sprintf("k%09d", ids.Add(1))
-			req := &decision.Request{Reserve: []string{id}, ReserveUntil: clk.Now().Add(time.Minute), KeepWon: true}
-			if !n.counters.Allow(n.line, req, 0, clk.Now()) {
-				n.ledger.Tick(ctx)
+			if id := n.allow(clk.Now(), &decision.Request{ReserveUntil: clk.Now().Add(time.Minute), KeepWon: true}); id != "" {
+				got = append(got, id)
 				continue
 			}
-			n.mu.Lock()
-			if n.dues == nil {
-				n.dues = map[string]int64{}
-			}
-			n.dues[id] = req.ReserveUntil.Unix()
-			n.mu.Unlock()
-			got = append(got, id)
+			n.ledger.Tick(ctx)
 		}
 		return got
 	}
@@ -1098,19 +1098,11 @@ func TestRestartHandsOverKeptBids(t *testing.T) {
 	ctx := t.Context()
 	var held []string
 	for len(held) < 10 {
-		id := fmt.Sprintf("k%09d", ids.Add(1))
-		req := &decision.Request{Reserve: []string{id}, ReserveUntil: clk.Now().Add(10 * time.Second), KeepWon: true}
-		if !old.counters.Allow(old.line, req, 0, clk.Now()) {
-			old.ledger.Tick(ctx)
+		if id := old.allow(clk.Now(), &decision.Request{ReserveUntil: clk.Now().Add(10 * time.Second), KeepWon: true}); id != "" {
+			held = append(held, id)
 			continue
 		}
-		old.mu.Lock()
-		if old.dues == nil {
-			old.dues = map[string]int64{}
-		}
-		old.dues[id] = req.ReserveUntil.Unix()
-		old.mu.Unlock()
-		held = append(held, id)
+		old.ledger.Tick(ctx)
 	}
 	for _, id := range held[:6] {
 		old.record(t, tsubame.OutcomeWin, id)
@@ -1184,17 +1176,13 @@ func TestKeepWonSpendsWholeHoldsOnly(t *testing.T) {
 	n.ledger.Tick(ctx)
 	var kept []string
 	for len(kept) < 20 {
-		id := fmt.Sprintf("w%09d", ids.Add(1))
-		req := &decision.Request{Reserve: []string{id}, ReserveUntil: decision.RoundUp(clk.Now().Add(10*time.Second), time.Second),
+		req := &decision.Request{ReserveUntil: decision.RoundUp(clk.Now().Add(10*time.Second), time.Second),
 			HoldShare: decision.HoldByWinRate, KeepWon: true}
-		if !n.counters.Allow(n.line, req, 0, clk.Now()) {
-			n.ledger.Tick(ctx)
+		if id := n.allow(clk.Now(), req); id != "" {
+			kept = append(kept, id)
 			continue
 		}
-		n.mu.Lock()
-		n.dues[id] = req.ReserveUntil.Unix()
-		n.mu.Unlock()
-		kept = append(kept, id)
+		n.ledger.Tick(ctx)
 	}
 	for _, id := range kept[:10] {
 		n.record(t, tsubame.OutcomeWin, id)
