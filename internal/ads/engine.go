@@ -71,6 +71,12 @@ func (e *Engine) Changed() {
 	}
 }
 
+// warmer is Counters that lease budgets ahead of a new index's first
+// decisions (budget.Counters).
+type warmer interface {
+	Warm(ctx context.Context, ix *decision.Index) int
+}
+
 // Refresh compiles a new index if the store's version differs from the
 // index's (or none was built yet), and reports whether it did. On an error
 // the index in use stays.
@@ -99,6 +105,10 @@ func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 	level := slog.LevelDebug // a periodic compile of the same version
 	if !e.built.Load() || v != e.version {
 		level = slog.LevelInfo
+	}
+	if w, ok := e.counters.(warmer); ok {
+		// Leases for its new line items and flights before it serves.
+		w.Warm(ctx, idx)
 	}
 	e.idx.Store(idx)
 	e.version, e.stale = v, false

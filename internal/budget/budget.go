@@ -289,3 +289,14 @@ func (c *Counters) failed(op, lineItem string, err error) {
 	c.failing.Store(true)
 	c.log.Error("cannot count frequency caps: capped line items are not serving", "op", op, "err", err, "line_item", lineItem, "errors", n)
 }
+
+// Warm leases, ahead of their first decision, for the limited line items
+// of a new index that serve now (Ledger.Warm); it does nothing without a
+// Ledger. The decision engine calls it with every index it compiles,
+// before the first, at start, is served.
+func (c *Counters) Warm(ctx context.Context, ix *decision.Index) int {
+	if c.ledger == nil {
+		return 0
+	}
+	return c.ledger.Warm(ctx, ix)
+}

@@ -27,6 +27,12 @@ const (
 	DefaultMaxHold  = 10 * time.Minute
 	// DefaultStoreTimeout bounds one store call of the ledger's loop.
 	DefaultStoreTimeout = 5 * time.Second
+	// DefaultWait bounds how long a decision waits for an empty hand's
+	// top-up (LedgerOptions.Wait).
+	DefaultWait = 5 * time.Millisecond
+	// DefaultWarm is how many accounts a ledger leases for ahead of their
+	// first decision (LedgerOptions.Warm).
+	DefaultWarm = 4096
 )
 
 // nanosPerMicro: spend is kept in the store in micro-units of the account
@@ -66,6 +72,18 @@ type LedgerOptions struct {
 	// server to settle, and the loop settles those other servers hand over
 	// (handover.go). Without it, open holds count as spent at Close.
 	Handovers tsubame.Handovers
+	// Wait is the longest a decision waits for its line item's top-up when
+	// the node's hand is empty and the store may still grant (DefaultWait;
+	// negative: never waits): a fresh node, a new flight or a burst of
+	// traffic is served from the budget, not refused while the loop asks.
+	// Waits only while Run runs. A wait that times out turns waiting off
+	// for that account for an Interval, so a slow store costs one wait per
+	// account and interval, not one per request.
+	Wait time.Duration
+	// Warm is how many accounts Warm leases for at most (DefaultWarm;
+	// negative: none): the live limited line items' of a new index, before
+	// their first decision.
+	Warm int
 }
 
 // Ledger keeps a node's share of the budgets and impression limits of line
@@ -94,18 +112,21 @@ type Ledger struct {
 	collected int64
 	unacked   int
 
-	storeErrors atomic.Uint64 // Lease, Release, Collect and Ack calls that failed
-	lost        atomic.Uint64 // times the store held less of a lease than the node counted on
-	forgotten   atomic.Uint64 // store units of those leases it no longer held
-	billed      atomic.Uint64 // holds ended by a bill: spent
-	won         atomic.Uint64 // holds that won (held on until their bill)
-	lostBids    atomic.Uint64 // holds ended by a loss notice: given back at once
-	expired     atomic.Uint64 // holds given back at a deadline: no win, or no bill
-	late        atomic.Uint64 // bills of no hold (after its deadline, or of another process's)
-	overage     atomic.Uint64 // bills (late or past their hold) this node could not take from its hand
-	pastHold    atomic.Uint64 // bills that cost more than their bucket's holds had left: bids held by a share
-	keptWon     atomic.Uint64 // won bids spent at their end, unbilled (reservation.keepWon)
-	keptBilled  atomic.Uint64 // late bills of those: not spent again
+	storeErrors   atomic.Uint64 // Lease, Release, Collect and Ack calls that failed
+	lost          atomic.Uint64 // times the store held less of a lease than the node counted on
+	forgotten     atomic.Uint64 // store units of those leases it no longer held
+	billed        atomic.Uint64 // holds ended by a bill: spent
+	won           atomic.Uint64 // holds that won (held on until their bill)
+	lostBids      atomic.Uint64 // holds ended by a loss notice: given back at once
+	expired       atomic.Uint64 // holds given back at a deadline: no win, or no bill
+	late          atomic.Uint64 // bills of no hold (after its deadline, or of another process's)
+	overage       atomic.Uint64 // bills (late or past their hold) this node could not take from its hand
+	pastHold      atomic.Uint64 // bills that cost more than their bucket's holds had left: bids held by a share
+	keptWon       atomic.Uint64 // won bids spent at their end, unbilled (reservation.keepWon)
+	keptBilled    atomic.Uint64 // late bills of those: not spent again
+	waited        atomic.Uint64 // decisions that waited for a top-up and got the loop's answer
+	waitsTimedOut atomic.Uint64 // decisions whose wait for a top-up timed out
+	warmed        atomic.Uint64 // accounts leased for ahead of their first decision (Warm)
 
 	// child marks a ledger adopted from a stopped server's handover; the
 	// parent's children, under mu, are ticked by its loop.
@@ -117,6 +138,8 @@ type Ledger struct {
 	// The loop's own: touched by Run's goroutine (and Close after it).
 	loopMu sync.Mutex
 	closed bool
+	// running: Run's loop answers kicks, so a decision may wait for one.
+	running atomic.Bool
 }
 
 // NewLedger returns a Ledger over q whose holds are settled by the
@@ -128,6 +151,8 @@ func NewLedger(q tsubame.Quotas, out tsubame.Outcomes, opt LedgerOptions) (*Ledg
 	opt.Lease = cmp.Or(opt.Lease, DefaultLease)
 	opt.MaxHold = cmp.Or(opt.MaxHold, DefaultMaxHold)
 	opt.Timeout = cmp.Or(opt.Timeout, DefaultStoreTimeout)
+	opt.Wait = cmp.Or(opt.Wait, DefaultWait)
+	opt.Warm = cmp.Or(opt.Warm, DefaultWarm)
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
@@ -138,6 +163,8 @@ func NewLedger(q tsubame.Quotas, out tsubame.Outcomes, opt LedgerOptions) (*Ledg
 		return nil, tsubame.Errorf(tsubame.EINVALID, "budget holder %q is longer than %d bytes (with its random suffix)", opt.Holder, tsubame.MaxQuotaHolderLength)
 	case opt.Interval <= 0 || opt.Grace <= 0 || opt.Lease <= 0 || opt.MaxHold <= 0 || opt.Timeout <= 0:
 		return nil, tsubame.Errorf(tsubame.EINVALID, "budget interval, grace, lease, max hold and timeout must be positive")
+	case opt.Wait > time.Second:
+		return nil, tsubame.Errorf(tsubame.EINVALID, "a budget wait (%v) must be at most 1s: a decision waits on it", opt.Wait)
 	case opt.Lease < 2*opt.Interval:
 		return nil, tsubame.Errorf(tsubame.EINVALID, "a budget lease (%v) must last at least two intervals (%v): it is renewed every half of it", opt.Lease, opt.Interval)
 	case ttl > tsubame.MaxLeaseTTL:
@@ -210,6 +237,14 @@ type account struct {
 	holds        atomic.Int64 // reservations open
 	unit         atomic.Int64 // the largest take
 	kicked       atomic.Bool  // an empty hand was reported to the loop
+	// dry: no lease is asked before this (Unix nanoseconds) but to renew:
+	// the limit or the pacing held the last one back, or the store failed.
+	// noWait: decisions do not wait for a top-up before this (a wait timed
+	// out). wake is closed when the loop has stepped the account (a
+	// top-up, or its refusal), for the decisions waiting on it.
+	dry, noWait atomic.Int64
+	wakeMu      sync.Mutex
+	wake        chan struct{}
 
 	nonce uint64 // tells this account's release ids from those of one retired before it
 
@@ -225,7 +260,6 @@ type account struct {
 	// resync: the store refused a release as more than it holds of the
 	// lease; the next round asks what it holds before releasing again.
 	resync bool
-	dry    int64 // no lease is asked before this (Unix nanoseconds) but to renew
 	recent int64 // local units asked for per interval, smoothed
 	curve  curve
 	// The round's plan.
@@ -263,6 +297,12 @@ type release struct {
 // and what the store grants is bounded by the limit and the pacing.
 func (a *account) take(n, whole, now, need int64) (uint32, bool) {
 	a.rate.Add(n)
+	return a.takeAgain(n, whole, now, need)
+}
+
+// takeAgain is take without counting the demand: the retry of a take
+// that waited for its top-up.
+func (a *account) takeAgain(n, whole, now, need int64) (uint32, bool) {
 	a.mu.RLock()
 	if a.exp.Load() <= need || a.spendBy.Load() <= now {
 		a.mu.RUnlock()
@@ -436,6 +476,9 @@ func (g *Ledger) take(l *decision.Line, now time.Time, until int64, price, share
 		// each pay their own bill, not by a tail of shares whose bills
 		// would go past it.
 		gen, ok := s.acct.take(r.held(r.n), s.units, nowNs, need)
+		if !ok && g.wait(s.acct, nowNs) {
+			gen, ok = s.acct.takeAgain(r.held(r.n), s.units, g.opt.Now().UnixNano(), need)
+		}
 		if !ok {
 			g.kick(s.acct)
 			g.cancel(&r)
@@ -504,6 +547,46 @@ func (g *Ledger) hold(l *decision.Line, r *reservation, now, due, until, winBy i
 		winBy = billBy
 	}
 	g.holds.add(bucketKey{l.ID, due}, r, now, min(winBy, billBy), billBy)
+}
+
+// wait waits, at most Wait, for the loop to top a's empty hand up, and
+// reports whether it did something about it since (the hand may still be
+// short: the caller takes again). It does not wait while Run is not
+// running, while the store refused a's last lease (a.dry: the limit or the
+// pacing holds it back, or the store failed), nor for an Interval after a
+// wait timed out.
+func (g *Ledger) wait(a *account, now int64) bool {
+	if g.opt.Wait <= 0 || !g.running.Load() || a.dry.Load() > now || a.noWait.Load() > now {
+		return false
+	}
+	a.wakeMu.Lock()
+	if a.wake == nil {
+		a.wake = make(chan struct{})
+	}
+	ch := a.wake
+	a.wakeMu.Unlock()
+	g.kick(a)
+	t := time.NewTimer(g.opt.Wait)
+	defer t.Stop()
+	select {
+	case <-ch:
+		g.waited.Add(1)
+		return true
+	case <-t.C:
+		a.noWait.Store(now + int64(g.opt.Interval))
+		g.waitsTimedOut.Add(1)
+		return false
+	}
+}
+
+// woken wakes the decisions waiting for a's top-up.
+func (a *account) woken() {
+	a.wakeMu.Lock()
+	if a.wake != nil {
+		close(a.wake)
+		a.wake = nil
+	}
+	a.wakeMu.Unlock()
 }
 
 // kick tells the loop that a's hand ran short, once until the loop has
@@ -633,6 +716,8 @@ func (a *account) drain() {
 func (g *Ledger) Run(ctx context.Context) {
 	t := time.NewTicker(g.opt.Interval)
 	defer t.Stop()
+	g.running.Store(true)
+	defer g.running.Store(false)
 	for {
 		select {
 		case <-ctx.Done():
@@ -696,6 +781,11 @@ func (g *Ledger) steps(ctx context.Context, accts []*account, tick bool) {
 			work = append(work, a)
 		}
 	}
+	defer func() {
+		for _, a := range accts {
+			a.woken()
+		}
+	}()
 	if len(work) == 1 {
 		g.run(ctx, work[0], now)
 		return
@@ -787,7 +877,7 @@ func (g *Ledger) plan(a *account, now int64, tick bool) bool {
 	}
 	a.want = (target - a.hand.Load() + a.scale - 1) / a.scale // store units, rounded up
 	a.renew = a.leased > 0 && a.exp.Load()-now < int64(g.ttl-g.opt.Lease/2)
-	a.lease = a.want > 0 && now >= a.dry || a.renew
+	a.lease = a.want > 0 && now >= a.dry.Load() || a.renew
 	a.want = max(a.want, 0)
 	return tick && (a.pending != nil || a.debit != nil) || a.lease
 }
@@ -828,7 +918,7 @@ func (g *Ledger) lease(ctx context.Context, a *account, now, want int64) bool {
 	got, held, err := g.quotas.Lease(sctx, a.key, g.opt.Holder, limit, want, g.ttl)
 	cancel()
 	if err != nil {
-		a.dry = now + int64(g.opt.Interval)
+		a.dry.Store(now + int64(g.opt.Interval))
 		if tsubame.ErrorCode(err) != tsubame.EINVALID && want > 0 {
 			a.unsure = true // units may have been granted
 		}
@@ -845,7 +935,7 @@ func (g *Ledger) lease(ctx context.Context, a *account, now, want int64) bool {
 		a.spendBy.Store(now + int64(g.opt.Lease))
 	}
 	if got < want {
-		a.dry = now + int64(g.opt.Interval) // the limit or the pacing holds it back
+		a.dry.Store(now + int64(g.opt.Interval)) // the limit or the pacing holds it back
 	}
 	return true
 }
@@ -936,20 +1026,28 @@ func (g *Ledger) forget(a *account, missing int64) {
 }
 
 // target is how many local units a's hand should hold: twice what the
-// last intervals asked for, and at least two of its largest takes, but no
-// more than a 64th of its limit (or one take), so that a node does not sit
-// on what others could spend. A period that is over needs none.
+// last intervals asked for (on a kick, or twice what this one asked for so
+// far if more: a burst is topped up as it grows, not an interval later),
+// and at least two of its largest takes, but no more than a 64th of its
+// limit (or one take), so that a node does not sit on what others could
+// spend. A period that is over needs none.
 func (a *account) target(cfg *accountCfg, now int64, tick bool) int64 {
 	if now >= cfg.end || cfg.limit == 0 {
 		return 0
 	}
 	unit := a.unit.Load()
+	t := 2 * a.rate.Load() // a kick: this interval's demand so far
 	if tick {
 		a.recent = (a.recent + a.rate.Swap(0)) / 2
+		t = 0
 	}
-	t := max(2*a.recent, 2*unit)
-	ceiling := max(unit, cfg.limit/64*a.scale) // limit*scale could pass MaxInt64
-	return min(t, ceiling)
+	t = max(t, 2*a.recent, 2*unit)
+	return min(t, a.ceiling(cfg))
+}
+
+// ceiling is the most a's hand holds: a 64th of its limit, or one take.
+func (a *account) ceiling(cfg *accountCfg) int64 {
+	return max(a.unit.Load(), cfg.limit/64*a.scale) // limit*scale could pass MaxInt64
 }
 
 // release gives the store a.pending: settled units and unused ones. False
@@ -1347,6 +1445,11 @@ type Counts struct {
 	// no bill (decision.Request.KeepWon), KeptBilled the late bills that
 	// came for them (counted in Late too; not spent again).
 	Kept, KeptBilled uint64
+	// Waited counts the decisions that found their hand empty and waited
+	// for its top-up (LedgerOptions.Wait) until the loop answered,
+	// WaitsTimedOut those whose wait ran out first; Warmed the accounts
+	// leased for before their first decision (Warm).
+	Waited, WaitsTimedOut, Warmed uint64
 	// HandedOver counts the buckets of holds this server handed over when
 	// it stopped; Adopted the stopped servers' handovers it settles now.
 	HandedOver uint64
@@ -1382,6 +1485,7 @@ func (g *Ledger) Counts() Counts {
 	return Counts{Holds: holds, Buckets: buckets, HoldBytes: buckets * bucketBytes, OldestHold: age, Accounts: n, Billed: g.billed.Load(), Won: g.won.Load(),
 		Lost: g.lostBids.Load(), Expired: g.expired.Load(), Late: g.late.Load(), PastHold: g.pastHold.Load(), Overage: g.overage.Load(),
 		Kept: g.keptWon.Load(), KeptBilled: g.keptBilled.Load(),
+		Waited: g.waited.Load(), WaitsTimedOut: g.waitsTimedOut.Load(), Warmed: g.warmed.Load(),
 		HandedOver: g.handedOver.Load(), Adopted: len(children),
 		StoreErrors: g.storeErrors.Load(), LeasesLost: g.lost.Load(), Forgotten: g.forgotten.Load()}
 }
@@ -1418,4 +1522,70 @@ func (g *Ledger) Stats() []AccountStats {
 	}
 	slices.SortFunc(out, func(x, y AccountStats) int { return cmp.Compare(x.Key, y.Key) })
 	return out
+}
+
+// Warm leases, ahead of their first decision, for the line items of ix
+// with an impression limit or a budget that serve now and that this
+// ledger keeps no account of yet: at most Warm accounts (LedgerOptions),
+// within the store Timeout, each up to the most a hand holds (a 64th of
+// its limit; the store grants no more than its pacing allows). So a fresh
+// node, a new line item or a new flight is served from its first request
+// instead of passing it over while the loop asks. A hand warmed and not
+// asked for is given back over the next rounds. It returns the accounts
+// leased for.
+func (g *Ledger) Warm(ctx context.Context, ix *decision.Index) int {
+	if g.opt.Warm <= 0 {
+		return 0
+	}
+	now := g.opt.Now()
+	nowNs := now.UnixNano()
+	var fresh []*account
+	seen := map[*account]bool{}
+	for i := 0; i < ix.Len() && len(fresh) < g.opt.Warm; i++ {
+		l := ix.Line(i)
+		if !l.Limited {
+			continue
+		}
+		if start, end := l.Flight(); nowNs < start || nowNs >= end {
+			continue
+		}
+		st := g.state(l)
+		d := st.day.Load()
+		if d == nil || nowNs < d.start || nowNs >= d.end {
+			d = g.newDay(st, now)
+		}
+		for _, s := range [...]slot{st.total[0], st.total[1], d.slots[0], d.slots[1]} {
+			a := s.acct
+			if a == nil || seen[a] || a.exp.Load() != 0 || a.hand.Load() != 0 || a.holds.Load() != 0 {
+				continue
+			}
+			seen[a] = true
+			fresh = append(fresh, a)
+		}
+	}
+	if len(fresh) == 0 {
+		return 0
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.opt.Timeout)
+	defer cancel()
+	g.loopMu.Lock()
+	defer g.loopMu.Unlock()
+	if g.closed {
+		return 0
+	}
+	for _, a := range fresh {
+		cfg := a.cfg.Load()
+		// As if the last intervals had asked for the whole ceiling: the
+		// hand's target is its most, and it decays as demand does not come.
+		a.recent = max(a.recent, a.ceiling(cfg)/2)
+	}
+	g.steps(ctx, fresh, false)
+	n := 0
+	for _, a := range fresh {
+		if a.hand.Load() > 0 {
+			n++
+		}
+	}
+	g.warmed.Add(uint64(n))
+	return n
 }

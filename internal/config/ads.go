@@ -66,6 +66,12 @@ type AdsBudget struct {
 	// HistoryEvery is how often a node records what every budget and
 	// limit has committed, for the dashboard's pacing charts; 0: never.
 	HistoryEvery time.Duration `koanf:"history_every"`
+	// Wait is the longest a decision waits for its line item's empty share
+	// to be topped up; 0: never.
+	Wait time.Duration `koanf:"wait"`
+	// Warm is how many budgets and limits a node leases for ahead of
+	// their line item's first decision; 0: none.
+	Warm int `koanf:"warm"`
 }
 
 // Privacy modes (ads.privacy, sites.<name>.privacy).
@@ -198,6 +204,12 @@ func (c *Config) validateAds(p *problems) {
 	}
 	if b.HistoryEvery != 0 && (b.HistoryEvery < time.Second || b.HistoryEvery > time.Hour) {
 		p.add("ads.budget.history_every: must be 0 (off) or between 1s and 1h (got %v)", b.HistoryEvery)
+	}
+	if b.Wait < 0 || b.Wait > time.Second {
+		p.add("ads.budget.wait: must be between 0 (never) and 1s (got %v)", b.Wait)
+	}
+	if b.Warm < 0 || b.Warm > 1_000_000 {
+		p.add("ads.budget.warm: must be between 0 (none) and 1000000 (got %d)", b.Warm)
 	}
 	if len(b.Holder) > 64 || strings.IndexFunc(b.Holder, func(r rune) bool { return r <= ' ' || r >= 0x7f }) >= 0 {
 		p.add("ads.budget.holder: must be at most 64 printable ASCII characters without spaces")
