@@ -35,6 +35,8 @@ type adsSide struct {
 	svc    *ads.Service
 	geo    atomic.Pointer[geo.DB] // nil without geo.database; swapped by a reload
 	ledger *budget.Ledger
+	// dataDir keeps the ledger's traffic file (TrafficFile).
+	dataDir string
 	// history holds what budgets committed over time, for the dashboard.
 	history budget.History
 	// bidder answers exchanges (rtb.exchanges); nil: none configured.
@@ -78,6 +80,8 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 	if err != nil {
 		return usagef("ads.budget: %v", err)
 	}
+	loadTraffic(ledger, cfg.DataDir, m.Logger)
+	m.ads.dataDir = cfg.DataDir
 	signer, err := loadTrackingKeys(cfg.TrackingKeysPath(), cfg.Ads.Tracking.KeysFile == "")
 	if err != nil {
 		return err
@@ -144,6 +148,7 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 			go func() { _ = feed.WatchCampaigns(rctx, m.ads.engine.Changed) }()
 		}
 		go ledger.Run(rctx)
+		go keepTraffic(rctx, ledger, cfg.DataDir, m.Logger)
 		if every := cfg.Ads.Budget.HistoryEvery; every > 0 {
 			go m.recordBudgets(rctx, cs, quotas, every)
 		}
@@ -185,6 +190,7 @@ func (m *Main) closeAds(ctx context.Context) {
 		m.ads.stop = nil
 	}
 	if m.ads.ledger != nil {
+		saveTraffic(m.ads.ledger, m.ads.dataDir, m.Logger)
 		if err := m.ads.ledger.Close(ctx); err != nil {
 			m.Logger.Error("budget leases not given back", "err", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -35,11 +36,23 @@ import (
 var webTraffic = [24]int{300, 200, 120, 80, 80, 120, 300, 700, 900, 900, 900, 1000,
 	1300, 1000, 900, 900, 900, 1000, 1300, 1500, 1600, 1400, 1000, 600}
 
+// businessTraffic is a day of an office audience's requests per hour:
+// nothing much before 8, a plateau from 9 to 18 with a lunch dip, little
+// after 20. 18,750 requests in all.
+var businessTraffic = [24]int{60, 40, 30, 30, 30, 50, 150, 500, 1400, 1800, 1850, 1800,
+	1200, 1750, 1850, 1800, 1700, 1300, 700, 300, 180, 110, 80, 60}
+
+// trafficCurves are the days -traffic names.
+var trafficCurves = map[string][24]int{"web": webTraffic, "business": businessTraffic}
+
 // pacingFlags are the flags of `tsubame pacing simulate`.
 type pacingFlags struct {
 	format, line, date, traffic, png string
 	show, nodes                      int
 	every                            time.Duration
+	// The days before: how many, and how their traffic varies.
+	history                  int
+	noise, trend, dayTraffic string
 	// The exchange's: what it does with the bids.
 	winRate, notices, billOn, winWindow, winRateHolds, keepWon string
 	winDelay, billDelay, reservation                           time.Duration
@@ -49,7 +62,11 @@ func (f *pacingFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.format, "format", "", "the campaign file's `FORMAT`: json or yaml (default: its extension)")
 	fs.StringVar(&f.line, "line", "", "the line item to replay, by `ID` (default: the only one with a daily impression limit or a daily campaign budget)")
 	fs.StringVar(&f.date, "date", "", "the day to replay, `YYYY-MM-DD` in the campaign's time zone (default: today)")
-	fs.StringVar(&f.traffic, "traffic", joinInts(webTraffic[:]), "requests per hour: 24 numbers (`N,...`), hour 0 first, in the campaign's time zone")
+	fs.StringVar(&f.traffic, "traffic", "web", "requests per hour (`CURVE`): web (a news site's day), business (an office audience's), or 24 numbers, hour 0 first, in the campaign's time zone")
+	fs.IntVar(&f.history, "history", 0, "`DAYS` replayed before the day, with the same traffic (varied by -noise and -trend), so that the servers learn its shape first (0 to 14)")
+	fs.StringVar(&f.noise, "noise", "10%", "how much each hour of a day before varies, at random, up or down (`PERCENT`, 0% to 50%)")
+	fs.StringVar(&f.trend, "trend", "0%", "how much each day before has more requests than the one before it (`PERCENT`, -20% to 20%)")
+	fs.StringVar(&f.dayTraffic, "day-traffic", "100%", "the replayed day's requests, as a `PERCENT` of the traffic the days before forecast (10% to 1000%)")
 	fs.IntVar(&f.show, "show", 100, "`PERCENT` of won bids whose ad is shown, and billed on burl or markup (the others come back when their reservation ends)")
 	fs.IntVar(&f.nodes, "nodes", 3, "servers sharing the budget (`N`)")
 	fs.DurationVar(&f.every, "every", time.Hour, "one row per this much (`DURATION`) of the day")
@@ -71,8 +88,23 @@ func (f *pacingFlags) config() (simConfig, error) {
 	sc := simConfig{line: f.line, show: f.show, nodes: f.nodes, every: f.every, billOn: f.billOn,
 		winDelay: f.winDelay, billDelay: f.billDelay}
 	var err error
-	if sc.traffic, err = parseTraffic(f.traffic); err != nil {
-		return sc, usagef("-traffic: %v", err)
+	if c, ok := trafficCurves[f.traffic]; ok {
+		sc.traffic = c
+	} else if sc.traffic, err = parseTraffic(f.traffic); err != nil {
+		return sc, usagef("-traffic: %v (or web, business)", err)
+	}
+	if f.history < 0 || f.history > 14 {
+		return sc, usagef("-history must be 0 to 14 days")
+	}
+	sc.history = f.history
+	if sc.noise, err = parseSignedPercent(f.noise, 0, 50); err != nil {
+		return sc, usagef("-noise: %v", err)
+	}
+	if sc.trend, err = parseSignedPercent(f.trend, -20, 20); err != nil {
+		return sc, usagef("-trend: %v", err)
+	}
+	if sc.dayTraffic, err = parseSignedPercent(f.dayTraffic, 10, 1000); err != nil {
+		return sc, usagef("-day-traffic: %v", err)
 	}
 	if sc.winRate, err = parsePercent(f.winRate); err != nil {
 		return sc, usagef("-win-rate: %v", err)
@@ -115,6 +147,22 @@ func parsePercent(s string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a percent over 0 and at most 100, such as 10%% or 0.5%%", s)
 	}
 	return int64(m), nil
+}
+
+// parseSignedPercent reads a percent from lo to hi such as "10%" or
+// "-2.5%" into millionths of a percent.
+func parseSignedPercent(s string, lo, hi int64) (int64, error) {
+	s = strings.TrimSpace(s)
+	neg := strings.HasPrefix(s, "-")
+	m, err := tsubame.ParseMoney(strings.TrimSuffix(strings.TrimPrefix(s, "-"), "%")) // six decimals
+	v := int64(m)
+	if neg {
+		v = -v
+	}
+	if err != nil || m < 0 || v < lo*tsubame.MicrosPerUnit || v > hi*tsubame.MicrosPerUnit {
+		return 0, fmt.Errorf("%q is not a percent from %d%% to %d%%", s, lo, hi)
+	}
+	return v, nil
 }
 
 // parseNotices reads a list of the notices an exchange sends: win, loss,
@@ -187,14 +235,6 @@ func runPacing(ctx context.Context, e *env, pf *pacingFlags, name string) error 
 	return nil
 }
 
-func joinInts(v []int) string {
-	s := make([]string, len(v))
-	for i, n := range v {
-		s[i] = strconv.Itoa(n)
-	}
-	return strings.Join(s, ",")
-}
-
 func parseTraffic(s string) ([24]int, error) {
 	var out [24]int
 	parts := strings.Split(s, ",")
@@ -238,9 +278,15 @@ type simConfig struct {
 	line    string
 	date    time.Time // the day (its date is read in the campaign's zone); zero: today
 	traffic [24]int   // requests per hour of the day
-	show    int       // percent of won bids shown
-	nodes   int
-	every   time.Duration
+	// history is the days replayed before it, each hour's traffic varied
+	// at random by up to noise and each day trend more than the one before
+	// (millionths of a percent); dayTraffic is the day's traffic as a share
+	// of that (likewise; 0: 100 %).
+	history                  int
+	noise, trend, dayTraffic int64
+	show                     int // percent of won bids shown
+	nodes                    int
+	every                    time.Duration
 	// interval is the simulated servers' ads.budget.interval (1s when 0).
 	interval time.Duration
 
@@ -355,6 +401,16 @@ func (q *noticeQueue) Pop() any {
 // outcomes: past the day and its last notices.
 const simOutcomeTTL = 48 * time.Hour
 
+// simNode is one server of a simulation.
+type simNode struct {
+	ledger   *budget.Ledger
+	counters *budget.Counters
+	line     *decision.Line
+	// stats count the notices this node received: its measure of the
+	// exchange's win window, and of its notices and late bills.
+	stats bidder.Stats
+}
+
 // simulatePacing replays one day of traffic against one line item on
 // sc.nodes ledgers sharing an in-memory store, on a simulated clock that
 // steps a second at a time (each ledger ticking every sc.interval, as a
@@ -400,16 +456,9 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 	interval := cmp.Or(sc.interval, budget.DefaultInterval)
 	st := memory.New()
 	defer st.Close()
-	now := res.dayStart
+	days := sc.days(res.dayStart, loc)
+	now := days[0].start
 	clock := func() time.Time { return now }
-	type simNode struct {
-		ledger   *budget.Ledger
-		counters *budget.Counters
-		line     *decision.Line
-		// stats count the notices this node received: its measure of
-		// the exchange's win window, and of its notices and late bills.
-		stats bidder.Stats
-	}
 	var nodes []*simNode
 	for i := range sc.nodes {
 		g, err := budget.NewLedger(st, st, budget.LedgerOptions{Holder: fmt.Sprint("sim-", i), Now: clock, Interval: interval,
@@ -431,6 +480,7 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 		if l == nil {
 			return nil, usagef("line item %q does not serve on %s: paused, without an approved creative, or its flight is over", li.ID, date)
 		}
+		c.Warm(ctx, ix) // as a server does with every index it compiles
 		nodes = append(nodes, &simNode{ledger: g, counters: c, line: l})
 	}
 	ex := bidder.Exchange{WinWindow: sc.window, Reservation: sc.reservation, WinRateHolds: sc.winRateHolds, KeepWon: sc.keepWon}
@@ -453,9 +503,9 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 	rnd := rand.New(rand.NewPCG(1, 2)) // the same replay every time
 	nextTick := now.Add(interval)
 	rounds := 0
-	var acc int64
+	var acc, made int64
 	next := res.dayStart.Add(sc.every)
-	res.rows = append(res.rows, res.row(now, li, camp, nodes[0].ledger.Counts()))
+	d := 0 // the day of now in days
 	counts := func() budget.Counts {
 		var c budget.Counts
 		for _, n := range nodes {
@@ -469,14 +519,24 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
+		if now.Equal(res.dayStart) {
+			res.rows = append(res.rows, res.row(now, nodes[0], li, camp, counts()))
+		}
+		for d < len(days)-1 && !now.Before(days[d].end) {
+			d++
+		}
+		today := !now.Before(res.dayStart) // the day replayed, not one before it
 		if now.Before(res.dayEnd) {
-			acc += int64(sc.traffic[now.In(loc).Hour()])
+			acc += days[d].hours[now.In(loc).Hour()]
 		}
 		for n := acc / 3600; n > 0; n-- {
-			i := int(res.requests % int64(len(nodes)))
+			i := int(made % int64(len(nodes)))
 			node := nodes[i]
-			res.requests++
-			id := "s" + strconv.FormatInt(res.requests, 36)
+			made++
+			if today {
+				res.requests++
+			}
+			id := "s" + strconv.FormatInt(made, 36)
 			// As the bidder holds a bid: see decision.HoldEnd.
 			req := &decision.Request{User: id, Reserve: []string{id}, ReserveUntil: decision.HoldEnd(now, sc.reservation),
 				KeepWon: ex.KeepWonNow(&node.stats)}
@@ -488,7 +548,9 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 			if !node.counters.Allow(node.line, req, 0, now) {
 				continue
 			}
-			res.bids++
+			if today {
+				res.bids++
+			}
 			o := tsubame.Outcome{Bid: id, LineItem: li.ID, Due: req.ReserveUntil.Unix(), Price: li.CPM}
 			if sc.winRate < allWin && rnd.Int64N(allWin) >= sc.winRate {
 				if sc.notices.Has(tsubame.OutcomeLoss) {
@@ -496,7 +558,9 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 				}
 				continue
 			}
-			res.wins++
+			if today {
+				res.wins++
+			}
 			if sc.notices.Has(tsubame.OutcomeWin) {
 				send(sc.winDelay, tsubame.OutcomeWin, o, i)
 				if sc.billOn == bidder.BillOnNURL {
@@ -529,8 +593,10 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 				if !now.Before(time.Unix(nt.o.Due, 0).Add(budget.DefaultGrace)) {
 					nodes[nt.to].stats.Late.Add(1)
 				}
-				res.impressions++
-				res.spendNanos += int64(nt.o.Price)
+				if !nt.bid.Before(res.dayStart) {
+					res.impressions++
+					res.spendNanos += int64(nt.o.Price)
+				}
 			}
 		}
 		now = now.Add(time.Second)
@@ -543,13 +609,13 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 			rounds++
 			nextTick = nextTick.Add(interval)
 		}
-		if now.Equal(res.dayEnd) || now.Before(res.dayEnd) && !now.Before(next) {
-			res.rows = append(res.rows, res.row(now, li, camp, counts()))
+		if now.Equal(res.dayEnd) || now.After(res.dayStart) && now.Before(res.dayEnd) && !now.Before(next) {
+			res.rows = append(res.rows, res.row(now, nodes[0], li, camp, counts()))
 			next = next.Add(sc.every)
 		}
 	}
 	if now.After(res.dayEnd) {
-		res.rows = append(res.rows, res.row(now, li, camp, counts()))
+		res.rows = append(res.rows, res.row(now, nodes[0], li, camp, counts()))
 	}
 	res.counts = counts()
 	for _, n := range nodes {
@@ -558,36 +624,63 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 	return res, nil
 }
 
-// row is the day at now, with the ledgers' counts c.
-func (r *simResult) row(now time.Time, li *tsubame.LineItem, camp *tsubame.Campaign, c budget.Counts) simRow {
+// row is the day at now, with the ledgers' counts c: its ideal is the
+// plan of the first node (n), by the traffic it learned.
+func (r *simResult) row(now time.Time, n *simNode, li *tsubame.LineItem, camp *tsubame.Campaign, c budget.Counts) simRow {
 	row := simRow{at: now, requests: r.requests, bids: r.bids, wins: r.wins, impressions: r.impressions, idealI: -1,
 		spend: tsubame.Money(r.spendNanos / 1000), idealS: -1, lost: c.Lost, expired: c.Expired, late: c.Late, overage: c.Overage}
-	ds, de := r.dayStart.UnixNano(), r.dayEnd.UnixNano()
-	ls, le := window(camp.Start, li.Start, camp.End, li.End)
-	if r.limitI > 0 {
-		row.idealI = budget.Target(camp.Pacing, r.loc, r.limitI, max(ds, ls), min(de, le), now)
+	at := now
+	if !now.Before(r.dayEnd) {
+		at = r.dayEnd.Add(-time.Nanosecond) // the day's plan, also for notices after it
 	}
-	if r.limitS > 0 {
-		cs, ce := window(camp.Start, time.Time{}, camp.End, time.Time{})
-		row.idealS = tsubame.Money(budget.Target(camp.Pacing, r.loc, int64(r.limitS), max(ds, cs), min(de, ce), now))
+	imp, spend := n.ledger.Plan(n.line, at)
+	if now.Before(r.dayEnd) {
+		row.idealI, row.idealS = imp, tsubame.Money(spend)
+	} else {
+		row.idealI, row.idealS = r.limitI, r.limitS // the day over: all of it
+	}
+	if r.limitI <= 0 {
+		row.idealI = -1
+	}
+	if r.limitS <= 0 {
+		row.idealS = -1
 	}
 	return row
 }
 
-// window intersects two flights in Unix nanoseconds (a zero time: no bound).
-func window(s1, s2, e1, e2 time.Time) (start, end int64) {
-	start, end = -1<<63, 1<<63-1
-	for _, t := range []time.Time{s1, s2} {
-		if !t.IsZero() {
-			start = max(start, t.UnixNano())
+// simDay is one day replayed: its bounds and its requests per hour.
+type simDay struct {
+	start, end time.Time
+	hours      [24]int64
+}
+
+// days are the days replayed: sc.history days before day (each hour's
+// traffic varied at random by up to sc.noise, each day sc.trend more than
+// the one before, the last of them as sc.traffic), then day itself, whose
+// traffic is sc.dayTraffic of that.
+func (sc *simConfig) days(day time.Time, loc *time.Location) []simDay {
+	rnd := rand.New(rand.NewPCG(3, 4)) // the same days every time
+	const pct = 100 * tsubame.MicrosPerUnit
+	out := make([]simDay, sc.history+1)
+	for k := range out {
+		y, m, dd := day.In(loc).Date()
+		ds, de, _ := budget.Day(time.Date(y, m, dd-(sc.history-k), 12, 0, 0, 0, loc), loc)
+		out[k].start, out[k].end = time.Unix(0, ds), time.Unix(0, de)
+		for h, n := range sc.traffic {
+			// Requests are counted, not money: a float scales them.
+			v := float64(n)
+			if k == sc.history {
+				v *= float64(cmp.Or(sc.dayTraffic, pct)) / pct
+			} else {
+				v /= math.Pow(1+float64(sc.trend)/pct, float64(sc.history-k)) // back from the last day before
+				if sc.noise > 0 {
+					v *= 1 + float64(rnd.Int64N(2*sc.noise+1)-sc.noise)/pct
+				}
+			}
+			out[k].hours[h] = int64(math.Round(max(v, 0)))
 		}
 	}
-	for _, t := range []time.Time{e1, e2} {
-		if !t.IsZero() {
-			end = min(end, t.UnixNano())
-		}
-	}
-	return start, end
+	return out
 }
 
 // simLine finds the line item to replay and its campaign.

@@ -118,7 +118,7 @@ func (g *Ledger) adopt(ctx context.Context, holder string, data []byte) error {
 	opt := g.opt
 	opt.Holder, opt.Handovers = holder, nil
 	c := &Ledger{quotas: g.quotas, outcomes: g.outcomes, opt: opt, ttl: g.ttl, log: g.log,
-		accounts: map[string]*account{}, kicks: make(chan *account, 1024), child: true, parent: g}
+		accounts: map[string]*account{}, kicks: make(chan *account, 1024), child: true, parent: g, traffic: g.traffic}
 	for _, k := range h.Kept {
 		if k.N <= 0 || k.Line == "" {
 			return tsubame.Errorf(tsubame.EINTERNAL, "corrupt handover: kept %+v", k)

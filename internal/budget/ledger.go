@@ -102,9 +102,10 @@ type Ledger struct {
 	accounts map[string]*account
 	made     uint64 // accounts made, under mu: each account's release id prefix
 
-	holds holdTable
-	kept  keptTable
-	kicks chan *account
+	holds   holdTable
+	kept    keptTable
+	traffic *traffic // what this node learned of its traffic (traffic.go)
+	kicks   chan *account
 	// collected is when the loop last read the whole outcome queue (Unix
 	// nanoseconds): a deadline passed before then gives back only what
 	// no outcome recorded by then claimed. unacked is how many outcomes at
@@ -171,7 +172,7 @@ func NewLedger(q tsubame.Quotas, out tsubame.Outcomes, opt LedgerOptions) (*Ledg
 		return nil, tsubame.Errorf(tsubame.EINVALID, "reservations of %v, grace %v and lease %v add up to more than %v", opt.MaxHold, opt.Grace, opt.Lease, tsubame.MaxLeaseTTL)
 	}
 	g := &Ledger{quotas: q, outcomes: out, opt: opt, ttl: ttl, log: opt.Log,
-		accounts: map[string]*account{}, kicks: make(chan *account, 1024)}
+		accounts: map[string]*account{}, kicks: make(chan *account, 1024), traffic: newTraffic(opt.Interval)}
 	g.holds.init()
 	return g, nil
 }
@@ -234,6 +235,8 @@ type account struct {
 	// pay it (plan).
 	pooled, owed atomic.Int64
 	rate         atomic.Int64 // local units asked for since the last step
+	asks         atomic.Int64 // takes asked for since the last tick: requests, for the traffic
+	prof         *profile     // where asks are counted (nil: nowhere); set when made
 	holds        atomic.Int64 // reservations open
 	unit         atomic.Int64 // the largest take
 	kicked       atomic.Bool  // an empty hand was reported to the loop
@@ -463,7 +466,13 @@ func (g *Ledger) take(l *decision.Line, now time.Time, until int64, price, share
 		d = g.newDay(st, now)
 	}
 	need := until + int64(g.opt.Grace)
-	for _, s := range [...]slot{st.total[0], st.total[1], d.slots[0], d.slots[1]} {
+	slots := [...]slot{st.total[0], st.total[1], d.slots[0], d.slots[1]}
+	for _, s := range slots {
+		if s.acct != nil {
+			s.acct.asks.Add(1) // a request for each, taken or not: the traffic
+		}
+	}
+	for _, s := range slots {
 		if s.acct == nil {
 			continue
 		}
@@ -628,14 +637,13 @@ func (g *Ledger) state(l *decision.Line) *lineState {
 	}
 	st := &lineState{}
 	st.line.Store(l)
-	p := newPacer(l.Pacing, l.Zone)
 	start, end := l.Flight()
 	cs, ce := l.CampaignFlight()
 	if n := l.Limits.Total; n > 0 {
-		st.total[0] = g.slot(keyLineImp(l.ID), impScale, accountCfg{n, start, end, p}, impScale)
+		st.total[0] = g.slot(keyLineImp(l.ID), impScale, accountCfg{n, start, end, g.pacer(l, keyLineImp(l.ID))}, impScale)
 	}
 	if b := int64(l.Budget.Total); b > 0 && l.CPM > 0 {
-		st.total[1] = g.slot(keyCampaignSpend(l.Campaign), nanosPerMicro, accountCfg{b, cs, ce, p}, int64(l.CPM))
+		st.total[1] = g.slot(keyCampaignSpend(l.Campaign), nanosPerMicro, accountCfg{b, cs, ce, g.pacer(l, keyCampaignSpend(l.Campaign))}, int64(l.CPM))
 	}
 	g.lines.Store(l.ID, st)
 	return st
@@ -653,6 +661,18 @@ func sameBudget(a, b *decision.Line) bool {
 		newPacer(a.Pacing, a.Zone).equal(newPacer(b.Pacing, b.Zone))
 }
 
+// pacer is the pacing of l's counter family (its total's key: a line
+// item's impressions, a campaign's spend), weighed by the traffic this
+// node learned when it is paced and has no hour weights. The caller holds
+// g.mu.
+func (g *Ledger) pacer(l *decision.Line, family string) pacer {
+	p := newPacer(l.Pacing, l.Zone)
+	if p.mode != tsubame.PacingASAP && p.weights == nil {
+		p.own, p.all = g.traffic.of(family), g.traffic.all
+	}
+	return p
+}
+
 // newDay makes the day state of st for the day of now, by the settings of
 // the newest Line st has seen.
 func (g *Ledger) newDay(st *lineState, now time.Time) *dayState {
@@ -664,14 +684,13 @@ func (g *Ledger) newDay(st *lineState, now time.Time) *dayState {
 	l := st.line.Load()
 	ds, de, date := day(now, l.Zone)
 	d := &dayState{start: ds, end: de}
-	p := newPacer(l.Pacing, l.Zone)
 	if n := l.Limits.Daily; n > 0 {
 		start, end := l.Flight()
-		d.slots[0] = g.slot(keyLineImpDay(l.ID, date), impScale, accountCfg{n, max(ds, start), min(de, end), p}, impScale)
+		d.slots[0] = g.slot(keyLineImpDay(l.ID, date), impScale, accountCfg{n, max(ds, start), min(de, end), g.pacer(l, keyLineImp(l.ID))}, impScale)
 	}
 	if b := int64(l.Budget.Daily); b > 0 && l.CPM > 0 {
 		cs, ce := l.CampaignFlight()
-		d.slots[1] = g.slot(keyCampaignSpendDay(l.Campaign, date), nanosPerMicro, accountCfg{b, max(ds, cs), min(de, ce), p}, int64(l.CPM))
+		d.slots[1] = g.slot(keyCampaignSpendDay(l.Campaign, date), nanosPerMicro, accountCfg{b, max(ds, cs), min(de, ce), g.pacer(l, keyCampaignSpend(l.Campaign))}, int64(l.CPM))
 	}
 	st.day.Store(d)
 	return d
@@ -683,7 +702,7 @@ func (g *Ledger) slot(key string, scale int64, cfg accountCfg, units int64) slot
 	a := g.accounts[key]
 	if a == nil {
 		g.made++
-		a = &account{key: key, scale: scale, nonce: g.made}
+		a = &account{key: key, scale: scale, nonce: g.made, prof: cfg.pacer.own}
 		g.accounts[key] = a
 	}
 	old := a.cfg.Swap(&cfg)
@@ -759,11 +778,33 @@ func (g *Ledger) Tick(ctx context.Context) {
 		all = append(all, a)
 	}
 	g.mu.Unlock()
+	if !g.child { // a child decides nothing: its parent counts the traffic
+		g.count(all)
+	}
 	g.steps(ctx, all, true)
 	g.retire()
 	if !g.child {
 		g.claimHandovers(ctx)
 		g.tickChildren(ctx)
+	}
+}
+
+// count adds the requests each account was asked for since the last
+// tick to the traffic it is learned in, and all of them to the node's.
+func (g *Ledger) count(accts []*account) {
+	now := g.opt.Now().UnixNano()
+	var total int64
+	for _, a := range accts {
+		n := a.asks.Swap(0)
+		total += n
+		if a.prof != nil {
+			a.prof.count(now, n)
+		}
+	}
+	g.traffic.all.count(now, total)
+	if now-g.traffic.swept > dayNs {
+		g.traffic.swept = now
+		g.traffic.forget(now)
 	}
 }
 
@@ -1588,4 +1629,28 @@ func (g *Ledger) Warm(ctx context.Context, ix *decision.Index) int {
 	}
 	g.warmed.Add(uint64(n))
 	return n
+}
+
+// Plan is what the pacing lets l's daily impression limit and its
+// campaign's daily budget (spend in micro-units) have committed by now
+// within the day of now, as this node plans them: by the traffic it
+// learned (traffic.go), unless hour weights say otherwise. -1 where there
+// is no such limit.
+func (g *Ledger) Plan(l *decision.Line, now time.Time) (imp, spend int64) {
+	st := g.state(l)
+	nowNs := now.UnixNano()
+	d := st.day.Load()
+	if d == nil || nowNs < d.start || nowNs >= d.end {
+		d = g.newDay(st, now)
+	}
+	out := [2]int64{-1, -1}
+	for i, s := range d.slots {
+		if s.acct == nil {
+			continue
+		}
+		cfg := s.acct.cfg.Load()
+		var c curve
+		out[i] = cfg.pacer.target(&c, cfg.limit, cfg.start, cfg.end, nowNs)
+	}
+	return out[0], out[1]
 }

@@ -19,8 +19,13 @@ const frontloadedNum, frontloadedDen = 5, 4
 // flight) for a daily limit. The zero value is asap.
 type pacer struct {
 	mode    string
-	weights []int // 24 weights, hour 0 first, in loc; nil: all hours alike
+	weights []int // 24 weights, hour 0 first, in loc; nil: by the traffic
 	loc     *time.Location
+	// own and all are the traffic (traffic.go) of the line item's or
+	// campaign's counter and of every one of this node's: without hour
+	// weights, the period is weighed by the first that learned a day, else
+	// by the clock. nil: not learned (Target, the dashboards' ideal).
+	own, all *profile
 }
 
 func newPacer(p tsubame.Pacing, loc *time.Location) pacer {
@@ -32,7 +37,19 @@ func newPacer(p tsubame.Pacing, loc *time.Location) pacer {
 }
 
 func (p pacer) equal(q pacer) bool {
-	return p.mode == q.mode && slices.Equal(p.weights, q.weights) && p.loc.String() == q.loc.String()
+	return p.mode == q.mode && slices.Equal(p.weights, q.weights) && p.loc.String() == q.loc.String() && p.own == q.own && p.all == q.all
+}
+
+// learned is the traffic's quarter-hour weights the pacer weighs by now:
+// nil with hour weights, or when no day was learned.
+func (p pacer) learned() *[quarters]uint32 {
+	if p.weights != nil {
+		return nil
+	}
+	if w := p.own.weights(); w != nil {
+		return w
+	}
+	return p.all.weights()
 }
 
 // curve caches the weighted length of a period and how far into it the
@@ -40,7 +57,8 @@ func (p pacer) equal(q pacer) bool {
 // costs the hours since the last call, not the hours since the start. It
 // is owned by one goroutine.
 type curve struct {
-	start, end int64 // the period, Unix nanoseconds
+	start, end int64             // the period, Unix nanoseconds
+	w          *[quarters]uint32 // the traffic weights it was summed by
 	total      uint64
 	at         int64  // time of the cached sum
 	sum        uint64 // weighted milliseconds from start to at
@@ -59,10 +77,11 @@ func (p pacer) target(c *curve, limit, start, end, now int64) int64 {
 	if now <= start {
 		return 0
 	}
-	if c.start != start || c.end != end || now < c.at {
-		*c = curve{start: start, end: end, at: start, total: p.weigh(start, end)}
+	w := p.learned()
+	if c.start != start || c.end != end || now < c.at || c.w != w {
+		*c = curve{start: start, end: end, w: w, at: start, total: p.weigh(w, start, end)}
 	}
-	c.sum += p.weigh(c.at, now)
+	c.sum += p.weigh(w, c.at, now)
 	c.at = now
 	if c.total == 0 {
 		return limit // no hour of the period has weight: nothing to spread by
@@ -84,12 +103,23 @@ func (p pacer) target(c *curve, limit, start, end, now int64) int64 {
 }
 
 // weigh is the weighted length of [from, to) in milliseconds: each
-// millisecond counts its hour's weight (in the pacer's zone). Without
-// weights every hour weighs 1. Hours follow the zone's clock, so a day
-// with a daylight-saving change has 23 or 25 of them.
-func (p pacer) weigh(from, to int64) uint64 {
+// millisecond counts its hour's weight (in the pacer's zone), or else its
+// quarter-hour's in the learned traffic w (UTC quarters). Without either
+// every hour weighs 1. Hours follow the zone's clock, so a day with a
+// daylight-saving change has 23 or 25 of them.
+func (p pacer) weigh(w *[quarters]uint32, from, to int64) uint64 {
 	if to <= from {
 		return 0
+	}
+	if p.weights == nil && w != nil {
+		var sum uint64
+		for t := from; t < to; {
+			q := floorDiv(t, quarter)
+			end := min((q+1)*quarter, to)
+			sum += uint64(w[q-floorDiv(q, quarters)*quarters]) * uint64(end-t) / uint64(time.Millisecond)
+			t = end
+		}
+		return sum
 	}
 	if p.weights == nil {
 		return uint64(to-from) / uint64(time.Millisecond)
