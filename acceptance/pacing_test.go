@@ -2,9 +2,11 @@ package acceptance
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/csv"
 	"math"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -40,6 +42,11 @@ func TestPacingFollowsTheTraffic(t *testing.T) {
 		// within, when set, is how far from its plan each hour may be
 		// (‰), instead of at most 1.5 times it.
 		within int64
+		// file is the campaign file (pacing.yaml when empty); goals, the
+		// daily limits of the line items competing in it, each to reach
+		// want ‰ of its goal.
+		file  string
+		goals map[string]int64
 	}{
 		{name: "web", args: []string{"-traffic", "web"}, want: 990},
 		{name: "business hours", args: []string{"-traffic", "business"}, want: 990},
@@ -47,11 +54,16 @@ func TestPacingFollowsTheTraffic(t *testing.T) {
 		{name: "business hours, 20 pct less traffic than forecast", args: []string{"-traffic", "business", "-day-traffic", "80%"}, want: 970},
 		{name: "RTB at a 5 pct win rate", args: []string{"-traffic", strings.Join(rtb, ","), "-win-rate", "5%", "-notices", "win,loss,bill"},
 			want: 990, within: 50},
+		// Three line items on one placement (two of a priority, weighted
+		// 2:1, and one below), on a day of 1.5 times their goals' sum.
+		{name: "three line items competing", file: "pacing-three.yaml", want: 990,
+			args:  []string{"-line", "li-coffee-a,li-coffee-b,li-books", "-traffic", scaled(web, 15, 19)},
+			goals: map[string]int64{"li-coffee-a": 5000, "li-coffee-b": 3000, "li-books": 2000}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			args := append([]string{"pacing", "simulate", "-date", "2026-11-27", "-every", "1h", "-history", "7", "-noise", "10%", "-trend", "2%"}, tc.args...)
-			cmd := exec.Command(bin, append(args, "../cmd/tsubame/testdata/pacing.yaml")...)
+			cmd := exec.Command(bin, append(args, "../cmd/tsubame/testdata/"+cmp.Or(tc.file, "pacing.yaml"))...)
 			var out, errOut bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &errOut
 			if err := cmd.Run(); err != nil {
@@ -59,6 +71,7 @@ func TestPacingFollowsTheTraffic(t *testing.T) {
 			}
 			t.Log(strings.TrimSpace(errOut.String()))
 			recs, err := csv.NewReader(&out).ReadAll()
+			limit := cmp.Or(tc.goals[firstLine(tc.args)], limit)
 			if err != nil || len(recs) != 26 || recs[0][4] != "impressions" || recs[0][5] != "ideal_impressions" {
 				t.Fatalf("CSV (%v):\n%s", err, out.String())
 			}
@@ -85,10 +98,40 @@ func TestPacingFollowsTheTraffic(t *testing.T) {
 					t.Errorf("the hour to %s: %d delivered, above 1.5 times its plan of %d", r[0], d, p)
 				}
 			}
-			t.Logf("%d of %d delivered by midnight; the farthest hour from its plan: %.1f %%", prevImp, limit, worst*100)
-			if prevImp*1000 < limit*tc.want {
+			t.Logf("%d delivered by midnight; the farthest hour from its plan: %.1f %%", prevImp, worst*100)
+			if tc.goals == nil && prevImp*1000 < limit*tc.want {
 				t.Errorf("%d of %d delivered by midnight: want at least %d", prevImp, limit, limit*tc.want/1000)
+			}
+			for id, goal := range tc.goals {
+				m := regexp.MustCompile(`(?:^|; )` + regexp.QuoteMeta(id) + `(?: on [0-9-]+: .*?, |: )(\d+) impressions billed`).FindStringSubmatch(errOut.String())
+				if m == nil {
+					t.Fatalf("no count of %s in %q", id, errOut.String())
+				}
+				n, _ := strconv.ParseInt(m[1], 10, 64)
+				if n > goal || n*1000 < goal*tc.want {
+					t.Errorf("%s: %d billed of its goal of %d, want at least %d and never more", id, n, goal, goal*tc.want/1000)
+				}
 			}
 		})
 	}
+}
+
+// scaled is a day of requests per hour, n/d times day.
+func scaled(day []int, n, d int) string {
+	out := make([]string, len(day))
+	for h, v := range day {
+		out[h] = strconv.Itoa(v * n / d)
+	}
+	return strings.Join(out, ",")
+}
+
+// firstLine is the first line item of a -line flag in args ("" without).
+func firstLine(args []string) string {
+	for i, a := range args {
+		if a == "-line" && i+1 < len(args) {
+			first, _, _ := strings.Cut(args[i+1], ",")
+			return first
+		}
+	}
+	return ""
 }

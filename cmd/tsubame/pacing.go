@@ -60,7 +60,7 @@ type pacingFlags struct {
 
 func (f *pacingFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.format, "format", "", "the campaign file's `FORMAT`: json or yaml (default: its extension)")
-	fs.StringVar(&f.line, "line", "", "the line item to replay, by `ID` (default: the only one with a daily impression limit or a daily campaign budget)")
+	fs.StringVar(&f.line, "line", "", "the line item to replay, by `ID` (default: the only one with a daily impression limit or a daily campaign budget); several, comma-separated, compete for each request (the CSV follows the first)")
 	fs.StringVar(&f.date, "date", "", "the day to replay, `YYYY-MM-DD` in the campaign's time zone (default: today)")
 	fs.StringVar(&f.traffic, "traffic", "web", "requests per hour (`CURVE`): web (a news site's day), business (an office audience's), or 24 numbers, hour 0 first, in the campaign's time zone")
 	fs.IntVar(&f.history, "history", 0, "`DAYS` replayed before the day, with the same traffic (varied by -noise and -trend), so that the servers learn its shape first (0 to 14)")
@@ -219,6 +219,9 @@ func runPacing(ctx context.Context, e *env, pf *pacingFlags, name string) error 
 	}
 	fmt.Fprintf(stderr, "%s on %s: %d requests, %d bids, %d won, %d impressions billed, spend %s %s",
 		res.line, res.date, res.requests, res.bids, res.wins, res.impressions, res.spend(), res.currency)
+	for _, id := range res.competing {
+		fmt.Fprintf(stderr, "; %s: %d impressions billed", id, res.billed[id])
+	}
 	if c := res.counts; c.Late > 0 || c.Overage > 0 {
 		fmt.Fprintf(stderr, "; %d bills late, %d bills debited past the leases", c.Late, c.Overage)
 	}
@@ -347,6 +350,10 @@ type simRow struct {
 
 type simResult struct {
 	line, date, currency string
+	// competing are the other line items replayed, billed the impressions
+	// billed of each.
+	competing            []string
+	billed               map[string]int64
 	exchange             string // the simulated exchange, "" for the default
 	loc                  *time.Location
 	dayStart, dayEnd     time.Time
@@ -405,7 +412,8 @@ const simOutcomeTTL = 48 * time.Hour
 type simNode struct {
 	ledger   *budget.Ledger
 	counters *budget.Counters
-	line     *decision.Line
+	ix       *decision.Index
+	line     *decision.Line // the first line item replayed (the CSV's)
 	// stats count the notices this node received: its measure of the
 	// exchange's win window, and of its notices and late bills.
 	stats bidder.Stats
@@ -427,9 +435,25 @@ type simNode struct {
 // notice) or markup (the ad's impression, at the bid's price). Notices due
 // after midnight are delivered too, and the last row is when the last came.
 func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
-	li, camp, err := simLine(sc.set, sc.line)
+	ids := strings.Split(sc.line, ",")
+	li, camp, err := simLine(sc.set, ids[0])
 	if err != nil {
 		return nil, err
+	}
+	ids[0] = li.ID // the only one paced over a day, when none is named
+	// Several line items compete for each request: the index decides
+	// among them (priority, weight, and what the budget code allows).
+	set := sc.set
+	if len(ids) > 1 {
+		set = sc.set.Clone()
+		set.LineItems = nil
+		for _, id := range ids {
+			l, _, err := simLine(sc.set, id)
+			if err != nil {
+				return nil, err
+			}
+			set.LineItems = append(set.LineItems, l)
+		}
 	}
 	switch {
 	case sc.nodes < 1 || sc.nodes > 64:
@@ -450,7 +474,7 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 		day = time.Date(day.Year(), day.Month(), day.Day(), 12, 0, 0, 0, loc)
 	}
 	ds, de, date := budget.Day(day, loc)
-	res := &simResult{line: li.ID, date: date, currency: cmp.Or(sc.set.Currency, tsubame.DefaultCurrency), exchange: sc.exchange(), loc: loc,
+	res := &simResult{line: li.ID, competing: ids[1:], billed: map[string]int64{}, date: date, currency: cmp.Or(sc.set.Currency, tsubame.DefaultCurrency), exchange: sc.exchange(), loc: loc,
 		dayStart: time.Unix(0, ds), dayEnd: time.Unix(0, de), limitI: li.Limits.Impressions.Daily, limitS: camp.Budget.Daily}
 
 	interval := cmp.Or(sc.interval, budget.DefaultInterval)
@@ -467,21 +491,22 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 			return nil, err
 		}
 		c := budget.New(st, budget.Options{Ledger: g})
-		ix, err := decision.Compile(sc.set, decision.Options{Now: res.dayStart, Counters: c})
+		ix, err := decision.Compile(set, decision.Options{Now: res.dayStart, Counters: c})
 		if err != nil {
 			return nil, err
 		}
-		var l *decision.Line
-		for j := range ix.Len() {
-			if ix.Line(j).ID == li.ID {
-				l = ix.Line(j)
+		n := &simNode{ledger: g, counters: c, ix: ix}
+		for _, id := range ids {
+			l, ok := ix.LineByID(id)
+			if !ok {
+				return nil, usagef("line item %q does not serve on %s: paused, without an approved creative, or its flight is over", id, date)
+			}
+			if n.line == nil {
+				n.line = l
 			}
 		}
-		if l == nil {
-			return nil, usagef("line item %q does not serve on %s: paused, without an approved creative, or its flight is over", li.ID, date)
-		}
 		c.Warm(ctx, ix) // as a server does with every index it compiles
-		nodes = append(nodes, &simNode{ledger: g, counters: c, line: l})
+		nodes = append(nodes, n)
 	}
 	ex := bidder.Exchange{WinWindow: sc.window, Reservation: sc.reservation, WinRateHolds: sc.winRateHolds, KeepWon: sc.keepWon}
 	var queue noticeQueue
@@ -506,6 +531,7 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 	var acc, made int64
 	next := res.dayStart.Add(sc.every)
 	d := 0 // the day of now in days
+	decided := make([]decision.Decision, 0, 1)
 	counts := func() budget.Counts {
 		var c budget.Counts
 		for _, n := range nodes {
@@ -545,20 +571,28 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 			} else {
 				req.HoldShare = ex.HoldShareNow(&node.stats)
 			}
-			if !node.counters.Allow(node.line, req, 0, now) {
+			l := node.line
+			if len(ids) > 1 {
+				req.Time = now
+				ds := node.ix.Decide(req, decided[:0], rnd)
+				if len(ds) == 0 {
+					continue
+				}
+				l = ds[0].Line
+			} else if !node.counters.Allow(l, req, 0, now) {
 				continue
 			}
-			if today {
+			if today && l == node.line {
 				res.bids++
 			}
-			o := tsubame.Outcome{Bid: id, LineItem: li.ID, Due: req.ReserveUntil.Unix(), Price: li.CPM}
+			o := tsubame.Outcome{Bid: id, LineItem: l.ID, Due: req.ReserveUntil.Unix(), Price: l.CPM}
 			if sc.winRate < allWin && rnd.Int64N(allWin) >= sc.winRate {
 				if sc.notices.Has(tsubame.OutcomeLoss) {
 					send(sc.winDelay, tsubame.OutcomeLoss, o, i)
 				}
 				continue
 			}
-			if today {
+			if today && l == node.line {
 				res.wins++
 			}
 			if sc.notices.Has(tsubame.OutcomeWin) {
@@ -594,8 +628,11 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 					nodes[nt.to].stats.Late.Add(1)
 				}
 				if !nt.bid.Before(res.dayStart) {
-					res.impressions++
-					res.spendNanos += int64(nt.o.Price)
+					res.billed[nt.o.LineItem]++
+					if nt.o.LineItem == li.ID {
+						res.impressions++
+						res.spendNanos += int64(nt.o.Price)
+					}
 				}
 			}
 		}
