@@ -51,7 +51,7 @@ type pacingFlags struct {
 	show, nodes                      int
 	every                            time.Duration
 	// The days before: how many, and how their traffic varies.
-	history                  int
+	history, catchUp         int
 	noise, trend, dayTraffic string
 	// The exchange's: what it does with the bids.
 	winRate, notices, billOn, winWindow, winRateHolds, keepWon string
@@ -64,6 +64,7 @@ func (f *pacingFlags) define(fs *flag.FlagSet) {
 	fs.StringVar(&f.date, "date", "", "the day to replay, `YYYY-MM-DD` in the campaign's time zone (default: today)")
 	fs.StringVar(&f.traffic, "traffic", "web", "requests per hour (`CURVE`): web (a news site's day), business (an office audience's), or 24 numbers, hour 0 first, in the campaign's time zone")
 	fs.IntVar(&f.history, "history", 0, "`DAYS` replayed before the day, with the same traffic (varied by -noise and -trend), so that the servers learn its shape first (0 to 14)")
+	fs.IntVar(&f.catchUp, "catch-up", budget.DefaultCatchUp, "the `PERCENT` of an hour's plan a limit behind it may commit in the hour, as ads.budget.catch_up (0: all at once)")
 	fs.StringVar(&f.noise, "noise", "10%", "how much each hour of a day before varies, at random, up or down (`PERCENT`, 0% to 50%)")
 	fs.StringVar(&f.trend, "trend", "0%", "how much each day before has more requests than the one before it (`PERCENT`, -20% to 20%)")
 	fs.StringVar(&f.dayTraffic, "day-traffic", "100%", "the replayed day's requests, as a `PERCENT` of the traffic the days before forecast (10% to 1000%)")
@@ -97,6 +98,10 @@ func (f *pacingFlags) config() (simConfig, error) {
 		return sc, usagef("-history must be 0 to 14 days")
 	}
 	sc.history = f.history
+	if f.catchUp != 0 && (f.catchUp < 100 || f.catchUp > 1000) {
+		return sc, usagef("-catch-up must be 0 (all at once) or a percent from 100 to 1000")
+	}
+	sc.catchUp = cmp.Or(f.catchUp, -1)
 	if sc.noise, err = parseSignedPercent(f.noise, 0, 50); err != nil {
 		return sc, usagef("-noise: %v", err)
 	}
@@ -287,9 +292,11 @@ type simConfig struct {
 	// of that (likewise; 0: 100 %).
 	history                  int
 	noise, trend, dayTraffic int64
-	show                     int // percent of won bids shown
-	nodes                    int
-	every                    time.Duration
+	// catchUp is the servers' LedgerOptions.CatchUp.
+	catchUp int
+	show    int // percent of won bids shown
+	nodes   int
+	every   time.Duration
 	// interval is the simulated servers' ads.budget.interval (1s when 0).
 	interval time.Duration
 
@@ -486,7 +493,7 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 	var nodes []*simNode
 	for i := range sc.nodes {
 		g, err := budget.NewLedger(st, st, budget.LedgerOptions{Holder: fmt.Sprint("sim-", i), Now: clock, Interval: interval,
-			MaxHold: sc.reservation})
+			MaxHold: sc.reservation, CatchUp: sc.catchUp})
 		if err != nil {
 			return nil, err
 		}
@@ -530,8 +537,10 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 	rounds := 0
 	var acc, made int64
 	next := res.dayStart.Add(sc.every)
-	d := 0 // the day of now in days
+	d := 0                         // the day of now in days
+	auction := sc.exchange() != "" // bids, as the bidder makes them; else /api/decide's decisions
 	decided := make([]decision.Decision, 0, 1)
+	var before budget.Counts // the days before the day's: not the day's
 	counts := func() budget.Counts {
 		var c budget.Counts
 		for _, n := range nodes {
@@ -539,6 +548,8 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 			c.Lost, c.Expired, c.Late, c.Overage = c.Lost+nc.Lost, c.Expired+nc.Expired, c.Late+nc.Late, c.Overage+nc.Overage
 			c.PastHold, c.Kept, c.KeptBilled = c.PastHold+nc.PastHold, c.Kept+nc.Kept, c.KeptBilled+nc.KeptBilled
 		}
+		c.Lost, c.Expired, c.Late, c.Overage = c.Lost-before.Lost, c.Expired-before.Expired, c.Late-before.Late, c.Overage-before.Overage
+		c.PastHold, c.Kept, c.KeptBilled = c.PastHold-before.PastHold, c.Kept-before.Kept, c.KeptBilled-before.KeptBilled
 		return c
 	}
 	for now.Before(res.dayEnd) || len(queue) > 0 {
@@ -546,6 +557,7 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 			return nil, err
 		}
 		if now.Equal(res.dayStart) {
+			before = counts()
 			res.rows = append(res.rows, res.row(now, nodes[0], li, camp, counts()))
 		}
 		for d < len(days)-1 && !now.Before(days[d].end) {
@@ -565,7 +577,7 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 			id := "s" + strconv.FormatInt(made, 36)
 			// As the bidder holds a bid: see decision.HoldEnd.
 			req := &decision.Request{User: id, Reserve: []string{id}, ReserveUntil: decision.HoldEnd(now, sc.reservation),
-				KeepWon: ex.KeepWonNow(&node.stats)}
+				KeepWon: ex.KeepWonNow(&node.stats), CapsOnWin: auction}
 			if win := ex.WinWindowNow(&node.stats); win > 0 {
 				req.ReserveUntil, req.WinBy = decision.RoundUp(now.Add(sc.reservation), time.Second), now.Add(win)
 			} else {
@@ -786,7 +798,7 @@ func (r *simResult) plot(path string) error {
 	if spend {
 		what = "spend (" + r.currency + ")"
 	}
-	p.Title.Text = fmt.Sprintf("%s on %s: %s delivered against the ideal curve", r.line, r.date, what)
+	p.Title.Text = fmt.Sprintf("%s on %s: %s delivered against the plan", r.line, r.date, what)
 	if r.exchange != "" {
 		p.Title.Text += "\n" + r.exchange
 	}
@@ -815,7 +827,7 @@ func (r *simResult) plot(path string) error {
 	}
 	gl.Color, gl.Width = color.RGBA{R: 31, G: 100, B: 196, A: 255}, vg.Points(2)
 	p.Add(plotter.NewGrid(), il, gl)
-	p.Legend.Add("ideal (pacing target)", il)
+	p.Legend.Add("plan (pacing target, by the traffic learned)", il)
 	p.Legend.Add("delivered", gl)
 	p.Legend.Top, p.Legend.Left = true, true
 	p.X.Min, p.X.Max = 0, r.dayEnd.Sub(r.dayStart).Hours()

@@ -116,6 +116,13 @@ func (c *Counters) Allow(l *decision.Line, req *decision.Request, slot int, now 
 		// Only a whole hold pays a kept bid's price: a share's pool does
 		// not, and its late bill is debited as late.
 		r.keepWon = until > 0 && req.KeepWon && r.share == 0
+		if req.CapsOnWin { // an auction's bid
+			for i := range r.n {
+				if a := r.slots[i].acct; !a.bids.Load() {
+					a.bids.Store(true)
+				}
+			}
+		}
 	}
 	if capped && !req.CapsOnWin && !c.takeCap(l, req, slot, now) {
 		if r.n > 0 {

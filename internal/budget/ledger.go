@@ -33,6 +33,9 @@ const (
 	// DefaultWarm is how many accounts a ledger leases for ahead of their
 	// first decision (LedgerOptions.Warm).
 	DefaultWarm = 4096
+	// DefaultCatchUp is how much of an hour's plan, in percent, a paced
+	// limit may commit in that hour behind it (LedgerOptions.CatchUp).
+	DefaultCatchUp = 150
 )
 
 // nanosPerMicro: spend is kept in the store in micro-units of the account
@@ -84,6 +87,11 @@ type LedgerOptions struct {
 	// negative: none): the live limited line items' of a new index, before
 	// their first decision.
 	Warm int
+	// CatchUp bounds what a paced limit (even, frontloaded) behind its
+	// plan commits in an hour: at most this percent of the hour's plan
+	// (DefaultCatchUp; at least 100; negative: unbounded, all at once).
+	// A shortfall is caught up over the next hours instead of in a burst.
+	CatchUp int
 }
 
 // Ledger keeps a node's share of the budgets and impression limits of line
@@ -154,6 +162,7 @@ func NewLedger(q tsubame.Quotas, out tsubame.Outcomes, opt LedgerOptions) (*Ledg
 	opt.Timeout = cmp.Or(opt.Timeout, DefaultStoreTimeout)
 	opt.Wait = cmp.Or(opt.Wait, DefaultWait)
 	opt.Warm = cmp.Or(opt.Warm, DefaultWarm)
+	opt.CatchUp = cmp.Or(opt.CatchUp, DefaultCatchUp)
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
@@ -164,6 +173,8 @@ func NewLedger(q tsubame.Quotas, out tsubame.Outcomes, opt LedgerOptions) (*Ledg
 		return nil, tsubame.Errorf(tsubame.EINVALID, "budget holder %q is longer than %d bytes (with its random suffix)", opt.Holder, tsubame.MaxQuotaHolderLength)
 	case opt.Interval <= 0 || opt.Grace <= 0 || opt.Lease <= 0 || opt.MaxHold <= 0 || opt.Timeout <= 0:
 		return nil, tsubame.Errorf(tsubame.EINVALID, "budget interval, grace, lease, max hold and timeout must be positive")
+	case opt.CatchUp >= 0 && opt.CatchUp < 100:
+		return nil, tsubame.Errorf(tsubame.EINVALID, "a budget catch-up of %d%% of the plan would hold delivery below it: at least 100", opt.CatchUp)
 	case opt.Wait > time.Second:
 		return nil, tsubame.Errorf(tsubame.EINVALID, "a budget wait (%v) must be at most 1s: a decision waits on it", opt.Wait)
 	case opt.Lease < 2*opt.Interval:
@@ -240,6 +251,10 @@ type account struct {
 	holds        atomic.Int64 // reservations open
 	unit         atomic.Int64 // the largest take
 	kicked       atomic.Bool  // an empty hand was reported to the loop
+	// bids: an auction's bid took from it (decision.Request.CapsOnWin):
+	// its bids hold their price until they lose, so what it commits runs
+	// behind its plan by design, and catchUp does not bound it.
+	bids atomic.Bool
 	// dry: no lease is asked before this (Unix nanoseconds) but to renew:
 	// the limit or the pacing held the last one back, or the store failed.
 	// noWait: decisions do not wait for a top-up before this (a wait timed
@@ -265,6 +280,10 @@ type account struct {
 	resync bool
 	recent int64 // local units asked for per interval, smoothed
 	curve  curve
+	// The hour's catch-up bound (catchUp): the hour it is of (Unix hours),
+	// and the store's committed count and the plan when it was read.
+	cuHour, cuBase, cuPlan int64
+	cuNext                 int64 // the plan an hour after the read
 	// The round's plan.
 	want         int64 // store units to lease
 	renew, lease bool
@@ -955,6 +974,7 @@ func (g *Ledger) run(ctx context.Context, a *account, now int64) {
 func (g *Ledger) lease(ctx context.Context, a *account, now, want int64) bool {
 	cfg := a.cfg.Load()
 	limit := min(cfg.pacer.target(&a.curve, cfg.limit, cfg.start, cfg.end, now), tsubame.MaxQuotaUnits)
+	limit = g.catchUp(ctx, a, cfg, now, limit)
 	sctx, cancel := context.WithTimeout(ctx, g.opt.Timeout)
 	got, held, err := g.quotas.Lease(sctx, a.key, g.opt.Holder, limit, want, g.ttl)
 	cancel()
@@ -979,6 +999,48 @@ func (g *Ledger) lease(ctx context.Context, a *account, now, want int64) bool {
 		a.dry.Store(now + int64(g.opt.Interval)) // the limit or the pacing holds it back
 	}
 	return true
+}
+
+// catchUp bounds plan, the pacing's target for a at now, so that a limit
+// behind its plan commits no more than CatchUp percent of the hour's plan
+// in the hour: at its first lease of each hour the ledger reads what the
+// store has committed (every node's), and the bound is that plus CatchUp
+// percent of what the plan adds from then on. A limit on its plan, or
+// behind it by less than half an hour of it, is not held back; nor asap,
+// an unbounded period, an hour whose read failed, or a limit an auction's
+// bids take from (account.bids).
+func (g *Ledger) catchUp(ctx context.Context, a *account, cfg *accountCfg, now, plan int64) int64 {
+	if g.opt.CatchUp < 0 || a.bids.Load() || cfg.pacer.mode == tsubame.PacingASAP || cfg.start == math.MinInt64 || cfg.end == math.MaxInt64 ||
+		now >= cfg.end || now < cfg.start {
+		return plan
+	}
+	hour := floorDiv(now, int64(time.Hour))
+	if a.cuHour != hour {
+		sctx, cancel := context.WithTimeout(ctx, g.opt.Timeout)
+		settled, outstanding, err := g.quotas.Committed(sctx, a.key)
+		cancel()
+		if err != nil {
+			g.storeErrors.Add(1)
+			return plan
+		}
+		a.cuHour, a.cuBase, a.cuPlan = hour, settled+outstanding, plan
+		var c curve
+		a.cuNext = cfg.pacer.target(&c, cfg.limit, cfg.start, cfg.end, min(now+int64(time.Hour), cfg.end))
+	}
+	if a.cuBase == 0 || 2*(a.cuPlan-a.cuBase) <= a.cuNext-a.cuPlan {
+		// On the plan, or behind it by less than half an hour of it (the
+		// leases' churn: units given back, bids held): nothing to catch
+		// up. Nothing committed in the period yet: a line item new in it
+		// (added at noon) starts now, and may deliver what the plan
+		// allowed before it.
+		return plan
+	}
+	grow := plan - a.cuPlan
+	bound := a.cuBase + (grow*int64(g.opt.CatchUp)+99)/100
+	if grow > math.MaxInt64/int64(max(g.opt.CatchUp, 1)) {
+		return plan
+	}
+	return min(plan, bound)
 }
 
 // reconcile takes the store's word that this node holds held units of

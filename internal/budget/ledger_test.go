@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1551,6 +1552,56 @@ func TestWinRateHoldsShareThePrice(t *testing.T) {
 			}
 			if over := int64(bills) - limit; over > int64(c.Overage) || over > 10 {
 				t.Errorf("%d billed past the limit of %d, %d reported as overage: want each reported, and few", over, limit, c.Overage)
+			}
+		})
+	}
+}
+
+// A shortfall is caught up at most CatchUp percent of the plan an hour:
+// a daily limit of 2,400 paced even (100 an hour by the clock), traffic
+// to spare but for two hours without any (06:00 to 08:00 UTC), delivers
+// at most 150 in each hour after them, and all 2,400 by the day's end;
+// with CatchUp off, the two hours' 200 go at once.
+func TestCatchUpIsBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		catchUp int
+		most    int // the most in an hour after the gap
+	}{{"bounded", 0, 150}, {"unbounded", -1, 300}} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := memory.New()
+			t.Cleanup(func() { _ = st.Close() })
+			clk := &fakeClock{t: time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)}
+			set := limitedSet(tsubame.ImpressionLimits{Daily: 2400}, tsubame.Budget{}, 1_000_000, tsubame.PacingEven)
+			set.Campaigns[0].Timezone = "UTC"
+			n := newNode(t, st, set, "node-0", budget.LedgerOptions{Now: clk.Now, Interval: 10 * time.Second, CatchUp: tc.catchUp})
+			ctx := t.Context()
+			perHour := make([]int, 24)
+			for step := range 24 * 360 { // 10 s steps
+				h := step / 360
+				if h < 6 || h >= 8 {
+					for range 3 { // 1,080 an hour: ten times the plan
+						if id := n.decide(clk.Now(), 0); id != "" {
+							n.show(t, id)
+							perHour[h]++
+						}
+					}
+				}
+				clk.Advance(10 * time.Second)
+				n.ledger.Tick(ctx)
+			}
+			total := 0
+			for _, v := range perHour {
+				total += v
+			}
+			t.Logf("per hour %v: %d in all", perHour, total)
+			// The hand leased in an hour may be spent early in the next:
+			// a few more than the bound.
+			if most := slices.Max(perHour[8:]); most > tc.most+5 || tc.catchUp < 0 && most < 250 {
+				t.Errorf("after the gap, %d in an hour: want at most %d (the catch-up bound, and the hand)", most, tc.most)
+			}
+			if total < 2395 || total > 2400 {
+				t.Errorf("%d delivered of 2,400: want all of it by the day's end", total)
 			}
 		})
 	}

@@ -72,6 +72,9 @@ type AdsBudget struct {
 	// Warm is how many budgets and limits a node leases for ahead of
 	// their line item's first decision; 0: none.
 	Warm int `koanf:"warm"`
+	// CatchUp is the percent of an hour's plan a paced limit behind it may
+	// commit in the hour; 0: all at once.
+	CatchUp int `koanf:"catch_up"`
 }
 
 // Privacy modes (ads.privacy, sites.<name>.privacy).
@@ -207,6 +210,9 @@ func (c *Config) validateAds(p *problems) {
 	}
 	if b.Wait < 0 || b.Wait > time.Second {
 		p.add("ads.budget.wait: must be between 0 (never) and 1s (got %v)", b.Wait)
+	}
+	if b.CatchUp != 0 && (b.CatchUp < 100 || b.CatchUp > 1000) {
+		p.add("ads.budget.catch_up: must be 0 (all at once) or a percent of the plan from 100 to 1000 (got %d)", b.CatchUp)
 	}
 	if b.Warm < 0 || b.Warm > 1_000_000 {
 		p.add("ads.budget.warm: must be between 0 (none) and 1000000 (got %d)", b.Warm)
