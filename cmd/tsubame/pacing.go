@@ -512,7 +512,7 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 				n.line = l
 			}
 		}
-		c.Warm(ctx, ix) // as a server does with every index it compiles
+		c.Warm(ctx, ix, nil) // as a server does with its first index
 		nodes = append(nodes, n)
 	}
 	ex := bidder.Exchange{WinWindow: sc.window, Reservation: sc.reservation, WinRateHolds: sc.winRateHolds, KeepWon: sc.keepWon}

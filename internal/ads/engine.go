@@ -74,7 +74,7 @@ func (e *Engine) Changed() {
 // warmer is Counters that lease budgets ahead of a new index's first
 // decisions (budget.Counters).
 type warmer interface {
-	Warm(ctx context.Context, ix *decision.Index) int
+	Warm(ctx context.Context, ix, prev *decision.Index) int
 }
 
 // Refresh compiles a new index if the store's version differs from the
@@ -106,11 +106,20 @@ func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 	if !e.built.Load() || v != e.version {
 		level = slog.LevelInfo
 	}
-	if w, ok := e.counters.(warmer); ok {
-		// Leases for its new line items and flights before it serves.
-		w.Warm(ctx, idx)
+	w, warm := e.counters.(warmer)
+	if warm && !e.built.Load() {
+		// The first index: leases for its line items before it serves
+		// (and before /readyz says ready).
+		w.Warm(ctx, idx, nil)
 	}
-	e.idx.Store(idx)
+	prev := e.idx.Swap(idx)
+	if warm && e.built.Load() {
+		// A later one serves at once, and leases for its new line items
+		// and flights beside it (their first decisions wait for the
+		// top-up, or pass them over): a slow store never holds a
+		// campaign's pause or edit back.
+		go w.Warm(context.WithoutCancel(ctx), idx, prev)
+	}
 	e.version, e.stale = v, false
 	if e.log != nil {
 		e.log.Log(ctx, level, "decision index compiled", "version", v, "line_items", idx.Len(), "took", time.Since(start).Round(time.Microsecond))

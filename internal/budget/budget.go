@@ -110,7 +110,7 @@ func (c *Counters) Allow(l *decision.Line, req *decision.Request, slot int, now 
 			}
 		}
 		var ok bool
-		if r, ok = c.ledger.take(l, now, need, int64(req.Price(l)), share); !ok { // a shaded bid holds what it bids
+		if r, ok = c.ledger.take(l, now, need, int64(req.Price(l)), share, &req.Waited); !ok { // a shaded bid holds what it bids
 			return false
 		}
 		// Only a whole hold pays a kept bid's price: a share's pool does
@@ -298,12 +298,13 @@ func (c *Counters) failed(op, lineItem string, err error) {
 }
 
 // Warm leases, ahead of their first decision, for the limited line items
-// of a new index that serve now (Ledger.Warm); it does nothing without a
-// Ledger. The decision engine calls it with every index it compiles,
-// before the first, at start, is served.
-func (c *Counters) Warm(ctx context.Context, ix *decision.Index) int {
+// of a new index that serve now and were not in the one it replaces, prev
+// (Ledger.Warm); it does nothing without a Ledger. The decision engine
+// calls it with every index it compiles: the first, at start, before it
+// serves; the next ones as they serve.
+func (c *Counters) Warm(ctx context.Context, ix, prev *decision.Index) int {
 	if c.ledger == nil {
 		return 0
 	}
-	return c.ledger.Warm(ctx, ix)
+	return c.ledger.Warm(ctx, ix, prev)
 }

@@ -147,8 +147,9 @@ type Ledger struct {
 	// The loop's own: touched by Run's goroutine (and Close after it).
 	loopMu sync.Mutex
 	closed bool
-	// running: Run's loop answers kicks, so a decision may wait for one.
-	running atomic.Bool
+	// running: Run's loop answers kicks, so a decision may wait for one;
+	// stopped: Close has begun, and no decision waits any more.
+	running, stopped atomic.Bool
 }
 
 // NewLedger returns a Ledger over q whose holds are settled by the
@@ -205,6 +206,10 @@ func newHolder(name string) string {
 	return name + "/" + hex.EncodeToString(r[:])
 }
 
+// Running reports whether Run's loop runs: decisions may wait for its
+// top-ups (LedgerOptions.Wait).
+func (g *Ledger) Running() bool { return g.running.Load() && !g.stopped.Load() }
+
 // Holder is this node's name in the store.
 func (g *Ledger) Holder() string { return g.opt.Holder }
 
@@ -247,10 +252,10 @@ type account struct {
 	pooled, owed atomic.Int64
 	rate         atomic.Int64 // local units asked for since the last step
 	asks         atomic.Int64 // takes asked for since the last tick: requests, for the traffic
-	prof         *profile     // where asks are counted (nil: nowhere); set when made
 	holds        atomic.Int64 // reservations open
 	unit         atomic.Int64 // the largest take
 	kicked       atomic.Bool  // an empty hand was reported to the loop
+	warmed       atomic.Bool  // leased for by Warm (once)
 	// bids: an auction's bid took from it (decision.Request.CapsOnWin):
 	// its bids hold their price until they lose, so what it commits runs
 	// behind its plan by design, and catchUp does not bound it.
@@ -283,7 +288,10 @@ type account struct {
 	// The hour's catch-up bound (catchUp): the hour it is of (Unix hours),
 	// and the store's committed count and the plan when it was read.
 	cuHour, cuBase, cuPlan int64
-	cuNext                 int64 // the plan an hour after the read
+	cuAt                   int64       // when it was read, Unix nanoseconds
+	cuNext                 int64       // the plan an hour after the read
+	cuCfg                  *accountCfg // the setting it was read under
+	cuCurve                curve       // the re-paced curve's cache
 	// The round's plan.
 	want         int64 // store units to lease
 	renew, lease bool
@@ -473,7 +481,7 @@ type dayState struct {
 // impression of it costs, in thousandths of a micro-unit; at most l's
 // CPM, less when a bid is shaded), held until until (Unix nanoseconds;
 // now when it is spent at once), holding share of it (reservation.share).
-func (g *Ledger) take(l *decision.Line, now time.Time, until int64, price, share int64) (reservation, bool) {
+func (g *Ledger) take(l *decision.Line, now time.Time, until int64, price, share int64, waited *bool) (reservation, bool) {
 	st := g.state(l)
 	r := reservation{share: share}
 	if share == decision.HoldByWinRate {
@@ -504,7 +512,7 @@ func (g *Ledger) take(l *decision.Line, now time.Time, until int64, price, share
 		// each pay their own bill, not by a tail of shares whose bills
 		// would go past it.
 		gen, ok := s.acct.take(r.held(r.n), s.units, nowNs, need)
-		if !ok && g.wait(s.acct, nowNs) {
+		if !ok && waited != nil && !*waited && g.wait(s.acct, nowNs, waited) {
 			gen, ok = s.acct.takeAgain(r.held(r.n), s.units, g.opt.Now().UnixNano(), need)
 		}
 		if !ok {
@@ -583,10 +591,11 @@ func (g *Ledger) hold(l *decision.Line, r *reservation, now, due, until, winBy i
 // running, while the store refused a's last lease (a.dry: the limit or the
 // pacing holds it back, or the store failed), nor for an Interval after a
 // wait timed out.
-func (g *Ledger) wait(a *account, now int64) bool {
-	if g.opt.Wait <= 0 || !g.running.Load() || a.dry.Load() > now || a.noWait.Load() > now {
+func (g *Ledger) wait(a *account, now int64, waited *bool) bool {
+	if g.opt.Wait <= 0 || !g.running.Load() || g.stopped.Load() || a.dry.Load() > now || a.noWait.Load() > now {
 		return false
 	}
+	*waited = true
 	a.wakeMu.Lock()
 	if a.wake == nil {
 		a.wake = make(chan struct{})
@@ -659,10 +668,10 @@ func (g *Ledger) state(l *decision.Line) *lineState {
 	start, end := l.Flight()
 	cs, ce := l.CampaignFlight()
 	if n := l.Limits.Total; n > 0 {
-		st.total[0] = g.slot(keyLineImp(l.ID), impScale, accountCfg{n, start, end, g.pacer(l, keyLineImp(l.ID))}, impScale)
+		st.total[0] = g.slot(keyLineImp(l.ID), impScale, accountCfg{n, start, end, g.pacer(l, keyLineImp(l.ID), start, end)}, impScale)
 	}
 	if b := int64(l.Budget.Total); b > 0 && l.CPM > 0 {
-		st.total[1] = g.slot(keyCampaignSpend(l.Campaign), nanosPerMicro, accountCfg{b, cs, ce, g.pacer(l, keyCampaignSpend(l.Campaign))}, int64(l.CPM))
+		st.total[1] = g.slot(keyCampaignSpend(l.Campaign), nanosPerMicro, accountCfg{b, cs, ce, g.pacer(l, keyCampaignSpend(l.Campaign), cs, ce)}, int64(l.CPM))
 	}
 	g.lines.Store(l.ID, st)
 	return st
@@ -681,12 +690,13 @@ func sameBudget(a, b *decision.Line) bool {
 }
 
 // pacer is the pacing of l's counter family (its total's key: a line
-// item's impressions, a campaign's spend), weighed by the traffic this
-// node learned when it is paced and has no hour weights. The caller holds
-// g.mu.
-func (g *Ledger) pacer(l *decision.Line, family string) pacer {
+// item's impressions, a campaign's spend) over the period [start, end),
+// weighed by the traffic this node learned when it is paced, has no hour
+// weights and the period is bounded (else it is not paced, and learns
+// nothing). The caller holds g.mu.
+func (g *Ledger) pacer(l *decision.Line, family string, start, end int64) pacer {
 	p := newPacer(l.Pacing, l.Zone)
-	if p.mode != tsubame.PacingASAP && p.weights == nil {
+	if p.mode != tsubame.PacingASAP && p.weights == nil && start != math.MinInt64 && end != math.MaxInt64 {
 		p.own, p.all = g.traffic.of(family), g.traffic.all
 	}
 	return p
@@ -705,11 +715,11 @@ func (g *Ledger) newDay(st *lineState, now time.Time) *dayState {
 	d := &dayState{start: ds, end: de}
 	if n := l.Limits.Daily; n > 0 {
 		start, end := l.Flight()
-		d.slots[0] = g.slot(keyLineImpDay(l.ID, date), impScale, accountCfg{n, max(ds, start), min(de, end), g.pacer(l, keyLineImp(l.ID))}, impScale)
+		d.slots[0] = g.slot(keyLineImpDay(l.ID, date), impScale, accountCfg{n, max(ds, start), min(de, end), g.pacer(l, keyLineImp(l.ID), ds, de)}, impScale)
 	}
 	if b := int64(l.Budget.Daily); b > 0 && l.CPM > 0 {
 		cs, ce := l.CampaignFlight()
-		d.slots[1] = g.slot(keyCampaignSpendDay(l.Campaign, date), nanosPerMicro, accountCfg{b, max(ds, cs), min(de, ce), g.pacer(l, keyCampaignSpend(l.Campaign))}, int64(l.CPM))
+		d.slots[1] = g.slot(keyCampaignSpendDay(l.Campaign, date), nanosPerMicro, accountCfg{b, max(ds, cs), min(de, ce), g.pacer(l, keyCampaignSpend(l.Campaign), ds, de)}, int64(l.CPM))
 	}
 	st.day.Store(d)
 	return d
@@ -721,7 +731,7 @@ func (g *Ledger) slot(key string, scale int64, cfg accountCfg, units int64) slot
 	a := g.accounts[key]
 	if a == nil {
 		g.made++
-		a = &account{key: key, scale: scale, nonce: g.made, prof: cfg.pacer.own}
+		a = &account{key: key, scale: scale, nonce: g.made}
 		g.accounts[key] = a
 	}
 	old := a.cfg.Swap(&cfg)
@@ -809,21 +819,35 @@ func (g *Ledger) Tick(ctx context.Context) {
 }
 
 // count adds the requests each account was asked for since the last
-// tick to the traffic it is learned in, and all of them to the node's.
+// tick to the traffic its pacing learns (once per profile: a line item's
+// total and daily accounts count the same requests), and all of them to
+// the node's.
 func (g *Ledger) count(accts []*account) {
 	now := g.opt.Now().UnixNano()
 	var total int64
+	byProf := map[*profile]int64{}
 	for _, a := range accts {
 		n := a.asks.Swap(0)
-		total += n
-		if a.prof != nil {
-			a.prof.count(now, n)
+		if p := a.cfg.Load().pacer.own; p != nil {
+			if n > byProf[p] {
+				byProf[p] = n
+			} else if _, ok := byProf[p]; !ok {
+				byProf[p] = 0
+			}
 		}
+		total += n
+	}
+	for p, n := range byProf {
+		p.count(now, n)
 	}
 	g.traffic.all.count(now, total)
-	if now-g.traffic.swept > dayNs {
-		g.traffic.swept = now
-		g.traffic.forget(now)
+	t := g.traffic
+	if t.swept == 0 {
+		t.swept = now // a day of running before the first sweep: a restart keeps what it read
+	}
+	if now-t.swept > dayNs {
+		t.swept = now
+		t.forget(now)
 	}
 }
 
@@ -974,7 +998,7 @@ func (g *Ledger) run(ctx context.Context, a *account, now int64) {
 func (g *Ledger) lease(ctx context.Context, a *account, now, want int64) bool {
 	cfg := a.cfg.Load()
 	limit := min(cfg.pacer.target(&a.curve, cfg.limit, cfg.start, cfg.end, now), tsubame.MaxQuotaUnits)
-	limit = g.catchUp(ctx, a, cfg, now, limit)
+	limit = g.catchUp(ctx, a, cfg, now, limit, want)
 	sctx, cancel := context.WithTimeout(ctx, g.opt.Timeout)
 	got, held, err := g.quotas.Lease(sctx, a.key, g.opt.Holder, limit, want, g.ttl)
 	cancel()
@@ -1001,21 +1025,26 @@ func (g *Ledger) lease(ctx context.Context, a *account, now, want int64) bool {
 	return true
 }
 
-// catchUp bounds plan, the pacing's target for a at now, so that a limit
-// behind its plan commits no more than CatchUp percent of the hour's plan
-// in the hour: at its first lease of each hour the ledger reads what the
-// store has committed (every node's), and the bound is that plus CatchUp
-// percent of what the plan adds from then on. A limit on its plan, or
-// behind it by less than half an hour of it, is not held back; nor asap,
-// an unbounded period, an hour whose read failed, or a limit an auction's
-// bids take from (account.bids).
-func (g *Ledger) catchUp(ctx context.Context, a *account, cfg *accountCfg, now, plan int64) int64 {
-	if g.opt.CatchUp < 0 || a.bids.Load() || cfg.pacer.mode == tsubame.PacingASAP || cfg.start == math.MinInt64 || cfg.end == math.MaxInt64 ||
-		now >= cfg.end || now < cfg.start {
+// catchUp bounds plan, the pacing's target for a at now, when a is behind
+// it: at its first lease of each hour (or of a new setting) the ledger
+// reads what the store has committed (every node's), and from then on a
+// may commit at most the more of CatchUp percent of what the plan adds,
+// and what is left of its limit spread over the rest of its period by the
+// same weights (re-paced): so a short gap is caught up within hours, not in
+// a burst, and a long one (an outage, a line item added or resumed late)
+// is spread over what is left of the period, never stranded. Not bounded:
+// a limit behind its plan by less than half an hour of it (the leases'
+// churn), asap, an unbounded period, an hour whose read failed, a renewal
+// (want 0), and a limit an auction's bids take from (account.bids: its
+// bids hold their price until they lose, so what it commits runs behind
+// its plan by design). The bound is never below what was committed.
+func (g *Ledger) catchUp(ctx context.Context, a *account, cfg *accountCfg, now, plan, want int64) int64 {
+	if want <= 0 || g.opt.CatchUp < 0 || a.bids.Load() || cfg.pacer.mode == tsubame.PacingASAP || cfg.start == math.MinInt64 ||
+		cfg.end == math.MaxInt64 || now >= cfg.end || now < cfg.start {
 		return plan
 	}
 	hour := floorDiv(now, int64(time.Hour))
-	if a.cuHour != hour {
+	if a.cuHour != hour || a.cuCfg != cfg {
 		sctx, cancel := context.WithTimeout(ctx, g.opt.Timeout)
 		settled, outstanding, err := g.quotas.Committed(sctx, a.key)
 		cancel()
@@ -1023,24 +1052,22 @@ func (g *Ledger) catchUp(ctx context.Context, a *account, cfg *accountCfg, now, 
 			g.storeErrors.Add(1)
 			return plan
 		}
-		a.cuHour, a.cuBase, a.cuPlan = hour, settled+outstanding, plan
 		var c curve
+		a.cuHour, a.cuCfg, a.cuAt, a.cuBase, a.cuPlan = hour, cfg, now, settled+outstanding, plan
 		a.cuNext = cfg.pacer.target(&c, cfg.limit, cfg.start, cfg.end, min(now+int64(time.Hour), cfg.end))
+		a.cuCurve = curve{}
 	}
-	if a.cuBase == 0 || 2*(a.cuPlan-a.cuBase) <= a.cuNext-a.cuPlan {
-		// On the plan, or behind it by less than half an hour of it (the
-		// leases' churn: units given back, bids held): nothing to catch
-		// up. Nothing committed in the period yet: a line item new in it
-		// (added at noon) starts now, and may deliver what the plan
-		// allowed before it.
+	if 2*(a.cuPlan-a.cuBase) <= a.cuNext-a.cuPlan || a.cuBase >= cfg.limit {
 		return plan
 	}
-	grow := plan - a.cuPlan
-	bound := a.cuBase + (grow*int64(g.opt.CatchUp)+99)/100
-	if grow > math.MaxInt64/int64(max(g.opt.CatchUp, 1)) {
+	grow := max(plan-a.cuPlan, 0)
+	if grow > math.MaxInt64/int64(g.opt.CatchUp) {
 		return plan
 	}
-	return min(plan, bound)
+	// What is left, re-paced over the rest of the period from the read.
+	repaced := cfg.pacer.target(&a.cuCurve, cfg.limit-a.cuBase, a.cuAt, cfg.end, now)
+	bound := a.cuBase + max((grow*int64(g.opt.CatchUp)+99)/100, repaced)
+	return min(plan, bound) // bound is at least cuBase: never below what was committed
 }
 
 // reconcile takes the store's word that this node holds held units of
@@ -1440,6 +1467,12 @@ func (g *Ledger) Close(ctx context.Context) error {
 		return nil
 	}
 	g.closed = true
+	g.stopped.Store(true)
+	g.mu.Lock()
+	for _, a := range g.accounts { // no decision waits on a closed ledger
+		a.woken()
+	}
+	g.mu.Unlock()
 	g.settleDue(ctx) // what can be given back is, before the rest counts as spent
 	// With handovers, the leases keep what the open holds stand on, and
 	// the holds go to another server (handover.go).
@@ -1628,15 +1661,17 @@ func (g *Ledger) Stats() []AccountStats {
 }
 
 // Warm leases, ahead of their first decision, for the line items of ix
-// with an impression limit or a budget that serve now and that this
-// ledger keeps no account of yet: at most Warm accounts (LedgerOptions),
+// with an impression limit or a budget that serve now, are new in ix (not
+// in prev, the index it replaces, or in it before their flight started;
+// nil: all) and whose accounts this ledger never warmed nor leased for: at
+// most Warm accounts (LedgerOptions),
 // within the store Timeout, each up to the most a hand holds (a 64th of
 // its limit; the store grants no more than its pacing allows). So a fresh
 // node, a new line item or a new flight is served from its first request
 // instead of passing it over while the loop asks. A hand warmed and not
 // asked for is given back over the next rounds. It returns the accounts
 // leased for.
-func (g *Ledger) Warm(ctx context.Context, ix *decision.Index) int {
+func (g *Ledger) Warm(ctx context.Context, ix, prev *decision.Index) int {
 	if g.opt.Warm <= 0 {
 		return 0
 	}
@@ -1652,6 +1687,16 @@ func (g *Ledger) Warm(ctx context.Context, ix *decision.Index) int {
 		if start, end := l.Flight(); nowNs < start || nowNs >= end {
 			continue
 		}
+		if prev != nil {
+			// Only a line item new in ix, or whose flight started since
+			// prev was compiled: the others were warmed then, or were
+			// passed over for the bound and lease on their first decision.
+			if p, ok := prev.LineByID(l.ID); ok {
+				if start, _ := p.Flight(); start <= prev.Compiled().UnixNano() {
+					continue
+				}
+			}
+		}
 		st := g.state(l)
 		d := st.day.Load()
 		if d == nil || nowNs < d.start || nowNs >= d.end {
@@ -1659,10 +1704,11 @@ func (g *Ledger) Warm(ctx context.Context, ix *decision.Index) int {
 		}
 		for _, s := range [...]slot{st.total[0], st.total[1], d.slots[0], d.slots[1]} {
 			a := s.acct
-			if a == nil || seen[a] || a.exp.Load() != 0 || a.hand.Load() != 0 || a.holds.Load() != 0 {
+			if a == nil || seen[a] || a.warmed.Load() || a.exp.Load() != 0 || a.hand.Load() != 0 || a.holds.Load() != 0 {
 				continue
 			}
 			seen[a] = true
+			a.warmed.Store(true) // once: an account the store refused is not asked again at every compile
 			fresh = append(fresh, a)
 		}
 	}

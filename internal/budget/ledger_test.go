@@ -484,7 +484,9 @@ func TestUsages(t *testing.T) {
 	clk := &fakeClock{t: time.Date(2026, 11, 27, 12, 0, 0, 0, time.FixedZone("JST", 9*3600))}
 	set := limitedSet(tsubame.ImpressionLimits{Total: 1000, Daily: 100}, tsubame.Budget{Total: 50_000_000, Daily: 2_000_000}, 2_500_000, tsubame.PacingEven)
 	set.Campaigns[0].Start, set.Campaigns[0].End = clk.t.Add(-24*time.Hour), clk.t.Add(72*time.Hour)
-	n := newNode(t, st, set, "node-0", budget.LedgerOptions{Now: clk.Now})
+	// Catch-up off: the half of the day before noon, never delivered, is
+	// delivered at once (TestCatchUpIsBounded re-paces it over the rest).
+	n := newNode(t, st, set, "node-0", budget.LedgerOptions{Now: clk.Now, CatchUp: -1})
 	ctx := t.Context()
 	shown := 0
 	for range 200 {
@@ -1567,7 +1569,12 @@ func TestCatchUpIsBounded(t *testing.T) {
 		name    string
 		catchUp int
 		most    int // the most in an hour after the gap
-	}{{"bounded", 0, 150}, {"unbounded", -1, 300}} {
+		from    int // the first hour of traffic (0: midnight)
+	}{{"bounded", 0, 150, 0}, {"unbounded", -1, 300, 0},
+		// Nothing committed until 18:00 (a line item added, or resumed,
+		// late): the day's 2,400 re-paced over its last 6 hours, 400 an
+		// hour, not 1,800 in the first of them.
+		{"added at 18:00", 0, 400, 18}} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := memory.New()
 			t.Cleanup(func() { _ = st.Close() })
@@ -1579,7 +1586,7 @@ func TestCatchUpIsBounded(t *testing.T) {
 			perHour := make([]int, 24)
 			for step := range 24 * 360 { // 10 s steps
 				h := step / 360
-				if h < 6 || h >= 8 {
+				if h >= tc.from && (h < 6 || h >= 8) {
 					for range 3 { // 1,080 an hour: ten times the plan
 						if id := n.decide(clk.Now(), 0); id != "" {
 							n.show(t, id)
@@ -1597,12 +1604,99 @@ func TestCatchUpIsBounded(t *testing.T) {
 			t.Logf("per hour %v: %d in all", perHour, total)
 			// The hand leased in an hour may be spent early in the next:
 			// a few more than the bound.
-			if most := slices.Max(perHour[8:]); most > tc.most+5 || tc.catchUp < 0 && most < 250 {
+			if most := slices.Max(perHour[max(8, tc.from):]); most > tc.most+5 || tc.catchUp < 0 && most < 250 {
 				t.Errorf("after the gap, %d in an hour: want at most %d (the catch-up bound, and the hand)", most, tc.most)
 			}
 			if total < 2395 || total > 2400 {
 				t.Errorf("%d delivered of 2,400: want all of it by the day's end", total)
 			}
 		})
+	}
+}
+
+// A decision that finds its hand empty waits for the top-up, once per
+// request, while the loop runs: served at once on a fresh ledger with a
+// Wait, passed over without one, and not kept waiting by a closed ledger.
+func TestWaitForTheTopUp(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		wait  time.Duration
+		serve bool
+	}{{"waits", time.Second, true}, {"never waits", -1, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := memory.New()
+			t.Cleanup(func() { _ = st.Close() })
+			set := limitedSet(tsubame.ImpressionLimits{Total: 1000}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
+			// A long interval: only a kick can top the hand up in time.
+			n := newNode(t, st, set, "node-0", budget.LedgerOptions{Interval: time.Hour, Lease: 3 * time.Hour, Wait: tc.wait})
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan struct{})
+			go func() { defer close(done); n.ledger.Run(ctx) }()
+			t.Cleanup(func() { cancel(); <-done })
+			for deadline := time.Now().Add(30 * time.Second); !n.ledger.Running(); time.Sleep(time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the loop does not run")
+				}
+			}
+			req := &decision.Request{ReserveUntil: time.Now().Add(time.Minute)}
+			got := n.allow(time.Now(), req) != ""
+			if got != tc.serve || req.Waited != (tc.wait > 0) {
+				t.Fatalf("served %v, waited %v: want served %v", got, req.Waited, tc.serve)
+			}
+			if c := n.ledger.Counts(); tc.serve && c.Waited != 1 {
+				t.Errorf("counts: %+v, want one wait", c)
+			}
+			// The request waited once: its next empty hand does not wait.
+			req2 := &decision.Request{ReserveUntil: time.Now().Add(time.Minute), Waited: true}
+			for range 2000 {
+				if n.allow(time.Now(), req2) == "" {
+					break
+				}
+			}
+			if c := n.ledger.Counts(); tc.serve && c.Waited != 1 {
+				t.Errorf("a request that waited waited again: %+v", c)
+			}
+		})
+	}
+}
+
+// Warm leases for a new index's limited line items before their first
+// decision, once: the next index warms only what is new in it, and an
+// account whose limit is spent is not asked for again at every compile.
+func TestWarm(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	set := limitedSet(tsubame.ImpressionLimits{Total: 6400, Daily: 3200}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
+	set.LineItems = append(set.LineItems, &tsubame.LineItem{ID: "li-spent", Campaign: "camp", Priority: 1, Weight: 1, CPM: 1_000_000,
+		Creatives: []string{"cr"}, Limits: tsubame.Limits{Impressions: tsubame.ImpressionLimits{Total: 5}}})
+	if _, _, err := st.Lease(t.Context(), "li/li-spent/imp", "another-node", 5, 5, time.Hour); err != nil {
+		t.Fatal(err) // another node holds all of li-spent
+	}
+	g, err := budget.NewLedger(st, st, budget.LedgerOptions{Holder: "node-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := budget.New(st, budget.Options{Ledger: g})
+	ix, ls := lines(t, set, c)
+	if n := c.Warm(t.Context(), ix, nil); n != 2 {
+		t.Fatalf("%d accounts warmed, want li's 2 (li-spent's is spent)", n)
+	}
+	// Served at once: no loop round, no wait.
+	if !c.Allow(ls["li"], &decision.Request{}, 0, time.Now()) {
+		t.Fatal("the first decision of a warmed line item was refused")
+	}
+	leases := func() int64 { return int64(g.Counts().Warmed) }
+	// The same line items in the next index: nothing to warm; li-spent
+	// is not asked again.
+	ix2, _ := lines(t, set, c)
+	if n := c.Warm(t.Context(), ix2, ix); n != 0 || leases() != 2 {
+		t.Fatalf("the next index warmed %d (%d in all), want none", n, leases())
+	}
+	// A new line item in the next one: warmed.
+	set.LineItems = append(set.LineItems, &tsubame.LineItem{ID: "li-new", Campaign: "camp", Priority: 1, Weight: 1, CPM: 1_000_000,
+		Creatives: []string{"cr"}, Limits: tsubame.Limits{Impressions: tsubame.ImpressionLimits{Total: 640}}})
+	ix3, _ := lines(t, set, c)
+	if n := c.Warm(t.Context(), ix3, ix2); n != 1 {
+		t.Fatalf("an index with a new line item warmed %d accounts, want 1", n)
 	}
 }

@@ -113,6 +113,16 @@ func (p pacer) weigh(w *[quarters]uint32, from, to int64) uint64 {
 	}
 	if p.weights == nil && w != nil {
 		var sum uint64
+		if to-from > 2*dayNs {
+			// Whole days at once: a long flight costs its two ends.
+			first := (floorDiv(from, dayNs) + 1) * dayNs
+			last := floorDiv(to, dayNs) * dayNs
+			var day uint64
+			for q := range quarters {
+				day += uint64(w[q]) * uint64(quarter/int64(time.Millisecond))
+			}
+			return p.weigh(w, from, first) + uint64((last-first)/dayNs)*day + p.weigh(w, last, to)
+		}
 		for t := from; t < to; {
 			q := floorDiv(t, quarter)
 			end := min((q+1)*quarter, to)

@@ -40,8 +40,9 @@ const (
 const trafficAlpha = 0.3
 
 // maxProfiles bounds the line items and campaigns whose own day a node
-// learns; beyond it they pace by every line item's (about 1.5 KB each).
-const maxProfiles = 65536
+// learns; beyond it they pace by every line item's (about 2.2 KB each in
+// memory, 36 MB at most; about as much in the traffic file).
+const maxProfiles = 16384
 
 // profile is the traffic of one line item's or campaign's accounts (or of
 // all of them), per quarter-hour of the UTC day.
@@ -49,39 +50,49 @@ type profile struct {
 	mu    sync.Mutex
 	day   int64                            // Unix day of today's counts
 	today [quarters]int64                  // requests counted today, per quarter
-	ticks [quarters]int32                  // loop rounds that counted each quarter today
+	seenT [quarters]int64                  // nanoseconds of each quarter watched today
 	shape [quarters]float32                // requests per quarter, smoothed over days
 	seen  [quarters]uint16                 // days folded into each quarter
 	last  int64                            // when it last counted, Unix nanoseconds
-	every int64                            // the loop's interval, nanoseconds: rounds per quarter
+	every int64                            // the loop's interval, nanoseconds
 	w     atomic.Pointer[[quarters]uint32] // the pacing weights; nil until every quarter was seen
 }
 
-// count adds n requests at now (Unix nanoseconds), one loop round's.
+// maxWatch is the most one count credits as watched: a round late by
+// more than that (the loop stalled, the server stopped) did not watch the
+// time in between.
+const maxWatch = int64(time.Minute)
+
+// count adds n requests at now (Unix nanoseconds): one loop round's, the
+// time since the last round watched (at most maxWatch; an interval for
+// the first).
 func (p *profile) count(now, n int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	day := floorDiv(now, dayNs)
 	if day != p.day {
 		p.fold()
-		p.day, p.today, p.ticks = day, [quarters]int64{}, [quarters]int32{}
+		p.day, p.today, p.seenT = day, [quarters]int64{}, [quarters]int64{}
+	}
+	watched := p.every
+	if p.last != 0 && now > p.last {
+		watched = min(now-p.last, maxWatch)
 	}
 	q := floorDiv(now, quarter) - day*quarters
 	p.today[q] += n
-	p.ticks[q]++
+	p.seenT[q] += watched
 	p.last = now
 }
 
 // fold folds today's counts into the smoothed day: each quarter this node
-// watched for at least half of its rounds, scaled to the whole quarter.
-// Once every quarter has been seen, the weights follow. Under p.mu.
+// watched for at least half of it, scaled to the whole quarter. Once every
+// quarter has been seen, the weights follow. Under p.mu.
 func (p *profile) fold() {
-	rounds := float64(max(quarter/max(p.every, 1), 1))
 	for q := range quarters {
-		if float64(p.ticks[q]) < rounds/2 {
+		if 2*p.seenT[q] < quarter {
 			continue
 		}
-		v := float32(float64(p.today[q]) * rounds / float64(p.ticks[q]))
+		v := float32(float64(p.today[q]) * float64(quarter) / float64(p.seenT[q]))
 		if p.seen[q] == 0 {
 			p.shape[q] = v
 		} else {

@@ -64,10 +64,10 @@ func TestProfileLearnsTheDay(t *testing.T) {
 		}
 		return evening(q)
 	})
-	// Quarter 1 watched for 600 of its 900 rounds, at 6 a round: 5,400
+	// Quarter 1 watched for 600 of its 900 seconds, at 6 a second: 5,400
 	// in the quarter.
 	p.mu.Lock()
-	p.today[1], p.ticks[1] = 3600, 600
+	p.today[1], p.seenT[1] = 3600, 600*int64(time.Second)
 	p.mu.Unlock()
 	watch(p, day0+4, 0, 1, evening)
 	p.mu.Lock()
@@ -111,6 +111,28 @@ func TestTrafficFile(t *testing.T) {
 	for _, bad := range []string{`{"version":2}`, `{"version":1,"keys":{"k":{"shape":[-1]}}}`, `not json`} {
 		if err := h.ReadTraffic(strings.NewReader(bad)); err == nil {
 			t.Errorf("%s: read", bad)
+		}
+	}
+}
+
+// A long period is weighed by whole days at once, as by its quarters.
+func TestWeighLongPeriods(t *testing.T) {
+	var w [quarters]uint32
+	for q := range w {
+		w[q] = uint32(10 + q*7%50)
+	}
+	p := pacer{mode: "even", loc: time.UTC}
+	from := int64(1_700_000_123_456_789)
+	for _, span := range []int64{dayNs / 3, 2*dayNs + 5, 3*dayNs + 12345, 400*dayNs + 999} {
+		var slow uint64
+		for t0 := from; t0 < from+span; {
+			q := floorDiv(t0, quarter)
+			end := min((q+1)*quarter, from+span)
+			slow += uint64(w[q-floorDiv(q, quarters)*quarters]) * uint64(end-t0) / uint64(time.Millisecond)
+			t0 = end
+		}
+		if got := p.weigh(&w, from, from+span); got != slow {
+			t.Errorf("%d ns: weighed %d, quarter by quarter %d", span, got, slow)
 		}
 	}
 }

@@ -101,6 +101,10 @@ type Request struct {
 	// then not spent again. For exchanges measured billing late
 	// (bidder.Exchange.KeepWonNow).
 	KeepWon bool
+	// Waited is set by Counters once the request has waited for a
+	// budget's top-up: a request waits at most once, however many line
+	// items and accounts it tries.
+	Waited bool
 	// Test asks for decisions that spend nothing (OpenRTB's test=1):
 	// Counters let a line item serve if it could, and take nothing.
 	Test bool

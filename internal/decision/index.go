@@ -130,6 +130,7 @@ var compiles atomic.Uint64
 // Index is an immutable, compiled campaign set. It is safe for concurrent
 // use: any number of goroutines may call Decide at once.
 type Index struct {
+	compiled  time.Time // Options.Now
 	lines     []Line
 	creatives []creative
 	zones     []*time.Location
@@ -152,6 +153,9 @@ type Index struct {
 
 	pool sync.Pool // *scratch
 }
+
+// Compiled is the time the index was compiled for (Options.Now).
+func (ix *Index) Compiled() time.Time { return ix.compiled }
 
 // Len returns the number of line items that may serve.
 func (ix *Index) Len() int { return len(ix.lines) }
@@ -207,7 +211,7 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 		now = time.Now()
 	}
 	gen := compiles.Add(1)
-	ix := &Index{counters: opt.Counters, kvs: map[kvKey]uint32{}, deals: map[string]uint32{}, cats: map[string]uint32{}, apps: map[string]uint32{},
+	ix := &Index{compiled: now, counters: opt.Counters, kvs: map[kvKey]uint32{}, deals: map[string]uint32{}, cats: map[string]uint32{}, apps: map[string]uint32{},
 		advDomains: map[string][]int32{}, lineByID: map[string]int32{}, creativeByID: map[string]int32{}}
 	if ix.counters == nil {
 		ix.counters = NoCounters{}
