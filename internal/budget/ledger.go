@@ -1664,7 +1664,8 @@ func (g *Ledger) Stats() []AccountStats {
 // with an impression limit or a budget that serve now, are new in ix (not
 // in prev, the index it replaces, or in it before their flight started;
 // nil: all) and whose accounts this ledger never warmed nor leased for: at
-// most Warm accounts (LedgerOptions),
+// most Warm accounts (LedgerOptions), those of the line items with the
+// most traffic learned first when there are more,
 // within the store Timeout, each up to the most a hand holds (a 64th of
 // its limit; the store grants no more than its pacing allows). So a fresh
 // node, a new line item or a new flight is served from its first request
@@ -1677,9 +1678,12 @@ func (g *Ledger) Warm(ctx context.Context, ix, prev *decision.Index) int {
 	}
 	now := g.opt.Now()
 	nowNs := now.UnixNano()
-	var fresh []*account
-	seen := map[*account]bool{}
-	for i := 0; i < ix.Len() && len(fresh) < g.opt.Warm; i++ {
+	type candidate struct {
+		l       *decision.Line
+		traffic float64 // what the server learned of its requests a day
+	}
+	var cands []candidate
+	for i := range ix.Len() {
 		l := ix.Line(i)
 		if !l.Limited {
 			continue
@@ -1697,6 +1701,20 @@ func (g *Ledger) Warm(ctx context.Context, ix, prev *decision.Index) int {
 				}
 			}
 		}
+		cands = append(cands, candidate{l, max(g.traffic.daily(keyLineImp(l.ID)), g.traffic.daily(keyCampaignSpend(l.Campaign)))})
+	}
+	if len(cands) > g.opt.Warm {
+		// More than the bound: those that had the most traffic first
+		// (after a restart, from the traffic file), then in index order.
+		slices.SortStableFunc(cands, func(a, b candidate) int { return cmp.Compare(b.traffic, a.traffic) })
+	}
+	var fresh []*account
+	seen := map[*account]bool{}
+	for _, c := range cands {
+		if len(fresh) >= g.opt.Warm {
+			break
+		}
+		l := c.l
 		st := g.state(l)
 		d := st.day.Load()
 		if d == nil || nowNs < d.start || nowNs >= d.end {

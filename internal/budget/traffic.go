@@ -169,6 +169,23 @@ func (t *traffic) of(key string) *profile {
 	return p
 }
 
+// daily is the requests a day key's profile learned (0: none learned).
+func (t *traffic) daily(key string) float64 {
+	t.mu.Lock()
+	p := t.byKey[key]
+	t.mu.Unlock()
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var sum float64
+	for q := range quarters {
+		sum += float64(p.shape[q])
+	}
+	return sum
+}
+
 // forget drops the profiles that counted nothing for longer than a week
 // and a day: their line items are gone.
 func (t *traffic) forget(now int64) {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"tsubame"
+	"tsubame/internal/decision"
 	"tsubame/internal/store/memory"
 )
 
@@ -134,5 +136,43 @@ func TestWeighLongPeriods(t *testing.T) {
 		if got := p.weigh(&w, from, from+span); got != slow {
 			t.Errorf("%d ns: weighed %d, quarter by quarter %d", span, got, slow)
 		}
+	}
+}
+
+// With more accounts to warm than its bound, Warm takes the line items
+// that had traffic first (as learned, or read from the traffic file).
+func TestWarmTakesTrafficFirst(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	set := &tsubame.CampaignSet{
+		Currency:    "USD",
+		Advertisers: []*tsubame.Advertiser{{ID: "acme", Name: "Acme"}},
+		Campaigns:   []*tsubame.Campaign{{ID: "camp", Advertiser: "acme", Timezone: "UTC", Pacing: tsubame.Pacing{Mode: tsubame.PacingASAP}}},
+		Creatives: []*tsubame.Creative{{ID: "cr", Advertiser: "acme", Format: "banner", W: 300, H: 250,
+			Image: "https://cdn.acme.example/b.png", Click: "https://acme.example/", Status: "approved"}},
+	}
+	for _, id := range []string{"li-a", "li-b", "li-c"} {
+		set.LineItems = append(set.LineItems, &tsubame.LineItem{ID: id, Campaign: "camp", Priority: 1, Weight: 1, CPM: 1_000_000,
+			Creatives: []string{"cr"}, Limits: tsubame.Limits{Impressions: tsubame.ImpressionLimits{Total: 6400}}})
+	}
+	g, err := NewLedger(st, st, LedgerOptions{Holder: "n", Warm: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch(g.traffic.of("li/li-c/imp"), 20_000, 0, 86400, func(int) int64 { return 1 })
+	watch(g.traffic.of("li/li-c/imp"), 20_001, 0, 1, func(int) int64 { return 1 })
+	ix, err := decision.Compile(set, decision.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := g.Warm(t.Context(), ix, nil); n != 1 {
+		t.Fatalf("%d warmed, want 1 (the bound)", n)
+	}
+	g.mu.Lock()
+	_, c := g.accounts["li/li-c/imp"]
+	_, a := g.accounts["li/li-a/imp"]
+	g.mu.Unlock()
+	if !c || a {
+		t.Fatalf("warmed li-c %v, li-a %v: want li-c, the one with traffic", c, a)
 	}
 }
