@@ -39,11 +39,17 @@
 // back settled units and what the hand holds beyond need, renews leases
 // half-way through their Lease, and tops hands up to twice what the last
 // intervals asked for (at most a 64th of the limit); an account whose hand
-// ran short is topped up at once. The limit a lease asks with is the
-// pacing target (pacing.go): the full limit for asap, the elapsed share of
-// the period (the flight for a total, the day within it for a daily
-// limit), weighted by hour_weights, for even, 1.25 times that for
-// frontloaded. A lease not renewed within its Lease (the store gone) is
+// ran short is topped up at once, to twice what this interval asked for so
+// far, and a decision that found it empty waits for that, at most
+// LedgerOptions.Wait and once per request. Warm leases for a new index's
+// line items before their first decision. The limit a lease asks with is
+// the pacing target (pacing.go): the full limit for asap, for even the
+// share of the period's expected traffic that has passed (the flight for a
+// total, the day within it for a daily limit), as this node learned it
+// (traffic.go), or weighted by hour_weights, 1.25 times that for
+// frontloaded; and a limit behind its plan commits at most CatchUp percent
+// of the hour's plan, or what is left re-paced over the rest of its period
+// (catchUp). A lease not renewed within its Lease (the store gone) is
 // no longer spent. When the store holds less of a lease than the node
 // counts on — the lease ended there and it counted all of it as spent, or
 // a failover to a replica lost the writes that granted it — the node drops
