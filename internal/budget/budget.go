@@ -110,7 +110,15 @@ func (c *Counters) Allow(l *decision.Line, req *decision.Request, slot int, now 
 			}
 		}
 		var ok bool
-		if r, ok = c.ledger.take(l, now, need, int64(req.Price(l)), share, &req.Waited); !ok { // a shaded bid holds what it bids
+		// A decision waits for an empty hand's top-up (once); an auction's
+		// bid does not: the exchange's next request comes within
+		// milliseconds, a bid's deadline is the exchange's, and at a
+		// budget's end bids held by a share must not crowd in.
+		waited := &req.Waited
+		if req.CapsOnWin {
+			waited = nil
+		}
+		if r, ok = c.ledger.take(l, now, need, int64(req.Price(l)), share, waited); !ok { // a shaded bid holds what it bids
 			return false
 		}
 		// Only a whole hold pays a kept bid's price: a share's pool does
