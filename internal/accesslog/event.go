@@ -11,10 +11,12 @@ import (
 )
 
 // Money events (a decision, an impression, a click; a bid, an exchange's
-// win, billing and loss notices, a bid's markup impression) are lines of the access log like the requests
-// that carry them: they go through the same Append, buffers or mapped file,
-// rotation, crash-clean and Kafka shipper, so the lines that are the
-// invoice are kept by the path that loses nothing. A request's own line
+// win, billing and loss notices, a bid's markup impression), and each ad
+// request decided for (the slots it asked, filled or not), are lines of
+// the access log like the requests that carry them: they go through the
+// same Append, buffers or mapped file, rotation, crash-clean and Kafka
+// shipper, so the lines that are the invoice are kept by the path that
+// loses nothing. A request's own line
 // stays as it is; its events are lines in addition, appended through the
 // same Logger with Record.Event set.
 //
@@ -36,10 +38,11 @@ const (
 	EventBid                           // a bid made in an exchange's auction
 	EventLoss                          // an exchange's loss notice
 	EventBidImp                        // a bid's markup fired its impression (a viewer's player or page)
+	EventRequest                       // an ad request decided for: the slots it asked, filled or not
 )
 
 var eventKinds = [...]string{EventDecision: "decision", EventImp: "imp", EventClick: "click", EventWin: "win", EventBill: "bill",
-	EventBid: "bid", EventLoss: "loss", EventBidImp: "bid_imp"}
+	EventBid: "bid", EventLoss: "loss", EventBidImp: "bid_imp", EventRequest: "request"}
 
 // String is the kind's name as written in the event field ("" for none).
 func (k EventKind) String() string {

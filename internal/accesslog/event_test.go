@@ -450,10 +450,14 @@ func TestEventExtra(t *testing.T) {
 }
 
 func TestEventKinds(t *testing.T) {
-	for _, k := range []EventKind{EventDecision, EventImp, EventClick, EventWin, EventBill, EventBid, EventLoss, EventBidImp} {
+	for _, k := range []EventKind{EventDecision, EventImp, EventClick, EventWin, EventBill, EventBid, EventLoss, EventBidImp, EventRequest} {
 		if got, ok := ParseEventKind(k.String()); !ok || got != k || k.String() == "" {
 			t.Errorf("%d: %q parses to %d, %v", k, k.String(), got, ok)
 		}
+	}
+	// A kind's number is never reused: new kinds go after the others.
+	if EventDecision != 1 || EventBidImp != 8 || EventRequest != 9 || EventRequest.String() != "request" {
+		t.Errorf("kinds renumbered: decision %d, bid_imp %d, request %d (%q)", EventDecision, EventBidImp, EventRequest, EventRequest)
 	}
 	if _, ok := ParseEventKind(""); ok {
 		t.Error(`"" is a kind`)
