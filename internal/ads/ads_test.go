@@ -377,6 +377,82 @@ func TestDecideNoFill(t *testing.T) {
 	}
 }
 
+// Every request decided for is one request line, filled or not: the
+// slots it asked (count), how many were filled, and the origin its
+// decision lines carry; a refused request and a crawler's have none.
+func TestDecideRequestLine(t *testing.T) {
+	f := newFixture(t)
+	n := f.start(t, nodeOpts{
+		geo: func(netip.Addr) (string, string) { return "US", "" },
+		device: func(ua []byte) ads.Device {
+			return ads.Device{Device: "mobile", Bot: strings.Contains(string(ua), "Googlebot")}
+		},
+	})
+	// li-jp wants Japan, li-sports the sports section: nothing fits.
+	if resp, ds := decide(t, n, "placement=side&uid=u-1&site=News.Example.com&kv.section=news&count=2"); resp.StatusCode != http.StatusNoContent || ds != nil {
+		t.Fatalf("unfilled: %d %v", resp.StatusCode, ds)
+	}
+	// Three slots, one filled: li-jp would share li-sports' advertiser.
+	_, ds := decide(t, n, "placement=side&uid=u-2&site=news.example.com&kv.section=sports&count=3")
+	if len(ds) != 1 || ds[0].LineItem != "li-sports" {
+		t.Fatalf("filled: %+v", ds)
+	}
+	// A decide endpoint's request is one too.
+	if _, body := get(t, n.url+"/api/ad.js?id=nowhere&callback=cb&uid=u-3"); string(body) != `cb({"decisions":[]});` {
+		t.Fatalf("endpoint: %s", body)
+	}
+	// Refused, and a crawler's: no request line.
+	if resp, _ := get(t, n.url+"/api/decide?placement=side&count=17"); resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("count=17: %d", resp.StatusCode)
+	}
+	if resp, _ := decide(t, n, "placement=top", "User-Agent", "Mozilla/5.0 (compatible; Googlebot/2.1)"); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("crawler: %d", resp.StatusCode)
+	}
+
+	lines := n.lines(t)
+	reqs, dec := events(lines, "request"), events(lines, "decision")
+	if len(reqs) != 3 || len(dec) != 1 {
+		t.Fatalf("%d request and %d decision lines, want 3 and 1: %v", len(reqs), len(dec), reqs)
+	}
+	byPlacement := map[string][]map[string]string{}
+	ids := map[string]bool{}
+	for _, l := range reqs {
+		byPlacement[l["placement"]] = append(byPlacement[l["placement"]], l)
+		if id := l["event_id"]; !strings.HasPrefix(id, "r:") || len(id) != len("r:")+26 || ids[id] {
+			t.Errorf("request event_id %q (seen: %v)", id, ids[id])
+		}
+		ids[l["event_id"]] = true
+		for k, v := range map[string]string{"decision": "-", "line_item": "-", "campaign": "-", "creative": "-", "uid": "-",
+			"price": "0", "currency": "JPY", "valid": "true", "advertiser": "-", "country": "US", "device": "mobile"} {
+			if l[k] != v {
+				t.Errorf("request line %s = %q, want %q (%v)", k, l[k], v, l)
+			}
+		}
+	}
+	side, nowhere := byPlacement["side"], byPlacement["nowhere"]
+	if len(side) != 2 || len(nowhere) != 1 {
+		t.Fatalf("request lines by placement %v", byPlacement)
+	}
+	if side[0]["slots"] == "3" {
+		side[0], side[1] = side[1], side[0]
+	}
+	for i, want := range []map[string]string{
+		{"slots": "2", "filled": "0", "site": "news.example.com"},
+		{"slots": "3", "filled": "1", "site": "news.example.com", "reqid": dec[0]["reqid"], "host": dec[0]["host"]},
+		{"slots": "1", "filled": "0", "site": "-"},
+	} {
+		l := append(side, nowhere...)[i]
+		for k, v := range want {
+			if l[k] != v {
+				t.Errorf("request line %d: %s = %q, want %q (%v)", i, k, l[k], v, l)
+			}
+		}
+	}
+	if dec[0]["placement"] != "side" || dec[0]["site"] != "news.example.com" || dec[0]["country"] != "US" || dec[0]["device"] != "mobile" {
+		t.Errorf("decision line %v", dec[0])
+	}
+}
+
 // Key-values and the country target: kv.section=sports wins at priority
 // 2; from Japan li-jp serves at priority 3 otherwise.
 func TestDecideTargeting(t *testing.T) {

@@ -23,6 +23,7 @@ type answer struct {
 	kvs     [decision.MaxKeyValues]decision.KeyValue
 	out     [decision.MaxCount]decision.Decision
 	ids     [decision.MaxCount]string
+	reqID   [len("r:") + idLen]byte   // the request line's event_id
 	imp     [decision.MaxCount]string // impression URLs
 	click   [decision.MaxCount]string // click URLs
 	n       int
@@ -61,8 +62,9 @@ var (
 
 var answers = sync.Pool{New: func() any { return new(answer) }}
 
-// decide makes the decisions of r for placement, logs each, and leaves
-// them in a (a.n of them; none for a crawler).
+// decide makes the decisions of r for placement, logs the request (one
+// request line, filled or not) and each decision, and leaves them in a
+// (a.n of them; none for a crawler).
 func (s *Service) decide(w server.Response, r server.Request, placement []byte, format string, a *answer) error {
 	if len(placement) > track.MaxIDLen {
 		return errLongPlacement
@@ -104,6 +106,9 @@ func (s *Service) decide(w server.Response, r server.Request, placement []byte, 
 
 	out := s.opt.Engine.Index().Decide(req, a.out[:0], nil)
 	a.n = len(out)
+	if err := s.logRequest(r, placement, now, a); err != nil {
+		return err
+	}
 	if a.n == 0 {
 		return nil
 	}
@@ -150,6 +155,23 @@ func (s *Service) decide(w server.Response, r server.Request, placement []byte, 
 		}
 	}
 	return nil
+}
+
+// logRequest logs the request line of a decided request: the slots it
+// asked and how many of them its decisions filled (a.n, none included),
+// with the origin its decision lines carry. Decision lines alone cannot
+// tell a placement's opportunities: an unfilled request has none. Its
+// event_id is "r:" and an id of its own; like a decision line, it
+// allocates nothing.
+func (s *Service) logRequest(r server.Request, placement []byte, now time.Time, a *answer) error {
+	req := &a.req
+	o := track.Origin{Site: req.Site, Country: req.Country, Device: req.Device}.Clean()
+	e := accesslog.Event{Kind: accesslog.EventRequest, ID: accesslog.Bytes(appendID(append(a.reqID[:0], "r:"...), now)),
+		Placement: accesslog.Bytes(placement), Currency: accesslog.String(s.opt.Currency), Valid: true}
+	e.AddOrigin("", o.Site, o.Country, o.Device)
+	e.AddInt(keySlots, int64(min(max(req.Count, 1), decision.MaxCount))) // as Decide bounds it
+	e.AddInt(keyFilled, int64(a.n))
+	return s.logEvent(r, &e)
 }
 
 // parseRequest reads the request's parameters into a.req: site (else the

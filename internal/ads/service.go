@@ -181,6 +181,8 @@ var (
 	keyReason = accesslog.MustKey("reason")
 	keyLate   = accesslog.MustKey("late")
 	keyTest   = accesslog.MustKey("test")
+	keySlots  = accesslog.MustKey("slots")  // a request line's: the slots it asked
+	keyFilled = accesslog.MustKey("filled") // and how many were filled
 )
 
 // Why an event line is not valid.
