@@ -26,6 +26,7 @@ type reportRow struct {
 	Clicks             int64  `json:"clicks"`
 	CTR                string `json:"ctr"`
 	Spend              string `json:"spend"`
+	Requests           int64  `json:"requests"`
 	Decisions          int64  `json:"decisions"`
 	InvalidImpressions int64  `json:"invalid_impressions"`
 	InvalidClicks      int64  `json:"invalid_clicks"`
@@ -35,6 +36,7 @@ type reportRow struct {
 // reportTraffic is what a test sent and what the reports must say of it.
 type reportTraffic struct {
 	decisions, imps, impRepeats, clicks, clickRepeats, rejected map[string]int64 // by line item ("" for rejected)
+	requests                                                    int64            // slots asked: one per ad request
 	urls                                                        []struct{ li, imp, click string }
 }
 
@@ -53,6 +55,7 @@ func (tr *reportTraffic) send(t *testing.T, base string, n int) {
 		if code != http.StatusOK {
 			t.Fatalf("decide: %d %s", code, body)
 		}
+		tr.requests++
 		var a adsAnswer
 		if err := json.Unmarshal([]byte(body), &a); err != nil {
 			t.Fatal(err)
@@ -116,10 +119,19 @@ func (tr *reportTraffic) diff(t *testing.T, rows []reportRow) []string {
 		cpm[l.ID] = l.CPM
 	}
 	seen := map[string]bool{}
+	requests := false
 	for _, r := range rows {
 		seen[r.LineItem] = true
+		if r.LineItem == "" && r.Currency != "" {
+			// The ad requests' slots: they have no line item.
+			requests = true
+			if want := (reportRow{Currency: "USD", Requests: tr.requests, CTR: r.CTR, Spend: "0.00"}); r != want {
+				out = append(out, fmt.Sprintf("the row of ad requests:\n got %+v\nwant %+v", r, want))
+			}
+			continue
+		}
 		if r.LineItem == "" {
-			if r.Rejected != tr.rejected[""] || r.Impressions != 0 || r.Currency != "" {
+			if r.Rejected != tr.rejected[""] || r.Impressions != 0 || r.Requests != 0 || r.Currency != "" {
 				out = append(out, fmt.Sprintf("the row of refused URLs: %+v, want %d rejected", r, tr.rejected[""]))
 			}
 			continue
@@ -136,6 +148,9 @@ func (tr *reportTraffic) diff(t *testing.T, rows []reportRow) []string {
 		if !seen[li] {
 			out = append(out, "no row for line item "+li)
 		}
+	}
+	if tr.requests > 0 && !requests {
+		out = append(out, fmt.Sprintf("no row of ad requests (%d sent)", tr.requests))
 	}
 	return out
 }

@@ -31,6 +31,7 @@ const (
 	InvalidWins                       // win notices not counted: repeats, test auctions, an unreachable store
 	InvalidLosses                     // loss notices not counted: repeats, test auctions, an unreachable store
 	BidImps                           // impressions bids' markup fired (bid_imp), counted: the first for its bid, not a crawler's
+	Requests                          // an ad request's slots (its request line's slots): opportunities, filled or not
 	numCounters
 )
 
@@ -39,7 +40,7 @@ var counterNames = [numCounters]string{
 	Losses: "losses", Spend: "spend", Overage: "overage", OverageSpend: "overage_spend",
 	InvalidImpressions: "invalid_impressions", InvalidClicks: "invalid_clicks", InvalidBids: "invalid_bids",
 	InvalidBills: "invalid_bills", Rejected: "rejected", InvalidWins: "invalid_wins", InvalidLosses: "invalid_losses",
-	BidImps: "bid_imps",
+	BidImps: "bid_imps", Requests: "requests",
 }
 
 // String is the counter's name in reports.
@@ -117,6 +118,10 @@ func classify(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (ok bool, e
 	switch kind {
 	case accesslog.EventDecision:
 		c[Decisions] = 1
+	case accesslog.EventRequest:
+		// The slots asked, whether its decisions filled them or not:
+		// what a placement was offered (decisions are what was filled).
+		c[Requests] = l.Int("slots")
 	case accesslog.EventImp, accesslog.EventBill:
 		switch {
 		case valid && late:

@@ -34,7 +34,8 @@ type column struct {
 
 // columns are the result's columns: its dimensions in the query's order,
 // the currency, then the counts (amounts as decimals, with the CTR after
-// the clicks). table keeps the counts an overview needs.
+// the clicks; the requests beside the decisions that filled them). table
+// keeps the counts an overview needs.
 func (res *Result) columns(table bool) []column {
 	var cols []column
 	loc := res.Query.Location
@@ -60,7 +61,7 @@ func (res *Result) columns(table bool) []column {
 	}
 	order := []Counter{Impressions, Clicks}
 	if table {
-		cols = append(cols, count(Decisions), count(Impressions), count(Clicks))
+		cols = append(cols, count(Requests), count(Decisions), count(Impressions), count(Clicks))
 	} else {
 		cols = append(cols, count(Impressions), count(Clicks))
 	}
@@ -73,7 +74,10 @@ func (res *Result) columns(table bool) []column {
 		return cols
 	}
 	for c := range numCounters {
-		if !slices.Contains(order, c) && c != Spend {
+		switch {
+		case c == Decisions:
+			cols = append(cols, count(Requests), count(Decisions))
+		case !slices.Contains(order, c) && c != Spend && c != Requests:
 			cols = append(cols, count(c))
 		}
 	}

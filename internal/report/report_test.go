@@ -26,7 +26,7 @@ var t0 = time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
 
 // trafficKinds is how many lines traffic's round of kinds takes: one of
 // them is a decision.
-const trafficKinds = 18
+const trafficKinds = 19
 
 // event is one line of generated traffic and what the reports must count
 // for it, written out by hand (not by classify).
@@ -39,7 +39,8 @@ type event struct {
 
 // traffic makes n lines over three line items, one every 7 seconds from
 // start: each kind of event, valid and not, late, in two currencies, a
-// request's own line and refused tracking requests. An auction's loss
+// request's own line, refused tracking requests, and an ad request's
+// request line (no line item: its slots are counted). An auction's loss
 // notice carries a clearing price above the bid's (why it lost): never
 // spend.
 func traffic(n int, start time.Time) []event {
@@ -116,8 +117,14 @@ func traffic(n int, start time.Time) []event {
 			ev.li, ev.cur = "", ""
 			ev.rec = accesslog.Record{Method: []byte("GET"), Path: []byte("/t/bi/forged"), Endpoint: "rtb_bid_imp", Status: 400}
 			ev.want[Rejected] = 1
+		case 18:
+			e.Kind, e.Decision, e.LineItem, e.Campaign, e.Creative = accesslog.EventRequest, accesslog.Text{}, accesslog.Text{}, accesslog.Text{}, accesslog.Text{}
+			e.AddOrigin("", "news.example.com", "JP", "mobile")
+			e.AddInt(accesslog.MustKey("slots"), 3)
+			e.AddInt(accesslog.MustKey("filled"), 1)
+			ev.li, ev.want[Requests] = "", 3
 		}
-		if e != nil {
+		if e != nil && e.Kind != accesslog.EventRequest {
 			e.AddOrigin("adv-1", "news.example.com", "JP", "mobile")
 		}
 		ev.rec.Time = start.Add(time.Duration(i) * 7 * time.Second)
@@ -709,5 +716,47 @@ func TestVerifyNamesAChangedFile(t *testing.T) {
 	_, err = r.Verify(Query{})
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("the file is now %d bytes, shorter than that", len(b)/2)) {
 		t.Fatalf("verify of a file cut short: %v", err)
+	}
+}
+
+// A request line counts the slots its ad request asked as requests,
+// filled or not, by its placement, site, country and device (and the
+// currency of the server that decided): no line item, no advertiser.
+func TestRequestLineCountsSlots(t *testing.T) {
+	for _, format := range []accesslog.Format{accesslog.LTSV, accesslog.JSON} {
+		e := &accesslog.Event{Kind: accesslog.EventRequest, ID: accesslog.String("r:01M8KGFHCHPFHHN549VG4SZVSR"),
+			Placement: accesslog.String("top"), Currency: accesslog.String("JPY"), Valid: true}
+		e.AddOrigin("", "news.example.com", "JP", "mobile")
+		e.AddInt(accesslog.MustKey("slots"), 3)
+		e.AddInt(accesslog.MustKey("filled"), 1)
+		dir := t.TempDir()
+		writeLog(t, dir, format, false, []event{{rec: accesslog.Record{Time: t0, Remote: netip.MustParseAddr("192.0.2.1"),
+			RequestID: []byte("r-1"), Event: e}}})
+		names, _ := accesslog.ClosedFiles(dir, "access.log", false)
+		if len(names) != 1 {
+			t.Fatalf("files %v", names)
+		}
+		data, err := os.ReadFile(filepath.Join(dir, names[0]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var (
+			l    accesslog.Line
+			dims Dims
+			c    Counts
+		)
+		ok, err := classify(bytes.TrimSuffix(data, []byte("\n")), &l, &dims, &c)
+		if !ok || err != nil {
+			t.Fatalf("format %d: %v %v: %s", format, ok, err, data)
+		}
+		if want := (Counts{Requests: 3}); c != want {
+			t.Errorf("format %d: counts %v, want %v", format, c, want)
+		}
+		if want := (Dims{DimPlacement: "top", DimSite: "news.example.com", DimCountry: "JP", DimDevice: "mobile", DimCurrency: "JPY"}); dims != want {
+			t.Errorf("format %d: dims %q, want %q", format, dims, want)
+		}
+		if !l.Time.Equal(t0) {
+			t.Errorf("format %d: time %v", format, l.Time)
+		}
 	}
 }

@@ -863,7 +863,10 @@ async function loadReport() {
   select.replaceChildren(new Option("all", ""), ...lines.map((id) => new Option(id, id)));
   select.value = lines.includes(chosen) ? chosen : "";
   const sel = select.value;
-  const shown = rows.filter((x) => !sel || x.line_item === sel);
+  // Rows of line items, and the refused tracking URLs' (no line item). A
+  // row with neither is the ad requests' (their slots, filled or not): not
+  // a line item's delivery, so not this page's.
+  const shown = rows.filter((x) => (x.line_item || x.rejected) && (!sel || x.line_item === sel));
   $("report-range").textContent = `since ${new Date(q.get("from")).toLocaleString()} (${q.get("tz")})`;
 
   body.replaceChildren();
