@@ -20,7 +20,8 @@ import (
 // Kafka broker, ClickHouse reads the topic through deploy/clickhouse's
 // schema (Kafka engine, materialized views, a deduplicating events table).
 // Per line item, ClickHouse's decisions, impressions, clicks and spend
-// equal the valid events the files hold, and `tsubame report`; the refused
+// equal the valid events the files hold, and `tsubame report`, and so do
+// the ad requests' slots (the row without a line item); the refused
 // URLs equal the files' too; with every event stored twice, FINAL still
 // counts each once.
 func TestClickHouseFromKafka(t *testing.T) {
@@ -70,12 +71,13 @@ func TestClickHouseFromKafka(t *testing.T) {
 	for _, l := range set.LineItems {
 		cpm[l.ID] = int64(l.CPM)
 	}
-	want := map[string]string{}
+	want := map[string]string{"": fmt.Sprintf("0 0 0 0 %d", tr.requests)} // the requests have no line item
 	for li, n := range tr.decisions {
-		want[li] = fmt.Sprintf("%d %d %d %d", n, tr.imps[li], tr.clicks[li], cpm[li]*tr.imps[li])
+		want[li] = fmt.Sprintf("%d %d %d %d 0", n, tr.imps[li], tr.clicks[li], cpm[li]*tr.imps[li])
 	}
 	query := `SELECT line_item, countIf(event = 'decision'), countIf(event IN ('imp', 'bill') AND valid = 1 AND late = 0),
-		countIf(event = 'click' AND valid = 1), sumIf(price, event IN ('imp', 'bill') AND valid = 1 AND late = 0)
+		countIf(event = 'click' AND valid = 1), sumIf(price, event IN ('imp', 'bill') AND valid = 1 AND late = 0),
+		sumIf(slots, event = 'request')
 		FROM tsubame.events FINAL GROUP BY line_item ORDER BY line_item`
 	var got map[string]string
 	deadline := time.Now().Add(2 * time.Minute)
@@ -85,8 +87,9 @@ func TestClickHouseFromKafka(t *testing.T) {
 			t.Fatal(err)
 		}
 		got = map[string]string{}
-		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-			if f := strings.Split(line, "\t"); len(f) == 5 {
+		// The row without a line item starts with a tab: trim the end only.
+		for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+			if f := strings.Split(line, "\t"); len(f) == 6 {
 				got[f[0]] = strings.Join(f[1:], " ")
 			}
 		}
@@ -119,8 +122,8 @@ func TestClickHouseFromKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	again := map[string]string{}
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		if f := strings.Split(line, "\t"); len(f) == 5 {
+	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+		if f := strings.Split(line, "\t"); len(f) == 6 {
 			again[f[0]] = strings.Join(f[1:], " ")
 		}
 	}
@@ -144,21 +147,28 @@ func TestClickHouseFromKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	perLine := map[string]int64{}
+	var requests int64
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		var r struct {
 			LineItem    string      `json:"line_item"`
 			Impressions json.Number `json:"impressions"`
+			Requests    json.Number `json:"requests"`
 		}
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatalf("%v: %s", err, line)
 		}
 		n, _ := r.Impressions.Int64()
 		perLine[r.LineItem] += n
+		n, _ = r.Requests.Int64()
+		requests += n
 	}
 	for li, n := range tr.imps {
 		if perLine[li] != n {
 			t.Errorf("reports.sql: %s has %d impressions, the files %d", li, perLine[li], n)
 		}
+	}
+	if requests != tr.requests {
+		t.Errorf("reports.sql: %d requests, %d sent", requests, tr.requests)
 	}
 
 	// The same from tsubame report.

@@ -40,6 +40,8 @@ CREATE TABLE IF NOT EXISTS tsubame.access_log_kafka (
     reason String,
     late UInt8,
     test UInt8,
+    slots UInt16,
+    filled UInt16,
     endpoint String,
     status UInt16
 ) ENGINE = Kafka('{kafka_brokers}', '{kafka_topic}', 'tsubame-clickhouse', 'JSONEachRow');
@@ -48,7 +50,9 @@ CREATE TABLE IF NOT EXISTS tsubame.access_log_kafka (
 -- a shipper's resend after a crash) has the same event_id and time, and
 -- so do an impression's repeats; of the rows with one event_id the one
 -- kept is the valid one (the version column). Read with FINAL for exact
--- counts before ClickHouse has merged the parts.
+-- counts before ClickHouse has merged the parts. slots and filled are a
+-- request line's (event 'request': an ad request's slots asked and filled),
+-- 0 on the other events.
 CREATE TABLE IF NOT EXISTS tsubame.events (
     time DateTime('UTC'),
     event String,
@@ -74,7 +78,9 @@ CREATE TABLE IF NOT EXISTS tsubame.events (
     auction String,
     imp String,
     deal String,
-    publisher String
+    publisher String,
+    slots UInt16,
+    filled UInt16
 ) ENGINE = ReplacingMergeTree(valid)
 PARTITION BY toYYYYMM(time)
 ORDER BY (event_id);
@@ -92,7 +98,7 @@ ORDER BY (time);
 CREATE MATERIALIZED VIEW IF NOT EXISTS tsubame.events_from_kafka TO tsubame.events AS
 SELECT parseDateTimeBestEffort(time) AS time, event, event_id, decision, line_item, campaign, creative, placement, uid,
        price, currency, valid, late, test, reason, advertiser, site, country, device, exchange, seat, auction, imp,
-       deal, publisher
+       deal, publisher, slots, filled
 FROM tsubame.access_log_kafka
 WHERE event != '';
 
