@@ -50,9 +50,9 @@ var decideHeaders = []string{"User-Agent", "Referer", "Cookie", "DNT", "Sec-GPC"
 // eventExtras are the fields the ads package adds after the fixed fields of
 // an event line, and reasons the values of reason.
 var (
-	eventExtras  = []string{"site", "country", "device", "reason"}
+	eventExtras  = []string{"advertiser", "site", "country", "device", "reason", "slots", "filled"}
 	eventReasons = []string{"repeat", "crawler", "store_unavailable"}
-	eventIDForms = []string{"d:<decision>", "imp:<decision>", "click:<decision>"}
+	eventIDForms = []string{"r:<id>", "d:<decision>", "imp:<decision>", "click:<decision>"}
 )
 
 func readAdsDoc(t *testing.T) string {
@@ -382,7 +382,7 @@ func TestAdsDocsEventLines(t *testing.T) {
 			t.Errorf("an example event line has reason %q", r)
 		}
 	}
-	for _, k := range []string{"decision", "imp", "click"} {
+	for _, k := range []string{"request", "decision", "imp", "click"} {
 		if !kinds[k] {
 			t.Errorf("the example lines have no %s line", k)
 		}
