@@ -28,6 +28,7 @@ import (
 	"tsubame/internal/budget"
 	"tsubame/internal/bulk"
 	"tsubame/internal/decision"
+	"tsubame/internal/forecast"
 	"tsubame/internal/store/memory"
 )
 
@@ -48,6 +49,7 @@ var trafficCurves = map[string][24]int{"web": webTraffic, "business": businessTr
 // pacingFlags are the flags of `tsubame pacing simulate`.
 type pacingFlags struct {
 	format, line, date, traffic, png string
+	forecast, placement, subset      string
 	show, nodes                      int
 	every                            time.Duration
 	// The days before: how many, and how their traffic varies.
@@ -72,6 +74,9 @@ func (f *pacingFlags) define(fs *flag.FlagSet) {
 	fs.IntVar(&f.nodes, "nodes", 3, "servers sharing the budget (`N`)")
 	fs.DurationVar(&f.every, "every", time.Hour, "one row per this much (`DURATION`) of the day")
 	fs.StringVar(&f.png, "png", "", "also draw delivery against the ideal curve into this PNG `FILE`")
+	fs.StringVar(&f.forecast, "forecast", "", "also forecast the day from the days before (-history), as GET /api/v1/forecast does, and write each hour's forecast beside what it brought into this CSV `FILE`; the requests are for -placement, from desktops, phones and tablets (60, 30 and 10 %)")
+	fs.StringVar(&f.placement, "placement", "top", "the placement the requests are for (`ID`)")
+	fs.StringVar(&f.subset, "forecast-device", "desktop", "with -forecast, also forecast the requests of these devices (`DEVICE,...`) net of what the line items take")
 	fs.StringVar(&f.winRate, "win-rate", "100%", "the share of bids that win their auction, a `PERCENT` such as 10% or 0.5% (100%: every decision wins, as on /api/decide)")
 	fs.StringVar(&f.notices, "notices", "bill", "the notices the exchange sends, a `LIST` of win, loss and bill (the billing notice), or none")
 	fs.StringVar(&f.billOn, "bill-on", bidder.BillOnBURL, "the `EVENT` that bills a bid, as the exchange's bill_on: burl, nurl or markup (the impression its markup fires)")
@@ -87,8 +92,22 @@ func (f *pacingFlags) define(fs *flag.FlagSet) {
 // date into a simConfig, or says what is wrong as a usage error.
 func (f *pacingFlags) config() (simConfig, error) {
 	sc := simConfig{line: f.line, show: f.show, nodes: f.nodes, every: f.every, billOn: f.billOn,
-		winDelay: f.winDelay, billDelay: f.billDelay}
+		winDelay: f.winDelay, billDelay: f.billDelay, forecast: f.forecast != ""}
 	var err error
+	if sc.forecast {
+		p, err := forecast.Params{Placements: f.placement, Devices: f.subset}.Parse(nil, time.Now())
+		switch {
+		case err != nil:
+			return sc, usagef("-placement, -forecast-device: %v", err)
+		case len(p.Filter.Placements) != 1:
+			return sc, usagef("-placement: one placement")
+		case len(p.Filter.Devices) == 0:
+			return sc, usagef("-forecast-device: at least one device")
+		case f.history < 1:
+			return sc, usagef("-forecast needs days to learn from: -history 1 or more")
+		}
+		sc.placement, sc.subset = p.Filter.Placements[0], p.Filter.Devices
+	}
 	if c, ok := trafficCurves[f.traffic]; ok {
 		sc.traffic = c
 	} else if sc.traffic, err = parseTraffic(f.traffic); err != nil {
@@ -222,6 +241,12 @@ func runPacing(ctx context.Context, e *env, pf *pacingFlags, name string) error 
 			return fmt.Errorf("cannot draw %s: %w", pf.png, err)
 		}
 	}
+	if res.forecast != nil {
+		if _, err := writeFileAtomically(pf.forecast, func(w io.Writer) (int, error) { return 0, res.forecast.writeCSV(w) }); err != nil {
+			return fmt.Errorf("cannot write %s: %w", pf.forecast, err)
+		}
+		fmt.Fprintln(stderr, res.forecast.summary())
+	}
 	fmt.Fprintf(stderr, "%s on %s: %d requests, %d bids, %d won, %d impressions billed, spend %s %s",
 		res.line, res.date, res.requests, res.bids, res.wins, res.impressions, res.spend(), res.currency)
 	for _, id := range res.competing {
@@ -294,9 +319,14 @@ type simConfig struct {
 	noise, trend, dayTraffic int64
 	// catchUp is the servers' LedgerOptions.CatchUp.
 	catchUp int
-	show    int // percent of won bids shown
-	nodes   int
-	every   time.Duration
+	// forecast forecasts the day from the days before (simForecast):
+	// requests are for placement, subset the devices forecast net.
+	forecast  bool
+	placement string
+	subset    []string
+	show      int // percent of won bids shown
+	nodes     int
+	every     time.Duration
 	// interval is the simulated servers' ads.budget.interval (1s when 0).
 	interval time.Duration
 
@@ -371,6 +401,7 @@ type simResult struct {
 	impressions          int64 // billed
 	spendNanos           int64 // thousandths of a micro-unit
 	counts               budget.Counts
+	forecast             *simForecast // with sc.forecast
 }
 
 func (r *simResult) spend() string { return tsubame.Money(r.spendNanos / 1000).String() }
@@ -540,6 +571,9 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 	d := 0                         // the day of now in days
 	auction := sc.exchange() != "" // bids, as the bidder makes them; else /api/decide's decisions
 	decided := make([]decision.Decision, 0, 1)
+	if sc.forecast {
+		res.forecast = newSimForecast(sc.placement, sc.subset, loc, days[0].start, res.dayStart)
+	}
 	var before budget.Counts // the days before the day's: not the day's
 	counts := func() budget.Counts {
 		var c budget.Counts
@@ -557,6 +591,11 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 			return nil, err
 		}
 		if now.Equal(res.dayStart) {
+			if res.forecast != nil {
+				if err := res.forecast.forecast(nodes[0].ix, sc.history); err != nil {
+					return nil, err
+				}
+			}
 			before = counts()
 			res.rows = append(res.rows, res.row(now, nodes[0], li, camp, counts()))
 		}
@@ -578,6 +617,11 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 			// As the bidder holds a bid: see decision.HoldEnd.
 			req := &decision.Request{User: id, Reserve: []string{id}, ReserveUntil: decision.HoldEnd(now, sc.reservation),
 				KeepWon: ex.KeepWonNow(&node.stats), CapsOnWin: auction}
+			if res.forecast != nil {
+				req.Placement, req.Device = sc.placement, res.forecast.request(now)
+				id += "." + req.Device // the bills tell whose it was
+				req.User, req.Reserve = id, []string{id}
+			}
 			if win := ex.WinWindowNow(&node.stats); win > 0 {
 				req.ReserveUntil, req.WinBy = decision.RoundUp(now.Add(sc.reservation), time.Second), now.Add(win)
 			} else {
@@ -638,6 +682,9 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 				nodes[nt.to].stats.Bills.Add(1)
 				if !now.Before(time.Unix(nt.o.Due, 0).Add(budget.DefaultGrace)) {
 					nodes[nt.to].stats.Late.Add(1)
+				}
+				if res.forecast != nil {
+					res.forecast.billed(nt.bid, nt.o.LineItem, nt.o.Bid[strings.LastIndexByte(nt.o.Bid, '.')+1:])
 				}
 				if !nt.bid.Before(res.dayStart) {
 					res.billed[nt.o.LineItem]++

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/csv"
 	"flag"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -360,5 +361,66 @@ func allLate(t *testing.T, res *simResult) {
 	t.Helper()
 	if res.counts.Late != uint64(res.impressions) {
 		t.Errorf("%d bills 30 minutes after their bids, %d counted late: want all", res.impressions, res.counts.Late)
+	}
+}
+
+// The forecast, trained on 7 simulated days with noise and a trend, is
+// within 15 % of every hour of the next day (of an hour under 400 requests,
+// within its own random noise): the placement's requests, and
+// the desktop requests net of what the line items take of them (one for
+// every device, one for phones only). The two line items still meet their
+// goals on the day.
+func TestPacingSimulateForecast(t *testing.T) {
+	for _, c := range []struct{ traffic, trend string }{{"web", "5%"}, {"business", "-3%"}} {
+		t.Run(c.traffic, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), "forecast.csv")
+			var out, errOut bytes.Buffer
+			code := run(t.Context(), []string{"pacing", "simulate", "-date", "2026-12-01", "-traffic", c.traffic, "-history", "7",
+				"-noise", "10%", "-trend", c.trend, "-line", "li-coffee,li-books-mobile", "-forecast", file, "testdata/pacing-forecast.yaml"},
+				nil, &out, &errOut, nil)
+			if code != exitOK {
+				t.Fatalf("exit %d: %s", code, errOut.String())
+			}
+			f, err := os.Open(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			recs, err := csv.NewReader(f).ReadAll()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(recs) != 25 || strings.Join(recs[0], ",") != "hour,requests,forecast,error_pct,desktop_net,desktop_forecast_net,desktop_error_pct,desktop_booked" {
+				t.Fatalf("CSV:\n%v", recs)
+			}
+			var booked int64
+			for _, r := range recs[1:] {
+				n := func(i int) int64 {
+					v, err := strconv.ParseInt(r[i], 10, 64)
+					if err != nil {
+						t.Fatalf("%s: %v", r, err)
+					}
+					return v
+				}
+				for _, p := range [][2]int64{{n(2), n(1)}, {n(5), n(4)}} {
+					// 15 %, or in a small hour the count's own noise:
+					// three standard deviations of a Poisson count
+					// (3√n; over 15 % below 400 requests).
+					d := math.Abs(float64(p[0] - p[1]))
+					if d > max(0.15*float64(p[1]), 3*math.Sqrt(float64(p[1]))) {
+						t.Errorf("%s: forecast %d, the hour brought %d", r[0], p[0], p[1])
+					}
+				}
+				booked += n(7)
+			}
+			// The line item for every device takes 3,000 of the day's
+			// requests, 60 % of them from desktops.
+			if booked < 1700 || booked > 1900 {
+				t.Errorf("desktop booked %d, want about 1,800 (60%% of 3,000)", booked)
+			}
+			if !strings.Contains(errOut.String(), "li-coffee on 2026-12-01") || !strings.Contains(errOut.String(), "forecast of top from 7 days") {
+				t.Errorf("summary: %q", errOut.String())
+			}
+		})
 	}
 }
