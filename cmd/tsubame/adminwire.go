@@ -21,6 +21,7 @@ import (
 	"tsubame/internal/budget"
 	"tsubame/internal/certs"
 	"tsubame/internal/config"
+	"tsubame/internal/forecast"
 	"tsubame/internal/health"
 	"tsubame/internal/metrics"
 	"tsubame/internal/server"
@@ -116,6 +117,10 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 	}
 	if m.logs.roller != nil { // else the report routes say this server keeps none
 		opt.Reports = m.logs.roller
+		if m.ads.engine != nil {
+			opt.Forecast = forecast.New(forecast.Options{Reports: m.logs.roller.Query, Index: m.ads.engine.Index,
+				Days: cfg.Report.ForecastDays}).Forecast
+		}
 	}
 	opt.ReportLocation = cfg.ReportLocation()
 	m.adm.server = admin.New(opt)

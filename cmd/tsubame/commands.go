@@ -165,6 +165,18 @@ func init() {
 		reportCommand("verify", "Recount the access log's files and compare them with the reports.", ""),
 		reportCommand("rebuild", "Count the reports again from the access log's files kept.", ""),
 		{
+			name: "forecast", config: true, readOnly: true,
+			summary: "The impressions a placement, site, country or device is forecast to offer, hour by hour, " +
+				"what booked line items take of them and what is left to sell (docs/reports.md#forecasts).",
+			help: "Learned from the reports' ad requests over report.forecast_days. While a server runs on the " +
+				"data directory, the command asks it through its control socket.",
+			setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
+				var f forecastFlags
+				f.define(fs)
+				return func(ctx context.Context, _ []string) error { return runForecast(ctx, e, &f) }
+			},
+		},
+		{
 			name:    "version",
 			summary: "Print the version; -v adds the build settings, the modules and the license notice.",
 			setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {

@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"tsubame"
+	"tsubame/internal/forecast"
 	"tsubame/internal/health"
 )
 
@@ -94,6 +95,9 @@ type Options struct {
 	// their hours and days when a query names none (report.timezone).
 	Reports        Reports
 	ReportLocation *time.Location
+	// Forecast answers forecasts (internal/forecast); nil: the route
+	// answers that this server makes none.
+	Forecast func(forecast.Request) (*forecast.Result, error)
 	// MaxImportBytes bounds a bulk import's body.
 	MaxImportBytes int64
 	// MaxTokenTTL caps an API token's lifetime (and is the lifetime of one

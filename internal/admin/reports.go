@@ -23,6 +23,7 @@ func (s *Server) reportRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/v1/reports", s.requireRole(RoleViewer, s.reports))
 	mux.HandleFunc("GET /api/v1/reports/verify", s.requireRole(RoleViewer, s.verifyReports))
 	mux.HandleFunc("POST /api/v1/reports/rebuild", s.requireRole(RoleAdmin, s.rebuildReports))
+	mux.HandleFunc("GET /api/v1/forecast", s.requireRole(RoleViewer, s.forecast))
 }
 
 // reportQuery reads a report's parameters: from, to, by, tz.

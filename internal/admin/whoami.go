@@ -11,11 +11,13 @@ type Features struct {
 	Campaigns bool `json:"campaigns"` // /api/v1/campaigns and the other kinds
 	Budgets   bool `json:"budgets"`   // /api/v1/budgets
 	Reports   bool `json:"reports"`   // /api/v1/reports
+	Forecast  bool `json:"forecast"`  // /api/v1/forecast
 }
 
 func (s *Server) features() Features {
 	return Features{Stats: s.stats != nil, Endpoints: s.stats != nil && s.opt.Metrics != nil,
-		Campaigns: s.opt.Campaigns != nil, Budgets: s.opt.Campaigns != nil && s.opt.Budgets != nil, Reports: s.opt.Reports != nil}
+		Campaigns: s.opt.Campaigns != nil, Budgets: s.opt.Campaigns != nil && s.opt.Budgets != nil, Reports: s.opt.Reports != nil,
+		Forecast: s.opt.Forecast != nil}
 }
 
 // whoami says who the request's credentials name, with their CSRF token

@@ -27,6 +27,9 @@ type Report struct {
 	// Redis, its read positions; empty: the host name. Keep it stable
 	// across restarts of a node that keeps its access log.
 	Node string `koanf:"node"`
+	// ForecastDays is the whole days of traffic a forecast learns from
+	// (GET /api/v1/forecast, tsubame forecast).
+	ForecastDays int `koanf:"forecast_days"`
 }
 
 // ReportPath is the reports database's file.
@@ -46,6 +49,9 @@ func (c *Config) validateReport(p *problems) {
 	r := c.Report
 	p.positive("report.interval", r.Interval)
 	p.positive("report.commit_every", r.CommitEvery)
+	if r.ForecastDays < 1 || r.ForecastDays > 56 {
+		p.add("report.forecast_days: must be 1 to 56 (got %d)", r.ForecastDays)
+	}
 	if r.Minutes < time.Hour {
 		p.add("report.minutes: must be at least 1h (got %v)", r.Minutes)
 	}

@@ -81,6 +81,7 @@ function enter(session) {
     ["campaigns", "campaigns-count", "not kept: this server's store keeps no campaigns"],
     ["budgets", "budgets-count", "not kept: this server's store keeps no budgets"],
     ["reports", "report-range", "off on this server (report.enabled, or no endpoint writes the file access log)"],
+    ["forecast", "forecast-range", "off on this server: forecasts are made from the reports"],
   ]) {
     $(name + "-body").hidden = !features[name];
     if (!features[name]) $(note).textContent = `${dash} ${why}`;
@@ -88,6 +89,7 @@ function enter(session) {
   $("li-new").hidden = !canEdit() || !features.campaigns;
   if (features.campaigns) loadCampaigns();
   if (features.reports) loadReport();
+  if (features.forecast) loadForecast();
 }
 
 // Budgets: what the store holds of every budget and impression limit,
@@ -987,6 +989,76 @@ async function spendChart(sel, shown, times, spend, currency) {
   ], [{}]);
   $("report-budget").textContent = `(campaign ${campaign}: ${u.booked} ${currency}, ${u.pacing})`;
 }
+
+// Forecast (GET /api/v1/forecast): the impressions a selection of traffic
+// is forecast to offer over whole days of the browser's zone, hour by
+// hour, what booked line items take of them and what is left to sell.
+// window.tsubameForecast holds what is shown: the API's query and answer.
+window.tsubameForecast = null;
+
+// isoDate writes a local date as the API reads it (YYYY-MM-DD).
+const isoDate = (d) => `${d.getFullYear()}-${String(d.getMonth() + 1).padStart(2, "0")}-${String(d.getDate()).padStart(2, "0")}`;
+
+async function loadForecast() {
+  if (!$("forecast-from").value) {
+    const d = new Date();
+    d.setDate(d.getDate() + 1);
+    $("forecast-from").value = isoDate(d);
+    d.setDate(d.getDate() + 7);
+    $("forecast-to").value = isoDate(d);
+  }
+  const q = new URLSearchParams({ from: $("forecast-from").value, to: $("forecast-to").value, tz: reportZone() });
+  for (const k of ["placement", "site", "country", "device"]) {
+    const v = $("forecast-" + k).value.trim();
+    if (v) q.set(k, v);
+  }
+  const r = await api("GET", "/api/v1/forecast?" + q);
+  const body = $("forecast-lines").tBodies[0];
+  body.replaceChildren();
+  if (r.status !== 200 || !r.data) {
+    $("forecast-summary").textContent = "";
+    $("forecast-error").textContent = (r.data && r.data.error) || `Cannot make the forecast (${r.status}).`;
+    window.tsubameForecast = null;
+    return;
+  }
+  $("forecast-error").textContent = "";
+  const f = r.data;
+  window.tsubameForecast = { query: q.toString(), result: f };
+  const n = (v) => Number(v).toLocaleString("en");
+  $("forecast-range").textContent = `${new Date(f.from).toLocaleString()} to ${new Date(f.to).toLocaleString()} (${f.timezone})`;
+  $("forecast-summary").textContent = f.history_days === 0
+    ? "No traffic counted in the days before today: nothing to forecast from yet."
+    : `${n(f.available)} available, ${n(f.booked)} booked, ${n(f.net)} left to sell (learned from ${f.history_days} days of traffic).`;
+  for (const b of f.line_items || []) {
+    const tr = document.createElement("tr");
+    tr.dataset.lineItem = b.line_item;
+    cell(tr, b.line_item);
+    cell(tr, b.campaign);
+    cell(tr, String(b.priority), "num");
+    cell(tr, n(b.wants), "num");
+    cell(tr, n(b.takes), "num");
+    cell(tr, n(b.short), "num");
+    body.appendChild(tr);
+  }
+  if (!(f.line_items || []).length) {
+    const tr = document.createElement("tr");
+    cell(tr, "no booked line item takes from this selection");
+    tr.cells[0].colSpan = 6;
+    body.appendChild(tr);
+  }
+  const hours = f.hours || [];
+  const el = $("forecast-chart");
+  if (reportCharts.forecast) reportCharts.forecast.destroy();
+  if (typeof uPlot === "undefined") return;
+  reportCharts.forecast = new uPlot({
+    width: 860, height: 220,
+    scales: { x: { time: true } },
+    series: [{}, { label: "available", stroke: "#1f64c4", width: 2 }, { label: "booked", stroke: "#e07b00", width: 2 },
+      { label: "net", stroke: "#2a9d4b", width: 2 }],
+    axes: [{}, { size: 64 }],
+  }, [hours.map((h) => Date.parse(h.time) / 1000), hours.map((h) => h.available), hours.map((h) => h.booked), hours.map((h) => h.net)], el);
+}
+$("forecast-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadForecast(); });
 
 $("report-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadReport(); });
 $("report-line").addEventListener("change", () => loadReport());
