@@ -62,13 +62,13 @@ func TestWhoami(t *testing.T) {
 	notLoggedIn("a token scoped to /metrics", h.do("GET", "/api/v1/whoami", nil, "Authorization", "Bearer "+scoped))
 
 	// A session: the user, role, CSRF token and the features (none here:
-	// no stats, campaigns or reports).
+	// no stats, campaigns, reports or forecasts).
 	cookie, csrf := h.login()
 	m := h.do("GET", "/api/v1/whoami", nil, "Cookie", SessionCookie+"="+cookie).json(t)
 	if m["user"] != testUser || m["role"] != "admin" || m["csrf_token"] != csrf {
 		t.Errorf("a session: %v", m)
 	}
-	if f, _ := m["features"].(map[string]any); len(f) != 5 || f["stats"] != false || f["campaigns"] != false || f["reports"] != false {
+	if f, _ := m["features"].(map[string]any); len(f) != 6 || f["stats"] != false || f["campaigns"] != false || f["reports"] != false || f["forecast"] != false {
 		t.Errorf("features %v", m["features"])
 	}
 	// What the page therefore does not ask: the stats routes say why.
