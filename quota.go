@@ -98,6 +98,13 @@ type Quotas interface {
 	Debit(ctx context.Context, key, holder, id string, units int64) error
 	// Committed reports the key's settled units and its outstanding leases.
 	Committed(ctx context.Context, key string) (settled, outstanding int64, err error)
+	// Expire lets the store drop key and all it holds once the wall clock
+	// is past at (a later call moves it). It is for keys no lease will ask
+	// again once their period is over, such as a day's limit: dropped,
+	// their settled units are forgotten, so a key that might be leased
+	// again must never be given one. A key that does not exist is not
+	// made. The store may drop it any time after at.
+	Expire(ctx context.Context, key string, at time.Time) error
 }
 
 // ValidateQuotaKey checks a key of Quotas: EINVALID unless it is 1 to

@@ -109,6 +109,9 @@ func (f *failover) Committed(ctx context.Context, key string) (int64, int64, err
 	return q.Settled, q.Outstanding(), nil
 }
 
+// Expire keeps every key: the test's keys outlive it.
+func (f *failover) Expire(context.Context, string, time.Time) error { return nil }
+
 // A failover to a replica that missed the last writes costs at most what
 // those writes granted, however much the nodes had reserved: two nodes
 // on an impression limit of 3,000, every decision shown and held for its

@@ -92,6 +92,11 @@ type LedgerOptions struct {
 	// (DefaultCatchUp; at least 100; negative: unbounded, all at once).
 	// A shortfall is caught up over the next hours instead of in a burst.
 	CatchUp int
+	// KeepDaily is how long the store keeps a day's budget and limit keys
+	// after the day is over (Quotas.Expire): long enough for its late bills
+	// (MaxHold and Grace) and for the dashboards that read past days; 0:
+	// forever. At least a day when set.
+	KeepDaily time.Duration
 }
 
 // Ledger keeps a node's share of the budgets and impression limits of line
@@ -164,6 +169,9 @@ func NewLedger(q tsubame.Quotas, out tsubame.Outcomes, opt LedgerOptions) (*Ledg
 	opt.Wait = cmp.Or(opt.Wait, DefaultWait)
 	opt.Warm = cmp.Or(opt.Warm, DefaultWarm)
 	opt.CatchUp = cmp.Or(opt.CatchUp, DefaultCatchUp)
+	if opt.KeepDaily != 0 && opt.KeepDaily < 24*time.Hour {
+		return nil, tsubame.Errorf(tsubame.EINVALID, "a day's keys must be kept at least 24h after it, not %v", opt.KeepDaily)
+	}
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
@@ -260,6 +268,9 @@ type account struct {
 	// its bids hold their price until they lose, so what it commits runs
 	// behind its plan by design, and catchUp does not bound it.
 	bids atomic.Bool
+	// dropAt is the drop time the store was given for the key (0: none
+	// yet): Quotas.Expire is called once per key and time.
+	dropAt atomic.Int64
 	// dry: no lease is asked before this (Unix nanoseconds) but to renew:
 	// the limit or the pacing held the last one back, or the store failed.
 	// noWait: decisions do not wait for a top-up before this (a wait timed
@@ -311,6 +322,9 @@ type accountCfg struct {
 	limit      int64 // store units; 0 serves nothing
 	start, end int64 // the period paced over (the flight, or a day of it)
 	pacer      pacer
+	// drop is when the store may drop the key (Unix nanoseconds): a day's
+	// end and LedgerOptions.KeepDaily; 0: never.
+	drop int64
 }
 
 type release struct {
@@ -668,10 +682,10 @@ func (g *Ledger) state(l *decision.Line) *lineState {
 	start, end := l.Flight()
 	cs, ce := l.CampaignFlight()
 	if n := l.Limits.Total; n > 0 {
-		st.total[0] = g.slot(keyLineImp(l.ID), impScale, accountCfg{n, start, end, g.pacer(l, keyLineImp(l.ID), start, end)}, impScale)
+		st.total[0] = g.slot(keyLineImp(l.ID), impScale, accountCfg{n, start, end, g.pacer(l, keyLineImp(l.ID), start, end), 0}, impScale)
 	}
 	if b := int64(l.Budget.Total); b > 0 && l.CPM > 0 {
-		st.total[1] = g.slot(keyCampaignSpend(l.Campaign), nanosPerMicro, accountCfg{b, cs, ce, g.pacer(l, keyCampaignSpend(l.Campaign), cs, ce)}, int64(l.CPM))
+		st.total[1] = g.slot(keyCampaignSpend(l.Campaign), nanosPerMicro, accountCfg{b, cs, ce, g.pacer(l, keyCampaignSpend(l.Campaign), cs, ce), 0}, int64(l.CPM))
 	}
 	g.lines.Store(l.ID, st)
 	return st
@@ -713,13 +727,17 @@ func (g *Ledger) newDay(st *lineState, now time.Time) *dayState {
 	l := st.line.Load()
 	ds, de, date := day(now, l.Zone)
 	d := &dayState{start: ds, end: de}
+	var drop int64 // the store drops a day's keys once it is over and kept
+	if g.opt.KeepDaily > 0 {
+		drop = de + int64(g.opt.KeepDaily)
+	}
 	if n := l.Limits.Daily; n > 0 {
 		start, end := l.Flight()
-		d.slots[0] = g.slot(keyLineImpDay(l.ID, date), impScale, accountCfg{n, max(ds, start), min(de, end), g.pacer(l, keyLineImp(l.ID), ds, de)}, impScale)
+		d.slots[0] = g.slot(keyLineImpDay(l.ID, date), impScale, accountCfg{n, max(ds, start), min(de, end), g.pacer(l, keyLineImp(l.ID), ds, de), drop}, impScale)
 	}
 	if b := int64(l.Budget.Daily); b > 0 && l.CPM > 0 {
 		cs, ce := l.CampaignFlight()
-		d.slots[1] = g.slot(keyCampaignSpendDay(l.Campaign, date), nanosPerMicro, accountCfg{b, max(ds, cs), min(de, ce), g.pacer(l, keyCampaignSpend(l.Campaign), ds, de)}, int64(l.CPM))
+		d.slots[1] = g.slot(keyCampaignSpendDay(l.Campaign, date), nanosPerMicro, accountCfg{b, max(ds, cs), min(de, ce), g.pacer(l, keyCampaignSpend(l.Campaign), ds, de), drop}, int64(l.CPM))
 	}
 	st.day.Store(d)
 	return d
@@ -1015,6 +1033,9 @@ func (g *Ledger) lease(ctx context.Context, a *account, now, want int64) bool {
 	if cur := a.cfg.Load(); cur != cfg && cur.limit < cfg.limit {
 		a.drain() // the limit was lowered while the store granted under the old one
 	}
+	if cfg.drop > 0 && held > 0 && a.dropAt.Load() != cfg.drop {
+		g.expire(ctx, a, cfg.drop)
+	}
 	if held > 0 {
 		a.exp.Store(now + int64(g.ttl))
 		a.spendBy.Store(now + int64(g.opt.Lease))
@@ -1023,6 +1044,21 @@ func (g *Ledger) lease(ctx context.Context, a *account, now, want int64) bool {
 		a.dry.Store(now + int64(g.opt.Interval)) // the limit or the pacing holds it back
 	}
 	return true
+}
+
+// expire tells the store when it may drop a's key (a day's, once the day
+// and LedgerOptions.KeepDaily are over), after a lease made the key: once
+// per key, retried at the next lease when it fails.
+func (g *Ledger) expire(ctx context.Context, a *account, at int64) {
+	sctx, cancel := context.WithTimeout(ctx, g.opt.Timeout)
+	err := g.quotas.Expire(sctx, a.key, time.Unix(0, at))
+	cancel()
+	if err != nil {
+		g.storeErrors.Add(1)
+		g.warn("cannot tell the store when a day's budget key may go: it is kept, and asked again at the next lease", a, err)
+		return
+	}
+	a.dropAt.Store(at)
 }
 
 // catchUp bounds plan, the pacing's target for a at now, when a is behind

@@ -1700,3 +1700,81 @@ func TestWarm(t *testing.T) {
 		t.Fatalf("an index with a new line item warmed %d accounts, want 1", n)
 	}
 }
+
+// expiring records the Expire calls a Quotas gets.
+type expiring struct {
+	tsubame.Quotas
+	mu    sync.Mutex
+	calls map[string][]time.Time
+}
+
+func (e *expiring) Expire(ctx context.Context, key string, at time.Time) error {
+	e.mu.Lock()
+	if e.calls == nil {
+		e.calls = map[string][]time.Time{}
+	}
+	e.calls[key] = append(e.calls[key], at)
+	e.mu.Unlock()
+	return e.Quotas.Expire(ctx, key, at)
+}
+
+// A day's keys are given to the store to drop once the day (in the
+// campaign's zone) and KeepDaily are over, once each, after their first
+// lease; a total's never (its flight may be extended), nor any key
+// without KeepDaily.
+func TestDailyKeysExpire(t *testing.T) {
+	for _, keep := range []time.Duration{48 * time.Hour, 0} {
+		st := memory.New()
+		t.Cleanup(func() { _ = st.Close() })
+		clk := newClock() // 12:00 in Tokyo, on 2026-11-27
+		q := &expiring{Quotas: st}
+		set := limitedSet(tsubame.ImpressionLimits{Total: 5000, Daily: 1000}, tsubame.Budget{Daily: 100 * tsubame.MicrosPerUnit}, tsubame.MicrosPerUnit, tsubame.PacingASAP)
+		g, err := budget.NewLedger(q, st, budget.LedgerOptions{Holder: "node-0", Now: clk.Now, KeepDaily: keep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := budget.New(st, budget.Options{Ledger: g})
+		_, ls := lines(t, set, c)
+		ctx := t.Context()
+		serve := func() {
+			for range 20 {
+				if !c.Allow(ls["li"], &decision.Request{}, 0, clk.Now()) {
+					g.Tick(ctx)
+				}
+			}
+			g.Tick(ctx)
+		}
+		serve()
+		clk.Advance(time.Hour)
+		serve()
+		clk.Advance(24 * time.Hour) // the next day
+		serve()
+		q.mu.Lock()
+		got := q.calls
+		q.mu.Unlock()
+		tokyo, _ := time.LoadLocation("Asia/Tokyo")
+		want := map[string][]time.Time{}
+		if keep > 0 {
+			for _, d := range []int{27, 28} {
+				at := time.Date(2026, 11, d+1, 0, 0, 0, 0, tokyo).Add(keep)
+				date := fmt.Sprintf("2026-11-%d", d)
+				want["li/li/imp/"+date] = []time.Time{at}
+				want["camp/camp/spend/"+date] = []time.Time{at}
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("keep %v: Expire called for %v, want %v", keep, got, want)
+		}
+		for k, w := range want {
+			if len(got[k]) != 1 || !got[k][0].Equal(w[0]) {
+				t.Errorf("keep %v: %s expires at %v, want once at %v", keep, k, got[k], w[0])
+			}
+		}
+		if err := g.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := budget.NewLedger(memory.New(), memory.New(), budget.LedgerOptions{KeepDaily: time.Hour}); tsubame.ErrorCode(err) != tsubame.EINVALID {
+		t.Errorf("KeepDaily of 1h: %v, want EINVALID", err)
+	}
+}

@@ -75,6 +75,9 @@ type AdsBudget struct {
 	// CatchUp is the percent of an hour's plan a paced limit behind it may
 	// commit in the hour; 0: all at once.
 	CatchUp int `koanf:"catch_up"`
+	// KeepDaily is how long the store keeps a day's budget and limit keys
+	// after the day; 0: forever.
+	KeepDaily time.Duration `koanf:"keep_daily"`
 }
 
 // Privacy modes (ads.privacy, sites.<name>.privacy).
@@ -213,6 +216,10 @@ func (c *Config) validateAds(p *problems) {
 	}
 	if b.CatchUp != 0 && (b.CatchUp < 100 || b.CatchUp > 1000) {
 		p.add("ads.budget.catch_up: must be 0 (all at once) or a percent of the plan from 100 to 1000 (got %d)", b.CatchUp)
+	}
+	if b.KeepDaily != 0 && (b.KeepDaily < 24*time.Hour || b.KeepDaily < a.Tracking.TTL) {
+		p.add("ads.budget.keep_daily: must be 0 (forever) or at least 24h and ads.tracking.ttl (%v): a late impression or bill counts into its day's key (got %v)",
+			a.Tracking.TTL, b.KeepDaily)
 	}
 	if b.Warm < 0 || b.Warm > 1_000_000 {
 		p.add("ads.budget.warm: must be between 0 (none) and 1000000 (got %d)", b.Warm)

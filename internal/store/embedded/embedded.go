@@ -54,9 +54,13 @@ type Options struct {
 type Store struct {
 	db   *bolt.DB
 	now  func() time.Time
-	seen seenCommits    // of the event ids (dedupe.go)
-	freq groupCommit    // of the visitors' frequency records (frequency.go)
-	out  outcomeCommits // of Record and Ack (outcome.go)
+	seen seenCommits // of the event ids (dedupe.go)
+	freq groupCommit // of the visitors' frequency records (frequency.go)
+	// dropFrom is the key the next sweep of bucketQuotaDrop starts at
+	// (nil: the first); touched only in a job of freq, in its write
+	// transaction (quota.go).
+	dropFrom []byte
+	out      outcomeCommits // of Record and Ack (outcome.go)
 }
 
 var (

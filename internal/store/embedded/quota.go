@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"time"
@@ -19,9 +20,14 @@ var _ tsubame.Quotas = (*Store)(nil)
 // and the holder; then per holder that released, its applied release ids:
 // 8 zero bytes, their count (8 bytes), 0x80 | the length of the holder (1
 // byte), the holder, and per id its length (1 byte) and the id, oldest
-// first. It is made by the first Lease that grants. A key is
-// never deleted: it holds settled spend.
+// first. It is made by the first Lease that grants. A key is deleted only
+// once the time Expire gave it has passed: it holds settled spend.
 var bucketQuota = []byte("quota")
+
+// bucketQuotaDrop holds the keys Expire named: key -> when it is dropped
+// (Unix nanoseconds of the store's clock, 8 bytes big-endian). Each write
+// of a quota visits the next few (sweepPerWrite) and drops the expired.
+var bucketQuotaDrop = []byte("quota_drop")
 
 // Lease grants holder up to want units of key within limit
 // (tsubame.Quotas), in a write transaction shared with the concurrent
@@ -118,10 +124,13 @@ func (s *Store) quotaUpdate(ctx context.Context, key string, op func(q *tsubame.
 		if err != nil {
 			return nil // reported by the read below; the others' jobs commit
 		}
-		if !op(&q, s.now().UnixNano()) || (v == nil && len(q.Leases) == 0 && q.Settled == 0) {
-			return nil
+		now := s.now().UnixNano()
+		if op(&q, now) && (v != nil || len(q.Leases) > 0 || q.Settled > 0) {
+			if err := b.Put(k, encodeQuota(q)); err != nil {
+				return err
+			}
 		}
-		return b.Put(k, encodeQuota(q))
+		return s.dropQuotas(tx, now, sweepPerWrite)
 	})
 	if err != nil {
 		return wrap(err)
@@ -212,4 +221,67 @@ func decodeQuota(v []byte) (tsubame.QuotaState, error) {
 		q.Released = append(q.Released, r)
 	}
 	return q, nil
+}
+
+// Expire drops key once the store's clock is past at (tsubame.Quotas): it
+// is recorded in bucketQuotaDrop, and dropped by the writes' sweeps.
+func (s *Store) Expire(ctx context.Context, key string, at time.Time) error {
+	if err := tsubame.ValidateQuotaKey(key); err != nil {
+		return err
+	}
+	if s.db.IsReadOnly() {
+		return wrap(bolterr.ErrDatabaseReadOnly)
+	}
+	if err := ctx.Err(); err != nil {
+		return unavailable(err)
+	}
+	k := []byte(key)
+	err := s.freq.do(s.db, func(tx *bolt.Tx) error {
+		if b := tx.Bucket(bucketQuota); b == nil || b.Get(k) == nil {
+			return nil // not made
+		}
+		d, err := tx.CreateBucketIfNotExists(bucketQuotaDrop)
+		if err != nil {
+			return err
+		}
+		if err := d.Put(k, binary.BigEndian.AppendUint64(make([]byte, 0, 8), uint64(at.UnixNano()))); err != nil {
+			return err
+		}
+		return s.dropQuotas(tx, s.now().UnixNano(), sweepPerWrite)
+	})
+	return wrap(err)
+}
+
+// dropQuotas visits the next limit keys of bucketQuotaDrop and deletes
+// those whose time has come at now, with their quotas.
+func (s *Store) dropQuotas(tx *bolt.Tx, now int64, limit int) error {
+	d := tx.Bucket(bucketQuotaDrop)
+	if d == nil {
+		return nil
+	}
+	c := d.Cursor()
+	k, v := c.First()
+	if s.dropFrom != nil {
+		k, v = c.Seek(s.dropFrom)
+	}
+	var due [][]byte
+	for n := 0; k != nil && n < limit; k, v = c.Next() {
+		n++
+		if len(v) != 8 || int64(binary.BigEndian.Uint64(v)) <= now {
+			due = append(due, bytes.Clone(k)) // deleted after the walk: see seenCommits.sweep
+		}
+	}
+	s.dropFrom = bytes.Clone(k) // nil at the end: the next pass starts over
+	q := tx.Bucket(bucketQuota)
+	for _, k := range due {
+		if err := d.Delete(k); err != nil {
+			return err
+		}
+		if q != nil {
+			if err := q.Delete(k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

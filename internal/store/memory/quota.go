@@ -23,8 +23,8 @@ var quotaSeed = maphash.MakeSeed()
 // shortens a lease.
 var quotaBase = time.Now()
 
-// quotas holds the keys of Quotas. A key is kept for good once leased (it
-// holds settled spend); its memory is about 100 bytes plus 40 a holder, and the ids of each
+// quotas holds the keys of Quotas. A key is kept once leased (it holds
+// settled spend) until Expire's time for it; its memory is about 100 bytes plus 40 a holder, and the ids of each
 // holder's last tsubame.QuotaReleaseIDs releases (up to about 5 KB).
 // The zero value is ready for use.
 type quotas struct {
@@ -37,7 +37,27 @@ type quotas struct {
 type quotaShard struct {
 	mu   sync.Mutex
 	keys map[string]*tsubame.QuotaState
-	_    [64]byte // keeps neighbouring shards' locks off one cache line
+	// drops are the keys Expire named, and when (Unix nanoseconds of the
+	// wall clock) each is dropped; next is the earliest of them.
+	drops map[string]int64
+	next  int64
+	_     [64]byte // keeps neighbouring shards' locks off one cache line
+}
+
+// drop deletes the keys whose time to be dropped has come at now.
+func (sh *quotaShard) drop(now int64) {
+	if len(sh.drops) == 0 || now < sh.next {
+		return
+	}
+	sh.next = 1<<63 - 1
+	for k, at := range sh.drops {
+		if at <= now {
+			delete(sh.keys, k)
+			delete(sh.drops, k)
+		} else {
+			sh.next = min(sh.next, at)
+		}
+	}
 }
 
 func (q *quotas) now() int64 {
@@ -61,6 +81,7 @@ func (s *Store) quotaShard(ctx context.Context, key string) (*quotaShard, error)
 		sh.mu.Unlock()
 		return nil, errClosed
 	}
+	sh.drop(time.Now().UnixNano())
 	return sh, nil
 }
 
@@ -148,4 +169,29 @@ func (s *Store) Committed(ctx context.Context, key string) (settled, outstanding
 	}
 	q.Expire(s.quota.now())
 	return q.Settled, q.Outstanding(), nil
+}
+
+// Expire drops key once the wall clock is past at (tsubame.Quotas).
+func (s *Store) Expire(ctx context.Context, key string, at time.Time) error {
+	if err := tsubame.ValidateQuotaKey(key); err != nil {
+		return err
+	}
+	sh, err := s.quotaShard(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer sh.mu.Unlock()
+	if sh.keys[key] == nil {
+		return nil
+	}
+	if sh.drops == nil {
+		sh.drops = make(map[string]int64)
+	}
+	if len(sh.drops) == 0 {
+		sh.next = 1<<63 - 1
+	}
+	sh.drops[key] = at.UnixNano()
+	sh.next = min(sh.next, at.UnixNano())
+	sh.drop(time.Now().UnixNano())
+	return nil
 }

@@ -205,9 +205,9 @@ func (s *Store) moneyWrite(ctx context.Context, script writeScript, keys, args [
 	return msg, err
 }
 
-// quotaKey is the hash of a quota key. It never expires: it holds settled
-// spend, and a PEXPIRE would forget it and let a limit be spent again. A
-// key per day is left for the caller to drop once its day is over.
+// quotaKey is the hash of a quota key. It expires only when Expire says
+// so: it holds settled spend, and forgotten, a limit could be spent again.
+// The ledger expires a day's keys once the day and a keep window are over.
 func (s *Store) quotaKey(key string) string {
 	return s.opt.KeyPrefix + "quota:" + key
 }
@@ -311,4 +311,19 @@ func (s *Store) Committed(ctx context.Context, key string) (settled, outstanding
 		return 0, 0, tsubame.Errorf(tsubame.EINTERNAL, "redis store: quota script returned %d numbers, not 2", len(v))
 	}
 	return v[0], v[1], nil
+}
+
+// Expire sets key's hash to expire at at (tsubame.Quotas): PEXPIREAT, by
+// the Redis server's clock, which does nothing to a key that does not
+// exist.
+func (s *Store) Expire(ctx context.Context, key string, at time.Time) error {
+	if err := tsubame.ValidateQuotaKey(key); err != nil {
+		return err
+	}
+	if err := s.check(); err != nil {
+		return err
+	}
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	return unavailable(s.c.Do(ctx, s.c.B().Pexpireat().Key(s.quotaKey(key)).MillisecondsTimestamp(at.UnixMilli()).Build()).Error())
 }

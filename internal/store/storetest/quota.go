@@ -37,6 +37,7 @@ func RunQuota(t *testing.T, open func(t *testing.T) []tsubame.Quotas) {
 		{"QuotaRejectsInvalid", testQuotaInvalid},
 		{"NeverOverTheLimitUnderRace", testQuotaRace},
 		{"DebitPastTheLimit", testQuotaDebit},
+		{"ExpireDropsTheKeyAfterItsTime", testQuotaExpire},
 	} {
 		t.Run(tc.name, func(t *testing.T) { tc.test(t, open(t)) })
 	}
@@ -589,4 +590,52 @@ func testQuotaDebit(t *testing.T, qs []tsubame.Quotas) {
 		}
 	}
 	wantCommitted(t, qs[1], key, 75, 30)
+}
+
+// A key Expire gave a time to stays until then, through every handle, and
+// is dropped after it (settled units and leases with it, so that a new
+// lease starts from nothing); Expire makes no key. The store may drop a
+// key any time after its time: the test waits for it, writing another key
+// meanwhile (a store may sweep on writes).
+func testQuotaExpire(t *testing.T, qs []tsubame.Quotas) {
+	const day, other, never = "li-1/imp/2026-11-20", "li-1/imp/2026-11-21", "li-1/imp/2026-11-22"
+	lease(t, qs[0], day, "node-0", 100, 10)
+	release(t, qs[0], day, "node-0", 6, 0)
+	lease(t, qs[1], other, "node-1", 100, 5)
+	if err := qs[1].Expire(ctx(t), day, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := qs[2].Expire(ctx(t), never, time.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range qs {
+		wantCommitted(t, q, day, 6, 4) // not yet
+		wantCommitted(t, q, never, 0, 0)
+	}
+	// A later call moves the time: to the past, and the key goes.
+	if err := qs[2].Expire(ctx(t), day, time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	leased := int64(5)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		leased += lease(t, qs[0], other, "node-0", 100, 1)
+		s, o, err := qs[1].Committed(ctx(t), day)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s == 0 && o == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a key past its time still holds %d settled, %d outstanding", s, o)
+		}
+	}
+	// The others are untouched; a lease of the dropped key starts anew.
+	wantCommitted(t, qs[0], other, 0, leased)
+	if n := lease(t, qs[1], day, "node-1", 100, 100); n != 100 {
+		t.Fatalf("a lease of the dropped key granted %d of its limit of 100", n)
+	}
+	if n := lease(t, qs[2], never, "node-2", 3, 3); n != 3 {
+		t.Fatalf("a key Expire named before it was made granted %d of 3", n)
+	}
 }
