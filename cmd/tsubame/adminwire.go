@@ -115,6 +115,12 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 			}
 		}
 	}
+	if a, ok := backend.(tsubame.Auditor); ok { // else the audit route says this store cannot
+		keep := cfg.Ads.Budget.KeepDaily
+		opt.StoreAudit = func(ctx context.Context, expire bool) (*tsubame.StoreAudit, error) {
+			return a.Audit(ctx, tsubame.AuditOptions{KeepDaily: keep, ExpirePastDays: expire})
+		}
+	}
 	if m.logs.roller != nil { // else the report routes say this server keeps none
 		opt.Reports = m.logs.roller
 		if m.ads.engine != nil {

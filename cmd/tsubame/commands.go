@@ -165,6 +165,19 @@ func init() {
 		reportCommand("verify", "Recount the access log's files and compare them with the reports.", ""),
 		reportCommand("rebuild", "Count the reports again from the access log's files kept.", ""),
 		{
+			name: "store audit", config: true,
+			summary: "What the store keeps, by family (placements, campaigns, days' and totals' budget keys, " +
+				"frequency caps, ids counted, outcomes, reports): its keys, how many never expire and its size.",
+			help: "-expire-past-days first gives the past days' budget keys still kept without a drop time " +
+				"theirs (ads.budget.keep_daily after the day): those past it go at once. While a server runs " +
+				"on the data directory, the command asks it through its control socket.",
+			setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
+				expire := fs.Bool("expire-past-days", false, "drop the past days' budget keys kept without a drop time")
+				format := fs.String("format", "table", "output `table|json`")
+				return func(ctx context.Context, _ []string) error { return runStoreAudit(ctx, e, *expire, *format) }
+			},
+		},
+		{
 			name: "forecast", config: true, readOnly: true,
 			summary: "The impressions a placement, site, country or device is forecast to offer, hour by hour, " +
 				"what booked line items take of them and what is left to sell (docs/reports.md#forecasts).",

@@ -95,6 +95,10 @@ type Options struct {
 	// their hours and days when a query names none (report.timezone).
 	Reports        Reports
 	ReportLocation *time.Location
+	// StoreAudit tells what the store keeps (tsubame.Auditor), after
+	// giving the past days' budget keys still kept their drop time when
+	// expire is set; nil: the route answers that this store cannot.
+	StoreAudit func(ctx context.Context, expire bool) (*tsubame.StoreAudit, error)
 	// Forecast answers forecasts (internal/forecast); nil: the route
 	// answers that this server makes none.
 	Forecast func(forecast.Request) (*forecast.Result, error)

@@ -44,6 +44,8 @@ func (s *Server) apiRoutes(mux *http.ServeMux) {
 		s.stats.endpoints.Store(newEndpointTracker(s.opt.Metrics, s.opt.Endpoints))
 	}
 	mux.HandleFunc("GET /api/v1/whoami", s.whoami) // answers anyone: see whoami.go
+	mux.HandleFunc("GET /api/v1/store/audit", admin(s.storeAudit))
+	mux.HandleFunc("POST /api/v1/store/audit", admin(s.storeAudit))
 	mux.HandleFunc("GET /api/v1/tokens", admin(s.listTokens))
 	mux.HandleFunc("POST /api/v1/tokens", admin(s.createToken))
 	mux.HandleFunc("DELETE /api/v1/tokens/{id}", admin(s.deleteToken))

@@ -64,3 +64,45 @@ func BenchmarkLease(b *testing.B) {
 		})
 	}
 }
+
+// The audit counts the quota keys by days and totals, the day's keys
+// without a drop time, and a past day's key as stale: given its drop time
+// on request, which has passed, it goes at once.
+func TestAuditQuotas(t *testing.T) {
+	s := openTemp(t)
+	ctx := t.Context()
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	for _, k := range []string{"li/a/imp", "li/a/imp/2026-11-29", "li/a/imp/2026-11-10"} {
+		if _, _, err := s.Lease(ctx, k, "node-a", 100, 10, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Expire(ctx, "li/a/imp/2026-11-29", now.Add(9*24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	opt := tsubame.AuditOptions{KeepDaily: 7 * 24 * time.Hour, Now: now}
+	a, err := s.Audit(ctx, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]tsubame.AuditFamily{}
+	for _, f := range a.Families {
+		got[f.Name] = f
+	}
+	if d, tot := got["quota (day)"], got["quota (total)"]; d.Keys != 2 || d.NoExpiry != 1 || tot.Keys != 1 || tot.NoExpiry != 1 || a.StaleDays != 1 {
+		t.Fatalf("days %+v, totals %+v, stale %d", d, tot, a.StaleDays)
+	}
+	opt.ExpirePastDays = true
+	if a, err = s.Audit(ctx, opt); err != nil || a.Expired != 1 {
+		t.Fatalf("with ExpirePastDays: %+v %v", a, err)
+	}
+	if set, out, err := s.Committed(ctx, "li/a/imp/2026-11-10"); err != nil || set != 0 || out != 0 {
+		t.Errorf("the stale day's key still holds %d, %d (%v)", set, out, err)
+	}
+	if _, out, err := s.Committed(ctx, "li/a/imp/2026-11-29"); err != nil || out != 10 {
+		t.Errorf("today's key holds %d outstanding (%v), want 10", out, err)
+	}
+	if a, err = s.Audit(ctx, tsubame.AuditOptions{KeepDaily: 7 * 24 * time.Hour, Now: now}); err != nil || a.StaleDays != 0 {
+		t.Errorf("after: %+v %v", a, err)
+	}
+}
