@@ -51,7 +51,7 @@ lint: check-go
 	if [ -x "$(GOBIN)/staticcheck" ]; then "$(GOBIN)/staticcheck" ./...; fi
 
 race: check-go test-tools
-	$(GO) test -race -count=1 -timeout 45m ./...
+	$(GO) test -race -count=1 -timeout 60m ./...
 	@# Allocation bounds cannot hold under -race (its sync.Pool drops entries): again without it.
 	$(GO) test -count=1 -run 'AllocatesNothing' ./internal/decision ./internal/device
 
