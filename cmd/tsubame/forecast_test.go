@@ -9,13 +9,11 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/netip"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/pquerna/otp/totp"
 
 	"tsubame/internal/accesslog"
 	"tsubame/internal/forecast"
@@ -88,20 +86,7 @@ func TestForecastEndToEnd(t *testing.T) {
 		"TSUBAME_REPORT_INTERVAL=50ms", "TSUBAME_REPORT_COMMIT_EVERY=50ms", "TSUBAME_REPORT_TIMEZONE=Asia/Tokyo")
 	adminURL := "http://" + adminAddr
 	env := []string{"TSUBAME_DATA_DIR=" + p.dataDir, "TSUBAME_ACCESS_LOG_DIR=" + logDir}
-	const password = "correct horse battery staple"
-	exit, out, stderr := runCmd(t, env, password+"\n", "admin", "create-user", "-role", "viewer", "watcher")
-	secret := regexp.MustCompile(`TOTP secret .*: ([A-Z2-7]+)`).FindStringSubmatch(out)
-	if exit != 0 || secret == nil {
-		t.Fatalf("create-user: %d %s %s", exit, out, stderr)
-	}
-	if exit, _, stderr = runCmd(t, env, password+"\n", "admin", "create-user", "-role", "editor", "ed"); exit != 0 {
-		t.Fatalf("create-user ed: %s", stderr)
-	}
-	exit, token, stderr := runCmd(t, env, "", "admin", "create-token", "-user", "ed", "-name", "test")
-	token = strings.TrimSpace(token)
-	if exit != 0 || token == "" {
-		t.Fatalf("create-token: %d %s", exit, stderr)
-	}
+	secret, token := dashboardUsers(t, env)
 
 	// A line item for desktops in Japan on top, first of all priorities,
 	// with a daily limit of 5,000.
@@ -170,7 +155,7 @@ func TestForecastEndToEnd(t *testing.T) {
 	}
 
 	// The command asks the running server and answers as the API.
-	exit, out, stderr = runCmd(t, env, "", "forecast", "-placement", "top", "-from", day, "-tz", "Asia/Tokyo", "-format", "json")
+	exit, out, stderr := runCmd(t, env, "", "forecast", "-placement", "top", "-from", day, "-tz", "Asia/Tokyo", "-format", "json")
 	var cli forecast.Result
 	if exit != 0 || json.Unmarshal([]byte(out), &cli) != nil {
 		t.Fatalf("forecast command: %d %s %s", exit, out, stderr)
@@ -202,18 +187,7 @@ func TestForecastEndToEnd(t *testing.T) {
 	// tomorrow's desktops in Japan and sees the API's figures.
 	ctx := browserContext(t, browser)
 	b := &page{t: t, ctx: ctx}
-	code, err := totp.GenerateCode(secret[1], time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.do("log in as a viewer and ask for a forecast",
-		chromedp.Navigate(adminURL+"/"),
-		chromedp.WaitVisible(css("#login")),
-		chromedp.SetValue(css("#login-user"), "watcher"),
-		chromedp.SetValue(css("#login-password"), password),
-		chromedp.SetValue(css("#login-totp"), code),
-		chromedp.Click(css("#login-submit")),
-		chromedp.WaitVisible(css("#dash")),
+	b.do("log in as a viewer and ask for a forecast", append(b.loginViewer(adminURL, secret),
 		b.until(`window.tsubameForecast !== null`, 20*time.Second),
 		chromedp.SetValue(css("#forecast-from"), day),
 		chromedp.SetValue(css("#forecast-to"), desk.To.In(tokyo).Format(time.DateOnly)),
@@ -221,7 +195,7 @@ func TestForecastEndToEnd(t *testing.T) {
 		chromedp.SetValue(css("#forecast-country"), "JP"),
 		chromedp.SetValue(css("#forecast-device"), "desktop"),
 		chromedp.Evaluate[chromedp.Void](`window.tsubameForecast = null; document.querySelector("#forecast-show").click()`),
-		b.until(`window.tsubameForecast !== null && document.querySelectorAll("#forecast-lines tbody tr[data-line-item]").length === 1`, 20*time.Second),
+		b.until(`window.tsubameForecast !== null && document.querySelectorAll("#forecast-lines tbody tr[data-line-item]").length === 1`, 20*time.Second))...,
 	)
 	saveScreenshot(t, ctx, "forecast.png")
 	q, err := chromedp.Run(ctx, chromedp.Evaluate[string](`window.tsubameForecast.query`))

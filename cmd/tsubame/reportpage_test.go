@@ -25,21 +25,7 @@ func TestDashboardReportsInBrowser(t *testing.T) {
 	adminAddr := "127.0.0.1:" + freePort(t)
 	p := startBinary(t, "TSUBAME_ADMIN_LISTEN="+adminAddr, "TSUBAME_REPORT_INTERVAL=50ms", "TSUBAME_REPORT_COMMIT_EVERY=50ms")
 	adminURL := "http://" + adminAddr
-	env := []string{"TSUBAME_DATA_DIR=" + p.dataDir}
-	const password = "correct horse battery staple"
-	exit, out, stderr := runCmd(t, env, password+"\n", "admin", "create-user", "-role", "viewer", "watcher")
-	secret := regexp.MustCompile(`TOTP secret .*: ([A-Z2-7]+)`).FindStringSubmatch(out)
-	if exit != 0 || secret == nil {
-		t.Fatalf("create-user: %d %s %s", exit, out, stderr)
-	}
-	if exit, _, stderr = runCmd(t, env, password+"\n", "admin", "create-user", "-role", "editor", "ed"); exit != 0 {
-		t.Fatalf("create-user ed: %s", stderr)
-	}
-	exit, token, stderr := runCmd(t, env, "", "admin", "create-token", "-user", "ed", "-name", "test")
-	token = strings.TrimSpace(token)
-	if exit != 0 || token == "" {
-		t.Fatalf("create-token: %d %s", exit, stderr)
-	}
+	secret, token := dashboardUsers(t, []string{"TSUBAME_DATA_DIR=" + p.dataDir})
 
 	// The coffee campaign gets a budget over a day around now: its spend
 	// chart has a pacing curve.
@@ -112,19 +98,8 @@ func TestDashboardReportsInBrowser(t *testing.T) {
 
 	ctx := browserContext(t, browser)
 	b := &page{t: t, ctx: ctx}
-	code, err := totp.GenerateCode(secret[1], time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.do("log in as a viewer",
-		chromedp.Navigate(adminURL+"/"),
-		chromedp.WaitVisible(css("#login")),
-		chromedp.SetValue(css("#login-user"), "watcher"),
-		chromedp.SetValue(css("#login-password"), password),
-		chromedp.SetValue(css("#login-totp"), code),
-		chromedp.Click(css("#login-submit")),
-		chromedp.WaitVisible(css("#dash")),
-		b.until(`window.tsubameReport !== null && document.querySelectorAll("#report-table tbody tr[data-time]").length > 0`, 20*time.Second),
+	b.do("log in as a viewer", append(b.loginViewer(adminURL, secret),
+		b.until(`window.tsubameReport !== null && document.querySelectorAll("#report-table tbody tr[data-time]").length > 0`, 20*time.Second))...,
 	)
 	saveScreenshot(t, ctx, "reports.png")
 
@@ -221,5 +196,47 @@ func TestDashboardReportsInBrowser(t *testing.T) {
 	if code2 != 200 || !strings.HasPrefix(csv, "day,campaign,line_item,currency,impressions,clicks,ctr,spend,") ||
 		strings.Count(csv, "\n") != len(apiRows(q))+1 {
 		t.Errorf("CSV (%d):\n%s", code2, csv)
+	}
+}
+
+// dashboardPassword is the password of the users dashboardUsers makes.
+const dashboardPassword = "correct horse battery staple"
+
+// dashboardUsers makes, with the CLI beside the running server of env, a
+// viewer "watcher" (returning its TOTP secret) and an editor "ed" with an
+// API token (returned).
+func dashboardUsers(t *testing.T, env []string) (secret, token string) {
+	t.Helper()
+	exit, out, stderr := runCmd(t, env, dashboardPassword+"\n", "admin", "create-user", "-role", "viewer", "watcher")
+	m := regexp.MustCompile(`TOTP secret .*: ([A-Z2-7]+)`).FindStringSubmatch(out)
+	if exit != 0 || m == nil {
+		t.Fatalf("create-user: %d %s %s", exit, out, stderr)
+	}
+	if exit, _, stderr = runCmd(t, env, dashboardPassword+"\n", "admin", "create-user", "-role", "editor", "ed"); exit != 0 {
+		t.Fatalf("create-user ed: %s", stderr)
+	}
+	exit, token, stderr = runCmd(t, env, "", "admin", "create-token", "-user", "ed", "-name", "test")
+	token = strings.TrimSpace(token)
+	if exit != 0 || token == "" {
+		t.Fatalf("create-token: %d %s", exit, stderr)
+	}
+	return m[1], token
+}
+
+// loginViewer are the steps that log the dashboard in as dashboardUsers'
+// viewer, up to the dashboard shown.
+func (b *page) loginViewer(adminURL, secret string) []chromedp.Action[chromedp.Void] {
+	code, err := totp.GenerateCode(secret, time.Now())
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return []chromedp.Action[chromedp.Void]{
+		chromedp.Navigate(adminURL + "/"),
+		chromedp.WaitVisible(css("#login")),
+		chromedp.SetValue(css("#login-user"), "watcher"),
+		chromedp.SetValue(css("#login-password"), dashboardPassword),
+		chromedp.SetValue(css("#login-totp"), code),
+		chromedp.Click(css("#login-submit")),
+		chromedp.WaitVisible(css("#dash")),
 	}
 }

@@ -99,27 +99,34 @@ func (s *Store) FirstSeen(ctx context.Context, id string, ttl time.Duration) (bo
 
 // sweep visits the next limit ids and deletes those expired at now.
 func (g *seenCommits) sweep(b *bolt.Bucket, now int64, limit int) error {
-	c := b.Cursor()
-	k, v := c.First()
-	if g.from != nil {
-		k, v = c.Seek(g.from)
-	}
-	var expired [][]byte
-	for n := 0; k != nil && n < limit; k, v = c.Next() {
-		n++
-		if len(v) != 8 || int64(binary.BigEndian.Uint64(v)) <= now {
-			// Deleting under a cursor can make it skip the next key:
-			// delete after the walk. The copy outlives the page.
-			expired = append(expired, bytes.Clone(k))
-		}
-	}
-	g.from = bytes.Clone(k) // nil at the end: the next pass starts over
-	for _, k := range expired {
+	for _, k := range sweepDue(b, &g.from, now, limit) {
 		if err := b.Delete(k); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// sweepDue visits the next limit keys of b, from *from (nil: the first),
+// whose values are times (Unix nanoseconds, 8 bytes big-endian), and
+// returns copies of those due at now (or not a time), to delete after the
+// walk: deleting under a cursor can make it skip the next key. It moves
+// *from on, to nil at the end, where the next pass starts over.
+func sweepDue(b *bolt.Bucket, from *[]byte, now int64, limit int) [][]byte {
+	c := b.Cursor()
+	k, v := c.First()
+	if *from != nil {
+		k, v = c.Seek(*from)
+	}
+	var due [][]byte
+	for n := 0; k != nil && n < limit; k, v = c.Next() {
+		n++
+		if len(v) != 8 || int64(binary.BigEndian.Uint64(v)) <= now {
+			due = append(due, bytes.Clone(k)) // the copy outlives the page
+		}
+	}
+	*from = bytes.Clone(k)
+	return due
 }
 
 // Seen reads whether each id is recorded and within its window, in one

@@ -1,7 +1,6 @@
 package embedded
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"time"
@@ -259,19 +258,7 @@ func (s *Store) dropQuotas(tx *bolt.Tx, now int64, limit int) error {
 	if d == nil {
 		return nil
 	}
-	c := d.Cursor()
-	k, v := c.First()
-	if s.dropFrom != nil {
-		k, v = c.Seek(s.dropFrom)
-	}
-	var due [][]byte
-	for n := 0; k != nil && n < limit; k, v = c.Next() {
-		n++
-		if len(v) != 8 || int64(binary.BigEndian.Uint64(v)) <= now {
-			due = append(due, bytes.Clone(k)) // deleted after the walk: see seenCommits.sweep
-		}
-	}
-	s.dropFrom = bytes.Clone(k) // nil at the end: the next pass starts over
+	due := sweepDue(d, &s.dropFrom, now, limit)
 	q := tx.Bucket(bucketQuota)
 	for _, k := range due {
 		if err := d.Delete(k); err != nil {
