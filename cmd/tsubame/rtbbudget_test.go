@@ -34,9 +34,12 @@ func TestRTBBudgetSpentAtRealWinRates(t *testing.T) {
 		{name: "10pct-wins-only", limit: 40, winPct: 10, wins: true, window: "2s", reservation: "2m", want: 95},
 		// Billing notices only: bids hold shares of their price, by the
 		// measured win rate, for their reservation; the exchange goes on
-		// until the servers stop bidding, so that a tail of shares past
-		// the limit would show.
-		{name: "10pct-billing-only", limit: 150, winPct: 10, window: "auto", reservation: "5s", idle: 10 * time.Second, want: 90},
+		// past the limit, until the servers stop bidding or for two and a
+		// half minutes, so that a tail of shares past the limit would
+		// show. (The last prices of the limit go slowly: a server bids
+		// them only as fast as its open bids end, since the bills of all
+		// of them must fit.)
+		{name: "10pct-billing-only", limit: 150, winPct: 10, window: "auto", reservation: "5s", idle: 10 * time.Second, run: 150 * time.Second, want: 90},
 	} {
 		t.Run(tc.name, func(t *testing.T) { testBudgetAtWinRate(t, tc) })
 	}
@@ -50,6 +53,7 @@ type budgetCase struct {
 	losses, wins        bool // the exchange sends loss notices, win notices (and always bills)
 	window, reservation string
 	idle                time.Duration // 0: stop once the limit is billed, or after 5 s without a bid
+	run                 time.Duration // with idle: stop after this long too
 	want                int64         // the least billed, in percent of the limit
 }
 
@@ -102,7 +106,7 @@ rtb:
 		// come back by then, and nothing more is to be had).
 		StopAt: limit, Idle: 5 * time.Second}
 	if tc.idle > 0 {
-		x.StopAt, x.Idle = 0, tc.idle
+		x.StopAt, x.Idle, x.For = 0, tc.idle, tc.run
 	}
 	for _, nd := range nodes {
 		x.Bases = append(x.Bases, "http://"+nd.PublicAddr())

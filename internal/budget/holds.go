@@ -325,6 +325,18 @@ func (t *holdTable) counts() (bids, buckets, oldest int64) {
 // What a bill costs past its bucket's pool is spent from the hand, and
 // past the leases only where the hand is empty too (Counts.PastHold,
 // Counts.Overage).
+//
+// The pools hold what the bound of the win rate expects the open bids to
+// cost, but how many of them win is a draw: at a limit's end, with the
+// store granting nothing more, a run of wins past that would be billed
+// past the limit. So an account's hand keeps headroom for the draw's
+// spread: headroomZ standard deviations of what its open bids held by a
+// share will be billed, each a Bernoulli trial of its share (an upper
+// bound of its win rate) for its whole price. A take leaves the hand at
+// least that (account.headroom), the loop leases it over the hand's
+// target, and bills past their pools spend it (account.takeAny).
+// Mid-period it costs a few prices' worth of lease; at the end it stops
+// the bids whose wins the limit could not pay.
 
 // Of the win rate's bound.
 const (
@@ -332,6 +344,9 @@ const (
 	// rate a share is (the Wilson score interval's upper bound): 3, below
 	// the true rate about once in 740 measures of a steady one.
 	winRateZ = 3
+	// headroomZ is how many standard deviations of their bills the open
+	// bids' headroom is: 4, short about once in 30,000 draws.
+	headroomZ = 4
 	// winRateSample is the fewest bids a share is measured from; before,
 	// bids hold their whole price. The bound is wide on a few (with 30
 	// bids and no win, 23 %), and narrows as they come.
@@ -379,4 +394,95 @@ func shareOf(wins, bids int64) int64 {
 		return 0
 	}
 	return max(share, 1)
+}
+
+// risk is what the open bids held by a share of one account may yet be
+// billed: each a Bernoulli trial of its share (an upper bound of its win
+// rate) for its whole units.
+type risk struct {
+	// held is what the bids hold (their part of account.pooled), whole
+	// their whole units: local units.
+	held, whole atomic.Int64
+	// m2 and m3 are the sums of the second and third central moments of
+	// their bills (local units squared and cubed): statistics, not money.
+	m2, m3 atomicFloat
+}
+
+// moments is a risk as it was read.
+type moments struct {
+	held, whole int64
+	m2, m3      float64
+}
+
+func (k *risk) load() moments {
+	return moments{k.held.Load(), k.whole.Load(), k.m2.load(), k.m3.load()}
+}
+
+// add counts n more open bids of r on its i-th account (less than 0: bids
+// that ended).
+func (k *risk) add(n int64, r *reservation, i int) {
+	var d moments
+	if !d.add(n, r, i) {
+		return
+	}
+	k.held.Add(d.held)
+	k.whole.Add(d.whole)
+	k.m2.add(d.m2)
+	k.m3.add(d.m3)
+}
+
+// add counts n more bids of r on its i-th account in m; false when they
+// are not held by a share.
+func (m *moments) add(n int64, r *reservation, i int) bool {
+	if r.share <= 0 || r.share >= decision.HoldShares {
+		return false
+	}
+	m.held += n * r.held(i)
+	m.whole += n * r.slots[i].units
+	p, u := float64(r.share)/decision.HoldShares, float64(r.slots[i].units)
+	m.m2 += float64(n) * u * u * p * (1 - p)
+	m.m3 += float64(n) * u * u * u * p * (1 - p) * (1 - 2*p)
+	return true
+}
+
+// room is the headroom of m where the pools hold pooled local units: the
+// headroomZ quantile of what its bids will be billed (their holds, the
+// mean of their bills by the bound of their rate, and the normal's
+// quantile of the rest corrected for the skew of a few rare wins:
+// Cornish–Fisher), at most all of them won, less what the pools hold, in
+// local units rounded up. The pools hold more than the open bids' holds
+// where bids lost (their shares are kept to their bucket's end:
+// account.repay pays from them), less where bills took more than their
+// own holds.
+func (m moments) room(pooled int64) int64 {
+	if m.m2 <= 0 {
+		return 0
+	}
+	const z = headroomZ
+	q := z*math.Sqrt(m.m2) + (z*z-1)/6*max(m.m3, 0)/m.m2
+	return max(min(m.held+int64(math.Ceil(q)), m.whole)-pooled, 0)
+}
+
+// headroom is what a's hand keeps for bills past the pools of its open
+// bids held by a share (moments.room). A take leaves it in the hand with
+// its own bid counted (account.take).
+func (a *account) headroom() int64 { return a.risk.load().room(a.pooled.Load()) }
+
+// atomicFloat is a float64 that adds atomically; it stays at least 0
+// whatever the rounding of what was added and taken away.
+type atomicFloat struct{ bits atomic.Uint64 }
+
+func (f *atomicFloat) load() float64 { return math.Float64frombits(f.bits.Load()) }
+
+func (f *atomicFloat) add(v float64) {
+	if v == 0 {
+		return
+	}
+	for {
+		old := f.bits.Load()
+		next := max(math.Float64frombits(old)+v, 0)
+		if f.bits.CompareAndSwap(old, math.Float64bits(next)) {
+			return
+		}
+	}
 }

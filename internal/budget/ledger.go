@@ -258,12 +258,15 @@ type account struct {
 	// (repay), and debited past the leases only where the pools cannot
 	// pay it (plan).
 	pooled, owed atomic.Int64
-	rate         atomic.Int64 // local units asked for since the last step
-	asks         atomic.Int64 // takes asked for since the last tick: requests, for the traffic
-	holds        atomic.Int64 // reservations open
-	unit         atomic.Int64 // the largest take
-	kicked       atomic.Bool  // an empty hand was reported to the loop
-	warmed       atomic.Bool  // leased for by Warm (once)
+	// risk is what the open bids held by a share may be billed past their
+	// holds: the hand keeps headroom for it (account.headroom).
+	risk   risk
+	rate   atomic.Int64 // local units asked for since the last step
+	asks   atomic.Int64 // takes asked for since the last tick: requests, for the traffic
+	holds  atomic.Int64 // reservations open
+	unit   atomic.Int64 // the largest take
+	kicked atomic.Bool  // an empty hand was reported to the loop
+	warmed atomic.Bool  // leased for by Warm (once)
 	// bids: an auction's bid took from it (decision.Request.CapsOnWin):
 	// its bids hold their price until they lose, so what it commits runs
 	// behind its plan by design, and catchUp does not bound it.
@@ -332,29 +335,37 @@ type release struct {
 	used, unused int64 // store units
 }
 
-// take removes n local units from the hand at now for a reservation
-// settled at need (Unix nanoseconds), if the hand holds at least whole of
-// them too and the lease covers it, lasts until then and was renewed
-// within its Lease. It returns the lease's generation.
+// take removes what r holds of its i-th account, a, from the hand at now
+// for a reservation settled at need (Unix nanoseconds), if the hand holds
+// at least r's whole units of it too and keeps its headroom after (with r
+// counted in it), and the lease covers it, lasts until then and was
+// renewed within its Lease. It returns the lease's generation.
 //
 // Every take counts in rate, refused or not: the hand is sized by demand,
 // and what the store grants is bounded by the limit and the pacing.
-func (a *account) take(n, whole, now, need int64) (uint32, bool) {
-	a.rate.Add(n)
-	return a.takeAgain(n, whole, now, need)
+func (a *account) take(r *reservation, i int, now, need int64) (uint32, bool) {
+	a.rate.Add(r.held(i))
+	return a.takeAgain(r, i, now, need)
 }
 
 // takeAgain is take without counting the demand: the retry of a take
 // that waited for its top-up.
-func (a *account) takeAgain(n, whole, now, need int64) (uint32, bool) {
+func (a *account) takeAgain(r *reservation, i int, now, need int64) (uint32, bool) {
 	a.mu.RLock()
 	if a.exp.Load() <= need || a.spendBy.Load() <= now {
 		a.mu.RUnlock()
 		return 0, false
 	}
+	n, whole := r.held(i), r.slots[i].units
+	m := a.risk.load()
+	pooled := a.pooled.Load()
+	if m.add(1, r, i) {
+		pooled += n // what it will pool (Ledger.hold)
+	}
+	room := m.room(pooled)
 	for {
 		h := a.hand.Load()
-		if h < max(n, whole) {
+		if h < max(n, whole) || h-n < room {
 			a.mu.RUnlock()
 			return 0, false
 		}
@@ -525,9 +536,9 @@ func (g *Ledger) take(l *decision.Line, now time.Time, until int64, price, share
 		// at a budget's end, what is left is spent by bids that could
 		// each pay their own bill, not by a tail of shares whose bills
 		// would go past it.
-		gen, ok := s.acct.take(r.held(r.n), s.units, nowNs, need)
+		gen, ok := s.acct.take(&r, r.n, nowNs, need)
 		if !ok && waited != nil && !*waited && g.wait(s.acct, nowNs, waited) {
-			gen, ok = s.acct.takeAgain(r.held(r.n), s.units, g.opt.Now().UnixNano(), need)
+			gen, ok = s.acct.takeAgain(&r, r.n, g.opt.Now().UnixNano(), need)
 		}
 		if !ok {
 			g.kick(s.acct)
@@ -551,7 +562,7 @@ func (g *Ledger) could(l *decision.Line, now time.Time) bool {
 	}
 	for _, s := range [...]slot{st.total[0], st.total[1], d.slots[0], d.slots[1]} {
 		if a := s.acct; a != nil {
-			if a.hand.Load() < s.units || a.spendBy.Load() <= nowNs {
+			if a.hand.Load() < s.units+a.headroom() || a.spendBy.Load() <= nowNs {
 				g.kick(a)
 				return false
 			}
@@ -588,6 +599,7 @@ func (g *Ledger) hold(l *decision.Line, r *reservation, now, due, until, winBy i
 		r.slots[i].acct.holds.Add(1)
 		if r.share > 0 {
 			r.slots[i].acct.pooled.Add(r.held(i))
+			r.slots[i].acct.risk.add(1, r, i)
 		}
 	}
 	// The win window is the exchange's delay already: no grace on it. The
@@ -1017,6 +1029,11 @@ func (g *Ledger) lease(ctx context.Context, a *account, now, want int64) bool {
 	cfg := a.cfg.Load()
 	limit := min(cfg.pacer.target(&a.curve, cfg.limit, cfg.start, cfg.end, now), tsubame.MaxQuotaUnits)
 	limit = g.catchUp(ctx, a, cfg, now, limit, want)
+	if room := a.headroom(); room > 0 && limit < cfg.limit {
+		// The headroom is no bid's: the pacing bounds the bids, and the
+		// limit what their bills may take of it.
+		limit = min(limit+(room+a.scale-1)/a.scale, cfg.limit)
+	}
 	sctx, cancel := context.WithTimeout(ctx, g.opt.Timeout)
 	got, held, err := g.quotas.Lease(sctx, a.key, g.opt.Holder, limit, want, g.ttl)
 	cancel()
@@ -1196,7 +1213,8 @@ func (g *Ledger) forget(a *account, missing int64) {
 // far if more: a burst is topped up as it grows, not an interval later),
 // and at least two of its largest takes, but no more than a 64th of its
 // limit (or one take), so that a node does not sit on what others could
-// spend. A period that is over needs none.
+// spend; and its headroom more, with a bid's whole price for the next bid
+// held by a share. A period that is over needs none.
 func (a *account) target(cfg *accountCfg, now int64, tick bool) int64 {
 	if now >= cfg.end || cfg.limit == 0 {
 		return 0
@@ -1208,6 +1226,11 @@ func (a *account) target(cfg *accountCfg, now int64, tick bool) int64 {
 		t = 0
 	}
 	t = max(t, 2*a.recent, 2*unit)
+	if room := a.headroom(); room > 0 {
+		// And what one more bid held by a share adds to it, at most its
+		// whole price.
+		return min(t, a.ceiling(cfg)) + room + unit
+	}
 	return min(t, a.ceiling(cfg))
 }
 
@@ -1289,6 +1312,7 @@ func (g *Ledger) settleDue(ctx context.Context) {
 			s := e.r.slots[j]
 			if e.r.share > 0 {
 				s.acct.pooled.Add(-e.units[j] - e.used[j])
+				s.acct.risk.add(-e.n, &e.r, j)
 			}
 			s.acct.settle(e.used[j], e.r.gens[j])
 			s.acct.repay(e.units[j], e.r.gens[j])
@@ -1418,6 +1442,7 @@ func (g *Ledger) spend(d *drawn, price *int64) {
 		back := d.got[j] + d.rest[j]
 		if r.share > 0 {
 			s.acct.pooled.Add(-back)
+			s.acct.risk.add(-1, r, j)
 		}
 		if price != nil {
 			cost := r.cost(j, *price)

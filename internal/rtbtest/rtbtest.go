@@ -38,10 +38,11 @@ type Exchange struct {
 	Losses, Wins, Bills bool
 	BillOnWin           bool
 	BillDelay           time.Duration
-	// It stops once StopAt have won (0: no such bound), or once the
-	// nodes bid nothing for Idle.
+	// It stops once StopAt have won (0: no such bound), once the nodes
+	// bid nothing for Idle, or once it ran For (0: no such bound).
 	StopAt int64
 	Idle   time.Duration
+	For    time.Duration
 	// During, when set, is called as the bills go on, with how many were
 	// billed (restarts).
 	During func(billed int64)
@@ -59,7 +60,8 @@ func (x *Exchange) Run(t testing.TB) bool {
 	t.Helper()
 	x.client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2 * x.Streams}, Timeout: 30 * time.Second}
 	var lastBid atomic.Int64 // Unix nanoseconds
-	lastBid.Store(time.Now().UnixNano())
+	start := time.Now()
+	lastBid.Store(start.UnixNano())
 	var wg, bills sync.WaitGroup
 	var failed atomic.Bool
 	fail := func(err error) {
@@ -80,7 +82,8 @@ func (x *Exchange) Run(t testing.TB) bool {
 		rnd := rand.New(rand.NewPCG(uint64(x.WinPct), uint64(s)))
 		wg.Go(func() {
 			for i := s; !failed.Load(); i += x.Streams {
-				if x.StopAt > 0 && x.Won.Load() >= x.StopAt || time.Since(time.Unix(0, lastBid.Load())) > x.Idle {
+				if x.StopAt > 0 && x.Won.Load() >= x.StopAt || time.Since(time.Unix(0, lastBid.Load())) > x.Idle ||
+					x.For > 0 && time.Since(start) > x.For {
 					return
 				}
 				b, ok, err := x.offer(i)
