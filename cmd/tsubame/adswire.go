@@ -24,6 +24,7 @@ import (
 	"tsubame/internal/config"
 	"tsubame/internal/device"
 	"tsubame/internal/geo"
+	"tsubame/internal/server"
 	"tsubame/internal/track"
 )
 
@@ -91,6 +92,7 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 		TTL: cfg.Ads.Tracking.TTL, Reservation: cfg.Ads.Reservation, Grace: cfg.Ads.Budget.Grace, Timeout: cfg.Ads.CapsTimeout,
 		CookieName: cfg.Ads.Cookie.Name, CookieMaxAge: cfg.Ads.Cookie.MaxAge, TCFVendorID: cfg.Ads.TCFVendorID,
 		Dedupe: dd, Holder: ledger.Holder(), Outcomes: outcomes, AdSystem: cfg.VAST.AdSystem, Log: m.Logger,
+		CORS: decideCORS(cfg),
 	}
 	opt.DefaultPrivacy, opt.Privacy = privacyModes(cfg)
 	if err := m.openGeo(cfg); err != nil {
@@ -203,7 +205,7 @@ func (m *Main) closeAds(ctx context.Context) {
 
 // reloadAds applies what a reload may change of deciding: the tracking
 // keys (a rotation), the geo database (a new release of the file, or
-// another file) and the sites' privacy modes. Nothing changes unless the
+// another file), the sites' privacy modes and /api/decide's CORS origins. Nothing changes unless the
 // keys and the database load.
 func (m *Main) reloadAds(cfg *config.Config) error {
 	if m.ads.svc == nil {
@@ -229,7 +231,13 @@ func (m *Main) reloadAds(cfg *config.Config) error {
 	}
 	m.ads.svc.SetSigner(signer)
 	m.ads.svc.SetPrivacy(privacyModes(cfg))
+	m.ads.svc.SetCORS(decideCORS(cfg))
 	return nil
+}
+
+// decideCORS is /api/decide's CORS policy as configured.
+func decideCORS(cfg *config.Config) server.CORS {
+	return server.CORS{Origins: cfg.Ads.CORSOrigins, MaxAge: cfg.Ads.CORSMaxAge}
 }
 
 // exchanges are rtb.exchanges as the bidder takes them (Validate has

@@ -79,7 +79,11 @@ type Options struct {
 	Outcomes tsubame.Outcomes
 	// AdSystem names the ad server in VAST documents.
 	AdSystem string
-	Log      *slog.Logger
+	// CORS lets pages of its origins read /api/decide's answers; listed
+	// origins with the visitor cookie (CORS.Credentials is implied), "*"
+	// every page without it. No origins: no CORS headers.
+	CORS server.CORS
+	Log  *slog.Logger
 }
 
 // Service answers decisions and their tracking URLs. It is safe for
@@ -88,6 +92,7 @@ type Service struct {
 	opt     Options
 	signer  atomic.Pointer[track.Signer]
 	privacy atomic.Pointer[privacyModes]
+	cors    *server.CORSPolicy // /api/decide's
 	// bufs holds answer buffers.
 	bufs sync.Pool
 }
@@ -133,11 +138,21 @@ func New(opt Options) (*Service, error) {
 	if opt.Timeout <= 0 {
 		opt.Timeout = DefaultTimeout
 	}
-	s := &Service{opt: opt}
+	s := &Service{opt: opt, cors: server.NewCORSPolicy(decideCORS(opt.CORS), decideMethods...)}
 	s.signer.Store(opt.Signer)
 	s.SetPrivacy(opt.DefaultPrivacy, opt.Privacy)
 	s.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	return s, nil
+}
+
+// SetCORS replaces /api/decide's CORS policy (a reload).
+func (s *Service) SetCORS(c server.CORS) { s.cors.Set(decideCORS(c)) }
+
+// decideCORS is c with the visitor cookie: /api/decide's answers depend
+// on it (frequency caps), so a listed origin's fetch sends it.
+func decideCORS(c server.CORS) server.CORS {
+	c.Credentials = true
+	return c
 }
 
 // SetSigner replaces the signing keys (a reload after a rotation).
@@ -164,13 +179,17 @@ func (s *Service) privacyOf(site string) Privacy {
 	return p.def
 }
 
+// decideMethods are /api/decide's.
+var decideMethods = []string{"GET"}
+
 // Routes are the public routes of the service: /api/decide, in flight
 // under the ad requests' limit, and the impression and click URLs, under
 // the tracking one; each request and event logged to log.
 func (s *Service) Routes(log *accesslog.Logger) []server.Route {
 	get := []string{"GET"}
 	return []server.Route{
-		{Name: RouteDecide, Path: PathDecide, Methods: get, Handler: server.HandlerFunc(s.serveDecide), Log: log, Limit: server.LimitAds},
+		{Name: RouteDecide, Path: PathDecide, Methods: decideMethods, Handler: server.HandlerFunc(s.serveDecide), Log: log, Limit: server.LimitAds,
+			CORS: s.cors},
 		{Name: RouteImp, Path: PathImp, Methods: get, Handler: server.HandlerFunc(s.serveImp), Log: log, Limit: server.LimitTracking},
 		{Name: RouteClick, Path: PathClick, Methods: get, Handler: server.HandlerFunc(s.serveClick), Log: log, Limit: server.LimitTracking},
 	}

@@ -41,6 +41,11 @@ type Ads struct {
 	// frequency caps' counts end this long after it was read; a capped
 	// line item not counted by then does not serve.
 	CapsTimeout time.Duration `koanf:"caps_timeout"`
+	// CORSOrigins are the page origins allowed to read /api/decide's
+	// answers (with the visitor cookie), or "*" alone for every page
+	// (without it); CORSMaxAge is a preflight's Access-Control-Max-Age.
+	CORSOrigins []string      `koanf:"cors_origins"`
+	CORSMaxAge  time.Duration `koanf:"cors_max_age"`
 	// Reservation is how long a decision of a line item with an impression
 	// limit or a campaign budget holds its impression and price for its
 	// impression URL; past it an impression is counted late.
@@ -188,6 +193,7 @@ func (c *Config) validateAds(p *problems) {
 	if a.CapsTimeout < time.Millisecond || a.CapsTimeout > 10*time.Second {
 		p.add("ads.caps_timeout: must be between 1ms and 10s (got %v)", a.CapsTimeout)
 	}
+	validateCORS(p, "ads.", a.CORSOrigins, a.CORSMaxAge)
 	if a.Reservation < time.Second || a.Reservation > a.Tracking.TTL {
 		p.add("ads.reservation: must be between 1s and ads.tracking.ttl (%v) (got %v)", a.Tracking.TTL, a.Reservation)
 	}

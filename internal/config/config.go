@@ -1067,6 +1067,24 @@ func (c *Config) Validate() []error {
 // problems collects what Validate finds.
 type problems struct{ errs []error }
 
+// validateCORS checks cors_origins and cors_max_age under prefix.
+func validateCORS(p *problems, prefix string, origins []string, maxAge time.Duration) {
+	for _, o := range origins {
+		if o == "*" {
+			if len(origins) > 1 {
+				p.add("%scors_origins: \"*\" allows every origin and must stand alone", prefix)
+			}
+			continue
+		}
+		if !ValidOrigin(o) {
+			p.add("%scors_origins: %q is not an origin such as https://pub.example or http://localhost:8000 (scheme, host and port only, lower case)", prefix, o)
+		}
+	}
+	if maxAge < 0 || maxAge > 24*time.Hour {
+		p.add("%scors_max_age: must be between 0s and 24h", prefix)
+	}
+}
+
 func (p *problems) add(format string, args ...any) {
 	p.errs = append(p.errs, fmt.Errorf(format, args...))
 }
@@ -1474,19 +1492,10 @@ func (e Endpoint) validate(prefix, name string) []error {
 	default:
 		add("source: %q is not one of fixed, store, decide", e.Source)
 	}
-	for _, o := range e.CORSOrigins {
-		if o == "*" {
-			if len(e.CORSOrigins) > 1 {
-				add("cors_origins: \"*\" allows every origin and must stand alone")
-			}
-			continue
-		}
-		if !ValidOrigin(o) {
-			add("cors_origins: %q is not an origin such as https://pub.example or http://localhost:8000 (scheme, host and port only, lower case)", o)
-		}
-	}
-	if e.CORSMaxAge < 0 || e.CORSMaxAge > 24*time.Hour {
-		add("cors_max_age: must be between 0s and 24h")
+	var cp problems
+	validateCORS(&cp, "", e.CORSOrigins, e.CORSMaxAge)
+	for _, err := range cp.errs {
+		add("%s", err)
 	}
 	for _, f := range e.Formats {
 		if _, ok := render.ParseFormat([]byte(f)); !ok {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"tsubame"
 	"tsubame/internal/server"
 )
 
@@ -72,4 +73,78 @@ func TestCORS(t *testing.T) {
 		want{status: 204, acao: pub, vary: preflightVary, methods: "GET, HEAD", maxAge: "600", allowed: "GET, HEAD, OPTIONS"})
 	check("OPTIONS without CORS", do("OPTIONS", "/api/none.json?id=1", "Origin", pub, "Access-Control-Request-Method", "GET"),
 		want{status: 204, allowed: "GET, HEAD, OPTIONS"})
+}
+
+// CORS on a route with credentials (/api/decide's): a listed origin is
+// echoed exactly with Access-Control-Allow-Credentials and Vary: Origin,
+// errors too; "*" allows every page without credentials; a preflight
+// allows the route's own methods; a reload (Set) replaces the origins at
+// once.
+func TestRouteCORS(t *testing.T) {
+	const pub = "https://pub.example"
+	policy := server.NewCORSPolicy(server.CORS{Origins: []string{pub}, MaxAge: 5 * time.Minute, Credentials: true}, "GET")
+	decide := server.HandlerFunc(func(w server.Response, r server.Request) error {
+		if len(r.Query("placement")) == 0 {
+			return tsubame.Errorf(tsubame.EINVALID, "placement is required")
+		}
+		w.Body("application/json", []byte(`{"decisions":{}}`))
+		return nil
+	})
+	_, addr := startWith(t, server.Options{Routes: []server.Route{{Name: "decide", Path: "/api/decide", Methods: []string{"GET"},
+		Handler: decide, CORS: policy}}})
+	type got struct {
+		status                  int
+		acao, acac, vary, allow string
+		methods, maxAge         string
+	}
+	do := func(method, path string, header ...string) got {
+		t.Helper()
+		req, _ := http.NewRequest(method, "http://"+addr+path, nil)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		h := resp.Header
+		return got{resp.StatusCode, h.Get("Access-Control-Allow-Origin"), h.Get("Access-Control-Allow-Credentials"), h.Get("Vary"),
+			h.Get("Allow"), h.Get("Access-Control-Allow-Methods"), h.Get("Access-Control-Max-Age")}
+	}
+	const preflightVary = "Origin, Access-Control-Request-Method, Access-Control-Request-Headers"
+	for _, tc := range []struct {
+		name string
+		got  got
+		want got
+	}{
+		{"listed origin", do("GET", "/api/decide?placement=top", "Origin", pub), got{status: 200, acao: pub, acac: "true", vary: "Origin"}},
+		{"error keeps CORS", do("GET", "/api/decide", "Origin", pub), got{status: 400, acao: pub, acac: "true", vary: "Origin"}},
+		{"other origin", do("GET", "/api/decide?placement=top", "Origin", "https://evil.example"), got{status: 200, vary: "Origin"}},
+		{"the origin with a path is not the origin", do("GET", "/api/decide?placement=top", "Origin", pub+"/x"), got{status: 200, vary: "Origin"}},
+		{"preflight", do("OPTIONS", "/api/decide?placement=top", "Origin", pub, "Access-Control-Request-Method", "GET"),
+			got{status: 204, acao: pub, acac: "true", vary: preflightVary, allow: "GET, OPTIONS", methods: "GET", maxAge: "300"}},
+		{"preflight for HEAD, which the route does not serve", do("OPTIONS", "/api/decide", "Origin", pub, "Access-Control-Request-Method", "HEAD"),
+			got{status: 204, vary: preflightVary, allow: "GET, OPTIONS"}},
+		{"preflight for POST", do("OPTIONS", "/api/decide", "Origin", pub, "Access-Control-Request-Method", "POST"),
+			got{status: 204, vary: preflightVary, allow: "GET, OPTIONS"}},
+		{"preflight for a part of a method", do("OPTIONS", "/api/decide", "Origin", pub, "Access-Control-Request-Method", "GE"),
+			got{status: 204, vary: preflightVary, allow: "GET, OPTIONS"}},
+		{"POST", do("POST", "/api/decide?placement=top", "Origin", pub), got{status: 405, acao: pub, acac: "true", vary: "Origin", allow: "GET"}},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("%s:\n got %+v\nwant %+v", tc.name, tc.got, tc.want)
+		}
+	}
+	policy.Set(server.CORS{Origins: []string{"*"}, MaxAge: time.Minute, Credentials: true})
+	if g, w := do("GET", "/api/decide?placement=top", "Origin", pub), (got{status: 200, acao: "*"}); g != w {
+		t.Errorf("every origin, after a reload: got %+v, want %+v (no credentials with *)", g, w)
+	}
+	policy.Set(server.CORS{Credentials: true})
+	if g, w := do("GET", "/api/decide?placement=top", "Origin", pub), (got{status: 200, vary: "Origin"}); g != w {
+		t.Errorf("no origins, after a reload: got %+v, want %+v", g, w)
+	}
+	if g, w := do("OPTIONS", "/api/decide", "Origin", pub, "Access-Control-Request-Method", "GET"), (got{status: 204, vary: preflightVary, allow: "GET, OPTIONS"}); g != w {
+		t.Errorf("preflight with no origins: got %+v, want %+v", g, w)
+	}
 }

@@ -40,6 +40,10 @@ type Route struct {
 	// Limit is the in-flight bound the route's requests count against:
 	// every public request passes one (limits.go).
 	Limit Limit
+	// CORS, when set, lets the pages of its origins read the route's
+	// responses (errors too), and answers OPTIONS preflights: a route
+	// served to GET and HEAD only (NewCORSPolicy with its Methods).
+	CORS *CORSPolicy
 	// Shed answers a request its limit refused; nil answers a 503 with
 	// Retry-After, as the ad endpoints do. It must not block: the server
 	// is overloaded when it runs.
@@ -290,6 +294,14 @@ func (s *Server) external(rt Route) func(ctx *fasthttp.RequestCtx) {
 	}
 	allow := strings.Join(methods, ", ")
 	return func(ctx *fasthttp.RequestCtx) {
+		if rt.CORS != nil {
+			c := rt.CORS.p.Load()
+			if ctx.IsOptions() {
+				preflight(ctx, c)
+				return
+			}
+			c.permit(ctx)
+		}
 		if !slices.ContainsFunc(methods, func(m string) bool { return string(ctx.Method()) == m }) {
 			ctx.Response.Header.Set("Allow", allow)
 			plain(ctx, fasthttp.StatusMethodNotAllowed, "method not allowed")

@@ -712,11 +712,11 @@ func (s *Server) serveAPI(ctx *fasthttp.RequestCtx, r *routes, st *site, rest []
 		lr.ep = ep // before responding: a panic's 500 is logged too
 	}
 	if ctx.IsOptions() {
-		s.preflight(ctx, ep)
+		preflight(ctx, ep.cors)
 		return
 	}
 	if ep.cors != nil {
-		ep.cors.allow(ctx)
+		ep.cors.permit(ctx)
 	}
 	if s.enter(ctx, r.ads, &s.counters.adsLimit, errTooManyAds) {
 		defer r.ads.leave()
