@@ -19,16 +19,7 @@ func TestCORS(t *testing.T) {
 		server.Endpoint{Name: "none", Source: body})
 	do := func(method, path string, header ...string) *http.Response {
 		t.Helper()
-		req, _ := http.NewRequest(method, "http://"+addr+path, nil)
-		for i := 0; i+1 < len(header); i += 2 {
-			req.Header.Set(header[i], header[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp
+		return request(t, method, "http://"+addr+path, header...)
 	}
 	type want struct {
 		status          int
@@ -99,15 +90,7 @@ func TestRouteCORS(t *testing.T) {
 	}
 	do := func(method, path string, header ...string) got {
 		t.Helper()
-		req, _ := http.NewRequest(method, "http://"+addr+path, nil)
-		for i := 0; i+1 < len(header); i += 2 {
-			req.Header.Set(header[i], header[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		resp := request(t, method, "http://"+addr+path, header...)
 		h := resp.Header
 		return got{resp.StatusCode, h.Get("Access-Control-Allow-Origin"), h.Get("Access-Control-Allow-Credentials"), h.Get("Vary"),
 			h.Get("Allow"), h.Get("Access-Control-Allow-Methods"), h.Get("Access-Control-Max-Age")}
@@ -147,4 +130,20 @@ func TestRouteCORS(t *testing.T) {
 	if g, w := do("OPTIONS", "/api/decide", "Origin", pub, "Access-Control-Request-Method", "GET"), (got{status: 204, vary: preflightVary, allow: "GET, OPTIONS"}); g != w {
 		t.Errorf("preflight with no origins: got %+v, want %+v", g, w)
 	}
+}
+
+// request sends method to url with the header's name, value pairs, and
+// returns the response, its body read and closed.
+func request(t *testing.T, method, url string, header ...string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp
 }
