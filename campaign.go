@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -76,11 +77,66 @@ type Campaign struct {
 	Pacing   Pacing `json:"pacing,omitzero"`
 }
 
-// Budget caps a campaign's spend; zero means no cap.
+// Budget caps a campaign's spend; left out (zero), no cap.
 type Budget struct {
 	Total Money `json:"total,omitzero"`
 	Daily Money `json:"daily,omitzero"`
+	// written0 marks an amount written as 0 (budgetTotal0, budgetDaily0),
+	// which Validate refuses: it would read as no cap at all.
+	written0 uint8
 }
+
+const (
+	budgetTotal0 = 1 << iota
+	budgetDaily0
+)
+
+// UnmarshalJSON reads a budget field by field, in order, noting an amount
+// written as 0; a field it does not take is refused, as the campaign
+// set's are. Its errors are FieldErrors.
+func (b *Budget) UnmarshalJSON(data []byte) error {
+	var in map[string]json.RawMessage
+	if err := json.Unmarshal(data, &in); err != nil {
+		return err
+	}
+	*b = Budget{}
+	for _, k := range slices.Sorted(maps.Keys(in)) {
+		raw := in[k]
+		var m *Money
+		var flag uint8
+		switch k {
+		case "total":
+			m, flag = &b.Total, budgetTotal0
+		case "daily":
+			m, flag = &b.Daily, budgetDaily0
+		default:
+			return &FieldError{Field: clip(k, 64), Raw: raw, Err: errUnknownField}
+		}
+		if err := json.Unmarshal(raw, m); err != nil {
+			return &FieldError{Field: k, Raw: raw, Err: err}
+		}
+		if *m == 0 && string(raw) != "null" {
+			b.written0 |= flag
+		}
+	}
+	return nil
+}
+
+// FieldError is what one field of an object that decodes itself (Budget)
+// did wrong, for decoders that name problems by path.
+type FieldError struct {
+	Field string
+	Raw   []byte // the field's JSON
+	Err   error
+}
+
+func (e *FieldError) Error() string {
+	return "json: field " + e.Field + ": " + strings.TrimPrefix(e.Err.Error(), "json: ")
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+var errUnknownField = errors.New("unknown field")
 
 // Pacing modes: how a campaign spreads its daily budget over the day.
 const (
@@ -826,6 +882,14 @@ func (c *Campaign) check(v *checker, at string) {
 		v.add(at+".timezone", "%q is not a known IANA time zone (such as Asia/Tokyo or UTC)", clip(c.Timezone, 64))
 	}
 	b := c.Budget
+	for _, z := range []struct {
+		flag  uint8
+		field string
+	}{{budgetTotal0, "total"}, {budgetDaily0, "daily"}} {
+		if b.written0&z.flag != 0 {
+			v.add(at+".budget."+z.field, "0 is no budget: for no cap, leave %s out; to stop spending, pause the campaign", z.field)
+		}
+	}
 	if b.Total < 0 {
 		v.add(at+".budget.total", "must not be negative")
 	}

@@ -328,3 +328,46 @@ func TestCPMBound(t *testing.T) {
 		t.Fatal("a whole budget's spend, in thousandths of a micro-unit, overflows a report")
 	}
 }
+
+// A budget written as 0 is refused at its path, saying how to write no
+// cap; left out, it is no cap; a field a budget does not take is an error.
+func TestBudgetWrittenAsZero(t *testing.T) {
+	for _, tc := range []struct {
+		budget, want string
+	}{
+		{`{"total": "0"}`, `campaigns[0] (id "c-1").budget.total: 0 is no budget: for no cap, leave total out`},
+		{`{"total": "100", "daily": 0}`, `campaigns[0] (id "c-1").budget.daily: 0 is no budget: for no cap, leave daily out`},
+		{`{"total": "0.000000"}`, `budget.total: 0 is no budget`},
+		{`{"daily": "5"}`, ""},
+		{`{}`, ""},
+		{`{"daily": null}`, ""},
+	} {
+		set := validSet(t)
+		var b tsubame.Budget
+		if err := json.Unmarshal([]byte(tc.budget), &b); err != nil {
+			t.Fatalf("%s: %v", tc.budget, err)
+		}
+		set.Campaigns[0].Budget = b
+		err := set.Validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.budget, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: got %v, want %q", tc.budget, err, tc.want)
+		}
+	}
+	var b tsubame.Budget
+	for in, want := range map[string]string{
+		`{"totl": "5"}`:          "json: field totl: unknown field",
+		`{"total": "1.2345678"}`: "json: field total: amount",
+	} {
+		if err := json.Unmarshal([]byte(in), &b); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", in, err, want)
+		}
+	}
+	// What a budget is written as is what it reads back as.
+	out, _ := json.Marshal(tsubame.Budget{Total: 5 * tsubame.MicrosPerUnit})
+	if err := json.Unmarshal(out, &b); err != nil || b != (tsubame.Budget{Total: 5 * tsubame.MicrosPerUnit}) {
+		t.Errorf("%s read back as %+v, %v", out, b, err)
+	}
+}

@@ -70,6 +70,18 @@ func (d *decoder) value(off int, raw []byte, v reflect.Value, path string) {
 	}
 	if pt := reflect.PointerTo(t); pt.Implements(jsonUnmarshaler) || pt.Implements(textUnmarshaler) {
 		if err := json.Unmarshal(raw, v.Addr().Interface()); err != nil {
+			var fe *tsubame.FieldError
+			if errors.As(err, &fe) && t.Kind() == reflect.Struct {
+				// One field of an object that decodes itself (Budget): named
+				// by its path, as the fields of others are.
+				index, ok := fieldsOf(t)[fe.Field]
+				if !ok {
+					d.bad(off, join(path, fe.Field), "unknown field")
+					return
+				}
+				d.bad(off, join(path, fe.Field), "%s", leafMessage(fe.Err, t.FieldByIndex(index).Type, fe.Raw))
+				return
+			}
 			d.bad(off, path, "%s", leafMessage(err, t, raw))
 			return
 		}

@@ -602,3 +602,35 @@ func TestCampaignFileStopsWhenTheRequestIsGone(t *testing.T) {
 		}
 	}
 }
+
+// A budget written as 0 in a campaign file is refused on its line, saying
+// how to write no cap, and a misspelt budget field named by its path, both
+// at once.
+func TestCampaignFileBudgetOfZero(t *testing.T) {
+	in := `advertisers:
+  - {id: adv-a, name: A}
+campaigns:
+  - id: camp-1
+    advertiser: adv-a
+    budget:
+      total: 0
+  - id: camp-2
+    advertiser: adv-a
+    budget: {dialy: "5"}
+`
+	got := problemLines(t, in, "campaigns.yaml", bulk.CampaignsYAML, nil, true)
+	want := []string{
+		`campaigns.yaml:7: campaigns[0] (id "camp-1").budget.total: 0 is no budget: for no cap, leave total out; to stop spending, pause the campaign`,
+		`campaigns.yaml:10: campaigns[1] (id "camp-2").budget.dialy: unknown field`,
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	got = problemLines(t, strings.Replace(in, `{dialy: "5"}`, `{daily: "5"}`, 1), "campaigns.yaml", bulk.CampaignsYAML, nil, true)
+	want = []string{
+		`campaigns.yaml:7: campaigns[0] (id "camp-1").budget.total: 0 is no budget: for no cap, leave total out; to stop spending, pause the campaign`,
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
