@@ -29,7 +29,10 @@ func rsyslogd(t *testing.T) string {
 	if err != nil {
 		bin = "/usr/sbin/rsyslogd"
 		if _, err := os.Stat(bin); err != nil {
-			t.Fatal("rsyslogd is not installed (make test-tools installs Debian's rsyslog)")
+			if os.Getenv("CI") != "" || !testing.Short() {
+				t.Fatal("rsyslogd is not installed (make test-tools installs Debian's rsyslog)")
+			}
+			t.Skip("rsyslogd is not installed (make test-tools installs Debian's rsyslog); the syslog tests need a real one")
 		}
 	}
 	return bin
