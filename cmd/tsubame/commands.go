@@ -109,6 +109,20 @@ func init() {
 			},
 		},
 		{
+			name: "log tail", args: "[FILE]", max: 1, config: true, readOnly: true,
+			summary: "Print the access log's last lines, and with -f the lines as they are written, through rotations.",
+			help: "The live file is written through a memory mapping with its space allocated ahead (zero bytes): " +
+				"grep calls it binary and tail prints the zeros. This prints its whole lines only. FILE is " +
+				"access_log.dir/access_log.file_name unless given.",
+			setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
+				n := fs.Int("n", 10, "print the last `N` lines")
+				follow := fs.Bool("f", false, "then print the lines as they are written, until interrupted")
+				return func(ctx context.Context, args []string) error {
+					return runLogTail(ctx, e, argOr(args, 0), *n, *follow)
+				}
+			},
+		},
+		{
 			name: "log export", args: "[FILE|-]", max: 1, config: true,
 			summary: "Write the lines of an access log kept in the store (access_log: store), oldest first.",
 			help:    "The embedded store can be used by one process at a time: stop the server first.",
