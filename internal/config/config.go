@@ -58,6 +58,9 @@ const EnvInherit = EnvPrefix + "INHERIT"
 // Config is the whole configuration. Field tags name the YAML keys; the env
 // tag, where present, is an extra, shorter environment variable name.
 type Config struct {
+	// lines is where the file Load read set each key, for problems.
+	lines *fileLines
+
 	Listen    string              `koanf:"listen"`
 	DataDir   string              `koanf:"data_dir"`
 	Admin     Admin               `koanf:"admin"`
@@ -765,7 +768,7 @@ func Load(path string, environ []string) (*Config, []string, error) {
 	if path != "" {
 		f := koanf.New(".")
 		if err := f.Load(file.Provider(path), yaml.Parser()); err != nil {
-			return nil, nil, fmt.Errorf("cannot read config file %q: %w", path, err)
+			return nil, nil, fmt.Errorf("cannot read config file %q: %w", path, yamlError(path, err))
 		}
 		if f.Exists("endpoints") {
 			k.Delete("endpoints") // a file's endpoints replace the default list
@@ -799,7 +802,11 @@ func Load(path string, environ []string) (*Config, []string, error) {
 			site.Hosts[i] = strings.ToLower(h)
 		}
 	}
+	if path != "" {
+		cfg.lines = readLines(path)
+	}
 	if fieldErrs != nil {
+		fieldErrs.Errs = cfg.lines.locate(fieldErrs.Errs)
 		return &cfg, warnings, fieldErrs
 	}
 	return &cfg, warnings, nil
@@ -818,6 +825,7 @@ func LoadValid(path string, environ []string) (*Config, []string, error) {
 	if fieldErrs != nil {
 		errs = fieldErrs.With(errs)
 	}
+	errs = cfg.lines.locate(errs)
 	if len(errs) > 0 {
 		return nil, warnings, errors.New(JoinProblems("invalid configuration", errs))
 	}
@@ -898,11 +906,9 @@ func newFieldErrors(err error) *FieldErrors {
 		msg := inner.Error()
 		switch {
 		case strings.HasPrefix(msg, "has invalid keys: "):
-			msg = "unknown key(s) " + strings.TrimPrefix(msg, "has invalid keys: ")
-			if key == "" {
-				fe.Errs = append(fe.Errs, errors.New(msg))
-				return
-			}
+			names := strings.Split(strings.TrimPrefix(msg, "has invalid keys: "), ", ")
+			fe.Errs = append(fe.Errs, unknownKeys(mapKey(key), names)...)
+			return
 		case errors.As(inner, &pe):
 			msg = fmt.Sprintf("%q is not a valid %s", fmt.Sprint(pe.Value), pe.Expected.Type())
 		case errors.As(inner, &ue):

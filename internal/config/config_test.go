@@ -186,15 +186,17 @@ func TestEveryProblemAtOnce(t *testing.T) {
 	}
 	// (No second complaint about a value that did not decode: session_idle
 	// is zero, not "forever".)
+	// Each problem the file's keys make names its line; an unknown key the
+	// one it was likely meant for.
 	want := `invalid configuration (8 problem(s)):
   admin.session_idle: "forever" is not a duration (a number and a unit: 300ms, 5s, 2m, 1h)
-  cache.max_bytes: invalid size "lots": want a whole number with an optional unit B, KiB, MiB, GiB, KB, MB or GB
-  cache.ttl: "5x" is not a duration (a number and a unit: 300ms, 5s, 2m, 1h)
-  cache: unknown key(s) tll
-  webhook.queue_size: "x" is not a valid int
-  unknown key(s) foo
-  listen: "nope" is not host:port
-  access_log.format: "xml" is not one of ltsv, json`
+  c.yaml:3: cache.max_bytes: invalid size "lots": want a whole number with an optional unit B, KiB, MiB, GiB, KB, MB or GB
+  c.yaml:2: cache.ttl: "5x" is not a duration (a number and a unit: 300ms, 5s, 2m, 1h)
+  c.yaml:4: cache.tll: unknown key; did you mean ttl?
+  c.yaml:7: webhook.queue_size: "x" is not a valid int
+  c.yaml:10: foo: unknown key
+  c.yaml:5: listen: "nope" is not host:port
+  c.yaml:9: access_log.format: "xml" is not one of ltsv, json`
 	if err.Error() != want {
 		t.Fatalf("got:\n%s\nwant:\n%s", err, want)
 	}
@@ -696,5 +698,32 @@ func TestValidateAdsBudget(t *testing.T) {
 	}
 	if errs := load(t, "ads: {tracking: {ttl: 1h}, reservation: 30m}").Validate(); len(errs) != 0 {
 		t.Errorf("a valid budget section refused: %v", errs)
+	}
+}
+
+// A file that is not YAML names its line and the keys it is under; an
+// unknown key in a named map entry (an endpoint, a site's endpoint) names
+// its line and the key meant; a rule broken by a key set in the file names
+// that key's line.
+func TestProblemsNameTheirLines(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ text, want string }{
+		{"ads:\n  currency: USD\nserver:\n  listen: 127.0.0.1:0\n   bad: indent\n",
+			`t.yaml:5: under server.listen: yaml: line 5: mapping values are not allowed in this context`},
+		{"endpoints:\n  top:\n    source: store\n    cahce: true\n",
+			`t.yaml:4: endpoints.top.cahce: unknown key; did you mean cache?`},
+		{"sites:\n  news:\n    hosts: [news.example]\n    endpoints:\n      top: {source: store, formts: [js]}\n",
+			`t.yaml:5: sites.news.endpoints.top.formts: unknown key; did you mean formats?`},
+		{"ads:\n  curency: USD\n", `t.yaml:2: ads.curency: unknown key; did you mean currency?`},
+		{"ads:\n  reservation: 0s\n", `t.yaml:2: ads.reservation: must be between 1s and ads.tracking.ttl`},
+	} {
+		path := filepath.Join(dir, "t.yaml")
+		if err := os.WriteFile(path, []byte(tc.text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, _, err := config.LoadValid(path, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q:\n got %v\nwant %s", tc.text, err, tc.want)
+		}
 	}
 }
