@@ -281,7 +281,7 @@ func TestCampaignFileSyntax(t *testing.T) {
 		{"json trailing", "{}\n{}", bulk.CampaignsJSON, `f:2:1: data after the JSON value`},
 		{"json not an object", "[]", bulk.CampaignsJSON, `f:1: must be an object, not a list`},
 		{"json empty", " \n", bulk.CampaignsJSON, `f: empty: no JSON value`},
-		{"yaml", "advertisers:\n  - id: a\n    name: \"x\n", bulk.CampaignsYAML, `f:3: invalid YAML: found unexpected end of stream`},
+		{"yaml", "advertisers:\n  - id: a\n    name: \"x\n", bulk.CampaignsYAML, `f:3: advertisers[0]: invalid YAML: found unexpected end of stream`},
 		{"yaml empty", "# nothing\n", bulk.CampaignsYAML, `f: empty: no YAML document`},
 		{"yaml two documents", "currency: JPY\n---\ncurrency: USD\n", bulk.CampaignsYAML, `f:2: a second YAML document: a campaign file is one document`},
 		{"yaml infinity", "advertisers: []\ncampaigns:\n  - budget: {total: .inf}\n", bulk.CampaignsYAML, `f:3: ".inf" is not a finite number`},
@@ -630,6 +630,16 @@ campaigns:
 	want = []string{
 		`campaigns.yaml:7: campaigns[0] (id "camp-1").budget.total: 0 is no budget: for no cap, leave total out; to stop spending, pause the campaign`,
 	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// An indentation mistake names its line and the keys it is read under.
+func TestCampaignFileIndentationMistake(t *testing.T) {
+	in := "advertisers:\n  - id: a\n    name: A\ncampaigns:\n  - id: c0\n    advertiser: a\n  - id: c1\n    advertiser: a\n     budget: {total: \"5\"}\n"
+	got := problemLines(t, in, "campaigns.yaml", bulk.CampaignsYAML, nil, true)
+	want := []string{`campaigns.yaml:9: campaigns[1].advertiser: invalid YAML: mapping values are not allowed in this context`}
 	if !slices.Equal(got, want) {
 		t.Fatalf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"tsubame/internal/yamlpos"
 )
 
 // A YAML campaign file is turned into JSON text before decoding, so that
@@ -136,13 +138,13 @@ func yamlToJSON(ctx context.Context, data []byte) ([]byte, lineMarks, []FileProb
 		if errors.Is(err, io.EOF) {
 			return nil, nil, []FileProblem{{Message: "empty: no YAML document"}}, nil
 		}
-		return nil, nil, []FileProblem{yamlSyntax(err)}, nil
+		return nil, nil, []FileProblem{yamlSyntax(data, err)}, nil
 	}
 	var extra yaml.Node
 	switch err := dec.Decode(&extra); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		return nil, nil, []FileProblem{yamlSyntax(err)}, nil
+		return nil, nil, []FileProblem{yamlSyntax(data, err)}, nil
 	default:
 		return nil, nil, []FileProblem{{Line: extra.Line, Message: "a second YAML document: a campaign file is one document"}}, nil
 	}
@@ -165,14 +167,16 @@ func yamlToJSON(ctx context.Context, data []byte) ([]byte, lineMarks, []FileProb
 	return c.out.Bytes(), c.marks, nil, nil
 }
 
-func yamlSyntax(err error) FileProblem {
+// yamlSyntax is the problem of a syntax error of data, at its line and
+// under the keys that line is in (yamlpos), where the parser names one.
+func yamlSyntax(data []byte, err error) FileProblem {
 	m := yamlErrLine.FindStringSubmatch(err.Error())
 	if m == nil {
 		return FileProblem{Message: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
 	}
 	line, _ := strconv.Atoi(m[1])
 	col, _ := strconv.Atoi(m[2])
-	return FileProblem{Line: line, Col: col, Message: "invalid YAML: " + m[3]}
+	return FileProblem{Line: line, Col: col, Path: yamlpos.PathAt(data, line), Message: "invalid YAML: " + m[3]}
 }
 
 // node writes n as JSON. Every call writes a byte at least, so the bound on

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"tsubame/internal/yamlpos"
 )
 
 // Problems name the line of the configuration file that set their key,
@@ -200,43 +201,6 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// yamlErrorPath names the keys enclosing line (1-based) of a YAML text
-// that does not parse, by indentation: "server.listen", or "".
-func yamlErrorPath(data []byte, line int) string {
-	type level struct {
-		indent int
-		key    string
-	}
-	var stack []level
-	for i, l := range bytes.Split(data, []byte("\n")) {
-		if i+1 > line {
-			break
-		}
-		text := strings.TrimRight(string(l), " \t\r")
-		trimmed := strings.TrimLeft(text, " ")
-		if trimmed == "" || strings.HasPrefix(trimmed, "#") || strings.HasPrefix(trimmed, "-") {
-			continue
-		}
-		key, _, ok := strings.Cut(trimmed, ":")
-		if !ok || strings.ContainsAny(key, " \"'{[") {
-			continue
-		}
-		indent := len(text) - len(trimmed)
-		for len(stack) > 0 && stack[len(stack)-1].indent >= indent {
-			stack = stack[:len(stack)-1]
-		}
-		if i+1 == line {
-			break // the line itself: its enclosing keys name it
-		}
-		stack = append(stack, level{indent, key})
-	}
-	var keys []string
-	for _, l := range stack {
-		keys = append(keys, l.key)
-	}
-	return strings.Join(keys, ".")
-}
-
 // yamlLine finds the line a YAML parser's error names.
 var yamlLine = regexp.MustCompile(`\bline (\d+)\b`)
 
@@ -250,7 +214,7 @@ func yamlError(path string, err error) error {
 	}
 	line, _ := strconv.Atoi(m[1])
 	where := fmt.Sprintf("%s:%d", filepath.Base(path), line)
-	if under := yamlErrorPath(data, line); under != "" {
+	if under := yamlpos.PathAt(data, line); under != "" {
 		where += ": under " + under
 	}
 	return fmt.Errorf("%s: %w", where, err)
