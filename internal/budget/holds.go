@@ -418,6 +418,9 @@ func (k *risk) load() moments {
 	return moments{k.held.Load(), k.whole.Load(), k.m2.load(), k.m3.load()}
 }
 
+// shared reports whether r holds a share of its price (not all of it).
+func (r *reservation) shared() bool { return r.share > 0 && r.share < decision.HoldShares }
+
 // add counts n more open bids of r on its i-th account (less than 0: bids
 // that ended).
 func (k *risk) add(n int64, r *reservation, i int) {
@@ -434,7 +437,7 @@ func (k *risk) add(n int64, r *reservation, i int) {
 // add counts n more bids of r on its i-th account in m; false when they
 // are not held by a share.
 func (m *moments) add(n int64, r *reservation, i int) bool {
-	if r.share <= 0 || r.share >= decision.HoldShares {
+	if !r.shared() {
 		return false
 	}
 	m.held += n * r.held(i)
@@ -455,7 +458,7 @@ func (m *moments) add(n int64, r *reservation, i int) bool {
 // account.repay pays from them), less where bills took more than their
 // own holds.
 func (m moments) room(pooled int64) int64 {
-	if m.m2 <= 0 {
+	if m.m2 <= 0 || m.whole <= 0 {
 		return 0
 	}
 	const z = headroomZ
@@ -464,12 +467,16 @@ func (m moments) room(pooled int64) int64 {
 }
 
 // headroom is what a's hand keeps for bills past the pools of its open
-// bids held by a share (moments.room). A take leaves it in the hand with
-// its own bid counted (account.take).
-func (a *account) headroom() int64 { return a.risk.load().room(a.pooled.Load()) }
+// bids held by a share (moments.room), where the pools owe what bills
+// past them already spent that no hand covered (account.owed). A take
+// leaves it in the hand with its own bid counted (account.take).
+func (a *account) headroom() int64 {
+	return a.risk.load().room(a.pooled.Load() - a.owed.Load())
+}
 
-// atomicFloat is a float64 that adds atomically; it stays at least 0
-// whatever the rounding of what was added and taken away.
+// atomicFloat is a float64 that adds atomically. Its sums are signed (a
+// third moment's terms are negative for shares over one half): what is
+// added is taken away exactly in reverse, and readers clamp.
 type atomicFloat struct{ bits atomic.Uint64 }
 
 func (f *atomicFloat) load() float64 { return math.Float64frombits(f.bits.Load()) }
@@ -480,7 +487,7 @@ func (f *atomicFloat) add(v float64) {
 	}
 	for {
 		old := f.bits.Load()
-		next := max(math.Float64frombits(old)+v, 0)
+		next := math.Float64frombits(old) + v
 		if f.bits.CompareAndSwap(old, math.Float64bits(next)) {
 			return
 		}

@@ -357,16 +357,23 @@ func (a *account) takeAgain(r *reservation, i int, now, need int64) (uint32, boo
 		return 0, false
 	}
 	n, whole := r.held(i), r.slots[i].units
-	m := a.risk.load()
-	pooled := a.pooled.Load()
-	if m.add(1, r, i) {
-		pooled += n // what it will pool (Ledger.hold)
+	// A bid held by a share counts in the pools and the risk before the
+	// hand is checked, so that takes at once each see the others': they
+	// may fail too often together, never pass wrongly.
+	shared := r.shared()
+	if shared {
+		a.pooled.Add(n)
+		a.risk.add(1, r, i)
 	}
-	room := m.room(pooled)
+	room := a.headroom()
 	for {
 		h := a.hand.Load()
 		if h < max(n, whole) || h-n < room {
 			a.mu.RUnlock()
+			if shared {
+				a.risk.add(-1, r, i)
+				a.pooled.Add(-n)
+			}
 			return 0, false
 		}
 		if a.hand.CompareAndSwap(h, h-n) {
@@ -512,6 +519,9 @@ func (g *Ledger) take(l *decision.Line, now time.Time, until int64, price, share
 	if share == decision.HoldByWinRate {
 		r.share, r.rate = st.rate.share.Load(), &st.rate
 	}
+	if r.share < 0 || r.share >= decision.HoldShares {
+		r.share = 0 // all of it: a whole hold (r.shared is r.share > 0 from here)
+	}
 	nowNs := now.UnixNano()
 	d := st.day.Load()
 	if d == nil || nowNs < d.start || nowNs >= d.end {
@@ -574,7 +584,12 @@ func (g *Ledger) could(l *decision.Line, now time.Time) bool {
 // cancel gives back what r took.
 func (g *Ledger) cancel(r *reservation) {
 	for i := range r.n {
-		r.slots[i].acct.giveBack(r.held(i), r.gens[i])
+		a := r.slots[i].acct
+		if r.shared() {
+			a.risk.add(-1, r, i)
+			a.pooled.Add(-r.held(i))
+		}
+		a.giveBack(r.held(i), r.gens[i])
 	}
 	r.n = 0
 }
@@ -591,16 +606,16 @@ func (g *Ledger) hold(l *decision.Line, r *reservation, now, due, until, winBy i
 	}
 	if until == 0 {
 		for i := range r.n {
+			if r.shared() { // not held after all: out of the pools and the risk (take)
+				r.slots[i].acct.risk.add(-1, r, i)
+				r.slots[i].acct.pooled.Add(-r.held(i))
+			}
 			r.slots[i].acct.settle(r.held(i), r.gens[i])
 		}
 		return
 	}
 	for i := range r.n {
-		r.slots[i].acct.holds.Add(1)
-		if r.share > 0 {
-			r.slots[i].acct.pooled.Add(r.held(i))
-			r.slots[i].acct.risk.add(1, r, i)
-		}
+		r.slots[i].acct.holds.Add(1) // its pool and risk were counted by take
 	}
 	// The win window is the exchange's delay already: no grace on it. The
 	// reservation's end takes the grace, for bills on their way.
@@ -1214,10 +1229,12 @@ func (g *Ledger) forget(a *account, missing int64) {
 // and at least two of its largest takes, but no more than a 64th of its
 // limit (or one take), so that a node does not sit on what others could
 // spend; and its headroom more, with a bid's whole price for the next bid
-// held by a share. A period that is over needs none.
+// held by a share. A period that is over needs its headroom only.
 func (a *account) target(cfg *accountCfg, now int64, tick bool) int64 {
 	if now >= cfg.end || cfg.limit == 0 {
-		return 0
+		// Bids held by a share may still be billed past their pools (a
+		// period's last, an adopted server's): their headroom stays.
+		return a.headroom()
 	}
 	unit := a.unit.Load()
 	t := 2 * a.rate.Load() // a kick: this interval's demand so far
@@ -1583,7 +1600,9 @@ func (g *Ledger) Close(ctx context.Context) error {
 		hand := a.hand.Swap(0) + a.drained.Swap(0)
 		a.exp.Store(0)
 		a.mu.Unlock()
-		keep := min((held[a]+a.scale-1)/a.scale, a.leased) // what the handed-over holds stand on
+		// What the handed-over holds stand on, and the headroom their
+		// bills past the pools spend (the next server's hand).
+		keep := min((held[a]+a.headroom()+a.scale-1)/a.scale, a.leased)
 		if a.leased == keep {
 			continue
 		}

@@ -1788,20 +1788,27 @@ func TestDailyKeysExpire(t *testing.T) {
 // count, the ledgers' overage), and at least 90 % of it spent.
 func TestWinRateHoldsNeverBillPastTheLimit(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		winPct int
-		limits tsubame.ImpressionLimits
-		budget tsubame.Budget
-		key    string
+		name       string
+		winPct     int
+		limits     tsubame.ImpressionLimits
+		budget     tsubame.Budget
+		key        string
+		concurrent bool
 	}{
-		{"impressions at 10 %", 10, tsubame.ImpressionLimits{Total: 150}, tsubame.Budget{}, "li/li/imp"},
-		{"impressions at 3 %", 3, tsubame.ImpressionLimits{Total: 60}, tsubame.Budget{}, "li/li/imp"},
-		{"impressions at 20 %", 20, tsubame.ImpressionLimits{Total: 150}, tsubame.Budget{}, "li/li/imp"},
-		{"budget at 10 %", 10, tsubame.ImpressionLimits{}, tsubame.Budget{Total: 300_000}, "camp/camp/spend"},
+		{"impressions at 10 %", 10, tsubame.ImpressionLimits{Total: 150}, tsubame.Budget{}, "li/li/imp", false},
+		{"impressions at 3 %", 3, tsubame.ImpressionLimits{Total: 60}, tsubame.Budget{}, "li/li/imp", false},
+		{"impressions at 20 %", 20, tsubame.ImpressionLimits{Total: 150}, tsubame.Budget{}, "li/li/imp", false},
+		// Shares over one half: the third moment's terms are negative, and
+		// what the ended bids took away must not stay (under-delivery).
+		{"impressions at 60 %", 60, tsubame.ImpressionLimits{Total: 150}, tsubame.Budget{}, "li/li/imp", false},
+		{"budget at 10 %", 10, tsubame.ImpressionLimits{}, tsubame.Budget{Total: 300_000}, "camp/camp/spend", false},
+		// Each second's bids at once, from as many goroutines: a take sees
+		// the others' risk before its check.
+		{"impressions at 10 %, bids at once", 10, tsubame.ImpressionLimits{Total: 150}, tsubame.Budget{}, "li/li/imp", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for seed := range uint64(16) {
-				billed, spent, limit := billPastTheLimit(t, tc.winPct, tc.limits, tc.budget, tc.key, seed)
+				billed, spent, limit := billPastTheLimit(t, tc.winPct, tc.limits, tc.budget, tc.key, seed, tc.concurrent)
 				if t.Failed() {
 					return
 				}
@@ -1816,7 +1823,7 @@ func TestWinRateHoldsNeverBillPastTheLimit(t *testing.T) {
 // billPastTheLimit runs TestWinRateHoldsNeverBillPastTheLimit's exchange
 // with seed until nothing is bid for a minute, and returns the bills, what
 // the store settled on key, and its limit (impressions, or micro-units).
-func billPastTheLimit(t *testing.T, winPct int, limits tsubame.ImpressionLimits, b tsubame.Budget, key string, seed uint64) (billed, settled, limit int64) {
+func billPastTheLimit(t *testing.T, winPct int, limits tsubame.ImpressionLimits, b tsubame.Budget, key string, seed uint64, concurrent bool) (billed, settled, limit int64) {
 	st := memory.New()
 	t.Cleanup(func() { _ = st.Close() })
 	clk := newClock()
@@ -1840,8 +1847,20 @@ func billPastTheLimit(t *testing.T, winPct int, limits tsubame.ImpressionLimits,
 	for step := 0; idle < time.Minute && step < 3600; step++ {
 		bids := 0
 		for _, n := range nodes {
-			for range 10 { // 10 bid requests a second on each node
-				id := n.bid(clk.Now(), 10*time.Second, decision.HoldByWinRate)
+			// 10 bid requests a second on each node, one after another or
+			// at once; the wins are drawn in the order of the ids.
+			ids := make([]string, 10)
+			var wg sync.WaitGroup
+			for i := range ids {
+				if !concurrent {
+					ids[i] = n.bid(clk.Now(), 10*time.Second, decision.HoldByWinRate)
+					continue
+				}
+				wg.Go(func() { ids[i] = n.bid(clk.Now(), 10*time.Second, decision.HoldByWinRate) })
+			}
+			wg.Wait()
+			slices.Sort(ids)
+			for _, id := range ids {
 				if id == "" {
 					continue
 				}
