@@ -123,6 +123,9 @@ func restartOnly(old, cfg *config.Config) []string {
 func diff(a, b reflect.Value, path string, out *[]string) {
 	if a.Kind() == reflect.Struct {
 		for i := range a.NumField() {
+			if !a.Type().Field(i).IsExported() {
+				continue // not configuration (Config's note of the file's lines)
+			}
 			name := a.Type().Field(i).Tag.Get("koanf")
 			if path != "" {
 				name = path + "." + name
