@@ -162,10 +162,7 @@ func (g *Ledger) adopt(ctx context.Context, holder string, data []byte) error {
 				pool[r.n] = *s.Pool
 			}
 			held[a] += pool[r.n]
-			if r.share > 0 {
-				a.pooled.Add(pool[r.n]) // what its bills past their holds may be paid from
-				a.risk.add(hb.Open+hb.Won, &r, r.n)
-			}
+			a.pool(pool[r.n], hb.Open+hb.Won, &r, r.n) // what its bills past their holds may be paid from
 			r.n++
 			a.holds.Add(hb.Open + hb.Won)
 		}

@@ -466,6 +466,24 @@ func (m moments) room(pooled int64) int64 {
 	return max(min(m.held+int64(math.Ceil(q)), m.whole)-pooled, 0)
 }
 
+// pool counts n more bids of r held by a share on its i-th account, with
+// units more local units in its pools (both less than 0: bids that ended
+// and what their pools gave up); bids held whole are in neither. The risk
+// comes in before the pools and goes out after them, so that a headroom
+// read between the two sees more than it is, never less.
+func (a *account) pool(units, n int64, r *reservation, i int) {
+	if !r.shared() {
+		return
+	}
+	if units > 0 || n > 0 {
+		a.risk.add(n, r, i)
+		a.pooled.Add(units)
+		return
+	}
+	a.pooled.Add(units)
+	a.risk.add(n, r, i)
+}
+
 // headroom is what a's hand keeps for bills past the pools of its open
 // bids held by a share (moments.room), where the pools owe what bills
 // past them already spent that no hand covered (account.owed). A take

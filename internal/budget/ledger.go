@@ -360,20 +360,13 @@ func (a *account) takeAgain(r *reservation, i int, now, need int64) (uint32, boo
 	// A bid held by a share counts in the pools and the risk before the
 	// hand is checked, so that takes at once each see the others': they
 	// may fail too often together, never pass wrongly.
-	shared := r.shared()
-	if shared {
-		a.pooled.Add(n)
-		a.risk.add(1, r, i)
-	}
+	a.pool(n, 1, r, i)
 	room := a.headroom()
 	for {
 		h := a.hand.Load()
 		if h < max(n, whole) || h-n < room {
 			a.mu.RUnlock()
-			if shared {
-				a.risk.add(-1, r, i)
-				a.pooled.Add(-n)
-			}
+			a.pool(-n, -1, r, i)
 			return 0, false
 		}
 		if a.hand.CompareAndSwap(h, h-n) {
@@ -585,10 +578,7 @@ func (g *Ledger) could(l *decision.Line, now time.Time) bool {
 func (g *Ledger) cancel(r *reservation) {
 	for i := range r.n {
 		a := r.slots[i].acct
-		if r.shared() {
-			a.risk.add(-1, r, i)
-			a.pooled.Add(-r.held(i))
-		}
+		a.pool(-r.held(i), -1, r, i)
 		a.giveBack(r.held(i), r.gens[i])
 	}
 	r.n = 0
@@ -606,10 +596,7 @@ func (g *Ledger) hold(l *decision.Line, r *reservation, now, due, until, winBy i
 	}
 	if until == 0 {
 		for i := range r.n {
-			if r.shared() { // not held after all: out of the pools and the risk (take)
-				r.slots[i].acct.risk.add(-1, r, i)
-				r.slots[i].acct.pooled.Add(-r.held(i))
-			}
+			r.slots[i].acct.pool(-r.held(i), -1, r, i) // not held after all (take)
 			r.slots[i].acct.settle(r.held(i), r.gens[i])
 		}
 		return
@@ -1327,10 +1314,7 @@ func (g *Ledger) settleDue(ctx context.Context) {
 		g.expired.Add(uint64(e.n))
 		for j := range e.r.n {
 			s := e.r.slots[j]
-			if e.r.share > 0 {
-				s.acct.pooled.Add(-e.units[j] - e.used[j])
-				s.acct.risk.add(-e.n, &e.r, j)
-			}
+			s.acct.pool(-e.units[j]-e.used[j], -e.n, &e.r, j)
 			s.acct.settle(e.used[j], e.r.gens[j])
 			s.acct.repay(e.units[j], e.r.gens[j])
 			s.acct.holds.Add(-e.n - e.kept)
@@ -1457,10 +1441,7 @@ func (g *Ledger) spend(d *drawn, price *int64) {
 	for j := range r.n {
 		s, gen := r.slots[j], r.gens[j]
 		back := d.got[j] + d.rest[j]
-		if r.share > 0 {
-			s.acct.pooled.Add(-back)
-			s.acct.risk.add(-1, r, j)
-		}
+		s.acct.pool(-back, -1, r, j)
 		if price != nil {
 			cost := r.cost(j, *price)
 			used := min(cost, d.got[j])
