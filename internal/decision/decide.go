@@ -24,6 +24,9 @@ const (
 	MaxBlocks  = 256
 	MaxOffers  = 4   // offers read from a request
 	maxSiteIDs = 128 // suffixes of a domain (at most 127 labels)
+	// maxTerms bounds the terms of a request: a value per dimension (a
+	// site's per suffix), its key-values and its deals.
+	maxTerms = numDims + maxSiteIDs + MaxKeyValues + MaxDeals
 )
 
 // KeyValue is one kv.KEY=VALUE pair of a request.
@@ -225,7 +228,12 @@ func (NoCounters) Allow(*Line, *Request, int, time.Time) bool { return true }
 // scratch is the per-call working space, pooled by the Index.
 type scratch struct {
 	cands []int32
-	lists []*posting
+	hits  []int32  // the line items the index reaches (Index.reach)
+	terms []groups // the posting lists of the request's terms
+	gpos  []int    // per term, its group reached (Index.reach)
+	excl  []int32  // the line items the request excludes (Index.reach)
+	keys  []string // the keys of the request's key-values the index knows
+	multi bool     // the request has two values of one key, or two deals
 	sites []uint32
 	kvs   []uint32
 	deals []uint32
@@ -241,8 +249,12 @@ type scratch struct {
 
 func (ix *Index) newScratch() *scratch {
 	return &scratch{
-		cands: make([]int32, 0, len(ix.lines)),
-		lists: make([]*posting, 0, maxSiteIDs+len(keyDims)+1),
+		cands: make([]int32, 0, min(len(ix.lines), 1024)),
+		hits:  make([]int32, 0, min(len(ix.lines), 1024)),
+		terms: make([]groups, 0, maxTerms),
+		gpos:  make([]int, 0, maxTerms),
+		excl:  make([]int32, 0, 64),
+		keys:  make([]string, 0, MaxKeyValues),
 		sites: make([]uint32, 0, maxSiteIDs),
 		kvs:   make([]uint32, 0, MaxKeyValues),
 		deals: make([]uint32, 0, MaxDeals),
@@ -282,12 +294,11 @@ func (ix *Index) Decide(req *Request, out []Decision, rnd *rand.Rand) []Decision
 
 	for p := tsubame.MinPriority; p <= tsubame.MaxPriority && len(out)-first < count; p++ {
 		s.cands = s.cands[:0]
-		for _, list := range s.lists {
-			for _, i := range list[p] {
-				l := &ix.lines[i]
-				if ix.match(l, req, now, s) && ix.fits(l, req, out[first:], s) {
-					s.cands = append(s.cands, i)
-				}
+		ix.reach(p, s)
+		for _, i := range s.hits {
+			l := &ix.lines[i]
+			if ix.match(l, req, now, s) && ix.fits(l, req, out[first:], s) {
+				s.cands = append(s.cands, i)
 			}
 		}
 		for len(s.cands) > 0 && len(out)-first < count {
@@ -357,8 +368,8 @@ func uint64N(rnd *rand.Rand, n uint64) uint64 {
 	return rnd.Uint64N(n)
 }
 
-// resolve turns the request's strings into ids and gathers the candidate
-// lists it reaches.
+// resolve turns the request's strings into ids and gathers the posting
+// lists of its terms.
 func (ix *Index) resolve(req *Request, s *scratch) {
 	vals := [numDims]string{
 		dimPlacement: req.Placement, dimApp: req.App, dimCountry: req.Country,
@@ -378,10 +389,11 @@ func (ix *Index) resolve(req *Request, s *scratch) {
 		}
 		d = d[i+1:]
 	}
-	s.kvs = s.kvs[:0]
+	s.kvs, s.keys = s.kvs[:0], s.keys[:0]
 	for _, kv := range req.KeyValues[:min(len(req.KeyValues), MaxKeyValues)] {
-		if id, ok := ix.kvs[kvKey{kv.Key, kv.Value}]; ok {
+		if id, ok := ix.kvs[kvKey{kv.Key, kv.Value}]; ok && !slices.Contains(s.kvs, id) {
 			s.kvs = append(s.kvs, id)
+			s.keys = append(s.keys, kv.Key)
 		}
 	}
 	s.deals, s.dmins = s.deals[:0], s.dmins[:0]
@@ -425,21 +437,30 @@ func (ix *Index) resolve(req *Request, s *scratch) {
 			MinDuration: req.MinDuration, MaxDuration: req.MaxDuration})
 	}
 
-	s.lists = s.lists[:0]
-	for k, d := range keyDims {
+	s.terms, s.gpos = s.terms[:0], s.gpos[:0]
+	for d := range numDims {
 		if d == dimSite {
 			for _, id := range s.sites {
-				if p := ix.keyed[k][id]; p != nil {
-					s.lists = append(s.lists, p)
-				}
+				ix.addTerm(s, d, id)
 			}
 			continue
 		}
-		if p := ix.keyed[k][s.ids[d]]; p != nil {
-			s.lists = append(s.lists, p)
+		ix.addTerm(s, d, s.ids[d])
+	}
+	for _, id := range s.kvs {
+		ix.addTerm(s, attrKV, id)
+	}
+	deals := 0
+	for k, id := range s.deals {
+		if !slices.Contains(s.deals[:k], id) { // one term per deal however often it is offered
+			ix.addTerm(s, attrDeal, id)
+			deals++
 		}
 	}
-	s.lists = append(s.lists, &ix.open)
+	s.multi = deals > 1
+	for k := 1; k < len(s.keys) && !s.multi; k++ {
+		s.multi = slices.Contains(s.keys[:k], s.keys[k])
+	}
 }
 
 // match reports whether l's flight, time and targeting admit the request.

@@ -12,8 +12,7 @@ import (
 	"tsubame"
 )
 
-// Targeting dimensions held as interned ids. Placement, site and country
-// also key the candidate lists (see the package doc).
+// Targeting dimensions held as interned ids.
 const (
 	dimPlacement = iota
 	dimSite
@@ -25,12 +24,6 @@ const (
 	dimBrowser
 	numDims
 )
-
-// keyDims are the dimensions whose include lists key the candidate lists,
-// most selective first (a request has one value of each, a site one per
-// suffix): a line item is filed under the first of them it targets, or in
-// the open list when it targets none.
-var keyDims = [...]int{dimPlacement, dimSite, dimApp, dimRegion, dimCountry, dimOS, dimBrowser, dimDevice}
 
 // Options tune Compile.
 type Options struct {
@@ -118,10 +111,6 @@ type creative struct {
 	secure bool
 }
 
-// posting lists line ordinals per priority (index 0 unused), each in
-// ascending order.
-type posting [tsubame.MaxPriority + 1][]int32
-
 type kvKey struct{ k, v string }
 
 // compiles numbers the compiles of this process (Line.Gen).
@@ -148,8 +137,11 @@ type Index struct {
 	lineByID     map[string]int32
 	creativeByID map[string]int32
 
-	keyed [len(keyDims)]map[uint32]*posting
-	open  posting
+	// post are the posting lists of the targeting index (filing.go), per
+	// attribute and interned value; zero lists, per priority, the line
+	// items with no ∈ predicate.
+	post [numAttrs][]groups
+	zero [tsubame.MaxPriority + 1][]uint32
 
 	pool sync.Pool // *scratch
 }
@@ -218,9 +210,6 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 	}
 	for d := range ix.dicts {
 		ix.dicts[d] = map[string]uint32{}
-	}
-	for k := range ix.keyed {
-		ix.keyed[k] = map[uint32]*posting{}
 	}
 
 	advs := map[string]int32{}
@@ -370,33 +359,7 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 		return nil, tsubame.Errorf(tsubame.EINVALID, "%d line items: more than an index holds", len(ix.lines))
 	}
 
-	// File each line under its first keying dimension.
-	siteNames := make([]string, len(ix.dicts[dimSite])+1)
-	for name, id := range ix.dicts[dimSite] {
-		siteNames[id] = name
-	}
-	for i := range ix.lines {
-		l := &ix.lines[i]
-		p := &ix.open
-		for k, d := range keyDims {
-			if len(l.incl[d]) == 0 {
-				continue
-			}
-			for _, v := range ix.keyValues(d, l.incl[d], siteNames) {
-				p := ix.keyed[k][v]
-				if p == nil {
-					p = &posting{}
-					ix.keyed[k][v] = p
-				}
-				p[l.Priority] = append(p[l.Priority], int32(i))
-			}
-			p = nil
-			break
-		}
-		if p != nil {
-			p[l.Priority] = append(p[l.Priority], int32(i))
-		}
-	}
+	ix.file()
 	ix.pool.New = func() any { return ix.newScratch() }
 	return ix, nil
 }
