@@ -40,6 +40,7 @@ var layering = []struct {
 	{"tsubame/internal/geo", []string{"tsubame/internal/server", "tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/", "tsubame/cmd/"}},
 	{"tsubame/internal/device", []string{"tsubame/internal/server", "tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/", "tsubame/cmd/"}},
 	{"tsubame/internal/openrtb", []string{"tsubame/internal/"}},
+	{"tsubame/internal/campaigngen", []string{"tsubame/internal/"}},
 	{"tsubame/internal/privacy", []string{"tsubame", "tsubame/"}},
 	{"tsubame/internal/bidder", []string{"tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/", "tsubame/internal/cache", "tsubame/cmd/"}},
 	{"tsubame/internal/report", []string{"tsubame/internal/server", "tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/",

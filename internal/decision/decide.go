@@ -500,7 +500,7 @@ func (ix *Index) match(l *Line, req *Request, now time.Time, s *scratch) bool {
 	}
 	for m := l.dims; m != 0; m &= m - 1 {
 		d := bits.TrailingZeros16(m)
-		inc, exc := l.incl[d], l.excl[d]
+		inc, exc := l.incl(d), l.excl(d)
 		if d == dimSite {
 			if len(inc) > 0 && !anyIn(s.sites, inc) || len(exc) > 0 && anyIn(s.sites, exc) {
 				return false

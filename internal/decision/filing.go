@@ -38,14 +38,14 @@ type term struct {
 // values, and returns l's ∉ terms appended to excl.
 func (ix *Index) predicates(l *Line, siteNames []string, buf []term, in func([]term), excl []term) []term {
 	for d := range numDims {
-		if len(l.incl[d]) > 0 {
+		if len(l.incl(d)) > 0 {
 			buf = buf[:0]
-			for _, v := range ix.keyValues(d, l.incl[d], siteNames) {
+			for _, v := range ix.keyValues(d, l.incl(d), siteNames) {
 				buf = append(buf, term{d, v})
 			}
 			in(buf)
 		}
-		for _, v := range l.excl[d] {
+		for _, v := range l.excl(d) {
 			excl = append(excl, term{d, v})
 		}
 	}

@@ -276,7 +276,7 @@ func TestReachHoldsEveryMatch(t *testing.T) {
 			for p := range want {
 				ix.reach(p, s)
 				if sorted := slices.Sorted(slices.Values(s.hits)); len(slices.Compact(sorted)) != len(s.hits) {
-					t.Fatalf("seed %d, %+v, priority %d: reached %v: one twice", seed, req, p, s.hits)
+					t.Fatalf("seed %d, priority %d: reached %v: one twice", seed, p, s.hits)
 				}
 				got := map[string]bool{}
 				for _, i := range s.hits {
@@ -287,12 +287,12 @@ func TestReachHoldsEveryMatch(t *testing.T) {
 				}
 				for _, id := range want[p] {
 					if !got[id] {
-						t.Fatalf("seed %d, %+v, priority %d: %s matches, not reached", seed, req, p, id)
+						t.Fatalf("seed %d, request %s/%s, priority %d: %s matches, not reached", seed, req.Placement, req.Site, p, id)
 					}
 				}
 				for _, id := range excluded[p] {
 					if got[id] {
-						t.Fatalf("seed %d, %+v, priority %d: %s excluded, but reached", seed, req, p, id)
+						t.Fatalf("seed %d, request %s/%s, priority %d: %s excluded, but reached", seed, req.Placement, req.Site, p, id)
 					}
 				}
 				reached += len(s.hits)
@@ -392,7 +392,7 @@ func TestReachFollowsMatches(t *testing.T) {
 					}
 				}
 				if hits > 2*matches+8 {
-					t.Fatalf("%+v: %d line items reached for %d matches", req, hits, matches)
+					t.Fatalf("request %s/%s/%s: %d line items reached for %d matches", req.Placement, req.Site, req.Device, hits, matches)
 				}
 				reached += hits
 				matched += matches

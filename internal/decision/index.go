@@ -84,11 +84,51 @@ type Line struct {
 	timed     bool   // hours or days restrict it
 	dims      uint16 // bit d set: incl[d] or excl[d] is not empty
 	deals     []uint32
-	incl      [numDims][]uint32 // sorted; empty: any value
-	excl      [numDims][]uint32 // sorted
-	kvIncl    [][]uint32        // per targeted key, its sorted (key, value) ids
-	kvExcl    []uint32          // sorted (key, value) ids
+	// targ holds the include lists of the dimensions, then their exclude
+	// lists, each sorted (incl, excl): one slice rather than sixteen.
+	targ   []uint32
+	targAt [2*numDims + 1]uint32
+	kvIncl [][]uint32 // per targeted key, its sorted (key, value) ids
+	kvExcl []uint32   // sorted (key, value) ids
 }
+
+// domains returns the index's copy of advertiser adv's domains, one for
+// all its line items.
+func (ix *Index) domains(adv string, domains map[string][]string) []string {
+	d, ok := ix.advDomainLists[adv]
+	if !ok {
+		d = slices.Clone(domains[adv])
+		ix.advDomainLists[adv] = d
+	}
+	return d
+}
+
+// setTargets keeps the include and exclude lists of each dimension.
+func (l *Line) setTargets(incl, excl *[numDims][]uint32) {
+	n := 0
+	for d := range numDims {
+		n += len(incl[d]) + len(excl[d])
+	}
+	if n > 0 {
+		l.targ = make([]uint32, 0, n)
+	}
+	for i, lists := range [2]*[numDims][]uint32{incl, excl} {
+		for d, list := range lists {
+			l.targAt[i*numDims+d] = uint32(len(l.targ))
+			l.targ = append(l.targ, list...)
+			if len(list) > 0 {
+				l.dims |= 1 << d
+			}
+		}
+	}
+	l.targAt[2*numDims] = uint32(len(l.targ))
+}
+
+// incl is the include list of dimension d (empty: any value), sorted.
+func (l *Line) incl(d int) []uint32 { return l.targ[l.targAt[d]:l.targAt[d+1]] }
+
+// excl is the exclude list of dimension d, sorted.
+func (l *Line) excl(d int) []uint32 { return l.targ[l.targAt[numDims+d]:l.targAt[numDims+d+1]] }
 
 // Flight returns the line item's flight (its campaign's window narrowed by
 // its own), in Unix nanoseconds, end excluded: math.MinInt64 and
@@ -133,6 +173,9 @@ type Index struct {
 	// advDomains lists, per advertiser domain, the interned advertisers
 	// that have it: a request's blocked domains resolve through it.
 	advDomains map[string][]int32
+	// advDomainLists is each advertiser's copy of its domains, which its
+	// line items share (Line.Domains): used while compiling.
+	advDomainLists map[string][]string
 	// byID finds a line item and a creative by id (Lookup).
 	lineByID     map[string]int32
 	creativeByID map[string]int32
@@ -212,6 +255,7 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 		ix.dicts[d] = map[string]uint32{}
 	}
 
+	ix.advDomainLists = map[string][]string{}
 	advs := map[string]int32{}
 	domains := map[string][]string{} // advertiser id -> its domains
 	for _, a := range set.Advertisers {
@@ -283,7 +327,7 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 			}
 		}
 		l.adv = a
-		l.Domains = slices.Clone(domains[camp.Advertiser])
+		l.Domains = ix.domains(camp.Advertiser, domains)
 		l.Deals = slices.Clone(li.Deals)
 
 		tz := camp.Timezone
@@ -327,7 +371,7 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 			l.deals = append(l.deals, intern(ix.deals, d))
 		}
 		slices.Sort(l.deals)
-		l.incl = ix.compileCriteria(&t.Criteria)
+		incl := ix.compileCriteria(&t.Criteria)
 		for k, vs := range t.KeyValues {
 			var ids []uint32
 			for _, v := range vs {
@@ -337,8 +381,9 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 			l.kvIncl = append(l.kvIncl, ids)
 		}
 		slices.SortFunc(l.kvIncl, func(a, b []uint32) int { return len(a) - len(b) }) // cheap keys first
+		var excl [numDims][]uint32
 		if x := t.Exclude; x != nil {
-			l.excl = ix.compileCriteria(x)
+			excl = ix.compileCriteria(x)
 			for k, vs := range x.KeyValues {
 				for _, v := range vs {
 					l.kvExcl = append(l.kvExcl, internKV(ix.kvs, k, v))
@@ -346,11 +391,7 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 			}
 			slices.Sort(l.kvExcl)
 		}
-		for d := range numDims {
-			if len(l.incl[d]) > 0 || len(l.excl[d]) > 0 {
-				l.dims |= 1 << d
-			}
-		}
+		l.setTargets(&incl, &excl)
 		l.Ord = len(ix.lines)
 		ix.lineByID[l.ID] = int32(l.Ord)
 		ix.lines = append(ix.lines, l)
@@ -360,6 +401,7 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 	}
 
 	ix.file()
+	ix.advDomainLists = nil
 	ix.pool.New = func() any { return ix.newScratch() }
 	return ix, nil
 }

@@ -22,7 +22,7 @@ func (ix *Index) Targets(l *Line, t Traffic) bool {
 	}
 	for _, dv := range [...]dimValue{{dimPlacement, t.Placement}, {dimCountry, t.Country}, {dimDevice, t.Device}} {
 		d, v := dv.d, dv.v
-		inc, exc := l.incl[d], l.excl[d]
+		inc, exc := l.incl(d), l.excl(d)
 		if len(inc) == 0 && len(exc) == 0 {
 			continue
 		}
@@ -31,7 +31,7 @@ func (ix *Index) Targets(l *Line, t Traffic) bool {
 			return false
 		}
 	}
-	inc, exc := l.incl[dimSite], l.excl[dimSite]
+	inc, exc := l.incl(dimSite), l.excl(dimSite)
 	if len(inc) == 0 && len(exc) == 0 {
 		return true
 	}
