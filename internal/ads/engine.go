@@ -25,6 +25,10 @@ type Engine struct {
 	mu      sync.Mutex // serialises Refresh
 	version uint64     // of idx; under mu
 	stale   bool       // under mu: compile even at the same version
+	// set is the snapshot idx was compiled from (under mu): a recompile
+	// for the clock alone (stale, the version unchanged) compiles it again
+	// rather than reading the store.
+	set *tsubame.CampaignSet
 	built   atomic.Bool
 	// changed wakes Run: a feed's signal, or a write through this process.
 	changed chan struct{}
@@ -79,7 +83,9 @@ type warmer interface {
 
 // Refresh compiles a new index if the store's version differs from the
 // index's (or none was built yet), and reports whether it did. On an error
-// the index in use stays.
+// the index in use stays. At the same version, a recompile for the clock
+// (Run's, every recompileEvery) compiles the set it read last: an idle
+// node reads one version a refresh, not the whole set.
 func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -90,9 +96,11 @@ func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 	if e.built.Load() && v == e.version && !e.stale {
 		return false, nil
 	}
-	set, v, err := e.store.Snapshot(ctx)
-	if err != nil {
-		return false, err
+	set := e.set
+	if !e.built.Load() || v != e.version || set == nil {
+		if set, v, err = e.store.Snapshot(ctx); err != nil {
+			return false, err
+		}
 	}
 	if c := cmp.Or(set.Currency, tsubame.DefaultCurrency); c != e.currency {
 		return false, tsubame.Errorf(tsubame.EINVALID, "the stored campaigns are in %s and ads.currency is %s: import them in %s (or set ads.currency)", c, e.currency, e.currency)
@@ -120,7 +128,7 @@ func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 		// campaign's pause or edit back.
 		go w.Warm(context.WithoutCancel(ctx), idx, prev)
 	}
-	e.version, e.stale = v, false
+	e.version, e.stale, e.set = v, false, set
 	if e.log != nil {
 		e.log.Log(ctx, level, "decision index compiled", "version", v, "line_items", idx.Len(), "took", time.Since(start).Round(time.Microsecond))
 	}
