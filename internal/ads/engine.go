@@ -28,8 +28,8 @@ type Engine struct {
 	// set is the snapshot idx was compiled from (under mu): a recompile
 	// for the clock alone (stale, the version unchanged) compiles it again
 	// rather than reading the store.
-	set *tsubame.CampaignSet
-	built   atomic.Bool
+	set   *tsubame.CampaignSet
+	built atomic.Bool
 	// changed wakes Run: a feed's signal, or a write through this process.
 	changed chan struct{}
 }
