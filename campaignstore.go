@@ -79,6 +79,73 @@ type CampaignFeed interface {
 	WatchCampaigns(ctx context.Context, changed func()) error
 }
 
+// CampaignChanges is implemented by campaign stores that log their writes
+// (Redis): a reader that holds the set at one version reads what changed
+// since, rather than the whole set again.
+type CampaignChanges interface {
+	// ChangedSince returns the objects the writes after version changed,
+	// each once at its state now (a nil Object: deleted), and the version
+	// the set is at with them (objects may be read newer than it: a
+	// reader applying them again later changes nothing). It reports false
+	// when the store no longer knows every write since version, or one of
+	// them replaced the whole set: the reader reads a Snapshot.
+	ChangedSince(ctx context.Context, version uint64) (changes []CampaignChange, now uint64, ok bool, err error)
+}
+
+// CampaignChange is an object a write changed: Object nil when it was
+// deleted.
+type CampaignChange struct {
+	Kind   CampaignKind
+	ID     string
+	Object CampaignObject
+}
+
+// Apply returns a copy of s with changes made (objects replaced, added or
+// removed; of two changes of one object, the last), sharing the objects
+// it does not change: for a reader that follows a store's writes. It
+// checks nothing: the store checked each write. The changed objects come
+// after the others of their kind, in no order.
+func (s *CampaignSet) Apply(changes []CampaignChange) *CampaignSet {
+	type key struct {
+		k  CampaignKind
+		id string
+	}
+	changed := make(map[key]CampaignObject, len(changes))
+	kinds := map[CampaignKind]bool{}
+	for _, c := range changes {
+		changed[key{c.Kind, c.ID}] = c.Object
+		kinds[c.Kind] = true
+	}
+	next := *s
+	for k := range kinds {
+		var objs []CampaignObject
+		for _, o := range s.Objects(k) {
+			if _, ok := changed[key{k, o.ObjectID()}]; !ok {
+				objs = append(objs, o)
+			}
+		}
+		for kid, o := range changed {
+			if kid.k == k && o != nil {
+				objs = append(objs, o)
+			}
+		}
+		switch k {
+		case KindAdvertiser:
+			next.Advertisers = nil
+		case KindCampaign:
+			next.Campaigns = nil
+		case KindCreative:
+			next.Creatives = nil
+		case KindLineItem:
+			next.LineItems = nil
+		}
+		for _, o := range objs {
+			next.Add(o)
+		}
+	}
+	return &next
+}
+
 // CampaignsChanged is the ECONFLICT error of a ReplaceAllAt or PutObjectAt
 // whose version is no longer the stored set's: every backend words it so.
 func CampaignsChanged(version uint64) error {

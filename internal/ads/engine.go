@@ -96,17 +96,16 @@ func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 	if e.built.Load() && v == e.version && !e.stale {
 		return false, nil
 	}
-	set := e.set
-	if !e.built.Load() || v != e.version || set == nil {
-		if set, v, err = e.store.Snapshot(ctx); err != nil {
-			return false, err
-		}
+	set, err := e.read(ctx, v)
+	if err != nil {
+		return false, err
 	}
+	v = cmp.Or(set.version, v)
 	if c := cmp.Or(set.Currency, tsubame.DefaultCurrency); c != e.currency {
 		return false, tsubame.Errorf(tsubame.EINVALID, "the stored campaigns are in %s and ads.currency is %s: import them in %s (or set ads.currency)", c, e.currency, e.currency)
 	}
 	start := time.Now()
-	idx, err := decision.Compile(set, decision.Options{Counters: e.counters})
+	idx, err := decision.Compile(set.CampaignSet, decision.Options{Counters: e.counters})
 	if err != nil {
 		return false, err
 	}
@@ -128,12 +127,44 @@ func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 		// campaign's pause or edit back.
 		go w.Warm(context.WithoutCancel(ctx), idx, prev)
 	}
-	e.version, e.stale, e.set = v, false, set
+	e.version, e.stale, e.set = v, false, set.CampaignSet
 	if e.log != nil {
 		e.log.Log(ctx, level, "decision index compiled", "version", v, "line_items", idx.Len(), "took", time.Since(start).Round(time.Microsecond))
 	}
 	e.built.Store(true)
 	return true, nil
+}
+
+// versionedSet is a set and the version it was read at (0: the version
+// read before).
+type versionedSet struct {
+	*tsubame.CampaignSet
+	version uint64
+}
+
+// read returns the set at version v to compile (under mu): the one read
+// last when v is its version (a recompile for the clock); the writes since
+// applied to it, where the store logs them; else a Snapshot.
+func (e *Engine) read(ctx context.Context, v uint64) (versionedSet, error) {
+	if e.set != nil && e.built.Load() {
+		if v == e.version {
+			return versionedSet{CampaignSet: e.set}, nil
+		}
+		if log, ok := e.store.(tsubame.CampaignChanges); ok {
+			changes, now, ok, err := log.ChangedSince(ctx, e.version)
+			if err != nil {
+				return versionedSet{}, err
+			}
+			if ok {
+				return versionedSet{e.set.Apply(changes), now}, nil
+			}
+		}
+	}
+	set, v, err := e.store.Snapshot(ctx)
+	if err != nil {
+		return versionedSet{}, err
+	}
+	return versionedSet{set, v}, nil
 }
 
 // Run refreshes every interval and whenever Changed is called, until ctx

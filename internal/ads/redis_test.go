@@ -2,8 +2,13 @@ package ads_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	"tsubame"
+	"tsubame/internal/ads"
+	"tsubame/internal/campaigngen"
 	"tsubame/internal/store/redis"
 	"tsubame/internal/store/redis/redistest"
 )
@@ -34,4 +39,84 @@ func TestRepeatsCountOnceAcrossNodesOnRedis(t *testing.T) {
 		nodes = append(nodes, f.startOn(t, st, nodeOpts{}))
 	}
 	countOnce(t, nodes...)
+}
+
+// countingRedis counts the whole-set reads of a Redis store.
+type countingRedis struct {
+	*redis.Store
+	snapshots atomic.Int64
+}
+
+func (s *countingRedis) Snapshot(ctx context.Context) (*tsubame.CampaignSet, uint64, error) {
+	s.snapshots.Add(1)
+	return s.Store.Snapshot(ctx)
+}
+
+// Three nodes on one Redis holding 20,000 line items each read the set
+// once; a change to one line item reaches every node's index through the
+// store's log of writes (the changed object alone), and a whole replace
+// makes them read the set again.
+func TestEnginesFollowChangesOnRedis(t *testing.T) {
+	redistest.Require(t)
+	srv := redistest.Start(t)
+	ctx := t.Context()
+	now := time.Now()
+	set := campaigngen.Set(3, campaigngen.Size{LineItems: 20_000}, now)
+	var stores []*countingRedis
+	var engines []*ads.Engine
+	for i := range 3 {
+		st, err := redis.Open(redis.Options{Addrs: []string{srv.Addr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		if i == 0 {
+			if err := st.ReplaceAll(ctx, set); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cs := &countingRedis{Store: st}
+		stores = append(stores, cs)
+		engines = append(engines, ads.NewEngine(cs, ads.EngineOptions{}))
+	}
+	refreshAll := func() {
+		t.Helper()
+		for i, e := range engines {
+			if _, err := e.Refresh(ctx); err != nil {
+				t.Fatalf("node %d: %v", i, err)
+			}
+		}
+	}
+	refreshAll()
+	li := *set.LineItems[1234]
+	li.Weight = 99
+	if err := stores[0].PutObject(ctx, &li); err != nil {
+		t.Fatal(err)
+	}
+	if err := stores[1].DeleteObject(ctx, tsubame.KindLineItem, set.LineItems[77].ID); err != nil {
+		t.Fatal(err)
+	}
+	refreshAll()
+	for i, e := range engines {
+		l, ok := e.Index().LineByID(li.ID)
+		if !ok || l.Weight != 99 {
+			t.Fatalf("node %d: line item %s in the index %v, weight %v; want 99", i, li.ID, ok, l)
+		}
+		if _, ok := e.Index().LineByID(set.LineItems[77].ID); ok || e.Index().Len() != 20_000-1 {
+			t.Fatalf("node %d: %d line items, the deleted one still in: %v", i, e.Index().Len(), ok)
+		}
+		if n := stores[i].snapshots.Load(); n != 1 {
+			t.Fatalf("node %d read the whole set %d times for two changes, want once", i, n)
+		}
+	}
+	set.LineItems = set.LineItems[:100]
+	if err := stores[2].ReplaceAll(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	refreshAll()
+	for i, e := range engines {
+		if n := e.Index().Len(); n != 100 || stores[i].snapshots.Load() != 2 {
+			t.Fatalf("node %d after a replace: %d line items after %d reads, want 100 after 2", i, n, stores[i].snapshots.Load())
+		}
+	}
 }

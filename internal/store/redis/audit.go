@@ -27,7 +27,7 @@ var auditFamilies = []auditFamily{
 	{"placements", "p:<id>, ids: the placements and their index", func(r string, _ bool) bool {
 		return strings.HasPrefix(r, "p:") || r == "ids"
 	}},
-	{"campaigns", "{<prefix>campaigns}:*: the campaign set, one hash per kind", func(r string, tagged bool) bool {
+	{"campaigns", "{<prefix>campaigns}:*: the campaign set (a hash per kind of its generation, its version and log of writes)", func(r string, tagged bool) bool {
 		return tagged && strings.HasPrefix(r, "campaigns}")
 	}},
 	{"quota (day)", "quota:<key>/<date>: a day's budget or limit, dropped ads.budget.keep_daily after it", func(r string, _ bool) bool {

@@ -1,10 +1,16 @@
 package redis
 
 import (
+	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -12,79 +18,163 @@ import (
 )
 
 // The campaign set, under Options.KeyPrefix, every key with one hash tag so
-// that the whole set lives in one Redis Cluster slot and one script can
-// write it:
+// that one script can write it:
 //
 //	{<prefix>campaigns}:version      the set's version, INCR'd by every write
 //	{<prefix>campaigns}:currency     the set's currency
-//	{<prefix>campaigns}:advertisers  a hash of id -> JSON, one per kind
-//	{<prefix>campaigns}:campaigns
-//	{<prefix>campaigns}:creatives
-//	{<prefix>campaigns}:line_items
+//	{<prefix>campaigns}:gen          the generation the set is in (absent:
+//	                                 the first, whose hashes have no g:)
+//	{<prefix>campaigns}:g:<gen>:advertisers  a hash of id -> JSON per kind:
+//	{<prefix>campaigns}:g:<gen>:campaigns    advertisers, campaigns,
+//	{<prefix>campaigns}:g:<gen>:creatives    creatives and line items of
+//	{<prefix>campaigns}:g:<gen>:line_items   the generation
+//	{<prefix>campaigns}:log          a stream: per write, its version (v) and
+//	                                 the objects it changed (o, kind:id), or
+//	                                 reset and the new generation (g) for a
+//	                                 whole replace; about the last
+//	                                 campaignLogLength writes
 //	campaigns                        the pub/sub channel announcing writes
 //
-// (each key after the prefix itself). One slot holds the whole set: fine for
-// the tens of thousands of objects an account has, and the price of atomic
-// writes on a cluster. A write reads the set (one script), checks the change
-// against it in the process, and applies it with a second script that first
-// compares the version with the one read: another writer in between makes
-// it start again, so concurrent writers never leave a set that was not
-// checked. A Lua script runs without any other command between its own, and
-// its writes are replicated and persisted as one unit; the one failure it
-// can meet half-way is Redis running out of memory (maxmemory) between two
-// writes, which leaves the writes made so far. The script bumps the version
-// before its first write, so every node reads the set again after such a
-// failure; the next successful ReplaceAll repairs it. While a script runs
-// Redis serves no other command, so a ReplaceAll of a large set holds every
-// client of that Redis (or of that cluster master) for as long as it takes
-// to write it: import large sets off-peak.
+// (each key after the prefix itself). No command reads or writes the whole
+// set, so that none holds Redis (and every budget, cap and bid that shares
+// it) for long at any size. A Snapshot reads the generation's hashes in
+// pages (HSCAN of campaignPage objects), then the log's writes made while
+// it read, and reads those objects again. A ReplaceAll writes a new
+// generation's hashes in pages (they expire unless swapped in), and a
+// script makes it the set's: it sets gen, and gives the old generation's
+// hashes an expiry long enough for the reads that began on them to end
+// (oldGenerationTTL), so that a reader that began before the swap reads the
+// old set whole, and a reader after it the new one. A change of a few
+// objects (PutObject, DeleteObject) reads the set, checks the change
+// against it in the process, and applies it with a script that first
+// compares the version and the generation with those read: another writer
+// in between makes it start again, so concurrent writers never leave a set
+// that was not checked. A Lua script runs without any other command between
+// its own, and its writes are replicated and persisted as one unit; the one
+// failure it can meet half-way is Redis running out of memory (maxmemory)
+// between two writes, which leaves the writes made so far. The scripts bump
+// the version before their first write, so every node reads the set again
+// after such a failure (the log misses that version); the next successful
+// ReplaceAll repairs it. The log lets a node that holds the set follow its
+// changes (ChangedSince) rather than read it again.
 
-// campaignKinds orders the kinds' hashes in the scripts' KEYS (3 to 6).
+// campaignKinds orders the kinds' hashes in the scripts' KEYS (5 to 8).
 var campaignKinds = tsubame.CampaignKinds
 
-// readCampaigns returns {version, currency, HGETALL of each kind's hash}.
-var readCampaigns = rueidis.NewLuaScriptReadOnly(`
-local out = {redis.call('GET', KEYS[1]) or '0', redis.call('GET', KEYS[2]) or ''}
-for i = 3, 6 do out[#out + 1] = redis.call('HGETALL', KEYS[i]) end
-return out`)
+// campaignPage is how many objects one command reads or writes: a page of
+// a few hundred kilobytes, about a millisecond of Redis.
+const campaignPage = 500
+
+// campaignLogLength is how many writes the log keeps (about): a node whose
+// version is older than the oldest reads the whole set again.
+const campaignLogLength = 10_000
+
+// stagingTTL drops a generation that its import never swapped in (its
+// writer died or lost a race to another writer).
+const stagingTTL = time.Hour
+
+// campaignRetries bounds how often a write starts again because another
+// writer changed the set between its read and its write, and how often a
+// read starts again.
+const campaignRetries = 20
+
+// The scripts' KEYS: version, currency, gen and log, then the generation's
+// hashes (kindKeys), then for swapCampaigns the new generation's.
+const (
+	keyVersion = iota
+	keyCurrency
+	keyGen
+	keyLog
+	keyKinds // 4 to 7
+)
+
+// logWrite appends a write to the log (KEYS[4]): its new version and the
+// objects of the script's triples from ARGV[first], or for a whole replace
+// the new generation.
+var logWrite = fmt.Sprintf(`
+local function logWrite(nv, first, gen)
+  local entry = {'v', nv}
+  if gen then
+    entry[#entry + 1] = 'reset'
+    entry[#entry + 1] = gen
+  else
+    for i = first, #ARGV, 3 do
+      entry[#entry + 1] = 'o'
+      entry[#entry + 1] = ARGV[i] .. ':' .. ARGV[i + 1]
+    end
+  end
+  redis.call('XADD', KEYS[4], 'MAXLEN', '~', '%d', '*', unpack(entry))
+end
+`, campaignLogLength)
 
 // writeCampaigns applies a change if the version is still ARGV[1] (or
-// always, when ARGV[1] is empty) and returns the new version, or -1 when
-// another write came first. ARGV[2] is "1" to replace the whole set (the
-// hashes are emptied first and ARGV[4] is the new currency, "" for none);
-// ARGV[3] is the channel to announce the new version on; from ARGV[5],
-// triples of kind (1 to 4), id and JSON ("" deletes).
-var writeCampaigns = rueidis.NewLuaScript(`
+// always, when ARGV[1] is empty) and the generation ARGV[2], and returns
+// the new version, or -1 when another write came first. ARGV[3] is the
+// channel to announce the new version on; from ARGV[4], triples of kind (1
+// to 4), id and JSON ("" deletes).
+var writeCampaigns = rueidis.NewLuaScript(logWrite + `
 local v = redis.call('GET', KEYS[1]) or '0'
 if ARGV[1] ~= '' and ARGV[1] ~= v then return -1 end
+if (redis.call('GET', KEYS[3]) or '') ~= ARGV[2] then return -1 end
 local nv = redis.call('INCR', KEYS[1])
-if ARGV[2] == '1' then
-  redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6])
-  if ARGV[4] == '' then redis.call('DEL', KEYS[2]) else redis.call('SET', KEYS[2], ARGV[4]) end
-end
-for i = 5, #ARGV, 3 do
-  local k = KEYS[2 + tonumber(ARGV[i])]
+for i = 4, #ARGV, 3 do
+  local k = KEYS[4 + tonumber(ARGV[i])]
   if ARGV[i + 2] == '' then redis.call('HDEL', k, ARGV[i + 1]) else redis.call('HSET', k, ARGV[i + 1], ARGV[i + 2]) end
 end
+logWrite(nv, 4, nil)
 redis.call('PUBLISH', ARGV[3], nv)
 return nv`)
 
-// campaignRetries bounds how often a write starts again because another
-// writer changed the set between its read and its write.
-const campaignRetries = 20
+// swapCampaigns makes generation ARGV[3] (its hashes KEYS[9] to KEYS[12])
+// the set's, if the version is still ARGV[1] (or always, when it is empty),
+// and returns the new version; -1 when another write came first, -2 when
+// the set is no longer in generation ARGV[2] (KEYS[5] to KEYS[8], whose
+// hashes it gives ARGV[6] milliseconds to live). ARGV[4] is the channel,
+// ARGV[5] the new currency ("" for none).
+var swapCampaigns = rueidis.NewLuaScript(logWrite + `
+local v = redis.call('GET', KEYS[1]) or '0'
+if ARGV[1] ~= '' and ARGV[1] ~= v then return -1 end
+if (redis.call('GET', KEYS[3]) or '') ~= ARGV[2] then return -2 end
+local nv = redis.call('INCR', KEYS[1])
+for i = 5, 8 do
+  redis.call('PEXPIRE', KEYS[i], ARGV[6])
+  redis.call('PERSIST', KEYS[i + 4])
+end
+redis.call('SET', KEYS[3], ARGV[3])
+if ARGV[5] == '' then redis.call('DEL', KEYS[2]) else redis.call('SET', KEYS[2], ARGV[5]) end
+logWrite(nv, 0, ARGV[3])
+redis.call('PUBLISH', ARGV[4], nv)
+return nv`)
 
 var (
-	_ tsubame.CampaignStore = (*Store)(nil)
-	_ tsubame.CampaignFeed  = (*Store)(nil)
+	_ tsubame.CampaignStore   = (*Store)(nil)
+	_ tsubame.CampaignFeed    = (*Store)(nil)
+	_ tsubame.CampaignChanges = (*Store)(nil)
 )
 
-// campaignKeys returns the scripts' KEYS: version, currency and one hash per kind.
-func (s *Store) campaignKeys() []string {
+// campaignTag starts every key of the set.
+func (s *Store) campaignTag() string {
 	p := s.opt.KeyPrefix
 	// Braces in the prefix would end the tag early; all keys would still
 	// share one slot, but this one reads better.
-	tag := p + "{" + strings.NewReplacer("{", "", "}", "").Replace(p) + "campaigns}:"
-	keys := []string{tag + "version", tag + "currency"}
+	return p + "{" + strings.NewReplacer("{", "", "}", "").Replace(p) + "campaigns}:"
+}
+
+// campaignKeys returns the scripts' KEYS for generation gen: version,
+// currency, gen, log, then the generation's hash of each kind.
+func (s *Store) campaignKeys(gen string) []string {
+	tag := s.campaignTag()
+	keys := []string{tag + "version", tag + "currency", tag + "gen", tag + "log"}
+	return append(keys, s.kindKeys(gen)...)
+}
+
+// kindKeys returns generation gen's hash of each kind.
+func (s *Store) kindKeys(gen string) []string {
+	tag := s.campaignTag()
+	if gen != "" {
+		tag += "g:" + gen + ":"
+	}
+	keys := make([]string, 0, len(campaignKinds))
 	for _, k := range campaignKinds {
 		keys = append(keys, tag+k.Plural())
 	}
@@ -93,11 +183,11 @@ func (s *Store) campaignKeys() []string {
 
 func (s *Store) campaignChannel() string { return s.opt.KeyPrefix + "campaigns" }
 
-func kindKey(keys []string, k tsubame.CampaignKind) (string, error) {
+func kindIndex(k tsubame.CampaignKind) (int, error) {
 	if !k.Valid() {
-		return "", tsubame.Errorf(tsubame.EINVALID, "unknown kind %s", k)
+		return 0, tsubame.Errorf(tsubame.EINVALID, "unknown kind %s", k)
 	}
-	return keys[1+int(k)], nil // KindAdvertiser (1) is KEYS[3], keys[2]
+	return int(k) - 1, nil // KindAdvertiser (1) is kindKeys' first
 }
 
 func decodeObject(k tsubame.CampaignKind, b []byte) (tsubame.CampaignObject, error) {
@@ -108,8 +198,8 @@ func decodeObject(k tsubame.CampaignKind, b []byte) (tsubame.CampaignObject, err
 	return o, nil
 }
 
-// longCtx bounds a command that carries the whole set (a snapshot, a
-// ReplaceAll) by ten times Options.Timeout unless the caller set a deadline.
+// longCtx bounds a read or write of the whole set (in pages) by ten times
+// Options.Timeout unless the caller set a deadline.
 func (s *Store) longCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
 		return ctx, noCancel
@@ -117,50 +207,300 @@ func (s *Store) longCtx(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(ctx, 10*s.opt.Timeout)
 }
 
-// snapshot reads the whole set and its version in one script.
-func (s *Store) snapshot(ctx context.Context) (*tsubame.CampaignSet, string, error) {
-	ctx, cancel := s.longCtx(ctx)
-	defer cancel()
-	res, err := readCampaigns.Exec(ctx, s.c, s.campaignKeys(), nil).ToArray()
+// oldGenerationTTL is how long a replaced generation stays readable: ten
+// times the longest read of the set this process makes (longCtx), and a
+// minute at least.
+func (s *Store) oldGenerationTTL() time.Duration { return max(time.Minute, 100*s.opt.Timeout) }
+
+// head is what a read of the set starts from.
+type head struct {
+	version  uint64
+	currency string
+	gen      string
+}
+
+func (s *Store) readHead(ctx context.Context) (head, error) {
+	keys := s.campaignKeys("")
+	res, err := s.c.Do(ctx, s.c.B().Mget().Key(keys[keyVersion], keys[keyCurrency], keys[keyGen]).Build()).ToArray()
 	if err != nil {
-		return nil, "", unavailable(err)
+		return head{}, unavailable(err)
 	}
-	if len(res) != 2+len(campaignKinds) {
-		return nil, "", tsubame.Errorf(tsubame.EINTERNAL, "campaign read script returned %d values", len(res))
+	if len(res) != 3 {
+		return head{}, tsubame.Errorf(tsubame.EINTERNAL, "MGET returned %d values", len(res))
 	}
-	version, _ := res[0].ToString()
-	currency, _ := res[1].ToString()
-	set := &tsubame.CampaignSet{Currency: currency}
-	for i, k := range campaignKinds {
-		flat, err := res[2+i].AsStrSlice()
-		if err != nil {
-			return nil, "", unavailable(err)
+	var h head
+	if v, err := res[0].ToString(); err == nil {
+		if h.version, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return head{}, tsubame.WrapError(tsubame.EINTERNAL, err, "corrupt campaign version %q", v)
 		}
-		for j := 1; j < len(flat); j += 2 {
-			o, err := decodeObject(k, []byte(flat[j]))
+	}
+	h.currency, _ = res[1].ToString()
+	h.gen, _ = res[2].ToString()
+	return h, nil
+}
+
+// objKey names an object of the set.
+type objKey struct {
+	kind tsubame.CampaignKind
+	id   string
+}
+
+// scanKind reads every object of the hash key in pages (HSCAN), into set.
+func (s *Store) scanKind(ctx context.Context, key string, k tsubame.CampaignKind, set *tsubame.CampaignSet) error {
+	seen := map[string]bool{} // HSCAN may return a field twice
+	for cursor := uint64(0); ; {
+		e, err := s.c.Do(ctx, s.c.B().Hscan().Key(key).Cursor(cursor).Count(campaignPage).Build()).AsScanEntry()
+		if err != nil {
+			return unavailable(err)
+		}
+		for j := 0; j+1 < len(e.Elements); j += 2 {
+			if seen[e.Elements[j]] {
+				continue
+			}
+			seen[e.Elements[j]] = true
+			o, err := decodeObject(k, []byte(e.Elements[j+1]))
 			if err != nil {
-				return nil, "", err
+				return err
 			}
 			set.Add(o)
 		}
+		if cursor = e.Cursor; cursor == 0 {
+			return nil
+		}
 	}
-	set.Sort()
-	return set, version, nil
 }
 
-// write runs the write script; it reports false when the version moved.
-func (s *Store) writeSet(ctx context.Context, expect string, replace bool, currency string, ops []string) (bool, error) {
+// loggedWrites are the log's writes after a version, up to the first
+// whole replace: the objects they changed, the version of the last, and
+// whether a replace followed.
+type loggedWrites struct {
+	changed map[objKey]bool
+	last    uint64
+	reset   bool
+}
+
+// logSince reads the log's writes after version since, in pages from the
+// newest. It reports false when the log does not reach back to since (its
+// oldest writes were trimmed, or a write failed half-way before logging):
+// the set must be read whole.
+func (s *Store) logSince(ctx context.Context, since uint64) (loggedWrites, bool, error) {
+	key := s.campaignKeys("")[keyLog]
+	type entry struct {
+		v     uint64
+		ops   []objKey
+		reset bool
+	}
+	var newest []entry // newest first
+read:
+	for end := "+"; ; {
+		res, err := s.c.Do(ctx, s.c.B().Xrevrange().Key(key).End(end).Start("-").Count(campaignPage).Build()).ToArray()
+		if err != nil {
+			return loggedWrites{}, false, unavailable(err)
+		}
+		for _, m := range res {
+			e, err := m.AsXRangeSlice()
+			if err != nil {
+				return loggedWrites{}, false, unavailable(err)
+			}
+			end = "(" + e.ID
+			var en entry
+			for _, fv := range e.FieldValues {
+				switch fv.Field {
+				case "v":
+					en.v, _ = strconv.ParseUint(fv.Value, 10, 64)
+				case "reset":
+					en.reset = true
+				case "o":
+					kind, id, _ := strings.Cut(fv.Value, ":")
+					n, _ := strconv.Atoi(kind)
+					en.ops = append(en.ops, objKey{tsubame.CampaignKind(n), id})
+				}
+			}
+			if en.v <= since {
+				break read
+			}
+			newest = append(newest, en)
+		}
+		if len(res) < campaignPage {
+			break // the log's start
+		}
+	}
+	// Whole when the writes run from since+1 without a version missing
+	// (or there are none: the caller compares versions).
+	for i, en := range newest {
+		if i+1 < len(newest) && newest[i+1].v != en.v-1 {
+			return loggedWrites{}, false, nil
+		}
+	}
+	if len(newest) > 0 && newest[len(newest)-1].v != since+1 {
+		return loggedWrites{}, false, nil
+	}
+	w := loggedWrites{changed: map[objKey]bool{}, last: since}
+	for i := len(newest) - 1; i >= 0; i-- {
+		if newest[i].reset {
+			w.reset = true
+			break
+		}
+		w.last = newest[i].v
+		for _, o := range newest[i].ops {
+			w.changed[o] = true
+		}
+	}
+	return w, true, nil
+}
+
+// refetch reads the changed objects again from generation gen into set,
+// replacing (or, deleted since, removing) what it holds of them.
+func (s *Store) refetch(ctx context.Context, gen string, set *tsubame.CampaignSet, changed map[objKey]bool) error {
+	if len(changed) == 0 {
+		return nil
+	}
+	keys := s.kindKeys(gen)
+	byKind := map[tsubame.CampaignKind][]string{}
+	for o := range changed {
+		byKind[o.kind] = append(byKind[o.kind], o.id)
+	}
+	var changes []tsubame.CampaignChange
+	for k, ids := range byKind {
+		i, err := kindIndex(k)
+		if err != nil {
+			return tsubame.Errorf(tsubame.EINTERNAL, "the campaign log names an %v", err)
+		}
+		for len(ids) > 0 {
+			page := ids[:min(len(ids), campaignPage)]
+			ids = ids[len(page):]
+			vals, err := s.c.Do(ctx, s.c.B().Hmget().Key(keys[i]).Field(page...).Build()).ToArray()
+			if err != nil {
+				return unavailable(err)
+			}
+			for j, v := range vals {
+				c := tsubame.CampaignChange{Kind: k, ID: page[j]}
+				b, err := v.AsBytes()
+				switch {
+				case rueidis.IsRedisNil(err): // deleted
+				case err != nil:
+					return unavailable(err)
+				default:
+					if c.Object, err = decodeObject(k, b); err != nil {
+						return err
+					}
+				}
+				changes = append(changes, c)
+			}
+		}
+	}
+	*set = *set.Apply(changes)
+	return nil
+}
+
+// snapshot reads the whole set in pages, then the writes made meanwhile
+// (the log), and returns the set, the version it is at and its generation
+// (see the keys' comment). An object written after that version may be
+// read at its newer state: a writer comparing the version then starts
+// again.
+func (s *Store) snapshot(ctx context.Context) (*tsubame.CampaignSet, head, error) {
 	ctx, cancel := s.longCtx(ctx)
 	defer cancel()
-	args := append([]string{expect, "0", s.campaignChannel(), currency}, ops...)
-	if replace {
-		args[1] = "1"
+	for range campaignRetries {
+		h, err := s.readHead(ctx)
+		if err != nil {
+			return nil, head{}, err
+		}
+		set := &tsubame.CampaignSet{Currency: h.currency}
+		keys := s.kindKeys(h.gen)
+		for i, k := range campaignKinds {
+			if err := s.scanKind(ctx, keys[i], k, set); err != nil {
+				return nil, head{}, err
+			}
+		}
+		whole := false
+		for range campaignRetries {
+			w, complete, err := s.logSince(ctx, h.version)
+			if err != nil {
+				return nil, head{}, err
+			}
+			if !complete {
+				break
+			}
+			if err := s.refetch(ctx, h.gen, set, w.changed); err != nil {
+				return nil, head{}, err
+			}
+			h.version = w.last
+			if w.reset {
+				// Replaced since: the old generation, read whole, at its
+				// last version (it is no longer written), unless it
+				// expired while it was read.
+				whole, err = s.generationKept(ctx, h.gen)
+				if err != nil {
+					return nil, head{}, err
+				}
+				break
+			}
+			if len(w.changed) == 0 {
+				whole = true
+				break
+			}
+		}
+		if whole {
+			set.Sort()
+			return set, h, nil
+		}
 	}
-	n, err := writeCampaigns.Exec(ctx, s.c, s.campaignKeys(), args).AsInt64()
+	return nil, head{}, tsubame.Errorf(tsubame.EUNAVAILABLE, "the campaign set kept changing while it was read (%d attempts): try again", campaignRetries)
+}
+
+// generationKept reports whether a replaced generation's hashes are all
+// still there (or were empty): not expired while a read took them.
+func (s *Store) generationKept(ctx context.Context, gen string) (bool, error) {
+	for _, key := range s.kindKeys(gen) {
+		ttl, err := s.c.Do(ctx, s.c.B().Pttl().Key(key).Build()).AsInt64()
+		if err != nil {
+			return false, unavailable(err)
+		}
+		if ttl >= 0 && ttl < s.oldGenerationTTL().Milliseconds()/2 {
+			return false, nil // expiring: the read took too long to trust
+		}
+	}
+	return true, nil
+}
+
+// ChangedSince returns what the writes after version changed: each object
+// written (nil Object: deleted) once, at its state now, and the version
+// they bring the set to. It reports false when the log no longer reaches
+// back to version or a write since replaced the whole set: read a
+// Snapshot.
+func (s *Store) ChangedSince(ctx context.Context, version uint64) ([]tsubame.CampaignChange, uint64, bool, error) {
+	if err := s.check(); err != nil {
+		return nil, 0, false, err
+	}
+	ctx, cancel := s.longCtx(ctx)
+	defer cancel()
+	// The generation first: when the log then shows no replace since
+	// version, the objects are read from the generation they were
+	// written in, even if a replace comes meanwhile.
+	h, err := s.readHead(ctx)
 	if err != nil {
-		return false, unavailable(err)
+		return nil, 0, false, err
 	}
-	return n >= 0, nil
+	if h.version == version {
+		return nil, version, true, nil
+	}
+	w, complete, err := s.logSince(ctx, version)
+	if err != nil || !complete || w.reset || w.last == version {
+		return nil, 0, false, err
+	}
+	set := &tsubame.CampaignSet{}
+	if err := s.refetch(ctx, h.gen, set, w.changed); err != nil {
+		return nil, 0, false, err
+	}
+	out := make([]tsubame.CampaignChange, 0, len(w.changed))
+	for o := range w.changed {
+		out = append(out, tsubame.CampaignChange{Kind: o.kind, ID: o.id, Object: set.Object(o.kind, o.id)})
+	}
+	slices.SortFunc(out, func(a, b tsubame.CampaignChange) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), strings.Compare(a.ID, b.ID))
+	})
+	return out, w.last, true, nil
 }
 
 // change reads the set, lets apply check the change against it and return
@@ -172,20 +512,26 @@ func (s *Store) change(ctx context.Context, at *uint64, apply func(set *tsubame.
 		return err
 	}
 	for range campaignRetries {
-		set, version, err := s.snapshot(ctx)
+		set, h, err := s.snapshot(ctx)
 		if err != nil {
 			return err
 		}
-		if at != nil && version != strconv.FormatUint(*at, 10) {
+		if at != nil && h.version != *at {
 			return tsubame.CampaignsChanged(*at)
 		}
 		ops, err := apply(set)
 		if err != nil {
 			return err
 		}
-		ok, err := s.writeSet(ctx, version, false, "", ops)
-		if err != nil || ok {
-			return err
+		wctx, cancel := s.ctx(ctx)
+		args := append([]string{strconv.FormatUint(h.version, 10), h.gen, s.campaignChannel()}, ops...)
+		n, err := writeCampaigns.Exec(wctx, s.c, s.campaignKeys(h.gen), args).AsInt64()
+		cancel()
+		if err != nil {
+			return unavailable(err)
+		}
+		if n >= 0 {
+			return nil
 		}
 		if at != nil {
 			return tsubame.CampaignsChanged(*at)
@@ -196,31 +542,22 @@ func (s *Store) change(ctx context.Context, at *uint64, apply func(set *tsubame.
 
 func kindArg(k tsubame.CampaignKind) string { return strconv.Itoa(int(k)) }
 
-// GetObject reads the object of kind k with the given id.
-func (s *Store) GetObject(ctx context.Context, k tsubame.CampaignKind, id string) (tsubame.CampaignObject, error) {
-	key, err := kindKey(s.campaignKeys(), k)
+// kindKey returns the current generation's hash of kind k.
+func (s *Store) kindKey(ctx context.Context, k tsubame.CampaignKind) (string, error) {
+	i, err := kindIndex(k)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	if err := s.check(); err != nil {
-		return nil, err
+	gen, err := s.c.Do(ctx, s.c.B().Get().Key(s.campaignKeys("")[keyGen]).Build()).ToString()
+	if err != nil && !rueidis.IsRedisNil(err) {
+		return "", unavailable(err)
 	}
-	ctx, cancel := s.ctx(ctx)
-	defer cancel()
-	b, err := s.c.Do(ctx, s.c.B().Hget().Key(key).Field(id).Build()).AsBytes()
-	if rueidis.IsRedisNil(err) {
-		return nil, tsubame.Errorf(tsubame.ENOTFOUND, "%s %q not found", k, id)
-	}
-	if err != nil {
-		return nil, unavailable(err)
-	}
-	return decodeObject(k, b)
+	return s.kindKeys(gen)[i], nil
 }
 
-// ListObjects reads every object of kind k, in id order.
-func (s *Store) ListObjects(ctx context.Context, k tsubame.CampaignKind) ([]tsubame.CampaignObject, error) {
-	key, err := kindKey(s.campaignKeys(), k)
-	if err != nil {
+// GetObject reads the object of kind k with the given id.
+func (s *Store) GetObject(ctx context.Context, k tsubame.CampaignKind, id string) (tsubame.CampaignObject, error) {
+	if _, err := kindIndex(k); err != nil {
 		return nil, err
 	}
 	if err := s.check(); err != nil {
@@ -228,19 +565,40 @@ func (s *Store) ListObjects(ctx context.Context, k tsubame.CampaignKind) ([]tsub
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	m, err := s.c.Do(ctx, s.c.B().Hgetall().Key(key).Build()).AsStrMap()
-	if err != nil {
-		return nil, unavailable(err)
-	}
-	set := &tsubame.CampaignSet{}
-	for _, v := range m {
-		o, err := decodeObject(k, []byte(v))
+	for range campaignRetries {
+		key, err := s.kindKey(ctx, k)
 		if err != nil {
 			return nil, err
 		}
-		set.Add(o)
+		b, err := s.c.Do(ctx, s.c.B().Hget().Key(key).Field(id).Build()).AsBytes()
+		if rueidis.IsRedisNil(err) {
+			// Not there, or its generation expired between the two reads
+			// (a replace more than oldGenerationTTL ago): look again.
+			if again, err := s.kindKey(ctx, k); err != nil || again != key {
+				continue
+			}
+			return nil, tsubame.Errorf(tsubame.ENOTFOUND, "%s %q not found", k, id)
+		}
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		return decodeObject(k, b)
 	}
-	set.Sort()
+	return nil, tsubame.Errorf(tsubame.EUNAVAILABLE, "the campaign set kept being replaced while %s %q was read: try again", k, id)
+}
+
+// ListObjects reads every object of kind k, in id order, in pages.
+func (s *Store) ListObjects(ctx context.Context, k tsubame.CampaignKind) ([]tsubame.CampaignObject, error) {
+	if _, err := kindIndex(k); err != nil {
+		return nil, err
+	}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	set, _, err := s.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
 	return set.Objects(k), nil
 }
 
@@ -281,14 +639,14 @@ func (s *Store) DeleteObject(ctx context.Context, k tsubame.CampaignKind, id str
 	})
 }
 
-// ReplaceAll validates set and writes it with one script (see the keys'
-// comment for what a failure half-way leaves).
+// ReplaceAll validates set, writes it as a new generation in pages and
+// swaps it in with one script (see the keys' comment).
 func (s *Store) ReplaceAll(ctx context.Context, set *tsubame.CampaignSet) error {
 	return s.replaceAll(ctx, nil, set)
 }
 
 // ReplaceAllAt is ReplaceAll if the set is still at version, compared by
-// the script that writes.
+// the script that swaps.
 func (s *Store) ReplaceAllAt(ctx context.Context, set *tsubame.CampaignSet, version uint64) error {
 	return s.replaceAll(ctx, &version, set)
 }
@@ -300,41 +658,94 @@ func (s *Store) replaceAll(ctx context.Context, at *uint64, set *tsubame.Campaig
 	if err := s.check(); err != nil {
 		return err
 	}
-	ops := make([]string, 0, 3*set.Len())
-	for _, k := range campaignKinds {
-		for _, o := range set.Objects(k) {
-			v, err := json.Marshal(o)
-			if err != nil {
-				return tsubame.WrapError(tsubame.EINTERNAL, err, "cannot encode %s %q", k, o.ObjectID())
+	ctx, cancel := s.longCtx(ctx)
+	defer cancel()
+	var tok [8]byte
+	if _, err := rand.Read(tok[:]); err != nil {
+		return tsubame.WrapError(tsubame.EINTERNAL, err, "cannot name a generation")
+	}
+	gen := hex.EncodeToString(tok[:])
+	fresh := s.kindKeys(gen)
+	// The new generation's hashes, a page a command, pipelined; each
+	// expires unless swapped in.
+	var cmds rueidis.Commands
+	for i, k := range campaignKinds {
+		objs := set.Objects(k)
+		for first := true; len(objs) > 0; first = false {
+			page := objs[:min(len(objs), campaignPage)]
+			objs = objs[len(page):]
+			fv := s.c.B().Hset().Key(fresh[i]).FieldValue()
+			for _, o := range page {
+				v, err := json.Marshal(o)
+				if err != nil {
+					return tsubame.WrapError(tsubame.EINTERNAL, err, "cannot encode %s %q", k, o.ObjectID())
+				}
+				fv = fv.FieldValue(o.ObjectID(), string(v))
 			}
-			ops = append(ops, kindArg(k), o.ObjectID(), string(v))
+			cmds = append(cmds, fv.Build())
+			if first {
+				cmds = append(cmds, s.c.B().Pexpire().Key(fresh[i]).Milliseconds(stagingTTL.Milliseconds()).Build())
+			}
+		}
+	}
+	for len(cmds) > 0 {
+		batch := cmds[:min(len(cmds), 64)]
+		cmds = cmds[len(batch):]
+		for _, r := range s.c.DoMulti(ctx, batch...) {
+			if err := r.Error(); err != nil {
+				s.unlink(fresh...)
+				return unavailable(err)
+			}
 		}
 	}
 	expect := ""
 	if at != nil {
 		expect = strconv.FormatUint(*at, 10)
 	}
-	ok, err := s.writeSet(ctx, expect, true, set.Currency, ops)
-	if err == nil && !ok {
-		err = tsubame.CampaignsChanged(*at)
+	for range campaignRetries {
+		h, err := s.readHead(ctx)
+		if err != nil {
+			s.unlink(fresh...)
+			return err
+		}
+		keys := append(s.campaignKeys(h.gen), fresh...)
+		args := []string{expect, h.gen, gen, s.campaignChannel(), set.Currency,
+			strconv.FormatInt(s.oldGenerationTTL().Milliseconds(), 10)}
+		n, err := swapCampaigns.Exec(ctx, s.c, keys, args).AsInt64()
+		switch {
+		case err != nil:
+			return unavailable(err) // swapped or not: the new hashes expire unless they were
+		case n == -1:
+			s.unlink(fresh...)
+			return tsubame.CampaignsChanged(*at)
+		case n >= 0:
+			return nil
+		} // -2: another import swapped between the read of the generation and this one
 	}
-	return err
+	s.unlink(fresh...)
+	return tsubame.Errorf(tsubame.EUNAVAILABLE, "the campaign set kept being replaced under this import (%d attempts): try again", campaignRetries)
 }
 
-// Snapshot reads the whole set and its version with one script.
+// unlink frees keys off Redis's main thread (UNLINK), whatever the
+// caller's context: the hashes of a generation never swapped in.
+func (s *Store) unlink(keys ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opt.Timeout)
+	defer cancel()
+	for _, k := range keys {
+		_ = s.c.Do(ctx, s.c.B().Unlink().Key(k).Build()).Error()
+	}
+}
+
+// Snapshot reads the whole set in pages, and the version it is at.
 func (s *Store) Snapshot(ctx context.Context) (*tsubame.CampaignSet, uint64, error) {
 	if err := s.check(); err != nil {
 		return nil, 0, err
 	}
-	set, version, err := s.snapshot(ctx)
+	set, h, err := s.snapshot(ctx)
 	if err != nil {
 		return nil, 0, err
 	}
-	v, err := strconv.ParseUint(version, 10, 64)
-	if err != nil {
-		return nil, 0, tsubame.WrapError(tsubame.EINTERNAL, err, "corrupt campaign version %q", version)
-	}
-	return set, v, nil
+	return set, h.version, nil
 }
 
 // CampaignsVersion reads the set's version.
@@ -344,7 +755,7 @@ func (s *Store) CampaignsVersion(ctx context.Context) (uint64, error) {
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	n, err := s.c.Do(ctx, s.c.B().Get().Key(s.campaignKeys()[0]).Build()).AsUint64()
+	n, err := s.c.Do(ctx, s.c.B().Get().Key(s.campaignKeys("")[keyVersion]).Build()).AsUint64()
 	if rueidis.IsRedisNil(err) {
 		return 0, nil
 	}

@@ -80,8 +80,10 @@ func TestConformanceCluster(t *testing.T) {
 		// The keys the package comment documents, all on one slot (one
 		// script writes them all).
 		tag := prefix + "{" + prefix + "campaigns}:"
+		gen := strings.TrimSpace(c.MasterOf(t, tag+"gen").CLI(t, "get", tag+"gen"))
 		var slots []string
-		for _, k := range []string{"version", "currency", "advertisers", "campaigns", "creatives", "line_items"} {
+		for _, k := range []string{"version", "currency", "gen", "log", "g:" + gen + ":advertisers", "g:" + gen + ":campaigns",
+			"g:" + gen + ":creatives", "g:" + gen + ":line_items"} {
 			key := tag + k
 			if got := strings.TrimSpace(c.MasterOf(t, key).CLI(t, "exists", key)); got != "1" {
 				t.Fatalf("key %q: exists = %s", key, got)

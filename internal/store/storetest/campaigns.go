@@ -161,6 +161,22 @@ func sameSet(t *testing.T, got, want *tsubame.CampaignSet) {
 	}
 }
 
+// SameSet fails t unless got and want are the same set, compared as
+// sameSet does, naming where their JSON forms first differ (large sets).
+func SameSet(t *testing.T, got, want *tsubame.CampaignSet) {
+	t.Helper()
+	g, w := asJSON(t, got), asJSON(t, want)
+	if g == w {
+		return
+	}
+	i := 0
+	for i < len(g) && i < len(w) && g[i] == w[i] {
+		i++
+	}
+	at := func(s string) string { return s[max(i-100, 0):min(i+100, len(s))] }
+	t.Fatalf("sets differ at byte %d of %d/%d\n got: …%s…\nwant: …%s…", i, len(g), len(w), at(g), at(w))
+}
+
 func mustReplace(t *testing.T, s tsubame.CampaignStore, set *tsubame.CampaignSet) {
 	t.Helper()
 	if err := s.ReplaceAll(ctx(t), set); err != nil {

@@ -1,0 +1,151 @@
+package redis_test
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"tsubame"
+	"tsubame/internal/campaigngen"
+	"tsubame/internal/store/redis/redistest"
+	"tsubame/internal/store/storetest"
+)
+
+// commandStats returns Redis's count of calls per command (INFO
+// commandstats), lower-case names without the cmdstat_ prefix.
+func commandStats(t *testing.T, srv *redistest.Server) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, line := range strings.Split(srv.CLI(t, "info", "commandstats"), "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		out[strings.TrimPrefix(name, "cmdstat_")], _ = strconv.Atoi(calls)
+	}
+	return out
+}
+
+// TestCampaignSetInPages: no command reads or writes the whole set, so
+// that an import or a node's read of a large set never holds Redis (and
+// the budgets and caps beside it): 6,000 line items are written and read
+// 500 a command, and the set read is the set written.
+func TestCampaignSetInPages(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, []string{srv.Addr}, "pages:")
+	set := campaigngen.Set(1, campaigngen.Size{LineItems: 6_000}, time.Now())
+	srv.CLI(t, "config", "resetstat")
+	if err := s.ReplaceAll(t.Context(), set); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := s.Snapshot(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.Sort()
+	storetest.SameSet(t, got, set)
+	stats := commandStats(t, srv)
+	for _, whole := range []string{"hgetall", "hvals", "hkeys"} {
+		if stats[whole] > 0 {
+			t.Errorf("%s called %d times: a command of the whole hash", whole, stats[whole])
+		}
+	}
+	// 6,000 line items, 300 campaigns, 36 creatives, 12 advertisers: at
+	// least 12 + 1 + 1 + 1 pages each way.
+	if stats["hset"] < 15 || stats["hscan"] < 15 {
+		t.Errorf("%d HSET and %d HSCAN for %d objects: not in pages of 500", stats["hset"], stats["hscan"], set.Len())
+	}
+	if stats["evalsha"]+stats["eval"] > 2 {
+		t.Errorf("%d scripts for one import and one read", stats["evalsha"]+stats["eval"])
+	}
+}
+
+// TestChangedSince: the log tells a node that holds the set at a version
+// what changed since, each object once at its state now, and says when
+// the node must read the whole set again (a replace since, or a log that
+// no longer reaches back).
+func TestChangedSince(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, []string{srv.Addr}, "log:")
+	ctx := t.Context()
+	set := storetest.FullCampaignSet()
+	if err := s.ReplaceAll(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	v0, err := s.CampaignsVersion(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changes, v, ok, err := s.ChangedSince(ctx, v0); err != nil || !ok || len(changes) != 0 || v != v0 {
+		t.Fatalf("nothing written: %v changes, version %d, %v, %v", changes, v, ok, err)
+	}
+	li := *set.LineItems[0]
+	li.Weight = 7
+	for range 2 { // one object written twice
+		if err := s.PutObject(ctx, &li); err != nil {
+			t.Fatal(err)
+		}
+	}
+	adv := &tsubame.Advertiser{ID: "new-adv", Name: "New"}
+	if err := s.PutObject(ctx, adv); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteObject(ctx, tsubame.KindAdvertiser, "new-adv"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutObject(ctx, &tsubame.Advertiser{ID: "kept", Name: "Kept"}); err != nil {
+		t.Fatal(err)
+	}
+	changes, v, ok, err := s.ChangedSince(ctx, v0)
+	if err != nil || !ok || v != v0+5 {
+		t.Fatalf("version %d (want %d), %v, %v", v, v0+5, ok, err)
+	}
+	var got []string
+	for _, c := range changes {
+		desc := fmt.Sprintf("%s %s deleted", c.Kind, c.ID)
+		if c.Object != nil {
+			desc = fmt.Sprintf("%s %s", c.Kind, c.ID)
+		}
+		got = append(got, desc)
+		if l, isLine := c.Object.(*tsubame.LineItem); isLine && l.Weight != 7 {
+			t.Errorf("line item %s read at weight %d, want 7", l.ID, l.Weight)
+		}
+	}
+	want := []string{"advertiser kept", "advertiser new-adv deleted", "line_item " + li.ID}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("changes %v, want %v", got, want)
+	}
+	// Applied to the set read at v0, they make the set read now.
+	old, _, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := set.Apply(changes)
+	applied.Sort()
+	storetest.SameSet(t, applied, old) // the set at v0 with the changes is the set now
+
+	// A replace since: read the whole set.
+	if err := s.ReplaceAll(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok, err := s.ChangedSince(ctx, v); ok || err != nil {
+		t.Fatalf("a replace since: ok %v, %v; want false", ok, err)
+	}
+	// A log trimmed past the version: read the whole set.
+	v, _ = s.CampaignsVersion(ctx)
+	for i := range 3 {
+		if err := s.PutObject(ctx, &tsubame.Advertiser{ID: fmt.Sprint("a", i), Name: "A"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.CLI(t, "xtrim", "log:{log:campaigns}:log", "maxlen", "1")
+	if _, _, ok, err := s.ChangedSince(ctx, v); ok || err != nil {
+		t.Fatalf("a log trimmed past the version: ok %v, %v; want false", ok, err)
+	}
+	if _, _, ok, err := s.ChangedSince(ctx, v+2); !ok || err != nil {
+		t.Fatalf("the log's last write: ok %v, %v; want true", ok, err)
+	}
+}
