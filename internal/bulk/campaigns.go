@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -150,6 +151,12 @@ type CampaignFile struct {
 
 	problems []FileProblem // the decoding's
 	lines    map[string]int
+	// objects are the text of each object, and lineAt the line of an
+	// offset: lineOf finds the lines of an object's fields from them
+	// (the decoding keeps the lines of the objects only).
+	objects map[string]span
+	lineAt  func(off int) int
+	walked  map[string]bool
 }
 
 // ReadCampaigns reads a campaign file from r. A file that is not JSON or
@@ -203,10 +210,10 @@ func ReadCampaignsContext(ctx context.Context, r io.Reader, name string, format 
 	if err := ctx.Err(); err != nil {
 		return nil, givenUp(err)
 	}
-	d := &decoder{lineAt: lineAt, lines: map[string]int{}}
+	d := &decoder{lineAt: lineAt, lines: map[string]int{}, objects: map[string]span{}}
 	set := &tsubame.CampaignSet{}
 	d.value(leadingSpace(text), bytes.Trim(text, " \t\r\n"), valueOf(set), "")
-	return &CampaignFile{Name: name, Set: set, problems: d.problems, lines: d.lines}, nil
+	return &CampaignFile{Name: name, Set: set, problems: d.problems, lines: d.lines, objects: d.objects, lineAt: lineAt}, nil
 }
 
 // givenUp is the error of an import whose context ended.
@@ -359,6 +366,10 @@ func (f *CampaignFile) lineOf(path string) int {
 	if l, ok := f.lines[path]; ok {
 		return l
 	}
+	f.walkObjectOf(path)
+	if l, ok := f.lines[path]; ok {
+		return l
+	}
 	for i := len(path) - 1; i > 0; i-- {
 		if c := path[i]; c == '.' || c == '[' {
 			if l, ok := f.lines[path[:i]]; ok {
@@ -367,6 +378,35 @@ func (f *CampaignFile) lineOf(path string) int {
 		}
 	}
 	return 0
+}
+
+// walkObjectOf notes the lines of every field of the object that holds
+// path, decoding it again (once).
+func (f *CampaignFile) walkObjectOf(path string) {
+	for i := len(path); i > 0; i-- {
+		if i < len(path) && path[i] != '.' && path[i] != '[' {
+			continue
+		}
+		obj, ok := f.objects[path[:i]]
+		if !ok {
+			continue
+		}
+		if f.walked[path[:i]] {
+			return
+		}
+		if f.walked == nil {
+			f.walked = map[string]bool{}
+		}
+		f.walked[path[:i]] = true
+		kind, _, _ := strings.Cut(path, "[")
+		for _, k := range tsubame.CampaignKinds {
+			if k.Plural() == kind {
+				d := &decoder{lineAt: f.lineAt, lines: f.lines, all: true, depth: 2}
+				d.value(obj.off, obj.raw, reflect.New(reflect.TypeOf(tsubame.NewCampaignObject(k)).Elem()).Elem(), path[:i])
+			}
+		}
+		return
+	}
 }
 
 // CampaignCounts returns the number of objects of each kind of set, under

@@ -27,9 +27,24 @@ import (
 //
 // The text must be valid JSON (checkJSONSyntax, or yamlToJSON's output).
 type decoder struct {
-	lineAt   func(off int) int // the input's line of an offset into the text
-	lines    map[string]int    // path -> line of the value there
+	lineAt func(off int) int // the input's line of an offset into the text
+	// lines maps paths to the lines of their values: those of the set's
+	// fields and objects only (a million line items would otherwise keep
+	// tens of millions of paths), or every path with all set.
+	lines map[string]int
+	all   bool
+	depth int // of the value being decoded: 0 the set, 1 a kind's list, 2 an object
+	// objects are the text of each object (path -> offset and JSON), so
+	// that the lines of its fields can be found when a problem names one
+	// (CampaignFile.lineOf).
+	objects  map[string]span
 	problems []FileProblem
+}
+
+// span is a JSON value and its offset into the text.
+type span struct {
+	off int
+	raw []byte
 }
 
 func (d *decoder) bad(off int, path, format string, args ...any) {
@@ -54,9 +69,14 @@ func valueOf(v any) reflect.Value {
 
 // value decodes raw, found at offset off of the text, into v (settable).
 func (d *decoder) value(off int, raw []byte, v reflect.Value, path string) {
-	if path != "" {
+	if path != "" && (d.all || d.depth <= 2) {
 		d.lines[path] = d.lineAt(off)
 	}
+	if d.depth == 2 && d.objects != nil {
+		d.objects[path] = span{off, raw}
+	}
+	d.depth++
+	defer func() { d.depth-- }()
 	if string(raw) == "null" {
 		return // as encoding/json: null leaves the value as it is
 	}
@@ -150,34 +170,41 @@ func (d *decoder) leaf(off int, raw []byte, v reflect.Value, path string) {
 
 // members calls each with every member of the JSON object raw, in order,
 // and the offset of its value; it reports a non-object and keys given
-// twice.
+// twice. raw is valid JSON (the decoder's input is checked first).
 func (d *decoder) members(off int, raw []byte, path string, t reflect.Type, each func(key string, off int, raw []byte)) {
 	if raw[0] != '{' {
 		d.bad(off, path, "must be %s, not %s", want(t), jsonKind(raw))
 		return
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if _, err := dec.Token(); err != nil {
-		return
-	}
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return // not after checkJSONSyntax
+	var seen map[string]bool
+	eachMember(raw, func(key string, voff int, val []byte) {
+		if seen == nil {
+			seen = map[string]bool{}
 		}
-		key, _ := tok.(string)
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
+		if seen[key] {
+			d.bad(off+voff, join(path, key), "given twice")
 			return
 		}
-		voff := off + int(dec.InputOffset()) - len(val)
-		if seen[key] {
-			d.bad(voff, join(path, key), "given twice")
-			continue
-		}
 		seen[key] = true
-		each(key, voff, val)
+		each(key, off+voff, val)
+	})
+}
+
+// eachMember calls each with every member of the valid JSON object raw:
+// its key (unescaped), the offset of its value in raw, and the value.
+func eachMember(raw []byte, each func(key string, off int, val []byte)) {
+	i := skipSpace(raw, 1)
+	for i < len(raw) && raw[i] == '"' {
+		kend := skipValue(raw, i)
+		key := unquote(raw[i:kend])
+		i = skipSpace(raw, kend)
+		i = skipSpace(raw, i+1) // the colon
+		vend := skipValue(raw, i)
+		each(key, i, raw[i:vend])
+		i = skipSpace(raw, vend)
+		if i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
+		}
 	}
 }
 
@@ -186,19 +213,17 @@ type element struct {
 	raw []byte
 }
 
-// elements splits the JSON array raw into its elements.
+// elements splits the valid JSON array raw into its elements.
 func elements(raw []byte) []element {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if _, err := dec.Token(); err != nil {
-		return nil
-	}
 	var out []element
-	for dec.More() {
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return out
+	i := skipSpace(raw, 1)
+	for i < len(raw) && raw[i] != ']' {
+		end := skipValue(raw, i)
+		out = append(out, element{off: i, raw: raw[i:end]})
+		i = skipSpace(raw, end)
+		if i < len(raw) && raw[i] == ',' {
+			i = skipSpace(raw, i+1)
 		}
-		out = append(out, element{off: int(dec.InputOffset()) - len(val), raw: val})
 	}
 	return out
 }
@@ -208,26 +233,65 @@ func peekID(raw []byte) string {
 	if raw[0] != '{' {
 		return ""
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if _, err := dec.Token(); err != nil {
-		return ""
+	id := ""
+	eachMember(raw, func(key string, _ int, val []byte) {
+		if key == "id" && id == "" && val[0] == '"' {
+			id = unquote(val)
+		}
+	})
+	return id
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
 	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return ""
+	return i
+}
+
+// skipValue returns the end of the valid JSON value that starts at b[i].
+func skipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		for i++; i < len(b); i++ {
+			switch b[i] {
+			case '\\':
+				i++
+			case '"':
+				return i + 1
+			}
 		}
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return ""
+		return len(b)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = skipValue(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
 		}
-		if tok == "id" {
-			var id string
-			_ = json.Unmarshal(val, &id)
-			return id
-		}
+		return len(b)
 	}
-	return ""
+	for i < len(b) && !strings.ContainsRune(",]} \t\r\n", rune(b[i])) {
+		i++ // a number, true, false or null
+	}
+	return i
+}
+
+// unquote returns the string of the valid JSON string literal q.
+func unquote(q []byte) string {
+	if bytes.IndexByte(q, '\\') < 0 {
+		return string(q[1 : len(q)-1])
+	}
+	var s string
+	_ = json.Unmarshal(q, &s)
+	return s
 }
 
 func join(path, key string) string {

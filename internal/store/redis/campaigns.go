@@ -198,18 +198,29 @@ func decodeObject(k tsubame.CampaignKind, b []byte) (tsubame.CampaignObject, err
 	return o, nil
 }
 
-// longCtx bounds a read or write of the whole set (in pages) by ten times
-// Options.Timeout unless the caller set a deadline.
-func (s *Store) longCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+// do runs one command of a read or write of the set (a page of it),
+// bounded by Options.Timeout unless the caller set a deadline: a whole
+// read or import takes as many pages as the set has, each bounded.
+func (s *Store) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	return s.c.Do(ctx, cmd)
+}
+
+// pagesCtx bounds n pipelined pages by n times Options.Timeout unless the
+// caller set a deadline.
+func (s *Store) pagesCtx(ctx context.Context, n int) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
 		return ctx, noCancel
 	}
-	return context.WithTimeout(ctx, 10*s.opt.Timeout)
+	return context.WithTimeout(ctx, time.Duration(n)*s.opt.Timeout)
 }
 
-// oldGenerationTTL is how long a replaced generation stays readable: ten
-// times the longest read of the set this process makes (longCtx), and a
-// minute at least.
+// oldGenerationTTL is how long a replaced generation stays readable for
+// the reads that began on it: a hundred times Options.Timeout, and a
+// minute at least. A read that takes longer (a set of millions on a slow
+// link) finds the generation expiring (generationKept) and starts again on
+// the new one.
 func (s *Store) oldGenerationTTL() time.Duration { return max(time.Minute, 100*s.opt.Timeout) }
 
 // head is what a read of the set starts from.
@@ -221,7 +232,7 @@ type head struct {
 
 func (s *Store) readHead(ctx context.Context) (head, error) {
 	keys := s.campaignKeys("")
-	res, err := s.c.Do(ctx, s.c.B().Mget().Key(keys[keyVersion], keys[keyCurrency], keys[keyGen]).Build()).ToArray()
+	res, err := s.do(ctx, s.c.B().Mget().Key(keys[keyVersion], keys[keyCurrency], keys[keyGen]).Build()).ToArray()
 	if err != nil {
 		return head{}, unavailable(err)
 	}
@@ -249,7 +260,7 @@ type objKey struct {
 func (s *Store) scanKind(ctx context.Context, key string, k tsubame.CampaignKind, set *tsubame.CampaignSet) error {
 	seen := map[string]bool{} // HSCAN may return a field twice
 	for cursor := uint64(0); ; {
-		e, err := s.c.Do(ctx, s.c.B().Hscan().Key(key).Cursor(cursor).Count(campaignPage).Build()).AsScanEntry()
+		e, err := s.do(ctx, s.c.B().Hscan().Key(key).Cursor(cursor).Count(campaignPage).Build()).AsScanEntry()
 		if err != nil {
 			return unavailable(err)
 		}
@@ -293,7 +304,7 @@ func (s *Store) logSince(ctx context.Context, since uint64) (loggedWrites, bool,
 	var newest []entry // newest first
 read:
 	for end := "+"; ; {
-		res, err := s.c.Do(ctx, s.c.B().Xrevrange().Key(key).End(end).Start("-").Count(campaignPage).Build()).ToArray()
+		res, err := s.do(ctx, s.c.B().Xrevrange().Key(key).End(end).Start("-").Count(campaignPage).Build()).ToArray()
 		if err != nil {
 			return loggedWrites{}, false, unavailable(err)
 		}
@@ -369,7 +380,7 @@ func (s *Store) refetch(ctx context.Context, gen string, set *tsubame.CampaignSe
 		for len(ids) > 0 {
 			page := ids[:min(len(ids), campaignPage)]
 			ids = ids[len(page):]
-			vals, err := s.c.Do(ctx, s.c.B().Hmget().Key(keys[i]).Field(page...).Build()).ToArray()
+			vals, err := s.do(ctx, s.c.B().Hmget().Key(keys[i]).Field(page...).Build()).ToArray()
 			if err != nil {
 				return unavailable(err)
 			}
@@ -399,8 +410,6 @@ func (s *Store) refetch(ctx context.Context, gen string, set *tsubame.CampaignSe
 // read at its newer state: a writer comparing the version then starts
 // again.
 func (s *Store) snapshot(ctx context.Context) (*tsubame.CampaignSet, head, error) {
-	ctx, cancel := s.longCtx(ctx)
-	defer cancel()
 	for range campaignRetries {
 		h, err := s.readHead(ctx)
 		if err != nil {
@@ -453,7 +462,7 @@ func (s *Store) snapshot(ctx context.Context) (*tsubame.CampaignSet, head, error
 // still there (or were empty): not expired while a read took them.
 func (s *Store) generationKept(ctx context.Context, gen string) (bool, error) {
 	for _, key := range s.kindKeys(gen) {
-		ttl, err := s.c.Do(ctx, s.c.B().Pttl().Key(key).Build()).AsInt64()
+		ttl, err := s.do(ctx, s.c.B().Pttl().Key(key).Build()).AsInt64()
 		if err != nil {
 			return false, unavailable(err)
 		}
@@ -473,8 +482,6 @@ func (s *Store) ChangedSince(ctx context.Context, version uint64) ([]tsubame.Cam
 	if err := s.check(); err != nil {
 		return nil, 0, false, err
 	}
-	ctx, cancel := s.longCtx(ctx)
-	defer cancel()
 	// The generation first: when the log then shows no replace since
 	// version, the objects are read from the generation they were
 	// written in, even if a replace comes meanwhile.
@@ -548,7 +555,7 @@ func (s *Store) kindKey(ctx context.Context, k tsubame.CampaignKind) (string, er
 	if err != nil {
 		return "", err
 	}
-	gen, err := s.c.Do(ctx, s.c.B().Get().Key(s.campaignKeys("")[keyGen]).Build()).ToString()
+	gen, err := s.do(ctx, s.c.B().Get().Key(s.campaignKeys("")[keyGen]).Build()).ToString()
 	if err != nil && !rueidis.IsRedisNil(err) {
 		return "", unavailable(err)
 	}
@@ -570,7 +577,7 @@ func (s *Store) GetObject(ctx context.Context, k tsubame.CampaignKind, id string
 		if err != nil {
 			return nil, err
 		}
-		b, err := s.c.Do(ctx, s.c.B().Hget().Key(key).Field(id).Build()).AsBytes()
+		b, err := s.do(ctx, s.c.B().Hget().Key(key).Field(id).Build()).AsBytes()
 		if rueidis.IsRedisNil(err) {
 			// Not there, or its generation expired between the two reads
 			// (a replace more than oldGenerationTTL ago): look again.
@@ -658,8 +665,6 @@ func (s *Store) replaceAll(ctx context.Context, at *uint64, set *tsubame.Campaig
 	if err := s.check(); err != nil {
 		return err
 	}
-	ctx, cancel := s.longCtx(ctx)
-	defer cancel()
 	var tok [8]byte
 	if _, err := rand.Read(tok[:]); err != nil {
 		return tsubame.WrapError(tsubame.EINTERNAL, err, "cannot name a generation")
@@ -689,9 +694,12 @@ func (s *Store) replaceAll(ctx context.Context, at *uint64, set *tsubame.Campaig
 		}
 	}
 	for len(cmds) > 0 {
-		batch := cmds[:min(len(cmds), 64)]
+		batch := cmds[:min(len(cmds), 16)]
 		cmds = cmds[len(batch):]
-		for _, r := range s.c.DoMulti(ctx, batch...) {
+		bctx, cancel := s.pagesCtx(ctx, len(batch))
+		res := s.c.DoMulti(bctx, batch...)
+		cancel()
+		for _, r := range res {
 			if err := r.Error(); err != nil {
 				s.unlink(fresh...)
 				return unavailable(err)
@@ -711,7 +719,9 @@ func (s *Store) replaceAll(ctx context.Context, at *uint64, set *tsubame.Campaig
 		keys := append(s.campaignKeys(h.gen), fresh...)
 		args := []string{expect, h.gen, gen, s.campaignChannel(), set.Currency,
 			strconv.FormatInt(s.oldGenerationTTL().Milliseconds(), 10)}
-		n, err := swapCampaigns.Exec(ctx, s.c, keys, args).AsInt64()
+		sctx, cancel := s.ctx(ctx)
+		n, err := swapCampaigns.Exec(sctx, s.c, keys, args).AsInt64()
+		cancel()
 		switch {
 		case err != nil:
 			return unavailable(err) // swapped or not: the new hashes expire unless they were
@@ -755,7 +765,7 @@ func (s *Store) CampaignsVersion(ctx context.Context) (uint64, error) {
 	}
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
-	n, err := s.c.Do(ctx, s.c.B().Get().Key(s.campaignKeys("")[keyVersion]).Build()).AsUint64()
+	n, err := s.do(ctx, s.c.B().Get().Key(s.campaignKeys("")[keyVersion]).Build()).AsUint64()
 	if rueidis.IsRedisNil(err) {
 		return 0, nil
 	}
