@@ -101,12 +101,9 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 	if cs, ok := backend.(tsubame.CampaignStore); ok { // else the campaign routes say the store keeps none
 		opt.Campaigns = m.campaignsForWrites(cs)
 		if q, ok := backend.(tsubame.Quotas); ok {
+			engine, ledger, max := m.ads.engine, m.ads.ledger, cfg.Ads.Budget.HistoryMax
 			opt.Budgets = func(ctx context.Context) (any, error) {
-				set, _, err := cs.Snapshot(ctx)
-				if err != nil {
-					return nil, err
-				}
-				us, err := budget.Usages(ctx, set, q, time.Now())
+				us, err := budgetUsages(ctx, engine, ledger, cs, q, max)
 				if us == nil {
 					us = []budget.Usage{}
 				}

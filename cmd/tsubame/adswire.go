@@ -152,25 +152,61 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 		go ledger.Run(rctx)
 		go keepTraffic(rctx, ledger, cfg.DataDir, m.Logger)
 		if every := cfg.Ads.Budget.HistoryEvery; every > 0 {
-			go m.recordBudgets(rctx, cs, quotas, every)
+			go m.recordBudgets(rctx, cs, quotas, every, cfg.Ads.Budget.HistoryMax)
 		}
 		m.ads.engine.Run(rctx, cfg.Ads.Refresh)
 	}()
 	return nil
 }
 
-// recordBudgets records what every budget and limit commits, every
-// interval until ctx ends (for the dashboard's charts).
-func (m *Main) recordBudgets(ctx context.Context, cs tsubame.CampaignStore, q tsubame.Quotas, every time.Duration) {
+// budgetUsages reads what the dashboard shows of the budgets and limits:
+// those of the stored set (the engine's copy when it is at the store's
+// version, so that a node reads one version rather than the set), the
+// max busiest on this node (budget.Ledger.Busiest; max 0: all), each read
+// from the store.
+func budgetUsages(ctx context.Context, engine *ads.Engine, ledger *budget.Ledger, cs tsubame.CampaignStore, q tsubame.Quotas, max int) ([]budget.Usage, error) {
+	var set *tsubame.CampaignSet
+	if engine != nil {
+		v, err := cs.CampaignsVersion(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if s, at := engine.Set(); s != nil && at == v {
+			set = s
+		}
+	}
+	if set == nil {
+		var err error
+		if set, _, err = cs.Snapshot(ctx); err != nil {
+			return nil, err
+		}
+	}
+	us, err := budget.Plan(set, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case ledger != nil:
+		us = ledger.Busiest(us, max)
+	case max > 0 && len(us) > max:
+		us = us[:max]
+	}
+	if err := budget.Fill(ctx, q, us); err != nil {
+		return nil, err
+	}
+	return us, nil
+}
+
+// recordBudgets records what the budgets and limits commit (budgetUsages),
+// every interval until ctx ends (for the dashboard's charts).
+func (m *Main) recordBudgets(ctx context.Context, cs tsubame.CampaignStore, q tsubame.Quotas, every time.Duration, max int) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	engine, ledger := m.ads.engine, m.ads.ledger
 	for {
-		set, _, err := cs.Snapshot(ctx)
+		us, err := budgetUsages(ctx, engine, ledger, cs, q, max)
 		if err == nil {
-			var us []budget.Usage
-			if us, err = budget.Usages(ctx, set, q, time.Now()); err == nil {
-				m.ads.history.Record(us, time.Now())
-			}
+			m.ads.history.Record(us, time.Now())
 		}
 		if err != nil && ctx.Err() == nil {
 			m.Logger.Warn("cannot record the budgets for the dashboard", "err", err)

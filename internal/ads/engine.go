@@ -59,6 +59,16 @@ func NewEngine(store tsubame.CampaignStore, opt EngineOptions) *Engine {
 // loaded to the end.
 func (e *Engine) Index() *decision.Index { return e.idx.Load() }
 
+// Set returns the campaign set the index in use was compiled from and the
+// store's version it was read at (nil before the first), shared: the
+// caller must not modify it or its objects. A caller that compares the
+// version with the store's has the stored set without reading it.
+func (e *Engine) Set() (*tsubame.CampaignSet, uint64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.set, e.version
+}
+
 // Counters returns the Counters the engine's indexes ask (nil when none
 // were given).
 func (e *Engine) Counters() decision.Counters { return e.counters }

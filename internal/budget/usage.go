@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"math"
@@ -107,8 +108,49 @@ const maxUsageCalls = 16
 // store q holds them: each line item's total and today's impressions,
 // each campaign's total and today's spend ("today" in the campaign's time
 // zone), in the set's order (campaigns first). A store error fails the
-// whole report.
+// whole report. It is Plan, then Fill: a store call per budget and limit.
 func Usages(ctx context.Context, set *tsubame.CampaignSet, q tsubame.Quotas, now time.Time) ([]Usage, error) {
+	us, err := Plan(set, now)
+	if err == nil {
+		err = Fill(ctx, q, us)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return us, nil
+}
+
+// Busiest returns up to n of us (all of them when n <= 0), those whose
+// line item or campaign this node learned the most requests of first
+// (what Warm ranks by), then in us's order: what a node reads of a
+// hundred thousand budgets for its charts, a store call each.
+func (g *Ledger) Busiest(us []Usage, n int) []Usage {
+	if n <= 0 || len(us) <= n {
+		return us
+	}
+	type ranked struct {
+		u       Usage
+		traffic float64
+	}
+	rs := make([]ranked, len(us))
+	for i, u := range us {
+		t := g.traffic.daily(keyCampaignSpend(u.Campaign))
+		if u.LineItem != "" {
+			t = max(t, g.traffic.daily(keyLineImp(u.LineItem)))
+		}
+		rs[i] = ranked{u, t}
+	}
+	slices.SortStableFunc(rs, func(a, b ranked) int { return cmp.Compare(b.traffic, a.traffic) })
+	out := make([]Usage, n)
+	for i := range out {
+		out[i] = rs[i].u
+	}
+	return out
+}
+
+// Plan lists every budget and impression limit of set at now as Usages
+// does, without what the store holds of them (Fill).
+func Plan(set *tsubame.CampaignSet, now time.Time) ([]Usage, error) {
 	var out []Usage
 	add := func(u Usage, p tsubame.Pacing, loc *time.Location, start, end int64) {
 		if start > math.MinInt64 {
@@ -164,14 +206,20 @@ func Usages(ctx context.Context, set *tsubame.CampaignSet, q tsubame.Quotas, now
 			add(Usage{Key: keyLineImpDay(li.ID, date), Kind: KindImpressions, LineItem: li.ID, Campaign: c.ID, Date: date, Booked: n}, c.Pacing, loc, max(ds, ls), min(de, le))
 		}
 	}
+	return slices.Clip(out), nil
+}
+
+// Fill reads what the store q holds of each of us (a store call each,
+// maxUsageCalls at once). A store error fails them all.
+func Fill(ctx context.Context, q tsubame.Quotas, us []Usage) error {
 	var (
 		wg    sync.WaitGroup
 		sem   = make(chan struct{}, maxUsageCalls)
 		mu    sync.Mutex
 		first error
 	)
-	for i := range out {
-		u := &out[i]
+	for i := range us {
+		u := &us[i]
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
@@ -186,10 +234,7 @@ func Usages(ctx context.Context, set *tsubame.CampaignSet, q tsubame.Quotas, now
 		})
 	}
 	wg.Wait()
-	if first != nil {
-		return nil, first
-	}
-	return slices.Clip(out), nil
+	return first
 }
 
 func cmpErr(a, b error) error {

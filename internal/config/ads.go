@@ -71,6 +71,10 @@ type AdsBudget struct {
 	// HistoryEvery is how often a node records what every budget and
 	// limit has committed, for the dashboard's pacing charts; 0: never.
 	HistoryEvery time.Duration `koanf:"history_every"`
+	// HistoryMax bounds the budgets and limits the charts record, and the
+	// dashboard's budget list reads: those with the most requests on this
+	// node first; 0: all of them.
+	HistoryMax int `koanf:"history_max"`
 	// Wait is the longest a decision waits for its line item's empty share
 	// to be topped up; 0: never.
 	Wait time.Duration `koanf:"wait"`
@@ -213,6 +217,9 @@ func (c *Config) validateAds(p *problems) {
 	}
 	if a.Reservation+b.Grace+b.Lease > 24*time.Hour {
 		p.add("ads.reservation, ads.budget.grace and ads.budget.lease add up to more than 24h, the longest lease a store keeps")
+	}
+	if b.HistoryMax < 0 {
+		p.add("ads.budget.history_max: must be 0 (all) or more (got %d)", b.HistoryMax)
 	}
 	if b.HistoryEvery != 0 && (b.HistoryEvery < time.Second || b.HistoryEvery > time.Hour) {
 		p.add("ads.budget.history_every: must be 0 (off) or between 1s and 1h (got %v)", b.HistoryEvery)

@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -236,7 +237,7 @@ func startOnce(ctx context.Context, opt Options, jarsDir string) (*Broker, error
 			return nil, err
 		}
 	}
-	cport, err := freePort()
+	cport, err := freePort(port) // the broker's own port may be free now: it was killed
 	if err != nil {
 		return nil, err
 	}
@@ -245,7 +246,7 @@ func startOnce(ctx context.Context, opt Options, jarsDir string) (*Broker, error
 	listeners := "PLAINTEXT://" + b.Addr
 	var scram string
 	if opt.SCRAMUser != "" {
-		sport, err := freePort()
+		sport, err := freePort(port, cport)
 		if err != nil {
 			return nil, err
 		}
@@ -428,13 +429,21 @@ func (b *Broker) CreateTopic(ctx context.Context, name string, partitions int) e
 	}
 }
 
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// freePort returns a port free on 127.0.0.1 now, none of taken (ports
+// the broker is given already: the kernel may hand a closed one out
+// again).
+func freePort(taken ...int) (int, error) {
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if !slices.Contains(taken, port) {
+			return port, nil
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 // clusterID is a random KRaft cluster id: 16 bytes in URL-safe base64
