@@ -44,12 +44,15 @@ import (
 // script makes it the set's: it sets gen, and gives the old generation's
 // hashes an expiry long enough for the reads that began on them to end
 // (oldGenerationTTL), so that a reader that began before the swap reads the
-// old set whole, and a reader after it the new one. A change of a few
-// objects (PutObject, DeleteObject) reads the set, checks the change
-// against it in the process, and applies it with a script that first
-// compares the version and the generation with those read: another writer
-// in between makes it start again, so concurrent writers never leave a set
-// that was not checked. A Lua script runs without any other command between
+// old set whole, and a reader after it the new one. A write of one object
+// (PutObject) reads the version and the objects it names (neighbourhood:
+// a line item's campaign and creatives and their advertisers), checks the
+// object against them in the process, and applies it with a script that
+// first compares the version and the generation with those read: another
+// writer in between makes it start again, so concurrent writers never
+// leave a set that was not checked. A delete, and a campaign or creative
+// moved to another advertiser, are checked so against the whole set (the
+// objects that name them). A Lua script runs without any other command between
 // its own, and its writes are replicated and persisted as one unit; the one
 // failure it can meet half-way is Redis running out of memory (maxmemory)
 // between two writes, which leaves the writes made so far. The scripts bump
@@ -621,6 +624,50 @@ func (s *Store) PutObjectAt(ctx context.Context, o tsubame.CampaignObject, versi
 }
 
 func (s *Store) putObject(ctx context.Context, at *uint64, o tsubame.CampaignObject) error {
+	if o == nil || reflectNil(o) {
+		return tsubame.Errorf(tsubame.EINVALID, "no campaign object given")
+	}
+	if err := s.check(); err != nil {
+		return err
+	}
+	for range campaignRetries {
+		h, err := s.readHead(ctx)
+		if err != nil {
+			return err
+		}
+		if at != nil && h.version != *at {
+			return tsubame.CampaignsChanged(*at)
+		}
+		set, ok, err := s.neighbourhood(ctx, h.gen, o)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			break // a move to another advertiser: checked against the whole set
+		}
+		if err := set.Put(o); err != nil {
+			return err
+		}
+		v, err := json.Marshal(o)
+		if err != nil {
+			return tsubame.WrapError(tsubame.EINTERNAL, err, "cannot encode %s %q", o.Kind(), o.ObjectID())
+		}
+		// The objects were read after the version: a write in between moves
+		// it, and this one starts again on what that write left.
+		wctx, cancel := s.ctx(ctx)
+		args := []string{strconv.FormatUint(h.version, 10), h.gen, s.campaignChannel(), kindArg(o.Kind()), o.ObjectID(), string(v)}
+		n, err := writeCampaigns.Exec(wctx, s.c, s.campaignKeys(h.gen), args).AsInt64()
+		cancel()
+		if err != nil {
+			return unavailable(err)
+		}
+		if n >= 0 {
+			return nil
+		}
+		if at != nil {
+			return tsubame.CampaignsChanged(*at)
+		}
+	}
 	return s.change(ctx, at, func(set *tsubame.CampaignSet) ([]string, error) {
 		if err := set.Put(o); err != nil {
 			return nil, err
@@ -631,6 +678,90 @@ func (s *Store) putObject(ctx context.Context, at *uint64, o tsubame.CampaignObj
 		}
 		return []string{kindArg(o.Kind()), o.ObjectID(), string(v)}, nil
 	})
+}
+
+// neighbourhood reads, from generation gen, what a write of o is checked
+// against (CampaignSet.Put): the objects it names and the advertisers of
+// those, without the rest of the set, so that a write of one object reads
+// a few whatever the set's size. It reports false when o is a campaign or
+// creative moved to another advertiser: the line items that name it must
+// be checked too, against the whole set.
+func (s *Store) neighbourhood(ctx context.Context, gen string, o tsubame.CampaignObject) (*tsubame.CampaignSet, bool, error) {
+	set := &tsubame.CampaignSet{}
+	get := func(k tsubame.CampaignKind, ids ...string) error {
+		if len(ids) == 0 {
+			return nil
+		}
+		want := map[objKey]bool{}
+		for _, id := range ids {
+			want[objKey{k, id}] = true
+		}
+		return s.refetch(ctx, gen, set, want)
+	}
+	moved := func(k tsubame.CampaignKind, adv string) (bool, error) {
+		if err := get(k, o.ObjectID()); err != nil {
+			return false, err
+		}
+		var was string
+		switch old := set.Object(k, o.ObjectID()).(type) {
+		case *tsubame.Campaign:
+			was = old.Advertiser
+		case *tsubame.Creative:
+			was = old.Advertiser
+		default:
+			return false, nil // new
+		}
+		return was != adv, nil
+	}
+	var advs []string
+	switch o := o.(type) {
+	case *tsubame.Advertiser:
+	case *tsubame.Campaign:
+		if m, err := moved(tsubame.KindCampaign, o.Advertiser); err != nil || m {
+			return nil, false, err
+		}
+		advs = append(advs, o.Advertiser)
+	case *tsubame.Creative:
+		if m, err := moved(tsubame.KindCreative, o.Advertiser); err != nil || m {
+			return nil, false, err
+		}
+		advs = append(advs, o.Advertiser)
+	case *tsubame.LineItem:
+		if err := get(tsubame.KindCampaign, o.Campaign); err != nil {
+			return nil, false, err
+		}
+		if err := get(tsubame.KindCreative, o.Creatives...); err != nil {
+			return nil, false, err
+		}
+		for _, c := range set.Campaigns {
+			advs = append(advs, c.Advertiser)
+		}
+		for _, c := range set.Creatives {
+			advs = append(advs, c.Advertiser)
+		}
+	default:
+		return nil, false, tsubame.Errorf(tsubame.EINVALID, "unknown kind %s", o.Kind())
+	}
+	slices.Sort(advs)
+	if err := get(tsubame.KindAdvertiser, slices.Compact(advs)...); err != nil {
+		return nil, false, err
+	}
+	return set, true, nil
+}
+
+// reflectNil reports whether o is a typed nil pointer.
+func reflectNil(o tsubame.CampaignObject) bool {
+	switch o := o.(type) {
+	case *tsubame.Advertiser:
+		return o == nil
+	case *tsubame.Campaign:
+		return o == nil
+	case *tsubame.Creative:
+		return o == nil
+	case *tsubame.LineItem:
+		return o == nil
+	}
+	return false
 }
 
 // DeleteObject removes an object nothing refers to.

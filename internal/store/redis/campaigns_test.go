@@ -149,3 +149,64 @@ func TestChangedSince(t *testing.T) {
 		t.Fatalf("the log's last write: ok %v, %v; want true", ok, err)
 	}
 }
+
+// A write of one object reads the few objects it names, not the set:
+// pausing one of 6,000 line items scans nothing, and a write that breaks
+// a reference is still refused; a campaign moved to another advertiser is
+// checked against the whole set (its line items' creatives).
+func TestPutReadsItsNeighbours(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, []string{srv.Addr}, "put:")
+	ctx := t.Context()
+	set := campaigngen.Set(1, campaigngen.Size{LineItems: 6_000}, time.Now())
+	if err := s.ReplaceAll(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	srv.CLI(t, "config", "resetstat")
+	li := *set.LineItems[4321]
+	li.Status = tsubame.StatusPaused
+	if err := s.PutObject(ctx, &li); err != nil {
+		t.Fatal(err)
+	}
+	if stats := commandStats(t, srv); stats["hscan"] > 0 || stats["hmget"] > 3 {
+		t.Fatalf("a line item's pause read %d pages of the set and %d HMGETs", stats["hscan"], stats["hmget"])
+	}
+	got, err := s.GetObject(ctx, tsubame.KindLineItem, li.ID)
+	if err != nil || got.(*tsubame.LineItem).Status != tsubame.StatusPaused {
+		t.Fatalf("read back %+v, %v", got, err)
+	}
+	bad := li
+	bad.Creatives = []string{set.Creatives[0].ID} // another advertiser's, unless the same
+	if set.Creatives[0].Advertiser == set.Campaigns[0].Advertiser {
+		bad.Creatives = []string{set.Creatives[len(set.Creatives)-1].ID}
+	}
+	bad.Campaign = set.Campaigns[0].ID
+	if err := s.PutObject(ctx, &bad); tsubame.ErrorCode(err) != tsubame.EINVALID || !strings.Contains(err.Error(), "belongs to advertiser") {
+		t.Fatalf("a creative of another advertiser: %v", err)
+	}
+	bad.Campaign = "no-such-campaign"
+	if err := s.PutObject(ctx, &bad); tsubame.ErrorCode(err) != tsubame.EINVALID || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("a campaign that does not exist: %v", err)
+	}
+	// A campaign with line items, moved to another advertiser: its line
+	// items' creatives are the old advertiser's.
+	var camp tsubame.Campaign
+	for _, c := range set.Campaigns {
+		if c.ID == set.LineItems[0].Campaign {
+			camp = *c
+		}
+	}
+	camp.Advertiser = set.Advertisers[(1+advIndex(set, camp.Advertiser))%len(set.Advertisers)].ID
+	if err := s.PutObject(ctx, &camp); tsubame.ErrorCode(err) != tsubame.EINVALID || !strings.Contains(err.Error(), "belongs to advertiser") {
+		t.Fatalf("a campaign moved away from its line items' creatives: %v", err)
+	}
+}
+
+func advIndex(set *tsubame.CampaignSet, id string) int {
+	for i, a := range set.Advertisers {
+		if a.ID == id {
+			return i
+		}
+	}
+	return 0
+}
