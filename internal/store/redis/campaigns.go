@@ -305,8 +305,10 @@ func (s *Store) logSince(ctx context.Context, since uint64) (loggedWrites, bool,
 		reset bool
 	}
 	var newest []entry // newest first
+	// Each page ends at the last one's oldest entry, included (exclusive
+	// ranges need Redis 6.2), and skips it.
 read:
-	for end := "+"; ; {
+	for end, last := "+", ""; ; {
 		res, err := s.do(ctx, s.c.B().Xrevrange().Key(key).End(end).Start("-").Count(campaignPage).Build()).ToArray()
 		if err != nil {
 			return loggedWrites{}, false, unavailable(err)
@@ -316,7 +318,10 @@ read:
 			if err != nil {
 				return loggedWrites{}, false, unavailable(err)
 			}
-			end = "(" + e.ID
+			if e.ID == last {
+				continue
+			}
+			end, last = e.ID, e.ID
 			var en entry
 			for _, fv := range e.FieldValues {
 				switch fv.Field {

@@ -210,3 +210,33 @@ func advIndex(set *tsubame.CampaignSet, id string) int {
 	}
 	return 0
 }
+
+// The log is read in pages: 1,100 writes since a version (more than two
+// pages of 500) are all found, each object once.
+func TestChangedSinceAcrossPages(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, []string{srv.Addr}, "pages:")
+	ctx := t.Context()
+	if err := s.ReplaceAll(ctx, storetest.FullCampaignSet()); err != nil {
+		t.Fatal(err)
+	}
+	v0, err := s.CampaignsVersion(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const writes = 1_100
+	for i := range writes {
+		if err := s.PutObject(ctx, &tsubame.Advertiser{ID: fmt.Sprint("a-", i%1_050), Name: fmt.Sprint("A", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	changes, v, ok, err := s.ChangedSince(ctx, v0)
+	if err != nil || !ok || v != v0+writes || len(changes) != 1_050 {
+		t.Fatalf("%d changes at version %d (want 1050 at %d), %v, %v", len(changes), v, v0+writes, ok, err)
+	}
+	for _, c := range changes {
+		if a, isAdv := c.Object.(*tsubame.Advertiser); !isAdv || (a.ID == "a-7" && a.Name != "A1057") {
+			t.Fatalf("change %+v", c)
+		}
+	}
+}
