@@ -132,12 +132,16 @@ return nv`)
 // the set's, if the version is still ARGV[1] (or always, when it is empty),
 // and returns the new version; -1 when another write came first, -2 when
 // the set is no longer in generation ARGV[2] (KEYS[5] to KEYS[8], whose
-// hashes it gives ARGV[6] milliseconds to live). ARGV[4] is the channel,
-// ARGV[5] the new currency ("" for none).
+// hashes it gives ARGV[6] milliseconds to live), -3 when the new hashes do
+// not hold ARGV[7] to ARGV[10] objects (a page lost, or expired before the
+// swap). ARGV[4] is the channel, ARGV[5] the new currency ("" for none).
 var swapCampaigns = rueidis.NewLuaScript(logWrite + `
 local v = redis.call('GET', KEYS[1]) or '0'
 if ARGV[1] ~= '' and ARGV[1] ~= v then return -1 end
 if (redis.call('GET', KEYS[3]) or '') ~= ARGV[2] then return -2 end
+for i = 9, 12 do
+  if redis.call('HLEN', KEYS[i]) ~= tonumber(ARGV[i - 2]) then return -3 end
+end
 local nv = redis.call('INCR', KEYS[1])
 for i = 5, 8 do
   redis.call('PEXPIRE', KEYS[i], ARGV[6])
@@ -855,6 +859,9 @@ func (s *Store) replaceAll(ctx context.Context, at *uint64, set *tsubame.Campaig
 		keys := append(s.campaignKeys(h.gen), fresh...)
 		args := []string{expect, h.gen, gen, s.campaignChannel(), set.Currency,
 			strconv.FormatInt(s.oldGenerationTTL().Milliseconds(), 10)}
+		for _, k := range campaignKinds {
+			args = append(args, strconv.Itoa(len(set.Objects(k))))
+		}
 		sctx, cancel := s.ctx(ctx)
 		n, err := swapCampaigns.Exec(sctx, s.c, keys, args).AsInt64()
 		cancel()
@@ -864,6 +871,9 @@ func (s *Store) replaceAll(ctx context.Context, at *uint64, set *tsubame.Campaig
 		case n == -1:
 			s.unlink(fresh...)
 			return tsubame.CampaignsChanged(*at)
+		case n == -3:
+			s.unlink(fresh...)
+			return tsubame.Errorf(tsubame.EUNAVAILABLE, "the import's pages did not all reach the store (or expired before the swap, %v after the first): nothing was imported; try again", stagingTTL)
 		case n >= 0:
 			return nil
 		} // -2: another import swapped between the read of the generation and this one
