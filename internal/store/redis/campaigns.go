@@ -542,21 +542,36 @@ func (s *Store) change(ctx context.Context, at *uint64, apply func(set *tsubame.
 		if err != nil {
 			return err
 		}
-		wctx, cancel := s.ctx(ctx)
-		args := append([]string{strconv.FormatUint(h.version, 10), h.gen, s.campaignChannel()}, ops...)
-		n, err := writeCampaigns.Exec(wctx, s.c, s.campaignKeys(h.gen), args).AsInt64()
-		cancel()
-		if err != nil {
-			return unavailable(err)
-		}
-		if n >= 0 {
-			return nil
+		if wrote, err := s.writeAt(ctx, h, ops); err != nil || wrote {
+			return err
 		}
 		if at != nil {
 			return tsubame.CampaignsChanged(*at)
 		}
 	}
 	return tsubame.Errorf(tsubame.EUNAVAILABLE, "the campaign set kept changing under this write (%d attempts): try again", campaignRetries)
+}
+
+// writeAt runs the write script's ops if the set is still at h's version
+// and generation; false when another write came first.
+func (s *Store) writeAt(ctx context.Context, h head, ops []string) (bool, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	args := append([]string{strconv.FormatUint(h.version, 10), h.gen, s.campaignChannel()}, ops...)
+	n, err := writeCampaigns.Exec(ctx, s.c, s.campaignKeys(h.gen), args).AsInt64()
+	if err != nil {
+		return false, unavailable(err)
+	}
+	return n >= 0, nil
+}
+
+// putOps are the write script's ops that write o.
+func putOps(o tsubame.CampaignObject) ([]string, error) {
+	v, err := json.Marshal(o)
+	if err != nil {
+		return nil, tsubame.WrapError(tsubame.EINTERNAL, err, "cannot encode %s %q", o.Kind(), o.ObjectID())
+	}
+	return []string{kindArg(o.Kind()), o.ObjectID(), string(v)}, nil
 }
 
 func kindArg(k tsubame.CampaignKind) string { return strconv.Itoa(int(k)) }
@@ -657,21 +672,14 @@ func (s *Store) putObject(ctx context.Context, at *uint64, o tsubame.CampaignObj
 		if err := set.Put(o); err != nil {
 			return err
 		}
-		v, err := json.Marshal(o)
+		ops, err := putOps(o)
 		if err != nil {
-			return tsubame.WrapError(tsubame.EINTERNAL, err, "cannot encode %s %q", o.Kind(), o.ObjectID())
+			return err
 		}
 		// The objects were read after the version: a write in between moves
 		// it, and this one starts again on what that write left.
-		wctx, cancel := s.ctx(ctx)
-		args := []string{strconv.FormatUint(h.version, 10), h.gen, s.campaignChannel(), kindArg(o.Kind()), o.ObjectID(), string(v)}
-		n, err := writeCampaigns.Exec(wctx, s.c, s.campaignKeys(h.gen), args).AsInt64()
-		cancel()
-		if err != nil {
-			return unavailable(err)
-		}
-		if n >= 0 {
-			return nil
+		if wrote, err := s.writeAt(ctx, h, ops); err != nil || wrote {
+			return err
 		}
 		if at != nil {
 			return tsubame.CampaignsChanged(*at)
@@ -681,11 +689,7 @@ func (s *Store) putObject(ctx context.Context, at *uint64, o tsubame.CampaignObj
 		if err := set.Put(o); err != nil {
 			return nil, err
 		}
-		v, err := json.Marshal(o)
-		if err != nil {
-			return nil, tsubame.WrapError(tsubame.EINTERNAL, err, "cannot encode %s %q", o.Kind(), o.ObjectID())
-		}
-		return []string{kindArg(o.Kind()), o.ObjectID(), string(v)}, nil
+		return putOps(o)
 	})
 }
 
