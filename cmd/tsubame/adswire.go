@@ -143,18 +143,19 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	m.ads.stop, m.ads.done = cancel, make(chan struct{})
+	engine := m.ads.engine // closeAds clears m.ads's fields while these goroutines stop
 	m.Logger.Info("budgets and impression limits", "holder", ledger.Holder(), "reservation", cfg.Ads.Reservation.String())
 	go func() {
 		defer close(m.ads.done)
 		if feed, ok := backend.(tsubame.CampaignFeed); ok {
-			go func() { _ = feed.WatchCampaigns(rctx, m.ads.engine.Changed) }()
+			go func() { _ = feed.WatchCampaigns(rctx, engine.Changed) }()
 		}
 		go ledger.Run(rctx)
 		go keepTraffic(rctx, ledger, cfg.DataDir, m.Logger)
 		if every := cfg.Ads.Budget.HistoryEvery; every > 0 {
-			go m.recordBudgets(rctx, cs, quotas, every, cfg.Ads.Budget.HistoryMax)
+			go m.recordBudgets(rctx, engine, ledger, cs, quotas, every, cfg.Ads.Budget.HistoryMax)
 		}
-		m.ads.engine.Run(rctx, cfg.Ads.Refresh)
+		engine.Run(rctx, cfg.Ads.Refresh)
 	}()
 	return nil
 }
@@ -199,10 +200,9 @@ func budgetUsages(ctx context.Context, engine *ads.Engine, ledger *budget.Ledger
 
 // recordBudgets records what the budgets and limits commit (budgetUsages),
 // every interval until ctx ends (for the dashboard's charts).
-func (m *Main) recordBudgets(ctx context.Context, cs tsubame.CampaignStore, q tsubame.Quotas, every time.Duration, max int) {
+func (m *Main) recordBudgets(ctx context.Context, engine *ads.Engine, ledger *budget.Ledger, cs tsubame.CampaignStore, q tsubame.Quotas, every time.Duration, max int) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	engine, ledger := m.ads.engine, m.ads.ledger
 	for {
 		us, err := budgetUsages(ctx, engine, ledger, cs, q, max)
 		if err == nil {
