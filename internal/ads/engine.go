@@ -91,11 +91,16 @@ type warmer interface {
 	Warm(ctx context.Context, ix, prev *decision.Index) int
 }
 
-// Refresh compiles a new index if the store's version differs from the
+// Refresh builds a new index if the store's version differs from the
 // index's (or none was built yet), and reports whether it did. On an error
-// the index in use stays. At the same version, a recompile for the clock
-// (Run's, every recompileEvery) compiles the set it read last: an idle
-// node reads one version a refresh, not the whole set.
+// the index in use stays. Where the store logs its writes
+// (tsubame.CampaignChanges), the index in use is patched with the objects
+// that changed (decision.Index.Patch): a change to one line item of a
+// million is in use in milliseconds. A whole compile comes at start, after
+// an import or a gap in the log, and when the patches have used the room
+// the compile left. At the same version, a refresh for the clock (Run's,
+// when a flight has started or ended) patches the index with no change:
+// an idle node reads one version a refresh, not the whole set.
 func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -115,11 +120,23 @@ func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 		return false, tsubame.Errorf(tsubame.EINVALID, "the stored campaigns are in %s and ads.currency is %s: import them in %s (or set ads.currency)", c, e.currency, e.currency)
 	}
 	start := time.Now()
-	idx, err := decision.Compile(set.CampaignSet, decision.Options{Counters: e.counters})
-	if err != nil {
-		return false, err
+	how := "compiled"
+	var idx *decision.Index
+	if set.patch {
+		idx, err = e.idx.Load().Patch(set.CampaignSet, set.changes, decision.Options{Counters: e.counters})
+		if err != nil && e.log != nil {
+			// A whole compile tells what is wrong, or builds it.
+			e.log.Warn("cannot patch the decision index; compiling it whole", "version", v, "err", err)
+		}
+		how = "patched"
 	}
-	level := slog.LevelDebug // a periodic compile of the same version
+	if idx == nil {
+		how = "compiled"
+		if idx, err = decision.Compile(set.CampaignSet, decision.Options{Counters: e.counters}); err != nil {
+			return false, err
+		}
+	}
+	level := slog.LevelDebug // a refresh for the clock
 	if !e.built.Load() || v != e.version {
 		level = slog.LevelInfo
 	}
@@ -139,26 +156,29 @@ func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 	}
 	e.version, e.stale, e.set = v, false, set.CampaignSet
 	if e.log != nil {
-		e.log.Log(ctx, level, "decision index compiled", "version", v, "line_items", idx.Len(), "took", time.Since(start).Round(time.Microsecond))
+		e.log.Log(ctx, level, "decision index "+how, "version", v, "line_items", idx.Len(), "changes", len(set.changes), "took", time.Since(start).Round(time.Microsecond))
 	}
 	e.built.Store(true)
 	return true, nil
 }
 
 // versionedSet is a set and the version it was read at (0: the version
-// read before).
+// read before), and whether it is the index's set with changes made
+// (patch): what Patch builds from.
 type versionedSet struct {
 	*tsubame.CampaignSet
 	version uint64
+	patch   bool
+	changes []tsubame.CampaignChange
 }
 
 // read returns the set at version v to compile (under mu): the one read
-// last when v is its version (a recompile for the clock); the writes since
+// last when v is its version (a refresh for the clock); the writes since
 // applied to it, where the store logs them; else a Snapshot.
 func (e *Engine) read(ctx context.Context, v uint64) (versionedSet, error) {
 	if e.set != nil && e.built.Load() {
 		if v == e.version {
-			return versionedSet{CampaignSet: e.set}, nil
+			return versionedSet{CampaignSet: e.set, patch: true}, nil
 		}
 		if log, ok := e.store.(tsubame.CampaignChanges); ok {
 			changes, now, ok, err := log.ChangedSince(ctx, e.version)
@@ -166,7 +186,7 @@ func (e *Engine) read(ctx context.Context, v uint64) (versionedSet, error) {
 				return versionedSet{}, err
 			}
 			if ok {
-				return versionedSet{e.set.Apply(changes), now}, nil
+				return versionedSet{e.set.Apply(changes), now, true, changes}, nil
 			}
 		}
 	}
@@ -174,18 +194,19 @@ func (e *Engine) read(ctx context.Context, v uint64) (versionedSet, error) {
 	if err != nil {
 		return versionedSet{}, err
 	}
-	return versionedSet{set, v}, nil
+	return versionedSet{CampaignSet: set, version: v}, nil
 }
 
 // Run refreshes every interval and whenever Changed is called, until ctx
-// ends. Flights start and end with time, not with writes: the interval
-// also recompiles at least every recompileEvery, so a line item whose
-// flight has ended leaves the index. Errors are logged, and the index in
-// use stays until a refresh succeeds.
+// ends. Flights start and end with time, not with writes: when one has
+// since the index was built (decision.Index.Stale), the interval also
+// refreshes at the same version, so that a line item whose flight has
+// ended leaves the index and one whose flight started is leased for.
+// Errors are logged, and the index in use stays until a refresh
+// succeeds.
 func (e *Engine) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	lastBuild := time.Now()
 	failing := false
 	for {
 		select {
@@ -194,12 +215,12 @@ func (e *Engine) Run(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		case <-e.changed:
 		}
-		if time.Since(lastBuild) >= recompileEvery {
+		if e.idx.Load().Stale(time.Now()) {
 			e.mu.Lock()
 			e.stale = true // flights move with the clock
 			e.mu.Unlock()
 		}
-		built, err := e.Refresh(ctx)
+		_, err := e.Refresh(ctx)
 		switch {
 		case err != nil && ctx.Err() == nil:
 			if !failing && e.log != nil {
@@ -211,13 +232,6 @@ func (e *Engine) Run(ctx context.Context, interval time.Duration) {
 				e.log.Info("decision index refreshes again")
 			}
 			failing = false
-			if built {
-				lastBuild = time.Now()
-			}
 		}
 	}
 }
-
-// recompileEvery bounds how long a compiled index serves without a change:
-// Compile leaves out ended flights, and a flight's end is not a write.
-const recompileEvery = time.Minute

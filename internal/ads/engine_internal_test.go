@@ -22,10 +22,10 @@ func (s *countingStore) Snapshot(ctx context.Context) (*tsubame.CampaignSet, uin
 }
 
 // TestRecompileForTheClockReadsNoSet: flights end with the clock, so the
-// engine recompiles at the same version (Run, every recompileEvery); it
-// compiles the set it read last, and reads the store's again only when
-// the version moves. An idle node reads a version per refresh, not a
-// million line items.
+// engine refreshes at the same version (Run, when a flight's start or end
+// has passed); it patches the index over the set it read last, and reads
+// the store's again only when the version moves. An idle node reads a
+// version per refresh, not a million line items.
 func TestRecompileForTheClockReadsNoSet(t *testing.T) {
 	ctx := t.Context()
 	store := &countingStore{CampaignStore: memory.New()}
@@ -57,7 +57,7 @@ func TestRecompileForTheClockReadsNoSet(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // until the flight is over
 	}
 	e.mu.Lock()
-	e.stale = true // what Run does every recompileEvery
+	e.stale = true // what Run does when the index is Stale
 	e.mu.Unlock()
 	if built, err := e.Refresh(ctx); !built || err != nil {
 		t.Fatalf("the recompile for the clock did not compile (%v, %v)", built, err)

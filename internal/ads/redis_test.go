@@ -2,6 +2,7 @@ package ads_test
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"tsubame"
 	"tsubame/internal/ads"
 	"tsubame/internal/campaigngen"
+	"tsubame/internal/decision"
 	"tsubame/internal/store/redis"
 	"tsubame/internal/store/redis/redistest"
 )
@@ -55,7 +57,8 @@ func (s *countingRedis) Snapshot(ctx context.Context) (*tsubame.CampaignSet, uin
 // Three nodes on one Redis holding 20,000 line items each read the set
 // once; a change to one line item reaches every node's index through the
 // store's log of writes (the changed object alone), and a whole replace
-// makes them read the set again.
+// makes them read the set again. Each node patches its index with the
+// change rather than compiling it whole.
 func TestEnginesFollowChangesOnRedis(t *testing.T) {
 	redistest.Require(t)
 	srv := redistest.Start(t)
@@ -96,8 +99,17 @@ func TestEnginesFollowChangesOnRedis(t *testing.T) {
 	if err := stores[1].DeleteObject(ctx, tsubame.KindLineItem, set.LineItems[77].ID); err != nil {
 		t.Fatal(err)
 	}
+	var prev []*decision.Index
+	for _, e := range engines {
+		prev = append(prev, e.Index())
+	}
 	refreshAll()
 	for i, e := range engines {
+		// Patched, not compiled: the changed line item is the one the
+		// new index compiled.
+		if fresh := slices.Collect(e.Index().Fresh(prev[i])); len(fresh) != 1 || fresh[0].ID != li.ID {
+			t.Fatalf("node %d: the index compiled %d line items again for two changes, want the one changed", i, len(fresh))
+		}
 		l, ok := e.Index().LineByID(li.ID)
 		if !ok || l.Weight != 99 {
 			t.Fatalf("node %d: line item %s in the index %v, weight %v; want 99", i, li.ID, ok, l)

@@ -46,8 +46,8 @@ func lines(t testing.TB, set *tsubame.CampaignSet, c decision.Counters) (*decisi
 		t.Fatal(err)
 	}
 	out := map[string]*decision.Line{}
-	for i := range ix.Len() {
-		out[ix.Line(i).ID] = ix.Line(i)
+	for l := range ix.Lines() {
+		out[l.ID] = l
 	}
 	return ix, out
 }

@@ -1744,8 +1744,7 @@ func (g *Ledger) Warm(ctx context.Context, ix, prev *decision.Index) int {
 		traffic float64 // what the server learned of its requests a day
 	}
 	var cands []candidate
-	for i := range ix.Len() {
-		l := ix.Line(i)
+	for l := range ix.Fresh(prev) {
 		if !l.Limited {
 			continue
 		}

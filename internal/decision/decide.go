@@ -249,8 +249,8 @@ type scratch struct {
 
 func (ix *Index) newScratch() *scratch {
 	return &scratch{
-		cands: make([]int32, 0, min(len(ix.lines), 1024)),
-		hits:  make([]int32, 0, min(len(ix.lines), 1024)),
+		cands: make([]int32, 0, min(ix.live, 1024)),
+		hits:  make([]int32, 0, min(ix.live, 1024)),
 		terms: make([]groups, 0, maxTerms),
 		gpos:  make([]int, 0, maxTerms),
 		excl:  make([]int32, 0, 64),
@@ -376,11 +376,11 @@ func (ix *Index) resolve(req *Request, s *scratch) {
 		dimRegion: req.Region, dimDevice: req.Device, dimOS: req.OS, dimBrowser: req.Browser,
 	}
 	for d, v := range vals {
-		s.ids[d] = ix.dicts[d][v] // 0 when no line item names it
+		s.ids[d] = ix.dicts[d].id(v) // 0 when no line item names it
 	}
 	s.sites = s.sites[:0]
 	for d := req.Site; d != "" && len(s.sites) < maxSiteIDs; {
-		if id, ok := ix.dicts[dimSite][d]; ok {
+		if id := ix.dicts[dimSite].id(d); id != 0 {
 			s.sites = append(s.sites, id)
 		}
 		i := strings.IndexByte(d, '.')
@@ -391,14 +391,14 @@ func (ix *Index) resolve(req *Request, s *scratch) {
 	}
 	s.kvs, s.keys = s.kvs[:0], s.keys[:0]
 	for _, kv := range req.KeyValues[:min(len(req.KeyValues), MaxKeyValues)] {
-		if id, ok := ix.kvs[kvKey{kv.Key, kv.Value}]; ok && !slices.Contains(s.kvs, id) {
+		if id := ix.kvs.id(kvKey{kv.Key, kv.Value}); id != 0 && !slices.Contains(s.kvs, id) {
 			s.kvs = append(s.kvs, id)
 			s.keys = append(s.keys, kv.Key)
 		}
 	}
 	s.deals, s.dmins = s.deals[:0], s.dmins[:0]
 	for k, d := range req.Deals[:min(len(req.Deals), MaxDeals)] {
-		if id, ok := ix.deals[d]; ok {
+		if id := ix.deals.id(d); id != 0 {
 			var m tsubame.Money
 			if k < len(req.DealMins) {
 				m = req.DealMins[k]
@@ -408,20 +408,21 @@ func (ix *Index) resolve(req *Request, s *scratch) {
 	}
 	s.bcats = s.bcats[:0]
 	for _, c := range req.BlockedCategories {
-		if id, ok := ix.cats[c]; ok {
+		if id := ix.cats.id(c); id != 0 {
 			s.bcats = append(s.bcats, id)
 		}
 	}
 	slices.Sort(s.bcats)
 	s.badvs = s.badvs[:0]
 	for _, d := range req.BlockedDomains {
-		s.badvs = append(s.badvs, ix.advDomains[d]...)
+		as, _ := ix.advDomains.get(d)
+		s.badvs = append(s.badvs, as...)
 	}
 	slices.Sort(s.badvs)
 	s.badvs = slices.Compact(s.badvs)
 	s.bapps = s.bapps[:0]
 	for _, a := range req.BlockedApps {
-		if id, ok := ix.apps[a]; ok {
+		if id := ix.apps.id(a); id != 0 {
 			s.bapps = append(s.bapps, id)
 		}
 	}

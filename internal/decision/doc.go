@@ -1,6 +1,6 @@
 // Package decision decides which line items and creatives fill a request:
-// an in-memory Index compiled from a tsubame.CampaignSet snapshot whenever
-// the CampaignStore's version moves (Compile, off the request path), and a
+// an in-memory Index compiled from a tsubame.CampaignSet snapshot (Compile,
+// off the request path) and patched with each write after (Patch), and a
 // picker (Index.Decide) that reads no store and allocates nothing in its
 // matching core. It declares its own port, Counters, through which budgets,
 // impression limits, frequency caps and pacing are asked; it is
@@ -53,6 +53,29 @@
 // With the benchmark's 10,000 line items, a decision takes a couple of
 // microseconds; with 50,000 that all share one value
 // (BenchmarkDecideShared), about 15.
+//
+// # Patches
+//
+// A compile of a million line items takes seconds; a write changes one.
+// Index.Patch builds the index of the set with a write's objects changed
+// from the index in use: the line items the write touches (changed, or of
+// a changed campaign or advertiser, or naming a changed creative) are
+// compiled again and appended to the line items' array, into the room
+// Compile left after them (an eighth), which the older index never reads;
+// the ones they replace are marked dead; the posting lists they were or
+// are filed in are copied with the change, and every other list, the
+// line items and the dictionaries are shared. The dictionaries are two
+// maps each, the compile's (never written again) and a small one of what
+// patches added, which each patch copies. A line item is filed by the
+// compile's counts of how many name each value (a value new since counts
+// as named by none), so the same line item is always filed under the same
+// terms and a patch finds the entries of the one it removes. At a million
+// line items a patch takes about 3 ms where a compile takes 7 s; once the
+// room is used, the next change compiles the set whole and the dead line
+// items' room is taken back. A patch for the clock alone (no change)
+// takes out the line items whose flight ended and reports those whose
+// flight started (Index.Fresh, for the budgets to lease ahead), when the
+// first such edge since the index was built has passed (Index.Stale).
 //
 // # Deciding
 //

@@ -36,11 +36,11 @@ type term struct {
 
 // predicates calls in for each ∈ predicate of l with the terms of its
 // values, and returns l's ∉ terms appended to excl.
-func (ix *Index) predicates(l *Line, siteNames []string, buf []term, in func([]term), excl []term) []term {
+func (ix *Index) predicates(l *Line, buf []term, in func([]term), excl []term) []term {
 	for d := range numDims {
 		if len(l.incl(d)) > 0 {
 			buf = buf[:0]
-			for _, v := range ix.keyValues(d, l.incl(d), siteNames) {
+			for _, v := range ix.keyValues(d, l.incl(d)) {
 				buf = append(buf, term{d, v})
 			}
 			in(buf)
@@ -69,27 +69,19 @@ func (ix *Index) predicates(l *Line, siteNames []string, buf []term, in func([]t
 	return excl
 }
 
-// file builds the posting lists of every line item of ix.
+// file builds the posting lists of every line item of ix, and keeps the
+// counts that filed them (ix.named).
 func (ix *Index) file() {
-	siteNames := make([]string, len(ix.dicts[dimSite])+1)
-	for name, id := range ix.dicts[dimSite] {
-		siteNames[id] = name
-	}
-	sizes := [numAttrs]int{attrKV: len(ix.kvs), attrDeal: len(ix.deals)}
-	for d := range numDims {
-		sizes[d] = len(ix.dicts[d])
-	}
+	sizes := ix.sizes()
 	// How many line items name each value with ∈: how rare a predicate is.
-	var named [numAttrs][]int32
 	for a := range numAttrs {
-		named[a] = make([]int32, sizes[a]+1)
+		ix.named[a] = make([]int32, sizes[a]+1)
 	}
 	buf := make([]term, 0, 16)
-	var excl []term
 	for i := range ix.lines {
-		ix.predicates(&ix.lines[i], siteNames, buf, func(ts []term) {
+		ix.predicates(&ix.lines[i], buf, func(ts []term) {
 			for _, t := range ts {
-				named[t.attr][t.id]++
+				ix.named[t.attr][t.id]++
 			}
 		}, nil)
 	}
@@ -99,54 +91,101 @@ func (ix *Index) file() {
 	for a := range numAttrs {
 		pending[a] = make([][]uint64, sizes[a]+1)
 	}
-	var rarest []term
+	var f filing
 	for i := range ix.lines {
 		l := &ix.lines[i]
-		cost := int64(math.MaxInt64)
-		rarest = rarest[:0]
-		excl = ix.predicates(l, siteNames, buf, func(ts []term) {
-			var c int64
-			for _, t := range ts {
-				c += int64(named[t.attr][t.id])
-			}
-			if c < cost {
-				cost = c
-				rarest = append(rarest[:0], ts...)
-			}
-		}, excl[:0])
+		ix.filing(l, &f)
 		key := uint64(l.Priority) << 32
-		for _, t := range rarest {
-			pending[t.attr][t.id] = append(pending[t.attr][t.id], key|uint64(i)<<1|1)
+		for _, t := range f.terms {
+			pending[t.attr][t.id] = append(pending[t.attr][t.id], key|f.entry(t))
 		}
-		if len(rarest) == 0 {
+		if f.zero {
 			ix.zero[l.Priority] = append(ix.zero[l.Priority], uint32(i)<<1|1)
-			for _, t := range excl {
-				pending[t.attr][t.id] = append(pending[t.attr][t.id], key|uint64(i)<<1)
-			}
 		}
 	}
 	for a := range numAttrs {
 		ix.post[a] = make([]groups, sizes[a]+1)
 		for id, es := range pending[a] {
-			if len(es) == 0 {
-				continue
+			if len(es) > 0 {
+				ix.post[a][id] = makeGroups(es)
+				pending[a][id] = nil
 			}
-			slices.Sort(es)
-			es = slices.Compact(es) // a value listed twice
-			var gs groups
-			ents := make([]uint32, len(es)) // one array for all the term's groups
-			for j, e := range es {
-				ents[j] = uint32(e)
-				if p := int32(e >> 32); len(gs) == 0 || gs[len(gs)-1].prio != p {
-					gs = append(gs, group{prio: p, ents: ents[j:j]})
-				}
-				g := &gs[len(gs)-1]
-				g.ents = g.ents[:len(g.ents)+1]
-			}
-			ix.post[a][id] = slices.Clip(gs)
-			pending[a][id] = nil
 		}
 	}
+}
+
+// sizes returns how many values each attribute has interned.
+func (ix *Index) sizes() [numAttrs]int {
+	sizes := [numAttrs]int{attrKV: int(ix.kvs.n), attrDeal: int(ix.deals.n)}
+	for d := range numDims {
+		sizes[d] = int(ix.dicts[d].n)
+	}
+	return sizes
+}
+
+// filing is where a line item is filed: under the terms of its rarest ∈
+// predicate, or (zero) in its priority's zero list and, excluded, under
+// the terms of its ∉ predicates.
+type filing struct {
+	ord   uint32
+	zero  bool
+	terms []term
+	buf   []term
+	excl  []term
+}
+
+// entry is the line item's entry in term t's list.
+func (f *filing) entry(term) uint64 {
+	if f.zero {
+		return uint64(f.ord) << 1
+	}
+	return uint64(f.ord)<<1 | 1
+}
+
+// filing sets f to where l is filed, by the counts of ix's compile (a
+// value interned since counts as named by none): the same for l whenever
+// it is asked, so that a patch finds the entries of a line item it
+// removes.
+func (ix *Index) filing(l *Line, f *filing) {
+	cost := int64(math.MaxInt64)
+	f.ord, f.terms = uint32(l.Ord), f.terms[:0]
+	if f.buf == nil {
+		f.buf = make([]term, 0, 16)
+	}
+	f.excl = ix.predicates(l, f.buf[:0], func(ts []term) {
+		var c int64
+		for _, t := range ts {
+			if named := ix.named[t.attr]; int(t.id) < len(named) {
+				c += int64(named[t.id])
+			}
+		}
+		if c < cost {
+			cost = c
+			f.terms = append(f.terms[:0], ts...)
+		}
+	}, f.excl[:0])
+	f.zero = len(f.terms) == 0
+	if f.zero {
+		f.terms = append(f.terms, f.excl...)
+	}
+}
+
+// makeGroups makes a term's groups of its entries, each priority<<32 |
+// entry, which it sorts.
+func makeGroups(es []uint64) groups {
+	slices.Sort(es)
+	es = slices.Compact(es) // a value listed twice
+	var gs groups
+	ents := make([]uint32, len(es)) // one array for all the term's groups
+	for j, e := range es {
+		ents[j] = uint32(e)
+		if p := int32(e >> 32); len(gs) == 0 || gs[len(gs)-1].prio != p {
+			gs = append(gs, group{prio: p, ents: ents[j:j]})
+		}
+		g := &gs[len(gs)-1]
+		g.ents = g.ents[:len(g.ents)+1]
+	}
+	return slices.Clip(gs)
 }
 
 // addTerm adds the posting lists of the request's term (a, id) to those

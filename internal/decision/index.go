@@ -2,6 +2,7 @@ package decision
 
 import (
 	"fmt"
+	"iter"
 	"math"
 	"slices"
 	"strings"
@@ -92,17 +93,6 @@ type Line struct {
 	kvExcl []uint32   // sorted (key, value) ids
 }
 
-// domains returns the index's copy of advertiser adv's domains, one for
-// all its line items.
-func (ix *Index) domains(adv string, domains map[string][]string) []string {
-	d, ok := ix.advDomainLists[adv]
-	if !ok {
-		d = slices.Clone(domains[adv])
-		ix.advDomainLists[adv] = d
-	}
-	return d
-}
-
 // setTargets keeps the include and exclude lists of each dimension.
 func (l *Line) setTargets(incl, excl *[numDims][]uint32) {
 	n := 0
@@ -153,38 +143,67 @@ type creative struct {
 
 type kvKey struct{ k, v string }
 
-// compiles numbers the compiles of this process (Line.Gen).
+// compiles numbers the compiles and patches of this process (Line.Gen).
 var compiles atomic.Uint64
 
 // Index is an immutable, compiled campaign set. It is safe for concurrent
 // use: any number of goroutines may call Decide at once.
+//
+// A patched Index (Patch) shares what did not change with the one it was
+// patched from: the line items' array (a patch appends to the room Compile
+// left after them, which the older index never reads), the dictionaries'
+// bases and the posting lists it did not touch.
 type Index struct {
-	compiled  time.Time // Options.Now
-	lines     []Line
+	compiled time.Time // Options.Now
+	// id numbers this compile or patch; from is the id of the index it
+	// was patched from and fromLen the line items that one held (0: a
+	// compile). Lines appends past fromLen are the patch's.
+	id, from uint64
+	fromLen  int
+	lines    []Line
+	// dead marks the ordinals a patch replaced or removed (nil: none);
+	// live counts the others.
+	dead      []uint64
+	live      int
+	started   []int32 // the line items whose flight a patch saw start
 	creatives []creative
 	zones     []*time.Location
+	zoneNames []string
 	counters  Counters
+	// edge is the first start or end of a live line item's flight after
+	// compiled (math.MaxInt64: none): until then the clock changes
+	// nothing a patch for it would (Stale).
+	edge int64
 
-	dicts [numDims]map[string]uint32 // value -> id (ids from 1)
-	kvs   map[kvKey]uint32
-	deals map[string]uint32
-	cats  map[string]uint32
-	apps  map[string]uint32 // the apps creatives promote, interned
+	dicts [numDims]ids[string] // value -> id (ids from 1)
+	kvs   ids[kvKey]
+	deals ids[string]
+	cats  ids[string]
+	apps  ids[string] // the apps creatives promote, interned
+	// siteNames[id] is the site of dicts[dimSite]'s id: filing reads it.
+	siteNames []string
 	// advDomains lists, per advertiser domain, the interned advertisers
 	// that have it: a request's blocked domains resolve through it.
-	advDomains map[string][]int32
-	// advDomainLists is each advertiser's copy of its domains, which its
-	// line items share (Line.Domains): used while compiling.
-	advDomainLists map[string][]string
-	// byID finds a line item and a creative by id (Lookup).
-	lineByID     map[string]int32
-	creativeByID map[string]int32
+	advDomains dict[string, []int32]
+	// advs interns the advertisers of the line items (Line.adv), and
+	// advDomainLists keeps each one's domains, which its line items share
+	// (Line.Domains).
+	advs           dict[string, int32]
+	advDomainLists dict[string, []string]
+	// byID finds a line item and a creative by id (Lookup); a patch
+	// marks one it removed -1.
+	lineByID     dict[string, int32]
+	creativeByID dict[string, int32]
 
 	// post are the posting lists of the targeting index (filing.go), per
 	// attribute and interned value; zero lists, per priority, the line
-	// items with no ∈ predicate.
-	post [numAttrs][]groups
-	zero [tsubame.MaxPriority + 1][]uint32
+	// items with no ∈ predicate. named counts, per attribute and value,
+	// the line items of the compile that name it with ∈: how rare a
+	// predicate is, which files a line item (a patch files by the
+	// compile's counts, so that it finds where it filed one).
+	post  [numAttrs][]groups
+	zero  [tsubame.MaxPriority + 1][]uint32
+	named [numAttrs][]int32
 
 	pool sync.Pool // *scratch
 }
@@ -193,18 +212,55 @@ type Index struct {
 func (ix *Index) Compiled() time.Time { return ix.compiled }
 
 // Len returns the number of line items that may serve.
-func (ix *Index) Len() int { return len(ix.lines) }
+func (ix *Index) Len() int { return ix.live }
 
-// Line returns the line item of ordinal ord.
+// Line returns the line item of ordinal ord (Line.Ord).
 func (ix *Index) Line(ord int) *Line { return &ix.lines[ord] }
+
+// isDead reports whether a patch replaced or removed ordinal i.
+func (ix *Index) isDead(i int) bool {
+	return ix.dead != nil && ix.dead[i>>6]&(1<<(i&63)) != 0
+}
+
+// Lines yields the line items that may serve, in ordinal order.
+func (ix *Index) Lines() iter.Seq[*Line] {
+	return ix.linesFrom(0)
+}
+
+func (ix *Index) linesFrom(first int) iter.Seq[*Line] {
+	return func(yield func(*Line) bool) {
+		for i := first; i < len(ix.lines); i++ {
+			if !ix.isDead(i) && !yield(&ix.lines[i]) {
+				return
+			}
+		}
+	}
+}
+
+// Fresh yields the line items of ix that prev did not hold as they are,
+// or whose flight started since prev was compiled: when ix was patched
+// from prev, those the patch compiled (new or changed) and started; else
+// every one.
+func (ix *Index) Fresh(prev *Index) iter.Seq[*Line] {
+	if prev != nil && ix.from == prev.id {
+		return ix.freshLines()
+	}
+	return ix.Lines()
+}
+
+// lineOrd returns the ordinal of line item id, if it may serve.
+func (ix *Index) lineOrd(id string) (int32, bool) {
+	o, ok := ix.lineByID.get(id)
+	return o, ok && o >= 0
+}
 
 // Lookup returns the decision of line item lineID with creative
 // creativeID, both still in the index (the creative approved and the
 // line item's): what a win notice serves the markup of.
 func (ix *Index) Lookup(lineID, creativeID string) (Decision, bool) {
-	li, ok1 := ix.lineByID[lineID]
-	cr, ok2 := ix.creativeByID[creativeID]
-	if !ok1 || !ok2 {
+	li, ok1 := ix.lineOrd(lineID)
+	cr, ok2 := ix.creativeByID.get(creativeID)
+	if !ok1 || !ok2 || cr < 0 {
 		return Decision{}, false
 	}
 	l := &ix.lines[li]
@@ -219,7 +275,7 @@ func (ix *Index) Lookup(lineID, creativeID string) (Decision, bool) {
 // LineByID returns line item id, if it is in the index: what a win
 // notice counts a frequency cap of.
 func (ix *Index) LineByID(id string) (*Line, bool) {
-	li, ok := ix.lineByID[id]
+	li, ok := ix.lineOrd(id)
 	if !ok {
 		return nil, false
 	}
@@ -246,164 +302,237 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 		now = time.Now()
 	}
 	gen := compiles.Add(1)
-	ix := &Index{compiled: now, counters: opt.Counters, kvs: map[kvKey]uint32{}, deals: map[string]uint32{}, cats: map[string]uint32{}, apps: map[string]uint32{},
-		advDomains: map[string][]int32{}, lineByID: map[string]int32{}, creativeByID: map[string]int32{}}
+	ix := &Index{compiled: now, id: gen, counters: opt.Counters, edge: math.MaxInt64,
+		kvs: newIDs[kvKey](), deals: newIDs[string](), cats: newIDs[string](), apps: newIDs[string](),
+		advDomains: newDict[string, []int32](), advs: newDict[string, int32](), advDomainLists: newDict[string, []string](),
+		lineByID: newDict[string, int32](), creativeByID: newDict[string, int32](), siteNames: []string{""}}
 	if ix.counters == nil {
 		ix.counters = NoCounters{}
 	}
 	for d := range ix.dicts {
-		ix.dicts[d] = map[string]uint32{}
+		ix.dicts[d] = newIDs[string]()
 	}
-
-	ix.advDomainLists = map[string][]string{}
-	advs := map[string]int32{}
-	domains := map[string][]string{} // advertiser id -> its domains
-	for _, a := range set.Advertisers {
-		domains[a.ID] = a.Domains
-	}
-	camps := map[string]*tsubame.Campaign{}
-	for _, c := range set.Campaigns {
-		camps[c.ID] = c
-	}
-	crIdx := map[string]int32{}
 	for _, c := range set.Creatives {
-		if c.Status != tsubame.StatusApproved {
-			continue
+		if c.Status == tsubame.StatusApproved {
+			ix.addCreative(c)
 		}
-		cr := creative{c: c.Clone(), format: c.Format, secure: secureCreative(c)}
-		for _, cat := range c.Categories {
-			cr.cats = append(cr.cats, intern(ix.cats, cat))
-			cr.blocks = append(cr.blocks, intern(ix.cats, cat))
-			if top, _, sub := strings.Cut(cat, "-"); sub {
-				cr.blocks = append(cr.blocks, intern(ix.cats, top))
-			}
-		}
-		if c.App != "" {
-			cr.app = intern(ix.apps, c.App)
-		}
-		slices.Sort(cr.cats)
-		slices.Sort(cr.blocks)
-		cr.blocks = slices.Compact(cr.blocks)
-		crIdx[c.ID] = int32(len(ix.creatives))
-		ix.creativeByID[c.ID] = int32(len(ix.creatives))
-		ix.creatives = append(ix.creatives, cr)
 	}
-	zoneIdx := map[string]int32{}
-	nowNs := now.UnixNano()
-
+	lc := newLineContext(set, now, gen)
+	// Room for a patch's line items after these (Patch): an eighth more,
+	// which a patch's appends use without moving the ones in use.
+	n := len(set.LineItems)
+	ix.lines = make([]Line, 0, n+n/8+64)
 	for _, li := range set.LineItems {
-		camp := camps[li.Campaign]
-		if camp == nil { // Validate refuses this; keep Compile total
-			return nil, tsubame.Errorf(tsubame.EINVALID, "line item %q: campaign %q does not exist", li.ID, li.Campaign)
+		l, ok, err := ix.compileLine(li, lc)
+		if err != nil {
+			return nil, err
 		}
-		start, end := flight(camp.Start, li.Start, camp.End, li.End)
-		if start >= end || end <= nowNs || li.Paused() {
-			continue
+		if ok {
+			ix.addLine(l)
 		}
-		campStart, campEnd := flight(camp.Start, time.Time{}, camp.End, time.Time{})
-		l := Line{
-			ID: li.ID, Campaign: camp.ID, Advertiser: camp.Advertiser,
-			Priority: li.Priority, Weight: li.Weight, CPM: li.CPM, Frequency: slices.Clone(li.Frequency),
-			Limits: li.Limits.Impressions, Budget: camp.Budget,
-			Pacing: tsubame.Pacing{Mode: camp.Pacing.Mode, HourWeights: slices.Clone(camp.Pacing.HourWeights)},
-			start:  start, end: end, campStart: campStart, campEnd: campEnd,
-		}
-		l.Limited = l.Limits != (tsubame.ImpressionLimits{}) || l.Budget != (tsubame.Budget{}) && l.CPM > 0
-		l.Gen = gen
-		for _, id := range li.Creatives {
-			if i, ok := crIdx[id]; ok {
-				l.creatives = append(l.creatives, i)
-			}
-		}
-		if len(l.creatives) == 0 {
-			continue
-		}
-		a, ok := advs[camp.Advertiser]
-		if !ok {
-			a = int32(len(advs))
-			advs[camp.Advertiser] = a
-			for _, d := range domains[camp.Advertiser] {
-				ix.advDomains[d] = append(ix.advDomains[d], a)
-			}
-		}
-		l.adv = a
-		l.Domains = ix.domains(camp.Advertiser, domains)
-		l.Deals = slices.Clone(li.Deals)
-
-		tz := camp.Timezone
-		if tz == "" {
-			tz = tsubame.DefaultTimezone
-		}
-		z, ok := zoneIdx[tz]
-		if !ok {
-			loc, err := camp.Location()
-			if err != nil {
-				return nil, fmt.Errorf("cannot load time zone %q of campaign %q: %w", tz, camp.ID, err)
-			}
-			z = int32(len(ix.zones))
-			zoneIdx[tz] = z
-			ix.zones = append(ix.zones, loc)
-		}
-		l.zone, l.Zone = z, ix.zones[z]
-
-		t := &li.Targeting
-		l.hours, l.days = 1<<24-1, 1<<7-1
-		if t.Hours != nil {
-			l.hours = hourMask(*t.Hours)
-		}
-		if len(t.Weekdays) > 0 {
-			l.days = dayMask(t.Weekdays)
-		}
-		if x := t.Exclude; x != nil {
-			if x.Hours != nil {
-				l.hours &^= hourMask(*x.Hours)
-			}
-			if len(x.Weekdays) > 0 {
-				l.days &^= dayMask(x.Weekdays)
-			}
-		}
-		if l.hours == 0 || l.days == 0 {
-			continue // excluded at every hour or on every day
-		}
-		l.timed = l.hours != 1<<24-1 || l.days != 1<<7-1
-
-		for _, d := range li.Deals {
-			l.deals = append(l.deals, intern(ix.deals, d))
-		}
-		slices.Sort(l.deals)
-		incl := ix.compileCriteria(&t.Criteria)
-		for k, vs := range t.KeyValues {
-			var ids []uint32
-			for _, v := range vs {
-				ids = append(ids, internKV(ix.kvs, k, v))
-			}
-			slices.Sort(ids)
-			l.kvIncl = append(l.kvIncl, ids)
-		}
-		slices.SortFunc(l.kvIncl, func(a, b []uint32) int { return len(a) - len(b) }) // cheap keys first
-		var excl [numDims][]uint32
-		if x := t.Exclude; x != nil {
-			excl = ix.compileCriteria(x)
-			for k, vs := range x.KeyValues {
-				for _, v := range vs {
-					l.kvExcl = append(l.kvExcl, internKV(ix.kvs, k, v))
-				}
-			}
-			slices.Sort(l.kvExcl)
-		}
-		l.setTargets(&incl, &excl)
-		l.Ord = len(ix.lines)
-		ix.lineByID[l.ID] = int32(l.Ord)
-		ix.lines = append(ix.lines, l)
 	}
 	if len(ix.lines) > math.MaxInt32 {
 		return nil, tsubame.Errorf(tsubame.EINVALID, "%d line items: more than an index holds", len(ix.lines))
 	}
 
 	ix.file()
-	ix.advDomainLists = nil
+	for d := range ix.dicts {
+		ix.dicts[d].freeze()
+	}
+	for _, m := range []*ids[string]{&ix.deals, &ix.cats, &ix.apps} {
+		m.freeze()
+	}
+	ix.kvs.freeze()
+	ix.advDomains.freeze()
+	ix.advs.freeze()
+	ix.advDomainLists.freeze()
+	ix.lineByID.freeze()
+	ix.creativeByID.freeze()
 	ix.pool.New = func() any { return ix.newScratch() }
 	return ix, nil
+}
+
+// lineContext is what compiling a line item reads of its set.
+type lineContext struct {
+	camps   map[string]*tsubame.Campaign
+	domains map[string][]string // advertiser id -> its domains
+	now     int64
+	gen     uint64
+}
+
+func newLineContext(set *tsubame.CampaignSet, now time.Time, gen uint64) *lineContext {
+	lc := &lineContext{camps: make(map[string]*tsubame.Campaign, len(set.Campaigns)), domains: make(map[string][]string, len(set.Advertisers)),
+		now: now.UnixNano(), gen: gen}
+	for _, a := range set.Advertisers {
+		lc.domains[a.ID] = a.Domains
+	}
+	for _, c := range set.Campaigns {
+		lc.camps[c.ID] = c
+	}
+	return lc
+}
+
+// addCreative interns approved creative c, a copy of it.
+func (ix *Index) addCreative(c *tsubame.Creative) {
+	cr := creative{c: c.Clone(), format: c.Format, secure: secureCreative(c)}
+	for _, cat := range c.Categories {
+		cr.cats = append(cr.cats, ix.cats.intern(cat))
+		cr.blocks = append(cr.blocks, ix.cats.intern(cat))
+		if top, _, sub := strings.Cut(cat, "-"); sub {
+			cr.blocks = append(cr.blocks, ix.cats.intern(top))
+		}
+	}
+	if c.App != "" {
+		cr.app = ix.apps.intern(c.App)
+	}
+	slices.Sort(cr.cats)
+	slices.Sort(cr.blocks)
+	cr.blocks = slices.Compact(cr.blocks)
+	ix.creativeByID.put(c.ID, int32(len(ix.creatives)))
+	ix.creatives = append(ix.creatives, cr)
+}
+
+// addLine appends l, giving it its ordinal.
+func (ix *Index) addLine(l Line) {
+	l.Ord = len(ix.lines)
+	ix.lineByID.put(l.ID, int32(l.Ord))
+	ix.lines = append(ix.lines, l)
+	ix.live++
+	ix.edge = min(ix.edge, l.nextEdge(ix.compiled.UnixNano()))
+}
+
+// nextEdge is the first start or end of l's flight after now
+// (math.MaxInt64: none).
+func (l *Line) nextEdge(now int64) int64 {
+	e := int64(math.MaxInt64)
+	if l.start > now {
+		e = l.start
+	}
+	if l.end > now {
+		e = min(e, l.end)
+	}
+	return e
+}
+
+// compileLine compiles li, interning its values into ix's dictionaries. It
+// reports false when li cannot serve (paused, its flight empty or ended,
+// no approved creative, no hour or day it may serve).
+func (ix *Index) compileLine(li *tsubame.LineItem, lc *lineContext) (Line, bool, error) {
+	camp := lc.camps[li.Campaign]
+	if camp == nil { // Validate refuses this; keep Compile total
+		return Line{}, false, tsubame.Errorf(tsubame.EINVALID, "line item %q: campaign %q does not exist", li.ID, li.Campaign)
+	}
+	start, end := flight(camp.Start, li.Start, camp.End, li.End)
+	if start >= end || end <= lc.now || li.Paused() {
+		return Line{}, false, nil
+	}
+	campStart, campEnd := flight(camp.Start, time.Time{}, camp.End, time.Time{})
+	l := Line{
+		ID: li.ID, Campaign: camp.ID, Advertiser: camp.Advertiser,
+		Priority: li.Priority, Weight: li.Weight, CPM: li.CPM, Frequency: slices.Clone(li.Frequency),
+		Limits: li.Limits.Impressions, Budget: camp.Budget,
+		Pacing: tsubame.Pacing{Mode: camp.Pacing.Mode, HourWeights: slices.Clone(camp.Pacing.HourWeights)},
+		start:  start, end: end, campStart: campStart, campEnd: campEnd,
+	}
+	l.Limited = l.Limits != (tsubame.ImpressionLimits{}) || l.Budget != (tsubame.Budget{}) && l.CPM > 0
+	l.Gen = lc.gen
+	for _, id := range li.Creatives {
+		if i, ok := ix.creativeByID.get(id); ok && i >= 0 {
+			if a := ix.creatives[i].c.Advertiser; a != camp.Advertiser { // Validate refuses this too
+				return Line{}, false, tsubame.Errorf(tsubame.EINVALID, "line item %q: creative %q belongs to advertiser %q, not to the campaign's advertiser %q", li.ID, id, a, camp.Advertiser)
+			}
+			l.creatives = append(l.creatives, i)
+		}
+	}
+	if len(l.creatives) == 0 {
+		return Line{}, false, nil
+	}
+	a, ok := ix.advs.get(camp.Advertiser)
+	if !ok {
+		a = int32(len(ix.advs.base) + ix.advs.size())
+		ix.advs.put(camp.Advertiser, a)
+		domains := slices.Clone(lc.domains[camp.Advertiser])
+		ix.advDomainLists.put(camp.Advertiser, domains)
+		for _, d := range domains {
+			ix.addAdvDomain(d, a)
+		}
+	}
+	l.adv = a
+	l.Domains, _ = ix.advDomainLists.get(camp.Advertiser)
+	l.Deals = slices.Clone(li.Deals)
+
+	tz := camp.Timezone
+	if tz == "" {
+		tz = tsubame.DefaultTimezone
+	}
+	z := slices.Index(ix.zoneNames, tz)
+	if z < 0 {
+		loc, err := camp.Location()
+		if err != nil {
+			return Line{}, false, fmt.Errorf("cannot load time zone %q of campaign %q: %w", tz, camp.ID, err)
+		}
+		z = len(ix.zones)
+		ix.zones = append(ix.zones, loc)
+		ix.zoneNames = append(ix.zoneNames, tz)
+	}
+	l.zone, l.Zone = int32(z), ix.zones[z]
+
+	t := &li.Targeting
+	l.hours, l.days = 1<<24-1, 1<<7-1
+	if t.Hours != nil {
+		l.hours = hourMask(*t.Hours)
+	}
+	if len(t.Weekdays) > 0 {
+		l.days = dayMask(t.Weekdays)
+	}
+	if x := t.Exclude; x != nil {
+		if x.Hours != nil {
+			l.hours &^= hourMask(*x.Hours)
+		}
+		if len(x.Weekdays) > 0 {
+			l.days &^= dayMask(x.Weekdays)
+		}
+	}
+	if l.hours == 0 || l.days == 0 {
+		return Line{}, false, nil // excluded at every hour or on every day
+	}
+	l.timed = l.hours != 1<<24-1 || l.days != 1<<7-1
+
+	for _, d := range li.Deals {
+		l.deals = append(l.deals, ix.deals.intern(d))
+	}
+	slices.Sort(l.deals)
+	incl := ix.compileCriteria(&t.Criteria)
+	for k, vs := range t.KeyValues {
+		var ids []uint32
+		for _, v := range vs {
+			ids = append(ids, ix.kvs.intern(kvKey{k, v}))
+		}
+		slices.Sort(ids)
+		l.kvIncl = append(l.kvIncl, ids)
+	}
+	slices.SortFunc(l.kvIncl, func(a, b []uint32) int { return len(a) - len(b) }) // cheap keys first
+	var excl [numDims][]uint32
+	if x := t.Exclude; x != nil {
+		excl = ix.compileCriteria(x)
+		for k, vs := range x.KeyValues {
+			for _, v := range vs {
+				l.kvExcl = append(l.kvExcl, ix.kvs.intern(kvKey{k, v}))
+			}
+		}
+		slices.Sort(l.kvExcl)
+	}
+	l.setTargets(&incl, &excl)
+	return l, true, nil
+}
+
+// addAdvDomain lists interned advertiser a under domain d, never writing
+// to a list an older index holds.
+func (ix *Index) addAdvDomain(d string, a int32) {
+	as, _ := ix.advDomains.get(d)
+	if !slices.Contains(as, a) {
+		ix.advDomains.put(d, append(slices.Clip(as), a))
+	}
 }
 
 // secureCreative reports whether every URL of c is https: its image, media
@@ -436,20 +565,20 @@ func hasPrefixFold(s, prefix string) bool {
 // d is filed. For sites, a domain whose suffix is also listed is dropped:
 // the suffix's list already reaches it, and a request then finds the line
 // in one list only.
-func (ix *Index) keyValues(d int, ids []uint32, siteNames []string) []uint32 {
+func (ix *Index) keyValues(d int, ids []uint32) []uint32 {
 	if d != dimSite {
 		return ids
 	}
 	var out []uint32
 	for _, id := range ids {
 		covered := false
-		for s := siteNames[id]; ; {
+		for s := ix.siteNames[id]; ; {
 			i := strings.IndexByte(s, '.')
 			if i < 0 {
 				break
 			}
 			s = s[i+1:]
-			if sid, ok := ix.dicts[dimSite][s]; ok && has(ids, sid) {
+			if sid := ix.dicts[dimSite].id(s); sid != 0 && has(ids, sid) {
 				covered = true
 				break
 			}
@@ -469,7 +598,7 @@ func (ix *Index) compileCriteria(c *tsubame.Criteria) [numDims][]uint32 {
 	}
 	for d, vs := range lists {
 		for _, v := range vs {
-			out[d] = append(out[d], intern(ix.dicts[d], v))
+			out[d] = append(out[d], ix.internValue(d, v))
 		}
 		slices.Sort(out[d])
 		out[d] = slices.Compact(out[d])
@@ -477,22 +606,12 @@ func (ix *Index) compileCriteria(c *tsubame.Criteria) [numDims][]uint32 {
 	return out
 }
 
-func intern(m map[string]uint32, s string) uint32 {
-	if id, ok := m[s]; ok {
-		return id
+// internValue interns value v of dimension d, keeping a site's name.
+func (ix *Index) internValue(d int, v string) uint32 {
+	id := ix.dicts[d].intern(v)
+	if d == dimSite && int(id) == len(ix.siteNames) {
+		ix.siteNames = append(ix.siteNames, v)
 	}
-	id := uint32(len(m) + 1)
-	m[s] = id
-	return id
-}
-
-func internKV(m map[kvKey]uint32, k, v string) uint32 {
-	key := kvKey{k, v}
-	if id, ok := m[key]; ok {
-		return id
-	}
-	id := uint32(len(m) + 1)
-	m[key] = id
 	return id
 }
 

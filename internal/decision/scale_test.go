@@ -145,3 +145,44 @@ func humanCount(n int) string {
 	}
 	return fmt.Sprint(n/1000, "k")
 }
+
+// BenchmarkPatchAccount changes one line item of generated accounts of
+// 100,000 and 1,000,000 line items per op and patches the index (what a
+// node does on a write it reads from the store's log): the set's Apply
+// and the Patch, against the compile the patch spares.
+func BenchmarkPatchAccount(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		b.Run(humanCount(n), func(b *testing.B) {
+			size := campaigngen.Size{LineItems: n}
+			set := campaigngen.Set(1, size, conjNow)
+			t0 := time.Now()
+			ix, err := Compile(set, Options{Now: conjNow})
+			if err != nil {
+				b.Fatal(err)
+			}
+			took := time.Since(t0)
+			r := rand.New(rand.NewPCG(1, 2))
+			var apply, patch time.Duration
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				li := set.LineItems[r.IntN(len(set.LineItems))].Clone()
+				li.Weight = 1 + r.IntN(100)
+				changes := []tsubame.CampaignChange{{Kind: tsubame.KindLineItem, ID: li.ID, Object: li}}
+				t1 := time.Now()
+				set = set.Apply(changes)
+				t2 := time.Now()
+				nx, err := ix.Patch(set, changes, Options{Now: conjNow})
+				if err != nil || nx == nil {
+					b.Fatal(nx, err)
+				}
+				ix = nx
+				apply += t2.Sub(t1)
+				patch += time.Since(t2)
+			}
+			b.ReportMetric(float64(apply.Microseconds())/float64(b.N), "apply-µs")
+			b.ReportMetric(float64(patch.Microseconds())/float64(b.N), "patch-µs")
+			b.ReportMetric(took.Seconds(), "compile-s")
+		})
+	}
+}

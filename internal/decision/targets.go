@@ -26,7 +26,7 @@ func (ix *Index) Targets(l *Line, t Traffic) bool {
 		if len(inc) == 0 && len(exc) == 0 {
 			continue
 		}
-		id := ix.dicts[d][v] // 0 when no line item names it
+		id := ix.dicts[d].id(v) // 0 when no line item names it
 		if len(inc) > 0 && !has(inc, id) || len(exc) > 0 && has(exc, id) {
 			return false
 		}
@@ -37,7 +37,7 @@ func (ix *Index) Targets(l *Line, t Traffic) bool {
 	}
 	in := false
 	for d, n := t.Site, 0; d != "" && n < maxSiteIDs; n++ {
-		if id, ok := ix.dicts[dimSite][d]; ok {
+		if id := ix.dicts[dimSite].id(d); id != 0 {
 			if has(exc, id) {
 				return false
 			}

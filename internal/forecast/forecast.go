@@ -326,16 +326,15 @@ func (f *Forecaster) bookings(ix *decision.Index, cells []Cell, model *Model, fr
 		return nil, err
 	}
 	priced := map[string]int{} // a campaign's line items with a price
-	for i := range ix.Len() {
-		if l := ix.Line(i); l.CPM > 0 {
+	for l := range ix.Lines() {
+		if l.CPM > 0 {
 			priced[l.Campaign]++
 		}
 	}
 	cur := hourStart(now)
 	all := newCurve(model, cur)
 	var out []*booking
-	for i := range ix.Len() {
-		l := ix.Line(i)
+	for l := range ix.Lines() {
 		if !l.Limited {
 			continue
 		}
