@@ -156,6 +156,9 @@ func applyKind[T any, P interface {
 	out := make([]*T, 0, len(in)+len(c.ids))
 	few := len(c.ids) <= 8
 	for _, o := range in {
+		if o == nil {
+			continue
+		}
 		id := P(o).ObjectID()
 		var hit bool
 		if few {
@@ -171,6 +174,9 @@ func applyKind[T any, P interface {
 		if o, ok := c.last[id].(P); ok && o != nil {
 			out = append(out, (*T)(o))
 		}
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }

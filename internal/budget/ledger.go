@@ -30,6 +30,9 @@ const (
 	// DefaultWait bounds how long a decision waits for an empty hand's
 	// top-up (LedgerOptions.Wait).
 	DefaultWait = 5 * time.Millisecond
+	// DefaultIdle is how long an account no decision asked of keeps its
+	// lease (LedgerOptions.Idle).
+	DefaultIdle = 10 * time.Minute
 	// DefaultWarm is how many accounts a ledger leases for ahead of their
 	// first decision (LedgerOptions.Warm).
 	DefaultWarm = 4096
@@ -83,6 +86,13 @@ type LedgerOptions struct {
 	// for that account for an Interval, so a slow store costs one wait per
 	// account and interval, not one per request.
 	Wait time.Duration
+	// Idle is how long an account no decision asked of keeps its lease
+	// (DefaultIdle, or two Intervals if longer; negative: while its period
+	// lasts); at least two Intervals. Then the lease goes
+	// back to the store whole, as at the period's end, and is no longer
+	// renewed, so that an idle node sends the store nothing for it. The
+	// next decision asking of it waits (Wait) for a lease.
+	Idle time.Duration
 	// Warm is how many accounts Warm leases for at most (DefaultWarm;
 	// negative: none): the live limited line items' of a new index, before
 	// their first decision.
@@ -168,6 +178,9 @@ func NewLedger(q tsubame.Quotas, out tsubame.Outcomes, opt LedgerOptions) (*Ledg
 	opt.Timeout = cmp.Or(opt.Timeout, DefaultStoreTimeout)
 	opt.Wait = cmp.Or(opt.Wait, DefaultWait)
 	opt.Warm = cmp.Or(opt.Warm, DefaultWarm)
+	if opt.Idle == 0 {
+		opt.Idle = max(DefaultIdle, 2*opt.Interval)
+	}
 	opt.CatchUp = cmp.Or(opt.CatchUp, DefaultCatchUp)
 	if opt.KeepDaily != 0 && opt.KeepDaily < 24*time.Hour {
 		return nil, tsubame.Errorf(tsubame.EINVALID, "a day's keys must be kept at least 24h after it, not %v", opt.KeepDaily)
@@ -186,6 +199,8 @@ func NewLedger(q tsubame.Quotas, out tsubame.Outcomes, opt LedgerOptions) (*Ledg
 		return nil, tsubame.Errorf(tsubame.EINVALID, "a budget catch-up of %d%% of the plan would hold delivery below it: at least 100", opt.CatchUp)
 	case opt.Wait > time.Second:
 		return nil, tsubame.Errorf(tsubame.EINVALID, "a budget wait (%v) must be at most 1s: a decision waits on it", opt.Wait)
+	case opt.Idle > 0 && opt.Idle < 2*opt.Interval:
+		return nil, tsubame.Errorf(tsubame.EINVALID, "a budget's idle time (%v) must last at least two intervals (%v)", opt.Idle, opt.Interval)
 	case opt.Lease < 2*opt.Interval:
 		return nil, tsubame.Errorf(tsubame.EINVALID, "a budget lease (%v) must last at least two intervals (%v): it is renewed every half of it", opt.Lease, opt.Interval)
 	case ttl > tsubame.MaxLeaseTTL:
@@ -298,7 +313,11 @@ type account struct {
 	// lease; the next round asks what it holds before releasing again.
 	resync bool
 	recent int64 // local units asked for per interval, smoothed
-	curve  curve
+	// asked is when a decision last asked of it, or Warm leased for it
+	// (Unix nanoseconds; 0: not stepped yet): past LedgerOptions.Idle the
+	// lease goes back.
+	asked int64
+	curve curve
 	// The hour's catch-up bound (catchUp): the hour it is of (Unix hours),
 	// and the store's committed count and the plan when it was read.
 	cuHour, cuBase, cuPlan int64
@@ -931,10 +950,19 @@ func (g *Ledger) plan(a *account, now int64, tick bool) bool {
 		// answer): the store counts all of it as spent.
 		g.forget(a, a.leased)
 	}
+	if a.asked == 0 || a.rate.Load() > 0 {
+		a.asked = now
+	}
 	target := a.target(cfg, now, tick)
-	if tick && a.pending == nil && now >= cfg.end && a.leased > 0 && a.holds.Load() == 0 && a.pooled.Load() <= 0 {
-		// The period is over and no reservation is open, nor a pool of
-		// shares its bids left (bucket.pool): the lease ends.
+	// idle: no decision asked of it for Idle, and nothing is held.
+	idle := g.opt.Idle > 0 && now-a.asked >= int64(g.opt.Idle) && a.holds.Load() == 0 && a.pooled.Load() <= 0 && a.headroom() <= 0
+	if idle {
+		target = 0
+	}
+	if tick && a.pending == nil && (now >= cfg.end || idle) && a.leased > 0 && a.holds.Load() == 0 && a.pooled.Load() <= 0 {
+		// The period is over, or no decision asked of it for Idle, and no
+		// reservation is open, nor a pool of shares its bids left
+		// (bucket.pool): the lease ends.
 		// The hand's whole units go back; the rest, settled or a part of a
 		// unit, is spent (rounded up, never down).
 		a.mu.Lock()
@@ -1805,6 +1833,7 @@ func (g *Ledger) Warm(ctx context.Context, ix, prev *decision.Index) int {
 		// As if the last intervals had asked for the whole ceiling: the
 		// hand's target is its most, and it decays as demand does not come.
 		a.recent = max(a.recent, a.ceiling(cfg)/2)
+		a.asked = g.opt.Now().UnixNano() // a warmed hand keeps its lease Idle for a first decision
 	}
 	g.steps(ctx, fresh, false)
 	n := 0

@@ -1923,3 +1923,79 @@ func billPastTheLimit(t *testing.T, winPct int, limits tsubame.ImpressionLimits,
 	}
 	return billed, settled, limit
 }
+
+// leaseCounting counts the leases and releases a Quotas gets.
+type leaseCounting struct {
+	tsubame.Quotas
+	calls atomic.Int64
+}
+
+func (q *leaseCounting) Lease(ctx context.Context, key, holder string, limit, want int64, ttl time.Duration) (int64, int64, error) {
+	q.calls.Add(1)
+	return q.Quotas.Lease(ctx, key, holder, limit, want, ttl)
+}
+
+func (q *leaseCounting) Release(ctx context.Context, key, holder, id string, used, unused int64) error {
+	q.calls.Add(1)
+	return q.Quotas.Release(ctx, key, holder, id, used, unused)
+}
+
+// An account no decision asked of for Idle gives its lease back whole and
+// is no longer renewed: an idle node sends the store nothing for it. The
+// store then counts exactly what was served, nothing outstanding; the
+// next decision leases again. With Idle off, the lease is renewed all
+// along.
+func TestIdleLeaseGoesBack(t *testing.T) {
+	for _, idle := range []time.Duration{5 * time.Minute, -1} {
+		st := memory.New()
+		t.Cleanup(func() { _ = st.Close() })
+		q := &leaseCounting{Quotas: st}
+		clk := newClock()
+		set := limitedSet(tsubame.ImpressionLimits{Total: 1000}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
+		g, err := budget.NewLedger(q, st, budget.LedgerOptions{Holder: "node-0", Now: clk.Now, Idle: idle})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := budget.New(st, budget.Options{Ledger: g})
+		_, ls := lines(t, set, c)
+		ctx := t.Context()
+		served := int64(0)
+		serve := func(n int) {
+			for range n {
+				if !c.Allow(ls["li"], &decision.Request{}, 0, clk.Now()) {
+					g.Tick(ctx)
+					if !c.Allow(ls["li"], &decision.Request{}, 0, clk.Now()) {
+						t.Fatal("refused after a top-up")
+					}
+				}
+				served++
+			}
+		}
+		rounds := func(d time.Duration) {
+			for range int(d / (10 * time.Second)) {
+				clk.Advance(10 * time.Second)
+				g.Tick(ctx)
+			}
+		}
+		serve(30)
+		rounds(7 * time.Minute) // past Idle: the lease goes back
+		before := q.calls.Load()
+		rounds(10 * time.Minute)
+		calls := q.calls.Load() - before
+		s, o := committed(t, st, "li/li/imp")
+		if idle < 0 {
+			if calls == 0 || o == 0 {
+				t.Fatalf("idle off: %d store calls in 10 idle minutes, %d outstanding; want renewals of a lease held", calls, o)
+			}
+			continue
+		}
+		if calls != 0 || s != served || o != 0 {
+			t.Fatalf("idle: %d store calls in 10 idle minutes, %d settled, %d outstanding; want none, %d, 0", calls, s, o, served)
+		}
+		serve(5) // leases again
+		rounds(7 * time.Minute)
+		if s, o := committed(t, st, "li/li/imp"); s != served || o != 0 {
+			t.Fatalf("after idle again: %d settled, %d outstanding; want %d, 0", s, o, served)
+		}
+	}
+}

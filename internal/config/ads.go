@@ -81,6 +81,9 @@ type AdsBudget struct {
 	// Warm is how many budgets and limits a node leases for ahead of
 	// their line item's first decision; 0: none.
 	Warm int `koanf:"warm"`
+	// Idle is how long a budget or limit no decision asked of keeps its
+	// lease on a node; 0: while its period lasts.
+	Idle time.Duration `koanf:"idle"`
 	// CatchUp is the percent of an hour's plan a paced limit behind it may
 	// commit in the hour; 0: all at once.
 	CatchUp int `koanf:"catch_up"`
@@ -233,6 +236,9 @@ func (c *Config) validateAds(p *problems) {
 	if b.KeepDaily != 0 && (b.KeepDaily < 24*time.Hour || b.KeepDaily < a.Tracking.TTL) {
 		p.add("ads.budget.keep_daily: must be 0 (forever) or at least 24h and ads.tracking.ttl (%v): a late impression or bill counts into its day's key (got %v)",
 			a.Tracking.TTL, b.KeepDaily)
+	}
+	if b.Idle != 0 && (b.Idle < 2*b.Interval || b.Idle > 24*time.Hour) {
+		p.add("ads.budget.idle: must be 0 (kept while the period lasts) or between two ads.budget.interval (%v) and 24h (got %v)", 2*b.Interval, b.Idle)
 	}
 	if b.Warm < 0 || b.Warm > 1_000_000 {
 		p.add("ads.budget.warm: must be between 0 (none) and 1000000 (got %d)", b.Warm)

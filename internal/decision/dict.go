@@ -4,12 +4,17 @@ import "maps"
 
 // dict is a map an Index shares with the indexes patched from it (Patch).
 // base is written by Compile only, and never once the Index is in use;
-// top holds what the patches since added or replaced, and each patch
-// writes to a copy of it. While compiling, top is the map being built,
-// and freeze makes it the base.
+// mid and top hold what the patches since added or replaced, newest in
+// top. A patch writes to a copy of top; once top holds topMax entries, it
+// is merged into a new mid instead, so that a patch copies at most
+// topMax entries, and the mid's copy comes once per topMax. While
+// compiling, top is the map being built, and freeze makes it the base.
 type dict[K comparable, V any] struct {
-	base, top map[K]V
+	base, mid, top map[K]V
 }
+
+// topMax bounds a dict's top: what each patch copies.
+const topMax = 1024
 
 func newDict[K comparable, V any]() dict[K, V] { return dict[K, V]{top: map[K]V{}} }
 
@@ -17,6 +22,11 @@ func newDict[K comparable, V any]() dict[K, V] { return dict[K, V]{top: map[K]V{
 func (m *dict[K, V]) get(k K) (V, bool) {
 	if len(m.top) > 0 {
 		if v, ok := m.top[k]; ok {
+			return v, true
+		}
+	}
+	if len(m.mid) > 0 {
+		if v, ok := m.mid[k]; ok {
 			return v, true
 		}
 	}
@@ -30,15 +40,19 @@ func (m *dict[K, V]) put(k K, v V) { m.top[k] = v }
 // freeze ends a compile: what it put becomes the base the patches share.
 func (m *dict[K, V]) freeze() { m.base, m.top = m.top, nil }
 
-// fork returns the dict a patch writes to: the base shared, top copied.
+// fork returns the dict a patch writes to: the base shared, top copied
+// (or merged into a new mid when full).
 func (m *dict[K, V]) fork() dict[K, V] {
+	if len(m.top) >= topMax {
+		mid := make(map[K]V, len(m.mid)+len(m.top))
+		maps.Copy(mid, m.mid)
+		maps.Copy(mid, m.top)
+		return dict[K, V]{base: m.base, mid: mid, top: map[K]V{}}
+	}
 	top := make(map[K]V, len(m.top)+8)
 	maps.Copy(top, m.top)
-	return dict[K, V]{base: m.base, top: top}
+	return dict[K, V]{base: m.base, mid: m.mid, top: top}
 }
-
-// size is how many entries top adds or replaces: what a patch copies.
-func (m *dict[K, V]) size() int { return len(m.top) }
 
 // ids interns values: each a number from 1, never reused (0 is no value,
 // what a request's value no line item names resolves to).

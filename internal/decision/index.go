@@ -44,8 +44,11 @@ type Line struct {
 	Priority   int
 	Weight     int
 	CPM        tsubame.Money
-	// Ord is the line's position in this Index, 0 to Len()-1: a dense key
-	// for counters held in arrays (not stable across compiles: the ID is).
+	// Ord is the line's position in this Index's array of line items
+	// (Line(Ord)): below Len() after a compile; a patch appends the line
+	// items it compiles after the others, and the ones they replace keep
+	// their ordinals, out of the index (not stable across compiles or
+	// patches: the ID is).
 	Ord int
 	// Frequency are the line item's frequency caps (none: uncapped), for
 	// Counters to count per visitor; the Index's own copy.
@@ -188,7 +191,7 @@ type Index struct {
 	// advs interns the advertisers of the line items (Line.adv), and
 	// advDomainLists keeps each one's domains, which its line items share
 	// (Line.Domains).
-	advs           dict[string, int32]
+	advs           ids[string]
 	advDomainLists dict[string, []string]
 	// byID finds a line item and a creative by id (Lookup); a patch
 	// marks one it removed -1.
@@ -304,7 +307,7 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 	gen := compiles.Add(1)
 	ix := &Index{compiled: now, id: gen, counters: opt.Counters, edge: math.MaxInt64,
 		kvs: newIDs[kvKey](), deals: newIDs[string](), cats: newIDs[string](), apps: newIDs[string](),
-		advDomains: newDict[string, []int32](), advs: newDict[string, int32](), advDomainLists: newDict[string, []string](),
+		advDomains: newDict[string, []int32](), advs: newIDs[string](), advDomainLists: newDict[string, []string](),
 		lineByID: newDict[string, int32](), creativeByID: newDict[string, int32](), siteNames: []string{""}}
 	if ix.counters == nil {
 		ix.counters = NoCounters{}
@@ -447,10 +450,9 @@ func (ix *Index) compileLine(li *tsubame.LineItem, lc *lineContext) (Line, bool,
 	if len(l.creatives) == 0 {
 		return Line{}, false, nil
 	}
-	a, ok := ix.advs.get(camp.Advertiser)
-	if !ok {
-		a = int32(len(ix.advs.base) + ix.advs.size())
-		ix.advs.put(camp.Advertiser, a)
+	a := int32(ix.advs.id(camp.Advertiser))
+	if a == 0 {
+		a = int32(ix.advs.intern(camp.Advertiser))
 		domains := slices.Clone(lc.domains[camp.Advertiser])
 		ix.advDomainLists.put(camp.Advertiser, domains)
 		for _, d := range domains {

@@ -42,12 +42,16 @@ func (ix *Index) Patch(set *tsubame.CampaignSet, changes []tsubame.CampaignChang
 		if !c.Kind.Valid() {
 			return nil, tsubame.Errorf(tsubame.EINVALID, "a change of kind %d", c.Kind)
 		}
-		if c.Object != nil {
-			if err := c.Object.(interface{ Validate() error }).Validate(); err != nil {
-				return nil, err
+		changed[c.Kind][c.ID] = c.Object // of two changes of one object, the last
+	}
+	for _, objs := range changed {
+		for _, o := range objs {
+			if o != nil {
+				if err := o.(interface{ Validate() error }).Validate(); err != nil {
+					return nil, err
+				}
 			}
 		}
-		changed[c.Kind][c.ID] = c.Object
 	}
 	lc := newLineContext(set, now, 0)
 
@@ -139,7 +143,9 @@ func (ix *Index) Patch(set *tsubame.CampaignSet, changes []tsubame.CampaignChang
 	}
 	p.rebuild()
 	nx.started = slices.DeleteFunc(started, func(i int32) bool { return nx.isDead(int(i)) })
-	if len(ended) > 0 || len(started) > 0 {
+	if ix.edge <= nowNs || p.edgeGone {
+		// The edge passed, or the line item that set it was replaced or
+		// removed: the next one is looked for again.
 		nx.edge = math.MaxInt64
 		for l := range nx.Lines() {
 			nx.edge = min(nx.edge, l.nextEdge(nowNs))
@@ -170,8 +176,8 @@ func (ix *Index) fork(now time.Time) *Index {
 // setDomains gives advertiser id the domains, where its line items are
 // interned (they are compiled again, and take the new list).
 func (ix *Index) setDomains(id string, domains []string) {
-	a, ok := ix.advs.get(id)
-	if !ok {
+	a := int32(ix.advs.id(id))
+	if a == 0 {
 		return
 	}
 	old, _ := ix.advDomainLists.get(id)
@@ -194,6 +200,9 @@ type patching struct {
 	terms map[term][]uint64 // the term's new entries, priority<<32 | entry
 	zero  map[int][]uint32  // the zero list's, by priority
 	owned [numAttrs]bool    // ix.post[a] is the patch's own copy
+	// edgeGone: a line item removed had its flight's start or end at
+	// ix.edge, which may so be later.
+	edgeGone bool
 }
 
 func (p *patching) init(ix *Index) {
@@ -210,6 +219,7 @@ func (p *patching) remove(i int) {
 	ix.dead[i>>6] |= 1 << (i & 63)
 	ix.live--
 	l := &ix.lines[i]
+	p.edgeGone = p.edgeGone || l.start == ix.edge || l.end == ix.edge
 	if o, ok := ix.lineOrd(l.ID); ok && int(o) == i {
 		ix.lineByID.put(l.ID, -1)
 	}

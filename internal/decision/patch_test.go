@@ -88,8 +88,13 @@ func mutate(set *tsubame.CampaignSet, r *rand.Rand, n int, now time.Time, next *
 			l.Status, l.Start, l.End = "", time.Time{}, time.Time{}
 			l.Targeting = tsubame.Targeting{}
 			l.Deals = nil
+			used := map[int]bool{}
 			for range 1 + r.IntN(3) {
 				a := r.IntN(len(conjAttrs))
+				if used[a] {
+					continue
+				}
+				used[a] = true
 				vs := conjAttrs[a].values
 				vals := pick(r, vs, 1+r.IntN(min(3, len(vs))))
 				if v := newValue(a, r.IntN(20)); v != "" && r.IntN(4) == 0 {
