@@ -30,6 +30,13 @@ type Engine struct {
 	// rather than reading the store.
 	set   *tsubame.CampaignSet
 	built atomic.Bool
+	// behind is the compile running off the lock when patches crowd the
+	// index (nil: none), and since the changes patched in after the set it
+	// compiles (under mu): it is patched with them and swapped in.
+	behind *behindCompile
+	since  []tsubame.CampaignChange
+	// Compiles and patches of the index, the compiles behind among them.
+	compiles, patches, behinds atomic.Uint64
 	// changed wakes Run: a feed's signal, or a write through this process.
 	changed chan struct{}
 }
@@ -135,6 +142,16 @@ func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 		if idx, err = decision.Compile(set.CampaignSet, decision.Options{Counters: e.counters}); err != nil {
 			return false, err
 		}
+		e.behind, e.since = nil, nil // a compile behind would be older than this one
+		e.compiles.Add(1)
+	} else {
+		e.patches.Add(1)
+		if e.behind != nil {
+			e.since = append(e.since, set.changes...)
+		} else if idx.Crowded() {
+			e.behind = &behindCompile{}
+			go e.compileBehind(context.WithoutCancel(ctx), e.behind, set.CampaignSet, v)
+		}
 	}
 	level := slog.LevelDebug // a refresh for the clock
 	if !e.built.Load() || v != e.version {
@@ -146,20 +163,63 @@ func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 		// (and before /readyz says ready).
 		w.Warm(ctx, idx, nil)
 	}
-	prev := e.idx.Swap(idx)
-	if warm && e.built.Load() {
-		// A later one serves at once, and leases for its new line items
-		// and flights beside it (their first decisions wait for the
-		// top-up, or pass them over): a slow store never holds a
-		// campaign's pause or edit back.
-		go w.Warm(context.WithoutCancel(ctx), idx, prev)
-	}
+	e.swap(ctx, idx)
 	e.version, e.stale, e.set = v, false, set.CampaignSet
 	if e.log != nil {
 		e.log.Log(ctx, level, "decision index "+how, "version", v, "line_items", idx.Len(), "changes", len(set.changes), "took", time.Since(start).Round(time.Microsecond))
 	}
 	e.built.Store(true)
 	return true, nil
+}
+
+// swap puts idx in use (under mu), once the first index is built: it
+// serves at once, and the budgets lease for its new line items and
+// flights beside it (their first decisions wait for the top-up, or pass
+// them over): a slow store never holds a campaign's pause or edit back.
+func (e *Engine) swap(ctx context.Context, idx *decision.Index) {
+	prev := e.idx.Swap(idx)
+	if w, ok := e.counters.(warmer); ok && e.built.Load() {
+		go w.Warm(context.WithoutCancel(ctx), idx, prev)
+	}
+}
+
+// behindCompile names one compile behind.
+type behindCompile struct{}
+
+// compileBehind compiles set, at version v, off the lock: the patches
+// since used half the room the last compile left (decision.Index.Crowded),
+// and a compile under the lock would hold every change back for its
+// seconds (7 s at a million line items). Once done, it is patched with the
+// changes made meanwhile and swapped in, unless a compile under the lock
+// came first.
+func (e *Engine) compileBehind(ctx context.Context, b *behindCompile, set *tsubame.CampaignSet, v uint64) {
+	start := time.Now()
+	idx, err := decision.Compile(set, decision.Options{Counters: e.counters})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.behind != b {
+		return
+	}
+	since := e.since
+	e.behind, e.since = nil, nil
+	if err == nil && len(since) > 0 {
+		var nx *decision.Index
+		if nx, err = idx.Patch(e.set, since, decision.Options{Counters: e.counters}); nx == nil && err == nil {
+			return // more changes than the room: the next refresh compiles under the lock
+		}
+		idx = nx
+	}
+	if err != nil {
+		if e.log != nil {
+			e.log.Warn("cannot compile the decision index behind the patches; they go on", "version", v, "err", err)
+		}
+		return
+	}
+	e.swap(ctx, idx)
+	e.behinds.Add(1)
+	if e.log != nil {
+		e.log.Info("decision index compiled behind the patches", "version", e.version, "line_items", idx.Len(), "changes_since", len(since), "took", time.Since(start).Round(time.Microsecond))
+	}
 }
 
 // versionedSet is a set and the version it was read at (0: the version

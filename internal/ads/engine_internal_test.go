@@ -2,11 +2,13 @@ package ads
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"tsubame"
+	"tsubame/internal/campaigngen"
 	"tsubame/internal/store/memory"
 )
 
@@ -78,5 +80,107 @@ func TestRecompileForTheClockReadsNoSet(t *testing.T) {
 	}
 	if l, ok := e.Index().LineByID("stays"); !ok || l.Weight != 5 || store.snapshots.Load() != 2 {
 		t.Fatalf("after a write: %v in the index, %d reads; want weight 5 after 2 reads", ok, store.snapshots.Load())
+	}
+}
+
+// loggingStore logs the writes of a memory store as Redis does
+// (tsubame.CampaignChanges): the objects each changed, by version.
+type loggingStore struct {
+	tsubame.CampaignStore
+	mu  sync.Mutex
+	log []loggedWrite
+}
+
+type loggedWrite struct {
+	version uint64
+	kind    tsubame.CampaignKind
+	id      string
+}
+
+func (s *loggingStore) PutObject(ctx context.Context, o tsubame.CampaignObject) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.CampaignStore.PutObject(ctx, o); err != nil {
+		return err
+	}
+	v, err := s.CampaignStore.CampaignsVersion(ctx)
+	s.log = append(s.log, loggedWrite{v, o.Kind(), o.ObjectID()})
+	return err
+}
+
+func (s *loggingStore) ChangedSince(ctx context.Context, version uint64) ([]tsubame.CampaignChange, uint64, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now, err := s.CampaignStore.CampaignsVersion(ctx)
+	if err != nil {
+		return nil, 0, false, err
+	}
+	var out []tsubame.CampaignChange
+	for _, w := range s.log {
+		if w.version > version {
+			o, err := s.CampaignStore.GetObject(ctx, w.kind, w.id)
+			if err != nil {
+				return nil, 0, false, err
+			}
+			out = append(out, tsubame.CampaignChange{Kind: w.kind, ID: w.id, Object: o})
+		}
+	}
+	return out, now, true, nil
+}
+
+// TestCompileBehindThePatches: writes one line item at a time, each
+// patched in; once the patches crowd the index, the engine compiles the
+// set again off the lock and brings it up to date with the writes made
+// meanwhile, so that it never runs out of room and compiles under the
+// lock (which would hold each change back for a compile's seconds). The
+// index ends as the store's set.
+func TestCompileBehindThePatches(t *testing.T) {
+	ctx := t.Context()
+	store := &loggingStore{CampaignStore: memory.New()}
+	set := campaigngen.Set(4, campaigngen.Size{LineItems: 400}, time.Now())
+	if err := store.ReplaceAll(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	e := NewEngine(store, EngineOptions{})
+	if _, err := e.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	room := 400/8 + 64
+	weights := map[string]int{}
+	for i := range 4 * room {
+		li := set.LineItems[i%len(set.LineItems)].Clone()
+		li.Weight = 1 + i
+		weights[li.ID] = li.Weight
+		if err := store.PutObject(ctx, li); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if i%7 == 0 {
+			continue // some writes come while a compile runs behind
+		}
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Millisecond) {
+			e.mu.Lock()
+			behind := e.behind != nil
+			e.mu.Unlock()
+			if !behind {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the compile behind never ended")
+			}
+		}
+	}
+	if c, p, b := e.compiles.Load(), e.patches.Load(), e.behinds.Load(); c != 1 || p != uint64(4*room) || b < 3 {
+		t.Fatalf("%d compiles under the lock, %d patches, %d compiles behind; want 1, %d, at least 3", c, p, b, 4*room)
+	}
+	for id, w := range weights {
+		if l, ok := e.Index().LineByID(id); !ok || l.Weight != w {
+			t.Fatalf("%s: in the index %v, %+v; want weight %d", id, ok, l, w)
+		}
+	}
+	if n := e.Index().Len(); n != 400 {
+		t.Fatalf("%d line items in the index, want 400", n)
 	}
 }

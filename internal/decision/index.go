@@ -163,7 +163,10 @@ type Index struct {
 	// compile). Lines appends past fromLen are the patch's.
 	id, from uint64
 	fromLen  int
-	lines    []Line
+	// compiledLen is how many line items the compile the index comes from
+	// held: past them is the room patches append to.
+	compiledLen int
+	lines       []Line
 	// dead marks the ordinals a patch replaced or removed (nil: none);
 	// live counts the others.
 	dead      []uint64
@@ -338,6 +341,7 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 		return nil, tsubame.Errorf(tsubame.EINVALID, "%d line items: more than an index holds", len(ix.lines))
 	}
 
+	ix.compiledLen = len(ix.lines)
 	ix.file()
 	for d := range ix.dicts {
 		ix.dicts[d].freeze()

@@ -158,7 +158,7 @@ func (ix *Index) Patch(set *tsubame.CampaignSet, changes []tsubame.CampaignChang
 // fork returns the index a patch at now builds from ix: the line items
 // and the compile's tables shared, what patches write copied.
 func (ix *Index) fork(now time.Time) *Index {
-	nx := &Index{compiled: now, id: compiles.Add(1), from: ix.id, fromLen: len(ix.lines),
+	nx := &Index{compiled: now, id: compiles.Add(1), from: ix.id, fromLen: len(ix.lines), compiledLen: ix.compiledLen,
 		lines: ix.lines, live: ix.live, creatives: ix.creatives, zones: ix.zones, zoneNames: ix.zoneNames,
 		counters: ix.counters, edge: ix.edge, siteNames: ix.siteNames,
 		kvs: ix.kvs.fork(), deals: ix.deals.fork(), cats: ix.cats.fork(), apps: ix.apps.fork(),
@@ -284,6 +284,13 @@ func (p *patching) rebuild() {
 		}
 		ix.zero[prio] = append(z, adds...)
 	}
+}
+
+// Crowded reports whether patches have used half the room the compile
+// left: time to compile the set again, off the request path, before a
+// change finds no room.
+func (ix *Index) Crowded() bool {
+	return len(ix.lines)-ix.compiledLen > (cap(ix.lines)-ix.compiledLen)/2
 }
 
 // Stale reports whether a flight of a line item of ix has started or
