@@ -76,6 +76,9 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 	if l := m.ads.ledger; l != nil {
 		reg.MustRegister(metrics.NewBudgetCollector(l.Counts))
 	}
+	if e := m.ads.engine; e != nil {
+		reg.MustRegister(metrics.NewIndexCollector(e.Stats))
+	}
 	if b := m.ads.bidder; b != nil {
 		reg.MustRegister(metrics.NewBidderCollector(b.Stats))
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -344,6 +345,12 @@ func TestImpressionLimitEndToEnd(t *testing.T) {
 		return code == http.StatusOK && strings.Contains(body, "tsubame_budget_reservations_billed_total 5\n") &&
 			strings.Contains(body, "tsubame_budget_reservations_open 0\n")
 	})
+	// And the decision index its line items and compiles.
+	code, body := get(t, "http://"+m.AdminAddr()+"/metrics")
+	if want := fmt.Sprintf("tsubame_decision_index_line_items %d\n", m.ads.engine.Index().Len()); code != http.StatusOK ||
+		!strings.Contains(body, want) || strings.Contains(body, "tsubame_decision_index_compiles_total 0\n") {
+		t.Fatalf("/metrics: %d, want %q and a compile in:\n%s", code, want, grepLines(body, "decision_index"))
+	}
 }
 
 // grepLines returns the lines of text that contain s.

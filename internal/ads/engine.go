@@ -76,6 +76,20 @@ func (e *Engine) Set() (*tsubame.CampaignSet, uint64) {
 	return e.set, e.version
 }
 
+// IndexStats are what /metrics shows of the engine's index.
+type IndexStats struct {
+	LineItems int // in the index in use
+	// Compiles of the whole set under the engine's lock (at start, after
+	// an import or a gap in the store's log), patches with the writes, and
+	// compiles behind the patches (off the lock).
+	Compiles, Patches, CompilesBehind uint64
+}
+
+// Stats returns the engine's counts. It never waits on a refresh.
+func (e *Engine) Stats() IndexStats {
+	return IndexStats{LineItems: e.Index().Len(), Compiles: e.compiles.Load(), Patches: e.patches.Load(), CompilesBehind: e.behinds.Load()}
+}
+
 // Counters returns the Counters the engine's indexes ask (nil when none
 // were given).
 func (e *Engine) Counters() decision.Counters { return e.counters }
