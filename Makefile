@@ -222,11 +222,16 @@ BENCH_MEMORY_DURATION ?= 10m
 # A git revision to measure this build against (the *-baseline scenarios).
 BENCH_BASELINE ?=
 
-.PHONY: bench bench-tools
+.PHONY: bench bench-tools bench-scale
 bench-tools:
 	@command -v wrk >/dev/null 2>&1 && command -v nginx >/dev/null 2>&1 && command -v redis-server >/dev/null 2>&1 && \
 		[ -f /usr/lib/nginx/modules/ngx_http_lua_module.so ] && [ -f /usr/lib/x86_64-linux-gnu/lua/5.1/cjson.so ] || \
 		{ $(APT_GET) update -qq && $(APT_GET) install -y -qq wrk nginx-light libnginx-mod-http-lua lua-cjson redis-server; }
+
+## bench-scale: an account of a million generated line items on Redis and three nodes; writes its section of BENCHMARKS.md
+SCALE_LINES ?= 1000000
+bench-scale: build bench-tools
+	$(GO) run ./bench -bin $(BIN) -scale $(SCALE_LINES)
 
 ## bench: wrk against the real binary and a reference nginx, interleaved; writes BENCHMARKS.md
 bench: build bench-tools

@@ -170,8 +170,20 @@ func main() {
 		baseline = flag.String("baseline", "", "a git revision to measure this build against, on Redis (adds the *-baseline scenarios)")
 		cpuProf  = flag.String("cpuprofile", "", "write the bench process's CPU profile (the kafka-ship scenario's shipper runs in it)")
 		memDur   = flag.Duration("memory-duration", 10*time.Minute, "length of each memory scenario's one run (rtb-memory, decide-memory: opt-in, named in -scenarios)")
+		scale    = flag.Int("scale", 0, "instead of the scenarios, measure an account of this many generated line items on Redis and three nodes (make bench-scale), from -port on")
+		rate     = flag.Int("scale-rate", 1000, "the scale measurement's /api/decide requests a second")
 	)
 	flag.Parse()
+	if *scale > 0 {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err := runScale(ctx, *bin, *scale, *port, *rate, *out)
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *cpuProf != "" {
 		f, err := os.Create(*cpuProf)
 		if err == nil {

@@ -77,7 +77,7 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 	handovers, _ := backend.(tsubame.Handovers) // every store has them; without, holds count as spent at a stop
 	ledger, err := budget.NewLedger(quotas, outcomes, budget.LedgerOptions{Holder: b.Holder, Interval: b.Interval,
 		Grace: b.Grace, Lease: b.Lease, MaxHold: longest, Handovers: handovers, Log: m.Logger,
-		Wait: cmp.Or(b.Wait, -1), Warm: cmp.Or(b.Warm, -1), Idle: cmp.Or(b.Idle, -1), CatchUp: cmp.Or(b.CatchUp, -1), KeepDaily: b.KeepDaily}) // 0 in the file: off
+		Wait: cmp.Or(b.Wait, -1), Warm: cmp.Or(b.Warm, -1), Idle: b.Idle, CatchUp: cmp.Or(b.CatchUp, -1), KeepDaily: b.KeepDaily}) // 0 in the file: off
 	if err != nil {
 		return usagef("ads.budget: %v", err)
 	}

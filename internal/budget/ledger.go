@@ -30,9 +30,6 @@ const (
 	// DefaultWait bounds how long a decision waits for an empty hand's
 	// top-up (LedgerOptions.Wait).
 	DefaultWait = 5 * time.Millisecond
-	// DefaultIdle is how long an account no decision asked of keeps its
-	// lease (LedgerOptions.Idle).
-	DefaultIdle = 10 * time.Minute
 	// DefaultWarm is how many accounts a ledger leases for ahead of their
 	// first decision (LedgerOptions.Warm).
 	DefaultWarm = 4096
@@ -87,11 +84,16 @@ type LedgerOptions struct {
 	// account and interval, not one per request.
 	Wait time.Duration
 	// Idle is how long an account no decision asked of keeps its lease
-	// (DefaultIdle, or two Intervals if longer; negative: while its period
-	// lasts); at least two Intervals. Then the lease goes
-	// back to the store whole, as at the period's end, and is no longer
-	// renewed, so that an idle node sends the store nothing for it. The
-	// next decision asking of it waits (Wait) for a lease.
+	// (0 or negative: while its period lasts); at least two Intervals. An
+	// account decisions asked of keeps its lease at least twice the
+	// longest time it went without one before, and one asked of once
+	// keeps it (how often it is asked of is not known yet). Then the lease
+	// goes back to the store whole, as at the period's end, and is no
+	// longer renewed, so that an idle node sends the store nothing for it.
+	// The next decision asking of it waits (Wait) for a lease, which the
+	// pacing may not grant at once where other nodes hold what this hour
+	// allows (catch-up): off by default, for line items that see a request
+	// an hour or less.
 	Idle time.Duration
 	// Warm is how many accounts Warm leases for at most (DefaultWarm;
 	// negative: none): the live limited line items' of a new index, before
@@ -178,9 +180,6 @@ func NewLedger(q tsubame.Quotas, out tsubame.Outcomes, opt LedgerOptions) (*Ledg
 	opt.Timeout = cmp.Or(opt.Timeout, DefaultStoreTimeout)
 	opt.Wait = cmp.Or(opt.Wait, DefaultWait)
 	opt.Warm = cmp.Or(opt.Warm, DefaultWarm)
-	if opt.Idle == 0 {
-		opt.Idle = max(DefaultIdle, 2*opt.Interval)
-	}
 	opt.CatchUp = cmp.Or(opt.CatchUp, DefaultCatchUp)
 	if opt.KeepDaily != 0 && opt.KeepDaily < 24*time.Hour {
 		return nil, tsubame.Errorf(tsubame.EINVALID, "a day's keys must be kept at least 24h after it, not %v", opt.KeepDaily)
@@ -314,10 +313,16 @@ type account struct {
 	resync bool
 	recent int64 // local units asked for per interval, smoothed
 	// asked is when a decision last asked of it, or Warm leased for it
-	// (Unix nanoseconds; 0: not stepped yet): past LedgerOptions.Idle the
-	// lease goes back.
-	asked int64
-	curve curve
+	// (Unix nanoseconds; 0: not stepped yet); seen counts the rounds that
+	// saw decisions ask (up to 2), and gap is the longest time between
+	// two of them. The lease goes back past LedgerOptions.Idle when no
+	// decision ever asked, or, once two rounds did, past Idle or twice
+	// gap if longer (an account asked of once an hour keeps it); an
+	// account asked of once keeps it, since how often it is asked of is
+	// not known yet.
+	asked, gap int64
+	seen       int8
+	curve      curve
 	// The hour's catch-up bound (catchUp): the hour it is of (Unix hours),
 	// and the store's committed count and the plan when it was read.
 	cuHour, cuBase, cuPlan int64
@@ -546,7 +551,7 @@ func (g *Ledger) take(l *decision.Line, now time.Time, until int64, price, share
 			s.acct.asks.Add(1) // a request for each, taken or not: the traffic
 		}
 	}
-	for _, s := range slots {
+	for k, s := range slots {
 		if s.acct == nil {
 			continue
 		}
@@ -559,8 +564,23 @@ func (g *Ledger) take(l *decision.Line, now time.Time, until int64, price, share
 		// each pay their own bill, not by a tail of shares whose bills
 		// would go past it.
 		gen, ok := s.acct.take(&r, r.n, nowNs, need)
-		if !ok && waited != nil && !*waited && g.wait(s.acct, nowNs, waited) {
-			gen, ok = s.acct.takeAgain(&r, r.n, g.opt.Now().UnixNano(), need)
+		if !ok && waited != nil && !*waited {
+			// The request's later counters that hold no lease (given back
+			// idle, or new) are topped up in the same round as this one,
+			// for what it asks of each: a request waits once, for all.
+			for _, o := range slots[k+1:] {
+				if o.acct != nil && o.acct.exp.Load() == 0 {
+					u := o.units
+					if o.acct.spends() {
+						u = min(max(price, 0), u)
+					}
+					o.acct.rate.Add(u)
+					g.kick(o.acct)
+				}
+			}
+			if g.wait(s.acct, nowNs, waited) {
+				gen, ok = s.acct.takeAgain(&r, r.n, g.opt.Now().UnixNano(), need)
+			}
 		}
 		if !ok {
 			g.kick(s.acct)
@@ -844,6 +864,32 @@ func (g *Ledger) Run(ctx context.Context) {
 	}
 }
 
+// Kicks does what Run does between its rounds, at once: it tops up the
+// accounts decisions found empty since (the top-ups a decision waits for,
+// LedgerOptions.Wait). For a simulation that drives a ledger by Tick, as
+// the decision's wait.
+func (g *Ledger) Kicks(ctx context.Context) {
+	var kicked []*account
+	for more := true; more; {
+		select {
+		case a := <-g.kicks:
+			if !slices.Contains(kicked, a) {
+				kicked = append(kicked, a)
+			}
+		default:
+			more = false
+		}
+	}
+	if len(kicked) == 0 {
+		return
+	}
+	g.loopMu.Lock()
+	defer g.loopMu.Unlock()
+	if !g.closed {
+		g.steps(ctx, kicked, false)
+	}
+}
+
 // Tick does one round of Run's work at once.
 func (g *Ledger) Tick(ctx context.Context) {
 	g.loopMu.Lock()
@@ -950,12 +996,18 @@ func (g *Ledger) plan(a *account, now int64, tick bool) bool {
 		// answer): the store counts all of it as spent.
 		g.forget(a, a.leased)
 	}
-	if a.asked == 0 || a.rate.Load() > 0 {
+	switch {
+	case a.rate.Load() > 0:
+		if a.seen > 0 {
+			a.gap = max(a.gap, now-a.asked)
+		}
+		a.asked, a.seen = now, min(a.seen+1, 2)
+	case a.asked == 0:
 		a.asked = now
 	}
 	target := a.target(cfg, now, tick)
 	// idle: no decision asked of it for Idle, and nothing is held.
-	idle := g.opt.Idle > 0 && now-a.asked >= int64(g.opt.Idle) && a.holds.Load() == 0 && a.pooled.Load() <= 0 && a.headroom() <= 0
+	idle := g.opt.Idle > 0 && (a.seen == 0 || a.seen == 2 && now-a.asked >= 2*a.gap) && now-a.asked >= int64(g.opt.Idle) && a.holds.Load() == 0 && a.pooled.Load() <= 0 && a.headroom() <= 0
 	if idle {
 		target = 0
 	}

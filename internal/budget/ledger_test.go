@@ -1940,7 +1940,8 @@ func (q *leaseCounting) Release(ctx context.Context, key, holder, id string, use
 	return q.Quotas.Release(ctx, key, holder, id, used, unused)
 }
 
-// An account no decision asked of for Idle gives its lease back whole and
+// An account no decision asked of for Idle (and twice its longest gap
+// between decisions) gives its lease back whole and
 // is no longer renewed: an idle node sends the store nothing for it. The
 // store then counts exactly what was served, nothing outstanding; the
 // next decision leases again. With Idle off, the lease is renewed all
@@ -1992,10 +1993,38 @@ func TestIdleLeaseGoesBack(t *testing.T) {
 		if calls != 0 || s != served || o != 0 {
 			t.Fatalf("idle: %d store calls in 10 idle minutes, %d settled, %d outstanding; want none, %d, 0", calls, s, o, served)
 		}
-		serve(5) // leases again
-		rounds(7 * time.Minute)
+		serve(5) // leases again; kept twice the 17 minutes it went without
+		rounds(40 * time.Minute)
 		if s, o := committed(t, st, "li/li/imp"); s != served || o != 0 {
 			t.Fatalf("after idle again: %d settled, %d outstanding; want %d, 0", s, o, served)
 		}
+	}
+}
+
+// A request whose line item has both an impression limit and a campaign
+// budget, on a fresh ledger whose loop tops up only when asked, waits
+// once, for both: the counters after the first empty one are topped up
+// in the same round, not left to refuse it after its wait.
+func TestWaitCoversEveryCounter(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	set := limitedSet(tsubame.ImpressionLimits{Total: 1000, Daily: 500}, tsubame.Budget{Total: 100 * tsubame.MicrosPerUnit, Daily: 50 * tsubame.MicrosPerUnit},
+		tsubame.MicrosPerUnit, tsubame.PacingASAP)
+	n := newNode(t, st, set, "node-0", budget.LedgerOptions{Interval: time.Hour, Lease: 3 * time.Hour, Wait: time.Second, Warm: -1})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); n.ledger.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for deadline := time.Now().Add(30 * time.Second); !n.ledger.Running(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the loop does not run")
+		}
+	}
+	req := &decision.Request{ReserveUntil: time.Now().Add(time.Minute)}
+	if n.allow(time.Now(), req) == "" || !req.Waited {
+		t.Fatalf("the first decision was refused (waited %v): %+v", req.Waited, n.ledger.Stats())
+	}
+	if c := n.ledger.Counts(); c.Waited != 1 {
+		t.Fatalf("counts: %+v, want one wait", c)
 	}
 }
