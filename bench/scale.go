@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -195,7 +196,7 @@ func runScale(ctx context.Context, bin string, n, port, rate int, out string) er
 	if err := fixedRate(ctx, "http://"+addr, campaigngen.Requests(2, size, 4096, now), rate, 20*time.Second, &res); err != nil {
 		return err
 	}
-	if slow, err := cli("SLOWLOG", "GET", "1024"); err == nil {
+	if slow, err := cli("--json", "SLOWLOG", "GET", "1024"); err == nil {
 		res.Slow = slowEntries(slow)
 	}
 	return writeScaleSection(out, res)
@@ -407,22 +408,33 @@ func fixedRate(ctx context.Context, base string, reqs []campaigngen.Request, rat
 	return nil
 }
 
-// slowEntries reads SLOWLOG GET's reply: each entry's duration (µs) and
-// command.
+// slowEntries reads SLOWLOG GET's reply (redis-cli --json): each
+// entry's command, its first arguments and how long it ran.
 func slowEntries(reply string) []string {
-	lines := strings.Split(strings.TrimSpace(reply), "\n")
+	var entries [][]any
+	if err := json.Unmarshal([]byte(reply), &entries); err != nil {
+		return []string{"unreadable: " + err.Error()}
+	}
 	var out []string
-	// Each entry: id, time, duration, then the command's words, then the
-	// client's address and name.
-	for i := 0; i+3 < len(lines); i++ {
-		id, err1 := strconv.ParseInt(strings.TrimSpace(lines[i]), 10, 64)
-		ts, err2 := strconv.ParseInt(strings.TrimSpace(lines[i+1]), 10, 64)
-		us, err3 := strconv.ParseInt(strings.TrimSpace(lines[i+2]), 10, 64)
-		if err1 != nil || err2 != nil || err3 != nil || id < 0 || ts < 1_000_000_000 {
+	for _, e := range entries {
+		if len(e) < 4 {
 			continue
 		}
-		out = append(out, fmt.Sprintf("%s (%d µs)", strings.TrimSpace(lines[i+3]), us))
-		i += 3
+		us, _ := e[2].(float64)
+		args, _ := e[3].([]any)
+		var words []string
+		for i, a := range args {
+			if i == 3 {
+				words = append(words, fmt.Sprintf("… %d arguments", len(args)))
+				break
+			}
+			w := fmt.Sprint(a)
+			if len(w) > 40 {
+				w = w[:40] + "…"
+			}
+			words = append(words, w)
+		}
+		out = append(out, fmt.Sprintf("`%s` %.1f ms", strings.Join(words, " "), us/1000))
 	}
 	return out
 }

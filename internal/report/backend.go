@@ -36,6 +36,9 @@ type backend interface {
 	// reset forgets this node's positions, tombstones and rows.
 	reset() error
 	close() error
+	// maxCells bounds the counters one commit adds (0: any): a Redis
+	// commit is one script, which holds the server while it runs.
+	maxCells() int
 }
 
 // boltBackend keeps the rollups in a bbolt file of their own (one node).
@@ -173,3 +176,5 @@ func (b boltBackend) reset() error {
 }
 
 func (b boltBackend) close() error { return b.db.Close() }
+
+func (boltBackend) maxCells() int { return 0 } // one transaction of the file's own

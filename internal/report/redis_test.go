@@ -197,3 +197,81 @@ func TestSharedPositionAcrossRename(t *testing.T) {
 		t.Fatalf("verify: %+v %v", v, err)
 	}
 }
+
+// countingBackend records the counters each commit adds.
+type countingBackend struct {
+	backend
+	mu    sync.Mutex
+	cells []int
+}
+
+func (b *countingBackend) commit(key string, prev, next *fileState, rows map[string]*Counts) error {
+	n := 0
+	for _, c := range rows {
+		for _, v := range c {
+			if v != 0 {
+				n++
+			}
+		}
+	}
+	b.mu.Lock()
+	b.cells = append(b.cells, n)
+	b.mu.Unlock()
+	return b.backend.commit(key, prev, next, rows)
+}
+
+// A log of thousands of distinct rows (a line item each) is committed to
+// Redis in several scripts, each adding at most redisCommitCells counters
+// and one line's more (one script holds Redis while it runs: no command
+// over 10 ms), each moving the position with its counts: the totals come
+// out exact, and a node started again counts nothing twice.
+func TestSharedCommitsAreBounded(t *testing.T) {
+	s := sharedStore(t, false)
+	dir := t.TempDir()
+	evs := traffic(9_000, t0)
+	for i := range evs {
+		if e := evs[i].rec.Event; e != nil && evs[i].li != "" {
+			li := fmt.Sprintf("li-%d", i)
+			e.LineItem, evs[i].li = accesslog.String(li), li
+		}
+	}
+	// One file (writeLog's are of 150 lines), closed: read by one pass.
+	fs, err := accesslog.OpenFile(accesslog.FileOptions{Dir: dir, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := accesslog.New(fs, accesslog.Options{Format: accesslog.LTSV, Logger: quiet})
+	for i := range evs {
+		if err := l.Append(&evs[i].rec, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := openShared(t, s, dir, "node-a", nil)
+	cb := &countingBackend{backend: r.be}
+	r.be = cb
+	if err := r.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	equalCounts(t, "bounded commits", byLineItem(t, r, Query{}), want(evs))
+	big := 0
+	for _, n := range cb.cells {
+		if n > redisCommitCells+int(numCounters) {
+			t.Fatalf("a commit added %d counters, more than %d and a line's", n, redisCommitCells)
+		}
+		if n >= redisCommitCells {
+			big++
+		}
+	}
+	if big < 2 {
+		t.Fatalf("commits of %v counters: the log never filled one", cb.cells)
+	}
+	r.Close()
+	r2 := openShared(t, s, dir, "node-a", nil)
+	if err := r2.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	equalCounts(t, "after a restart", byLineItem(t, r2, Query{}), want(evs))
+}

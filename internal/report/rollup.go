@@ -377,18 +377,20 @@ func (r *Roller) readClosed(name, key string, f *fileState) (int64, error) {
 		}
 		// A closed file's last line without a newline is torn (a crash
 		// before the crash-clean): not a record.
-		total += r.count(bt, whole)
-		if eof || bt.size >= maxBatch {
+		n, used := r.count(bt, whole)
+		total += n
+		done := eof && used == len(whole)
+		if done || bt.size >= maxBatch || r.full(bt) {
 			// A closed file read whole is committed at once: retention
 			// waits for it.
-			if _, err := r.flush(bt, eof); err != nil || eof {
+			if _, err := r.flush(bt, done); err != nil || done {
 				return total, err
 			}
 		}
 		if r.stopping() {
 			return total, nil
 		}
-		carry = copy(buf, data[len(whole):])
+		carry = copy(buf, data[used:])
 	}
 }
 
@@ -450,13 +452,14 @@ func (r *Roller) readActive(files map[string]*fileState) (int64, string, error) 
 			}
 			break
 		}
-		total += r.count(bt, whole)
-		if bt.size >= maxBatch {
+		n, used := r.count(bt, whole)
+		total += n
+		if bt.size >= maxBatch || r.full(bt) {
 			if _, err := r.flush(bt, false); err != nil {
 				return total, key, err
 			}
 		}
-		if len(whole) < len(buf)/2 {
+		if used == len(whole) && len(whole) < len(buf)/2 {
 			break // caught up with the writer
 		}
 	}
@@ -475,6 +478,7 @@ type batch struct {
 	stored    bool      // whether there is one stored (a commit checks it)
 	next      fileState // the position after the lines counted
 	rows      map[string]*Counts
+	cells     int       // non-zero counters in rows: what the commit adds
 	size      int64     // bytes counted since the last commit
 	since     time.Time // when the first of them was counted
 
@@ -512,15 +516,21 @@ func (r *Roller) flushDue(force bool) error {
 
 // count adds data's lines (whole lines of the batch's file, from its next
 // position) to the batch, and returns how many it read.
-func (r *Roller) count(bt *batch, data []byte) int64 {
+func (r *Roller) count(bt *batch, data []byte) (int64, int) {
 	if len(data) > 0 && bt.size == 0 {
 		bt.since = time.Now()
 	}
 	from := bt.next.Lines
+	most := r.be.maxCells()
+	used := 0
 	for rest := data; len(rest) > 0; {
+		if most > 0 && bt.cells >= most {
+			break // the rest after a commit (full)
+		}
 		i := bytes.IndexByte(rest, '\n')
 		line := rest[:i+1]
 		rest = rest[i+1:]
+		used += len(line)
 		bt.next.Lines++
 		if bt.next.Lines == 1 {
 			bt.next.First, _ = accesslog.LineTime(line)
@@ -538,16 +548,27 @@ func (r *Roller) count(bt *batch, data []byte) int64 {
 		bt.next.Events++
 		bt.dims[DimNode] = r.opt.Node
 		bt.kb = rowKey(bt.kb[:0], floorDiv(bt.l.Time.Unix(), 60), &bt.dims) // the time classify read
-		if cur := bt.rows[string(bt.kb)]; cur != nil {
-			cur.Add(&bt.c)
-		} else {
-			cc := bt.c
-			bt.rows[string(bt.kb)] = &cc
+		cur := bt.rows[string(bt.kb)]
+		if cur == nil {
+			cur = &Counts{}
+			bt.rows[string(bt.kb)] = cur
 		}
+		for i, v := range bt.c {
+			if v != 0 && cur[i] == 0 {
+				bt.cells++
+			}
+		}
+		cur.Add(&bt.c)
 	}
-	bt.next.Offset += int64(len(data))
-	bt.size += int64(len(data))
-	return bt.next.Lines - from
+	bt.next.Offset += int64(used)
+	bt.size += int64(used)
+	return bt.next.Lines - from, used
+}
+
+// full reports whether bt holds what one commit of the backend takes.
+func (r *Roller) full(bt *batch) bool {
+	most := r.be.maxCells()
+	return most > 0 && bt.cells >= most
 }
 
 // flush commits the batch's counts and position in one transaction (eof
@@ -582,7 +603,7 @@ func (r *Roller) flush(bt *batch, eof bool) (int64, error) {
 	r.lines.Add(n)
 	r.events.Add(next.Events - bt.committed.Events)
 	bt.committed, bt.stored, bt.next = next, true, next
-	bt.rows, bt.size = map[string]*Counts{}, 0
+	bt.rows, bt.size, bt.cells = map[string]*Counts{}, 0, 0
 	if eof {
 		delete(r.pending, bt.key)
 	}

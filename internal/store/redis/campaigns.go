@@ -782,12 +782,41 @@ func (s *Store) DeleteObject(ctx context.Context, k tsubame.CampaignKind, id str
 	if !k.Valid() {
 		return tsubame.Errorf(tsubame.EINVALID, "unknown kind %s", k)
 	}
+	if k == tsubame.KindLineItem {
+		return s.deleteLineItem(ctx, id)
+	}
 	return s.change(ctx, nil, func(set *tsubame.CampaignSet) ([]string, error) {
 		if err := set.Delete(k, id); err != nil {
 			return nil, err
 		}
 		return []string{kindArg(k), id, ""}, nil
 	})
+}
+
+// deleteLineItem deletes line item id reading it alone: nothing names a
+// line item, so no reference can be left dangling (a campaign's, a
+// creative's or an advertiser's delete reads the set for what names it).
+func (s *Store) deleteLineItem(ctx context.Context, id string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	for range campaignRetries {
+		h, err := s.readHead(ctx)
+		if err != nil {
+			return err
+		}
+		set := &tsubame.CampaignSet{}
+		if err := s.refetch(ctx, h.gen, set, map[objKey]bool{{tsubame.KindLineItem, id}: true}); err != nil {
+			return err
+		}
+		if err := set.Delete(tsubame.KindLineItem, id); err != nil {
+			return err // not found
+		}
+		if wrote, err := s.writeAt(ctx, h, []string{kindArg(tsubame.KindLineItem), id, ""}); err != nil || wrote {
+			return err
+		}
+	}
+	return tsubame.Errorf(tsubame.EUNAVAILABLE, "the campaign set kept changing under this write (%d attempts): try again", campaignRetries)
 }
 
 // ReplaceAll validates set, writes it as a new generation in pages and

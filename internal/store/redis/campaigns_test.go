@@ -175,6 +175,21 @@ func TestPutReadsItsNeighbours(t *testing.T) {
 	if err != nil || got.(*tsubame.LineItem).Status != tsubame.StatusPaused {
 		t.Fatalf("read back %+v, %v", got, err)
 	}
+	// A line item's delete reads it alone too (nothing names a line item).
+	srv.CLI(t, "config", "resetstat")
+	gone := set.LineItems[1234].ID
+	if err := s.DeleteObject(ctx, tsubame.KindLineItem, gone); err != nil {
+		t.Fatal(err)
+	}
+	if stats := commandStats(t, srv); stats["hscan"] > 0 || stats["hmget"] > 1 {
+		t.Fatalf("a line item's delete read %d pages of the set and %d HMGETs", stats["hscan"], stats["hmget"])
+	}
+	if _, err := s.GetObject(ctx, tsubame.KindLineItem, gone); tsubame.ErrorCode(err) != tsubame.ENOTFOUND {
+		t.Fatalf("the deleted line item reads back: %v", err)
+	}
+	if err := s.DeleteObject(ctx, tsubame.KindLineItem, gone); tsubame.ErrorCode(err) != tsubame.ENOTFOUND {
+		t.Fatalf("a second delete: %v, want ENOTFOUND", err)
+	}
 	bad := li
 	bad.Creatives = []string{set.Creatives[0].ID} // another advertiser's, unless the same
 	if set.Creatives[0].Advertiser == set.Campaigns[0].Advertiser {
