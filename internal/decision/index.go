@@ -323,7 +323,7 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 			ix.addCreative(c)
 		}
 	}
-	lc := newLineContext(set, now, gen)
+	lc := newLineContext(set, now, gen, nil)
 	// Room for a patch's line items after these (Patch): an eighth more,
 	// which a patch's appends use without moving the ones in use.
 	n := len(set.LineItems)
@@ -367,14 +367,18 @@ type lineContext struct {
 	gen     uint64
 }
 
-func newLineContext(set *tsubame.CampaignSet, now time.Time, gen uint64) *lineContext {
+// newLineContext reads set's campaigns (those in need only, when not nil)
+// and advertisers' domains for compileLine.
+func newLineContext(set *tsubame.CampaignSet, now time.Time, gen uint64, need map[string]bool) *lineContext {
 	lc := &lineContext{camps: make(map[string]*tsubame.Campaign, len(set.Campaigns)), domains: make(map[string][]string, len(set.Advertisers)),
 		now: now.UnixNano(), gen: gen}
 	for _, a := range set.Advertisers {
 		lc.domains[a.ID] = a.Domains
 	}
 	for _, c := range set.Campaigns {
-		lc.camps[c.ID] = c
+		if need == nil || need[c.ID] {
+			lc.camps[c.ID] = c
+		}
 	}
 	return lc
 }

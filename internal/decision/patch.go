@@ -53,15 +53,19 @@ func (ix *Index) Patch(set *tsubame.CampaignSet, changes []tsubame.CampaignChang
 			}
 		}
 	}
-	lc := newLineContext(set, now, 0)
-
 	// The line items to compile again (nil: to remove), by id.
 	touched := map[string]*tsubame.LineItem{}
+	need := map[string]bool{} // their campaigns
 	for id, o := range changed[tsubame.KindLineItem] {
 		li, _ := o.(*tsubame.LineItem)
 		touched[id] = li
+		if li != nil {
+			need[li.Campaign] = true
+		}
 	}
+	var lc *lineContext
 	if len(changed[tsubame.KindAdvertiser])+len(changed[tsubame.KindCampaign])+len(changed[tsubame.KindCreative]) > 0 {
+		lc = newLineContext(set, now, 0, nil)
 		for _, li := range set.LineItems {
 			if _, ok := touched[li.ID]; ok {
 				continue
@@ -81,6 +85,8 @@ func (ix *Index) Patch(set *tsubame.CampaignSet, changes []tsubame.CampaignChang
 				touched[li.ID] = li
 			}
 		}
+	} else {
+		lc = newLineContext(set, now, 0, need) // the campaigns of the line items changed only
 	}
 	// The line items whose flight ended leave; those whose flight started
 	// are Fresh, for their budgets to be leased ahead.
@@ -143,9 +149,11 @@ func (ix *Index) Patch(set *tsubame.CampaignSet, changes []tsubame.CampaignChang
 	}
 	p.rebuild()
 	nx.started = slices.DeleteFunc(started, func(i int32) bool { return nx.isDead(int(i)) })
-	if ix.edge <= nowNs || p.edgeGone {
-		// The edge passed, or the line item that set it was replaced or
-		// removed: the next one is looked for again.
+	if ix.edge <= nowNs {
+		// The edge passed: the next one is looked for again. Till then
+		// the edge may be earlier than any live line item's (the one that
+		// set it replaced or removed): Stale comes early, never late, and
+		// this finds the true one.
 		nx.edge = math.MaxInt64
 		for l := range nx.Lines() {
 			nx.edge = min(nx.edge, l.nextEdge(nowNs))
@@ -200,9 +208,6 @@ type patching struct {
 	terms map[term][]uint64 // the term's new entries, priority<<32 | entry
 	zero  map[int][]uint32  // the zero list's, by priority
 	owned [numAttrs]bool    // ix.post[a] is the patch's own copy
-	// edgeGone: a line item removed had its flight's start or end at
-	// ix.edge, which may so be later.
-	edgeGone bool
 }
 
 func (p *patching) init(ix *Index) {
@@ -219,7 +224,6 @@ func (p *patching) remove(i int) {
 	ix.dead[i>>6] |= 1 << (i & 63)
 	ix.live--
 	l := &ix.lines[i]
-	p.edgeGone = p.edgeGone || l.start == ix.edge || l.end == ix.edge
 	if o, ok := ix.lineOrd(l.ID); ok && int(o) == i {
 		ix.lineByID.put(l.ID, -1)
 	}
