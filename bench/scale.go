@@ -452,7 +452,7 @@ func writeScaleSection(file string, r scaleResult) error {
 	for i, s := range r.Starts {
 		fmt.Fprintf(&md, "| node %d: start to `/readyz` 200 | %.1f s, %d MB resident |\n", i, s.Seconds(), r.RSS[i]>>20)
 	}
-	fmt.Fprintf(&md, "| an idle node's Redis commands (`ads.budget.idle` 20 s, so that the minute measured is past it) | %.0f a minute (%s, all three nodes) |\n", r.IdleCommands[0], r.IdleTop)
+	fmt.Fprintf(&md, "| an idle node's Redis commands (`ads.budget.idle` 20 s, so that the minute measured is past it) | %.0f a minute a node (the three nodes' by command: %s) |\n", r.IdleCommands[0], r.IdleTop)
 	v := slices.Clone(r.Visible)
 	slices.Sort(v)
 	fmt.Fprintf(&md, "| a change to one line item on all three nodes (%d changes) | median %.0f ms, slowest %.0f ms |\n", len(v), ms64(v[len(v)/2]), ms64(v[len(v)-1]))
