@@ -1627,15 +1627,7 @@ func TestWaitForTheTopUp(t *testing.T) {
 			set := limitedSet(tsubame.ImpressionLimits{Total: 1000}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
 			// A long interval: only a kick can top the hand up in time.
 			n := newNode(t, st, set, "node-0", budget.LedgerOptions{Interval: time.Hour, Lease: 3 * time.Hour, Wait: tc.wait})
-			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan struct{})
-			go func() { defer close(done); n.ledger.Run(ctx) }()
-			t.Cleanup(func() { cancel(); <-done })
-			for deadline := time.Now().Add(30 * time.Second); !n.ledger.Running(); time.Sleep(time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("the loop does not run")
-				}
-			}
+			runLoop(t, n.ledger)
 			req := &decision.Request{ReserveUntil: time.Now().Add(time.Minute)}
 			got := n.allow(time.Now(), req) != ""
 			if got != tc.serve || req.Waited != (tc.wait > 0) {
@@ -2011,20 +2003,26 @@ func TestWaitCoversEveryCounter(t *testing.T) {
 	set := limitedSet(tsubame.ImpressionLimits{Total: 1000, Daily: 500}, tsubame.Budget{Total: 100 * tsubame.MicrosPerUnit, Daily: 50 * tsubame.MicrosPerUnit},
 		tsubame.MicrosPerUnit, tsubame.PacingASAP)
 	n := newNode(t, st, set, "node-0", budget.LedgerOptions{Interval: time.Hour, Lease: 3 * time.Hour, Wait: time.Second, Warm: -1})
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { defer close(done); n.ledger.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	for deadline := time.Now().Add(30 * time.Second); !n.ledger.Running(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the loop does not run")
-		}
-	}
+	runLoop(t, n.ledger)
 	req := &decision.Request{ReserveUntil: time.Now().Add(time.Minute)}
 	if n.allow(time.Now(), req) == "" || !req.Waited {
 		t.Fatalf("the first decision was refused (waited %v): %+v", req.Waited, n.ledger.Stats())
 	}
 	if c := n.ledger.Counts(); c.Waited != 1 {
 		t.Fatalf("counts: %+v, want one wait", c)
+	}
+}
+
+// runLoop runs g's loop until the test ends, once it runs.
+func runLoop(t *testing.T, g *budget.Ledger) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); g.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for deadline := time.Now().Add(30 * time.Second); !g.Running(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the loop does not run")
+		}
 	}
 }
