@@ -636,15 +636,7 @@ func simulatePacing(ctx context.Context, sc simConfig) (*simResult, error) {
 				}
 				l = ds[0].Line
 			} else if !node.counters.Allow(l, req, 0, now) {
-				if auction {
-					continue // a bid does not wait for a top-up
-				}
-				// A decision that found the node's share empty waits for
-				// its top-up (ads.budget.wait): the loop's step, at once.
-				node.ledger.Kicks(ctx)
-				if !node.counters.Allow(l, req, 0, now) {
-					continue
-				}
+				continue
 			}
 			if today && l == node.line {
 				res.bids++

@@ -864,32 +864,6 @@ func (g *Ledger) Run(ctx context.Context) {
 	}
 }
 
-// Kicks does what Run does between its rounds, at once: it tops up the
-// accounts decisions found empty since (the top-ups a decision waits for,
-// LedgerOptions.Wait). For a simulation that drives a ledger by Tick, as
-// the decision's wait.
-func (g *Ledger) Kicks(ctx context.Context) {
-	var kicked []*account
-	for more := true; more; {
-		select {
-		case a := <-g.kicks:
-			if !slices.Contains(kicked, a) {
-				kicked = append(kicked, a)
-			}
-		default:
-			more = false
-		}
-	}
-	if len(kicked) == 0 {
-		return
-	}
-	g.loopMu.Lock()
-	defer g.loopMu.Unlock()
-	if !g.closed {
-		g.steps(ctx, kicked, false)
-	}
-}
-
 // Tick does one round of Run's work at once.
 func (g *Ledger) Tick(ctx context.Context) {
 	g.loopMu.Lock()
