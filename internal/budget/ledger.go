@@ -546,17 +546,17 @@ func (g *Ledger) take(l *decision.Line, now time.Time, until int64, price, share
 	}
 	need := until + int64(g.opt.Grace)
 	slots := [...]slot{st.total[0], st.total[1], d.slots[0], d.slots[1]}
-	for _, s := range slots {
-		if s.acct != nil {
-			s.acct.asks.Add(1) // a request for each, taken or not: the traffic
+	for i := range slots {
+		if a := slots[i].acct; a != nil {
+			a.asks.Add(1) // a request for each, taken or not: the traffic
+			if a.spends() {
+				slots[i].units = min(max(price, 0), slots[i].units) // what the decision asks of it
+			}
 		}
 	}
 	for k, s := range slots {
 		if s.acct == nil {
 			continue
-		}
-		if s.acct.spends() {
-			s.units = min(max(price, 0), s.units)
 		}
 		r.slots[r.n] = s
 		// A bid held by a share still needs its whole price in the hand:
@@ -570,11 +570,7 @@ func (g *Ledger) take(l *decision.Line, now time.Time, until int64, price, share
 			// for what it asks of each: a request waits once, for all.
 			for _, o := range slots[k+1:] {
 				if o.acct != nil && o.acct.exp.Load() == 0 {
-					u := o.units
-					if o.acct.spends() {
-						u = min(max(price, 0), u)
-					}
-					o.acct.rate.Add(u)
+					o.acct.rate.Add(o.units)
 					g.kick(o.acct)
 				}
 			}

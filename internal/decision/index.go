@@ -160,7 +160,7 @@ type Index struct {
 	compiled time.Time // Options.Now
 	// id numbers this compile or patch; from is the id of the index it
 	// was patched from and fromLen the line items that one held (0: a
-	// compile). Lines appends past fromLen are the patch's.
+	// compile). The line items past fromLen are the patch's.
 	id, from uint64
 	fromLen  int
 	// compiledLen is how many line items the compile the index comes from

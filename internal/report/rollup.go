@@ -521,11 +521,10 @@ func (r *Roller) count(bt *batch, data []byte) (int64, int) {
 		bt.since = time.Now()
 	}
 	from := bt.next.Lines
-	most := r.be.maxCells()
 	used := 0
 	for rest := data; len(rest) > 0; {
-		if most > 0 && bt.cells >= most {
-			break // the rest after a commit (full)
+		if r.full(bt) {
+			break // the rest after a commit
 		}
 		i := bytes.IndexByte(rest, '\n')
 		line := rest[:i+1]
