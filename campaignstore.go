@@ -93,6 +93,48 @@ type CampaignChanges interface {
 	ChangedSince(ctx context.Context, version uint64) (changes []CampaignChange, now uint64, ok bool, err error)
 }
 
+// CampaignCopies is implemented by campaign stores that can check a write
+// against a copy of the set the process already holds (the decision
+// engine's, at the version it returns) rather than read the whole set
+// again: a delete of a campaign, a creative or an advertiser, or a move to
+// another advertiser, is checked against everything that names the
+// object. The store brings the copy to its own version with its log and
+// compares that version when it writes, so the check is the same as
+// against a set read whole. copy must not block, and neither it nor the
+// store may change the set it returns.
+type CampaignCopies interface {
+	UseCampaignCopy(copy func() (*CampaignSet, uint64))
+}
+
+// CampaignRebase is what a replace computed from a read of the set (an
+// import) does when the stored set moved past the version it read: given
+// every object the writes since changed (each at its state now, as
+// ChangedSince returns them; a nil Object: deleted), it returns the set to
+// write instead, with those writes kept, or an error (ECONFLICT when the
+// replace and a write changed the same object) and nothing is written.
+// A store may call it several times, with the writes since the last call.
+type CampaignRebase func(changes []CampaignChange) (*CampaignSet, error)
+
+// CampaignRebases is implemented by campaign stores that can carry the
+// writes other processes made during a long replace (Redis, where a
+// million line items take seconds to write) into it, rather than refuse
+// it: ReplaceAllRebasing is ReplaceAllAt, except that when the set moved
+// past version, the store reads what changed since, asks rebase for the
+// set to write, writes only the objects that differ from what it staged,
+// and compares the version it read the changes at.
+type CampaignRebases interface {
+	ReplaceAllRebasing(ctx context.Context, set *CampaignSet, version uint64, rebase CampaignRebase) error
+}
+
+// ReplaceAllRebasing is s's ReplaceAllRebasing when it has one, else
+// ReplaceAllAt (ECONFLICT when the set moved past version).
+func ReplaceAllRebasing(ctx context.Context, s CampaignStore, set *CampaignSet, version uint64, rebase CampaignRebase) error {
+	if r, ok := s.(CampaignRebases); ok {
+		return r.ReplaceAllRebasing(ctx, set, version, rebase)
+	}
+	return s.ReplaceAllAt(ctx, set, version)
+}
+
 // CampaignChange is an object a write changed: Object nil when it was
 // deleted.
 type CampaignChange struct {

@@ -52,6 +52,8 @@ type scaleResult struct {
 	IdleCommands          float64 // a node's in the idle minute (the three nodes' mean)
 	IdleTop               string  // the commands they were
 	Visible               []time.Duration
+	Deletes               []time.Duration // an unused campaign's, checked on a held copy
+	Refused               []time.Duration // a used campaign's
 	Rate                  int
 	Sent, OK, NoFill, Bad int
 	P50, P99, Max         time.Duration
@@ -189,6 +191,11 @@ func runScale(ctx context.Context, bin string, n, port, rate int, out string) er
 		return err
 	}
 
+	fmt.Fprintln(os.Stderr, "scale: campaign deletes")
+	if res.Deletes, res.Refused, err = campaignDeletes(ctx, redisAddr, 5); err != nil {
+		return err
+	}
+
 	fmt.Fprintf(os.Stderr, "scale: /api/decide at %d a second\n", rate)
 	addr, _ := nodeAddr(0)
 	if err := fixedRate(ctx, "http://"+addr, campaigngen.Requests(2, size, 4096, now), rate, 20*time.Second, &res); err != nil {
@@ -323,6 +330,43 @@ func changeVisibility(ctx context.Context, redisAddr string, nodeAddr func(int) 
 	return out, nil
 }
 
+// campaignDeletes times n deletes of a campaign nothing names, each made
+// after its own write, and n refused deletes of a campaign a line item
+// names, as a node's admin API makes them: checked against the set the
+// process holds (tsubame.CampaignCopies), brought to the store's version
+// with the log.
+func campaignDeletes(ctx context.Context, redisAddr string, n int) (deletes, refused []time.Duration, err error) {
+	st, err := redis.Open(redis.Options{Addrs: []string{redisAddr}})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer st.Close()
+	held, v, err := st.Snapshot(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	st.UseCampaignCopy(func() (*tsubame.CampaignSet, uint64) { return held, v })
+	used := held.LineItems[0].Campaign
+	for k := range n {
+		c := *held.Campaigns[0]
+		c.ID = fmt.Sprintf("scale-unused-%d", k)
+		if err := st.PutObject(ctx, &c); err != nil {
+			return nil, nil, err
+		}
+		t0 := time.Now()
+		if err := st.DeleteObject(ctx, tsubame.KindCampaign, c.ID); err != nil {
+			return nil, nil, fmt.Errorf("delete of an unused campaign: %w", err)
+		}
+		deletes = append(deletes, time.Since(t0))
+		t0 = time.Now()
+		if err := st.DeleteObject(ctx, tsubame.KindCampaign, used); tsubame.ErrorCode(err) != tsubame.ECONFLICT {
+			return nil, nil, fmt.Errorf("delete of a used campaign: %v, want a conflict", err)
+		}
+		refused = append(refused, time.Since(t0))
+	}
+	return deletes, refused, nil
+}
+
 func metricValue(body, name string) float64 {
 	for _, l := range strings.Split(body, "\n") {
 		if v, ok := strings.CutPrefix(l, name+" "); ok {
@@ -454,6 +498,8 @@ func writeScaleSection(file string, r scaleResult) error {
 	v := slices.Clone(r.Visible)
 	slices.Sort(v)
 	fmt.Fprintf(&md, "| a change to one line item on all three nodes (%d changes) | median %.0f ms, slowest %.0f ms |\n", len(v), ms64(v[len(v)/2]), ms64(v[len(v)-1]))
+	fmt.Fprintf(&md, "| a campaign's delete, checked against the set a node holds and the log (%d, each after a write) | %s; refused for a used campaign: %s |\n",
+		len(r.Deletes), msList(r.Deletes), msList(r.Refused))
 	fmt.Fprintf(&md, "| `/api/decide` at %d a second for 20 s (open loop) | p50 %.2f ms, p99 %.2f ms, max %.2f ms; %d sent, %d filled, %d no fill, %d errors |\n",
 		r.Rate, ms64(r.P50), ms64(r.P99), ms64(r.Max), r.Sent, r.OK, r.NoFill, r.Bad)
 	slow := "none"
@@ -477,5 +523,14 @@ func writeScaleSection(file string, r scaleResult) error {
 }
 
 func ms64(d time.Duration) float64 { return float64(d) / 1e6 }
+
+// msList is ds in milliseconds, in the order taken.
+func msList(ds []time.Duration) string {
+	var s []string
+	for _, d := range ds {
+		s = append(s, fmt.Sprintf("%.1f", ms64(d)))
+	}
+	return strings.Join(s, ", ") + " ms"
+}
 
 func cores() int { return cmp.Or(runtime.NumCPU(), 1) }

@@ -116,6 +116,9 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 	m.ads.ledger = ledger
 	counters := budget.New(fc, budget.Options{Ledger: ledger, Timeout: cfg.Ads.CapsTimeout, Log: m.Logger})
 	m.ads.engine = ads.NewEngine(cs, ads.EngineOptions{Counters: counters, Currency: cfg.Ads.Currency, Log: m.Logger})
+	if c, ok := backend.(tsubame.CampaignCopies); ok {
+		c.UseCampaignCopy(m.ads.engine.Set) // a delete checks against the engine's set, not a read of the store's
+	}
 	if _, err := m.ads.engine.Refresh(ctx); err != nil {
 		// The index stays empty (no ads) until a refresh succeeds: a
 		// store that answers placements but not campaigns yet must not
@@ -442,6 +445,12 @@ func (n notifying) ReplaceAll(ctx context.Context, set *tsubame.CampaignSet) err
 // ReplaceAllAt replaces the set if it is at version, then tells the engine.
 func (n notifying) ReplaceAllAt(ctx context.Context, set *tsubame.CampaignSet, version uint64) error {
 	return n.after(n.CampaignStore.ReplaceAllAt(ctx, set, version))
+}
+
+// ReplaceAllRebasing replaces the set, carrying the writes made since
+// version into it (tsubame.ReplaceAllRebasing), then tells the engine.
+func (n notifying) ReplaceAllRebasing(ctx context.Context, set *tsubame.CampaignSet, version uint64, rebase tsubame.CampaignRebase) error {
+	return n.after(tsubame.ReplaceAllRebasing(ctx, n.CampaignStore, set, version, rebase))
 }
 
 // PutObjectAt writes o if the set is at version, then tells the engine.

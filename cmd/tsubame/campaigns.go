@@ -118,21 +118,10 @@ func (o ownCampaigns) Import(ctx context.Context, in io.Reader, name string, for
 	if err != nil {
 		return nil, nil, err
 	}
-	base, version, err := o.cs.Snapshot(ctx)
+	// Another process (a server on Redis) may write meanwhile: Write
+	// keeps those writes, or refuses the import if it would undo one.
+	set, err := f.Write(ctx, o.cs, replace)
 	if err != nil {
-		return nil, nil, err
-	}
-	set, err := f.Resolve(base, replace)
-	if err != nil {
-		return nil, nil, err
-	}
-	// Another process (a server on Redis) may write meanwhile: the file
-	// was checked against a set that is gone, and writing it would undo
-	// that write. The store compares the version as it writes.
-	if err := o.cs.ReplaceAllAt(ctx, set, version); err != nil {
-		if tsubame.ErrorCode(err) == tsubame.ECONFLICT {
-			err = tsubame.WrapError(tsubame.ECONFLICT, err, "the stored campaigns changed while %s was checked, and nothing was imported: import it again", name)
-		}
 		return nil, nil, err
 	}
 	file, stored = bulk.CampaignCounts(f.Set), bulk.CampaignCounts(set)

@@ -326,27 +326,11 @@ func (c *campaignAPI) importSet(w http.ResponseWriter, r *http.Request) {
 }
 
 // replace resolves file against the stored set and writes the result at
-// the version it read: if any node wrote after that read (a pause answered
-// meanwhile), nothing is written and the import is refused (ECONFLICT), so
-// that it never undoes a write it did not see. c.mu held.
+// the version it read (bulk.CampaignFile.Write): it never undoes a write
+// it did not see, and keeps those of other nodes it does not conflict
+// with. c.mu held.
 func (c *campaignAPI) replace(r *http.Request, file *bulk.CampaignFile, replace bool) (*tsubame.CampaignSet, error) {
-	ctx := r.Context()
-	base, version, err := c.store.Snapshot(ctx)
-	if err != nil {
-		return nil, err
-	}
-	set, err := file.Resolve(base, replace)
-	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil { // the client left: it will not learn of the write either
-		return nil, tsubame.WrapError(tsubame.EUNAVAILABLE, err, "the request ended before the import was written: nothing imported")
-	}
-	err = c.store.ReplaceAllAt(ctx, set, version)
-	if tsubame.ErrorCode(err) == tsubame.ECONFLICT {
-		err = tsubame.WrapError(tsubame.ECONFLICT, err, "the campaigns changed while the import was checked, and nothing was imported: send it again")
-	}
-	return set, err
+	return file.Write(r.Context(), c.store, replace)
 }
 
 // maxFileLabel bounds an import's ?name=.

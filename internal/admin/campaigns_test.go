@@ -507,7 +507,7 @@ func TestCampaignImportKeepsARacingPause(t *testing.T) {
 	})
 	file := "line_items:\n  - {id: li-b, campaign: camp-b, priority: 6, weight: 9, cpm: 1200, creatives: [cr-b]}\n"
 	r := importFile(t, h, ed, "", file)
-	if msg, _ := r.json(t)["error"].(string); r.status != 409 || !strings.Contains(msg, "send it again") {
+	if msg, _ := r.json(t)["error"].(string); r.status != 409 || !strings.Contains(msg, "nothing was imported") {
 		t.Errorf("an import raced by a pause: %d %s, want 409", r.status, r.body)
 	}
 	stored, _ := snapshot(t, cs)

@@ -13,6 +13,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -277,6 +278,73 @@ func (f *CampaignFile) Resolve(base *tsubame.CampaignSet, replace bool) (*tsubam
 		return nil, err
 	}
 	return set, nil
+}
+
+// Write resolves the file against cs's set (Resolve) and writes the result
+// at the version it read, so that it never undoes a write it did not see.
+// On a store that carries writes into a replace (tsubame.CampaignRebases),
+// the writes other processes make while a large file is checked and
+// written are kept: a merge is resolved again with them and written, unless
+// one of them changed an object the file names; a replace keeps only
+// deletes of objects the file does not name (any other write would be
+// undone by it). Either conflict is ECONFLICT, naming the objects, and
+// nothing is written; so is any write meanwhile on other stores. It returns
+// the set written.
+func (f *CampaignFile) Write(ctx context.Context, cs tsubame.CampaignStore, replace bool) (*tsubame.CampaignSet, error) {
+	base, version, err := cs.Snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	set, err := f.Resolve(base, replace)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil { // the caller left: it would not learn of the write either
+		return nil, tsubame.WrapError(tsubame.EUNAVAILABLE, err, "the import ended before %s was written: nothing imported", f.Name)
+	}
+	named, undone := f.names(), error(nil)
+	rebase := func(changes []tsubame.CampaignChange) (*tsubame.CampaignSet, error) {
+		var both []string
+		for _, c := range changes {
+			if named[c.Kind][c.ID] || replace && c.Object != nil {
+				both = append(both, fmt.Sprintf("%s %q", c.Kind, c.ID))
+			}
+		}
+		if len(both) > 0 {
+			undone = tsubame.Errorf(tsubame.ECONFLICT, "another process wrote %s while %s was checked, and the import would undo it: nothing was imported; import it again",
+				clipList(both, 10), f.Name)
+			return nil, undone
+		}
+		base = base.Apply(changes)
+		set, err = f.Resolve(base, replace)
+		return set, err
+	}
+	err = tsubame.ReplaceAllRebasing(ctx, cs, set, version, rebase)
+	if tsubame.ErrorCode(err) == tsubame.ECONFLICT && (undone == nil || !errors.Is(err, undone)) {
+		err = tsubame.WrapError(tsubame.ECONFLICT, err, "the stored campaigns changed while %s was checked, and nothing was imported: import it again", f.Name)
+	}
+	return set, err
+}
+
+// names is every object the file names, by kind and id.
+func (f *CampaignFile) names() map[tsubame.CampaignKind]map[string]bool {
+	out := map[tsubame.CampaignKind]map[string]bool{}
+	for _, k := range tsubame.CampaignKinds {
+		ids := map[string]bool{}
+		for _, o := range f.Set.Objects(k) {
+			ids[o.ObjectID()] = true
+		}
+		out[k] = ids
+	}
+	return out
+}
+
+// clipList joins the first max of items, saying how many more there are.
+func clipList(items []string, max int) string {
+	if len(items) <= max {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:max], ", "), len(items)-max)
 }
 
 func currency(c string) string { return cmp.Or(c, tsubame.DefaultCurrency) }

@@ -531,7 +531,7 @@ func (s *Store) change(ctx context.Context, at *uint64, apply func(set *tsubame.
 		return err
 	}
 	for range campaignRetries {
-		set, h, err := s.snapshot(ctx)
+		set, h, err := s.wholeSet(ctx)
 		if err != nil {
 			return err
 		}
@@ -550,6 +550,57 @@ func (s *Store) change(ctx context.Context, at *uint64, apply func(set *tsubame.
 		}
 	}
 	return tsubame.Errorf(tsubame.EUNAVAILABLE, "the campaign set kept changing under this write (%d attempts): try again", campaignRetries)
+}
+
+// UseCampaignCopy makes the writes that are checked against the whole set
+// (deletes of campaigns, creatives and advertisers, and moves to another
+// advertiser) check against copy's set brought to the store's version
+// with the log, rather than read the set (tsubame.CampaignCopies).
+func (s *Store) UseCampaignCopy(copy func() (*tsubame.CampaignSet, uint64)) {
+	s.copy.Store(&copy)
+}
+
+// wholeSet returns the set, whole, for a write to be checked against, and
+// the head it is at: the process's copy brought to the store's version
+// (fromCopy) when it can be, else a read of the set (snapshot).
+func (s *Store) wholeSet(ctx context.Context) (*tsubame.CampaignSet, head, error) {
+	if f := s.copy.Load(); f != nil {
+		if set, h, ok, err := s.fromCopy(ctx, *f); err != nil || ok {
+			return set, h, err
+		}
+	}
+	return s.snapshot(ctx)
+}
+
+// fromCopy brings copy's set to the store's version: the objects the log
+// names after the copy's version are read again, as a node following the
+// set does. Every object the copy holds newer than its version is among
+// them, and every object read newer than the version returned moves the
+// version past it, so that the write's script refuses a check made on
+// anything but the set at that version. It reports false when the log
+// cannot bring the copy there (trimmed, a replace since, or no copy).
+func (s *Store) fromCopy(ctx context.Context, copy func() (*tsubame.CampaignSet, uint64)) (*tsubame.CampaignSet, head, bool, error) {
+	held, v := copy()
+	if held == nil {
+		return nil, head{}, false, nil
+	}
+	h, err := s.readHead(ctx)
+	if err != nil {
+		return nil, head{}, false, err
+	}
+	set := *held // a shallow copy: Put, Delete and refetch replace what they change
+	if h.version == v {
+		return &set, h, true, nil
+	}
+	w, complete, err := s.logSince(ctx, v)
+	if err != nil || !complete || w.reset || w.last == v {
+		return nil, head{}, false, err
+	}
+	if err := s.refetch(ctx, h.gen, &set, w.changed); err != nil {
+		return nil, head{}, false, err
+	}
+	h.version = w.last
+	return &set, h, true, nil
 }
 
 // writeAt runs the write script's ops if the set is still at h's version
@@ -822,16 +873,25 @@ func (s *Store) deleteLineItem(ctx context.Context, id string) error {
 // ReplaceAll validates set, writes it as a new generation in pages and
 // swaps it in with one script (see the keys' comment).
 func (s *Store) ReplaceAll(ctx context.Context, set *tsubame.CampaignSet) error {
-	return s.replaceAll(ctx, nil, set)
+	return s.replaceAll(ctx, nil, set, nil)
 }
 
 // ReplaceAllAt is ReplaceAll if the set is still at version, compared by
 // the script that swaps.
 func (s *Store) ReplaceAllAt(ctx context.Context, set *tsubame.CampaignSet, version uint64) error {
-	return s.replaceAll(ctx, &version, set)
+	return s.replaceAll(ctx, &version, set, nil)
 }
 
-func (s *Store) replaceAll(ctx context.Context, at *uint64, set *tsubame.CampaignSet) error {
+// ReplaceAllRebasing is ReplaceAllAt carrying the writes made since
+// version into the replace (tsubame.CampaignRebases): when the swap finds
+// the set moved, the writes since are read from the log, rebase says what
+// to write instead, and the objects they changed are written again into
+// the staged generation before the swap is tried at the new version.
+func (s *Store) ReplaceAllRebasing(ctx context.Context, set *tsubame.CampaignSet, version uint64, rebase tsubame.CampaignRebase) error {
+	return s.replaceAll(ctx, &version, set, rebase)
+}
+
+func (s *Store) replaceAll(ctx context.Context, at *uint64, set *tsubame.CampaignSet, rebase tsubame.CampaignRebase) error {
 	if err := set.Validate(); err != nil {
 		return err
 	}
@@ -846,9 +906,77 @@ func (s *Store) replaceAll(ctx context.Context, at *uint64, set *tsubame.Campaig
 	fresh := s.kindKeys(gen)
 	// The new generation's hashes, a page a command, pipelined; each
 	// expires unless swapped in.
+	if err := s.stage(ctx, fresh, set, nil); err != nil {
+		s.unlink(fresh...)
+		return err
+	}
+	var version uint64
+	if at != nil {
+		version = *at
+	}
+	for range campaignRetries {
+		expect := ""
+		if at != nil {
+			expect = strconv.FormatUint(version, 10)
+		}
+		h, err := s.readHead(ctx)
+		if err != nil {
+			s.unlink(fresh...)
+			return err
+		}
+		keys := append(s.campaignKeys(h.gen), fresh...)
+		args := []string{expect, h.gen, gen, s.campaignChannel(), set.Currency,
+			strconv.FormatInt(s.oldGenerationTTL().Milliseconds(), 10)}
+		for _, k := range campaignKinds {
+			args = append(args, strconv.Itoa(len(set.Objects(k))))
+		}
+		sctx, cancel := s.ctx(ctx)
+		n, err := swapCampaigns.Exec(sctx, s.c, keys, args).AsInt64()
+		cancel()
+		switch {
+		case err != nil:
+			return unavailable(err) // swapped or not: the new hashes expire unless they were
+		case n == -1 && rebase != nil:
+			if set, version, err = s.rebase(ctx, fresh, version, rebase); err != nil {
+				s.unlink(fresh...)
+				return err
+			}
+		case n == -1:
+			s.unlink(fresh...)
+			return tsubame.CampaignsChanged(version)
+		case n == -3:
+			s.unlink(fresh...)
+			return tsubame.Errorf(tsubame.EUNAVAILABLE, "the import's pages did not all reach the store (or expired before the swap, %v after the first): nothing was imported; try again", stagingTTL)
+		case n >= 0:
+			return nil
+		} // -2: another import swapped between the read of the generation and this one
+	}
+	s.unlink(fresh...)
+	return tsubame.Errorf(tsubame.EUNAVAILABLE, "the campaign set kept being replaced under this import (%d attempts): try again", campaignRetries)
+}
+
+// stage writes set's objects into the staged generation's hashes fresh, a
+// page a command, pipelined, each hash expiring unless swapped in: every
+// object, or with only set, those it names (removing those of them set
+// lacks).
+func (s *Store) stage(ctx context.Context, fresh []string, set *tsubame.CampaignSet, only map[objKey]bool) error {
 	var cmds rueidis.Commands
 	for i, k := range campaignKinds {
 		objs := set.Objects(k)
+		var gone []string
+		if only != nil {
+			objs = slices.DeleteFunc(objs, func(o tsubame.CampaignObject) bool { return !only[objKey{k, o.ObjectID()}] })
+			for o := range only {
+				if o.kind == k && !slices.ContainsFunc(objs, func(x tsubame.CampaignObject) bool { return x.ObjectID() == o.id }) {
+					gone = append(gone, o.id)
+				}
+			}
+		}
+		for len(gone) > 0 {
+			page := gone[:min(len(gone), campaignPage)]
+			gone = gone[len(page):]
+			cmds = append(cmds, s.c.B().Hdel().Key(fresh[i]).Field(page...).Build())
+		}
 		for first := true; len(objs) > 0; first = false {
 			page := objs[:min(len(objs), campaignPage)]
 			objs = objs[len(page):]
@@ -874,45 +1002,41 @@ func (s *Store) replaceAll(ctx context.Context, at *uint64, set *tsubame.Campaig
 		cancel()
 		for _, r := range res {
 			if err := r.Error(); err != nil {
-				s.unlink(fresh...)
 				return unavailable(err)
 			}
 		}
 	}
-	expect := ""
-	if at != nil {
-		expect = strconv.FormatUint(*at, 10)
+	return nil
+}
+
+// rebase carries the writes made since version into the staged generation
+// (fresh): rebase returns the set to write with them, checked as a
+// replace is, and the objects they changed are staged again. It returns
+// that set and the version the writes bring the store to; ECONFLICT when
+// the log cannot say what changed (a replace since, or trimmed).
+func (s *Store) rebase(ctx context.Context, fresh []string, version uint64, rebase tsubame.CampaignRebase) (*tsubame.CampaignSet, uint64, error) {
+	changes, now, ok, err := s.ChangedSince(ctx, version)
+	if err != nil {
+		return nil, 0, err
 	}
-	for range campaignRetries {
-		h, err := s.readHead(ctx)
-		if err != nil {
-			s.unlink(fresh...)
-			return err
-		}
-		keys := append(s.campaignKeys(h.gen), fresh...)
-		args := []string{expect, h.gen, gen, s.campaignChannel(), set.Currency,
-			strconv.FormatInt(s.oldGenerationTTL().Milliseconds(), 10)}
-		for _, k := range campaignKinds {
-			args = append(args, strconv.Itoa(len(set.Objects(k))))
-		}
-		sctx, cancel := s.ctx(ctx)
-		n, err := swapCampaigns.Exec(sctx, s.c, keys, args).AsInt64()
-		cancel()
-		switch {
-		case err != nil:
-			return unavailable(err) // swapped or not: the new hashes expire unless they were
-		case n == -1:
-			s.unlink(fresh...)
-			return tsubame.CampaignsChanged(*at)
-		case n == -3:
-			s.unlink(fresh...)
-			return tsubame.Errorf(tsubame.EUNAVAILABLE, "the import's pages did not all reach the store (or expired before the swap, %v after the first): nothing was imported; try again", stagingTTL)
-		case n >= 0:
-			return nil
-		} // -2: another import swapped between the read of the generation and this one
+	if !ok {
+		return nil, 0, tsubame.CampaignsChanged(version)
 	}
-	s.unlink(fresh...)
-	return tsubame.Errorf(tsubame.EUNAVAILABLE, "the campaign set kept being replaced under this import (%d attempts): try again", campaignRetries)
+	next, err := rebase(changes)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := next.Validate(); err != nil {
+		return nil, 0, err
+	}
+	only := make(map[objKey]bool, len(changes))
+	for _, c := range changes {
+		only[objKey{c.Kind, c.ID}] = true
+	}
+	if err := s.stage(ctx, fresh, next, only); err != nil {
+		return nil, 0, err
+	}
+	return next, now, nil
 }
 
 // unlink frees keys off Redis's main thread (UNLINK), whatever the

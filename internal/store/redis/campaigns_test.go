@@ -255,3 +255,86 @@ func TestChangedSinceAcrossPages(t *testing.T) {
 		}
 	}
 }
+
+// TestWholeChecksUseTheCopy: a delete of a campaign (checked against every
+// line item) is checked against the process's copy of the set brought to
+// the store's version with the log, without reading the set: a copy behind
+// the store, or holding an object newer than its version, still finds the
+// line item moved onto the campaign since; a copy the log cannot bring to
+// the store's version is not used.
+func TestWholeChecksUseTheCopy(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, []string{srv.Addr}, "copy:")
+	ctx := t.Context()
+	set := campaigngen.Set(1, campaigngen.Size{LineItems: 6_000}, time.Now())
+	if err := s.ReplaceAll(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	before, v0, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An empty campaign of the first line item's advertiser, then that
+	// line item moved onto it.
+	li := *set.LineItems[0]
+	var camp tsubame.Campaign
+	for _, c := range set.Campaigns {
+		if c.ID == li.Campaign {
+			camp = *c
+		}
+	}
+	camp.ID = "empty-then-used"
+	if err := s.PutObject(ctx, &camp); err != nil {
+		t.Fatal(err)
+	}
+	li.Campaign = camp.ID
+	if err := s.PutObject(ctx, &li); err != nil {
+		t.Fatal(err)
+	}
+	after, _, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		held  *tsubame.CampaignSet
+		at    uint64
+		whole bool // read the set rather than use the copy
+	}{
+		{"a copy two writes behind", before, v0, false},
+		{"a copy holding objects newer than its version", after, v0, false},
+		{"a copy from a version the store never reached", before, v0 + 1_000_000, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s.UseCampaignCopy(func() (*tsubame.CampaignSet, uint64) { return c.held, c.at })
+			srv.CLI(t, "config", "resetstat")
+			err := s.DeleteObject(ctx, tsubame.KindCampaign, camp.ID)
+			if tsubame.ErrorCode(err) != tsubame.ECONFLICT || !strings.Contains(err.Error(), li.ID) {
+				t.Fatalf("deleting a campaign with a line item: %v, want ECONFLICT naming %q", err, li.ID)
+			}
+			if scans := commandStats(t, srv)["hscan"]; (scans > 0) != c.whole {
+				t.Fatalf("%d pages of the set read (whole read expected: %v)", scans, c.whole)
+			}
+		})
+	}
+	// Once the line item moves back, the campaign goes, checked on the copy.
+	s.UseCampaignCopy(func() (*tsubame.CampaignSet, uint64) { return before, v0 })
+	if err := s.PutObject(ctx, set.LineItems[0]); err != nil {
+		t.Fatal(err)
+	}
+	srv.CLI(t, "config", "resetstat")
+	if err := s.DeleteObject(ctx, tsubame.KindCampaign, camp.ID); err != nil {
+		t.Fatal(err)
+	}
+	if scans := commandStats(t, srv)["hscan"]; scans > 0 {
+		t.Fatalf("the delete read %d pages of the set", scans)
+	}
+	if _, err := s.GetObject(ctx, tsubame.KindCampaign, camp.ID); tsubame.ErrorCode(err) != tsubame.ENOTFOUND {
+		t.Fatalf("the deleted campaign reads back: %v", err)
+	}
+	// A campaign still used is refused on the copy too.
+	used := set.LineItems[1].Campaign
+	if err := s.DeleteObject(ctx, tsubame.KindCampaign, used); tsubame.ErrorCode(err) != tsubame.ECONFLICT {
+		t.Fatalf("deleting a used campaign: %v, want ECONFLICT", err)
+	}
+}

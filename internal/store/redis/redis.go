@@ -105,6 +105,9 @@ type Store struct {
 	windowRead  time.Time
 	stopShards  context.CancelFunc
 	shardsDone  chan struct{}
+	// copy returns the process's copy of the campaign set and its version
+	// (UseCampaignCopy); nil: none.
+	copy atomic.Pointer[func() (*tsubame.CampaignSet, uint64)]
 }
 
 // sharedDeadline is one context with a deadline, handed to every command
