@@ -570,11 +570,10 @@ func (s *CampaignSet) Put(o CampaignObject) error {
 	if o == nil || isNil(o) {
 		return Errorf(EINVALID, "no campaign object given")
 	}
-	v := &checker{}
-	o.check(v, fmt.Sprintf("%s %q", o.Kind(), clip(o.ObjectID(), MaxIDLength)))
-	if err := v.err(); err != nil {
-		return err
-	}
+	// Its fields and the set's references at once, each object named by
+	// its kind and id (not by where it sits in the set).
+	v := &checker{byName: true}
+	o.check(v, objectName(o.Kind(), o.ObjectID()))
 	next := *s // a shallow copy: only the changed kind's slice is rebuilt
 	c := o.cloneObject()
 	switch c := c.(type) {
@@ -723,7 +722,38 @@ func ProblemsOf(err error) Problems {
 }
 
 // checker collects problems.
-type checker struct{ ps Problems }
+type checker struct {
+	ps Problems
+	// byName names objects by kind and id (line_item "li-7"), rather than
+	// by their place in the set (line_items[3] (id "li-7")), which a file's
+	// lines are found by.
+	byName bool
+}
+
+// item is the path of the object of kind k at index i with the given id.
+func (v *checker) item(k CampaignKind, i int, id string) string {
+	if v.byName {
+		return objectName(k, id)
+	}
+	return itemPath(k, i, id)
+}
+
+// objectName is how a problem names an object by its kind and id.
+func objectName(k CampaignKind, id string) string {
+	return fmt.Sprintf("%s %q", k, clip(id, MaxIDLength))
+}
+
+// ObjectProblems are the rules o's own fields break (its references are a
+// set's to check), each path under at ("" for paths from the object, such
+// as targeting.countries[0]).
+func ObjectProblems(o CampaignObject, at string) Problems {
+	v := &checker{}
+	o.check(v, at)
+	for i, p := range v.ps {
+		v.ps[i].Path = strings.TrimPrefix(p.Path, ".") // at "": ".cpm" is cpm
+	}
+	return v.ps
+}
 
 func (v *checker) add(path, format string, args ...any) {
 	v.ps = append(v.ps, Problem{Path: path, Message: fmt.Sprintf(format, args...)})
@@ -817,7 +847,7 @@ func (s *CampaignSet) checkRefs(v *checker) {
 		}
 		camp[c.ID] = c
 		if c.Advertiser != "" && !adv[c.Advertiser] {
-			v.add(itemPath(KindCampaign, i, c.ID)+".advertiser", "advertiser %q does not exist", c.Advertiser)
+			v.add(v.item(KindCampaign, i, c.ID)+".advertiser", "advertiser %q does not exist", c.Advertiser)
 		}
 	}
 	cre := map[string]*Creative{}
@@ -827,14 +857,14 @@ func (s *CampaignSet) checkRefs(v *checker) {
 		}
 		cre[c.ID] = c
 		if c.Advertiser != "" && !adv[c.Advertiser] {
-			v.add(itemPath(KindCreative, i, c.ID)+".advertiser", "advertiser %q does not exist", c.Advertiser)
+			v.add(v.item(KindCreative, i, c.ID)+".advertiser", "advertiser %q does not exist", c.Advertiser)
 		}
 	}
 	for i, l := range s.LineItems {
 		if l == nil {
 			continue
 		}
-		at := func() string { return itemPath(KindLineItem, i, l.ID) } // on a problem only
+		at := func() string { return v.item(KindLineItem, i, l.ID) } // on a problem only
 		c := camp[l.Campaign]
 		if c == nil && l.Campaign != "" {
 			v.add(at()+".campaign", "campaign %q does not exist", l.Campaign)
@@ -867,7 +897,7 @@ func (l *LineItem) Validate() error { return validateOne(l) }
 
 func validateOne(o CampaignObject) error {
 	v := &checker{}
-	o.check(v, fmt.Sprintf("%s %q", o.Kind(), clip(o.ObjectID(), MaxIDLength)))
+	o.check(v, objectName(o.Kind(), o.ObjectID()))
 	return v.err()
 }
 

@@ -67,7 +67,37 @@ func (s *Server) writeStoreError(w http.ResponseWriter, err error) {
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeError(w, status, tsubame.ErrorMessage(err))
+	body := map[string]any{"error": tsubame.ErrorMessage(err)}
+	if ps := problemsOf(err); len(ps) > 0 {
+		body["problems"] = ps
+	}
+	writeJSON(w, status, body)
+}
+
+// problem is one problem of an input as the API answers it, for a form to
+// show on its field: the path into the input (cpm,
+// line_items[3] (id "li-7").targeting.countries[0], or naming an object
+// by kind and id), the line of a file when known, and what is wrong.
+type problem struct {
+	Path    string `json:"path,omitempty"`
+	Line    int    `json:"line,omitempty"`
+	Message string `json:"message"`
+}
+
+// problemsOf lists an EINVALID error's problems: a file's (or a body's)
+// or the model's, every one of them.
+func problemsOf(err error) []problem {
+	var out []problem
+	if fe, ok := errors.AsType[*bulk.FileError](err); ok {
+		for _, p := range fe.Problems {
+			out = append(out, problem{Path: p.Path, Line: p.Line, Message: p.Message})
+		}
+	} else if ps, ok := errors.AsType[tsubame.Problems](err); ok {
+		for _, p := range ps {
+			out = append(out, problem{Path: p.Path, Message: p.Message})
+		}
+	}
+	return out
 }
 
 // done audits an action by the request's user and answers its error, if any.

@@ -188,32 +188,15 @@ func (c *campaignAPI) put(w http.ResponseWriter, r *http.Request, k tsubame.Camp
 		body, err = readBody(w, r, maxCampaignObjectBody, "")
 	}
 	if err == nil {
-		err = bulk.DecodeStrict(body, "body", o)
-	}
-	if err == nil && o.ObjectID() != "" && o.ObjectID() != id {
-		err = tsubame.Errorf(tsubame.EINVALID, "the body's id %q differs from the path's %q", o.ObjectID(), id)
+		err = bulk.DecodeObject(body, "body", id, o)
 	}
 	if err == nil {
-		setObjectID(o, id)
 		c.mu.Lock()
 		err = c.store.PutObject(r.Context(), o)
 		c.mu.Unlock()
 	}
 	if c.done(w, r, k.String()+".put", id, err) {
 		writeJSON(w, http.StatusOK, o)
-	}
-}
-
-func setObjectID(o tsubame.CampaignObject, id string) {
-	switch o := o.(type) {
-	case *tsubame.Advertiser:
-		o.ID = id
-	case *tsubame.Campaign:
-		o.ID = id
-	case *tsubame.Creative:
-		o.ID = id
-	case *tsubame.LineItem:
-		o.ID = id
 	}
 }
 

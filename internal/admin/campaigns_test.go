@@ -184,16 +184,30 @@ func TestCampaignAPI(t *testing.T) {
 	if r := do("PUT", "/api/v1/line-items/li-bad", bad); r.status != 400 || !strings.Contains(string(r.body), `campaign \"camp-x\" does not exist`) {
 		t.Errorf("dangling campaign: %d %s", r.status, r.body)
 	}
-	bad = `{"campaign": "camp-a", "priority": "high", "weight": 1, "cpm": "1.1234567", "creatives": ["cr-a"], "colour": "red"}`
+	// What does not decode and the rules the rest breaks, at once, by
+	// path from the body, and as a list for a form's fields.
+	bad = `{"id": "li-other", "campaign": "camp-a", "priority": "high", "weight": 0, "cpm": "1.1234567", "creatives": ["cr-a"], "colour": "red"}`
 	r = do("PUT", "/api/v1/line-items/li-bad", bad)
-	for _, want := range []string{"3 problems", "body:1: priority: must be a whole number", "body:1: cpm: amount", "body:1: colour: unknown field"} {
+	for _, want := range []string{"5 problems, nothing written:", "body:1: priority: must be a whole number", "body:1: cpm: amount", "body:1: colour: unknown field",
+		`body: id: "li-other" differs from the path's "li-bad"`, "body: weight: must be"} {
 		if r.status != 400 || !strings.Contains(r.json(t)["error"].(string), want) {
 			t.Errorf("bad body: %d %s, want %q", r.status, r.body, want)
 		}
 	}
-	if r := do("PUT", "/api/v1/line-items/li-bad", `{"campaign": "camp-a", "priority": 0, "weight": 1, "cpm": "1", "creatives": ["cr-b"]}`); r.status != 400 ||
-		!strings.Contains(string(r.body), "priority: must be 1 to 16") {
-		t.Errorf("bad priority: %d %s", r.status, r.body)
+	if ps, _ := r.json(t)["problems"].([]any); len(ps) != 5 || ps[0].(map[string]any)["path"] != "priority" || ps[0].(map[string]any)["line"] != 1.0 {
+		t.Errorf("bad body's problems: %s", r.body)
+	}
+	// A body that decodes: its fields and its references at once, the line
+	// item named by its id.
+	r = do("PUT", "/api/v1/line-items/li-bad", `{"campaign": "camp-x", "priority": 0, "weight": 1, "cpm": "1", "creatives": ["cr-nope"]}`)
+	for _, want := range []string{"3 problems", `line_item "li-bad".priority: must be 1 to 16`, `line_item "li-bad".campaign: campaign "camp-x" does not exist`,
+		`line_item "li-bad".creatives[0]: creative "cr-nope" does not exist`} {
+		if r.status != 400 || !strings.Contains(r.json(t)["error"].(string), want) {
+			t.Errorf("bad fields and references: %d %s, want %q", r.status, r.body, want)
+		}
+	}
+	if ps, _ := r.json(t)["problems"].([]any); len(ps) != 3 {
+		t.Errorf("bad fields and references' problems: %s", r.body)
 	}
 	if r := do("PUT", "/api/v1/line-items/li-bad", strings.Repeat(" ", maxCampaignObjectBody+1)); r.status != 413 {
 		t.Errorf("oversized body: %d", r.status)

@@ -102,15 +102,18 @@ type FileError struct {
 	File     string
 	Problems []FileProblem
 	More     int
+	// Written says what did not happen ("nothing imported" when empty).
+	Written string
 }
 
 func (e *FileError) Error() string {
 	var b strings.Builder
 	n := len(e.Problems) + e.More
+	nothing := cmp.Or(e.Written, "nothing imported")
 	if n == 1 {
-		b.WriteString("1 problem, nothing imported:")
+		fmt.Fprintf(&b, "1 problem, %s:", nothing)
 	} else {
-		fmt.Fprintf(&b, "%d problems, nothing imported:", n)
+		fmt.Fprintf(&b, "%d problems, %s:", n, nothing)
 	}
 	for _, p := range e.Problems {
 		b.WriteByte('\n')
@@ -233,6 +236,60 @@ func DecodeStrict(data []byte, name string, v any) error {
 	d := &decoder{lineAt: newlines(data).line, lines: map[string]int{}}
 	d.value(leadingSpace(data), bytes.Trim(data, " \t\r\n"), valueOf(v), "")
 	return fileError(name, d.problems)
+}
+
+// DecodeObject decodes one campaign object o of the given id from data as
+// DecodeStrict decodes (an API's body, named name). When data is broken,
+// it also checks the fields that did decode (tsubame.ObjectProblems), and
+// reports every problem of both at once: an EINVALID error whose cause is
+// a *FileError saying nothing was written, its paths from the object (cpm,
+// targeting.countries[0]); a field that did not decode is not reported
+// again by the rules its zero breaks. An object that decodes is left to
+// CampaignSet.Put, which checks its fields and references at once. An id
+// in data must be id; without one, o takes id.
+func DecodeObject(data []byte, name, id string, o tsubame.CampaignObject) error {
+	err := DecodeStrict(data, name, o)
+	var ps []FileProblem
+	if fe, ok := errors.AsType[*FileError](err); ok {
+		ps = fe.Problems
+	} else if err != nil {
+		return err
+	}
+	switch got := o.ObjectID(); {
+	case got == "":
+		setID(o, id)
+	case got != id:
+		ps = append(ps, FileProblem{Path: "id", Message: fmt.Sprintf("%q differs from the path's %q", got, id)})
+		setID(o, id)
+	}
+	if len(ps) == 0 {
+		return nil // the fields are checked with the references (CampaignSet.Put), at once
+	}
+	for _, p := range tsubame.ObjectProblems(o, "") {
+		if !coveredBy(p.Path, ps) {
+			ps = append(ps, FileProblem{Path: p.Path, Message: p.Message})
+		}
+	}
+	if err := fileError(name, ps); err != nil {
+		fe, _ := errors.AsType[*FileError](err)
+		fe.Written = "nothing written"
+		return tsubame.WrapError(tsubame.EINVALID, fe, "%v", fe)
+	}
+	return nil
+}
+
+// setID sets o's id.
+func setID(o tsubame.CampaignObject, id string) {
+	switch o := o.(type) {
+	case *tsubame.Advertiser:
+		o.ID = id
+	case *tsubame.Campaign:
+		o.ID = id
+	case *tsubame.Creative:
+		o.ID = id
+	case *tsubame.LineItem:
+		o.ID = id
+	}
 }
 
 func leadingSpace(data []byte) int { return len(data) - len(bytes.TrimLeft(data, " \t\r\n")) }

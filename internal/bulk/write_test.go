@@ -125,11 +125,11 @@ func TestWriteKeepsWritesMadeMeanwhile(t *testing.T) {
 	})
 
 	for _, c := range []struct {
-		name    string
-		file    *bulk.CampaignFile
-		replace bool
-		write   tsubame.CampaignObject // made meanwhile, and kept
-		conflict string               // named by the ECONFLICT
+		name     string
+		file     *bulk.CampaignFile
+		replace  bool
+		write    tsubame.CampaignObject // made meanwhile, and kept
+		conflict string                 // named by the ECONFLICT
 	}{
 		{"a merge changing what another node paused", edit, false, paused(stored.LineItems[0]), edited.ID},
 		{"a replace removing what another node added", file(t, stored), true, &unusedCampaign, unusedCampaign.ID},

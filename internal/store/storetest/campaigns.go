@@ -343,7 +343,10 @@ func testCampaignsPut(t *testing.T, s tsubame.CampaignStore) {
 			[]string{`.creatives[0]: creative "cr-html" belongs to advertiser "adv-2", not to the campaign's advertiser "adv-1"`}},
 		// Moving a campaign to another advertiser strands its line item's creatives.
 		{&tsubame.Campaign{ID: "c-1", Advertiser: "adv-2"},
-			[]string{`line_items[0] (id "li-1").creatives[0]: creative "cr-banner" belongs to advertiser "adv-1", not to the campaign's advertiser "adv-2"`}},
+			[]string{`line_item "li-1".creatives[0]: creative "cr-banner" belongs to advertiser "adv-1", not to the campaign's advertiser "adv-2"`}},
+		// Its fields and its references at once, not a round each.
+		{&tsubame.LineItem{ID: "li-x", Campaign: "c-none", Priority: 17, Weight: 1, Creatives: []string{"cr-none"}},
+			[]string{`line_item "li-x".priority`, `line_item "li-x".campaign: campaign "c-none" does not exist`, `line_item "li-x".creatives[0]: creative "cr-none" does not exist`}},
 		{&tsubame.Creative{ID: "cr-x", Advertiser: "adv-1", Format: "gif", Click: "javascript:alert(1)", Status: "live"},
 			[]string{`creative "cr-x".format`, `creative "cr-x".click`, `creative "cr-x".status`, `creative "cr-x".w`}},
 		{&tsubame.Advertiser{ID: "bad id", Name: ""}, []string{`advertiser "bad id".id`, `advertiser "bad id".name`}},
