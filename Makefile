@@ -30,7 +30,7 @@ run: build
 ## test: everything CI checks: formatting, vet, staticcheck, and the race-enabled test suite
 test: fmt-check vet lint race
 
-## test-short: the tests that need only Go, in about 1.5 minutes on 2 cores (go test -short, no -race: it needs a C compiler); lists each skipped test and why
+## test-short: the tests that need only Go, in under 3 minutes on 2 cores (go test -short, no -race: it needs a C compiler); lists each skipped test and why
 test-short: check-go
 	@$(GO) build -o $(TOOLS_DIR)/testreport ./tools/testreport
 	@GO=$(GO) $(TOOLS_DIR)/testreport -short -count=1 ./...

@@ -371,6 +371,9 @@ func allLate(t *testing.T, res *simResult) {
 // every device, one for phones only). The two line items still meet their
 // goals on the day.
 func TestPacingSimulateForecast(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates 8 days of traffic twice (20 s of a core); skipped in -short mode")
+	}
 	for _, c := range []struct{ traffic, trend string }{{"web", "5%"}, {"business", "-3%"}} {
 		t.Run(c.traffic, func(t *testing.T) {
 			file := filepath.Join(t.TempDir(), "forecast.csv")

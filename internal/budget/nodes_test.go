@@ -591,6 +591,9 @@ func TestKilledNodeAndRedisOverspendNothing(t *testing.T) {
 // 300 ± 60 after 30 s, and the committed count never runs ahead of the
 // ideal curve by more than a lease round's worth.
 func TestEvenPacingAcrossNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("paces a flight in real time for 30 s; skipped in -short mode")
+	}
 	srv := redistest.Start(t)
 	set := limitSet(1200)
 	start := time.Now()
