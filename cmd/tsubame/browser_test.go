@@ -450,9 +450,27 @@ func TestDashboardCampaignsInBrowser(t *testing.T) {
 		chromedp.SetValue(css("#li-targeting"), `{"countries": ["JP", "KR"]}`),
 		chromedp.SetValue(css("#li-creatives"), "cr-spring-300x250"),
 		chromedp.Click(css("#li-save")),
-		b.until(`document.getElementById("li-edit-status").textContent.includes("belongs to advertiser")`, 10*time.Second),
+		b.until(`document.getElementById("li-edit-status").textContent === "Not saved: 1 problem, shown on the fields."`, 10*time.Second),
 	)
+	if !b.eval(`document.getElementById("li-creatives").getAttribute("aria-invalid") === "true" &&
+		document.getElementById("li-creatives-problem").textContent.startsWith("creatives[0]: creative \"cr-spring-300x250\" belongs to advertiser")`) {
+		t.Error("the creative's problem is not shown on the creatives field")
+	}
+	// Every problem at once, each on its field: a campaign and a creative
+	// that do not exist.
+	b.do("two problems",
+		chromedp.SetValue(css("#li-campaign"), "camp-nope"),
+		chromedp.SetValue(css("#li-creatives"), "cr-nope"),
+		chromedp.Click(css("#li-save")),
+		b.until(`document.getElementById("li-edit-status").textContent === "Not saved: 2 problems, shown on the fields."`, 10*time.Second),
+	)
+	if !b.eval(`document.getElementById("li-campaign-problem").textContent === "campaign \"camp-nope\" does not exist" &&
+		document.getElementById("li-creatives-problem").textContent === "creatives[0]: creative \"cr-nope\" does not exist" &&
+		document.getElementById("li-cpm").getAttribute("aria-invalid") === null`) {
+		t.Error("the two problems are not each on their field")
+	}
 	b.do("save",
+		chromedp.SetValue(css("#li-campaign"), "camp-summer-trips"),
 		chromedp.SetValue(css("#li-creatives"), "cr-okinawa-video"),
 		chromedp.SetValue(css("#li-weight"), "5"),
 		chromedp.SetValue(css("#li-cpm"), "1250.5"),
@@ -460,6 +478,9 @@ func TestDashboardCampaignsInBrowser(t *testing.T) {
 		b.until(`document.getElementById("li-edit-status").textContent === "Saved li-okinawa-preroll."`, 10*time.Second),
 		b.until(`document.querySelector('#campaigns tr[data-id="li-okinawa-preroll"]').cells[3].textContent === "5"`, 10*time.Second),
 	)
+	if !b.eval(`document.querySelectorAll("#li-form [aria-invalid]").length === 0 && document.querySelectorAll("#li-form .field-problem").length === 0`) {
+		t.Error("the fields still show problems after the save")
+	}
 	li := lineItem("li-okinawa-preroll")
 	if li["weight"] != 5.0 || li["cpm"] != "1250.5" || fmt.Sprint(li["targeting"]) != "map[countries:[JP KR]]" ||
 		fmt.Sprint(li["deals"]) != "[deal-travel-q3]" || len(li["frequency"].([]any)) != 2 {

@@ -753,6 +753,52 @@ async function setPaused(id, pause) {
   if (lineItem && lineItem.id === id && lineItemEditor.anchor === id) editLineItem(r.data);
 }
 
+// The line item form's fields by the first name of a problem's path (the
+// API's, from the object: cpm, creatives[0], targeting.countries[0]).
+const lineItemFields = { id: "li-id", campaign: "li-campaign", status: "li-status", priority: "li-priority",
+  weight: "li-weight", cpm: "li-cpm", creatives: "li-creatives", targeting: "li-targeting" };
+
+// showFieldProblems shows each problem under the field its path names,
+// marking the field invalid, and clears the fields without one; it returns
+// the problems no field shows (of other fields or objects), as text. A
+// path naming the edited object by kind and id (line_item "li-9".cpm) is
+// that object's.
+function showFieldProblems(fields, id, problems) {
+  const byField = {}, rest = [];
+  const own = `"${id}".`;
+  for (const p of problems) {
+    let path = p.path || "";
+    const at = path.indexOf(own);
+    if (at >= 0 && !path.slice(0, at).includes(".")) path = path.slice(at + own.length);
+    const name = path.split(/[.[]/)[0];
+    const field = fields[name];
+    if (field) {
+      (byField[field] = byField[field] || []).push((path === name ? "" : path + ": ") + p.message);
+    } else {
+      rest.push((p.path ? p.path + ": " : "") + p.message);
+    }
+  }
+  for (const field of Object.values(fields)) {
+    const input = $(field);
+    let note = document.getElementById(field + "-problem");
+    if (!byField[field]) {
+      input.removeAttribute("aria-invalid");
+      if (note) note.remove();
+      continue;
+    }
+    if (!note) {
+      note = document.createElement("span");
+      note.id = field + "-problem";
+      note.className = "field-problem";
+      input.insertAdjacentElement("afterend", note);
+    }
+    note.textContent = byField[field].join("\n");
+    input.setAttribute("aria-invalid", "true");
+    input.setAttribute("aria-describedby", note.id);
+  }
+  return rest;
+}
+
 function editLineItem(li) {
   lineItem = li;
   $("li-title").textContent = li.id ? `Edit line item ${li.id}` : "New line item";
@@ -765,6 +811,7 @@ function editLineItem(li) {
   $("li-creatives").value = (li.creatives || []).join("\n");
   $("li-targeting").value = JSON.stringify(li.targeting || {}, null, 2);
   $("li-edit-status").textContent = "";
+  showFieldProblems(lineItemFields, li.id, []);
   openEditor(lineItemEditor, li.id);
 }
 
@@ -792,9 +839,14 @@ $("li-form").addEventListener("submit", async (ev) => {
     weight: Number($("li-weight").value), cpm: $("li-cpm").value.trim(), creatives: lines($("li-creatives").value), targeting,
   });
   if ($("li-status").value === "paused") body.status = "paused"; else delete body.status;
+  showFieldProblems(lineItemFields, id, []);
   const r = await api("PUT", "/api/v1/line-items/" + encodeURIComponent(id), body);
   if (r.status !== 200) {
-    $("li-edit-status").textContent = `Not saved: ${(r.data && r.data.error) || r.status}`;
+    const rest = showFieldProblems(lineItemFields, id, (r.data && r.data.problems) || []);
+    $("li-edit-status").textContent = r.data && r.data.problems
+      ? `Not saved: ${r.data.problems.length === 1 ? "1 problem" : r.data.problems.length + " problems"}` +
+        (rest.length ? `:\n${rest.join("\n")}` : ", shown on the fields.")
+      : `Not saved: ${(r.data && r.data.error) || r.status}`;
     return;
   }
   $("li-edit-status").textContent = `Saved ${id}.`;
