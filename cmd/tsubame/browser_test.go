@@ -481,6 +481,15 @@ func TestDashboardCampaignsInBrowser(t *testing.T) {
 	if !b.eval(`document.querySelectorAll("#li-form [aria-invalid]").length === 0 && document.querySelectorAll("#li-form .field-problem").length === 0`) {
 		t.Error("the fields still show problems after the save")
 	}
+	// The editor lists the line item's changes, the save first.
+	b.do("the changes",
+		b.until(`(document.querySelector("#li-history li") || {textContent: ""}).textContent.includes(": put (")`, 10*time.Second),
+	)
+	if !b.eval(`document.querySelector("#li-history li").textContent.includes("weight: ") &&
+		document.querySelector("#li-history li").textContent.includes("→ 5") &&
+		document.querySelector("#li-history li").textContent.includes('cpm: "1200" → "1250.5"')`) {
+		t.Errorf("the last change listed: %q", b.text("#li-history li"))
+	}
 	li := lineItem("li-okinawa-preroll")
 	if li["weight"] != 5.0 || li["cpm"] != "1250.5" || fmt.Sprint(li["targeting"]) != "map[countries:[JP KR]]" ||
 		fmt.Sprint(li["deals"]) != "[deal-travel-q3]" || len(li["frequency"].([]any)) != 2 {

@@ -364,3 +364,74 @@ func lineTime(line []byte) time.Time {
 	_ = json.Unmarshal(line, &rec)
 	return rec.Time
 }
+
+// maxHistoryScan bounds the bytes of audit log one search reads, newest
+// file first: a search that would read more says it is incomplete.
+const maxHistoryScan = 256 << 20
+
+// Find returns the last limit records of the audit log that match, oldest
+// first, reading its files from the newest (the active one) back until it
+// has them, the files end, or it read maxHistoryScan bytes; complete is
+// false when files were left unread. quick, when not empty, is a byte
+// string every matching line holds, tested before a line is decoded. A
+// line being written (torn) or not JSON is skipped; a file removed meanwhile
+// (audit_keep_files) is passed over.
+func (a *Audit) Find(quick string, match func(*AuditRecord) bool, limit int) (recs []AuditRecord, complete bool, err error) {
+	files, err := AuditFiles(a.files.path)
+	if err != nil {
+		return nil, false, err
+	}
+	var read int64
+	for i := len(files) - 1; i >= 0 && len(recs) < limit; i-- {
+		if read >= maxHistoryScan {
+			return recs, false, nil
+		}
+		found, n, err := findInFile(files[i], []byte(quick), match)
+		read += n
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		recs = append(found, recs...)
+	}
+	if len(recs) > limit {
+		recs = recs[len(recs)-limit:]
+	}
+	return recs, true, nil
+}
+
+// findInFile returns the records of the file that match, in its order, and
+// the bytes it read.
+func findInFile(name string, quick []byte, match func(*AuditRecord) bool) ([]AuditRecord, int64, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer f.Close()
+	var (
+		out  []AuditRecord
+		read int64
+	)
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), maxAuditLine)
+	for sc.Scan() {
+		line := sc.Bytes()
+		read += int64(len(line)) + 1
+		if len(quick) > 0 && !bytes.Contains(line, quick) {
+			continue
+		}
+		var rec AuditRecord
+		if json.Unmarshal(line, &rec) != nil {
+			continue
+		}
+		if match(&rec) {
+			out = append(out, rec)
+		}
+	}
+	if err := sc.Err(); err != nil && !errors.Is(err, bufio.ErrTooLong) {
+		return nil, read, err
+	}
+	return out, read, nil
+}

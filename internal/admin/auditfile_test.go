@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -260,5 +261,47 @@ func TestAuditCheckpointAfterInterruptedRotation(t *testing.T) {
 	}
 	if _, err := verifyFiles(t, []string{closed, path}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Find reads the files from the newest back, only as far as it needs: the
+// last records that match, oldest first, across rotated files; a removed
+// file is passed over.
+func TestAuditFindAcrossFiles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.log")
+	a := openTestAudit(t, AuditOptions{Path: path, MaxSize: 4096})
+	for i := range 300 {
+		a.Record(AuditRecord{Actor: "alice", Action: "line_item.put", Target: fmt.Sprintf("li-%d", i%7), Result: "ok", Detail: fmt.Sprint(i)})
+	}
+	files, err := AuditFiles(path)
+	if err != nil || len(files) < 5 {
+		t.Fatalf("files: %v, %v", files, err)
+	}
+	li3 := func(rec *AuditRecord) bool { return rec.Target == "li-3" }
+	var want []string
+	for i := 3; i < 300; i += 7 {
+		want = append(want, fmt.Sprint(i))
+	}
+	details := func(recs []AuditRecord) []string {
+		var out []string
+		for _, r := range recs {
+			out = append(out, r.Detail)
+		}
+		return out
+	}
+	recs, complete, err := a.Find(`"target":"li-3"`, li3, 1000)
+	if err != nil || !complete || !slices.Equal(details(recs), want) {
+		t.Fatalf("every li-3: %v (complete %v, %v), want %v", details(recs), complete, err, want)
+	}
+	if recs, _, _ := a.Find("", li3, 5); !slices.Equal(details(recs), want[len(want)-5:]) {
+		t.Fatalf("the last 5 without a quick test: %v", details(recs))
+	}
+	// The oldest file removed (audit_keep_files): what is left is found.
+	if err := os.Remove(files[0]); err != nil {
+		t.Fatal(err)
+	}
+	if recs, complete, err := a.Find(`"target":"li-3"`, li3, 1000); err != nil || !complete || len(recs) == 0 || len(recs) >= len(want) ||
+		!slices.Equal(details(recs), want[len(want)-len(recs):]) {
+		t.Fatalf("after removing %s: %v (%v, %v)", files[0], details(recs), complete, err)
 	}
 }

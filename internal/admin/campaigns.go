@@ -2,13 +2,19 @@ package admin
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -78,6 +84,7 @@ func (s *Server) campaignRoutes(mux *http.ServeMux) {
 		mux.HandleFunc("GET "+base+"/{id}", viewer(func(w http.ResponseWriter, r *http.Request) { c.get(w, r, kind) }))
 		mux.HandleFunc("PUT "+base+"/{id}", editor(func(w http.ResponseWriter, r *http.Request) { c.put(w, r, kind) }))
 		mux.HandleFunc("DELETE "+base+"/{id}", editor(func(w http.ResponseWriter, r *http.Request) { c.delete(w, r, kind) }))
+		mux.HandleFunc("GET "+base+"/{id}/history", viewer(func(w http.ResponseWriter, r *http.Request) { c.history(w, r, kind) }))
 	}
 	mux.HandleFunc("POST /api/v1/line-items/{id}/pause", editor(func(w http.ResponseWriter, r *http.Request) {
 		c.setStatus(w, r, "line_item.pause", tsubame.StatusPaused)
@@ -190,14 +197,128 @@ func (c *campaignAPI) put(w http.ResponseWriter, r *http.Request, k tsubame.Camp
 	if err == nil {
 		err = bulk.DecodeObject(body, "body", id, o)
 	}
+	var was tsubame.CampaignObject
 	if err == nil {
 		c.mu.Lock()
-		err = c.store.PutObject(r.Context(), o)
+		// What it was, for the audit line to say what changed (another
+		// node's write in between shows in its own line).
+		if was, err = c.store.GetObject(r.Context(), k, id); tsubame.ErrorCode(err) == tsubame.ENOTFOUND {
+			was, err = nil, nil
+		}
+		if err == nil {
+			err = c.store.PutObject(r.Context(), o)
+		}
 		c.mu.Unlock()
 	}
-	if c.done(w, r, k.String()+".put", id, err) {
-		writeJSON(w, http.StatusOK, o)
+	if err != nil {
+		c.done(w, r, k.String()+".put", id, err)
+		return
 	}
+	c.s.audit(r, identityOf(r).actor, k.String()+".put", id, "ok", clipDetail(changedFields(was, o)))
+	writeJSON(w, http.StatusOK, o)
+}
+
+// changedFields says what a put changed of an object, field by field in
+// the JSON's names and values ("created" for a new one, "no change" for
+// the same): weight: 1 → 5; cpm: "1200" → "1250.5".
+func changedFields(was, now tsubame.CampaignObject) string {
+	if was == nil {
+		return "created"
+	}
+	fields := func(o tsubame.CampaignObject) map[string]json.RawMessage {
+		var m map[string]json.RawMessage
+		b, _ := json.Marshal(o) // objects always encode
+		_ = json.Unmarshal(b, &m)
+		return m
+	}
+	a, b := fields(was), fields(now)
+	names := make([]string, 0, len(a)+len(b))
+	for n := range a {
+		names = append(names, n)
+	}
+	for n := range b {
+		if _, ok := a[n]; !ok {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	var out []string
+	for _, n := range names {
+		x, y := a[n], b[n]
+		if bytes.Equal(x, y) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s: %s → %s", n, cmp.Or(string(x), "(none)"), cmp.Or(string(y), "(none)")))
+	}
+	if len(out) == 0 {
+		return "no change"
+	}
+	return strings.Join(out, "; ")
+}
+
+// clipDetail bounds an audit line's detail to maxAuditDetail bytes, at a
+// character's start.
+func clipDetail(s string) string {
+	if len(s) <= maxAuditDetail {
+		return s
+	}
+	cut := maxAuditDetail - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+// maxHistory bounds ?limit= of an object's history.
+const maxHistory = 500
+
+// history answers the changes of the object of kind k with the path's id
+// that the audit log holds, newest first: every write of it that went
+// through (its put and delete; a line item's pause and resume), who made
+// it and when. ?limit=N (1..500, default 50). The audit log is this
+// node's, which its command line shares: with several nodes, each lists
+// the changes made through it (their syslog copies hold them all), and an
+// import is one line for all the objects of its file, not one per object.
+func (c *campaignAPI) history(w http.ResponseWriter, r *http.Request, k tsubame.CampaignKind) {
+	id := r.PathValue("id")
+	err := checkObjectID(k, id)
+	limit := 50
+	if v := r.URL.Query().Get("limit"); err == nil && v != "" {
+		n, perr := strconv.Atoi(v)
+		if perr != nil || n < 1 || n > maxHistory {
+			err = tsubame.Errorf(tsubame.EINVALID, "limit must be 1 to %d", maxHistory)
+		}
+		limit = n
+	}
+	if err != nil {
+		c.s.writeStoreError(w, err)
+		return
+	}
+	actions := map[string]bool{k.String() + ".put": true, k.String() + ".delete": true}
+	if k == tsubame.KindLineItem {
+		actions["line_item.pause"], actions["line_item.resume"] = true, true
+	}
+	// Ids are letters, digits and -_.:@, which JSON writes as they are.
+	recs, complete, err := c.s.auditLog.Find(`"target":"`+id+`"`, func(rec *AuditRecord) bool {
+		return rec.Target == id && rec.Result == "ok" && actions[rec.Action]
+	}, limit)
+	if err != nil {
+		c.s.writeStoreError(w, tsubame.WrapError(tsubame.EINTERNAL, err, "cannot read the audit log"))
+		return
+	}
+	type change struct {
+		Time   time.Time `json:"time"`
+		Actor  string    `json:"actor"`
+		Remote string    `json:"remote,omitempty"`
+		Action string    `json:"action"`
+		Detail string    `json:"detail,omitempty"` // what a put changed
+	}
+	out := make([]change, 0, len(recs))
+	for i := len(recs) - 1; i >= 0; i-- {
+		rec := recs[i]
+		out = append(out, change{Time: rec.Time, Actor: rec.Actor, Remote: rec.Remote, Action: rec.Action, Detail: rec.Detail})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"kind": k.String(), "id": id, "changes": out, "complete": complete})
 }
 
 // delete removes the object of kind k with the path's id; one that others

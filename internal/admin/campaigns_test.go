@@ -600,3 +600,76 @@ func TestCampaignImportRefusesAMergeBomb(t *testing.T) {
 		t.Errorf("a refused import changed the store (version %d to %d)", version, v)
 	}
 }
+
+// An object's history is its writes in the audit log, newest first, who
+// made them and, for a put, what it changed; refused writes, other objects'
+// and imports are not in it.
+func TestObjectHistory(t *testing.T) {
+	h, _, auth := campaignHarness(t)
+	ed, view := auth[RoleEditor], auth[RoleViewer]
+	if r := importFile(t, h, ed, "", campaignFile); r.status != 200 {
+		t.Fatalf("import: %d %s", r.status, r.body)
+	}
+	put := func(id, body string) response {
+		return h.do("PUT", "/api/v1/line-items/"+id, body, append([]string{"Content-Type", "application/json"}, ed...)...)
+	}
+	edited := `{"campaign": "camp-a", "priority": 4, "weight": 5, "cpm": "400", "creatives": ["cr-a"], "targeting": {"countries": ["JP"]}}`
+	for _, step := range []func() response{
+		func() response { return put("li-a", edited) },
+		func() response { return put("li-a", `{"campaign": "camp-a", "priority": 0}`) }, // refused: not in the history
+		func() response { return h.do("POST", "/api/v1/line-items/li-a/pause", "", ed...) },
+		func() response {
+			return put("li-b", `{"campaign": "camp-b", "priority": 6, "weight": 2, "cpm": 1200, "creatives": ["cr-b"]}`)
+		},
+		func() response { return h.do("POST", "/api/v1/line-items/li-a/resume", "", ed...) },
+		func() response { return put("li-a", edited) }, // the same again
+	} {
+		step()
+	}
+	history := func(query string) (int, []map[string]any) {
+		r := h.do("GET", "/api/v1/line-items/li-a/history"+query, "", view...)
+		var out struct {
+			Changes  []map[string]any `json:"changes"`
+			Complete bool             `json:"complete"`
+		}
+		if r.status == 200 {
+			if err := json.Unmarshal(r.body, &out); err != nil || !out.Complete {
+				t.Fatalf("history: %s, %v", r.body, err)
+			}
+		}
+		return r.status, out.Changes
+	}
+	status, got := history("")
+	var lines []string
+	for _, c := range got {
+		actor, _ := c["actor"].(string)
+		detail, _ := c["detail"].(string)
+		_, user, _ := strings.Cut(actor, "@") // token:<id>@user
+		lines = append(lines, fmt.Sprintf("%s by %s: %s", c["action"], user, detail))
+	}
+	want := []string{
+		"line_item.put by u-editor: no change",
+		"line_item.resume by u-editor: ",
+		"line_item.pause by u-editor: ",
+		`line_item.put by u-editor: cpm: "350.5" → "400"; weight: 3 → 5`,
+	}
+	if status != 200 || !slices.Equal(lines, want) {
+		t.Fatalf("history: %d\n%s\nwant\n%s", status, strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	if _, got := history("?limit=2"); len(got) != 2 || got[0]["detail"] != "no change" {
+		t.Errorf("the last two: %v", got)
+	}
+	if status, _ := history("?limit=0"); status != 400 {
+		t.Errorf("limit=0: %d", status)
+	}
+	if r := h.do("DELETE", "/api/v1/line-items/li-a", "", ed...); r.status != 204 {
+		t.Fatalf("delete: %d %s", r.status, r.body)
+	}
+	if _, got := history(""); len(got) != 5 || got[0]["action"] != "line_item.delete" {
+		t.Errorf("after the delete: %v", got)
+	}
+	if r := h.do("GET", "/api/v1/line-items/li-b/history", "", view...); r.status != 200 || strings.Count(string(r.body), `"action"`) != 1 ||
+		!strings.Contains(string(r.body), `weight: 1 → 2`) {
+		t.Errorf("li-b's history: %d %s", r.status, r.body)
+	}
+}

@@ -799,6 +799,32 @@ function showFieldProblems(fields, id, problems) {
   return rest;
 }
 
+// loadHistory lists the changes of line item id that the audit log holds,
+// newest first (GET /api/v1/line-items/{id}/history).
+async function loadHistory(id) {
+  const box = $("li-history-box"), list = $("li-history"), note = $("li-history-note");
+  list.replaceChildren();
+  note.textContent = "";
+  box.hidden = !id;
+  if (!id) return;
+  const r = await api("GET", `/api/v1/line-items/${encodeURIComponent(id)}/history?limit=20`);
+  if (r.status !== 200) {
+    note.textContent = `Cannot read the changes: ${(r.data && r.data.error) || r.status}`;
+    return;
+  }
+  for (const c of r.data.changes) {
+    const item = document.createElement("li");
+    const when = document.createElement("time");
+    when.dateTime = c.time;
+    when.textContent = new Date(c.time).toLocaleString();
+    item.append(when, ` ${c.actor || "unknown"}: ${c.action.replace(/^line_item\./, "")}${c.detail ? " (" + c.detail + ")" : ""}`);
+    list.append(item);
+  }
+  note.textContent = r.data.changes.length === 0
+    ? "No change through this server's admin in its audit log (imports are logged once for their whole file)."
+    : "From this server's audit log; imports are logged once for their whole file.";
+}
+
 function editLineItem(li) {
   lineItem = li;
   $("li-title").textContent = li.id ? `Edit line item ${li.id}` : "New line item";
@@ -813,6 +839,7 @@ function editLineItem(li) {
   $("li-edit-status").textContent = "";
   showFieldProblems(lineItemFields, li.id, []);
   openEditor(lineItemEditor, li.id);
+  loadHistory(li.id);
 }
 
 $("li-new").addEventListener("click", () => {
@@ -854,6 +881,7 @@ $("li-form").addEventListener("submit", async (ev) => {
   lineItemEditor.anchor = id;
   $("li-title").textContent = `Edit line item ${id}`;
   loadCampaigns();
+  loadHistory(id);
 });
 
 $("li-delete").addEventListener("click", async () => {
