@@ -14,7 +14,7 @@ import (
 // imports no package of ours; adapters never import the wiring (cmd,
 // config) or each other's listeners; the stores know only the domain.
 // A rule names a package (or a prefix ending in "/") and the packages of
-// ours it must not import.
+// ours it must not import (but those layeringAllowed lets it).
 var layering = []struct {
 	pkg       string
 	forbidden []string
@@ -42,11 +42,19 @@ var layering = []struct {
 	{"tsubame/internal/openrtb", []string{"tsubame/internal/"}},
 	{"tsubame/internal/campaigngen", []string{"tsubame/internal/"}},
 	{"tsubame/internal/privacy", []string{"tsubame", "tsubame/"}},
-	{"tsubame/internal/bidder", []string{"tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/", "tsubame/internal/cache", "tsubame/cmd/"}},
+	{"tsubame/internal/bidder", []string{"tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/", "tsubame/internal/cache",
+		"tsubame/internal/ads", "tsubame/cmd/"}},
 	{"tsubame/internal/report", []string{"tsubame/internal/server", "tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/",
 		"tsubame/internal/cache", "tsubame/internal/ads", "tsubame/internal/bidder", "tsubame/cmd/"}},
 	{"tsubame/internal/ads", []string{"tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/", "tsubame/internal/cache", "tsubame/cmd/"}},
 	{"tsubame/internal/", []string{"tsubame/cmd/", "tsubame/bench", "tsubame/tools/"}},
+}
+
+// layeringAllowed are the exceptions to a rule's forbidden packages, by
+// the rule's package: the OpenRTB encoders escape strings as the rest of
+// the server does (render, which imports none of ours).
+var layeringAllowed = map[string][]string{
+	"tsubame/internal/openrtb": {"tsubame/internal/render"},
 }
 
 func TestLayering(t *testing.T) {
@@ -107,7 +115,13 @@ func TestLayering(t *testing.T) {
 				continue
 			}
 			seen = true
+		dep:
 			for _, dep := range deps {
+				for _, ok := range layeringAllowed[rule.pkg] {
+					if matches(ok, dep) {
+						continue dep
+					}
+				}
 				for _, bad := range rule.forbidden {
 					if matches(bad, dep) || (strings.HasSuffix(bad, "/") && dep+"/" == bad) {
 						t.Errorf("%s imports %s (%s must not import %s)", pkg, dep, rule.pkg, bad)

@@ -22,6 +22,7 @@ import (
 	"tsubame/internal/bidder"
 	"tsubame/internal/budget"
 	"tsubame/internal/config"
+	"tsubame/internal/decision"
 	"tsubame/internal/device"
 	"tsubame/internal/geo"
 	"tsubame/internal/server"
@@ -32,7 +33,7 @@ import (
 // source: decide endpoints and the tracking URLs; zero when ads.enabled is
 // false.
 type adsSide struct {
-	engine *ads.Engine
+	engine *decision.Engine
 	svc    *ads.Service
 	geo    atomic.Pointer[geo.DB] // nil without geo.database; swapped by a reload
 	ledger *budget.Ledger
@@ -115,7 +116,7 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 	}
 	m.ads.ledger = ledger
 	counters := budget.New(fc, budget.Options{Ledger: ledger, Timeout: cfg.Ads.CapsTimeout, Log: m.Logger})
-	m.ads.engine = ads.NewEngine(cs, ads.EngineOptions{Counters: counters, Currency: cfg.Ads.Currency, Log: m.Logger})
+	m.ads.engine = decision.NewEngine(cs, decision.EngineOptions{Counters: counters, Currency: cfg.Ads.Currency, Log: m.Logger})
 	if c, ok := backend.(tsubame.CampaignCopies); ok {
 		c.UseCampaignCopy(m.ads.engine.Set) // a delete checks against the engine's set, not a read of the store's
 	}
@@ -168,7 +169,7 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 // version, so that a node reads one version rather than the set), the
 // max busiest on this node (budget.Ledger.Busiest; max 0: all), each read
 // from the store.
-func budgetUsages(ctx context.Context, engine *ads.Engine, ledger *budget.Ledger, cs tsubame.CampaignStore, q tsubame.Quotas, max int) ([]budget.Usage, error) {
+func budgetUsages(ctx context.Context, engine *decision.Engine, ledger *budget.Ledger, cs tsubame.CampaignStore, q tsubame.Quotas, max int) ([]budget.Usage, error) {
 	var set *tsubame.CampaignSet
 	if engine != nil {
 		v, err := cs.CampaignsVersion(ctx)
@@ -203,7 +204,7 @@ func budgetUsages(ctx context.Context, engine *ads.Engine, ledger *budget.Ledger
 
 // recordBudgets records what the budgets and limits commit (budgetUsages),
 // every interval until ctx ends (for the dashboard's charts).
-func (m *Main) recordBudgets(ctx context.Context, engine *ads.Engine, ledger *budget.Ledger, cs tsubame.CampaignStore, q tsubame.Quotas, every time.Duration, max int) {
+func (m *Main) recordBudgets(ctx context.Context, engine *decision.Engine, ledger *budget.Ledger, cs tsubame.CampaignStore, q tsubame.Quotas, every time.Duration, max int) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -404,10 +405,7 @@ func newDeviceParser(cfg *config.Config) (func([]byte) ads.Device, error) {
 	if err != nil {
 		return nil, fmt.Errorf("device: %w", err)
 	}
-	return func(ua []byte) ads.Device {
-		i := p.Parse(ua)
-		return ads.Device{Device: i.Device, OS: i.OS, Browser: i.Browser, Bot: i.Bot}
-	}, nil
+	return p.Parse, nil
 }
 
 // notifying is a CampaignStore that tells the decision engine of each

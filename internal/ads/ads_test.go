@@ -93,7 +93,7 @@ func (f *fixture) startOn(t *testing.T, st adsStore, o nodeOpts) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := ads.NewEngine(st, ads.EngineOptions{Currency: "JPY", Counters: o.counters})
+	eng := decision.NewEngine(st, decision.EngineOptions{Currency: "JPY", Counters: o.counters})
 	if _, err := eng.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"tsubame/internal/accesslog"
 	"tsubame/internal/ads"
+	"tsubame/internal/decision"
 	"tsubame/internal/server"
 	"tsubame/internal/track"
 )
@@ -21,7 +22,7 @@ import (
 func BenchmarkServeDecide(b *testing.B) {
 	f := newFixtureB(b)
 	signer, _ := track.NewSigner("k1", track.Key{ID: "k1", Secret: []byte(strings.Repeat("s", 32))})
-	eng := ads.NewEngine(f.store, ads.EngineOptions{Currency: "JPY"})
+	eng := decision.NewEngine(f.store, decision.EngineOptions{Currency: "JPY"})
 	if _, err := eng.Refresh(context.Background()); err != nil {
 		b.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"tsubame/internal/accesslog"
 	"tsubame/internal/ads"
 	"tsubame/internal/budget"
+	"tsubame/internal/decision"
 	"tsubame/internal/server"
 	"tsubame/internal/store/memory"
 	"tsubame/internal/track"
@@ -67,7 +68,7 @@ func TestDecideStoreCallsEndAtTheDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	caps := stuckCaps{calls: make(chan [2]time.Time, 1)}
-	eng := ads.NewEngine(st, ads.EngineOptions{Currency: "JPY", Counters: budget.New(caps, budget.Options{Timeout: time.Hour})})
+	eng := decision.NewEngine(st, decision.EngineOptions{Currency: "JPY", Counters: budget.New(caps, budget.Options{Timeout: time.Hour})})
 	if _, err := eng.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func TestDecideOverTheLimitIs503(t *testing.T) {
 		t.Fatal(err)
 	}
 	caps := stuckCaps{calls: make(chan [2]time.Time, 1), release: make(chan struct{})}
-	eng := ads.NewEngine(st, ads.EngineOptions{Currency: "JPY", Counters: budget.New(caps, budget.Options{})})
+	eng := decision.NewEngine(st, decision.EngineOptions{Currency: "JPY", Counters: budget.New(caps, budget.Options{})})
 	if _, err := eng.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -23,9 +23,9 @@ type answer struct {
 	kvs     [decision.MaxKeyValues]decision.KeyValue
 	out     [decision.MaxCount]decision.Decision
 	ids     [decision.MaxCount]string
-	reqID   [len("r:") + idLen]byte   // the request line's event_id
-	imp     [decision.MaxCount]string // impression URLs
-	click   [decision.MaxCount]string // click URLs
+	reqID   [len("r:") + track.IDLen]byte // the request line's event_id
+	imp     [decision.MaxCount]string     // impression URLs
+	click   [decision.MaxCount]string     // click URLs
 	n       int
 	vast    string // the VAST version the request allows
 	base    []byte // scheme://host of tracking URLs
@@ -99,7 +99,7 @@ func (s *Service) decide(w server.Response, r server.Request, placement []byte, 
 	if s.opt.Reservation > 0 {
 		reserved = decision.HoldEnd(now, s.opt.Reservation)
 		for i := range max(req.Count, 1) {
-			a.ids[i] = newID(now)
+			a.ids[i] = track.NewID(now)
 		}
 		req.Reserve, req.ReserveUntil = a.ids[:max(req.Count, 1)], reserved
 	}
@@ -119,7 +119,7 @@ func (s *Service) decide(w server.Response, r server.Request, placement []byte, 
 		d := &out[i]
 		id := a.ids[i]
 		if s.opt.Reservation == 0 {
-			id = newID(now)
+			id = track.NewID(now)
 		}
 		tk := track.Token{Kind: track.KindImp, Decision: id, LineItem: d.Line.ID, Campaign: d.Line.Campaign,
 			Creative: d.Creative.ID, Placement: req.Placement, User: v.uid, Price: d.Line.CPM, Expires: expires,
@@ -166,7 +166,7 @@ func (s *Service) decide(w server.Response, r server.Request, placement []byte, 
 func (s *Service) logRequest(r server.Request, placement []byte, now time.Time, a *answer) error {
 	req := &a.req
 	o := track.Origin{Site: req.Site, Country: req.Country, Device: req.Device}.Clean()
-	e := accesslog.Event{Kind: accesslog.EventRequest, ID: accesslog.Bytes(appendID(append(a.reqID[:0], "r:"...), now)),
+	e := accesslog.Event{Kind: accesslog.EventRequest, ID: accesslog.Bytes(track.AppendID(append(a.reqID[:0], "r:"...), now)),
 		Placement: accesslog.Bytes(placement), Currency: accesslog.String(s.opt.Currency), Valid: true}
 	e.AddOrigin("", o.Site, o.Country, o.Device)
 	e.AddInt(keySlots, int64(min(max(req.Count, 1), decision.MaxCount))) // as Decide bounds it

@@ -8,7 +8,7 @@
 // or one that cannot be read, rules it out (internal/privacy's rule,
 // shared with the bidder), the country and region from the client address,
 // the device, OS and browser from the User-Agent), asks the live
-// decision.Index (Engine keeps it compiled from the CampaignStore), signs
+// decision.Index (decision.Engine keeps it compiled from the CampaignStore), signs
 // an impression and a click token per decision (internal/track), and writes
 // one access-log event line per decision, impression and click through the
 // request's own logger, before the answer goes: no ad is shown that the

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"tsubame"
-	"tsubame/internal/ads"
 	"tsubame/internal/campaigngen"
 	"tsubame/internal/decision"
 	"tsubame/internal/store/redis"
@@ -66,7 +65,7 @@ func TestEnginesFollowChangesOnRedis(t *testing.T) {
 	now := time.Now()
 	set := campaigngen.Set(3, campaigngen.Size{LineItems: 20_000}, now)
 	var stores []*countingRedis
-	var engines []*ads.Engine
+	var engines []*decision.Engine
 	for i := range 3 {
 		st, err := redis.Open(redis.Options{Addrs: []string{srv.Addr}})
 		if err != nil {
@@ -80,7 +79,7 @@ func TestEnginesFollowChangesOnRedis(t *testing.T) {
 		}
 		cs := &countingRedis{Store: st}
 		stores = append(stores, cs)
-		engines = append(engines, ads.NewEngine(cs, ads.EngineOptions{}))
+		engines = append(engines, decision.NewEngine(cs, decision.EngineOptions{}))
 	}
 	refreshAll := func() {
 		t.Helper()

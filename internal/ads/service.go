@@ -1,7 +1,6 @@
 package ads
 
 import (
-	"context"
 	"log/slog"
 	"net/netip"
 	"sync"
@@ -10,6 +9,8 @@ import (
 
 	"tsubame"
 	"tsubame/internal/accesslog"
+	"tsubame/internal/decision"
+	"tsubame/internal/device"
 	"tsubame/internal/privacy"
 	"tsubame/internal/server"
 	"tsubame/internal/track"
@@ -18,20 +19,15 @@ import (
 // Device is what a User-Agent tells: the values targeting compares
 // (tsubame.Devices, lower-case OS and browser tokens), and whether it is a
 // crawler.
-type Device struct {
-	Device, OS, Browser string
-	Bot                 bool
-}
+type Device = device.Info
 
 // Deduper tells a repeated event apart, across every node sharing the store
 // (tsubame.Deduper).
-type Deduper interface {
-	FirstSeen(ctx context.Context, id string, ttl time.Duration) (bool, error)
-}
+type Deduper = tsubame.Deduper
 
 // Options configure a Service.
 type Options struct {
-	Engine *Engine
+	Engine *decision.Engine
 	Signer *track.Signer
 	// Currency is the ISO 4217 code of every price.
 	Currency string
@@ -107,8 +103,8 @@ const (
 	RouteClick  = "track_click"
 
 	PathDecide = "/api/decide"
-	PathImp    = "/t/i/"
-	PathClick  = "/t/c/"
+	PathImp    = track.PathImpression
+	PathClick  = track.PathClick
 )
 
 // New checks opt and returns a Service.

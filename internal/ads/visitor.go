@@ -1,8 +1,6 @@
 package ads
 
 import (
-	"math/rand/v2"
-	"strings"
 	"time"
 	"unsafe"
 
@@ -65,7 +63,7 @@ func (s *Service) identify(r server.Request, mode Privacy) (visitor, error) {
 	if c := r.Cookie(s.opt.CookieName); validCookieID(c) {
 		return visitor{uid: string(c)}, nil
 	}
-	return visitor{uid: newID(time.Now()), newCookie: true}, nil
+	return visitor{uid: track.NewID(time.Now()), newCookie: true}, nil
 }
 
 // setCookie sets the visitor cookie made for v: HttpOnly (no script of
@@ -133,56 +131,5 @@ func validUID(b []byte) bool {
 // validCookieID admits only ids this server makes (newID), so a cookie
 // set by someone else on the domain cannot put anything in the log.
 func validCookieID(b []byte) bool {
-	if len(b) != idLen {
-		return false
-	}
-	for _, c := range b {
-		if crockfordIndex(c) < 0 {
-			return false
-		}
-	}
-	return true
+	return track.ValidID(b)
 }
-
-// idLen is the length of a decision id or a visitor id: 26 characters of
-// Crockford's base32, 48 bits of milliseconds then 80 random bits (the
-// ULID layout: ids sort by time, and two nodes never make the same one).
-const idLen = 26
-
-const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-
-func crockfordIndex(c byte) int {
-	return strings.IndexByte(crockford, c)
-}
-
-// newID makes a decision or visitor id. The runtime's random source is
-// ChaCha8, seeded from the system: ids cannot be guessed from others.
-func newID(now time.Time) string {
-	var b [idLen]byte
-	appendID(b[:0], now)
-	return string(b[:])
-}
-
-func appendID(dst []byte, now time.Time) []byte {
-	var b [idLen]byte
-	ms := uint64(now.UnixMilli())
-	for i := 9; i >= 0; i-- { // 50 bits of time, the top 2 zero
-		b[i] = crockford[ms&31]
-		ms >>= 5
-	}
-	r := rand.Uint64()
-	for i := 10; i < 22; i++ { // 60 random bits
-		b[i] = crockford[r&31]
-		r >>= 5
-	}
-	r = rand.Uint64()
-	for i := 22; i < idLen; i++ { // 20 more
-		b[i] = crockford[r&31]
-		r >>= 5
-	}
-	return append(dst, b[:]...)
-}
-
-// NewID makes a decision, visitor or bid id: 26 characters of Crockford's
-// base32, the time to the millisecond then 80 random bits.
-func NewID(now time.Time) string { return newID(now) }

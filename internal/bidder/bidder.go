@@ -17,9 +17,9 @@ import (
 
 	"tsubame"
 	"tsubame/internal/accesslog"
-	"tsubame/internal/ads"
 	"tsubame/internal/deadline"
 	"tsubame/internal/decision"
+	"tsubame/internal/device"
 	"tsubame/internal/openrtb"
 	"tsubame/internal/privacy"
 	"tsubame/internal/render"
@@ -29,7 +29,7 @@ import (
 // Options configure a Bidder.
 type Options struct {
 	// Engine keeps the decision index of the campaigns.
-	Engine *ads.Engine
+	Engine *decision.Engine
 	// Signer signs the notice URLs and the markup's click URL.
 	Signer *track.Signer
 	// Currency is the account currency (every CPM's).
@@ -51,7 +51,7 @@ type Options struct {
 	// call the request makes (a frequency cap's count) ends by then.
 	Timeout time.Duration
 	// Dedupe tells a repeated billing notice, across nodes.
-	Dedupe ads.Deduper
+	Dedupe tsubame.Deduper
 	// Holder is the budget ledger's holder: the notice URLs of a bid that
 	// holds a line item's money carry it, and each notice's first sighting
 	// is recorded in Outcomes as the bid's outcome (tsubame.Outcome), on
@@ -62,7 +62,7 @@ type Options struct {
 	// Geo maps an address to a country and region (nil: none); Device
 	// parses a User-Agent (nil: none).
 	Geo    func(netip.Addr) (country, region string)
-	Device func(ua []byte) ads.Device
+	Device func(ua []byte) device.Info
 	// AdSystem names the ad server in VAST documents.
 	AdSystem string
 	// TCFVendorID is the operator's IAB TCF vendor id: where GDPR applies,
@@ -386,8 +386,8 @@ func (b *Bidder) bid(ctx context.Context, dst []byte, ex *exchange, body []byte,
 		return Outcome{Status: 204, Reason: NoBidTimeout}
 	}
 	seat := [1]openrtb.SeatBid{{Seat: ex.Seat, Bid: bids}}
-	resp := openrtb.BidResponse{ID: req.ID, BidID: ads.NewID(now), Cur: cur, SeatBid: seat[:]}
-	return Outcome{Status: 200, Body: appendResponse(dst, &resp), Bids: len(bids)}
+	resp := openrtb.BidResponse{ID: req.ID, BidID: track.NewID(now), Cur: cur, SeatBid: seat[:]}
+	return Outcome{Status: 200, Body: openrtb.AppendResponse(dst, &resp), Bids: len(bids)}
 }
 
 // TIDWindow is how long a transaction (source.tid) is remembered once
@@ -569,7 +569,7 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 		}
 		d.Deals, d.DealMins = w.deals[:n], w.mins[:n]
 	}
-	bidID := ads.NewID(now)
+	bidID := track.NewID(now)
 	if !test {
 		w.reserve[0] = bidID
 		// A bid given back at its win window is counted by the second of
@@ -856,7 +856,7 @@ func (b *Bidder) noticeURL(w *work, sg *track.Signer, tk track.Token, kind track
 // as a view; w's text is unchanged on an error.
 func (b *Bidder) clickURL(w *work, sg *track.Signer, tk track.Token, c *tsubame.Creative) (string, error) {
 	from := len(w.buf)
-	buf, err := sg.AppendSign(append(append(w.buf, b.opt.NoticeURL...), ads.PathClick...), clickToken(tk, c))
+	buf, err := sg.AppendSign(append(append(w.buf, b.opt.NoticeURL...), track.PathClick...), clickToken(tk, c))
 	if err != nil {
 		return "", err
 	}

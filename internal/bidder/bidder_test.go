@@ -14,8 +14,8 @@ import (
 
 	"tsubame"
 	"tsubame/internal/accesslog"
-	"tsubame/internal/ads"
 	"tsubame/internal/bidder"
+	"tsubame/internal/decision"
 	"tsubame/internal/store/memory"
 	"tsubame/internal/track"
 )
@@ -55,7 +55,7 @@ func newFixture(t testing.TB, exchanges ...bidder.Exchange) *fixture {
 // node of the same store.
 func newNode(t testing.TB, st *memory.Store, exchanges ...bidder.Exchange) *fixture {
 	t.Helper()
-	eng := ads.NewEngine(st, ads.EngineOptions{Currency: "USD"})
+	eng := decision.NewEngine(st, decision.EngineOptions{Currency: "USD"})
 	if _, err := eng.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}

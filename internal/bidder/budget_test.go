@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"tsubame"
-	"tsubame/internal/ads"
 	"tsubame/internal/bidder"
 	"tsubame/internal/budget"
+	"tsubame/internal/decision"
 	"tsubame/internal/store/memory"
 	"tsubame/internal/track"
 )
@@ -51,7 +51,7 @@ func TestBidsSpendTheLimit(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); ledger.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	eng := ads.NewEngine(st, ads.EngineOptions{Currency: "USD", Counters: budget.New(st, budget.Options{Ledger: ledger})})
+	eng := decision.NewEngine(st, decision.EngineOptions{Currency: "USD", Counters: budget.New(st, budget.Options{Ledger: ledger})})
 	if _, err := eng.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"tsubame"
-	"tsubame/internal/ads"
 	"tsubame/internal/bidder"
 	"tsubame/internal/budget"
+	"tsubame/internal/decision"
 	"tsubame/internal/store/memory"
 	"tsubame/internal/track"
 )
@@ -40,7 +40,7 @@ func newCapsFixture(t testing.TB, cpm tsubame.Money) *fixture {
 	if err := st.ReplaceAll(t.Context(), &set); err != nil {
 		t.Fatal(err)
 	}
-	eng := ads.NewEngine(st, ads.EngineOptions{Currency: "USD", Counters: budget.New(st, budget.Options{})})
+	eng := decision.NewEngine(st, decision.EngineOptions{Currency: "USD", Counters: budget.New(st, budget.Options{})})
 	if _, err := eng.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}

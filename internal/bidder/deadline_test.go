@@ -14,9 +14,9 @@ import (
 
 	"tsubame"
 	"tsubame/internal/accesslog"
-	"tsubame/internal/ads"
 	"tsubame/internal/bidder"
 	"tsubame/internal/budget"
+	"tsubame/internal/decision"
 	"tsubame/internal/server"
 	"tsubame/internal/store/memory"
 	"tsubame/internal/track"
@@ -73,7 +73,7 @@ func cappedBidder(t *testing.T, caps *stuckCaps, timeout time.Duration, ex bidde
 	if err := st.ReplaceAll(t.Context(), &set); err != nil {
 		t.Fatal(err)
 	}
-	eng := ads.NewEngine(st, ads.EngineOptions{Currency: "USD", Counters: budget.New(caps, budget.Options{Timeout: time.Hour})})
+	eng := decision.NewEngine(st, decision.EngineOptions{Currency: "USD", Counters: budget.New(caps, budget.Options{Timeout: time.Hour})})
 	if _, err := eng.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}

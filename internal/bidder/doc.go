@@ -41,8 +41,10 @@
 // bill, loss and markup impression is a line of the access log, before
 // the answer goes.
 //
-// It imports the domain, the decision engine, the ads service (its engine
-// and ids), the privacy rule /api/decide shares (internal/privacy),
-// tracking tokens, the access log and the listener's Route types; never the admin listener, config, the store
-// backends or cmd (arch_test.go).
+// It imports the domain, the decision engine (internal/decision's Engine,
+// which /api/decide reads too), the OpenRTB types and encoder, the privacy
+// rule /api/decide shares (internal/privacy), tracking tokens and ids
+// (internal/track), the access log and the listener's Route types; never
+// the ads service, the admin listener, config, the store backends or cmd
+// (arch_test.go).
 package bidder

@@ -13,8 +13,9 @@ import (
 
 	"tsubame"
 	"tsubame/internal/accesslog"
-	"tsubame/internal/ads"
 	"tsubame/internal/bidder"
+	"tsubame/internal/decision"
+	"tsubame/internal/device"
 	"tsubame/internal/store/redis"
 	"tsubame/internal/store/redis/redistest"
 	"tsubame/internal/track"
@@ -154,7 +155,7 @@ func redisNode(t *testing.T, addr string, exchanges ...bidder.Exchange) *fixture
 	if err := st.ReplaceAll(t.Context(), &set); err != nil {
 		t.Fatal(err)
 	}
-	eng := ads.NewEngine(st, ads.EngineOptions{Currency: "USD"})
+	eng := decision.NewEngine(st, decision.EngineOptions{Currency: "USD"})
 	if _, err := eng.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -415,15 +416,15 @@ func TestBidImpressionNotCounted(t *testing.T) {
 // they say bot.
 func withDevice(t *testing.T, f *fixture, exchanges ...bidder.Exchange) *bidder.Bidder {
 	t.Helper()
-	eng := ads.NewEngine(f.store, ads.EngineOptions{Currency: "USD"})
+	eng := decision.NewEngine(f.store, decision.EngineOptions{Currency: "USD"})
 	if _, err := eng.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	rates, _ := bidder.NewRates("USD", nil)
 	bd, err := bidder.New(bidder.Options{Engine: eng, Signer: f.signer, Currency: "USD", Rates: rates, NoticeURL: noticeBase,
 		TTL: time.Hour, Grace: time.Second, Dedupe: f.store,
-		Device: func(ua []byte) ads.Device {
-			return ads.Device{Bot: strings.Contains(strings.ToLower(string(ua)), "bot")}
+		Device: func(ua []byte) device.Info {
+			return device.Info{Bot: strings.Contains(strings.ToLower(string(ua)), "bot")}
 		}}, exchanges)
 	if err != nil {
 		t.Fatal(err)

@@ -17,9 +17,9 @@ import (
 
 	"tsubame"
 	"tsubame/internal/accesslog"
-	"tsubame/internal/ads"
 	"tsubame/internal/bidder"
 	"tsubame/internal/budget"
+	"tsubame/internal/decision"
 	"tsubame/internal/privacy/privacytest"
 	"tsubame/internal/server"
 	"tsubame/internal/store/memory"
@@ -100,7 +100,7 @@ func newCappedFixtureFor(t testing.TB, vendor int) (*fixture, *recorder) {
 		t.Fatal(err)
 	}
 	rec := &recorder{FrequencyCounter: st}
-	eng := ads.NewEngine(st, ads.EngineOptions{Currency: "USD", Counters: budget.New(rec, budget.Options{})})
+	eng := decision.NewEngine(st, decision.EngineOptions{Currency: "USD", Counters: budget.New(rec, budget.Options{})})
 	if _, err := eng.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -337,7 +337,7 @@ func TestPrivacySignals(t *testing.T) {
 		}
 		b := decodeResponse(t, o).SeatBid[0].Bid[0]
 		tk := verifyNotice(t, f, b.BURL, bidder.PathBill, track.KindBill, b.ID)
-		click, _, _ := strings.Cut(strings.TrimPrefix(b.AdM, `<a href="`+noticeBase+ads.PathClick), `"`)
+		click, _, _ := strings.Cut(strings.TrimPrefix(b.AdM, `<a href="`+noticeBase+track.PathClick), `"`)
 		ck, err := f.signer.VerifyKind(click, track.KindClick, time.Now())
 		if err != nil || tk.User != tc.visitor || ck.User != tc.visitor {
 			t.Errorf("%s: billing token's user %q, click token's %q (%v); want %q", tc.name, tk.User, ck.User, err, tc.visitor)

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"tsubame"
-	"tsubame/internal/ads"
 	"tsubame/internal/bidder"
+	"tsubame/internal/decision"
 	"tsubame/internal/store/memory"
 	"tsubame/internal/track"
 )
@@ -63,7 +63,7 @@ func video(id string, prio, weight int, cpm string) valueLine {
 // valueNode is a bidder over set on st, its notices under notice.
 func valueNode(t *testing.T, st *memory.Store, notice string, exchanges ...bidder.Exchange) *fixture {
 	t.Helper()
-	eng := ads.NewEngine(st, ads.EngineOptions{Currency: "USD"})
+	eng := decision.NewEngine(st, decision.EngineOptions{Currency: "USD"})
 	if _, err := eng.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"tsubame/internal/accesslog"
 	"tsubame/internal/ads"
 	"tsubame/internal/budget"
+	"tsubame/internal/decision"
 	"tsubame/internal/server"
 	"tsubame/internal/store/redis"
 	"tsubame/internal/store/redis/redistest"
@@ -148,7 +149,7 @@ type testNode struct {
 	counters *budget.Counters
 	ledger   *budget.Ledger
 	store    *redis.Store
-	engine   *ads.Engine
+	engine   *decision.Engine
 	// kill stops the node as kill -9 would: its listener and its ledger
 	// stop, nothing is given back.
 	kill func()
@@ -206,7 +207,7 @@ func startServers(t *testing.T, addrs []string, n int, opt serverOptions) []*tes
 		if opt.grants != nil {
 			outcomes = recordingOutcomes{st, opt.grants}
 		}
-		eng := ads.NewEngine(st, ads.EngineOptions{Counters: nd.counters, Currency: opt.set.Currency})
+		eng := decision.NewEngine(st, decision.EngineOptions{Counters: nd.counters, Currency: opt.set.Currency})
 		if _, err := eng.Refresh(t.Context()); err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,8 @@
 // matching core. It declares its own port, Counters, through which budgets,
 // impression limits, frequency caps and pacing are asked; it is
 // transport-neutral (the request is a struct of already-parsed attributes).
+// Engine keeps the live Index compiled and patched from a CampaignStore;
+// /api/decide (internal/ads) and the bidder both read it.
 //
 // # The index
 //

@@ -11,11 +11,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"tsubame/internal/accesslog"
-	"tsubame/internal/ads"
 	"tsubame/internal/bidder"
 	"tsubame/internal/budget"
 	"tsubame/internal/cache"
 	"tsubame/internal/certs"
+	"tsubame/internal/decision"
 	"tsubame/internal/health"
 	"tsubame/internal/logship"
 	"tsubame/internal/report"
@@ -510,16 +510,16 @@ func (c *valuesCollector[S]) Collect(ch chan<- prometheus.Metric) {
 }
 
 // NewIndexCollector exports the decision index's counts (internal/ads).
-func NewIndexCollector(stats func() ads.IndexStats) prometheus.Collector {
-	return newValuesCollector("decision_index", stats, []value[ads.IndexStats]{
+func NewIndexCollector(stats func() decision.IndexStats) prometheus.Collector {
+	return newValuesCollector("decision_index", stats, []value[decision.IndexStats]{
 		{"line_items", "Line items in the decision index in use: those that may serve.",
-			prometheus.GaugeValue, func(s ads.IndexStats) float64 { return float64(s.LineItems) }},
+			prometheus.GaugeValue, func(s decision.IndexStats) float64 { return float64(s.LineItems) }},
 		{"compiles_total", "Compiles of the whole campaign set into the index, holding changes back meanwhile: at start, after an import, after a gap in the store's log of writes, or for every change where the store keeps no log.",
-			prometheus.CounterValue, func(s ads.IndexStats) float64 { return float64(s.Compiles) }},
+			prometheus.CounterValue, func(s decision.IndexStats) float64 { return float64(s.Compiles) }},
 		{"patches_total", "Changes (writes, and flights starting or ending) patched into the index in use: the line items they touch compiled again, the rest shared.",
-			prometheus.CounterValue, func(s ads.IndexStats) float64 { return float64(s.Patches) }},
+			prometheus.CounterValue, func(s decision.IndexStats) float64 { return float64(s.Patches) }},
 		{"compiles_behind_total", "Compiles of the whole set off the request path once patches used half the room the last compile left, patched with the changes made meanwhile and swapped in.",
-			prometheus.CounterValue, func(s ads.IndexStats) float64 { return float64(s.CompilesBehind) }},
+			prometheus.CounterValue, func(s decision.IndexStats) float64 { return float64(s.CompilesBehind) }},
 	})
 }
 

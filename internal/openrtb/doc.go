@@ -1,5 +1,5 @@
 // Package openrtb holds the OpenRTB 2.6 objects a bidder reads and writes,
-// and their decoding: one Go type per object of the specification (the
+// and their decoding and encoding: one Go type per object of the specification (the
 // fields a bidder that decides by placement, site or app, device,
 // geography, visitor, seats, deals and blocks reads, the rest skipped;
 // the ext of regs, user and source kept as raw JSON), read tolerantly as
@@ -14,6 +14,10 @@
 // examples and two requests shaped as exchanges send them
 // (BenchmarkDecode): about five times encoding/json's speed.
 //
-// It imports the domain only: never the listeners (server, admin), config,
-// the store backends or cmd (arch_test.go).
+// AppendResponse encodes a BidResponse, byte for byte as encoding/json
+// would, in one pass (encode.go).
+//
+// It imports the domain, and internal/render's string escaping, only:
+// never the listeners (server, admin), config, the store backends or cmd
+// (arch_test.go).
 package openrtb

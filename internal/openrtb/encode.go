@@ -1,19 +1,18 @@
-package bidder
+package openrtb
 
 import (
 	"strconv"
 
-	"tsubame/internal/openrtb"
 	"tsubame/internal/render"
 )
 
-// appendResponse appends r as JSON: byte for byte what encoding/json's
+// AppendResponse appends r as JSON: byte for byte what encoding/json's
 // Marshal writes for it (TestAppendResponse holds them equal, fuzzed too),
 // in one pass into dst, where a reflecting encoder allocated its output
 // and half again per bid (BenchmarkBid's profile: 17 % of the bytes a bid
 // allocated, 6 % of its time). Strings are escaped as encoding/json does,
 // '<', '>' and '&' included: markup stays safe to echo into a page.
-func appendResponse(dst []byte, r *openrtb.BidResponse) []byte {
+func AppendResponse(dst []byte, r *BidResponse) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = render.AppendJSONString(dst, r.ID)
 	if len(r.SeatBid) > 0 {
@@ -34,7 +33,7 @@ func appendResponse(dst []byte, r *openrtb.BidResponse) []byte {
 	return append(dst, '}')
 }
 
-func appendSeatBid(dst []byte, s *openrtb.SeatBid) []byte {
+func appendSeatBid(dst []byte, s *SeatBid) []byte {
 	dst = append(dst, `{"bid":`...)
 	if s.Bid == nil {
 		dst = append(dst, "null"...)
@@ -52,9 +51,9 @@ func appendSeatBid(dst []byte, s *openrtb.SeatBid) []byte {
 	return append(dst, '}')
 }
 
-// appendBid writes b's fields in openrtb.Bid's order, the empty ones left
+// appendBid writes b's fields in Bid's order, the empty ones left
 // out as its omitempty tags say.
-func appendBid(dst []byte, b *openrtb.Bid) []byte {
+func appendBid(dst []byte, b *Bid) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = render.AppendJSONString(dst, b.ID)
 	dst = append(dst, `,"impid":`...)
@@ -104,7 +103,7 @@ func appendStrings(dst []byte, key string, list []string) []byte {
 }
 
 // appendInt writes key and n unless n is 0 (omitempty).
-func appendInt(dst []byte, key string, n openrtb.Int) []byte {
+func appendInt(dst []byte, key string, n Int) []byte {
 	if n == 0 {
 		return dst
 	}

@@ -1,4 +1,4 @@
-package ads
+package decision
 
 import (
 	"cmp"
@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"tsubame"
-	"tsubame/internal/decision"
 )
 
 // Engine keeps the decision index compiled from a CampaignStore: it
@@ -17,11 +16,11 @@ import (
 // and swaps it in at once. Requests read the index with one atomic load.
 type Engine struct {
 	store    tsubame.CampaignStore
-	counters decision.Counters
+	counters Counters
 	currency string
 	log      *slog.Logger
 
-	idx     atomic.Pointer[decision.Index]
+	idx     atomic.Pointer[Index]
 	mu      sync.Mutex // serialises Refresh
 	version uint64     // of idx; under mu
 	stale   bool       // under mu: compile even at the same version
@@ -43,8 +42,8 @@ type Engine struct {
 
 // EngineOptions configure an Engine.
 type EngineOptions struct {
-	// Counters keep budgets, limits and caps (decision.NoCounters when nil).
-	Counters decision.Counters
+	// Counters keep budgets, limits and caps (NoCounters when nil).
+	Counters Counters
 	// Currency is the account currency (tsubame.DefaultCurrency when
 	// empty): a campaign set in another is not compiled, since its amounts
 	// would be logged and billed as this one's.
@@ -57,14 +56,14 @@ type EngineOptions struct {
 func NewEngine(store tsubame.CampaignStore, opt EngineOptions) *Engine {
 	e := &Engine{store: store, counters: opt.Counters, currency: cmp.Or(opt.Currency, tsubame.DefaultCurrency),
 		log: opt.Log, changed: make(chan struct{}, 1)}
-	empty, _ := decision.Compile(&tsubame.CampaignSet{}, decision.Options{Counters: opt.Counters})
+	empty, _ := Compile(&tsubame.CampaignSet{}, Options{Counters: opt.Counters})
 	e.idx.Store(empty)
 	return e
 }
 
 // Index is the index in use. It is immutable: a request keeps the one it
 // loaded to the end.
-func (e *Engine) Index() *decision.Index { return e.idx.Load() }
+func (e *Engine) Index() *Index { return e.idx.Load() }
 
 // Set returns the campaign set the index in use was compiled from and the
 // store's version it was read at (nil before the first), shared: the
@@ -92,7 +91,7 @@ func (e *Engine) Stats() IndexStats {
 
 // Counters returns the Counters the engine's indexes ask (nil when none
 // were given).
-func (e *Engine) Counters() decision.Counters { return e.counters }
+func (e *Engine) Counters() Counters { return e.counters }
 
 // Ready reports whether an index has been compiled from the store.
 func (e *Engine) Ready() bool { return e.built.Load() }
@@ -109,14 +108,14 @@ func (e *Engine) Changed() {
 // warmer is Counters that lease budgets ahead of a new index's first
 // decisions (budget.Counters).
 type warmer interface {
-	Warm(ctx context.Context, ix, prev *decision.Index) int
+	Warm(ctx context.Context, ix, prev *Index) int
 }
 
 // Refresh builds a new index if the store's version differs from the
 // index's (or none was built yet), and reports whether it did. On an error
 // the index in use stays. Where the store logs its writes
 // (tsubame.CampaignChanges), the index in use is patched with the objects
-// that changed (decision.Index.Patch): a change to one line item of a
+// that changed (Index.Patch): a change to one line item of a
 // million is in use in milliseconds. A whole compile comes at start, after
 // an import or a gap in the log, and when the patches have used the room
 // the compile left. At the same version, a refresh for the clock (Run's,
@@ -142,9 +141,9 @@ func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 	}
 	start := time.Now()
 	how := "compiled"
-	var idx *decision.Index
+	var idx *Index
 	if set.patch {
-		idx, err = e.idx.Load().Patch(set.CampaignSet, set.changes, decision.Options{Counters: e.counters})
+		idx, err = e.idx.Load().Patch(set.CampaignSet, set.changes, Options{Counters: e.counters})
 		if err != nil && e.log != nil {
 			// A whole compile tells what is wrong, or builds it.
 			e.log.Warn("cannot patch the decision index; compiling it whole", "version", v, "err", err)
@@ -153,7 +152,7 @@ func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 	}
 	if idx == nil {
 		how = "compiled"
-		if idx, err = decision.Compile(set.CampaignSet, decision.Options{Counters: e.counters}); err != nil {
+		if idx, err = Compile(set.CampaignSet, Options{Counters: e.counters}); err != nil {
 			return false, err
 		}
 		e.behind, e.since = nil, nil // a compile behind would be older than this one
@@ -190,7 +189,7 @@ func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 // serves at once, and the budgets lease for its new line items and
 // flights beside it (their first decisions wait for the top-up, or pass
 // them over): a slow store never holds a campaign's pause or edit back.
-func (e *Engine) swap(ctx context.Context, idx *decision.Index) {
+func (e *Engine) swap(ctx context.Context, idx *Index) {
 	prev := e.idx.Swap(idx)
 	if w, ok := e.counters.(warmer); ok && e.built.Load() {
 		go w.Warm(context.WithoutCancel(ctx), idx, prev)
@@ -201,14 +200,14 @@ func (e *Engine) swap(ctx context.Context, idx *decision.Index) {
 type behindCompile struct{}
 
 // compileBehind compiles set, at version v, off the lock: the patches
-// since used half the room the last compile left (decision.Index.Crowded),
+// since used half the room the last compile left (Index.Crowded),
 // and a compile under the lock would hold every change back for its
 // seconds (7 s at a million line items). Once done, it is patched with the
 // changes made meanwhile and swapped in, unless a compile under the lock
 // came first.
 func (e *Engine) compileBehind(ctx context.Context, b *behindCompile, set *tsubame.CampaignSet, v uint64) {
 	start := time.Now()
-	idx, err := decision.Compile(set, decision.Options{Counters: e.counters})
+	idx, err := Compile(set, Options{Counters: e.counters})
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.behind != b {
@@ -217,8 +216,8 @@ func (e *Engine) compileBehind(ctx context.Context, b *behindCompile, set *tsuba
 	since := e.since
 	e.behind, e.since = nil, nil
 	if err == nil && len(since) > 0 {
-		var nx *decision.Index
-		if nx, err = idx.Patch(e.set, since, decision.Options{Counters: e.counters}); nx == nil && err == nil {
+		var nx *Index
+		if nx, err = idx.Patch(e.set, since, Options{Counters: e.counters}); nx == nil && err == nil {
 			return // more changes than the room: the next refresh compiles under the lock
 		}
 		idx = nx
@@ -273,7 +272,7 @@ func (e *Engine) read(ctx context.Context, v uint64) (versionedSet, error) {
 
 // Run refreshes every interval and whenever Changed is called, until ctx
 // ends. Flights start and end with time, not with writes: when one has
-// since the index was built (decision.Index.Stale), the interval also
+// since the index was built (Index.Stale), the interval also
 // refreshes at the same version, so that a line item whose flight has
 // ended leaves the index and one whose flight started is leased for.
 // Errors are logged, and the index in use stays until a refresh

@@ -1,34 +1,32 @@
-package bidder
+package openrtb
 
 import (
 	"bytes"
 	"encoding/json"
 	"testing"
-
-	"tsubame/internal/openrtb"
 )
 
-func responses() []openrtb.BidResponse {
-	nbr := openrtb.Int(2)
-	full := openrtb.Bid{ID: "b1", ImpID: "1", Price: 1_250_000, NURL: "https://n.example/t/win/x?price=${AUCTION_PRICE}&vast=3",
+func responses() []BidResponse {
+	nbr := Int(2)
+	full := Bid{ID: "b1", ImpID: "1", Price: 1_250_000, NURL: "https://n.example/t/win/x?price=${AUCTION_PRICE}&vast=3",
 		BURL: "https://n.example/t/bill/y?price=${AUCTION_PRICE}", LURL: "https://n.example/t/loss/z?loss=${AUCTION_LOSS}",
 		AdM:  `<a href="https://n.example/t/c/q" target="_blank"><img src="https://cdn.example/a.png" alt="" style="border:0"></a>`,
 		AdID: "cr-1", ADomain: []string{"a.example", "b.example"}, Bundle: "com.example.game", CID: "camp", CrID: "cr-1", Cat: []string{"IAB1", "IAB2-3"},
 		Protocol: 3, DealID: "deal-1", W: 300, H: 250, Dur: 15, MType: 2, Exp: 3600}
-	return []openrtb.BidResponse{
+	return []BidResponse{
 		{},
 		{ID: "only"},
 		{ID: "x", NBR: &nbr},
-		{ID: "x", SeatBid: []openrtb.SeatBid{{}}},
-		{ID: "x", SeatBid: []openrtb.SeatBid{{Bid: []openrtb.Bid{}}}},
-		{ID: "IxexyLDIIk", BidID: "bid-1", Cur: "USD", SeatBid: []openrtb.SeatBid{{Seat: "Agency1", Bid: []openrtb.Bid{full, {ID: "b2", ImpID: "2", Price: 1}}}}},
-		{ID: "esc\"\\\n\t\x01<>&\u2028\u2029é\xff", Cur: "JPY", SeatBid: []openrtb.SeatBid{{Seat: "s", Bid: []openrtb.Bid{
+		{ID: "x", SeatBid: []SeatBid{{}}},
+		{ID: "x", SeatBid: []SeatBid{{Bid: []Bid{}}}},
+		{ID: "IxexyLDIIk", BidID: "bid-1", Cur: "USD", SeatBid: []SeatBid{{Seat: "Agency1", Bid: []Bid{full, {ID: "b2", ImpID: "2", Price: 1}}}}},
+		{ID: "esc\"\\\n\t\x01<>&\u2028\u2029é\xff", Cur: "JPY", SeatBid: []SeatBid{{Seat: "s", Bid: []Bid{
 			{ID: "b", ImpID: "i", Price: -1_000_001, AdM: "\x7f\u0085 </script>", ADomain: []string{""}, Cat: []string{"\x00"}}}},
-			{Seat: "t", Bid: []openrtb.Bid{{ID: "c", ImpID: "j", Price: 999_999_999_999}}}}},
+			{Seat: "t", Bid: []Bid{{ID: "c", ImpID: "j", Price: 999_999_999_999}}}}},
 	}
 }
 
-// appendResponse writes what encoding/json writes, byte for byte: every
+// AppendResponse writes what encoding/json writes, byte for byte: every
 // field, empty ones left out as the tags say, strings escaped alike.
 func TestAppendResponse(t *testing.T) {
 	for i, r := range responses() {
@@ -36,7 +34,7 @@ func TestAppendResponse(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := appendResponse(nil, &r); !bytes.Equal(got, want) {
+		if got := AppendResponse(nil, &r); !bytes.Equal(got, want) {
 			t.Errorf("response %d:\n got %s\nwant %s", i, got, want)
 		}
 	}
@@ -46,13 +44,13 @@ func FuzzAppendResponse(f *testing.F) {
 	f.Add("IxexyLDIIk", "Agency1", "<a href=\"x\">é</a>", "IAB1", int64(1_250_000), int64(300))
 	f.Add("\u2028", "", "\xff\xfe", "", int64(-5), int64(0))
 	f.Fuzz(func(t *testing.T, id, seat, adm, cat string, price, w int64) {
-		r := openrtb.BidResponse{ID: id, Cur: seat, SeatBid: []openrtb.SeatBid{{Seat: seat, Bid: []openrtb.Bid{
-			{ID: id, ImpID: seat, Price: openrtb.Price(price), AdM: adm, Cat: []string{cat, adm}, W: openrtb.Int(w)}}}}}
+		r := BidResponse{ID: id, Cur: seat, SeatBid: []SeatBid{{Seat: seat, Bid: []Bid{
+			{ID: id, ImpID: seat, Price: Price(price), AdM: adm, Cat: []string{cat, adm}, W: Int(w)}}}}}
 		want, err := json.Marshal(&r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := appendResponse(nil, &r); !bytes.Equal(got, want) {
+		if got := AppendResponse(nil, &r); !bytes.Equal(got, want) {
 			t.Errorf("\n got %s\nwant %s", got, want)
 		}
 	})
