@@ -832,6 +832,17 @@ func itemPath(k CampaignKind, i int, id string) string {
 	return fmt.Sprintf("%s[%d] (id %q)", k.Plural(), i, clip(id, MaxIDLength))
 }
 
+// ValidateRefs reports every reference of the set that points nowhere, or
+// to another advertiser's creative, naming objects by kind and id (one
+// EINVALID error): Validate's reference checks alone, for a set whose
+// objects were each checked already (a checked set with checked writes
+// applied: a rebased import).
+func (s *CampaignSet) ValidateRefs() error {
+	v := &checker{byName: true}
+	s.checkRefs(v)
+	return v.err()
+}
+
 // checkRefs reports every reference of the set that points nowhere.
 func (s *CampaignSet) checkRefs(v *checker) {
 	adv := map[string]bool{}

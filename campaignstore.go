@@ -111,7 +111,9 @@ type CampaignCopies interface {
 // every object the writes since changed (each at its state now, as
 // ChangedSince returns them; a nil Object: deleted), it returns the set to
 // write instead, with those writes kept, or an error (ECONFLICT when the
-// replace and a write changed the same object) and nothing is written.
+// replace and a write changed the same object) and nothing is written. The
+// store checks the references of the set it returns (ValidateRefs): each
+// object was checked, in the replace or by its write.
 // A store may call it several times, with the writes since the last call.
 type CampaignRebase func(changes []CampaignChange) (*CampaignSet, error)
 

@@ -36,6 +36,8 @@ type Engine struct {
 	since  []tsubame.CampaignChange
 	// Compiles and patches of the index, the compiles behind among them.
 	compiles, patches, behinds atomic.Uint64
+	// current is set and version, for Set (which takes no lock).
+	current atomic.Pointer[heldSet]
 	// changed wakes Run: a feed's signal, or a write through this process.
 	changed chan struct{}
 }
@@ -69,10 +71,19 @@ func (e *Engine) Index() *Index { return e.idx.Load() }
 // store's version it was read at (nil before the first), shared: the
 // caller must not modify it or its objects. A caller that compares the
 // version with the store's has the stored set without reading it.
+// It never waits on a refresh (a compile holds the engine's lock for
+// seconds at a million line items).
 func (e *Engine) Set() (*tsubame.CampaignSet, uint64) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.set, e.version
+	if c := e.current.Load(); c != nil {
+		return c.set, c.version
+	}
+	return nil, 0
+}
+
+// heldSet is the set and version Set returns.
+type heldSet struct {
+	set     *tsubame.CampaignSet
+	version uint64
 }
 
 // IndexStats are what /metrics shows of the engine's index.
@@ -178,6 +189,7 @@ func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 	}
 	e.swap(ctx, idx)
 	e.version, e.stale, e.set = v, false, set.CampaignSet
+	e.current.Store(&heldSet{set.CampaignSet, v})
 	if e.log != nil {
 		e.log.Log(ctx, level, "decision index "+how, "version", v, "line_items", idx.Len(), "changes", len(set.changes), "took", time.Since(start).Round(time.Microsecond))
 	}

@@ -22,6 +22,10 @@ import (
 //
 //	{<prefix>campaigns}:version      the set's version, INCR'd by every write
 //	{<prefix>campaigns}:currency     the set's currency
+//	{<prefix>campaigns}:epoch        a random token naming the set's
+//	                                 history, set by the first reader of a
+//	                                 store without one (emptied: its
+//	                                 versions start again from zero)
 //	{<prefix>campaigns}:gen          the generation the set is in (absent:
 //	                                 the first, whose hashes have no g:)
 //	{<prefix>campaigns}:g:<gen>:advertisers  a hash of id -> JSON per kind:
@@ -235,15 +239,20 @@ type head struct {
 	version  uint64
 	currency string
 	gen      string
+	// epoch names the set's history: a random token set once, by the first
+	// reader of a store that has none (a new one, or one emptied by other
+	// means, whose versions start again from zero).
+	epoch string
 }
 
 func (s *Store) readHead(ctx context.Context) (head, error) {
 	keys := s.campaignKeys("")
-	res, err := s.do(ctx, s.c.B().Mget().Key(keys[keyVersion], keys[keyCurrency], keys[keyGen]).Build()).ToArray()
+	epochKey := s.campaignTag() + "epoch"
+	res, err := s.do(ctx, s.c.B().Mget().Key(keys[keyVersion], keys[keyCurrency], keys[keyGen], epochKey).Build()).ToArray()
 	if err != nil {
 		return head{}, unavailable(err)
 	}
-	if len(res) != 3 {
+	if len(res) != 4 {
 		return head{}, tsubame.Errorf(tsubame.EINTERNAL, "MGET returned %d values", len(res))
 	}
 	var h head
@@ -254,7 +263,54 @@ func (s *Store) readHead(ctx context.Context) (head, error) {
 	}
 	h.currency, _ = res[1].ToString()
 	h.gen, _ = res[2].ToString()
+	if h.epoch, _ = res[3].ToString(); h.epoch == "" {
+		var tok [12]byte
+		if _, err := rand.Read(tok[:]); err != nil {
+			return head{}, tsubame.WrapError(tsubame.EINTERNAL, err, "cannot name the campaign set's history")
+		}
+		// SET NX then GET: of two first readers, both take the one that landed.
+		if err := s.do(ctx, s.c.B().Set().Key(epochKey).Value(hex.EncodeToString(tok[:])).Nx().Build()).Error(); err != nil && !rueidis.IsRedisNil(err) {
+			return head{}, unavailable(err)
+		}
+		if h.epoch, err = s.do(ctx, s.c.B().Get().Key(epochKey).Build()).ToString(); err != nil {
+			return head{}, unavailable(err)
+		}
+	}
 	return h, nil
+}
+
+// answeredVersions is how many of the versions Snapshot and ChangedSince
+// answered the store remembers the history of (fromCopy): a follower's
+// chain of answers stays in it beside other readers'.
+const answeredVersions = 1024
+
+// answered records that Snapshot or ChangedSince answered the set at
+// version v of history epoch: a copy at that version (the engine's, which
+// read it so) is of that history.
+func (s *Store) answered(v uint64, epoch string) {
+	s.answers.mu.Lock()
+	defer s.answers.mu.Unlock()
+	a := &s.answers
+	if a.epochs == nil {
+		a.epochs = make(map[uint64]string, answeredVersions)
+	}
+	if _, ok := a.epochs[v]; !ok {
+		a.order = append(a.order, v)
+		if len(a.order) > answeredVersions {
+			delete(a.epochs, a.order[0])
+			a.order = a.order[1:]
+		}
+	}
+	a.epochs[v] = epoch
+}
+
+// answeredEpoch is the history of the set this store answered at version
+// v, if it remembers it.
+func (s *Store) answeredEpoch(v uint64) (string, bool) {
+	s.answers.mu.Lock()
+	defer s.answers.mu.Unlock()
+	e, ok := s.answers.epochs[v]
+	return e, ok
 }
 
 // objKey names an object of the set.
@@ -464,6 +520,7 @@ func (s *Store) snapshot(ctx context.Context) (*tsubame.CampaignSet, head, error
 		}
 		if whole {
 			set.Sort()
+			s.answered(h.version, h.epoch)
 			return set, h, nil
 		}
 	}
@@ -519,6 +576,11 @@ func (s *Store) ChangedSince(ctx context.Context, version uint64) ([]tsubame.Cam
 	slices.SortFunc(out, func(a, b tsubame.CampaignChange) int {
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), strings.Compare(a.ID, b.ID))
 	})
+	// A reader whose copy at version this store answered in this history
+	// holds the set at w.last with these: a copy of it may check writes.
+	if e, ok := s.answeredEpoch(version); ok && e == h.epoch {
+		s.answered(w.last, h.epoch)
+	}
 	return out, w.last, true, nil
 }
 
@@ -588,12 +650,20 @@ func (s *Store) fromCopy(ctx context.Context, copy func() (*tsubame.CampaignSet,
 	if err != nil {
 		return nil, head{}, false, err
 	}
+	// The same version number in another history (a store emptied and
+	// written again) is another set: the copy must be one this store read
+	// in the history it is in now.
+	if epoch, ok := s.answeredEpoch(v); !ok || epoch != h.epoch {
+		return nil, head{}, false, nil
+	}
 	set := *held // a shallow copy: Put, Delete and refetch replace what they change
 	if h.version == v {
 		return &set, h, true, nil
 	}
 	w, complete, err := s.logSince(ctx, v)
-	if err != nil || !complete || w.reset || w.last == v {
+	// w.last below the head's version: a write failed half-way before it
+	// logged (see the keys' comment); the set is read whole.
+	if err != nil || !complete || w.reset || w.last == v || w.last < h.version {
 		return nil, head{}, false, err
 	}
 	if err := s.refetch(ctx, h.gen, &set, w.changed); err != nil {
@@ -952,7 +1022,7 @@ func (s *Store) replaceAll(ctx context.Context, at *uint64, set *tsubame.Campaig
 		} // -2: another import swapped between the read of the generation and this one
 	}
 	s.unlink(fresh...)
-	return tsubame.Errorf(tsubame.EUNAVAILABLE, "the campaign set kept being replaced under this import (%d attempts): try again", campaignRetries)
+	return tsubame.Errorf(tsubame.EUNAVAILABLE, "the campaign set kept changing under this import (%d attempts: other imports, or writes faster than it could take them in): try again", campaignRetries)
 }
 
 // stage writes set's objects into the staged generation's hashes fresh, a
@@ -1010,8 +1080,8 @@ func (s *Store) stage(ctx context.Context, fresh []string, set *tsubame.Campaign
 }
 
 // rebase carries the writes made since version into the staged generation
-// (fresh): rebase returns the set to write with them, checked as a
-// replace is, and the objects they changed are staged again. It returns
+// (fresh): rebase returns the set to write with them, whose references are
+// checked, and the objects they changed are staged again. It returns
 // that set and the version the writes bring the store to; ECONFLICT when
 // the log cannot say what changed (a replace since, or trimmed).
 func (s *Store) rebase(ctx context.Context, fresh []string, version uint64, rebase tsubame.CampaignRebase) (*tsubame.CampaignSet, uint64, error) {
@@ -1026,7 +1096,10 @@ func (s *Store) rebase(ctx context.Context, fresh []string, version uint64, reba
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := next.Validate(); err != nil {
+	// The set staged was checked whole, and each write since by the store:
+	// what they can break together is a reference (a campaign deleted
+	// that the file's line item names).
+	if err := next.ValidateRefs(); err != nil {
 		return nil, 0, err
 	}
 	only := make(map[objKey]bool, len(changes))

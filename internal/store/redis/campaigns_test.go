@@ -338,3 +338,49 @@ func TestWholeChecksUseTheCopy(t *testing.T) {
 		t.Fatalf("deleting a used campaign: %v, want ECONFLICT", err)
 	}
 }
+
+// TestCopyOfAnotherHistory: a copy at version v of a history Redis lost
+// (emptied: FLUSHALL, a restart without persistence) is not used once the
+// new history reaches v, or passes it without a replace after v: the same
+// number is another set. The campaign the new history's line item names
+// is not deleted.
+func TestCopyOfAnotherHistory(t *testing.T) {
+	for _, past := range []bool{false, true} {
+		t.Run(map[bool]string{false: "at the copy's version", true: "one write past it"}[past], func(t *testing.T) {
+			srv := redistest.Start(t)
+			s := open(t, []string{srv.Addr}, "history:")
+			ctx := t.Context()
+			set := campaigngen.Set(1, campaigngen.Size{LineItems: 50}, time.Now())
+			var empty tsubame.Campaign
+			for _, c := range set.Campaigns {
+				if c.ID == set.LineItems[0].Campaign {
+					empty = *c
+				}
+			}
+			empty.ID = "empty"
+			set.Campaigns = append(set.Campaigns, &empty)
+			if err := s.ReplaceAll(ctx, set); err != nil {
+				t.Fatal(err)
+			}
+			held, v, err := s.Snapshot(ctx) // what the engine holds
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.UseCampaignCopy(func() (*tsubame.CampaignSet, uint64) { return held, v })
+			srv.CLI(t, "flushall")
+			again := set.Clone()
+			again.LineItems[0].Campaign = empty.ID // the new history uses it
+			if err := s.ReplaceAll(ctx, again); err != nil {
+				t.Fatal(err)
+			}
+			if past {
+				if err := s.PutObject(ctx, again.Advertisers[0]); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.DeleteObject(ctx, tsubame.KindCampaign, empty.ID); tsubame.ErrorCode(err) != tsubame.ECONFLICT {
+				t.Fatalf("deleting a campaign the new history's line item names: %v, want ECONFLICT", err)
+			}
+		})
+	}
+}

@@ -31,6 +31,7 @@ import (
 	"log/slog"
 	"net"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -108,6 +109,13 @@ type Store struct {
 	// copy returns the process's copy of the campaign set and its version
 	// (UseCampaignCopy); nil: none.
 	copy atomic.Pointer[func() (*tsubame.CampaignSet, uint64)]
+	// answers are the campaign set's versions Snapshot and ChangedSince
+	// answered, and the history (epoch) each was in, oldest first.
+	answers struct {
+		mu     sync.Mutex
+		epochs map[uint64]string
+		order  []uint64
+	}
 }
 
 // sharedDeadline is one context with a deadline, handed to every command
