@@ -27,7 +27,8 @@ import (
 // write through its own process, on a CampaignFeed signal, and on a periodic
 // check that catches signals a feed missed). A version is only ever compared
 // for equality: a store emptied by other means (a flushed Redis) may start
-// again from zero.
+// again from zero, and one that can says when a version it answered is of
+// a history it lost (CampaignHistory).
 type CampaignStore interface {
 	// GetObject returns the object of kind k with the given id, or an
 	// ENOTFOUND error.
@@ -135,6 +136,18 @@ func ReplaceAllRebasing(ctx context.Context, s CampaignStore, set *CampaignSet, 
 		return r.ReplaceAllRebasing(ctx, set, version, rebase)
 	}
 	return s.ReplaceAllAt(ctx, set, version)
+}
+
+// CampaignHistory is implemented by campaign stores shared between
+// processes whose set can be lost and written again from version zero
+// (Redis emptied, or restarted without persistence): the same version
+// number is then another set. HistoryChanged reports whether the stored
+// set is no longer in the history it was in when this store last answered
+// version (Snapshot, ChangedSince), false when it cannot tell; a reader at
+// that version reads a Snapshot. ChangedSince reports false for a version
+// of another history.
+type CampaignHistory interface {
+	HistoryChanged(ctx context.Context, version uint64) (bool, error)
 }
 
 // CampaignChange is an object a write changed: Object nil when it was

@@ -131,3 +131,51 @@ func TestEnginesFollowChangesOnRedis(t *testing.T) {
 		}
 	}
 }
+
+// A Redis emptied (FLUSHALL, a restart without persistence) and written
+// again starts its versions from zero: the engine that held version 1 of
+// the lost set reads the new set at version 1 (or past it, by its log)
+// rather than keep the old one.
+func TestEngineFollowsAnEmptiedRedis(t *testing.T) {
+	for _, past := range []bool{false, true} {
+		t.Run(map[bool]string{false: "at the same version", true: "a write past it"}[past], func(t *testing.T) {
+			srv := redistest.Start(t)
+			ctx := t.Context()
+			st, err := redis.Open(redis.Options{Addrs: []string{srv.Addr}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			now := time.Now()
+			old, next := campaigngen.Set(1, campaigngen.Size{LineItems: 300}, now), campaigngen.Set(2, campaigngen.Size{LineItems: 200}, now)
+			for _, li := range next.LineItems {
+				li.ID = "new-" + li.ID
+			}
+			if err := st.ReplaceAll(ctx, old); err != nil {
+				t.Fatal(err)
+			}
+			e := decision.NewEngine(st, decision.EngineOptions{})
+			if _, err := e.Refresh(ctx); err != nil {
+				t.Fatal(err)
+			}
+			_, v := e.Set()
+			srv.CLI(t, "flushall")
+			if err := st.ReplaceAll(ctx, next); err != nil {
+				t.Fatal(err)
+			}
+			if past {
+				if err := st.PutObject(ctx, next.Advertisers[0]); err != nil {
+					t.Fatal(err)
+				}
+			} else if nv, _ := st.CampaignsVersion(ctx); nv != v {
+				t.Fatalf("the new set is at version %d, the engine's at %d: the case is not made", nv, v)
+			}
+			if _, err := e.Refresh(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := e.Index().LineByID(next.LineItems[0].ID); !ok || e.Index().Len() != 200 {
+				t.Fatalf("after the store was emptied and written again: %d line items, the new set's first in: %v", e.Index().Len(), ok)
+			}
+		})
+	}
+}

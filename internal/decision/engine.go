@@ -139,10 +139,20 @@ func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if e.built.Load() && v == e.version && !e.stale {
-		return false, nil
+	whole := false // a Snapshot, not the set held nor the log from it
+	if e.built.Load() && v == e.version {
+		// The same number may be another set: the store emptied and
+		// written again (tsubame.CampaignHistory).
+		if h, ok := e.store.(tsubame.CampaignHistory); ok {
+			if whole, err = h.HistoryChanged(ctx, v); err != nil {
+				return false, err
+			}
+		}
+		if !whole && !e.stale {
+			return false, nil
+		}
 	}
-	set, err := e.read(ctx, v)
+	set, err := e.read(ctx, v, whole)
 	if err != nil {
 		return false, err
 	}
@@ -259,9 +269,10 @@ type versionedSet struct {
 
 // read returns the set at version v to compile (under mu): the one read
 // last when v is its version (a refresh for the clock); the writes since
-// applied to it, where the store logs them; else a Snapshot.
-func (e *Engine) read(ctx context.Context, v uint64) (versionedSet, error) {
-	if e.set != nil && e.built.Load() {
+// applied to it, where the store logs them; else, or when whole, a
+// Snapshot.
+func (e *Engine) read(ctx context.Context, v uint64, whole bool) (versionedSet, error) {
+	if e.set != nil && e.built.Load() && !whole {
 		if v == e.version {
 			return versionedSet{CampaignSet: e.set, patch: true}, nil
 		}

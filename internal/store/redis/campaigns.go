@@ -279,6 +279,25 @@ func (s *Store) readHead(ctx context.Context) (head, error) {
 	return h, nil
 }
 
+// HistoryChanged reports whether the set is no longer in the history this
+// store answered version in (tsubame.CampaignHistory): Redis emptied, and
+// perhaps written again to the same version since. False when the store
+// does not remember version.
+func (s *Store) HistoryChanged(ctx context.Context, version uint64) (bool, error) {
+	if err := s.check(); err != nil {
+		return false, err
+	}
+	e, ok := s.answeredEpoch(version)
+	if !ok {
+		return false, nil
+	}
+	h, err := s.readHead(ctx)
+	if err != nil {
+		return false, err
+	}
+	return h.epoch != e, nil
+}
+
 // answeredVersions is how many of the versions Snapshot and ChangedSince
 // answered the store remembers the history of (fromCopy): a follower's
 // chain of answers stays in it beside other readers'.
@@ -557,6 +576,9 @@ func (s *Store) ChangedSince(ctx context.Context, version uint64) ([]tsubame.Cam
 	h, err := s.readHead(ctx)
 	if err != nil {
 		return nil, 0, false, err
+	}
+	if e, ok := s.answeredEpoch(version); ok && e != h.epoch {
+		return nil, 0, false, nil // version was answered in a history the store lost
 	}
 	if h.version == version {
 		return nil, version, true, nil
