@@ -117,7 +117,7 @@ func (c *campaignAPI) done(w http.ResponseWriter, r *http.Request, action, targe
 	if k := tsubame.ErrorCode(err); k == tsubame.EINVALID || k == tsubame.ENOTFOUND || k == tsubame.ECONFLICT {
 		result = "invalid"
 	}
-	c.s.audit(r, identityOf(r).actor, action, target, result, msg[:maxAuditDetail]+"...")
+	c.s.audit(r, identityOf(r).actor, action, target, result, clipDetail(msg))
 	c.s.writeStoreError(w, err)
 	return false
 }

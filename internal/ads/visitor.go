@@ -60,7 +60,9 @@ func (s *Service) identify(r server.Request, mode Privacy) (visitor, error) {
 	if mode == PrivacyNoCookies {
 		return visitor{}, nil
 	}
-	if c := r.Cookie(s.opt.CookieName); validCookieID(c) {
+	// Only an id this server makes: a cookie someone else set on the
+	// domain cannot put anything in the log.
+	if c := r.Cookie(s.opt.CookieName); track.ValidID(c) {
 		return visitor{uid: string(c)}, nil
 	}
 	return visitor{uid: track.NewID(time.Now()), newCookie: true}, nil
@@ -126,10 +128,4 @@ func validUID(b []byte) bool {
 		}
 	}
 	return true
-}
-
-// validCookieID admits only ids this server makes (newID), so a cookie
-// set by someone else on the domain cannot put anything in the log.
-func validCookieID(b []byte) bool {
-	return track.ValidID(b)
 }

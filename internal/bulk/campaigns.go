@@ -341,8 +341,9 @@ func (f *CampaignFile) Resolve(base *tsubame.CampaignSet, replace bool) (*tsubam
 // at the version it read, so that it never undoes a write it did not see.
 // On a store that carries writes into a replace (tsubame.CampaignRebases),
 // the writes other processes make while a large file is checked and
-// written are kept: a merge is resolved again with them and written, unless
-// one of them changed an object the file names; a replace keeps only
+// written are kept: they are applied to the resolved set, which is written
+// (the store checks its references), unless one of them changed an object
+// the file names; a replace keeps only
 // deletes of objects the file does not name (any other write would be
 // undone by it). Either conflict is ECONFLICT, naming the objects, and
 // nothing is written; so is any write meanwhile on other stores. It returns
@@ -359,8 +360,14 @@ func (f *CampaignFile) Write(ctx context.Context, cs tsubame.CampaignStore, repl
 	if err := ctx.Err(); err != nil { // the caller left: it would not learn of the write either
 		return nil, tsubame.WrapError(tsubame.EUNAVAILABLE, err, "the import ended before %s was written: nothing imported", f.Name)
 	}
-	named, undone := f.names(), error(nil)
+	var (
+		named  map[tsubame.CampaignKind]map[string]bool // on the first rebase: a million ids are not free
+		undone error
+	)
 	rebase := func(changes []tsubame.CampaignChange) (*tsubame.CampaignSet, error) {
+		if named == nil {
+			named = f.names()
+		}
 		var both []string
 		for _, c := range changes {
 			if named[c.Kind][c.ID] || replace && c.Object != nil {

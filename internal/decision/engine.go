@@ -20,14 +20,14 @@ type Engine struct {
 	currency string
 	log      *slog.Logger
 
-	idx     atomic.Pointer[Index]
-	mu      sync.Mutex // serialises Refresh
-	version uint64     // of idx; under mu
-	stale   bool       // under mu: compile even at the same version
-	// set is the snapshot idx was compiled from (under mu): a recompile
-	// for the clock alone (stale, the version unchanged) compiles it again
-	// rather than reading the store.
-	set   *tsubame.CampaignSet
+	idx   atomic.Pointer[Index]
+	mu    sync.Mutex // serialises Refresh
+	stale bool       // under mu: compile even at the same version
+	// held is the snapshot idx was compiled from and its version (written
+	// under mu; Set reads it without): a recompile for the clock alone
+	// (stale, the version unchanged) compiles it again rather than reading
+	// the store.
+	held  atomic.Pointer[heldSet]
 	built atomic.Bool
 	// behind is the compile running off the lock when patches crowd the
 	// index (nil: none), and since the changes patched in after the set it
@@ -36,8 +36,6 @@ type Engine struct {
 	since  []tsubame.CampaignChange
 	// Compiles and patches of the index, the compiles behind among them.
 	compiles, patches, behinds atomic.Uint64
-	// current is set and version, for Set (which takes no lock).
-	current atomic.Pointer[heldSet]
 	// changed wakes Run: a feed's signal, or a write through this process.
 	changed chan struct{}
 }
@@ -74,8 +72,8 @@ func (e *Engine) Index() *Index { return e.idx.Load() }
 // It never waits on a refresh (a compile holds the engine's lock for
 // seconds at a million line items).
 func (e *Engine) Set() (*tsubame.CampaignSet, uint64) {
-	if c := e.current.Load(); c != nil {
-		return c.set, c.version
+	if h := e.held.Load(); h != nil {
+		return h.set, h.version
 	}
 	return nil, 0
 }
@@ -140,7 +138,8 @@ func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	whole := false // a Snapshot, not the set held nor the log from it
-	if e.built.Load() && v == e.version {
+	_, version := e.Set()
+	if e.built.Load() && v == version {
 		// The same number may be another set: the store emptied and
 		// written again (tsubame.CampaignHistory).
 		if h, ok := e.store.(tsubame.CampaignHistory); ok {
@@ -188,7 +187,7 @@ func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 		}
 	}
 	level := slog.LevelDebug // a refresh for the clock
-	if !e.built.Load() || v != e.version {
+	if !e.built.Load() || v != version {
 		level = slog.LevelInfo
 	}
 	w, warm := e.counters.(warmer)
@@ -198,8 +197,8 @@ func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 		w.Warm(ctx, idx, nil)
 	}
 	e.swap(ctx, idx)
-	e.version, e.stale, e.set = v, false, set.CampaignSet
-	e.current.Store(&heldSet{set.CampaignSet, v})
+	e.stale = false
+	e.held.Store(&heldSet{set.CampaignSet, v})
 	if e.log != nil {
 		e.log.Log(ctx, level, "decision index "+how, "version", v, "line_items", idx.Len(), "changes", len(set.changes), "took", time.Since(start).Round(time.Microsecond))
 	}
@@ -239,7 +238,8 @@ func (e *Engine) compileBehind(ctx context.Context, b *behindCompile, set *tsuba
 	e.behind, e.since = nil, nil
 	if err == nil && len(since) > 0 {
 		var nx *Index
-		if nx, err = idx.Patch(e.set, since, Options{Counters: e.counters}); nx == nil && err == nil {
+		held, _ := e.Set()
+		if nx, err = idx.Patch(held, since, Options{Counters: e.counters}); nx == nil && err == nil {
 			return // more changes than the room: the next refresh compiles under the lock
 		}
 		idx = nx
@@ -253,7 +253,7 @@ func (e *Engine) compileBehind(ctx context.Context, b *behindCompile, set *tsuba
 	e.swap(ctx, idx)
 	e.behinds.Add(1)
 	if e.log != nil {
-		e.log.Info("decision index compiled behind the patches", "version", e.version, "line_items", idx.Len(), "changes_since", len(since), "took", time.Since(start).Round(time.Microsecond))
+		e.log.Info("decision index compiled behind the patches", "version", v, "line_items", idx.Len(), "changes_since", len(since), "took", time.Since(start).Round(time.Microsecond))
 	}
 }
 
@@ -272,17 +272,17 @@ type versionedSet struct {
 // applied to it, where the store logs them; else, or when whole, a
 // Snapshot.
 func (e *Engine) read(ctx context.Context, v uint64, whole bool) (versionedSet, error) {
-	if e.set != nil && e.built.Load() && !whole {
-		if v == e.version {
-			return versionedSet{CampaignSet: e.set, patch: true}, nil
+	if held, version := e.Set(); held != nil && e.built.Load() && !whole {
+		if v == version {
+			return versionedSet{CampaignSet: held, patch: true}, nil
 		}
 		if log, ok := e.store.(tsubame.CampaignChanges); ok {
-			changes, now, ok, err := log.ChangedSince(ctx, e.version)
+			changes, now, ok, err := log.ChangedSince(ctx, version)
 			if err != nil {
 				return versionedSet{}, err
 			}
 			if ok {
-				return versionedSet{e.set.Apply(changes), now, true, changes}, nil
+				return versionedSet{held.Apply(changes), now, true, changes}, nil
 			}
 		}
 	}
