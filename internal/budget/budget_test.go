@@ -41,7 +41,7 @@ func campaigns(t testing.TB) *tsubame.CampaignSet {
 // lines compiles set and returns its lines by id.
 func lines(t testing.TB, set *tsubame.CampaignSet, c decision.Counters) (*decision.Index, map[string]*decision.Line) {
 	t.Helper()
-	ix, err := decision.Compile(set, decision.Options{Counters: c})
+	ix, err := decision.Compile(set, decision.Options{Counters: c, Now: liveAt(set)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,4 +301,27 @@ func BenchmarkAllowLimited(b *testing.B) {
 			b.StartTimer()
 		}
 	}
+}
+
+// liveAt is a time the set's flights are on: the latest start among its
+// campaigns and line items (time.Now when none starts). A test's flights
+// are laid on its own clock, which is not the wall clock: compiled at the
+// wall clock, a flight a test dated in the past would have ended and its
+// line items left out of the index.
+func liveAt(set *tsubame.CampaignSet) time.Time {
+	var at time.Time
+	for _, c := range set.Campaigns {
+		if c.Start.After(at) {
+			at = c.Start
+		}
+	}
+	for _, l := range set.LineItems {
+		if l.Start.After(at) {
+			at = l.Start
+		}
+	}
+	if at.IsZero() {
+		return time.Now()
+	}
+	return at
 }
