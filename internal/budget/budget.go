@@ -80,7 +80,10 @@ func New(freq tsubame.FrequencyCounter, opt Options) *Counters {
 // (req.Context, else the timeout of Options); what the leases gave is then
 // given back. With req.CapsOnWin the caps are only checked (reading the
 // record first if it is not yet): the caller holds them for its bid
-// (HoldCap) and counts the win (CountCap). What is taken is held under
+// (HoldCap) and counts the win (CountCap). With req.Check nothing is
+// taken: the caps are checked (reading the record) and the leases asked
+// whether they could pay, for a decision that takes once it has won an
+// auction (decision.Index.Take). What is taken is held under
 // req.Reserve[slot] until req.ReserveUntil (spent at once without one). A
 // test request (req.Test) takes nothing.
 //
@@ -97,6 +100,10 @@ func (c *Counters) Allow(l *decision.Line, req *decision.Request, slot int, now 
 	capped := len(l.Frequency) > 0
 	if capped && !c.checkCap(l, req, now) {
 		return false
+	}
+	if req.Check {
+		// Only whether it could: the decision takes once it has won.
+		return !l.Limited || c.ledger == nil || c.ledger.could(l, now)
 	}
 	var r reservation
 	var due, until, winBy, share int64 // until 0: spent at once, whole
@@ -155,7 +162,7 @@ func (c *Counters) checkCap(l *decision.Line, req *decision.Request, now time.Ti
 		return false
 	}
 	rec := req.Frequency
-	if !req.CapsOnWin && (rec == nil || !rec.Read) {
+	if !req.CapsOnWin && !req.Check && (rec == nil || !rec.Read) {
 		return true // takeCap checks in the store
 	}
 	if rec == nil {

@@ -325,3 +325,34 @@ func liveAt(set *tsubame.CampaignSet) time.Time {
 	}
 	return at
 }
+
+// A check (an auction's direct line item before it has won) reads the
+// visitor's caps and counts nothing: any number of checks leaves the caps
+// as they were, and a checked line item at its cap is refused.
+func TestCheckCountsNoCap(t *testing.T) {
+	st := memory.New()
+	defer st.Close()
+	fc := &counting{FrequencyCounter: st}
+	c := budget.New(fc, budget.Options{})
+	_, ls := lines(t, campaigns(t), c)
+	capped := ls["li-capped"]
+	t0 := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
+	for i := range 10 {
+		var rec tsubame.FrequencyRecord
+		if !c.Allow(capped, &decision.Request{User: "u-1", Check: true, Frequency: &rec}, 0, t0) {
+			t.Fatalf("check %d refused under the cap", i)
+		}
+	}
+	if u := fc.updates.Load(); u != 0 {
+		t.Fatalf("%d store updates for checks", u)
+	}
+	for i := range 3 { // 3 an hour: the checks took none of them
+		if !c.Allow(capped, &decision.Request{User: "u-1"}, 0, t0) {
+			t.Fatalf("take %d refused after checks", i)
+		}
+	}
+	var rec tsubame.FrequencyRecord
+	if c.Allow(capped, &decision.Request{User: "u-1", Check: true, Frequency: &rec}, 0, t0) {
+		t.Fatal("a check allowed at the cap")
+	}
+}

@@ -2026,3 +2026,91 @@ func runLoop(t *testing.T, g *budget.Ledger) {
 		}
 	}
 }
+
+// An auction's direct line item is only checked until it wins
+// (decision.Request.Check), and takes its impression once it has
+// (decision.Index.Take): on three nodes of one store, four clients each,
+// where one check in three wins, the checks alone commit nothing, and
+// the wins take exactly the limit of 300, never over it.
+func TestChecksTakeNothingUntilTheWin(t *testing.T) {
+	st := memory.New()
+	t.Cleanup(func() { _ = st.Close() })
+	set := limitedSet(tsubame.ImpressionLimits{Total: 300}, tsubame.Budget{}, 1_000_000, tsubame.PacingASAP)
+	opt := budget.LedgerOptions{Interval: 10 * time.Millisecond, Lease: time.Minute}
+	var nodes []*node
+	for i := range 3 {
+		n := newNode(t, st, set, fmt.Sprint("node-", i), opt)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); n.ledger.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done })
+		nodes = append(nodes, n)
+	}
+	check := func(n *node) bool {
+		return n.counters.Allow(n.line, &decision.Request{Check: true, ReserveUntil: time.Now().Add(time.Hour)}, 0, time.Now())
+	}
+	// Checks until every node's lease is in hand: none commits anything.
+	deadline := time.Now().Add(30 * time.Second)
+	for _, n := range nodes {
+		for !check(n) {
+			if time.Now().After(deadline) {
+				t.Fatal("no node could serve within 30s")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		for range 100 {
+			check(n)
+		}
+	}
+	if s, o := committed(t, st, "li/li/imp"); s != 0 || o > 300 {
+		t.Fatalf("checks alone: settled %d, outstanding %d", s, o)
+	}
+	var taken, checked atomic.Int64
+	var wg sync.WaitGroup
+	for _, n := range nodes {
+		for range 4 {
+			wg.Go(func() {
+				for refused := 0; refused < 4000 && taken.Load() < 300; {
+					if !check(n) {
+						refused++
+						time.Sleep(100 * time.Microsecond)
+						continue
+					}
+					if checked.Add(1)%3 != 0 {
+						continue // lost the auction: nothing to give back
+					}
+					id := n.decide(time.Now(), time.Hour)
+					if id == "" {
+						refused++ // the last of a lease went to another client
+						continue
+					}
+					taken.Add(1)
+					n.show(t, id)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for deadline := time.Now().Add(30 * time.Second); taken.Load() < 300 && time.Now().Before(deadline); {
+		for _, n := range nodes {
+			if check(n) {
+				if id := n.decide(time.Now(), time.Hour); id != "" {
+					taken.Add(1)
+					n.show(t, id)
+				}
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for _, n := range nodes {
+		if check(n) {
+			t.Error("a check allowed past the limit")
+		}
+	}
+	if got := taken.Load(); got != 300 {
+		t.Fatalf("%d wins taken on a limit of 300 (%d checks)", got, checked.Load())
+	}
+	if s, o := committed(t, st, "li/li/imp"); s+o != 300 {
+		t.Fatalf("committed %d settled + %d outstanding, want 300", s, o)
+	}
+}

@@ -111,6 +111,12 @@ type Request struct {
 	// Test asks for decisions that spend nothing (OpenRTB's test=1):
 	// Counters let a line item serve if it could, and take nothing.
 	Test bool
+	// Check asks Counters only whether a line item could serve (its caps
+	// for the visitor, read once into Frequency, and its leases), taking
+	// nothing: a decision that must still win an auction against outside
+	// bids takes what it costs once it has won (Index.Take), and one that
+	// loses has held nothing meanwhile.
+	Check bool
 	// Frequency, when set, is where Counters keep what they read of the
 	// visitor's frequency caps for this request: the store is read once,
 	// whatever the number of capped line items, impressions and formats
@@ -217,6 +223,19 @@ type Decision struct {
 // Allow runs in the matching core.
 type Counters interface {
 	Allow(l *Line, req *Request, slot int, now time.Time) bool
+}
+
+// Take takes what serving d costs, for slot slot of req's answer, once
+// the decision has won (req.Check cleared): Counters' Allow, asked again,
+// now taking the impression and its price. False when it can no longer be
+// taken (the last of a budget went to another request meanwhile, or the
+// visitor's cap was reached): the slot goes to the auction's next best.
+func (ix *Index) Take(req *Request, d *Decision, slot int) bool {
+	now := req.Time
+	if now.IsZero() {
+		now = time.Now()
+	}
+	return ix.counters.Allow(d.Line, req, slot, now)
 }
 
 // NoCounters lets every line item serve.
