@@ -95,13 +95,13 @@ func (r *BidRequest) fromExt() {
 			GPPSID    Sections `json:"gpp_sid"`
 		}
 		if json.Unmarshal(g.Ext, &ext) != nil {
-			ext.GDPR, ext.GPPSID.Flag = FlagUnreadable, FlagUnreadable
+			ext.GDPR, ext.GPPSID = FlagUnreadable, Sections{Flag: FlagUnreadable}
 			ext.USPrivacy, ext.GPP = Text{Unreadable: true}, Text{Unreadable: true}
 		}
 		g.GDPR = max(g.GDPR, ext.GDPR)
 		g.USPrivacy = g.USPrivacy.merge(ext.USPrivacy)
 		g.GPP = g.GPP.merge(ext.GPP)
-		g.GPPSID.Flag = max(g.GPPSID.Flag, ext.GPPSID.Flag)
+		g.GPPSID = g.GPPSID.merge(ext.GPPSID)
 	}
 	if u := r.User; u != nil && len(u.Ext) > 0 {
 		var ext struct {
