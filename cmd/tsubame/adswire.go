@@ -26,6 +26,7 @@ import (
 	"tsubame/internal/device"
 	"tsubame/internal/geo"
 	"tsubame/internal/server"
+	"tsubame/internal/ssp"
 	"tsubame/internal/track"
 )
 
@@ -43,8 +44,10 @@ type adsSide struct {
 	history budget.History
 	// bidder answers exchanges (rtb.exchanges); nil: none configured.
 	bidder *bidder.Bidder
-	stop   context.CancelFunc
-	done   chan struct{}
+	// auction sells the placements of ssp.placements to ssp.demand.
+	auction *ssp.Auctioneer
+	stop    context.CancelFunc
+	done    chan struct{}
 }
 
 // openAds compiles the first decision index from the store's campaigns and
@@ -127,14 +130,21 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 		m.Logger.Error("cannot compile the decision index; serving no decisions until the store answers", "err", err)
 	}
 	opt.Engine = m.ads.engine
+	rates, err := tsubame.NewRates(cfg.Ads.Currency, cfg.RTB.Rates)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	if m.ads.auction, err = ssp.New(cfg.SSP, ssp.Options{Currency: cfg.Ads.Currency, Rates: rates, Log: m.Logger}); err != nil {
+		return usagef("%v", err)
+	}
+	opt.Auction = m.ads.auction
+	if n := len(cfg.SSP.Placements); n > 0 {
+		m.Logger.Info("sell side", "placements", n, "partners", len(cfg.SSP.Demand))
+	}
 	if m.ads.svc, err = ads.New(opt); err != nil {
 		return err
 	}
 	if len(cfg.RTB.Exchanges) > 0 {
-		rates, err := bidder.NewRates(cfg.Ads.Currency, cfg.RTB.Rates)
-		if err != nil {
-			return usagef("%v", err)
-		}
 		m.ads.bidder, err = bidder.New(bidder.Options{Engine: m.ads.engine, Signer: signer, Currency: cfg.Ads.Currency,
 			Rates: rates, NoticeURL: cfg.RTBNoticeURL(), TTL: cfg.Ads.Tracking.TTL, Grace: cfg.Ads.Budget.Grace, Timeout: cfg.RTB.Timeout, Dedupe: dd,
 			Holder: ledger.Holder(), Outcomes: outcomes,
@@ -231,6 +241,10 @@ func (m *Main) closeAds(ctx context.Context) {
 		<-m.ads.done
 		m.ads.stop = nil
 	}
+	if m.ads.auction != nil {
+		m.ads.auction.Close(ctx) // the queued notices are called
+		m.ads.auction = nil
+	}
 	if m.ads.ledger != nil {
 		saveTraffic(m.ads.ledger, m.ads.dataDir, m.Logger)
 		if err := m.ads.ledger.Close(ctx); err != nil {
@@ -258,11 +272,16 @@ func (m *Main) reloadAds(cfg *config.Config) error {
 	if err := m.openGeo(cfg); err != nil {
 		return err
 	}
-	if m.ads.bidder != nil {
-		rates, err := bidder.NewRates(cfg.Ads.Currency, cfg.RTB.Rates)
-		if err != nil {
+	rates, err := tsubame.NewRates(cfg.Ads.Currency, cfg.RTB.Rates)
+	if err != nil {
+		return err
+	}
+	if m.ads.auction != nil {
+		if err := m.ads.auction.Reload(cfg.SSP, rates); err != nil {
 			return err
 		}
+	}
+	if m.ads.bidder != nil {
 		if err := m.ads.bidder.SetExchanges(exchanges(cfg), nil); err != nil {
 			return err
 		}

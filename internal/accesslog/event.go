@@ -30,19 +30,22 @@ type EventKind uint8
 
 // The event kinds. The zero value is no kind, written as an empty value.
 const (
-	EventDecision EventKind = iota + 1 // an ad chosen for a request
-	EventImp                           // its impression URL was fetched
-	EventClick                         // its click URL was followed
-	EventWin                           // an exchange's win notice
-	EventBill                          // an exchange's billing notice
-	EventBid                           // a bid made in an exchange's auction
-	EventLoss                          // an exchange's loss notice
-	EventBidImp                        // a bid's markup fired its impression (a viewer's player or page)
-	EventRequest                       // an ad request decided for: the slots it asked, filled or not
+	EventDecision    EventKind = iota + 1 // an ad chosen for a request
+	EventImp                              // its impression URL was fetched
+	EventClick                            // its click URL was followed
+	EventWin                              // an exchange's win notice
+	EventBill                             // an exchange's billing notice
+	EventBid                              // a bid made in an exchange's auction
+	EventLoss                             // an exchange's loss notice
+	EventBidImp                           // a bid's markup fired its impression (a viewer's player or page)
+	EventRequest                          // an ad request decided for: the slots it asked, filled or not
+	EventAuction                          // a sell-side auction: the partners asked, answered, timed out, and its winner
+	EventBidReceived                      // one partner's part in a sell-side auction: its status, latency and best bid
 )
 
 var eventKinds = [...]string{EventDecision: "decision", EventImp: "imp", EventClick: "click", EventWin: "win", EventBill: "bill",
-	EventBid: "bid", EventLoss: "loss", EventBidImp: "bid_imp", EventRequest: "request"}
+	EventBid: "bid", EventLoss: "loss", EventBidImp: "bid_imp", EventRequest: "request",
+	EventAuction: "auction", EventBidReceived: "bid_received"}
 
 // String is the kind's name as written in the event field ("" for none).
 func (k EventKind) String() string {

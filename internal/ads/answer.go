@@ -98,6 +98,9 @@ func (src source) RequestPayload(w server.Response, r server.Request, enc render
 func (s *Service) appendJSON(dst []byte, a *answer) []byte {
 	baseSafe := jsonSafe(a.base)
 	dst = append(dst, `{"decisions":[`...)
+	if a.sale != nil {
+		return append(s.appendSale(dst, a, baseSafe), "]}"...)
+	}
 	for i := range a.n {
 		d := &a.out[i]
 		c := d.Creative
@@ -132,6 +135,36 @@ func (s *Service) appendJSON(dst []byte, a *answer) []byte {
 		dst = append(dst, '}')
 	}
 	return append(dst, "]}"...)
+}
+
+// appendSale appends a sold slot's decision: the partner that won, the
+// format and size of its markup, the markup (html, or vast with the
+// impression URL added to it) and the impression URL. Its clicks are the
+// markup's own.
+func (s *Service) appendSale(dst []byte, a *answer, baseSafe bool) []byte {
+	b := a.sale.Sold
+	dst = appendRaw(append(dst, `{"decision":`...), a.ids[0])
+	dst = append(dst, `,"partner":`...)
+	dst = render.AppendJSONString(dst, b.Partner)
+	if a.sale.Video() {
+		dst = append(dst, `,"format":"video"`...)
+	} else {
+		dst = append(dst, `,"format":"banner"`...)
+	}
+	dst = append(dst, `,"w":`...)
+	dst = strconv.AppendInt(dst, int64(b.W), 10)
+	dst = append(dst, `,"h":`...)
+	dst = strconv.AppendInt(dst, int64(b.H), 10)
+	if a.sale.Video() {
+		dst = append(dst, `,"vast":`...)
+		dst = render.AppendJSONString(dst, string(addImpression(nil, a.sale.Markup, a.imp[0])))
+	} else {
+		dst = append(dst, `,"html":`...)
+		dst = render.AppendJSONString(dst, a.sale.Markup)
+	}
+	dst = append(dst, `,"impression_url":`...)
+	dst = appendURL(dst, a.imp[0], baseSafe)
+	return append(dst, '}')
 }
 
 // appendRaw appends s quoted, as it is when it is jsonSafe (an id always

@@ -14,6 +14,7 @@ import (
 	"tsubame/internal/decision"
 	"tsubame/internal/render"
 	"tsubame/internal/server"
+	"tsubame/internal/ssp"
 	"tsubame/internal/track"
 )
 
@@ -37,6 +38,9 @@ type answer struct {
 	// freq is the visitor's frequency record, read at most once per
 	// request (decision.Request.Frequency).
 	freq tsubame.FrequencyRecord
+	// sale is the auction a demand partner won (the answer's one slot);
+	// nil for a direct decision.
+	sale *ssp.Result
 }
 
 // context readies a.ctx for a request read at start: it ends timeout
@@ -93,6 +97,9 @@ func (s *Service) decide(w server.Response, r server.Request, placement []byte, 
 		req.Country, req.Region = s.opt.Geo(r.Client())
 	}
 	s.setCookie(w, r, v)
+	if au := s.opt.Auction; au != nil && au.Sells(req.Placement) {
+		return s.sell(r, placement, a, v, now)
+	}
 	// The decisions' ids are made first: a line item with a budget holds
 	// its price under its decision's id until its impression is seen.
 	var reserved time.Time
@@ -109,9 +116,17 @@ func (s *Service) decide(w server.Response, r server.Request, placement []byte, 
 	if err := s.logRequest(r, placement, now, a); err != nil {
 		return err
 	}
+	return s.track(r, placement, a, v, now, reserved)
+}
+
+// track signs the impression and click URLs of a's decisions and logs a
+// decision line for each.
+func (s *Service) track(r server.Request, placement []byte, a *answer, v visitor, now, reserved time.Time) error {
 	if a.n == 0 {
 		return nil
 	}
+	req := &a.req
+	out := a.out[:a.n]
 	a.base = s.trackingBase(r, a.baseBuf[:0])
 	sg := s.signer.Load()
 	expires := now.Add(s.opt.TTL)

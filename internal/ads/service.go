@@ -13,6 +13,7 @@ import (
 	"tsubame/internal/device"
 	"tsubame/internal/privacy"
 	"tsubame/internal/server"
+	"tsubame/internal/ssp"
 	"tsubame/internal/track"
 )
 
@@ -73,6 +74,9 @@ type Options struct {
 	// Outcomes: nothing is recorded (no ledger holds money).
 	Holder   string
 	Outcomes tsubame.Outcomes
+	// Auction sells the placements it names in an auction of the direct
+	// line item and demand partners (nil: none is sold).
+	Auction *ssp.Auctioneer
 	// AdSystem names the ad server in VAST documents.
 	AdSystem string
 	// CORS lets pages of its origins read /api/decide's answers; listed

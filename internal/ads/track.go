@@ -3,6 +3,7 @@ package ads
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"time"
 
@@ -30,11 +31,18 @@ const dedupeSlack = 5 * time.Minute
 // logged but the request's line.
 func (s *Service) serveImp(w server.Response, r server.Request) error {
 	t, err := s.verify(r, PathImp, track.KindImp)
+	if errors.Is(err, track.ErrKind) {
+		t, err = s.verify(r, PathImp, track.KindSale)
+	}
 	if err != nil {
 		return err
 	}
-	if err := s.count(r, &t, accesslog.EventImp, "imp:", int64(t.Price)); err != nil {
+	counted, err := s.countOnce(r, &t, accesslog.EventImp, "imp:", int64(t.Price))
+	if err != nil {
 		return err
+	}
+	if counted && t.Kind == track.KindSale && t.Click != "" && s.opt.Auction != nil {
+		s.opt.Auction.Bill(t.Click) // the bid's burl, once across nodes: the impression is
 	}
 	w.Header("Cache-Control", "no-store")
 	w.Body("image/gif", pixel)
@@ -83,6 +91,14 @@ func (s *Service) verify(r server.Request, prefix string, kind track.Kind) (trac
 // crawler fetched it, the id was seen before, or the store could not
 // tell.
 func (s *Service) count(r server.Request, t *track.Token, kind accesslog.EventKind, idPrefix string, price int64) error {
+	_, err := s.countOnce(r, t, kind, idPrefix, price)
+	return err
+}
+
+// countOnce is count, reporting whether the event was counted (valid).
+// A sold slot's impression (track.KindSale) carries its partner, auction
+// and deal.
+func (s *Service) countOnce(r server.Request, t *track.Token, kind accesslog.EventKind, idPrefix string, price int64) (bool, error) {
 	id := idPrefix + t.Decision
 	reason := ""
 	switch {
@@ -121,5 +137,12 @@ func (s *Service) count(r server.Request, t *track.Token, kind accesslog.EventKi
 	if late {
 		e.AddBool(keyLate, true)
 	}
-	return s.logEvent(r, &e)
+	if t.Kind == track.KindSale {
+		e.AddText(keyPartner, accesslog.String(t.Exchange))
+		e.AddText(keyAuction, accesslog.String(t.Auction))
+		if t.Deal != "" {
+			e.AddText(keyDeal, accesslog.String(t.Deal))
+		}
+	}
+	return reason == "", s.logEvent(r, &e)
 }

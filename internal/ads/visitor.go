@@ -90,6 +90,12 @@ func (s *Service) setCookie(w server.Response, r server.Request, v visitor) {
 // different consent strings, a malformed us_privacy) is read as the
 // strictest it could be.
 func private(r server.Request, vendor int) bool {
+	sg := signals(r)
+	return sg.Private(vendor)
+}
+
+// signals reads r's privacy signals as private does.
+func signals(r server.Request) privacy.Signals {
 	var sg privacy.Signals
 	r.QueryEach(func(k, v []byte) {
 		switch string(k) {
@@ -111,7 +117,7 @@ func private(r server.Request, vendor int) bool {
 	if gpc := r.Header("Sec-GPC"); len(gpc) > 0 {
 		sg.GPC = privacy.ParseFlag(gpc)
 	}
-	return sg.Private(vendor)
+	return sg
 }
 
 // view is b as a string for a call that only reads it, while the request

@@ -35,7 +35,7 @@ type Options struct {
 	// Currency is the account currency (every CPM's).
 	Currency string
 	// Rates convert it into the currencies requests allow.
-	Rates *Rates
+	Rates *tsubame.Rates
 	// NoticeURL is the scheme and host of the notice URLs
 	// (https://ads.example.com): exchanges call them server to server, so
 	// there is no request of theirs to take one from.
@@ -83,7 +83,7 @@ const DefaultTimeout = 500 * time.Millisecond
 type Bidder struct {
 	opt       Options
 	signer    atomic.Pointer[track.Signer]
-	rates     atomic.Pointer[Rates]
+	rates     atomic.Pointer[tsubame.Rates]
 	exchanges atomic.Pointer[map[string]*exchange]
 	// secureMarkup: the notice URL is https, so the markup's own URLs
 	// (the click tracker, a video's impression) may go on a secure page.
@@ -164,7 +164,7 @@ func (b *Bidder) SetExchanges(exchanges []Exchange, validate func(*Exchange) err
 func (b *Bidder) SetSigner(s *track.Signer) { b.signer.Store(s) }
 
 // SetRates replaces the exchange rates (a reload).
-func (b *Bidder) SetRates(r *Rates) { b.rates.Store(r) }
+func (b *Bidder) SetRates(r *tsubame.Rates) { b.rates.Store(r) }
 
 func (b *Bidder) exchange(name string) *exchange {
 	if m := b.exchanges.Load(); m != nil {
@@ -451,7 +451,7 @@ func (b *Bidder) claimTID(d *decision.Request, tid string) bool {
 // currency picks the bid's currency: the account's when the request
 // allows it, else the first allowed one with a rate; none allowed means
 // USD (the specification's default).
-func (b *Bidder) currency(req *openrtb.BidRequest, rates *Rates) string {
+func (b *Bidder) currency(req *openrtb.BidRequest, rates *tsubame.Rates) string {
 	allowed := req.Cur
 	if len(allowed) == 0 {
 		allowed = []string{"USD"}
@@ -489,7 +489,7 @@ func (b *Bidder) common(req *openrtb.BidRequest, now time.Time, d *decision.Requ
 			d.Device = t
 		}
 		if g := dev.Geo; g != nil && g.Country != "" {
-			if c, ok := alpha2[strings.ToUpper(g.Country)]; ok {
+			if c, ok := openrtb.Alpha2(g.Country); ok {
 				d.Country = c
 				if g.Region != "" {
 					d.Region = c + "-" + strings.ToUpper(g.Region)
@@ -535,7 +535,7 @@ func deviceType(t openrtb.Int) string {
 }
 
 // bidImp decides one impression and makes its bid, or says why not.
-func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp, cur string, rates *Rates, now time.Time,
+func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp, cur string, rates *tsubame.Rates, now time.Time,
 	test bool, idx *decision.Index, sg *track.Signer, w *work, log func(*accesslog.Event) error) (openrtb.Bid, string) {
 	d := &w.dreq
 	d.Placement = ""
@@ -739,7 +739,7 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 }
 
 // dealFloor is deal id's floor in cur, rounded up.
-func dealFloor(imp *openrtb.Imp, id, cur string, rates *Rates) tsubame.Money {
+func dealFloor(imp *openrtb.Imp, id, cur string, rates *tsubame.Rates) tsubame.Money {
 	for _, d := range imp.Pmp.Deals {
 		if d.ID == id {
 			f, _ := rates.Convert(d.BidFloor.Money(), cmp.Or(d.BidFloorCur, "USD"), cur)

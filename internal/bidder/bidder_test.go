@@ -63,7 +63,7 @@ func newNode(t testing.TB, st *memory.Store, exchanges ...bidder.Exchange) *fixt
 	if err != nil {
 		t.Fatal(err)
 	}
-	rates, err := bidder.NewRates("USD", map[string]string{"JPY": "150.25", "EUR": "0.92"})
+	rates, err := tsubame.NewRates("USD", map[string]string{"JPY": "150.25", "EUR": "0.92"})
 	if err != nil {
 		t.Fatal(err)
 	}

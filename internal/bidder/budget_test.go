@@ -56,7 +56,7 @@ func TestBidsSpendTheLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	sg, _ := track.NewSigner("k1", track.Key{ID: "k1", Secret: []byte(strings.Repeat("s", 32))})
-	rates, _ := bidder.NewRates("USD", nil)
+	rates, _ := tsubame.NewRates("USD", nil)
 	bd, err := bidder.New(bidder.Options{Engine: eng, Signer: sg, Currency: "USD", Rates: rates, NoticeURL: noticeBase,
 		TTL: time.Hour, Grace: time.Second, Dedupe: st, Holder: ledger.Holder(), Outcomes: st},
 		[]bidder.Exchange{{Name: "ssp", Seat: "s", PriceEncoding: bidder.PricePlain, Reservation: time.Second}})

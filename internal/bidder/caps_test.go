@@ -48,7 +48,7 @@ func newCapsFixture(t testing.TB, cpm tsubame.Money) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rates, err := bidder.NewRates("USD", map[string]string{"JPY": "150.25", "EUR": "0.92"})
+	rates, err := tsubame.NewRates("USD", map[string]string{"JPY": "150.25", "EUR": "0.92"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,7 +78,7 @@ func cappedBidder(t *testing.T, caps *stuckCaps, timeout time.Duration, ex bidde
 		t.Fatal(err)
 	}
 	sg, _ := track.NewSigner("k1", track.Key{ID: "k1", Secret: []byte(strings.Repeat("s", 32))})
-	rates, _ := bidder.NewRates("USD", nil)
+	rates, _ := tsubame.NewRates("USD", nil)
 	bd, err := bidder.New(bidder.Options{Engine: eng, Signer: sg, Currency: "USD", Rates: rates, NoticeURL: noticeBase,
 		TTL: time.Hour, Grace: time.Second, Dedupe: st, Timeout: timeout}, []bidder.Exchange{ex})
 	if err != nil {

@@ -163,7 +163,7 @@ func redisNode(t *testing.T, addr string, exchanges ...bidder.Exchange) *fixture
 	if err != nil {
 		t.Fatal(err)
 	}
-	rates, err := bidder.NewRates("USD", nil)
+	rates, err := tsubame.NewRates("USD", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +420,7 @@ func withDevice(t *testing.T, f *fixture, exchanges ...bidder.Exchange) *bidder.
 	if _, err := eng.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	rates, _ := bidder.NewRates("USD", nil)
+	rates, _ := tsubame.NewRates("USD", nil)
 	bd, err := bidder.New(bidder.Options{Engine: eng, Signer: f.signer, Currency: "USD", Rates: rates, NoticeURL: noticeBase,
 		TTL: time.Hour, Grace: time.Second, Dedupe: f.store,
 		Device: func(ua []byte) device.Info {

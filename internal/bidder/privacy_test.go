@@ -108,7 +108,7 @@ func newCappedFixtureFor(t testing.TB, vendor int) (*fixture, *recorder) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rates, err := bidder.NewRates("USD", nil)
+	rates, err := tsubame.NewRates("USD", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -71,7 +71,7 @@ func valueNode(t *testing.T, st *memory.Store, notice string, exchanges ...bidde
 	if err != nil {
 		t.Fatal(err)
 	}
-	rates, err := bidder.NewRates("USD", map[string]string{"JPY": "150.25"})
+	rates, err := tsubame.NewRates("USD", map[string]string{"JPY": "150.25"})
 	if err != nil {
 		t.Fatal(err)
 	}

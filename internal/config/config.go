@@ -36,7 +36,9 @@ import (
 	"tsubame/internal/certs"
 	"tsubame/internal/render"
 	"tsubame/internal/server"
+	"tsubame/internal/ssp"
 	"tsubame/internal/static"
+	"tsubame/internal/units"
 	"tsubame/internal/webhook"
 )
 
@@ -91,7 +93,14 @@ type Config struct {
 	RTB RTB `koanf:"rtb"`
 	// Report configures the delivery and billing reports.
 	Report Report `koanf:"report"`
+	// SSP configures the sell side: a module owning its keys, defaults
+	// and validation (ssp.DefaultsYAML, ssp.Config.Validate).
+	SSP ssp.Config `koanf:"ssp"`
 }
+
+// ModuleDefaults are the defaults of the modules that own their
+// sections, loaded after DefaultsYAML: each documents its own keys.
+var ModuleDefaults = [][]byte{ssp.DefaultsYAML}
 
 // VAST configures the VAST 4 documents endpoints serve as .xml.
 type VAST struct {
@@ -765,6 +774,11 @@ func Load(path string, environ []string) (*Config, []string, error) {
 	if err := k.Load(rawbytes.Provider(DefaultsYAML), yaml.Parser()); err != nil {
 		return nil, nil, fmt.Errorf("cannot parse built-in defaults: %w", err)
 	}
+	for _, d := range ModuleDefaults {
+		if err := k.Load(rawbytes.Provider(d), yaml.Parser()); err != nil {
+			return nil, nil, fmt.Errorf("cannot parse a module's built-in defaults: %w", err)
+		}
+	}
 	if path != "" {
 		f := koanf.New(".")
 		if err := f.Load(file.Provider(path), yaml.Parser()); err != nil {
@@ -1019,7 +1033,8 @@ func EnvKeys() map[string]string {
 	walk = func(t reflect.Type, prefix string) {
 		for f := range t.Fields() {
 			tag := f.Tag.Get("koanf")
-			if tag == "" || tag == "endpoints" || tag == "sites" || tag == "templates" || tag == "exchanges" || tag == "rates" {
+			if tag == "" || tag == "endpoints" || tag == "sites" || tag == "templates" || tag == "exchanges" || tag == "rates" ||
+				tag == "demand" || tag == "placements" || tag == "publishers" {
 				continue
 			}
 			path := prefix + tag
@@ -1067,6 +1082,12 @@ func (c *Config) Validate() []error {
 	c.validateAds(&p)
 	c.validateRTB(&p)
 	c.validateReport(&p)
+	for _, e := range c.SSP.Validate(ssp.Env{Currency: c.Ads.Currency, AdsEnabled: c.Ads.Enabled, HasRate: func(cur string) bool {
+		_, ok := c.RTB.Rates[cur]
+		return ok
+	}}) {
+		p.add("%s", e)
+	}
 	return p.errs
 }
 
@@ -1699,3 +1720,6 @@ func (c *Config) validateAdmin(add func(string, ...any), positive func(string, t
 		add("admin.alert_failures: must be at least 1 (got %d)", a.AlertFailures)
 	}
 }
+
+// ByteSize is a size in bytes written with a unit ("64KiB"): units.ByteSize.
+type ByteSize = units.ByteSize

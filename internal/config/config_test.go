@@ -236,8 +236,10 @@ access_log: {format: csv, rotate_every: 10ms, durability: maybe}
 // leave one without), and every variable's key is documented in defaults.yaml.
 func TestEnvKeysCoverDefaults(t *testing.T) {
 	k := koanf.New(".")
-	if err := k.Load(rawbytes.Provider(config.DefaultsYAML), yaml.Parser()); err != nil {
-		t.Fatal(err)
+	for _, d := range append([][]byte{config.DefaultsYAML}, config.ModuleDefaults...) {
+		if err := k.Load(rawbytes.Provider(d), yaml.Parser()); err != nil {
+			t.Fatal(err)
+		}
 	}
 	keys := config.EnvKeys()
 	paths := map[string]string{}
@@ -248,7 +250,8 @@ func TestEnvKeysCoverDefaults(t *testing.T) {
 		paths[path] = env
 	}
 	for _, path := range k.Keys() {
-		if strings.HasPrefix(path, "endpoints.") || path == "sites" || path == "templates" || path == "rtb.exchanges" || path == "rtb.rates" {
+		if strings.HasPrefix(path, "endpoints.") || path == "sites" || path == "templates" || path == "rtb.exchanges" || path == "rtb.rates" ||
+			path == "ssp.demand" || path == "ssp.placements" || path == "ssp.publishers" {
 			continue
 		}
 		if _, ok := paths[path]; !ok {
@@ -299,6 +302,11 @@ func TestDocsCoverConfig(t *testing.T) {
 	}
 	if !strings.Contains(string(doc), string(config.DefaultsYAML)) {
 		t.Error("docs/configuration.md does not carry internal/config/defaults.yaml verbatim")
+	}
+	for _, d := range config.ModuleDefaults {
+		if !strings.Contains(string(doc), string(d)) {
+			t.Errorf("docs/configuration.md does not carry a module's defaults verbatim:\n%s", d)
+		}
 	}
 }
 

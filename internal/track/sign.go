@@ -29,13 +29,21 @@ const (
 	// viewer's browser calls it, not the exchange, so it carries the
 	// bid's auction like a notice but its URL takes no clearing price.
 	KindBidImp Kind = 6
+	// KindSale is the impression of a sold slot: the page fires it (the
+	// impression URL /api/decide answers with, as for a direct
+	// decision's) when a demand partner's winning bid is shown. It
+	// carries the auction (the partner as Exchange) and, in Click, the
+	// bid's billing URL (burl), called once the impression is counted;
+	// its line item, campaign and creative ids are empty (the partner's
+	// creative is not ours).
+	KindSale Kind = 7
 )
 
 // maxKind is the largest kind.
-const maxKind = KindBidImp
+const maxKind = KindSale
 
 var kindNames = [...]string{KindImp: "imp", KindClick: "click", KindWin: "win", KindBill: "bill", KindLoss: "loss",
-	KindBidImp: "bid_imp"}
+	KindBidImp: "bid_imp", KindSale: "sale"}
 
 // String returns the kind's name as the access log writes it.
 func (k Kind) String() string {
@@ -51,6 +59,14 @@ func (k Kind) valid() bool { return k >= KindImp && k <= maxKind }
 // billing or loss notice, or the impression of the bid's markup), whose
 // tokens carry their auction.
 func (k Kind) Notice() bool { return k >= KindWin && k <= KindLoss || k == KindBidImp }
+
+// auctioned reports whether k's tokens carry an auction: a notice's, and
+// a sold slot's impression.
+func (k Kind) auctioned() bool { return k.Notice() || k == KindSale }
+
+// sold reports whether an id of a token of kind k may be empty: the line
+// item, campaign and creative (i 1 to 3) of a sale.
+func (k Kind) sold(i int) bool { return k == KindSale && i >= 1 && i <= 3 }
 
 // Bounds of what a token carries. They are tighter than the model's
 // (tsubame.MaxIDLength, tsubame.MaxURLLength) on purpose: a tracking URL is
@@ -389,7 +405,7 @@ func (s *Signer) AppendSign(dst []byte, t Token) ([]byte, error) {
 			s.current.cipherVisitor(b[len(b)-len(f):], b[decision:decision+len(t.Decision)], sc)
 		}
 	}
-	if t.Kind.Notice() {
+	if t.Kind.auctioned() {
 		for _, f := range [...]string{t.Exchange, t.Auction, t.Imp, t.Deal, t.Currency} {
 			b = append(b, byte(len(f)))
 			b = append(b, f...)
@@ -412,10 +428,10 @@ func checkToken(t *Token) error {
 	if !t.Kind.valid() {
 		return tsubame.Errorf(tsubame.EINVALID, "unknown event kind %d", t.Kind)
 	}
-	for _, f := range [...]struct{ name, v string }{
+	for i, f := range [...]struct{ name, v string }{
 		{"decision", t.Decision}, {"line item", t.LineItem}, {"campaign", t.Campaign}, {"creative", t.Creative}, {"placement", t.Placement},
 	} {
-		if !validID(f.v) {
+		if !validID(f.v) && !(t.Kind.sold(i) && f.v == "") {
 			return tsubame.Errorf(tsubame.EINVALID, "%s id must be 1 to %d bytes of letters, digits and -_.:@", f.name, MaxIDLen)
 		}
 	}
@@ -446,7 +462,7 @@ func checkToken(t *Token) error {
 	if !t.Reserved.IsZero() && t.Reserved.Unix() <= 0 {
 		return tsubame.Errorf(tsubame.EINVALID, "reservation deadline before 1970")
 	}
-	if t.Kind.Notice() {
+	if t.Kind.auctioned() {
 		for _, f := range [...]struct{ name, v string }{{"exchange", t.Exchange}, {"auction", t.Auction}, {"impression", t.Imp}} {
 			if !validAuctionID(f.v) {
 				return tsubame.Errorf(tsubame.EINVALID, "%s id must be 1 to %d bytes of printable ASCII without spaces", f.name, MaxIDLen)
@@ -460,6 +476,12 @@ func checkToken(t *Token) error {
 		}
 	} else if t.Exchange != "" || t.Auction != "" || t.Imp != "" || t.Deal != "" || t.Currency != "" {
 		return tsubame.Errorf(tsubame.EINVALID, "only a notice token carries an auction")
+	}
+	if t.Kind == KindSale {
+		if t.Click != "" && (len(t.Click) > MaxClickLen || !clickChars(t.Click) || !httpURL(t.Click)) {
+			return tsubame.Errorf(tsubame.EINVALID, "a sale's billing URL must be an http(s) URL of at most %d bytes", MaxClickLen)
+		}
+		return nil
 	}
 	if t.Kind != KindClick {
 		if t.Click != "" {
@@ -481,6 +503,10 @@ func checkClick(s string) error {
 		return tsubame.WrapError(tsubame.EINVALID, err, "click destination %s", tsubame.ErrorMessage(err))
 	}
 	return nil
+}
+
+func httpURL(s string) bool {
+	return len(s) > len("https://") && (s[:7] == "http://" || s[:8] == "https://")
 }
 
 func clickChars(s string) bool {
@@ -687,7 +713,7 @@ func parse(b []byte, v byte, key *ringKey, sc *scratch) (Token, bool) {
 		return Token{}, false
 	}
 	for i, id := range ids {
-		if !validID(id) && (i < len(ids)-1 || id != "") {
+		if !validID(id) && (i < len(ids)-1 || id != "") && !(kind.sold(i) && id == "") {
 			return Token{}, false
 		}
 	}
@@ -700,7 +726,7 @@ func parse(b []byte, v byte, key *ringKey, sc *scratch) (Token, bool) {
 	}
 	var auction [5]string // exchange, auction, imp, deal, currency
 	var test bool
-	if kind.Notice() && v >= version2 {
+	if kind.auctioned() && v >= version2 {
 		if off, ok = readStrings(all, off, auction[:]); !ok {
 			return Token{}, false
 		}
@@ -731,7 +757,7 @@ func parse(b []byte, v byte, key *ringKey, sc *scratch) (Token, bool) {
 		return Token{}, false
 	}
 	click := all[off:]
-	if !kind.valid() || price < 0 || exp <= 0 || reserved < 0 || (kind == KindClick) != (click != "") ||
+	if !kind.valid() || price < 0 || exp <= 0 || reserved < 0 || (kind == KindClick) != (click != "") && kind != KindSale ||
 		len(click) > MaxClickLen || !clickChars(click) {
 		return Token{}, false
 	}

@@ -685,3 +685,42 @@ func TestSignNoticeAuction(t *testing.T) {
 		t.Errorf("an impression token with an exchange: %v", err)
 	}
 }
+
+// A sold slot's impression (KindSale) carries its auction and its billing
+// URL, and no line item, campaign or creative of ours; other kinds still
+// need them, and a sale's billing URL must be an http(s) URL.
+func TestSaleToken(t *testing.T) {
+	s := newSigner(t, "k1", track.Key{ID: "k1", Secret: secret('a')})
+	want := track.Token{Kind: track.KindSale, Decision: "01JDX8Q5ZK3M9T7A2B4C6D8E0F", Placement: "top", Price: 1_234_567,
+		Expires: t0.Add(time.Hour), Exchange: "dsp-a", Auction: "01JDX8Q5ZK3M9T7A2B4C6D8E0F", Imp: "1", Currency: "USD",
+		Click: "https://dsp-a.example/bill?p=1.5&id=b-1"}
+	tok, err := s.Sign(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.VerifyKind(tok, track.KindSale, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.LineItem != "" || got.Exchange != "dsp-a" || got.Auction != want.Auction || got.Click != want.Click || got.Price != want.Price {
+		t.Fatalf("got %+v", got)
+	}
+	if _, err := s.VerifyKind(tok, track.KindImp, t0); err == nil {
+		t.Fatal("a sale's token verified as a direct impression's")
+	}
+	want.Click = ""
+	if _, err := s.Sign(want); err != nil {
+		t.Fatalf("a sale without a billing URL: %v", err)
+	}
+	for _, bad := range []string{"javascript:alert(1)", "ftp://x.example/", "https://x.example/a b"} {
+		want.Click = bad
+		if _, err := s.Sign(want); err == nil {
+			t.Errorf("a sale signed with billing URL %q", bad)
+		}
+	}
+	imp := token(track.KindImp)
+	imp.LineItem = ""
+	if _, err := s.Sign(imp); err == nil {
+		t.Fatal("an impression signed without a line item")
+	}
+}

@@ -1,11 +1,9 @@
-package bidder
+package tsubame
 
 import (
 	"math/bits"
 	"sort"
 	"strings"
-
-	"tsubame"
 )
 
 // Rates are exchange rates against the account currency: how many units of
@@ -22,16 +20,16 @@ type Rates struct {
 // account currency's own. Every code is three capital letters and every
 // rate positive; the account currency's, if given, must be 1.
 func NewRates(account string, rates map[string]string) (*Rates, error) {
-	r := &Rates{account: account, rate: map[string]int64{account: tsubame.MicrosPerUnit}}
+	r := &Rates{account: account, rate: map[string]int64{account: MicrosPerUnit}}
 	var problems []string
 	for cur, s := range rates {
-		m, err := tsubame.ParseMoney(s)
+		m, err := ParseMoney(s)
 		switch {
-		case !validCurrency(cur):
+		case !ValidCurrency(cur):
 			problems = append(problems, cur+": not an ISO 4217 code (three capital letters)")
 		case err != nil || m <= 0:
 			problems = append(problems, cur+": "+s+" is not a positive decimal of up to 6 places")
-		case cur == account && m != tsubame.MicrosPerUnit:
+		case cur == account && m != MicrosPerUnit:
 			problems = append(problems, cur+": the account currency's rate is 1")
 		default:
 			r.rate[cur] = int64(m)
@@ -39,7 +37,7 @@ func NewRates(account string, rates map[string]string) (*Rates, error) {
 	}
 	if len(problems) > 0 {
 		sort.Strings(problems)
-		return nil, tsubame.Errorf(tsubame.EINVALID, "rtb.rates: %s", strings.Join(problems, "; "))
+		return nil, Errorf(EINVALID, "rtb.rates: %s", strings.Join(problems, "; "))
 	}
 	return r, nil
 }
@@ -50,32 +48,43 @@ func (r *Rates) Has(cur string) bool { _, ok := r.rate[cur]; return ok }
 // ToCurrency converts m micro-units of the account currency into cur,
 // rounding down (a bid is never more than the line item's price), and
 // reports whether cur has a rate.
-func (r *Rates) ToCurrency(m tsubame.Money, cur string) (tsubame.Money, bool) {
+func (r *Rates) ToCurrency(m Money, cur string) (Money, bool) {
 	rate, ok := r.rate[cur]
 	if !ok || m < 0 {
 		return 0, false
 	}
-	return tsubame.Money(mulDiv(uint64(m), uint64(rate), tsubame.MicrosPerUnit, false)), true
+	return Money(mulDiv(uint64(m), uint64(rate), MicrosPerUnit, false)), true
 }
 
 // ToAccount converts m micro-units of cur into the account currency,
 // rounding up (a floor is never read as less than it is).
-func (r *Rates) ToAccount(m tsubame.Money, cur string) (tsubame.Money, bool) {
+func (r *Rates) ToAccount(m Money, cur string) (Money, bool) {
 	rate, ok := r.rate[cur]
 	if !ok || m < 0 {
 		return 0, false
 	}
-	return tsubame.Money(mulDiv(uint64(m), tsubame.MicrosPerUnit, uint64(rate), true)), true
+	return Money(mulDiv(uint64(m), MicrosPerUnit, uint64(rate), true)), true
+}
+
+// ValueInAccount converts m micro-units of cur into the account
+// currency, rounding down (a bid is never read as worth more than it is),
+// and reports whether cur has a rate.
+func (r *Rates) ValueInAccount(m Money, cur string) (Money, bool) {
+	rate, ok := r.rate[cur]
+	if !ok || m < 0 {
+		return 0, false
+	}
+	return Money(mulDiv(uint64(m), MicrosPerUnit, uint64(rate), false)), true
 }
 
 // Convert converts m micro-units of from into to, rounding up (for floors).
-func (r *Rates) Convert(m tsubame.Money, from, to string) (tsubame.Money, bool) {
+func (r *Rates) Convert(m Money, from, to string) (Money, bool) {
 	rf, ok1 := r.rate[from]
 	rt, ok2 := r.rate[to]
 	if !ok1 || !ok2 || m < 0 {
 		return 0, false
 	}
-	return tsubame.Money(mulDiv(uint64(m), uint64(rt), uint64(rf), true)), true
+	return Money(mulDiv(uint64(m), uint64(rt), uint64(rf), true)), true
 }
 
 // mulDiv is a*b/c in 128 bits, rounded down or up, saturating at the
@@ -95,6 +104,8 @@ func mulDiv(a, b, c uint64, up bool) int64 {
 	return int64(q)
 }
 
-func validCurrency(c string) bool {
+// ValidCurrency reports whether c is written as an ISO 4217 code: three
+// capital letters.
+func ValidCurrency(c string) bool {
 	return len(c) == 3 && c[0] >= 'A' && c[0] <= 'Z' && c[1] >= 'A' && c[1] <= 'Z' && c[2] >= 'A' && c[2] <= 'Z'
 }

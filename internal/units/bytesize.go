@@ -1,4 +1,8 @@
-package config
+// Package units reads and writes the units configuration values are
+// written in, for config and the modules that own their keys.
+//
+// It imports the standard library only.
+package units
 
 import (
 	"fmt"

@@ -1,4 +1,6 @@
-package bidder
+package openrtb
+
+import "strings"
 
 // alpha2 maps the ISO 3166-1 alpha-3 country codes OpenRTB's Geo.country
 // carries to the alpha-2 codes of targeting: the 249 officially assigned
@@ -36,4 +38,28 @@ var alpha2 = map[string]string{
 	"UMI": "UM", "URY": "UY", "USA": "US", "UZB": "UZ", "VAT": "VA", "VCT": "VC", "VEN": "VE", "VGB": "VG",
 	"VIR": "VI", "VNM": "VN", "VUT": "VU", "WLF": "WF", "WSM": "WS", "YEM": "YE", "ZAF": "ZA", "ZMB": "ZM",
 	"ZWE": "ZW",
+}
+
+// alpha3 is alpha2 the other way round.
+var alpha3 = func() map[string]string {
+	m := make(map[string]string, len(alpha2))
+	for a3, a2 := range alpha2 {
+		m[a2] = a3
+	}
+	return m
+}()
+
+// Alpha2 returns the ISO 3166-1 alpha-2 code of an alpha-3 one (OpenRTB's
+// geo.country, in any case), and whether it is an assigned code.
+func Alpha2(a3 string) (string, bool) {
+	c, ok := alpha2[strings.ToUpper(a3)]
+	return c, ok
+}
+
+// Alpha3 returns the alpha-3 code OpenRTB's geo.country carries of an
+// ISO 3166-1 alpha-2 one (targeting's, upper case), and whether it is an
+// assigned code.
+func Alpha3(a2 string) (string, bool) {
+	c, ok := alpha3[a2]
+	return c, ok
 }

@@ -1,0 +1,306 @@
+package ssp
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"golang.org/x/time/rate"
+
+	"tsubame/internal/openrtb"
+)
+
+// Outcome is how a call to a partner ended: one of the Outcome constants,
+// the access log's and the metrics' status of a bid_received line.
+type Outcome string
+
+// A call's outcomes. Bid and NoBid are answers; the others are failures,
+// counted per partner and logged at a bounded rate.
+const (
+	OutcomeBid       Outcome = "bid"        // answered with bids
+	OutcomeNoBid     Outcome = "no_bid"     // 204, or an answer without bids
+	OutcomeTimeout   Outcome = "timeout"    // not answered by its deadline
+	OutcomeError     Outcome = "error"      // the connection failed or was reset
+	OutcomeStatus    Outcome = "status"     // an HTTP status other than 200 and 204
+	OutcomeInvalid   Outcome = "invalid"    // not an OpenRTB bid response
+	OutcomeTooLarge  Outcome = "too_large"  // past ssp.max_response, gunzipped too
+	OutcomeHTTP10    Outcome = "http10"     // answered in HTTP/1.0 (no keep-alive)
+	OutcomeThrottled Outcome = "throttled"  // not asked: over its qps or max_in_flight
+	OutcomeClosed    Outcome = "not_called" // not asked: its deadline had passed already
+)
+
+// partner is a demand partner as auctions use it: its configuration
+// parsed, its HTTP client, its bounds and its counts.
+type partner struct {
+	name      string
+	url       string
+	cfg       Partner
+	client    *http.Client
+	transport *http.Transport
+	adjust    int64 // parts per million
+	currency  string
+	header    http.Header
+	limiter   *rate.Limiter // nil: no qps bound
+	maxFlight int64
+	inFlight  atomic.Int64
+	maxBody   int64
+	places    map[string]bool // nil: every placement
+	sites     []string        // nil: every site
+	stats     *PartnerStats
+	log       *slog.Logger
+	logEvery  int64
+	logged    sync.Map // Outcome -> *atomic.Int64: when it was last logged
+	missed    sync.Map // Outcome -> *atomic.Int64: failures not logged since
+}
+
+// PartnerStats are a partner's counts since the server started, kept
+// across reloads.
+type PartnerStats struct {
+	Requests, Bids, NoBids, Timeouts, Errors, Throttled atomic.Uint64
+	// Invalid counts bids dropped by validation, Wins auctions won.
+	Invalid, Wins atomic.Uint64
+}
+
+func newPartner(name string, cfg Partner, maxBody int64, stats *PartnerStats, log *slog.Logger, logEvery time.Duration) *partner {
+	adj, _ := parseAdjustment(cfg.BidAdjustment) // Validate has checked it
+	t := &http.Transport{
+		Proxy:                  nil, // a partner is called directly, never through the environment's proxy
+		DialContext:            (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:           0,
+		MaxIdleConnsPerHost:    256,
+		MaxConnsPerHost:        0,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    2 * time.Second,
+		ExpectContinueTimeout:  0,
+		DisableCompression:     true, // the answer's gzip is read here, bounded
+		ResponseHeaderTimeout:  0,    // each call's context bounds it
+		ForceAttemptHTTP2:      true,
+		TLSClientConfig:        &tls.Config{MinVersion: tls.VersionTLS12},
+		MaxResponseHeaderBytes: 64 << 10,
+	}
+	if cfg.HTTP2 && strings.HasPrefix(cfg.URL, "http://") {
+		t.Protocols = new(http.Protocols)
+		t.Protocols.SetUnencryptedHTTP2(true)
+	}
+	p := &partner{name: name, url: cfg.URL, cfg: cfg, transport: t,
+		client: &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse // a bid endpoint that redirects is broken, not followed
+		}},
+		adjust: adj, currency: cfg.currency(), header: http.Header{}, maxFlight: int64(cfg.MaxInFlight), maxBody: maxBody,
+		stats: stats, log: log, logEvery: int64(logEvery)}
+	if p.maxFlight == 0 {
+		p.maxFlight = DefaultMaxInFlight
+	}
+	if cfg.QPS > 0 {
+		p.limiter = rate.NewLimiter(rate.Limit(cfg.QPS), max(1, cfg.QPS/10))
+	}
+	for h, v := range cfg.Headers {
+		p.header.Set(h, v)
+	}
+	if cfg.Token != "" {
+		p.header.Set(cfg.TokenHeader, cfg.Token)
+	}
+	p.header.Set("Content-Type", "application/json")
+	p.header.Set("X-Openrtb-Version", "2.6")
+	p.header.Set("Accept-Encoding", "gzip")
+	if cfg.Gzip {
+		p.header.Set("Content-Encoding", "gzip")
+	}
+	if len(cfg.Placements) > 0 {
+		p.places = make(map[string]bool, len(cfg.Placements))
+		for _, pl := range cfg.Placements {
+			p.places[pl] = true
+		}
+	}
+	p.sites = slices.Clone(cfg.Sites)
+	return p
+}
+
+// mayBid reports whether the partner may bid on placement on site.
+func (p *partner) mayBid(placement, site string) bool {
+	if p.places != nil && !p.places[placement] {
+		return false
+	}
+	if p.sites == nil {
+		return true
+	}
+	for _, s := range p.sites {
+		if site == s || strings.HasSuffix(site, "."+s) {
+			return true
+		}
+	}
+	return false
+}
+
+// admit takes a place for one call: false when the partner is over its
+// qps or its calls in flight (it is then not asked).
+func (p *partner) admit() bool {
+	if p.inFlight.Add(1) > p.maxFlight {
+		p.inFlight.Add(-1)
+		return false
+	}
+	if p.limiter != nil && !p.limiter.Allow() {
+		p.inFlight.Add(-1)
+		return false
+	}
+	return true
+}
+
+// answer is what one call to a partner brought back.
+type answer struct {
+	partner *partner
+	outcome Outcome
+	status  int
+	latency time.Duration
+	resp    *openrtb.BidResponse
+	err     error
+}
+
+var (
+	errTooLarge = errors.New("answer past ssp.max_response")
+	errHTTP10   = errors.New("answered in HTTP/1.0")
+)
+
+// call posts body (gzipped already when the partner takes gzip) and reads
+// the answer, within ctx. The caller has admitted the call; call releases
+// its place.
+func (p *partner) call(ctx context.Context, body []byte) answer {
+	defer p.inFlight.Add(-1)
+	p.stats.Requests.Add(1)
+	start := time.Now()
+	a := answer{partner: p}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
+	if err != nil {
+		a.outcome, a.err = OutcomeError, err
+		return p.done(a, start)
+	}
+	req.Header = p.header.Clone()
+	resp, err := p.client.Do(req)
+	if err != nil {
+		a.outcome, a.err = OutcomeError, err
+		if ctx.Err() != nil || isTimeout(err) {
+			a.outcome = OutcomeTimeout
+		}
+		return p.done(a, start)
+	}
+	defer resp.Body.Close()
+	a.status = resp.StatusCode
+	switch {
+	case resp.ProtoMajor == 1 && resp.ProtoMinor == 0:
+		a.outcome, a.err = OutcomeHTTP10, errHTTP10
+		return p.done(a, start)
+	case resp.StatusCode == http.StatusNoContent:
+		a.outcome = OutcomeNoBid
+		return p.done(a, start)
+	case resp.StatusCode != http.StatusOK:
+		a.outcome, a.err = OutcomeStatus, errors.New("HTTP status "+strconv.Itoa(resp.StatusCode))
+		return p.done(a, start)
+	}
+	data, err := p.read(resp)
+	if err != nil {
+		a.outcome, a.err = OutcomeError, err
+		switch {
+		case errors.Is(err, errTooLarge):
+			a.outcome = OutcomeTooLarge
+		case ctx.Err() != nil || isTimeout(err):
+			a.outcome = OutcomeTimeout
+		}
+		return p.done(a, start)
+	}
+	r, err := openrtb.DecodeResponse(data)
+	if err != nil {
+		a.outcome, a.err = OutcomeInvalid, err
+		return p.done(a, start)
+	}
+	a.resp, a.outcome = r, OutcomeNoBid
+	for i := range r.SeatBid {
+		if len(r.SeatBid[i].Bid) > 0 {
+			a.outcome = OutcomeBid
+		}
+	}
+	return p.done(a, start)
+}
+
+// read reads the answer's body, gunzipping it, at most maxBody bytes
+// either way: a larger one (a 10 MB body, a gzip bomb) is cut there.
+func (p *partner) read(resp *http.Response) ([]byte, error) {
+	var r io.Reader = io.LimitReader(resp.Body, p.maxBody+1)
+	if strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return nil, err
+		}
+		defer zr.Close()
+		r = zr
+	}
+	data, err := io.ReadAll(io.LimitReader(r, p.maxBody+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > p.maxBody {
+		return nil, errTooLarge
+	}
+	return data, nil
+}
+
+// done counts a's outcome, logs a failure at a bounded rate, and returns
+// a with its latency.
+func (p *partner) done(a answer, start time.Time) answer {
+	a.latency = time.Since(start)
+	switch a.outcome {
+	case OutcomeBid:
+		p.stats.Bids.Add(1)
+	case OutcomeNoBid:
+		p.stats.NoBids.Add(1)
+	case OutcomeTimeout:
+		p.stats.Timeouts.Add(1)
+	default:
+		p.stats.Errors.Add(1)
+		p.logFailure(a)
+	}
+	return a
+}
+
+// logFailure logs a failed call, at most once per logEvery for each
+// partner and kind, with the count of those left out since.
+func (p *partner) logFailure(a answer) {
+	if p.log == nil {
+		return
+	}
+	v, _ := p.missed.LoadOrStore(a.outcome, new(atomic.Int64))
+	missed := v.(*atomic.Int64)
+	v, _ = p.logged.LoadOrStore(a.outcome, new(atomic.Int64))
+	last := v.(*atomic.Int64)
+	now := time.Now().UnixNano()
+	prev := last.Load()
+	if prev != 0 && now-prev < p.logEvery || !last.CompareAndSwap(prev, now) {
+		missed.Add(1)
+		return
+	}
+	msg := ""
+	if a.err != nil {
+		msg = a.err.Error()
+	}
+	p.log.Warn("demand partner call failed", "partner", p.name, "outcome", string(a.outcome), "status", a.status,
+		"err", msg, "repeated", missed.Swap(0))
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout() || errors.Is(err, context.DeadlineExceeded)
+}
+
+// close ends the partner's idle connections.
+func (p *partner) close() { p.transport.CloseIdleConnections() }
