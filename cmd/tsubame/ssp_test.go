@@ -1,0 +1,361 @@
+package main
+
+import (
+	"bufio"
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"tsubame/internal/openrtb"
+)
+
+// scripted is a demand partner on 127.0.0.1 that answers after delay
+// with a bid of price (none when price is ""), or never (hang), and
+// records every request and notice it gets.
+type scripted struct {
+	srv   *httptest.Server
+	delay time.Duration
+	price string
+	hang  chan struct{}
+
+	mu       sync.Mutex
+	requests []*openrtb.BidRequest
+	notices  []string
+}
+
+func newScripted(t *testing.T, delay time.Duration, price string, hang bool) *scripted {
+	s := &scripted{delay: delay, price: price}
+	if hang {
+		s.hang = make(chan struct{})
+	}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(func() {
+		if s.hang != nil {
+			close(s.hang)
+		}
+		s.srv.Close()
+	})
+	return s
+}
+
+func (s *scripted) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet {
+		s.mu.Lock()
+		s.notices = append(s.notices, r.URL.RequestURI())
+		s.mu.Unlock()
+		return
+	}
+	var in io.Reader = r.Body
+	if r.Header.Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		in = zr
+	}
+	body, _ := io.ReadAll(in)
+	req, err := openrtb.Decode(body)
+	if err != nil {
+		http.Error(w, err.Error(), 400)
+		return
+	}
+	s.mu.Lock()
+	s.requests = append(s.requests, req)
+	s.mu.Unlock()
+	if s.hang != nil {
+		select {
+		case <-s.hang:
+		case <-r.Context().Done():
+		}
+		return
+	}
+	time.Sleep(s.delay)
+	if s.price == "" {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	base := s.srv.URL
+	fmt.Fprintf(w, `{"id":%q,"cur":"USD","seatbid":[{"seat":"s","bid":[{"id":"bid-%s","impid":"1","price":%s,
+		"adm":"<div>ad of %s for ${AUCTION_ID}</div>","adomain":["brand.example"],"w":300,"h":250,
+		"nurl":"%s/win?p=${AUCTION_PRICE}","burl":"%s/bill?p=${AUCTION_PRICE}","lurl":"%s/loss?c=${AUCTION_LOSS}"}]}]}`,
+		req.ID, s.price, s.price, s.price, base, base, base)
+}
+
+func (s *scripted) seen() (requests []*openrtb.BidRequest, notices []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*openrtb.BidRequest(nil), s.requests...), append([]string(nil), s.notices...)
+}
+
+// waitNotices waits until s has been called on n notices, and returns them.
+func (s *scripted) waitNotices(t *testing.T, n int) []string {
+	t.Helper()
+	var got []string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, got = s.seen(); len(got) >= n {
+			return got
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d notices within 30s, want %d: %v", len(got), n, got)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// accessEvents reads the event lines of the access log files in dir.
+func accessEvents(t *testing.T, dir string) []map[string]string {
+	t.Helper()
+	var out []map[string]string
+	files, _ := filepath.Glob(filepath.Join(dir, "access*.log"))
+	for _, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			fields := map[string]string{}
+			for kv := range strings.SplitSeq(sc.Text(), "\t") {
+				k, v, _ := strings.Cut(kv, ":")
+				fields[k] = v
+			}
+			if fields["event"] != "" && fields["event"] != "-" {
+				out = append(out, fields)
+			}
+		}
+		f.Close()
+	}
+	return out
+}
+
+const sspCampaigns = `{"currency":"USD",
+ "advertisers":[{"id":"pub","name":"Publisher's own"}],
+ "campaigns":[{"id":"house","advertiser":"pub","name":"House"}],
+ "creatives":[{"id":"cr","advertiser":"pub","format":"banner","w":300,"h":250,"image":"https://pub.example/b.png",
+   "click":"https://pub.example/","status":"approved"}],
+ "line_items":[
+  {"id":"li-sponsor","campaign":"house","priority":1,"weight":1,"cpm":"0.10","creatives":["cr"],"targeting":{"placements":["gtop"]}},
+  {"id":"li-price","campaign":"house","priority":5,"weight":1,"cpm":"1.10","creatives":["cr"],"targeting":{"placements":["top","mid"]}}]}`
+
+// The sell side end to end, on real servers: a seller whose placement top
+// is sold to four partners (Tsubame's own bidder on /rtb/seller, a
+// partner answering in 10 ms at 1.00, one in 80 ms at 2.50, one that never
+// answers) against its own line item at 1.10. The highest valid price
+// wins and is served; the bidder's and the fast partner's bids lose with
+// 102, the winner's nurl is called once, its burl once however often the
+// impression is fired; the hung partner is counted as timed out. A
+// price-priority line item beats a lower bid (mid, 1.10 against 1.00);
+// a sponsorship (gtop) wins outright with no partner asked. The event
+// lines say so.
+func TestSellSideEndToEnd(t *testing.T) {
+	// The bidder: the bidder's test campaigns bid 1.20 on foobar.com.
+	bport := freePort(t)
+	bconf := filepath.Join(t.TempDir(), "bidder.yaml")
+	if err := os.WriteFile(bconf, []byte(`ads:
+  currency: USD
+rtb:
+  notice_url: http://127.0.0.1:`+bport+`
+  exchanges:
+    seller:
+      seat: s1
+      token_header: X-Exchange-Token
+      token: a-token-of-16-chars
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	benv := []string{"TSUBAME_LISTEN=127.0.0.1:" + bport, "TSUBAME_ADMIN_LISTEN=127.0.0.1:0", "TSUBAME_DATA_DIR=" + t.TempDir(),
+		"TSUBAME_ACCESS_LOG_DIR=" + t.TempDir(), "TSUBAME_CONFIG=" + bconf}
+	b := openMain(t, benv, false)
+	set, err := os.ReadFile("../../internal/bidder/testdata/campaigns.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	putCampaigns(t, b, string(set))
+
+	fast := newScripted(t, 10*time.Millisecond, "1.00", false)
+	slow := newScripted(t, 80*time.Millisecond, "2.50", false)
+	never := newScripted(t, 0, "", true)
+	sconf := filepath.Join(t.TempDir(), "seller.yaml")
+	if err := os.WriteFile(sconf, []byte(`ads:
+  currency: USD
+ssp:
+  seller: {domain: ssp.example, name: Example SSP}
+  tmax: 1s
+  publishers:
+    foobar: {seller_id: pub-7, name: Foobar, domain: foobar.com}
+  placements:
+    top: {publisher: foobar, floor: "0.50", sizes: ["300x250"]}
+    mid: {publisher: foobar, floor: "0.50", sizes: ["300x250"], partners: [fast]}
+    gtop: {publisher: foobar, sizes: ["300x250"]}
+  demand:
+    tsubame:
+      url: http://`+b.PublicAddr()+`/rtb/seller
+      token_header: X-Exchange-Token
+      token: a-token-of-16-chars
+    fast: {url: `+fast.srv.URL+`}
+    slow: {url: `+slow.srv.URL+`, gzip: true}
+    never: {url: `+never.srv.URL+`}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logDir := t.TempDir()
+	s := openMain(t, []string{"TSUBAME_LISTEN=127.0.0.1:0", "TSUBAME_ADMIN_LISTEN=127.0.0.1:0", "TSUBAME_DATA_DIR=" + t.TempDir(),
+		"TSUBAME_ACCESS_LOG_DIR=" + logDir, "TSUBAME_CONFIG=" + sconf}, false)
+	putCampaigns(t, s, sspCampaigns)
+	base := "http://" + s.PublicAddr()
+
+	type sale struct {
+		Decisions []struct {
+			Decision      string `json:"decision"`
+			Partner       string `json:"partner"`
+			LineItem      string `json:"line_item"`
+			HTML          string `json:"html"`
+			ImpressionURL string `json:"impression_url"`
+		} `json:"decisions"`
+	}
+	decide := func(placement string) sale {
+		t.Helper()
+		var a sale
+		waitUntil(t, "an answer for "+placement, func() bool {
+			req, _ := http.NewRequest("GET", base+"/api/decide?placement="+placement+"&site=foobar.com&uid=u-1"+
+				"&page=https%3A%2F%2Ffoobar.com%2Fstory&schain=1.0,1!upstream.example,77,1,,,", nil)
+			req.Header.Set("User-Agent", browserUA)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				return false
+			}
+			if err := json.Unmarshal(body, &a); err != nil || len(a.Decisions) != 1 {
+				t.Fatalf("%v: %s", err, body)
+			}
+			return true
+		})
+		return a
+	}
+
+	a := decide("top")
+	d := a.Decisions[0]
+	if d.Partner != "slow" || d.HTML != "<div>ad of 2.50 for "+d.Decision+"</div>" || d.ImpressionURL == "" {
+		t.Fatalf("top: %+v", d)
+	}
+	for range 3 {
+		if code, _ := getAs(t, http.DefaultClient, d.ImpressionURL, browserUA); code != 200 {
+			t.Fatalf("impression: %d", code)
+		}
+	}
+	if got := slow.waitNotices(t, 2); !sameSet(got, []string{"/win?p=2.5", "/bill?p=2.5"}) {
+		t.Fatalf("the winner's notices: %v", got)
+	}
+	if got := fast.waitNotices(t, 1); got[0] != "/loss?c=102" {
+		t.Fatalf("the fast partner's notices: %v", got)
+	}
+	// The request the partners received.
+	reqs, _ := slow.seen()
+	r := reqs[len(reqs)-1]
+	nodes := r.Source.SChain.Nodes
+	if r.Site.Domain != "foobar.com" || r.Site.Page != "https://foobar.com/story" || r.Imp[0].BidFloor != 500_000 ||
+		len(nodes) != 2 || nodes[0].ASI != "upstream.example" || nodes[1].ASI != "ssp.example" || nodes[1].SID != "pub-7" ||
+		r.User == nil || r.User.ID != "u-1" || r.TMax != 1000 {
+		t.Fatalf("request %+v, schain %+v, user %+v", r, r.Source.SChain, r.User)
+	}
+
+	a = decide("mid")
+	if d := a.Decisions[0]; d.LineItem != "li-price" || d.Partner != "" {
+		t.Fatalf("mid: %+v", d)
+	}
+	requestsBefore, _ := fast.seen()
+	a = decide("gtop")
+	if d := a.Decisions[0]; d.LineItem != "li-sponsor" {
+		t.Fatalf("gtop: %+v", d)
+	}
+	if requestsAfter, _ := fast.seen(); len(requestsAfter) != len(requestsBefore) {
+		t.Fatal("a partner was asked for a sponsorship's slot")
+	}
+	// Nothing more to come: the 2 notices of the winner stay 2.
+	_, notices := slow.seen()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, after := slow.seen(); len(after) != len(notices) || len(after) != 2 {
+		t.Fatalf("the winner was called %d times: %v", len(after), after)
+	}
+
+	byKind := map[string][]map[string]string{}
+	for _, e := range accessEvents(t, logDir) {
+		byKind[e["event"]] = append(byKind[e["event"]], e)
+	}
+	auctions := byKind["auction"]
+	if len(auctions) != 3 {
+		t.Fatalf("%d auction lines", len(auctions))
+	}
+	top := auctions[0]
+	if top["winner"] != "slow" || top["price"] != "2500000" || top["asked"] != "4" || top["answered"] != "3" || top["timed_out"] != "1" ||
+		top["decision"] != d.Decision {
+		t.Fatalf("top's auction line %v", top)
+	}
+	if auctions[1]["winner"] != "direct" || auctions[1]["price"] != "1100000" || auctions[2]["winner"] != "direct" || auctions[2]["asked"] != "0" {
+		t.Fatalf("mid's and gtop's auction lines %v, %v", auctions[1], auctions[2])
+	}
+	outcomes := map[string]string{}
+	for _, e := range byKind["bid_received"] {
+		if e["decision"] == top["decision"] {
+			outcomes[e["partner"]] = e["outcome"] + " " + e["price"] + " " + e["won"]
+		}
+	}
+	want := map[string]string{"slow": "bid 2500000 true", "fast": "bid 1000000 false", "tsubame": "bid 1200000 false",
+		"never": "timeout 0 false"}
+	for p, w := range want {
+		if outcomes[p] != w {
+			t.Errorf("%s's bid_received: %q, want %q", p, outcomes[p], w)
+		}
+	}
+	imps := 0
+	for _, e := range byKind["imp"] {
+		if e["decision"] == top["decision"] {
+			if e["partner"] != "slow" || e["price"] != "2500000" {
+				t.Errorf("a sold impression's line %v", e)
+			}
+			if e["valid"] == "true" {
+				imps++
+			}
+		}
+	}
+	if imps != 1 {
+		t.Fatalf("%d valid impressions of the sold slot, fired 3 times", imps)
+	}
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := map[string]int{}
+	for _, s := range a {
+		seen[s]++
+	}
+	for _, s := range b {
+		seen[s]--
+	}
+	for _, n := range seen {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
+}
