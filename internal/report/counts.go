@@ -32,6 +32,12 @@ const (
 	InvalidLosses                     // loss notices not counted: repeats, test auctions, an unreachable store
 	BidImps                           // impressions bids' markup fired (bid_imp), counted: the first for its bid, not a crawler's
 	Requests                          // an ad request's slots (its request line's slots): opportunities, filled or not
+	Auctions                          // sell-side auctions held (auction lines, not test ones)
+	PartnerRequests                   // bid requests sent to a demand partner (bid_received lines of a call made)
+	PartnerBids                       // of them, answered with a bid
+	PartnerWins                       // auctions a partner's bid won
+	PartnerTimeouts                   // calls a partner did not answer by the auction's deadline
+	Revenue                           // what sold impressions earned (after partners' bid adjustments), in thousandths of a micro-unit
 	numCounters
 )
 
@@ -40,7 +46,8 @@ var counterNames = [numCounters]string{
 	Losses: "losses", Spend: "spend", Overage: "overage", OverageSpend: "overage_spend",
 	InvalidImpressions: "invalid_impressions", InvalidClicks: "invalid_clicks", InvalidBids: "invalid_bids",
 	InvalidBills: "invalid_bills", Rejected: "rejected", InvalidWins: "invalid_wins", InvalidLosses: "invalid_losses",
-	BidImps: "bid_imps", Requests: "requests",
+	BidImps: "bid_imps", Requests: "requests", Auctions: "auctions", PartnerRequests: "partner_requests",
+	PartnerBids: "partner_bids", PartnerWins: "partner_wins", PartnerTimeouts: "partner_timeouts", Revenue: "revenue",
 }
 
 // String is the counter's name in reports.
@@ -78,14 +85,15 @@ const (
 	DimCountry
 	DimDevice
 	DimCurrency
-	DimNode // the server that counted the event (report.node)
+	DimNode    // the server that counted the event (report.node)
+	DimPartner // the demand partner of a sell-side auction's lines
 	numDims
 )
 
 var dimNames = [numDims]string{
 	DimAdvertiser: "advertiser", DimCampaign: "campaign", DimLineItem: "line_item", DimCreative: "creative",
 	DimPlacement: "placement", DimSite: "site", DimExchange: "exchange", DimDeal: "deal", DimCountry: "country",
-	DimDevice: "device", DimCurrency: "currency", DimNode: "node",
+	DimDevice: "device", DimCurrency: "currency", DimNode: "node", DimPartner: "partner",
 }
 
 // String is the dimension's name, as in -by and the rows.
@@ -130,6 +138,8 @@ func classify(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (ok bool, e
 			c[Impressions], c[Spend] = 1, price
 			if kind == accesslog.EventBill {
 				c[Bills] = 1
+			} else if p, _ := l.Get("partner"); len(p) > 0 && string(p) != "-" {
+				c[Revenue] = price // a sold slot's
 			}
 		case kind == accesslog.EventImp:
 			c[InvalidImpressions] = 1
@@ -168,10 +178,38 @@ func classify(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (ok bool, e
 		} else {
 			c[InvalidImpressions] = 1
 		}
+	case accesslog.EventAuction:
+		if !valid {
+			return false, nil // a test auction's
+		}
+		c[Auctions] = 1
+	case accesslog.EventBidReceived:
+		if !valid {
+			return false, nil
+		}
+		switch out, _ := l.Get("outcome"); string(out) {
+		case "throttled", "not_called":
+			// Not asked: counted by the partner's metrics, not here.
+		case "bid":
+			c[PartnerRequests], c[PartnerBids] = 1, 1
+		case "timeout":
+			c[PartnerRequests], c[PartnerTimeouts] = 1, 1
+		default:
+			c[PartnerRequests] = 1
+		}
+		if l.Bool("won") {
+			c[PartnerWins] = 1
+		}
+		if c.IsZero() {
+			return false, nil
+		}
 	default:
 		return false, nil
 	}
-	for d := range DimNode { // each read from the field of its name; the node is the roller's, not the line's
+	for d := range numDims { // each read from the field of its name; the node is the roller's, not the line's
+		if d == DimNode {
+			continue
+		}
 		v, _ := l.Get(dimNames[d])
 		if string(v) != dims[d] { // most lines repeat the previous one's
 			dims[d] = string(v)

@@ -86,7 +86,11 @@ func parseRowKey(k []byte, d *Dims) (int64, error) {
 	t := int64(binary.BigEndian.Uint64(k))
 	k = k[8:]
 	for i := range d {
-		if len(k) < 1 || int(k[0]) > len(k)-1 {
+		if len(k) == 0 {
+			d[i] = "" // a row stored before this dimension was added
+			continue
+		}
+		if int(k[0]) > len(k)-1 {
 			return 0, errRowKey
 		}
 		n := int(k[0])

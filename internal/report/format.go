@@ -54,7 +54,7 @@ func (res *Result) columns(table bool) []column {
 		cols = append(cols, column{name: "currency", value: func(r *Row) string { return r.Dims[DimCurrency] }})
 	}
 	count := func(c Counter) column {
-		if c == Spend || c == OverageSpend {
+		if c == Spend || c == OverageSpend || c == Revenue {
 			return column{name: c.String(), value: func(r *Row) string { return Amount(r.Counts[c]) }}
 		}
 		return column{name: c.String(), num: true, value: func(r *Row) string { return strconv.FormatInt(r.Counts[c], 10) }}
@@ -66,6 +66,20 @@ func (res *Result) columns(table bool) []column {
 		cols = append(cols, count(Impressions), count(Clicks))
 	}
 	cols = append(cols, column{name: "ctr", value: func(r *Row) string { return CTR(r.Counts[Clicks], r.Counts[Impressions]) }}, count(Spend))
+	// By partner: the sell side's calls, their rates (a share, as ctr
+	// is) and the revenue.
+	rates := []column{
+		{name: "bid_rate", value: func(r *Row) string { return CTR(r.Counts[PartnerBids], r.Counts[PartnerRequests]) }},
+		{name: "win_rate", value: func(r *Row) string { return CTR(r.Counts[PartnerWins], r.Counts[PartnerBids]) }},
+	}
+	if slices.Contains(res.Query.By, DimPartner.String()) {
+		if table {
+			cols = append(cols, count(PartnerRequests), count(PartnerBids), rates[0], count(PartnerWins), rates[1],
+				count(PartnerTimeouts), count(Revenue))
+		} else {
+			cols = append(cols, rates...)
+		}
+	}
 	if table {
 		cols = append(cols, count(Bids), count(Wins), count(Losses), count(Bills), count(Overage),
 			column{name: "invalid", num: true, value: func(r *Row) string {
