@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"tsubame/internal/openrtb"
+	"tsubame/internal/report"
 )
 
 // scripted is a demand partner on 127.0.0.1 that answers after delay
@@ -211,8 +212,9 @@ ssp:
 		t.Fatal(err)
 	}
 	logDir := t.TempDir()
-	s := openMain(t, []string{"TSUBAME_LISTEN=127.0.0.1:0", "TSUBAME_ADMIN_LISTEN=127.0.0.1:0", "TSUBAME_DATA_DIR=" + t.TempDir(),
-		"TSUBAME_ACCESS_LOG_DIR=" + logDir, "TSUBAME_CONFIG=" + sconf}, false)
+	senv := []string{"TSUBAME_LISTEN=127.0.0.1:0", "TSUBAME_ADMIN_LISTEN=127.0.0.1:0", "TSUBAME_DATA_DIR=" + t.TempDir(),
+		"TSUBAME_ACCESS_LOG_DIR=" + logDir, "TSUBAME_CONFIG=" + sconf}
+	s := openMain(t, senv, false)
 	putCampaigns(t, s, sspCampaigns)
 	base := "http://" + s.PublicAddr()
 
@@ -339,7 +341,66 @@ ssp:
 	if imps != 1 {
 		t.Fatalf("%d valid impressions of the sold slot, fired 3 times", imps)
 	}
+
+	// The report's partner rows equal the event lines.
+	want = map[string]string{}
+	type tally struct{ requests, bids, wins, timeouts, revenue int }
+	counts := map[string]*tally{}
+	for _, e := range byKind["bid_received"] {
+		c := counts[e["partner"]]
+		if c == nil {
+			c = &tally{}
+			counts[e["partner"]] = c
+		}
+		c.requests++
+		switch e["outcome"] {
+		case "bid":
+			c.bids++
+		case "timeout":
+			c.timeouts++
+		}
+		if e["won"] == "true" {
+			c.wins++
+		}
+	}
+	for _, e := range byKind["imp"] {
+		if p := e["partner"]; p != "" && p != "-" && e["valid"] == "true" {
+			var price int
+			fmt.Sscan(e["price"], &price)
+			counts[p].revenue += price
+		}
+	}
+	code, out, stderr := runCmd(t, senv, "", "report", "-by", "partner", "-format", "json")
+	if code != 0 {
+		t.Fatalf("report: %d %s", code, stderr)
+	}
+	var rep struct {
+		Rows []map[string]any `json:"rows"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	rows := 0
+	for _, row := range rep.Rows {
+		p, _ := row["partner"].(string)
+		c := counts[p]
+		if c == nil {
+			continue
+		}
+		rows++
+		got := fmt.Sprint(row["partner_requests"], row["partner_bids"], row["partner_wins"], row["partner_timeouts"], row["revenue"])
+		want := fmt.Sprint(c.requests, c.bids, c.wins, c.timeouts, amount(c.revenue))
+		if got != want {
+			t.Errorf("%s's report row %s, the event lines say %s", p, got, want)
+		}
+	}
+	if rows != 4 {
+		t.Fatalf("%d partner rows, want 4: %s", rows, out)
+	}
 }
+
+// amount writes thousandths of a micro-unit as the reports do.
+func amount(v int) string { return report.Amount(int64(v)) }
 
 func sameSet(a, b []string) bool {
 	if len(a) != len(b) {
