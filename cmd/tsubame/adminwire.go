@@ -82,6 +82,9 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 	if b := m.ads.bidder; b != nil {
 		reg.MustRegister(metrics.NewBidderCollector(b.Stats))
 	}
+	if a := m.ads.auction; a != nil {
+		reg.MustRegister(metrics.NewSSPCollector(a.Stats, a.NoticeStats))
+	}
 	if m.logs.shipper != nil {
 		reg.MustRegister(metrics.NewShipperCollector(m.logs.shipper.Stats))
 	}

@@ -191,6 +191,8 @@ rtb:
 	sconf := filepath.Join(t.TempDir(), "seller.yaml")
 	if err := os.WriteFile(sconf, []byte(`ads:
   currency: USD
+admin:
+  metrics_public: true
 ssp:
   seller: {domain: ssp.example, name: Example SSP}
   tmax: 1s
@@ -289,6 +291,20 @@ ssp:
 	if requestsAfter, _ := fast.seen(); len(requestsAfter) != len(requestsBefore) {
 		t.Fatal("a partner was asked for a sponsorship's slot")
 	}
+	// The partners' counts, on /metrics.
+	wantMetrics := []string{`tsubame_ssp_partner_requests_total{partner="slow"} 1`, `tsubame_ssp_partner_wins_total{partner="slow"} 1`,
+		`tsubame_ssp_partner_timeouts_total{partner="never"} 1`, `tsubame_ssp_partner_requests_total{partner="fast"} 2`,
+		`tsubame_ssp_partner_bids_total{partner="tsubame"} 1`}
+	var metrics string
+	waitUntil(t, "the partners' counts on /metrics", func() bool {
+		_, metrics = get(t, "http://"+s.AdminAddr()+"/metrics")
+		for _, want := range wantMetrics {
+			if !strings.Contains(metrics, want) {
+				return false
+			}
+		}
+		return true
+	})
 	// Nothing more to come: the 2 notices of the winner stay 2.
 	_, notices := slow.seen()
 	if err := s.Close(); err != nil {

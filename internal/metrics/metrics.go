@@ -20,6 +20,7 @@ import (
 	"tsubame/internal/logship"
 	"tsubame/internal/report"
 	"tsubame/internal/server"
+	"tsubame/internal/ssp"
 	"tsubame/internal/webhook"
 )
 
@@ -680,4 +681,69 @@ func (c *ReportCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.lines, prometheus.CounterValue, float64(s.Lines))
 	ch <- prometheus.MustNewConstMetric(c.events, prometheus.CounterValue, float64(s.Events))
 	ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(s.Errors))
+}
+
+// NewSSPCollector exports the sell side's counters (internal/ssp): per
+// demand partner, the bid requests sent, answered with bids and without,
+// timed out, failed and not sent (over its qps or calls in flight), the
+// bids dropped by validation and the auctions won; and the notice calls
+// made, failed and dropped.
+func NewSSPCollector(stats func() map[string]*ssp.PartnerStats, notices func() (sent, failed, dropped uint64)) prometheus.Collector {
+	name := func(n string) string { return prometheus.BuildFQName(Namespace, "ssp", n) }
+	p := []string{"partner"}
+	c := &sspCollector{stats: stats, notices: notices,
+		noticeDescs: [3]*prometheus.Desc{
+			prometheus.NewDesc(name("notices_sent_total"), "Win, billing and loss notices called.", nil, nil),
+			prometheus.NewDesc(name("notices_failed_total"), "Notice calls that failed (an error or a status other than 2xx).", nil, nil),
+			prometheus.NewDesc(name("notices_dropped_total"), "Notices dropped: the queue (ssp.notices.queue) was full.", nil, nil),
+		}}
+	for _, v := range []struct {
+		name, help string
+		read       func(*ssp.PartnerStats) uint64
+	}{
+		{"requests_total", "Bid requests sent to the partner.", func(s *ssp.PartnerStats) uint64 { return s.Requests.Load() }},
+		{"bids_total", "Calls answered with bids.", func(s *ssp.PartnerStats) uint64 { return s.Bids.Load() }},
+		{"no_bids_total", "Calls answered without a bid (204 or no seat).", func(s *ssp.PartnerStats) uint64 { return s.NoBids.Load() }},
+		{"timeouts_total", "Calls not answered by the auction's deadline (or the partner's timeout).", func(s *ssp.PartnerStats) uint64 { return s.Timeouts.Load() }},
+		{"errors_total", "Calls that failed: reset, bad status, not OpenRTB, too large, HTTP/1.0.", func(s *ssp.PartnerStats) uint64 { return s.Errors.Load() }},
+		{"throttled_total", "Auctions the partner was not asked in: over its qps or max_in_flight.", func(s *ssp.PartnerStats) uint64 { return s.Throttled.Load() }},
+		{"invalid_bids_total", "Bids dropped by validation (see docs/ssp.md).", func(s *ssp.PartnerStats) uint64 { return s.Invalid.Load() }},
+		{"wins_total", "Auctions the partner's bid won.", func(s *ssp.PartnerStats) uint64 { return s.Wins.Load() }},
+	} {
+		c.counters = append(c.counters, sspCounter{prometheus.NewDesc(name("partner_"+v.name), v.help, p, nil), v.read})
+	}
+	return c
+}
+
+type sspCounter struct {
+	desc *prometheus.Desc
+	read func(*ssp.PartnerStats) uint64
+}
+
+type sspCollector struct {
+	stats       func() map[string]*ssp.PartnerStats
+	notices     func() (sent, failed, dropped uint64)
+	counters    []sspCounter
+	noticeDescs [3]*prometheus.Desc
+}
+
+func (c *sspCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, k := range c.counters {
+		ch <- k.desc
+	}
+	for _, d := range c.noticeDescs {
+		ch <- d
+	}
+}
+
+func (c *sspCollector) Collect(ch chan<- prometheus.Metric) {
+	for partner, s := range c.stats() {
+		for _, k := range c.counters {
+			ch <- prometheus.MustNewConstMetric(k.desc, prometheus.CounterValue, float64(k.read(s)), partner)
+		}
+	}
+	sent, failed, dropped := c.notices()
+	for i, v := range [3]uint64{sent, failed, dropped} {
+		ch <- prometheus.MustNewConstMetric(c.noticeDescs[i], prometheus.CounterValue, float64(v))
+	}
 }
