@@ -17,6 +17,7 @@ import (
 
 	"tsubame/internal/openrtb"
 	"tsubame/internal/report"
+	"tsubame/internal/store/redis/redistest"
 )
 
 // scripted is a demand partner on 127.0.0.1 that answers after delay
@@ -88,7 +89,8 @@ func (s *scripted) serve(w http.ResponseWriter, r *http.Request) {
 	base := s.srv.URL
 	fmt.Fprintf(w, `{"id":%q,"cur":"USD","seatbid":[{"seat":"s","bid":[{"id":"bid-%s","impid":"1","price":%s,
 		"adm":"<div>ad of %s for ${AUCTION_ID}</div>","adomain":["brand.example"],"w":300,"h":250,
-		"nurl":"%s/win?p=${AUCTION_PRICE}","burl":"%s/bill?p=${AUCTION_PRICE}","lurl":"%s/loss?c=${AUCTION_LOSS}"}]}]}`,
+		"nurl":"%s/win?id=${AUCTION_ID}&p=${AUCTION_PRICE}","burl":"%s/bill?id=${AUCTION_ID}&p=${AUCTION_PRICE}",
+		"lurl":"%s/loss?id=${AUCTION_ID}&c=${AUCTION_LOSS}"}]}]}`,
 		req.ID, s.price, s.price, s.price, base, base, base)
 }
 
@@ -263,10 +265,10 @@ ssp:
 			t.Fatalf("impression: %d", code)
 		}
 	}
-	if got := slow.waitNotices(t, 2); !sameSet(got, []string{"/win?p=2.5", "/bill?p=2.5"}) {
+	if got := slow.waitNotices(t, 2); !sameSet(got, []string{"/win?id=" + d.Decision + "&p=2.5", "/bill?id=" + d.Decision + "&p=2.5"}) {
 		t.Fatalf("the winner's notices: %v", got)
 	}
-	if got := fast.waitNotices(t, 1); got[0] != "/loss?c=102" {
+	if got := fast.waitNotices(t, 1); got[0] != "/loss?id="+d.Decision+"&c=102" {
 		t.Fatalf("the fast partner's notices: %v", got)
 	}
 	// The request the partners received.
@@ -435,4 +437,112 @@ func sameSet(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// Three sellers on one Redis, 30 auctions among them from three clients,
+// each sold impression fired on every node at once: every winning bid's
+// nurl and burl are called once, and every losing bid's lurl once, across
+// the nodes.
+func TestSellSideNoticesOnceAcrossNodes(t *testing.T) {
+	addr := redistest.Start(t).Addr
+	prefix := fmt.Sprintf("t%d:", time.Now().UnixNano())
+	win := newScripted(t, 0, "2.00", false)
+	lose := newScripted(t, 0, "1.00", false)
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "tracking.keys") // shared: an impression verifies on any node
+	if err := os.WriteFile(keys, []byte("k1 "+strings.Repeat("s", 32)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "seller.yaml")
+	if err := os.WriteFile(conf, []byte(`ads:
+  currency: USD
+  tracking:
+    keys_file: `+keys+`
+ssp:
+  seller: {domain: ssp.example}
+  publishers:
+    foobar: {seller_id: pub-7}
+  placements:
+    top: {publisher: foobar, floor: "0.50", sizes: ["300x250"]}
+  demand:
+    win: {url: `+win.srv.URL+`}
+    lose: {url: `+lose.srv.URL+`}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var nodes []*Main
+	for range 3 {
+		nodes = append(nodes, openMain(t, []string{"TSUBAME_LISTEN=127.0.0.1:0", "TSUBAME_ADMIN_LISTEN=127.0.0.1:0",
+			"TSUBAME_DATA_DIR=" + t.TempDir(), "TSUBAME_ACCESS_LOG_DIR=" + t.TempDir(), "TSUBAME_CONFIG=" + conf,
+			"TSUBAME_STORE=redis", "TSUBAME_REDIS_ADDRS=" + addr, "TSUBAME_STORE_REDIS_KEY_PREFIX=" + prefix}, false))
+	}
+	var mu sync.Mutex
+	imps := map[string]string{} // auction id -> impression URL
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Go(func() {
+			for k := range 10 {
+				req, _ := http.NewRequest("GET", fmt.Sprintf("http://%s/api/decide?placement=top&site=foobar.com&uid=u-%d-%d", n.PublicAddr(), i, k), nil)
+				req.Header.Set("User-Agent", browserUA)
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				var a struct {
+					Decisions []struct {
+						Decision, Partner string
+						ImpressionURL     string `json:"impression_url"`
+					} `json:"decisions"`
+				}
+				err = json.NewDecoder(resp.Body).Decode(&a)
+				resp.Body.Close()
+				if err != nil || len(a.Decisions) != 1 || a.Decisions[0].Partner != "win" {
+					t.Errorf("node %d: %v %+v", i, err, a)
+					return
+				}
+				mu.Lock()
+				imps[a.Decisions[0].Decision] = a.Decisions[0].ImpressionURL
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(imps) != 30 {
+		t.Fatalf("%d auctions sold", len(imps))
+	}
+	for _, u := range imps {
+		path := u[strings.Index(u[len("http://"):], "/")+len("http://"):]
+		for _, n := range nodes {
+			wg.Go(func() {
+				if code, _ := getAs(t, http.DefaultClient, "http://"+n.PublicAddr()+path, browserUA); code != 200 {
+					t.Errorf("impression on %s: %d", n.PublicAddr(), code)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	win.waitNotices(t, 60)
+	lose.waitNotices(t, 30)
+	for _, n := range nodes {
+		if err := n.Close(); err != nil { // the queued notices are called first
+			t.Fatal(err)
+		}
+	}
+	_, wins := win.seen()
+	_, losses := lose.seen()
+	count := map[string]int{}
+	for _, u := range append(wins, losses...) {
+		count[u]++
+	}
+	for id := range imps {
+		for _, want := range []string{"/win?id=" + id + "&p=2", "/bill?id=" + id + "&p=2", "/loss?id=" + id + "&c=102"} {
+			if count[want] != 1 {
+				t.Errorf("%s called %d times", want, count[want])
+			}
+		}
+	}
+	if len(wins) != 60 || len(losses) != 30 {
+		t.Fatalf("%d notices to the winner, %d to the loser", len(wins), len(losses))
+	}
 }
