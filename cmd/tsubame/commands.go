@@ -48,6 +48,15 @@ func init() {
 				return func(ctx context.Context, _ []string) error { return runHealth(ctx, e, &f) }
 			},
 		},
+		{
+			name: "ssp ads-txt", config: true, readOnly: true,
+			summary: "Print the ads.txt line each publisher of ssp.publishers adds for this seller: DOMAIN, SELLER_ID, DIRECT.",
+			help: "One line per publisher, after a comment naming the publisher and the domain whose ads.txt " +
+				"(or app-ads.txt) it goes in; RESELLER for an intermediary (docs/ssp.md).",
+			setup: func(_ *flag.FlagSet, e *env) func(context.Context, []string) error {
+				return func(context.Context, []string) error { return runAdsTxt(e) }
+			},
+		},
 		placementsCommand("import", "[FILE|-]", 0, 1,
 			"Import placements from JSON lines ({\"id\":\"1\",\"urls\":[\"https://...\"]} per line), one JSON "+
 				"array of them, or CSV (id,url,url,... per row, or a header naming id,urls,name,deps), all or "+

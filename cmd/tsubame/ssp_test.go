@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -209,7 +211,7 @@ ssp:
       url: http://`+b.PublicAddr()+`/rtb/seller
       token_header: X-Exchange-Token
       token: a-token-of-16-chars
-    fast: {url: `+fast.srv.URL+`}
+    fast: {url: `+fast.srv.URL+`, sync: "https://sync.fast.example/u?r={redirect}"}
     slow: {url: `+slow.srv.URL+`, gzip: true}
     never: {url: `+never.srv.URL+`}
 `), 0o600); err != nil {
@@ -293,9 +295,55 @@ ssp:
 	if requestsAfter, _ := fast.seen(); len(requestsAfter) != len(requestsBefore) {
 		t.Fatal("a partner was asked for a sponsorship's slot")
 	}
+	// sellers.json, the ads.txt lines, and a user sync: /cookie_sync lists
+	// the partner's, /setuid keeps its id in the visitor's cookie, and
+	// its next bid request carries it; not where GDPR applies without
+	// consent.
+	code, sellers := get(t, base+"/sellers.json")
+	if code != 200 || !strings.Contains(sellers, `"seller_id": "pub-7"`) || !strings.Contains(sellers, `"seller_type": "PUBLISHER"`) ||
+		!strings.Contains(sellers, `"domain": "foobar.com"`) {
+		t.Fatalf("sellers.json: %d %s", code, sellers)
+	}
+	if code, out, stderr := runCmd(t, senv, "", "ssp", "ads-txt"); code != 0 || !strings.Contains(out, "ssp.example, pub-7, DIRECT") {
+		t.Fatalf("ads-txt: %d %s %s", code, out, stderr)
+	}
+	code, syncs := get(t, base+"/cookie_sync")
+	wantSync := `{"partner":"fast","url":"https://sync.fast.example/u?r=` + url.QueryEscape(base+"/setuid?partner=fast&uid=") + `","type":"redirect"}`
+	if code != 200 || syncs != `{"status":"ok","syncs":[`+wantSync+`]}` {
+		t.Fatalf("cookie_sync: %d %s", code, syncs)
+	}
+	if code, syncs = get(t, base+"/cookie_sync?gdpr=1"); syncs != `{"status":"no_consent","syncs":[]}` {
+		t.Fatalf("cookie_sync without consent: %d %s", code, syncs)
+	}
+	jar, _ := cookiejar.New(nil)
+	visitor := &http.Client{Jar: jar}
+	if code, _ := getAs(t, visitor, base+"/setuid?partner=fast&uid=F-123", browserUA); code != 200 {
+		t.Fatalf("setuid: %d", code)
+	}
+	if code, _ := getAs(t, visitor, base+"/setuid?partner=nobody&uid=F-123", browserUA); code != 400 {
+		t.Fatalf("setuid of an unknown partner: %d", code)
+	}
+	if code, syncs = getAs(t, visitor, base+"/cookie_sync", browserUA); syncs != `{"status":"ok","syncs":[]}` {
+		t.Fatalf("cookie_sync once synced: %d %s", code, syncs)
+	}
+	if code, _ := getAs(t, visitor, base+"/api/decide?placement=mid&site=foobar.com", browserUA); code != 200 {
+		t.Fatalf("decide with the uids cookie: %d", code)
+	}
+	reqs, _ = fast.seen()
+	if u := reqs[len(reqs)-1].User; u == nil || u.BuyerUID != "F-123" {
+		t.Fatalf("the partner's id was not sent: %+v", u)
+	}
+	if code, _ := getAs(t, visitor, base+"/api/decide?placement=mid&site=foobar.com&gdpr=1", browserUA); code != 200 {
+		t.Fatalf("decide with gdpr=1: %d", code)
+	}
+	reqs, _ = fast.seen()
+	if u := reqs[len(reqs)-1].User; u != nil && (u.BuyerUID != "" || u.ID != "") {
+		t.Fatalf("a visitor without consent was sent: %+v", u)
+	}
+
 	// The partners' counts, on /metrics.
 	wantMetrics := []string{`tsubame_ssp_partner_requests_total{partner="slow"} 1`, `tsubame_ssp_partner_wins_total{partner="slow"} 1`,
-		`tsubame_ssp_partner_timeouts_total{partner="never"} 1`, `tsubame_ssp_partner_requests_total{partner="fast"} 2`,
+		`tsubame_ssp_partner_timeouts_total{partner="never"} 1`, `tsubame_ssp_partner_requests_total{partner="fast"} 4`,
 		`tsubame_ssp_partner_bids_total{partner="tsubame"} 1`}
 	var metrics string
 	waitUntil(t, "the partners' counts on /metrics", func() bool {
@@ -321,7 +369,7 @@ ssp:
 		byKind[e["event"]] = append(byKind[e["event"]], e)
 	}
 	auctions := byKind["auction"]
-	if len(auctions) != 3 {
+	if len(auctions) != 5 { // top, mid, gtop, and mid twice for the user sync
 		t.Fatalf("%d auction lines", len(auctions))
 	}
 	top := auctions[0]

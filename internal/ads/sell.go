@@ -150,6 +150,9 @@ func (s *Service) opportunity(r server.Request, a *answer, v visitor, now time.T
 		opp.Test = string(t) == "1"
 		req.Test = opp.Test
 	}
+	if !v.private {
+		opp.BuyerUIDs = s.partnerUIDs(r)
+	}
 	if p := r.Query("secure"); p != nil {
 		opp.Secure = opp.Secure || string(p) == "1"
 	}

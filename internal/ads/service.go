@@ -187,12 +187,12 @@ var decideMethods = []string{"GET"}
 // the tracking one; each request and event logged to log.
 func (s *Service) Routes(log *accesslog.Logger) []server.Route {
 	get := []string{"GET"}
-	return []server.Route{
+	return append([]server.Route{
 		{Name: RouteDecide, Path: PathDecide, Methods: decideMethods, Handler: server.HandlerFunc(s.serveDecide), Log: log, Limit: server.LimitAds,
 			CORS: s.cors},
 		{Name: RouteImp, Path: PathImp, Methods: get, Handler: server.HandlerFunc(s.serveImp), Log: log, Limit: server.LimitTracking},
 		{Name: RouteClick, Path: PathClick, Methods: get, Handler: server.HandlerFunc(s.serveClick), Log: log, Limit: server.LimitTracking},
-	}
+	}, s.sellRoutes(log)...)
 }
 
 // Extra fields of event lines.

@@ -46,6 +46,7 @@ type state struct {
 	partners   map[string]*partner
 	placements map[string]*placement
 	step       tsubame.Money
+	sellers    []byte // /sellers.json; nil without publishers
 }
 
 // placement is a sold placement, parsed.
@@ -93,6 +94,9 @@ func (a *Auctioneer) Reload(cfg Config, rates *tsubame.Rates) error {
 	}
 	st := &state{cfg: cfg, partners: map[string]*partner{}, placements: map[string]*placement{}}
 	st.step, _ = tsubame.ParseMoney(cfg.PriceStep)
+	if len(cfg.Publishers) > 0 {
+		st.sellers = sellersJSON(&cfg)
+	}
 	for name, p := range cfg.Demand {
 		v, _ := a.stats.LoadOrStore(name, new(PartnerStats))
 		st.partners[name] = newPartner(name, p, int64(cfg.MaxResponse), v.(*PartnerStats), a.opt.Log, cfg.LogEvery)
@@ -203,6 +207,10 @@ type Opportunity struct {
 	GPPSID  []int
 	// SChain is the supply chain the request came with (nil: none).
 	SChain *openrtb.SupplyChain
+	// BuyerUIDs are the visitor's ids in partners' systems, by partner
+	// (their user syncs'): each partner's request carries its own as
+	// user.buyeruid. Nil when Private.
+	BuyerUIDs map[string]string
 	// Format, W and H narrow the placement's formats and sizes.
 	Format string
 	W, H   int

@@ -60,8 +60,10 @@ type Seller struct {
 	// Domain is the seller's own domain: the asi of the supply chain node
 	// it appends, and where /sellers.json and ads.txt lines point.
 	Domain string `koanf:"domain"`
-	// Name is the operator's name in /sellers.json.
-	Name string `koanf:"name"`
+	// Name is the operator's name in /sellers.json, ContactEmail its
+	// contact_email (empty: left out).
+	Name         string `koanf:"name"`
+	ContactEmail string `koanf:"contact_email"`
 }
 
 // Notices configure the calls of partners' notice URLs.
@@ -229,6 +231,9 @@ func (c *Config) Validate(env Env) []string {
 	}
 	if c.Seller.Domain != "" && !domainName.MatchString(c.Seller.Domain) {
 		add("ssp.seller.domain: %q is not a lower-case domain name", c.Seller.Domain)
+	}
+	if e := c.Seller.ContactEmail; e != "" && (len(e) > 254 || !strings.Contains(e, "@") || !printableASCII(e)) {
+		add("ssp.seller.contact_email: %q is not an email address", e)
 	}
 	if len(c.Placements) > 0 && c.Seller.Domain == "" {
 		add("ssp.seller.domain: needed to sell (the supply chain node's asi)")

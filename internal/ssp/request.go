@@ -109,17 +109,16 @@ func (a *Auctioneer) bidRequest(st *state, pl *placement, opp *Opportunity, p *p
 	r.Device = d
 
 	sg := opp.Signals
-	if opp.User != "" && !opp.Private || sg.Consent.Value != "" {
-		u := &openrtb.User{}
-		if !opp.Private {
-			u.ID = openrtb.String(opp.User)
-		}
-		if sg.GDPR != privacy.Absent && sg.Consent.Value != "" {
-			u.Consent = openrtb.Text{Value: sg.Consent.Value}
-		}
-		if u.ID != "" || u.Consent.Value != "" {
-			r.User = u
-		}
+	u := &openrtb.User{}
+	if !opp.Private {
+		u.ID = openrtb.String(opp.User)
+		u.BuyerUID = opp.BuyerUIDs[p.name]
+	}
+	if sg.GDPR != privacy.Absent && sg.Consent.Value != "" {
+		u.Consent = openrtb.Text{Value: sg.Consent.Value}
+	}
+	if u.ID != "" || u.BuyerUID != "" || u.Consent.Value != "" {
+		r.User = u
 	}
 	regs := &openrtb.Regs{COPPA: openrtb.Flag(sg.COPPA), GDPR: openrtb.Flag(sg.GDPR),
 		USPrivacy: openrtb.Text{Value: sg.USPrivacy.Value}, GPP: openrtb.Text{Value: sg.GPP.Value}}
