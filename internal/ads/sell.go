@@ -66,16 +66,20 @@ func (s *Service) sell(r server.Request, placement []byte, a *answer, v visitor,
 		reserved = decision.HoldEnd(now, s.opt.Reservation)
 		req.Reserve, req.ReserveUntil = a.ids[:1], reserved
 	}
-	req.Check = true
+	// Only checked until it wins; the line item of the highest CPM
+	// competes, as in an exchange's auction.
+	req.Check, req.ByValue = true, true
 	ix := s.opt.Engine.Index()
 	out := ix.Decide(req, a.out[:0], nil)
 	var direct ssp.Direct
 	if len(out) > 0 {
 		d := &out[0]
-		direct = ssp.Direct{Line: d.Line, Creative: d.Creative, Take: func() bool {
+		direct = ssp.Direct{Line: d.Line, Creative: d.Creative, Take: func(by time.Time) bool {
 			// The check's deadline may be spent by the auction: the take
-			// (a capped line item's count) gets the decision's own.
-			req.Check, req.Context = false, a.context(time.Now(), s.opt.Timeout)
+			// (a capped line item's count) gets the decision's own, within
+			// the auction's.
+			now := time.Now()
+			req.Check, req.Context = false, a.context(now, max(min(s.opt.Timeout, by.Sub(now)), time.Millisecond))
 			return ix.Take(req, d, 0)
 		}}
 	}
@@ -93,9 +97,14 @@ func (s *Service) sell(r server.Request, placement []byte, a *answer, v visitor,
 		return err
 	}
 	if a.sale != nil {
-		return s.trackSale(r, placement, a, opp, v, now)
+		err = s.trackSale(r, placement, a, opp, v, now)
+	} else {
+		err = s.track(r, placement, a, v, now, reserved)
 	}
-	return s.track(r, placement, a, v, now, reserved)
+	if err == nil {
+		au.Commit(res) // served: the partners hear of it
+	}
+	return err
 }
 
 // opportunity reads what the auction's bid request carries beyond the
@@ -107,7 +116,7 @@ func (s *Service) opportunity(r server.Request, a *answer, v visitor, now time.T
 	req := &a.req
 	opp := &ssp.Opportunity{ID: track.NewID(now), Placement: req.Placement, Site: req.Site, UA: string(r.UserAgent()),
 		IP: r.Client(), Country: req.Country, Region: req.Region, Device: req.Device, OS: req.OS, User: v.uid,
-		Private: v.private, Signals: signals(r), Format: req.Format, W: req.W, H: req.H, Secure: r.TLS(), Start: r.Time()}
+		Private: v.private, Signals: signals(r), Format: req.Format, W: req.W, H: req.H, Start: r.Time()}
 	page := r.Query("page")
 	if page == nil {
 		page = r.Header("Referer")
@@ -153,9 +162,9 @@ func (s *Service) opportunity(r server.Request, a *answer, v visitor, now time.T
 	if !v.private {
 		opp.BuyerUIDs = s.partnerUIDs(r)
 	}
-	if p := r.Query("secure"); p != nil {
-		opp.Secure = opp.Secure || string(p) == "1"
-	}
+	// Secure: the page is https (the connection may be plain behind a
+	// proxy that ends TLS), or the tag says so.
+	opp.Secure = r.TLS() || strings.HasPrefix(opp.Page, "https://") || string(r.Query("secure")) == "1"
 	return opp, nil
 }
 

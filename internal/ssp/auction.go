@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"slices"
 	"sort"
@@ -97,9 +98,16 @@ func (a *Auctioneer) Reload(cfg Config, rates *tsubame.Rates) error {
 	if len(cfg.Publishers) > 0 {
 		st.sellers = sellersJSON(&cfg)
 	}
+	old := a.st.Load()
+	kept := map[*http.Transport]bool{}
 	for name, p := range cfg.Demand {
 		v, _ := a.stats.LoadOrStore(name, new(PartnerStats))
-		st.partners[name] = newPartner(name, p, int64(cfg.MaxResponse), v.(*PartnerStats), a.opt.Log, cfg.LogEvery)
+		var prev *partner
+		if old != nil {
+			prev = old.partners[name]
+		}
+		st.partners[name] = newPartner(name, p, int64(cfg.MaxResponse), v.(*PartnerStats), a.opt.Log, cfg.LogEvery, prev)
+		kept[st.partners[name].transport] = true
 	}
 	for id, pc := range cfg.Placements {
 		pl := &placement{id: id, cfg: pc, publisher: cfg.Publishers[pc.Publisher], tmax: cmp.Or(pc.TMax, cfg.TMax),
@@ -134,7 +142,9 @@ func (a *Auctioneer) Reload(cfg Config, rates *tsubame.Rates) error {
 		go func() {
 			time.Sleep(cmp.Or(old.cfg.TMax, time.Second) * 4)
 			for _, p := range old.partners {
-				p.close()
+				if !kept[p.transport] {
+					p.close()
+				}
 			}
 		}()
 	}
@@ -166,7 +176,7 @@ func (a *Auctioneer) Stats() map[string]*PartnerStats {
 // its impression is counted; it never blocks.
 func (a *Auctioneer) Bill(u string) {
 	if u != "" {
-		a.notices.push(u)
+		a.notices.pushMoney(u)
 	}
 }
 
@@ -226,9 +236,10 @@ type Opportunity struct {
 type Direct struct {
 	Line     *decision.Line
 	Creative *tsubame.Creative
-	// Take takes what serving it costs once it has won (Index.Take): false
-	// when it no longer can, and the auction goes to the next best.
-	Take func() bool
+	// Take takes what serving it costs once it has won (Index.Take), its
+	// store calls done by the auction's deadline: false when it no longer
+	// can, and the auction goes to the next best.
+	Take func(by time.Time) bool
 }
 
 // Bid is one bid of a partner, as the auction read it.
@@ -285,6 +296,30 @@ type Result struct {
 	Bids  []*Bid
 	Floor tsubame.Money
 	TMax  time.Duration
+	// wins and losses are the notices Commit queues.
+	wins, losses []string
+	committed    bool
+}
+
+// Commit queues the notices of an auction whose result was served: the
+// winner's nurl and each losing partner's lurl (a result that could not
+// be served is not committed: no partner hears of it). Once.
+func (a *Auctioneer) Commit(res *Result) {
+	if res.committed {
+		return
+	}
+	res.committed = true
+	if res.Sold != nil {
+		if v, ok := a.stats.Load(res.Sold.Partner); ok {
+			v.(*PartnerStats).Wins.Add(1)
+		}
+	}
+	for _, u := range res.wins {
+		a.notices.pushMoney(u)
+	}
+	for _, u := range res.losses {
+		a.notices.pushLoss(u)
+	}
 }
 
 // Video reports whether a sold bid's markup is a VAST document.
@@ -310,8 +345,10 @@ func (r *Result) Asked() (asked, answered, timedOut int) {
 
 // Run holds the auction of opp against direct, and returns its outcome by
 // the placement's deadline (tmax from opp.Start, less the margin): the
-// partners that have not answered by then are not waited for. ctx bounds
-// it too. Notices (nurl, lurl) are queued, not waited for.
+// partners that have not answered by then, less ssp.markup_time (kept for
+// fetching a winner's markup from its nurl), are not waited for. ctx
+// bounds it too. The notices it calls for (the winner's nurl, the losers'
+// lurl) are queued by Commit, once the caller has served the result.
 func (a *Auctioneer) Run(ctx context.Context, opp *Opportunity, direct Direct) *Result {
 	st := a.st.Load()
 	pl := st.placements[opp.Placement]
@@ -320,9 +357,11 @@ func (a *Auctioneer) Run(ctx context.Context, opp *Opportunity, direct Direct) *
 		return res
 	}
 	res.Floor, res.TMax = pl.floor, pl.tmax
+	deadline := opp.Start.Add(pl.tmax - st.cfg.Margin)
+	take := func() bool { return direct.Take == nil || direct.Take(deadline) }
 	if direct.Line != nil && direct.Line.Priority <= st.cfg.GuaranteedPriority {
 		res.Guaranteed = true
-		res.DirectWon = direct.Take == nil || direct.Take()
+		res.DirectWon = take()
 		if res.DirectWon {
 			res.Price = direct.Line.CPM
 			return res
@@ -330,11 +369,12 @@ func (a *Auctioneer) Run(ctx context.Context, opp *Opportunity, direct Direct) *
 		direct = Direct{} // taken meanwhile: the partners are asked after all
 		res.Guaranteed = false
 	}
-	deadline := opp.Start.Add(pl.tmax - st.cfg.Margin)
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	callCtx, callCancel := context.WithDeadline(ctx, deadline.Add(-st.cfg.MarkupTime))
+	defer callCancel()
 	rates := a.rates.Load()
-	answers := a.ask(ctx, st, pl, opp, rates)
+	answers := a.ask(callCtx, st, pl, opp, rates)
 	for _, ans := range answers {
 		c := Call{Partner: ans.partner.name, Outcome: ans.outcome, Status: ans.status, Latency: ans.latency}
 		if ans.resp != nil {
@@ -348,7 +388,10 @@ func (a *Auctioneer) Run(ctx context.Context, opp *Opportunity, direct Direct) *
 		}
 		res.Calls = append(res.Calls, c)
 	}
-	a.settle(ctx, st, pl, opp, direct, res, rates)
+	a.settle(ctx, st, pl, opp, direct.Line, take, res, rates)
+	if opp.Test && res.Sold != nil {
+		res.committed = true // a test auction counts no win and calls nothing
+	}
 	return res
 }
 
@@ -361,6 +404,7 @@ func (a *Auctioneer) ask(ctx context.Context, st *state, pl *placement, opp *Opp
 	}
 	var jobs []job
 	var out []answer
+	cutoff, _ := ctx.Deadline()
 	for _, p := range pl.partners {
 		if !p.mayBid(pl.id, opp.Site) {
 			continue
@@ -370,7 +414,11 @@ func (a *Auctioneer) ask(ctx context.Context, st *state, pl *placement, opp *Opp
 			out = append(out, answer{partner: p, outcome: OutcomeThrottled})
 			continue
 		}
-		body, err := a.request(st, pl, opp, p, rates)
+		left := time.Until(cutoff)
+		if p.cfg.Timeout > 0 {
+			left = min(left, p.cfg.Timeout)
+		}
+		body, err := a.request(st, pl, opp, p, rates, left)
 		if err != nil {
 			p.inFlight.Add(-1)
 			out = append(out, p.done(answer{partner: p, outcome: OutcomeError, err: err}, time.Now()))
@@ -399,7 +447,15 @@ func (a *Auctioneer) ask(ctx context.Context, st *state, pl *placement, opp *Opp
 		case <-ctx.Done():
 			// The deadline: the calls still out are cancelled by the
 			// caller's cancel and end on their own; their answers are
-			// not waited for.
+			// not waited for. Those already in are taken.
+			for drained := false; !drained; {
+				select {
+				case ans := <-ch:
+					out = append(out, ans)
+				default:
+					drained = true
+				}
+			}
 			done := map[*partner]bool{}
 			for _, o := range out {
 				done[o.partner] = true

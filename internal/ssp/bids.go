@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"tsubame"
+	"tsubame/internal/decision"
 	"tsubame/internal/openrtb"
 )
 
@@ -23,6 +24,7 @@ const (
 	LossInvalidAuction  = 5   // another auction's or imp's id
 	LossBadAdomain      = 6   // invalid advertiser domain
 	LossNoMarkup        = 7   // missing markup
+	LossNoPrice         = 9   // missing bid price
 	LossBelowFloor      = 100 // below the auction floor
 	LossBelowDealFloor  = 101 // below the deal floor
 	LossOutbid          = 102 // lost to a higher bid
@@ -77,10 +79,10 @@ func (a *Auctioneer) check(pl *placement, opp *Opportunity, b *Bid, rates *tsuba
 	price := tsubame.Money(b.Price)
 	switch {
 	case b.ImpID != impID:
-		drop(LossInvalidAuction, "imp_id")
+		drop(LossInvalidResponse, "imp_id")
 		return
 	case price <= 0:
-		drop(LossInvalidResponse, "price")
+		drop(LossNoPrice, "price")
 		return
 	case b.AdM == "" && b.NURL == "":
 		drop(LossNoMarkup, "no_markup")
@@ -92,7 +94,7 @@ func (a *Auctioneer) check(pl *placement, opp *Opportunity, b *Bid, rates *tsuba
 		drop(LossInvalidResponse, "notice_url")
 		return
 	}
-	if !rates.Has(b.Cur) {
+	if !tsubame.ValidCurrency(b.Cur) || !rates.Has(b.Cur) {
 		drop(LossInvalidResponse, "currency")
 		return
 	}
@@ -102,17 +104,11 @@ func (a *Auctioneer) check(pl *placement, opp *Opportunity, b *Bid, rates *tsuba
 		return
 	}
 	b.Value = adjust(v, b.adjust)
-	video := looksLikeVAST(b.AdM) || b.MType == openrtb.MTypeVideo
-	switch {
-	case video && !pl.video, !video && !pl.banner, video && opp.Format == tsubame.FormatBanner,
-		!video && opp.Format == tsubame.FormatVideo:
-		drop(LossFormat, "format")
+	if b.AdM != "" && !a.checkMarkup(pl, opp, b, b.AdM) {
 		return
-	case !video && b.W != 0 && !pl.fits(int(b.W), int(b.H), opp):
+	}
+	if b.AdM == "" && b.W != 0 && !pl.fits(int(b.W), int(b.H), opp) {
 		drop(LossSize, "size")
-		return
-	case opp.Secure && insecure(b.AdM):
-		drop(LossNotSecure, "not_secure")
 		return
 	}
 	if len(pl.cfg.BAdv) > 0 && len(b.ADomain) == 0 {
@@ -144,6 +140,55 @@ func (a *Auctioneer) check(pl *placement, opp *Opportunity, b *Bid, rates *tsuba
 		drop(floorLoss, "below_floor")
 	}
 }
+
+// checkMarkup checks markup (the bid's adm, or what its nurl answered)
+// against the impression: a VAST document (with an InLine or Wrapper ad
+// the impression URL can be added to) only for video, and only with mtype
+// 0 or 2; anything else only for a banner, with mtype 0 or 1, of a size
+// offered (the one asked when the bid names none); nothing over http on a
+// secure page. It drops b and reports false when it does not fit.
+func (a *Auctioneer) checkMarkup(pl *placement, opp *Opportunity, b *Bid, markup string) bool {
+	drop := func(loss int, reason string) bool { b.Loss, b.Reason = loss, reason; return false }
+	video := looksLikeVAST(markup)
+	switch {
+	case b.MType != 0 && b.MType != openrtb.MTypeBanner && b.MType != openrtb.MTypeVideo,
+		video && b.MType == openrtb.MTypeBanner, !video && b.MType == openrtb.MTypeVideo:
+		return drop(LossFormat, "format")
+	case video && (!pl.video || opp.Format == tsubame.FormatBanner), !video && (!pl.banner || opp.Format == tsubame.FormatVideo):
+		return drop(LossFormat, "format")
+	case video && !hasAd(markup):
+		return drop(LossFormat, "vast_without_ad")
+	case opp.Secure && insecure(markup):
+		return drop(LossNotSecure, "not_secure")
+	}
+	if !video {
+		if b.W == 0 && b.H == 0 {
+			w, h, ok := pl.onlySize(opp)
+			if !ok {
+				return drop(LossSize, "no_size")
+			}
+			b.W, b.H = openrtb.Int(w), openrtb.Int(h)
+		}
+		if !pl.fits(int(b.W), int(b.H), opp) {
+			return drop(LossSize, "size")
+		}
+	}
+	return true
+}
+
+// onlySize is the banner size an impression asks when it asks one alone.
+func (pl *placement) onlySize(opp *Opportunity) (w, h int, ok bool) {
+	if opp.W > 0 && opp.H > 0 {
+		return opp.W, opp.H, true
+	}
+	if len(pl.sizes) == 1 {
+		return int(pl.sizes[0].W), int(pl.sizes[0].H), true
+	}
+	return 0, 0, false
+}
+
+// hasAd reports whether a VAST document has an InLine or Wrapper ad.
+func hasAd(doc string) bool { return strings.Contains(doc, "<InLine") || strings.Contains(doc, "<Wrapper") }
 
 // fits reports whether a banner of w×h may fill the placement for opp.
 func (pl *placement) fits(w, h int, opp *Opportunity) bool {
@@ -208,7 +253,7 @@ func noticeURL(s string) bool {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
-		if s[i] <= ' ' || s[i] >= 0x7f {
+		if c := s[i]; c <= ' ' || c >= 0x7f || c == '\\' || c == '"' || c == '<' || c == '>' {
 			return false
 		}
 	}
@@ -256,9 +301,10 @@ func blockedCategory(blocks []string, cat string) bool {
 }
 
 // settle ranks the valid bids and the direct line item, takes the
-// winner, prices it, and queues the notices.
-func (a *Auctioneer) settle(ctx context.Context, st *state, pl *placement, opp *Opportunity, direct Direct, res *Result,
-	rates *tsubame.Rates) {
+// winner, prices it, and lists the notices Commit queues. fetchBy bounds
+// the fetch of a winning bid's markup from its nurl.
+func (a *Auctioneer) settle(fetchBy context.Context, st *state, pl *placement, opp *Opportunity, line *decision.Line, take func() bool,
+	res *Result, rates *tsubame.Rates) {
 	var valid []*Bid
 	for _, b := range res.Bids {
 		if b.Loss < 0 {
@@ -279,14 +325,17 @@ func (a *Auctioneer) settle(ctx context.Context, st *state, pl *placement, opp *
 		}
 		return strings.Compare(x.ID, y.ID)
 	})
+	// A direct line item competes by its CPM whatever the floor: floors
+	// are the buyers'; the publisher's own sale fills the slot when no
+	// bid beats it.
 	directCPM := tsubame.Money(-1)
-	if direct.Line != nil && direct.Line.CPM >= pl.floor {
-		directCPM = direct.Line.CPM
+	if line != nil {
+		directCPM = line.CPM
 	}
 	for len(valid) > 0 || directCPM >= 0 {
 		// The direct line item wins a tie: it is the publisher's own sale.
 		if directCPM >= 0 && (len(valid) == 0 || directCPM >= valid[0].Value) {
-			if direct.Take == nil || direct.Take() {
+			if take() {
 				res.DirectWon, res.Price = true, directCPM
 				for _, b := range valid {
 					b.Loss, b.Reason = LossOutbid, "outbid"
@@ -298,7 +347,11 @@ func (a *Auctioneer) settle(ctx context.Context, st *state, pl *placement, opp *
 		}
 		w := valid[0]
 		valid = valid[1:]
-		second := pl.floor
+		floor := pl.floor
+		if w.DealID != "" {
+			floor = max(floor, pl.deals[w.DealID])
+		}
+		second := floor
 		if len(valid) > 0 {
 			second = max(second, valid[0].Value)
 		}
@@ -306,31 +359,38 @@ func (a *Auctioneer) settle(ctx context.Context, st *state, pl *placement, opp *
 			second = max(second, directCPM)
 		}
 		price := w.Value
+		gc := tsubame.Money(w.Price) // first price: what it bid, exactly
 		if st.cfg.Auction == SecondPrice {
 			price = min(w.Value, second+st.step)
+			g := gross(price, w.adjust)
+			gc, _ = rates.ToCurrency(g, w.Cur)
+			gc = min(gc, tsubame.Money(w.Price))
 		}
-		g := gross(price, w.adjust)
-		gc, _ := rates.ToCurrency(g, w.Cur)
-		gc = min(gc, tsubame.Money(w.Price))
 		markup := w.AdM
 		if markup == "" {
-			m, ok := a.fetchMarkup(ctx, w, opp, gc)
+			if opp.Test {
+				w.Loss, w.Reason = LossNoMarkup, "test_without_markup" // a test auction calls no notice
+				continue
+			}
+			m, ok := a.fetchMarkup(fetchBy, w, opp, gc)
 			if !ok {
 				w.Loss, w.Reason = LossNoMarkup, "nurl_markup"
+				continue
+			}
+			if !a.checkMarkup(pl, opp, w, m) {
 				continue
 			}
 			markup = m
 			w.NURL = "" // called: its markup came from it
 		}
 		bill := substitute(w.BURL, opp, w, gc, LossWon)
-		if len(bill) > MaxBillURL {
-			w.Loss, w.Reason = LossInvalidResponse, "burl_too_long"
+		if len(bill) > MaxBillURL || !noticeURL(bill) {
+			w.Loss, w.Reason = LossInvalidResponse, "burl"
 			continue
 		}
 		w.Loss = LossWon
 		res.Sold, res.Price, res.Gross, res.BillURL = w, price, gc, bill
 		res.Markup = substitute(markup, opp, w, gc, LossWon)
-		st.partners[w.Partner].stats.Wins.Add(1)
 		for _, b := range valid {
 			b.Loss, b.Reason = LossOutbid, "outbid"
 		}
@@ -339,14 +399,18 @@ func (a *Auctioneer) settle(ctx context.Context, st *state, pl *placement, opp *
 	if opp.Test {
 		return // a test auction calls no notice
 	}
+	// The winner's nurl; each partner's lurl once, its best bid's (a
+	// response of 64 bids sends one loss notice, not 64).
+	lost := map[string]bool{}
 	for _, b := range res.Bids {
 		switch {
 		case b == res.Sold:
 			if b.NURL != "" {
-				a.notices.push(substitute(b.NURL, opp, b, res.Gross, LossWon))
+				res.wins = append(res.wins, substitute(b.NURL, opp, b, res.Gross, LossWon))
 			}
-		case b.LURL != "" && b.Loss >= 0:
-			a.notices.push(substitute(b.LURL, opp, b, 0, b.Loss))
+		case b.LURL != "" && b.Loss >= 0 && !lost[b.Partner] && (res.Sold == nil || b.Partner != res.Sold.Partner):
+			lost[b.Partner] = true
+			res.losses = append(res.losses, substitute(b.LURL, opp, b, 0, b.Loss))
 		}
 	}
 }
@@ -381,7 +445,7 @@ func substitute(s string, opp *Opportunity, b *Bid, price tsubame.Money, loss in
 		"${AUCTION_SEAT_ID}", url.QueryEscape(b.Seat),
 		"${AUCTION_AD_ID}", url.QueryEscape(b.AdID),
 		"${AUCTION_PRICE}", pr,
-		"${AUCTION_CURRENCY}", b.Cur,
+		"${AUCTION_CURRENCY}", url.QueryEscape(b.Cur),
 		"${AUCTION_LOSS}", strconv.Itoa(loss),
 		"${AUCTION_MBR}", "",
 		"${AUCTION_MIN_TO_WIN}", "",

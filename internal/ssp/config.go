@@ -34,6 +34,10 @@ type Config struct {
 	// way out: partners are cut off at TMax less Margin.
 	TMax   time.Duration `koanf:"tmax"`
 	Margin time.Duration `koanf:"margin"`
+	// MarkupTime is kept of the deadline for fetching a winning bid's
+	// markup from its nurl (a bid without adm): partners are cut off at
+	// tmax less Margin less MarkupTime.
+	MarkupTime time.Duration `koanf:"markup_time"`
 	// Auction is the price a winner pays: first (its bid) or second (the
 	// next price plus PriceStep, at least the floor).
 	Auction   string `koanf:"auction"`
@@ -74,6 +78,10 @@ type Notices struct {
 	Queue   int `koanf:"queue"`
 	// Timeout bounds one call.
 	Timeout time.Duration `koanf:"timeout"`
+	// AllowPrivate lets notice URLs reach loopback and private addresses
+	// (partners on the operator's own network). Off, a partner's nurl,
+	// burl or lurl may only reach a public address.
+	AllowPrivate bool `koanf:"allow_private"`
 }
 
 // Partner is one demand partner (ssp.demand.<name>).
@@ -196,8 +204,8 @@ func (c *Config) Validate(env Env) []string {
 	if c.TMax < 10*time.Millisecond || c.TMax > 5*time.Second {
 		add("ssp.tmax: 10ms to 5s (got %v)", c.TMax)
 	}
-	if c.Margin < 0 || c.Margin >= c.TMax {
-		add("ssp.margin: from 0 and under ssp.tmax (got %v)", c.Margin)
+	if c.Margin < 0 || c.MarkupTime < 0 || c.Margin+c.MarkupTime >= c.TMax {
+		add("ssp.margin, ssp.markup_time: from 0, together under ssp.tmax (got %v and %v)", c.Margin, c.MarkupTime)
 	}
 	if c.Auction != FirstPrice && c.Auction != SecondPrice {
 		add("ssp.auction: first or second (got %q)", c.Auction)
@@ -291,8 +299,8 @@ func (c *Config) validatePartner(add func(string, ...any), name string, d Partne
 			add("%s.headers.%s: set by the server", at, h)
 		}
 	}
-	if d.Token != "" && !headerName.MatchString(d.TokenHeader) {
-		add("%s.token_header: a header name is needed with a token", at)
+	if d.Token != "" && (!headerName.MatchString(d.TokenHeader) || forbiddenHeader(d.TokenHeader)) {
+		add("%s.token_header: a header name of your own is needed with a token", at)
 	}
 	if d.Token != "" && (len(d.Token) < 16 || !printableHeader(d.Token)) {
 		add("%s.token: at least 16 printable characters", at)
@@ -335,8 +343,8 @@ func (c *Config) validatePlacement(add func(string, ...any), id string, pl Place
 			add("%s.floor: a decimal CPM such as \"0.50\" (got %q)", at, pl.Floor)
 		}
 	}
-	if pl.TMax != 0 && (pl.TMax < 10*time.Millisecond || pl.TMax > 5*time.Second || pl.TMax <= c.Margin) {
-		add("%s.tmax: 0 (ssp.tmax) or 10ms to 5s, over ssp.margin", at)
+	if pl.TMax != 0 && (pl.TMax < 10*time.Millisecond || pl.TMax > 5*time.Second || pl.TMax <= c.Margin+c.MarkupTime) {
+		add("%s.tmax: 0 (ssp.tmax) or 10ms to 5s, over ssp.margin and ssp.markup_time", at)
 	}
 	for _, name := range pl.Partners {
 		if _, ok := c.Demand[name]; !ok {
@@ -417,14 +425,15 @@ func (p Partner) currency() string {
 const adjustmentScale = 1_000_000
 
 // parseAdjustment reads a bid adjustment ("0.85") in parts per million:
-// over 0 and at most 10.
+// over 0 and at most 1. A factor over 1 would rank a bid above what its
+// partner pays, and book revenue nobody pays.
 func parseAdjustment(s string) (int64, error) {
 	if s == "" {
 		return adjustmentScale, nil
 	}
 	m, err := tsubame.ParseMoney(s)
-	if err != nil || m <= 0 || m > 10*adjustmentScale {
-		return 0, fmt.Errorf("%q is not a factor over 0 and at most 10, such as \"0.85\"", s)
+	if err != nil || m <= 0 || m > adjustmentScale {
+		return 0, fmt.Errorf("%q is not a factor over 0 and at most 1, such as \"0.85\"", s)
 	}
 	return int64(m), nil // Money is in millionths: parts per million
 }

@@ -54,7 +54,7 @@ type partner struct {
 	header    http.Header
 	limiter   *rate.Limiter // nil: no qps bound
 	maxFlight int64
-	inFlight  atomic.Int64
+	inFlight  *atomic.Int64 // shared with the partner it replaced by a reload
 	maxBody   int64
 	places    map[string]bool // nil: every placement
 	sites     []string        // nil: every site
@@ -73,8 +73,21 @@ type PartnerStats struct {
 	Invalid, Wins atomic.Uint64
 }
 
-func newPartner(name string, cfg Partner, maxBody int64, stats *PartnerStats, log *slog.Logger, logEvery time.Duration) *partner {
+// newPartner returns the partner name configured as cfg. prev, when not
+// nil, is the one it replaces (a reload): a partner at the same URL keeps
+// its connections, its calls in flight and, at the same qps, its rate
+// bound, so that a reload neither resets a hung partner's bound nor makes
+// every connection again.
+func newPartner(name string, cfg Partner, maxBody int64, stats *PartnerStats, log *slog.Logger, logEvery time.Duration, prev *partner) *partner {
 	adj, _ := parseAdjustment(cfg.BidAdjustment) // Validate has checked it
+	if prev != nil && prev.cfg.URL == cfg.URL && prev.cfg.HTTP2 == cfg.HTTP2 {
+		p := prev.configure(name, cfg, adj, maxBody, stats, log, logEvery)
+		p.transport, p.client, p.inFlight = prev.transport, prev.client, prev.inFlight
+		if prev.cfg.QPS == cfg.QPS {
+			p.limiter = prev.limiter
+		}
+		return p
+	}
 	t := &http.Transport{
 		Proxy:                  nil, // a partner is called directly, never through the environment's proxy
 		DialContext:            (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -94,12 +107,19 @@ func newPartner(name string, cfg Partner, maxBody int64, stats *PartnerStats, lo
 		t.Protocols = new(http.Protocols)
 		t.Protocols.SetUnencryptedHTTP2(true)
 	}
-	p := &partner{name: name, url: cfg.URL, cfg: cfg, transport: t,
-		client: &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse // a bid endpoint that redirects is broken, not followed
-		}},
-		adjust: adj, currency: cfg.currency(), header: http.Header{}, maxFlight: int64(cfg.MaxInFlight), maxBody: maxBody,
-		stats: stats, log: log, logEvery: int64(logEvery)}
+	p := (*partner)(nil).configure(name, cfg, adj, maxBody, stats, log, logEvery)
+	p.transport, p.inFlight = t, new(atomic.Int64)
+	p.client = &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse // a bid endpoint that redirects is broken, not followed
+	}}
+	return p
+}
+
+// configure returns a partner of cfg without its connections, calls in
+// flight and rate bound, which newPartner gives it.
+func (*partner) configure(name string, cfg Partner, adj, maxBody int64, stats *PartnerStats, log *slog.Logger, logEvery time.Duration) *partner {
+	p := &partner{name: name, url: cfg.URL, cfg: cfg, adjust: adj, currency: cfg.currency(), header: http.Header{},
+		maxFlight: int64(cfg.MaxInFlight), maxBody: maxBody, stats: stats, log: log, logEvery: int64(logEvery)}
 	if p.maxFlight == 0 {
 		p.maxFlight = DefaultMaxInFlight
 	}
@@ -291,7 +311,7 @@ func (p *partner) logFailure(a answer) {
 	}
 	msg := ""
 	if a.err != nil {
-		msg = a.err.Error()
+		msg = safeErr(a.err) // never the URL: it may carry a token
 	}
 	p.log.Warn("demand partner call failed", "partner", p.name, "outcome", string(a.outcome), "status", a.status,
 		"err", msg, "repeated", missed.Swap(0))

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/klauspost/compress/gzip"
 
@@ -21,14 +22,15 @@ var deviceTypes = map[string]openrtb.Int{"desktop": 2, "mobile": 4, "tablet": 5,
 // payment.
 var hpOne = openrtb.Int(1)
 
-// BidRequest builds the OpenRTB 2.6 bid request opp makes for partner p:
+// bidRequest builds the OpenRTB 2.6 bid request opp makes for partner p:
 // the one impression of the placement (its formats and sizes narrowed by
 // the request, the floor in the partner's currency grossed up by its bid
 // adjustment, the deals on offer), site or app, device, user only when
 // the privacy signals allow, regs, source with tid and the supply chain
-// this server's node is appended to, tmax and the blocks.
-func (a *Auctioneer) bidRequest(st *state, pl *placement, opp *Opportunity, p *partner, rates *tsubame.Rates) *openrtb.BidRequest {
-	r := &openrtb.BidRequest{ID: opp.ID, AT: 1, TMax: openrtb.Int(pl.tmax.Milliseconds()), Cur: []string{p.currency},
+// this server's node is appended to, tmax (the time left until the
+// partner is cut off) and the blocks.
+func (a *Auctioneer) bidRequest(st *state, pl *placement, opp *Opportunity, p *partner, rates *tsubame.Rates, tmax time.Duration) *openrtb.BidRequest {
+	r := &openrtb.BidRequest{ID: opp.ID, AT: 1, TMax: openrtb.Int(max(tmax.Milliseconds(), 1)), Cur: []string{p.currency},
 		BCat: pl.cfg.BCat, BAdv: pl.cfg.BAdv}
 	if st.cfg.Auction == SecondPrice {
 		r.AT = 2
@@ -180,9 +182,10 @@ func truncate(ip netip.Addr) netip.Addr {
 
 var gzips = sync.Pool{New: func() any { w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed); return w }}
 
-// request encodes opp's bid request for p, gzipped when p takes it.
-func (a *Auctioneer) request(st *state, pl *placement, opp *Opportunity, p *partner, rates *tsubame.Rates) ([]byte, error) {
-	body := openrtb.AppendRequest(make([]byte, 0, 2048), a.bidRequest(st, pl, opp, p, rates))
+// request encodes opp's bid request for p, gzipped when p takes it: its
+// tmax is the time left until p is cut off.
+func (a *Auctioneer) request(st *state, pl *placement, opp *Opportunity, p *partner, rates *tsubame.Rates, tmax time.Duration) ([]byte, error) {
+	body := openrtb.AppendRequest(make([]byte, 0, 2048), a.bidRequest(st, pl, opp, p, rates, tmax))
 	if !p.cfg.Gzip {
 		return body, nil
 	}

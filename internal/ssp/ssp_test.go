@@ -110,6 +110,12 @@ func (p *partner) waitNotices(n int) []string {
 	}
 }
 
+func (p *partner) seen() ([]*openrtb.BidRequest, []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]*openrtb.BidRequest(nil), p.requests...), append([]string(nil), p.notices...)
+}
+
 func (p *partner) lastRequest() *openrtb.BidRequest {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -125,7 +131,8 @@ func config(partners map[string]ssp.Partner) ssp.Config {
 	c := ssp.Config{
 		Seller: ssp.Seller{Domain: "ssp.example", Name: "Example SSP"}, TMax: 2 * time.Second, Margin: 10 * time.Millisecond,
 		Auction: ssp.FirstPrice, PriceStep: "0.01", GuaranteedPriority: 2, MaxResponse: 64 << 10,
-		Notices:    ssp.Notices{Workers: 2, Queue: 100, Timeout: 5 * time.Second},
+		Notices:    ssp.Notices{Workers: 2, Queue: 100, Timeout: 5 * time.Second, AllowPrivate: true},
+		MarkupTime: 30 * time.Millisecond,
 		LogEvery:   time.Second,
 		Demand:     partners,
 		Publishers: map[string]ssp.Publisher{"news": {SellerID: "pub-1", Name: "News", Domain: "news.example"}},
@@ -173,7 +180,7 @@ func TestHighestValidBidWins(t *testing.T) {
 	}
 	a := auctioneer(t, config(map[string]ssp.Partner{"a1": on(a1.srv.URL), "a2": on(a2.srv.URL), "a3": on(a3.srv.URL),
 		"a4": on(a4.srv.URL)}), nil)
-	res := a.Run(context.Background(), opp("auc-1"), ssp.Direct{})
+	res := run(a, opp("auc-1"), ssp.Direct{})
 	if res.Sold == nil || res.Sold.Partner != "a3" || res.Price != 1_800_000 || res.Gross != 1_800_000 {
 		t.Fatalf("sold %+v at %d (gross %d), want a3 at 1.80", res.Sold, res.Price, res.Gross)
 	}
@@ -221,13 +228,13 @@ func TestDirectLineItemsCompete(t *testing.T) {
 	var takes atomic.Int64
 	direct := func(priority int, cpm tsubame.Money) ssp.Direct {
 		return ssp.Direct{Line: &decision.Line{ID: "li", Priority: priority, CPM: cpm},
-			Take: func() bool { takes.Add(1); return true }}
+			Take: func(time.Time) bool { takes.Add(1); return true }}
 	}
-	res := a.Run(context.Background(), opp("g"), direct(1, 100_000))
+	res := run(a, opp("g"), direct(1, 100_000))
 	if !res.DirectWon || !res.Guaranteed || res.Price != 100_000 || len(res.Calls) != 0 || low.lastRequest() != nil {
 		t.Fatalf("guaranteed: %+v, partners asked: %v", res, low.lastRequest() != nil)
 	}
-	res = a.Run(context.Background(), opp("p1"), direct(5, 1_600_000))
+	res = run(a, opp("p1"), direct(5, 1_600_000))
 	if res.Sold == nil || res.Sold.Partner != "high" || res.DirectWon {
 		t.Fatalf("a CPM of 1.60 against 1.80: %+v", res)
 	}
@@ -235,14 +242,14 @@ func TestDirectLineItemsCompete(t *testing.T) {
 		t.Fatalf("%d takes: a line item that lost took its budget", takes.Load())
 	}
 	a2 := auctioneer(t, config(map[string]ssp.Partner{"low": on(low.srv.URL)}), nil)
-	res = a2.Run(context.Background(), opp("p2"), direct(5, 1_600_000))
+	res = run(a2, opp("p2"), direct(5, 1_600_000))
 	if !res.DirectWon || res.Price != 1_600_000 || res.Bids[0].Loss != ssp.LossOutbid {
 		t.Fatalf("a CPM of 1.60 against 1.50: %+v", res)
 	}
 	// A line item that can no longer take its budget leaves the slot to
 	// the best bid.
-	res = a2.Run(context.Background(), opp("p3"), ssp.Direct{Line: &decision.Line{ID: "li", Priority: 5, CPM: 1_600_000},
-		Take: func() bool { return false }})
+	res = run(a2, opp("p3"), ssp.Direct{Line: &decision.Line{ID: "li", Priority: 5, CPM: 1_600_000},
+		Take: func(time.Time) bool { return false }})
 	if res.DirectWon || res.Sold == nil || res.Sold.Partner != "low" {
 		t.Fatalf("a spent line item: %+v", res)
 	}
@@ -261,7 +268,7 @@ func TestHungPartnerIsNotWaitedFor(t *testing.T) {
 	cfg.Placements["top"] = pl
 	a := auctioneer(t, cfg, nil)
 	for i := range 3 {
-		res := a.Run(context.Background(), opp(fmt.Sprint("h", i)), ssp.Direct{})
+		res := run(a, opp(fmt.Sprint("h", i)), ssp.Direct{})
 		if res.Sold == nil || res.Sold.Partner != "fast" {
 			t.Fatalf("round %d: %+v", i, res)
 		}
@@ -363,7 +370,7 @@ func TestBadPartners(t *testing.T) {
 		}
 	}))
 	a := auctioneer(t, config(partners), nil)
-	res := a.Run(context.Background(), opp("bad-1"), ssp.Direct{})
+	res := run(a, opp("bad-1"), ssp.Direct{})
 	if res.Sold == nil || res.Sold.Partner != "good" || res.Price != 1_000_000 {
 		t.Fatalf("sold %+v at %d", res.Sold, res.Price)
 	}
@@ -400,7 +407,7 @@ func TestCurrencyAndAdjustmentAreExact(t *testing.T) {
 	cfg := config(map[string]ssp.Partner{"jp": {URL: jp.srv.URL, Currency: "JPY", BidAdjustment: "0.8"}, "us": on(us.srv.URL)})
 	cfg.Auction = ssp.SecondPrice
 	a := auctioneer(t, cfg, map[string]string{"JPY": "150.25"})
-	res := a.Run(context.Background(), opp("fx-1"), ssp.Direct{})
+	res := run(a, opp("fx-1"), ssp.Direct{})
 	// 300.50 JPY = 2.000000 USD (300.50 / 150.25 exactly); × 0.8 = 1.60.
 	if res.Sold == nil || res.Sold.Partner != "jp" || res.Sold.Value != 1_600_000 {
 		for _, b := range res.Bids {
@@ -433,7 +440,7 @@ func TestMarkupFromNURL(t *testing.T) {
 			"nurl":"%s/markup?p=${AUCTION_PRICE}"}]}]}`, r.ID, p.srv.URL)
 	}
 	a := auctioneer(t, config(map[string]ssp.Partner{"m": on(p.srv.URL)}), nil)
-	res := a.Run(context.Background(), opp("mk-1"), ssp.Direct{})
+	res := run(a, opp("mk-1"), ssp.Direct{})
 	if res.Sold == nil || res.Markup != "<div>markup from nurl</div>" {
 		t.Fatalf("sold %+v, markup %q, calls %+v, bids %+v", res.Sold, res.Markup, res.Calls, res.Bids)
 	}
@@ -454,7 +461,7 @@ func TestRequestOut(t *testing.T) {
 	a := auctioneer(t, cfg, nil)
 	o := opp("out-1")
 	o.SChain = &openrtb.SupplyChain{Ver: "1.0", Complete: 1, Nodes: []openrtb.SupplyChainNode{{ASI: "upstream.example", SID: "77"}}}
-	a.Run(context.Background(), o, ssp.Direct{})
+	run(a, o, ssp.Direct{})
 	r := p.lastRequest()
 	if r == nil {
 		t.Fatal("no request")
@@ -469,7 +476,7 @@ func TestRequestOut(t *testing.T) {
 	if r.Device.IP != "203.0.113.77" || r.Device.Geo.Country != "JPN" || r.Device.DeviceType != 2 || r.User == nil || r.User.ID != "u-1" {
 		t.Fatalf("device %+v, user %+v", r.Device, r.User)
 	}
-	if len(r.BAdv) != 1 || len(r.BCat) != 1 || r.TMax != 2000 || r.Cur[0] != "USD" || r.Source.TID.Value != "out-1" {
+	if len(r.BAdv) != 1 || len(r.BCat) != 1 || r.TMax > 1960 || r.TMax < 1 || r.Cur[0] != "USD" || r.Source.TID.Value != "out-1" {
 		t.Fatalf("request %+v", r)
 	}
 	nodes := r.Source.SChain.Nodes
@@ -481,7 +488,7 @@ func TestRequestOut(t *testing.T) {
 	o.Private, o.User = true, ""
 	o.Signals = privacy.Signals{GDPR: privacy.On, Consent: privacy.Text{Value: "CONSENT"}, USPrivacy: privacy.Text{Value: "1YYN"}}
 	o.GPPSID = []int{2, 6}
-	a.Run(context.Background(), o, ssp.Direct{})
+	run(a, o, ssp.Direct{})
 	r = p.lastRequest()
 	if r.Device.IP != "203.0.113.0" || r.User != nil && r.User.ID != "" {
 		t.Fatalf("private: device %+v, user %+v", r.Device, r.User)
@@ -506,7 +513,7 @@ func TestQPSBound(t *testing.T) {
 	throttled := 0
 	start := time.Now()
 	for i := range 5 {
-		res := a.Run(context.Background(), opp(fmt.Sprint("q", i)), ssp.Direct{})
+		res := run(a, opp(fmt.Sprint("q", i)), ssp.Direct{})
 		if res.Calls[0].Outcome == ssp.OutcomeThrottled {
 			throttled++
 		}
@@ -516,5 +523,36 @@ func TestQPSBound(t *testing.T) {
 	sent := int(a.Stats()["p"].Requests.Load())
 	if sent < 1 || sent > allowed || throttled != 5-sent || int(a.Stats()["p"].Throttled.Load()) != throttled {
 		t.Fatalf("%d sent, %d throttled in %v at qps 1", sent, throttled, time.Since(start))
+	}
+}
+
+// run holds an auction and commits it, as /api/decide does once it has
+// served the result.
+func run(a *ssp.Auctioneer, o *ssp.Opportunity, d ssp.Direct) *ssp.Result {
+	res := a.Run(context.Background(), o, d)
+	a.Commit(res)
+	return res
+}
+
+// A partner's notice URLs may only reach public addresses unless
+// ssp.notices.allow_private: a winning bid without markup whose nurl
+// names a loopback address (the cloud metadata address, the admin
+// listener) gets no markup from it and loses; its win notice is never
+// called either.
+func TestNoticesReachOnlyPublicAddresses(t *testing.T) {
+	p := newPartner(t, nil)
+	p.answer = func(r *openrtb.BidRequest) (int, []byte) {
+		return 200, fmt.Appendf(nil, `{"id":%q,"seatbid":[{"bid":[{"id":"m","impid":"1","price":2,"w":300,"h":250,"adomain":["m.example"],
+			"nurl":"%s/markup"}]}]}`, r.ID, p.srv.URL)
+	}
+	cfg := config(map[string]ssp.Partner{"m": on(p.srv.URL)})
+	cfg.Notices.AllowPrivate = false
+	a := auctioneer(t, cfg, nil)
+	res := run(a, opp("ssrf"), ssp.Direct{})
+	if res.Sold != nil || res.Bids[0].Reason != "nurl_markup" {
+		t.Fatalf("a nurl on loopback served: %+v", res.Sold)
+	}
+	if _, notices := p.seen(); len(notices) != 0 {
+		t.Fatalf("the loopback partner was called on %v", notices)
 	}
 }
