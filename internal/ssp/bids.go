@@ -188,7 +188,9 @@ func (pl *placement) onlySize(opp *Opportunity) (w, h int, ok bool) {
 }
 
 // hasAd reports whether a VAST document has an InLine or Wrapper ad.
-func hasAd(doc string) bool { return strings.Contains(doc, "<InLine") || strings.Contains(doc, "<Wrapper") }
+func hasAd(doc string) bool {
+	return strings.Contains(doc, "<InLine") || strings.Contains(doc, "<Wrapper")
+}
 
 // fits reports whether a banner of w×h may fill the placement for opp.
 func (pl *placement) fits(w, h int, opp *Opportunity) bool {
