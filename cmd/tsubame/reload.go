@@ -83,9 +83,11 @@ func restartOnly(old, cfg *config.Config) []string {
 	b.TLS.HSTS, b.TLS.HSTSSubdomains = a.TLS.HSTS, a.TLS.HSTSSubdomains
 	if a.Ads.Enabled && b.Ads.Enabled { // reloadAds applies these
 		b.Ads.Tracking.KeysFile, b.Ads.Privacy, b.Geo = a.Ads.Tracking.KeysFile, a.Ads.Privacy, a.Geo
-		// The sell side's whole section, and the rates its auctions
-		// convert with.
+		// The sell side's section but its notice workers, and the rates
+		// its auctions convert with.
+		notices := b.SSP.Notices
 		b.SSP, b.RTB.Rates = a.SSP, a.RTB.Rates
+		b.SSP.Notices = notices
 		if len(a.RTB.Exchanges) > 0 && len(b.RTB.Exchanges) > 0 && a.LongestReservation() == b.LongestReservation() {
 			// The bidder runs: its exchanges and rates are applied (the
 			// ledger's leases last for the longest reservation: a change

@@ -36,6 +36,7 @@ var (
 	keyLatency  = accesslog.MustKey("latency_us")
 	keyBids     = accesslog.MustKey("bids")
 	keyWon      = accesslog.MustKey("won")
+	keyInvalid  = accesslog.MustKey("invalid")
 	keyDeal     = accesslog.MustKey("deal")
 	keyAuction  = accesslog.MustKey("auction")
 	keyGross    = accesslog.MustKey("partner_price")
@@ -234,6 +235,10 @@ func (s *Service) logAuction(r server.Request, placement []byte, opp *ssp.Opport
 		e.AddInt(keyStatus, int64(c.Status))
 		e.AddInt(keyLatency, c.Latency.Microseconds())
 		e.AddInt(keyBids, int64(c.Bids))
+		if c.Invalid > 0 {
+			e.AddInt(keyInvalid, int64(c.Invalid))
+			e.AddText(keyReason, accesslog.String(c.Reason))
+		}
 		e.AddBool(keyWon, res.Sold != nil && res.Sold.Partner == c.Partner)
 		if opp.Test {
 			e.AddBool(keyTest, true)

@@ -266,9 +266,12 @@ type Call struct {
 	Status  int
 	Latency time.Duration
 	// Bids counts the bids it made, Best is the value of its best valid
-	// one (account currency, adjusted).
-	Bids int
-	Best tsubame.Money
+	// one (account currency, adjusted); Invalid the bids dropped by
+	// validation, Reason the first one's reason.
+	Bids    int
+	Best    tsubame.Money
+	Invalid int
+	Reason  string
 }
 
 // Result is an auction's outcome.
@@ -383,6 +386,12 @@ func (a *Auctioneer) Run(ctx context.Context, opp *Opportunity, direct Direct) *
 				c.Bids++
 				if bid.Loss < 0 && bid.Value > c.Best {
 					c.Best = bid.Value
+				}
+				if bid.Loss >= 0 {
+					c.Invalid++
+					if c.Reason == "" {
+						c.Reason = bid.Reason
+					}
 				}
 			}
 		}
