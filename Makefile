@@ -222,7 +222,7 @@ BENCH_MEMORY_DURATION ?= 10m
 # A git revision to measure this build against (the *-baseline scenarios).
 BENCH_BASELINE ?=
 
-.PHONY: bench bench-tools bench-scale
+.PHONY: bench bench-tools bench-scale bench-ssp
 bench-tools:
 	@command -v wrk >/dev/null 2>&1 && command -v nginx >/dev/null 2>&1 && command -v redis-server >/dev/null 2>&1 && \
 		[ -f /usr/lib/nginx/modules/ngx_http_lua_module.so ] && [ -f /usr/lib/x86_64-linux-gnu/lua/5.1/cjson.so ] || \
@@ -232,6 +232,10 @@ bench-tools:
 SCALE_LINES ?= 1000000
 bench-scale: build bench-tools
 	$(GO) run ./bench -bin $(BIN) -scale $(SCALE_LINES)
+
+## bench-ssp: the sell side's auction with four partners (5-20 ms) and a hung one; writes its section of BENCHMARKS.md
+bench-ssp: build bench-tools
+	$(GO) run ./bench -bin $(BIN) -ssp -duration $(BENCH_DURATION) -rounds $(BENCH_ROUNDS)
 
 ## bench: wrk against the real binary and a reference nginx, interleaved; writes BENCHMARKS.md
 bench: build bench-tools

@@ -172,8 +172,19 @@ func main() {
 		memDur   = flag.Duration("memory-duration", 10*time.Minute, "length of each memory scenario's one run (rtb-memory, decide-memory: opt-in, named in -scenarios)")
 		scale    = flag.Int("scale", 0, "instead of the scenarios, measure an account of this many generated line items on Redis and three nodes (make bench-scale), from -port on")
 		rate     = flag.Int("scale-rate", 1000, "the scale measurement's /api/decide requests a second")
+		sell     = flag.Bool("ssp", false, "instead of the scenarios, measure the sell side's auction (make bench-ssp), from -port on")
 	)
 	flag.Parse()
+	if *sell {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		err := runSSP(ctx, *bin, *port, *rounds, *duration, *out)
+		stop()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *scale > 0 {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		err := runScale(ctx, *bin, *scale, *port, *rate, *out)
