@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -109,25 +108,9 @@ admin:
 		t.Fatal(err)
 	}
 	lines := map[string][]string{}
-	files, _ := filepath.Glob(filepath.Join(logDir, "access*.log"))
-	for _, name := range files {
-		f, err := os.Open(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			fields := map[string]string{}
-			for _, kv := range strings.Split(sc.Text(), "\t") {
-				k, v, _ := strings.Cut(kv, ":")
-				fields[k] = v
-			}
-			if ev := fields["event"]; ev != "" {
-				lines[ev] = append(lines[ev], fields["valid"]+" "+fields["price"]+" "+fields["exchange"]+" "+fields["auction"]+" "+fields["decision"])
-			}
-		}
-		f.Close()
+	for _, fields := range accessEvents(t, logDir) {
+		ev := fields["event"]
+		lines[ev] = append(lines[ev], fields["valid"]+" "+fields["price"]+" "+fields["exchange"]+" "+fields["auction"]+" "+fields["decision"])
 	}
 	auction := "80ce30c53c16e6ede735f123ef6e32361bfc7b22"
 	if b := lines["bid"]; len(b) != 1 || b[0] != "true 1200000 ssp "+auction+" "+bid.ID {

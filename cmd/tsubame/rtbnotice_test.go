@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"io"
@@ -141,35 +140,20 @@ admin:
 
 	// The lines, by bid: event valid price reason and flags.
 	lines := map[string][]string{}
-	files, _ := filepath.Glob(filepath.Join(logDir, "access*.log"))
-	for _, name := range files {
-		f, err := os.Open(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sc := bufio.NewScanner(f)
-		sc.Buffer(nil, 1<<20)
-		for sc.Scan() {
-			fields := map[string]string{}
-			for _, kv := range strings.Split(sc.Text(), "\t") {
-				k, v, _ := strings.Cut(kv, ":")
-				fields[k] = v
+	for _, fields := range accessEvents(t, logDir) {
+		if ev := fields["event"]; ev != "bid" {
+			reason := fields["reason"]
+			if reason == "" {
+				reason = "-"
 			}
-			if ev := fields["event"]; ev != "" && ev != "bid" {
-				reason := fields["reason"]
-				if reason == "" {
-					reason = "-"
+			l := ev + " " + fields["valid"] + " " + fields["price"] + " " + reason
+			for _, k := range []string{"clearing", "price_missing"} {
+				if v, ok := fields[k]; ok {
+					l += " " + k + ":" + v
 				}
-				l := ev + " " + fields["valid"] + " " + fields["price"] + " " + reason
-				for _, k := range []string{"clearing", "price_missing"} {
-					if v, ok := fields[k]; ok {
-						l += " " + k + ":" + v
-					}
-				}
-				lines[fields["decision"]] = append(lines[fields["decision"]], l)
 			}
+			lines[fields["decision"]] = append(lines[fields["decision"]], l)
 		}
-		f.Close()
 	}
 	for _, tc := range []struct {
 		id   string
