@@ -241,6 +241,7 @@ ssp:
 			req, _ := http.NewRequest("GET", base+"/api/decide?placement="+placement+"&site=foobar.com&uid=u-1"+
 				"&page=http%3A%2F%2Ffoobar.com%2Fstory&schain=1.0,1!upstream.example,77,1,,,", nil)
 			req.Header.Set("User-Agent", browserUA)
+			req.Header.Set("Accept-Language", "ja-JP,ja;q=0.9,en;q=0.8")
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -280,7 +281,7 @@ ssp:
 	nodes := r.Source.SChain.Nodes
 	if r.Site.Domain != "foobar.com" || r.Site.Page != "http://foobar.com/story" || r.Imp[0].BidFloor != 500_000 ||
 		len(nodes) != 2 || nodes[0].ASI != "upstream.example" || nodes[1].ASI != "ssp.example" || nodes[1].SID != "pub-7" ||
-		r.User == nil || r.User.ID != "u-1" || r.TMax > 960 || r.TMax < 1 {
+		r.User == nil || r.User.ID != "u-1" || r.TMax > 960 || r.TMax < 1 || r.Device.Language != "ja" {
 		t.Fatalf("request %+v, schain %+v, user %+v", r, r.Source.SChain, r.User)
 	}
 

@@ -128,6 +128,7 @@ func (s *Service) opportunity(r server.Request, a *answer, v visitor, now time.T
 		return nil, errBadPage
 	}
 	opp.Page = string(page)
+	opp.Language = language(r.Header("Accept-Language"))
 	if ref := r.Query("ref"); ref != nil {
 		if !pageURL(ref) {
 			return nil, errBadPage
@@ -219,6 +220,9 @@ func (s *Service) logAuction(r server.Request, placement []byte, opp *ssp.Opport
 	e.AddInt(keyTimedOut, int64(timedOut))
 	e.AddText(keyWinner, accesslog.String(winner))
 	e.AddInt(keyFloor, int64(res.Floor))
+	if res.Unsold != "" {
+		e.AddText(keyReason, accesslog.String(res.Unsold))
+	}
 	if opp.Test {
 		e.AddBool(keyTest, true)
 	}
@@ -298,4 +302,17 @@ func (s *Service) trackSale(r server.Request, placement []byte, a *answer, opp *
 		e.AddBool(keyTest, true)
 	}
 	return s.logEvent(r, &e)
+}
+
+// language is the first language of an Accept-Language header as ISO
+// 639-1 (two lower-case letters), or "" when it names none.
+func language(h []byte) string {
+	if len(h) < 2 {
+		return ""
+	}
+	a, b := h[0]|0x20, h[1]|0x20
+	if a < 'a' || a > 'z' || b < 'a' || b > 'z' || len(h) > 2 && h[2] != '-' && h[2] != ',' && h[2] != ';' && h[2] != ' ' {
+		return ""
+	}
+	return string([]byte{a, b})
 }

@@ -208,6 +208,8 @@ type Opportunity struct {
 	// Country is ISO 3166-1 alpha-2, Region ISO 3166-2 ("JP-13"), Device
 	// one of tsubame.Devices, OS a lower-case token.
 	Country, Region, Device, OS string
+	// Language is the browser's, ISO 639-1 ("ja"), from Accept-Language.
+	Language string
 	// User is the visitor id: empty when a privacy signal rules it out
 	// (Private), which also truncates the address sent.
 	User    string
@@ -291,8 +293,11 @@ type Result struct {
 	Markup  string
 	BillURL string
 	// Guaranteed: the direct line item won outright; no partner was
-	// asked.
+	// asked. Unsold says why no partner was asked otherwise
+	// ("site_not_publishers": the page's site is not the placement's
+	// publisher's).
 	Guaranteed bool
+	Unsold     string
 	// Calls are the partners' parts, in name order; Bids every bid read,
 	// valid or not.
 	Calls []Call
@@ -324,6 +329,10 @@ func (a *Auctioneer) Commit(res *Result) {
 		a.notices.pushLoss(u)
 	}
 }
+
+// UnsoldSite is Result.Unsold when the page's site is not one the
+// placement's publisher sells on.
+const UnsoldSite = "site_not_publishers"
 
 // Video reports whether a sold bid's markup is a VAST document.
 func (r *Result) Video() bool {
@@ -377,7 +386,12 @@ func (a *Auctioneer) Run(ctx context.Context, opp *Opportunity, direct Direct) *
 	callCtx, callCancel := context.WithDeadline(ctx, deadline.Add(-st.cfg.MarkupTime))
 	defer callCancel()
 	rates := a.rates.Load()
-	answers := a.ask(callCtx, st, pl, opp, rates)
+	var answers []answer
+	if opp.App == "" && !pl.publisher.sells(opp.Site) {
+		res.Unsold = UnsoldSite
+	} else {
+		answers = a.ask(callCtx, st, pl, opp, rates)
+	}
 	for _, ans := range answers {
 		c := Call{Partner: ans.partner.name, Outcome: ans.outcome, Status: ans.status, Latency: ans.latency}
 		if ans.resp != nil {

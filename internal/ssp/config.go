@@ -169,9 +169,28 @@ type Publisher struct {
 	SellerID string `koanf:"seller_id"`
 	Name     string `koanf:"name"`
 	Domain   string `koanf:"domain"`
+	// Sites are the other domains it sells on. With a domain or sites, a
+	// page's site (a subdomain too) must be one of them for partners to be
+	// asked: a request naming another publisher's site is not sold under
+	// this one's seller id (domain spoofing). Apps are not checked.
+	Sites []string `koanf:"sites"`
 	// Type is its /sellers.json seller_type: PUBLISHER (the default),
 	// INTERMEDIARY or BOTH.
 	Type string `koanf:"type"`
+}
+
+// sells reports whether the publisher sells on site: any site when it
+// names none.
+func (p Publisher) sells(site string) bool {
+	if p.Domain == "" && len(p.Sites) == 0 {
+		return true
+	}
+	for _, d := range append([]string{p.Domain}, p.Sites...) {
+		if d != "" && (site == d || strings.HasSuffix(site, "."+d)) {
+			return true
+		}
+	}
+	return false
 }
 
 // Auction kinds.
@@ -260,6 +279,11 @@ func (c *Config) Validate(env Env) []string {
 		}
 		if pub.Domain != "" && !domainName.MatchString(pub.Domain) {
 			add("%s.domain: %q is not a lower-case domain name", at, pub.Domain)
+		}
+		for _, d := range pub.Sites {
+			if !domainName.MatchString(d) {
+				add("%s.sites: %q is not a lower-case domain name", at, d)
+			}
 		}
 		if len(pub.Name) > 256 {
 			add("%s.name: at most 256 bytes", at)

@@ -86,7 +86,7 @@ func (a *Auctioneer) bidRequest(st *state, pl *placement, opp *Opportunity, p *p
 	}
 
 	d := &openrtb.Device{UA: opp.UA, DeviceType: deviceTypes[opp.Device], OS: openrtb.String(opp.OS),
-		DNT: openrtb.Flag(opp.Signals.DNT)}
+		DNT: openrtb.Flag(opp.Signals.DNT), Language: openrtb.String(opp.Language)}
 	if opp.IP.IsValid() {
 		ip := opp.IP.Unmap()
 		if opp.Private {

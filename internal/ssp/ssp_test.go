@@ -556,3 +556,29 @@ func TestNoticesReachOnlyPublicAddresses(t *testing.T) {
 		t.Fatalf("the loopback partner was called on %v", notices)
 	}
 }
+
+// A request naming a site its placement's publisher does not sell on is
+// not offered to partners under the publisher's seller id (domain
+// spoofing): the direct line item still serves; a subdomain of the
+// publisher's domain, or one of its other sites, is offered.
+func TestSiteMustBeThePublishers(t *testing.T) {
+	p := newPartner(t, bid("2.00", ""))
+	cfg := config(map[string]ssp.Partner{"p": on(p.srv.URL)})
+	pub := cfg.Publishers["news"]
+	pub.Sites = []string{"news-mirror.example"}
+	cfg.Publishers["news"] = pub
+	a := auctioneer(t, cfg, nil)
+	o := opp("spoof")
+	o.Site = "premium.example"
+	res := run(a, o, ssp.Direct{Line: &decision.Line{ID: "li", Priority: 5, CPM: 100_000}})
+	if res.Unsold != ssp.UnsoldSite || len(res.Calls) != 0 || !res.DirectWon || p.lastRequest() != nil {
+		t.Fatalf("a spoofed site: %+v", res)
+	}
+	for _, site := range []string{"www.news.example", "news-mirror.example"} {
+		o := opp("ok-" + site)
+		o.Site = site
+		if res := run(a, o, ssp.Direct{}); res.Sold == nil {
+			t.Fatalf("%s: not sold: %+v", site, res)
+		}
+	}
+}
