@@ -259,6 +259,7 @@ type Bid struct {
 	Loss   int
 	Reason string
 	adjust int64
+	from   *partner
 }
 
 // Call is one partner's part in an auction.

@@ -58,7 +58,7 @@ func (a *Auctioneer) read(st *state, pl *placement, opp *Opportunity, ans answer
 	for i := range ans.resp.SeatBid {
 		sb := &ans.resp.SeatBid[i]
 		for j := range sb.Bid {
-			b := &Bid{Partner: p.name, Seat: sb.Seat, Bid: sb.Bid[j], Cur: cur, Loss: -1, adjust: p.adjust}
+			b := &Bid{Partner: p.name, Seat: sb.Seat, Bid: sb.Bid[j], Cur: cur, Loss: -1, adjust: p.adjust, from: p}
 			if ans.resp.ID != opp.ID {
 				b.Loss, b.Reason = LossInvalidAuction, "auction_id"
 			} else {
@@ -130,7 +130,7 @@ func (a *Auctioneer) check(pl *placement, opp *Opportunity, b *Bid, rates *tsuba
 	floor, floorLoss := pl.floor, LossBelowFloor
 	if b.DealID != "" {
 		f, ok := pl.deals[b.DealID]
-		if !ok {
+		if !ok || !b.from.offered(b.DealID) {
 			drop(LossInvalidDeal, "deal")
 			return
 		}

@@ -114,9 +114,11 @@ type Partner struct {
 	// BidAdjustment multiplies every bid before it competes ("0.85": a
 	// 15 % revenue share kept); empty: 1.
 	BidAdjustment string `koanf:"bid_adjustment"`
-	// Placements and Sites it may bid on; empty: every one.
+	// Placements and Sites it may bid on; empty: every one. Deals are
+	// the placements' deals it is offered; empty: all of them.
 	Placements []string `koanf:"placements"`
 	Sites      []string `koanf:"sites"`
+	Deals      []string `koanf:"deals"`
 	// Sync is the partner's user sync URL (an image pixel or an iframe),
 	// listed by /cookie_sync.
 	Sync string `koanf:"sync"`
@@ -343,6 +345,16 @@ func (c *Config) validatePartner(add func(string, ...any), name string, d Partne
 	for _, s := range d.Sites {
 		if !domainName.MatchString(s) {
 			add("%s.sites: %q is not a lower-case domain name", at, s)
+		}
+	}
+	for _, deal := range d.Deals {
+		found := false
+		for _, pl := range c.Placements {
+			_, ok := pl.Deals[deal]
+			found = found || ok
+		}
+		if !found {
+			add("%s.deals: %q is no placement's deal", at, deal)
 		}
 	}
 	if d.Sync != "" {

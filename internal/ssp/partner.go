@@ -57,6 +57,7 @@ type partner struct {
 	inFlight  *atomic.Int64 // shared with the partner it replaced by a reload
 	maxBody   int64
 	places    map[string]bool // nil: every placement
+	deals     map[string]bool // nil: every deal of the placements
 	sites     []string        // nil: every site
 	stats     *PartnerStats
 	log       *slog.Logger
@@ -145,6 +146,12 @@ func (*partner) configure(name string, cfg Partner, adj, maxBody int64, stats *P
 		}
 	}
 	p.sites = slices.Clone(cfg.Sites)
+	if len(cfg.Deals) > 0 {
+		p.deals = make(map[string]bool, len(cfg.Deals))
+		for _, d := range cfg.Deals {
+			p.deals[d] = true
+		}
+	}
 	return p
 }
 
@@ -163,6 +170,9 @@ func (p *partner) mayBid(placement, site string) bool {
 	}
 	return false
 }
+
+// offered reports whether the partner is offered deal.
+func (p *partner) offered(deal string) bool { return p.deals == nil || p.deals[deal] }
 
 // admit takes a place for one call: false when the partner is over its
 // qps or its calls in flight (it is then not asked).

@@ -70,10 +70,15 @@ func (a *Auctioneer) bidRequest(st *state, pl *placement, opp *Opportunity, p *p
 	if len(pl.dealIDs) > 0 {
 		pmp := &openrtb.Pmp{}
 		for _, id := range pl.dealIDs {
+			if !p.offered(id) {
+				continue
+			}
 			pmp.Deals = append(pmp.Deals, openrtb.Deal{ID: id, BidFloor: openrtb.Price(a.partnerFloor(max(pl.deals[id], pl.floor), p, rates)),
 				BidFloorCur: p.currency})
 		}
-		imp.Pmp = pmp
+		if len(pmp.Deals) > 0 {
+			imp.Pmp = pmp
+		}
 	}
 	r.Imp = []openrtb.Imp{imp}
 

@@ -582,3 +582,39 @@ func TestSiteMustBeThePublishers(t *testing.T) {
 		}
 	}
 }
+
+// A placement's deals are offered to the partners that may bid on them:
+// one whose deals name another gets no pmp, and its bid on the deal is
+// dropped (loss 4); the deal's own partner wins at its deal floor's
+// second price.
+func TestDealsOfferedPerPartner(t *testing.T) {
+	dealBid := func(price string) func(*openrtb.BidRequest) (int, []byte) {
+		return func(r *openrtb.BidRequest) (int, []byte) {
+			return 200, fmt.Appendf(nil, `{"id":%q,"seatbid":[{"bid":[{"id":"d","impid":"1","price":%s,"dealid":"D-1","adm":"<div>d</div>",
+				"adomain":["d.example"],"w":300,"h":250}]}]}`, r.ID, price)
+		}
+	}
+	in := newPartner(t, dealBid("9.00"))
+	out := newPartner(t, dealBid("12.00"))
+	cfg := config(map[string]ssp.Partner{"in": {URL: in.srv.URL, Deals: []string{"D-1"}}, "out": {URL: out.srv.URL, Deals: []string{"D-2"}}})
+	pl := cfg.Placements["top"]
+	pl.Deals = map[string]string{"D-1": "8.00", "D-2": "3.00"}
+	cfg.Placements["top"] = pl
+	cfg.Auction = ssp.SecondPrice
+	a := auctioneer(t, cfg, nil)
+	res := run(a, opp("deal-1"), ssp.Direct{})
+	if res.Sold == nil || res.Sold.Partner != "in" || res.Price != 8_010_000 {
+		t.Fatalf("sold %+v at %d", res.Sold, res.Price)
+	}
+	if d := in.lastRequest().Imp[0].Pmp; d == nil || len(d.Deals) != 1 || d.Deals[0].ID != "D-1" || d.Deals[0].BidFloor != 8_000_000 {
+		t.Fatalf("in's pmp %+v", d)
+	}
+	if d := out.lastRequest().Imp[0].Pmp; d == nil || len(d.Deals) != 1 || d.Deals[0].ID != "D-2" {
+		t.Fatalf("out's pmp %+v", d)
+	}
+	for _, b := range res.Bids {
+		if b.Partner == "out" && b.Loss != ssp.LossInvalidDeal {
+			t.Fatalf("out's bid on a deal it was not offered: loss %d", b.Loss)
+		}
+	}
+}
