@@ -94,3 +94,21 @@ func TestRefererHost(t *testing.T) {
 		t.Errorf("%v allocations", n)
 	}
 }
+
+// A sold VAST document gets this server's impression beside its own
+// impressions, after its AdSystem when it has none, and is left alone
+// without an ad.
+func TestAddImpression(t *testing.T) {
+	const imp = "https://ads.example/t/i/TOKEN"
+	for _, tc := range []struct{ doc, want string }{
+		{`<VAST version="4.2"><Ad><InLine><AdSystem>x</AdSystem><Impression>a</Impression></InLine></Ad></VAST>`,
+			`<VAST version="4.2"><Ad><InLine><AdSystem>x</AdSystem><Impression><![CDATA[` + imp + `]]></Impression><Impression>a</Impression></InLine></Ad></VAST>`},
+		{`<VAST version="3.0"><Ad><Wrapper><AdSystem>x</AdSystem><VASTAdTagURI>u</VASTAdTagURI></Wrapper></Ad></VAST>`,
+			`<VAST version="3.0"><Ad><Wrapper><AdSystem>x</AdSystem><Impression><![CDATA[` + imp + `]]></Impression><VASTAdTagURI>u</VASTAdTagURI></Wrapper></Ad></VAST>`},
+		{`<VAST version="4.2"/>`, `<VAST version="4.2"/>`},
+	} {
+		if got := string(addImpression(nil, tc.doc, imp)); got != tc.want {
+			t.Errorf("addImpression(%s)\n got %s\nwant %s", tc.doc, got, tc.want)
+		}
+	}
+}

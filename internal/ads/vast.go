@@ -48,22 +48,35 @@ func (s *Service) vastAd(a *answer, i int) render.VASTAd {
 }
 
 // addImpression appends a partner's VAST document with this server's
-// impression URL added to its ad (an Impression element after the opening
-// of its first InLine or Wrapper), so that the player fires it as it fires
-// the partner's own. A document without either is appended as it is.
+// impression URL added to its first ad, beside the ad's own Impression
+// elements (before the first of them, where the schema's order puts
+// them), else after its AdSystem or AdTitle, else after the opening of
+// its InLine or Wrapper: the player fires it as it fires the partner's.
+// The auction serves only documents with an InLine or Wrapper.
 func addImpression(dst []byte, doc, imp string) []byte {
-	at := -1
+	start := -1
 	for _, tag := range [...]string{"<InLine", "<Wrapper"} {
-		i := strings.Index(doc, tag)
-		if i < 0 {
-			continue
-		}
-		if j := strings.IndexByte(doc[i:], '>'); j > 0 && (at < 0 || i+j+1 < at) {
-			at = i + j + 1
+		if i := strings.Index(doc, tag); i >= 0 && (start < 0 || i < start) {
+			start = i
 		}
 	}
-	if at < 0 {
+	if start < 0 {
 		return append(dst, doc...)
+	}
+	open := strings.IndexByte(doc[start:], '>')
+	if open < 0 {
+		return append(dst, doc...)
+	}
+	at := start + open + 1
+	if i := strings.Index(doc[at:], "<Impression"); i >= 0 {
+		at += i
+	} else {
+		for _, end := range [...]string{"</AdTitle>", "</AdSystem>"} {
+			if i := strings.Index(doc[at:], end); i >= 0 {
+				at += i + len(end)
+				break
+			}
+		}
 	}
 	dst = append(dst, doc[:at]...)
 	dst = append(dst, "<Impression><![CDATA["...)

@@ -331,9 +331,25 @@ func (a *Auctioneer) Commit(res *Result) {
 	}
 }
 
-// UnsoldSite is Result.Unsold when the page's site is not one the
-// placement's publisher sells on.
-const UnsoldSite = "site_not_publishers"
+// Result.Unsold: the page's site is not one the placement's publisher
+// sells on; the request's format or size is none the placement offers.
+const (
+	UnsoldSite   = "site_not_publishers"
+	UnsoldFormat = "format_not_offered"
+)
+
+// offers reports whether the placement offers what opp asks: its format,
+// and for a banner its size.
+func (pl *placement) offers(opp *Opportunity) bool {
+	video := pl.video && opp.Format != tsubame.FormatBanner
+	if !pl.banner || opp.Format == tsubame.FormatVideo {
+		return video
+	}
+	if opp.W > 0 && opp.H > 0 && !pl.fits(opp.W, opp.H, &Opportunity{}) {
+		return video
+	}
+	return true
+}
 
 // Video reports whether a sold bid's markup is a VAST document.
 func (r *Result) Video() bool {
@@ -388,9 +404,12 @@ func (a *Auctioneer) Run(ctx context.Context, opp *Opportunity, direct Direct) *
 	defer callCancel()
 	rates := a.rates.Load()
 	var answers []answer
-	if opp.App == "" && !pl.publisher.sells(opp.Site) {
+	switch {
+	case opp.App == "" && !pl.publisher.sells(opp.Site):
 		res.Unsold = UnsoldSite
-	} else {
+	case !pl.offers(opp):
+		res.Unsold = UnsoldFormat
+	default:
 		answers = a.ask(callCtx, st, pl, opp, rates)
 	}
 	for _, ans := range answers {

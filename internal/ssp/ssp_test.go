@@ -559,8 +559,9 @@ func TestNoticesReachOnlyPublicAddresses(t *testing.T) {
 
 // A request naming a site its placement's publisher does not sell on is
 // not offered to partners under the publisher's seller id (domain
-// spoofing): the direct line item still serves; a subdomain of the
-// publisher's domain, or one of its other sites, is offered.
+// spoofing): the direct line item still serves; nor one asking a size the
+// placement does not offer; a subdomain of the publisher's domain, or one
+// of its other sites, is offered.
 func TestSiteMustBeThePublishers(t *testing.T) {
 	p := newPartner(t, bid("2.00", ""))
 	cfg := config(map[string]ssp.Partner{"p": on(p.srv.URL)})
@@ -573,6 +574,11 @@ func TestSiteMustBeThePublishers(t *testing.T) {
 	res := run(a, o, ssp.Direct{Line: &decision.Line{ID: "li", Priority: 5, CPM: 100_000}})
 	if res.Unsold != ssp.UnsoldSite || len(res.Calls) != 0 || !res.DirectWon || p.lastRequest() != nil {
 		t.Fatalf("a spoofed site: %+v", res)
+	}
+	o = opp("no-size")
+	o.W, o.H = 728, 90 // top offers 300x250 and 336x280
+	if res := run(a, o, ssp.Direct{}); res.Unsold != ssp.UnsoldFormat || len(res.Calls) != 0 {
+		t.Fatalf("a size not offered: %+v", res)
 	}
 	for _, site := range []string{"www.news.example", "news-mirror.example"} {
 		o := opp("ok-" + site)
