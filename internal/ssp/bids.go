@@ -433,27 +433,51 @@ func (a *Auctioneer) fetchMarkup(ctx context.Context, b *Bid, opp *Opportunity, 
 // clearing price in the bid's currency (0: not known, for a loss), loss
 // the loss reason.
 func substitute(s string, opp *Opportunity, b *Bid, price tsubame.Money, loss int) string {
-	if !strings.Contains(s, "${AUCTION_") {
+	const prefix = "${AUCTION_"
+	i := strings.Index(s, prefix)
+	if i < 0 {
 		return s
 	}
-	pr := ""
-	if price > 0 {
-		pr = string(openrtb.Price(price).AppendDecimal(nil))
+	// By hand: a strings.Replacer built per call was 3 % of an auction's
+	// CPU (perf, make bench-ssp).
+	out := make([]byte, 0, len(s)+64)
+	for i >= 0 {
+		out = append(out, s[:i]...)
+		s = s[i:]
+		end := strings.IndexByte(s, '}')
+		if end < 0 {
+			break
+		}
+		name := s[len(prefix):end]
+		switch name {
+		case "ID":
+			out = append(out, url.QueryEscape(opp.ID)...)
+		case "BID_ID":
+			out = append(out, url.QueryEscape(b.ID)...)
+		case "IMP_ID":
+			out = append(out, url.QueryEscape(b.ImpID)...)
+		case "SEAT_ID":
+			out = append(out, url.QueryEscape(b.Seat)...)
+		case "AD_ID":
+			out = append(out, url.QueryEscape(b.AdID)...)
+		case "PRICE":
+			if price > 0 {
+				out = openrtb.Price(price).AppendDecimal(out)
+			}
+		case "CURRENCY":
+			out = append(out, url.QueryEscape(b.Cur)...)
+		case "LOSS":
+			out = strconv.AppendInt(out, int64(loss), 10)
+		case "MBR", "MIN_TO_WIN":
+		case "IMP_TS":
+			out = strconv.AppendInt(out, opp.Start.UnixMilli(), 10)
+		default:
+			out = append(out, s[:end+1]...) // not a macro of ours: left as it is
+		}
+		s = s[end+1:]
+		i = strings.Index(s, prefix)
 	}
-	r := strings.NewReplacer(
-		"${AUCTION_ID}", url.QueryEscape(opp.ID),
-		"${AUCTION_BID_ID}", url.QueryEscape(b.ID),
-		"${AUCTION_IMP_ID}", url.QueryEscape(b.ImpID),
-		"${AUCTION_SEAT_ID}", url.QueryEscape(b.Seat),
-		"${AUCTION_AD_ID}", url.QueryEscape(b.AdID),
-		"${AUCTION_PRICE}", pr,
-		"${AUCTION_CURRENCY}", url.QueryEscape(b.Cur),
-		"${AUCTION_LOSS}", strconv.Itoa(loss),
-		"${AUCTION_MBR}", "",
-		"${AUCTION_MIN_TO_WIN}", "",
-		"${AUCTION_IMP_TS}", strconv.FormatInt(opp.Start.UnixMilli(), 10),
-	)
-	return r.Replace(s)
+	return string(append(out, s...))
 }
 
 // impID is the one impression an auction's request offers.

@@ -216,7 +216,10 @@ func (p *partner) call(ctx context.Context, body []byte) answer {
 		a.outcome, a.err = OutcomeError, err
 		return p.done(a, start)
 	}
-	req.Header = p.header.Clone()
+	// Shared, read only: the transport reads a request's headers and
+	// never writes them, and no redirect is followed (a copy per call was
+	// an allocation of every header).
+	req.Header = p.header
 	resp, err := p.client.Do(req)
 	if err != nil {
 		a.outcome, a.err = OutcomeError, err
