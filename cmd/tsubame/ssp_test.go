@@ -596,3 +596,26 @@ ssp:
 		t.Fatalf("%d notices to the winner, %d to the loser", len(wins), len(losses))
 	}
 }
+
+// docs/ssp.md's configuration example is valid as it stands (with the
+// rate its JPY partner needs).
+func TestSSPDocsExampleIsValid(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/ssp.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(doc)
+	i := strings.Index(s, "```yaml\nssp:")
+	if i < 0 {
+		t.Fatal("docs/ssp.md has no ssp: example")
+	}
+	s = s[i+len("```yaml\n"):]
+	s = s[:strings.Index(s, "```")]
+	conf := filepath.Join(t.TempDir(), "ssp.yaml")
+	if err := os.WriteFile(conf, []byte("ads:\n  currency: USD\nrtb:\n  rates: {JPY: \"150.25\"}\n"+s), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCmd(t, nil, "", "check-config", "-config", conf); code != 0 {
+		t.Fatalf("check-config of the example: %d\n%s", code, stderr)
+	}
+}
