@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/gzip"
+	"github.com/valyala/fasthttp"
 	"golang.org/x/time/rate"
 
 	"tsubame/internal/openrtb"
@@ -49,6 +51,10 @@ type partner struct {
 	cfg       Partner
 	client    *http.Client
 	transport *http.Transport
+	// fast calls a plain http partner that is not to speak HTTP/2:
+	// fasthttp's client, which allocates a fraction of net/http's and has
+	// no goroutines of its own per connection (nil: net/http).
+	fast *fasthttp.HostClient
 	adjust    int64 // parts per million
 	currency  string
 	header    http.Header
@@ -83,7 +89,7 @@ func newPartner(name string, cfg Partner, maxBody int64, stats *PartnerStats, lo
 	adj, _ := parseAdjustment(cfg.BidAdjustment) // Validate has checked it
 	if prev != nil && prev.cfg.URL == cfg.URL && prev.cfg.HTTP2 == cfg.HTTP2 {
 		p := prev.configure(name, cfg, adj, maxBody, stats, log, logEvery)
-		p.transport, p.client, p.inFlight = prev.transport, prev.client, prev.inFlight
+		p.transport, p.client, p.inFlight, p.fast = prev.transport, prev.client, prev.inFlight, prev.fast
 		if prev.cfg.QPS == cfg.QPS {
 			p.limiter = prev.limiter
 		}
@@ -113,6 +119,15 @@ func newPartner(name string, cfg Partner, maxBody int64, stats *PartnerStats, lo
 	p.client = &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse // a bid endpoint that redirects is broken, not followed
 	}}
+	if u, err := url.Parse(cfg.URL); err == nil && u.Scheme == "http" && !cfg.HTTP2 {
+		addr := u.Host
+		if u.Port() == "" {
+			addr = net.JoinHostPort(u.Hostname(), "80")
+		}
+		p.fast = &fasthttp.HostClient{Addr: addr, NoDefaultUserAgentHeader: true, MaxConns: int(p.maxFlight),
+			MaxIdleConnDuration: 90 * time.Second, MaxResponseBodySize: int(maxBody), DisablePathNormalizing: true,
+			Dial: (&fasthttp.TCPDialer{Concurrency: 0}).Dial}
+	}
 	return p
 }
 
@@ -211,6 +226,9 @@ func (p *partner) call(ctx context.Context, body []byte) answer {
 	p.stats.Requests.Add(1)
 	start := time.Now()
 	a := answer{partner: p}
+	if p.fast != nil {
+		return p.callFast(ctx, body, start)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
 	if err != nil {
 		a.outcome, a.err = OutcomeError, err
@@ -264,6 +282,87 @@ func (p *partner) call(ctx context.Context, body []byte) answer {
 		}
 	}
 	return p.done(a, start)
+}
+
+// callFast is call through fasthttp's client, by the deadline of ctx.
+func (p *partner) callFast(ctx context.Context, body []byte, start time.Time) answer {
+	a := answer{partner: p}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = start.Add(5 * time.Second)
+	}
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI(p.url)
+	req.Header.SetMethod(http.MethodPost)
+	for k, vs := range p.header {
+		req.Header.Set(k, vs[0])
+	}
+	req.SetBodyRaw(body)
+	err := p.fast.DoDeadline(req, resp, deadline)
+	if err != nil {
+		a.outcome, a.err = OutcomeError, err
+		switch {
+		case errors.Is(err, fasthttp.ErrBodyTooLarge):
+			a.outcome = OutcomeTooLarge
+		case errors.Is(err, fasthttp.ErrTimeout) || ctx.Err() != nil || isTimeout(err):
+			a.outcome = OutcomeTimeout
+		}
+		return p.done(a, start)
+	}
+	a.status = resp.StatusCode()
+	switch {
+	case !resp.Header.IsHTTP11():
+		a.outcome, a.err = OutcomeHTTP10, errHTTP10
+		return p.done(a, start)
+	case a.status == http.StatusNoContent:
+		a.outcome = OutcomeNoBid
+		return p.done(a, start)
+	case a.status != http.StatusOK:
+		a.outcome, a.err = OutcomeStatus, errors.New("HTTP status "+strconv.Itoa(a.status))
+		return p.done(a, start)
+	}
+	data := resp.Body()
+	if strings.EqualFold(string(resp.Header.ContentEncoding()), "gzip") {
+		var err error
+		if data, err = p.gunzip(bytes.NewReader(data)); err != nil {
+			a.outcome, a.err = OutcomeError, err
+			if errors.Is(err, errTooLarge) {
+				a.outcome = OutcomeTooLarge
+			}
+			return p.done(a, start)
+		}
+	}
+	r, err := openrtb.DecodeResponse(data)
+	if err != nil {
+		a.outcome, a.err = OutcomeInvalid, err
+		return p.done(a, start)
+	}
+	a.resp, a.outcome = r, OutcomeNoBid
+	for i := range r.SeatBid {
+		if len(r.SeatBid[i].Bid) > 0 {
+			a.outcome = OutcomeBid
+		}
+	}
+	return p.done(a, start)
+}
+
+// gunzip reads a gzipped answer, at most maxBody bytes once gunzipped.
+func (p *partner) gunzip(r io.Reader) ([]byte, error) {
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return nil, err
+	}
+	defer zr.Close()
+	data, err := io.ReadAll(io.LimitReader(zr, p.maxBody+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > p.maxBody {
+		return nil, errTooLarge
+	}
+	return data, nil
 }
 
 // read reads the answer's body, gunzipping it, at most maxBody bytes
@@ -336,4 +435,9 @@ func isTimeout(err error) bool {
 }
 
 // close ends the partner's idle connections.
-func (p *partner) close() { p.transport.CloseIdleConnections() }
+func (p *partner) close() {
+	p.transport.CloseIdleConnections()
+	if p.fast != nil {
+		p.fast.CloseIdleConnections()
+	}
+}
