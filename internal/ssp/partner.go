@@ -54,7 +54,7 @@ type partner struct {
 	// fast calls a plain http partner that is not to speak HTTP/2:
 	// fasthttp's client, which allocates a fraction of net/http's and has
 	// no goroutines of its own per connection (nil: net/http).
-	fast *fasthttp.HostClient
+	fast      *fasthttp.HostClient
 	adjust    int64 // parts per million
 	currency  string
 	header    http.Header
