@@ -1,6 +1,7 @@
 package ads
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -110,5 +111,26 @@ func TestAddImpression(t *testing.T) {
 		if got := string(addImpression(nil, tc.doc, imp)); got != tc.want {
 			t.Errorf("addImpression(%s)\n got %s\nwant %s", tc.doc, got, tc.want)
 		}
+	}
+}
+
+// The uids cookie is the visitor's: its value is read back only as this
+// server writes it, and an id that could not be sent on is refused.
+func TestPartnerUIDs(t *testing.T) {
+	v := encodeUIDs(map[string]string{"b": "B-2", "a": "A-1"})
+	raw, err := base64.RawURLEncoding.DecodeString(v)
+	if err != nil || string(raw) != `{"a":"A-1","b":"B-2"}` {
+		t.Fatalf("encoded %q: %s %v", v, raw, err)
+	}
+	if encodeUIDs(nil) != "" {
+		t.Fatal("an empty set is not an empty cookie")
+	}
+	for _, bad := range []string{"", "a b", "a;b", "a,b", `a"b`, `a\b`, strings.Repeat("x", 129), "é"} {
+		if validPartnerUID([]byte(bad)) {
+			t.Errorf("%q taken as a partner's id", bad)
+		}
+	}
+	if !validPartnerUID([]byte("AbC-123_x.y:z=")) {
+		t.Error("a plain id refused")
 	}
 }
