@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -258,11 +259,15 @@ func TestDirectLineItemsCompete(t *testing.T) {
 // A partner that never answers is cut at the deadline: the auction ends
 // with the others' bids, the hung call counted as a timeout.
 func TestHungPartnerIsNotWaitedFor(t *testing.T) {
-	release := make(chan struct{})
-	hung := newPartner(t, func(*openrtb.BidRequest) (int, []byte) { <-release; return 204, nil })
-	defer close(release)
+	// Never answers: it reads the request and waits until the caller
+	// hangs up.
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		<-r.Context().Done()
+	}))
+	t.Cleanup(hung.Close)
 	fast := newPartner(t, bid("1.00", ""))
-	cfg := config(map[string]ssp.Partner{"hung": on(hung.srv.URL), "fast": on(fast.srv.URL)})
+	cfg := config(map[string]ssp.Partner{"hung": on(hung.URL), "fast": on(fast.srv.URL)})
 	pl := cfg.Placements["top"]
 	pl.TMax = 300 * time.Millisecond
 	cfg.Placements["top"] = pl
@@ -286,6 +291,20 @@ func TestHungPartnerIsNotWaitedFor(t *testing.T) {
 	for a.Stats()["hung"].Timeouts.Load() != 3 {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d timeouts counted, want 3", a.Stats()["hung"].Timeouts.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// No goroutine or connection grows with the hung calls: 30 more
+	// auctions leave the process's goroutines (the hung partner's server
+	// side included: a call cut closes its connection) where they were.
+	base := runtime.NumGoroutine()
+	for i := range 30 {
+		run(a, opp(fmt.Sprint("g", i)), ssp.Direct{})
+	}
+	deadline = time.Now().Add(20 * time.Second)
+	for runtime.NumGoroutine() > base+4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines after 30 auctions with a hung partner, %d before", runtime.NumGoroutine(), base)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
