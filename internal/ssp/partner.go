@@ -270,18 +270,7 @@ func (p *partner) call(ctx context.Context, body []byte) answer {
 		}
 		return p.done(a, start)
 	}
-	r, err := openrtb.DecodeResponse(data)
-	if err != nil {
-		a.outcome, a.err = OutcomeInvalid, err
-		return p.done(a, start)
-	}
-	a.resp, a.outcome = r, OutcomeNoBid
-	for i := range r.SeatBid {
-		if len(r.SeatBid[i].Bid) > 0 {
-			a.outcome = OutcomeBid
-		}
-	}
-	return p.done(a, start)
+	return p.decoded(a, data, start)
 }
 
 // callFast is call through fasthttp's client, by the deadline of ctx.
@@ -334,6 +323,12 @@ func (p *partner) callFast(ctx context.Context, body []byte, start time.Time) an
 			return p.done(a, start)
 		}
 	}
+	return p.decoded(a, data, start)
+}
+
+// decoded finishes a's call with the answer's body: its bids, or why it
+// is not OpenRTB.
+func (p *partner) decoded(a answer, data []byte, start time.Time) answer {
 	r, err := openrtb.DecodeResponse(data)
 	if err != nil {
 		a.outcome, a.err = OutcomeInvalid, err
@@ -368,16 +363,11 @@ func (p *partner) gunzip(r io.Reader) ([]byte, error) {
 // read reads the answer's body, gunzipping it, at most maxBody bytes
 // either way: a larger one (a 10 MB body, a gzip bomb) is cut there.
 func (p *partner) read(resp *http.Response) ([]byte, error) {
-	var r io.Reader = io.LimitReader(resp.Body, p.maxBody+1)
+	body := io.LimitReader(resp.Body, p.maxBody+1)
 	if strings.EqualFold(resp.Header.Get("Content-Encoding"), "gzip") {
-		zr, err := gzip.NewReader(r)
-		if err != nil {
-			return nil, err
-		}
-		defer zr.Close()
-		r = zr
+		return p.gunzip(body)
 	}
-	data, err := io.ReadAll(io.LimitReader(r, p.maxBody+1))
+	data, err := io.ReadAll(body)
 	if err != nil {
 		return nil, err
 	}
