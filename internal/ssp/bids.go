@@ -422,7 +422,7 @@ func (a *Auctioneer) fetchMarkup(ctx context.Context, b *Bid, opp *Opportunity, 
 	if ctx.Err() != nil {
 		return "", false
 	}
-	body, err := a.notices.fetch(ctx, substitute(b.NURL, opp, b, price, LossWon), MaxMarkup)
+	body, err := a.notices.fetch(ctx, substitute(b.NURL, opp, b, price, LossWon))
 	if err != nil || len(strings.TrimSpace(string(body))) == 0 {
 		return "", false
 	}

@@ -1,19 +1,20 @@
 package ssp
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 // notifier calls partners' notice URLs (nurl, burl, lurl) server to
@@ -27,14 +28,15 @@ import (
 // a public address (checked when it dials, so a name that resolves to a
 // private one is refused too), and the markup fetch follows no redirect.
 type notifier struct {
-	client *http.Client // notices: up to 3 redirects
-	fetchC *http.Client // a winner's markup: none
-	money  chan notice
-	loss   chan notice
-	log    *slog.Logger
-	wg     sync.WaitGroup
-	mu     sync.RWMutex // guards closed against a push on a closed queue
-	closed bool
+	client  *fasthttp.Client // notices: up to noticeRedirects redirects
+	fetchC  *fasthttp.Client // a winner's markup: none
+	timeout time.Duration    // a notice's call, each redirect's too
+	money   chan notice
+	loss    chan notice
+	log     *slog.Logger
+	wg      sync.WaitGroup
+	mu      sync.RWMutex // guards closed against a push on a closed queue
+	closed  bool
 
 	sent, failed, dropped atomic.Uint64
 	lastLog               atomic.Int64
@@ -54,33 +56,41 @@ var retryAfter = [moneyTries]time.Duration{0, time.Second, 5 * time.Second}
 
 var errPrivateAddress = errors.New("a partner's notice URL may only reach a public address")
 
+// noticeRedirects bounds the redirects a notice call follows; noticeBody
+// the answer's body read (and dropped) so that its connection is kept.
+const (
+	noticeRedirects = 3
+	noticeBody      = 64 << 10
+)
+
+// newNotifier calls notices through fasthttp's client: the notices of
+// every auction (a win and a loss per partner) are as many calls as its
+// bid requests, and net/http's client cost them twice fasthttp's CPU
+// (its two goroutines per connection and allocations per call).
 func newNotifier(cfg Notices, log *slog.Logger) *notifier {
 	dialer := &net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}
 	if !cfg.AllowPrivate {
 		dialer.Control = publicOnly
 	}
-	t := &http.Transport{
-		Proxy:               nil,
-		DialContext:         dialer.DialContext,
-		MaxIdleConnsPerHost: 64,
-		MaxConnsPerHost:     64, // one slow host cannot take every socket
-		IdleConnTimeout:     90 * time.Second,
-		TLSHandshakeTimeout: 2 * time.Second,
-		ForceAttemptHTTP2:   true,
-		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12},
+	client := func(maxBody int) *fasthttp.Client {
+		return &fasthttp.Client{
+			Dial:                     func(addr string) (net.Conn, error) { return dialer.Dial("tcp", addr) },
+			NoDefaultUserAgentHeader: true,
+			MaxConnsPerHost:          64, // one slow host cannot take every socket
+			MaxConnWaitTimeout:       cfg.Timeout,
+			MaxIdleConnDuration:      90 * time.Second,
+			MaxResponseBodySize:      maxBody,
+			DisablePathNormalizing:   true, // a partner's URL is called as written
+			TLSConfig:                &tls.Config{MinVersion: tls.VersionTLS12},
+		}
 	}
 	n := &notifier{
-		client: &http.Client{Transport: t, Timeout: cfg.Timeout,
-			CheckRedirect: func(_ *http.Request, via []*http.Request) error {
-				if len(via) >= 3 {
-					return http.ErrUseLastResponse
-				}
-				return nil
-			}},
-		fetchC: &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		money:  make(chan notice, max(cfg.Queue, 1)),
-		loss:   make(chan notice, max(cfg.Queue, 1)),
-		log:    log,
+		client:  client(noticeBody),
+		fetchC:  client(MaxMarkup),
+		timeout: cfg.Timeout,
+		money:   make(chan notice, max(cfg.Queue, 1)),
+		loss:    make(chan notice, max(cfg.Queue, 1)),
+		log:     log,
 	}
 	for range max(cfg.Workers, 1) {
 		n.wg.Go(n.work)
@@ -164,7 +174,7 @@ func (n *notifier) drainLoss() {
 // later, up to moneyTries calls.
 func (n *notifier) call(no notice, money bool) {
 	no.tries++
-	if _, err := n.get(context.Background(), n.client, no.url, 0); err != nil {
+	if err := n.notify(no.url); err != nil {
 		if money && no.tries < moneyTries && !errors.Is(err, errPrivateAddress) {
 			time.AfterFunc(retryAfter[no.tries], func() { n.push(n.money, no) })
 			return
@@ -176,43 +186,50 @@ func (n *notifier) call(no notice, money bool) {
 	n.sent.Add(1)
 }
 
-// fetch calls u now, within ctx, and returns its body (at most limit
-// bytes: a longer one is an error). It follows no redirect.
-func (n *notifier) fetch(ctx context.Context, u string, limit int64) ([]byte, error) {
-	return n.get(ctx, n.fetchC, u, limit)
+// notify calls a notice URL, following up to noticeRedirects redirects,
+// each call within the notices' timeout. A 2xx answer is a notice
+// delivered, even one whose body is past noticeBody (which is not read).
+func (n *notifier) notify(u string) error {
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI(u)
+	req.SetTimeout(n.timeout)
+	err := n.client.DoRedirects(req, resp, noticeRedirects)
+	if err != nil && !errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		return err
+	}
+	if c := resp.StatusCode(); c < 200 || c > 299 {
+		return errors.New("HTTP status " + strconv.Itoa(c))
+	}
+	return nil
+}
+
+// fetch calls u now, by ctx's deadline (or the notices' timeout), and
+// returns its body (at most MaxMarkup bytes: a longer one is an error).
+// It follows no redirect.
+func (n *notifier) fetch(ctx context.Context, u string) ([]byte, error) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(n.timeout)
+	}
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI(u)
+	if err := n.fetchC.DoDeadline(req, resp, deadline); err != nil {
+		if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+			return nil, errNoticeTooLarge
+		}
+		return nil, err
+	}
+	if c := resp.StatusCode(); c < 200 || c > 299 {
+		return nil, errors.New("HTTP status " + strconv.Itoa(c))
+	}
+	return bytes.Clone(resp.Body()), nil
 }
 
 var errNoticeTooLarge = errors.New("notice answer too large")
-
-// get calls u; with limit over 0 it returns the body, else it reads and
-// drops up to 64 KiB of it (so the connection is kept).
-func (n *notifier) get(ctx context.Context, c *http.Client, u string, limit int64) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		return nil, errors.New("HTTP status " + strconv.Itoa(resp.StatusCode))
-	}
-	if limit <= 0 {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		return nil, nil
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(body)) > limit {
-		return nil, errNoticeTooLarge
-	}
-	return body, nil
-}
 
 // warn logs at most once a second.
 func (n *notifier) warn(msg string, args ...any) {

@@ -13,6 +13,8 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -641,5 +643,63 @@ func TestDealsOfferedPerPartner(t *testing.T) {
 		if b.Partner == "out" && b.Loss != ssp.LossInvalidDeal {
 			t.Fatalf("out's bid on a deal it was not offered: loss %d", b.Loss)
 		}
+	}
+}
+
+// Notices follow up to three redirects, are called with their URL as the
+// partner wrote it (its escapes kept), and count as sent on a 2xx answer
+// whatever the size of its body; a fourth redirect and an answer that is
+// not 2xx count as failed.
+func TestNoticeCallsFollowRedirectsAndKeepURLs(t *testing.T) {
+	var mu sync.Mutex
+	var hits []string
+	ns := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits = append(hits, r.RequestURI)
+		mu.Unlock()
+		if n, ok := strings.CutPrefix(r.URL.Path, "/hop/"); ok {
+			if left, _ := strconv.Atoi(n); left > 0 {
+				http.Redirect(w, r, fmt.Sprintf("/hop/%d?%s", left-1, r.URL.RawQuery), http.StatusFound)
+				return
+			}
+			_, _ = w.Write(bytes.Repeat([]byte("x"), 200<<10))
+			return
+		}
+		http.Error(w, "gone", http.StatusGone)
+	}))
+	t.Cleanup(ns.Close)
+	partners := map[string]ssp.Partner{}
+	for name, b := range map[string]func(*openrtb.BidRequest) (int, []byte){
+		"win":  bid("3.00", fmt.Sprintf(`,"nurl":%q`, ns.URL+"/hop/3?id=a%2Fb%20c")),
+		"hops": bid("2.00", fmt.Sprintf(`,"lurl":%q`, ns.URL+"/hop/4")),
+		"gone": bid("1.00", fmt.Sprintf(`,"lurl":%q`, ns.URL+"/gone")),
+	} {
+		partners[name] = on(newPartner(t, b).srv.URL)
+	}
+	a := auctioneer(t, config(partners), nil)
+	if res := run(a, opp("notices"), ssp.Direct{}); res.Sold == nil || res.Sold.Partner != "win" {
+		t.Fatalf("sold: %+v", res.Sold)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		sent, failed, _ := a.NoticeStats()
+		if sent+failed == 3 {
+			if sent != 1 || failed != 2 {
+				t.Fatalf("notices: %d sent, %d failed; want 1 and 2", sent, failed)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("notices: %d sent, %d failed within 20s", sent, failed)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Contains(hits, "/hop/3?id=a%2Fb%20c") || !slices.Contains(hits, "/hop/0?id=a%2Fb%20c") {
+		t.Fatalf("the win notice's calls: %q", hits)
+	}
+	if n := len(hits); n != 4+4+1 {
+		t.Fatalf("%d calls, want 9 (4 for the win and as many for the one redirected once too often, 1 for gone): %q", n, hits)
 	}
 }
