@@ -84,7 +84,8 @@ func (s *Service) serveCookieSync(w server.Response, r server.Request) error {
 	base := string(s.trackingBase(r, nil))
 	out := []byte(`{"status":"ok","syncs":[`)
 	n := 0
-	for _, sy := range s.opt.Auction.Syncs(func(p string) string { return base + PathSetUID + "?partner=" + p + "&uid=" }) {
+	sg := signals(r)
+	for _, sy := range s.opt.Auction.Syncs(&sg, func(p string) string { return base + PathSetUID + "?partner=" + p + "&uid=" }) {
 		if have[sy.Partner] != "" {
 			continue
 		}
@@ -116,7 +117,8 @@ func (s *Service) serveSetUID(w server.Response, r server.Request) error {
 		return errBadPartnerUID
 	}
 	uids := s.partnerUIDs(r)
-	if private(r, s.opt.TCFVendorID) || s.privacyOf(r.Site()) == PrivacyNoCookies {
+	sg := signals(r)
+	if private(r, s.opt.TCFVendorID) || s.privacyOf(r.Site()) == PrivacyNoCookies || s.opt.Auction.Refused(partner, &sg) {
 		delete(uids, partner)
 	} else {
 		if uids == nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"tsubame"
+	"tsubame/internal/privacy"
 	"tsubame/internal/units"
 )
 
@@ -122,6 +123,11 @@ type Partner struct {
 	// Sync is the partner's user sync URL (an image pixel or an iframe),
 	// listed by /cookie_sync.
 	Sync string `koanf:"sync"`
+	// GVLID is the partner's IAB TCF vendor id (in the Global Vendor
+	// List). Where the GDPR applies, a partner is sent the visitor's ids
+	// and full address, and offered a user sync, only when the consent
+	// string grants purpose 1 and consent to this vendor; 0: never.
+	GVLID int `koanf:"gvl_id"`
 }
 
 // On reports whether the partner takes part in auctions.
@@ -361,6 +367,9 @@ func (c *Config) validatePartner(add func(string, ...any), name string, d Partne
 		if u, err := url.Parse(d.Sync); err != nil || u.Scheme != "https" || u.Host == "" {
 			add("%s.sync: %q is not an https URL", at, d.Sync)
 		}
+	}
+	if d.GVLID < 0 || d.GVLID > privacy.MaxVendorID {
+		add("%s.gvl_id: 0 (none) or an IAB TCF vendor id, 1 to %d", at, privacy.MaxVendorID)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"tsubame/internal/openrtb"
+	"tsubame/internal/privacy"
 )
 
 // Outcome is how a call to a partner ended: one of the Outcome constants,
@@ -184,6 +185,28 @@ func (p *partner) mayBid(placement, site string) bool {
 		}
 	}
 	return false
+}
+
+// private reports whether opp's visitor is private for the partner:
+// private for the operator (opp.Private), or the GDPR applying without a
+// consent string that grants purpose 1 and consent to the partner's TCF
+// vendor id (a partner without one has none). A private visitor's ids are
+// not sent the partner, its address is truncated, and it is offered no
+// user sync.
+func (p *partner) private(opp *Opportunity) bool {
+	return opp.Private || p.refused(&opp.Signals)
+}
+
+// refused reports whether sg, where the GDPR applies, withhold consent
+// from the partner.
+func (p *partner) refused(sg *privacy.Signals) bool {
+	switch sg.GDPR {
+	case privacy.Absent, privacy.Off:
+		return false
+	case privacy.On:
+		return sg.Consent.Unreadable || !privacy.TCFConsent(sg.Consent.Value, p.cfg.GVLID)
+	}
+	return true // unreadable
 }
 
 // offered reports whether the partner is offered deal.

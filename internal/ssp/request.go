@@ -26,10 +26,11 @@ var hpOne = openrtb.Int(1)
 // the one impression of the placement (its formats and sizes narrowed by
 // the request, the floor in the partner's currency grossed up by its bid
 // adjustment, the deals on offer), site or app, device, user only when
-// the privacy signals allow, regs, source with tid and the supply chain
+// the privacy signals allow it for this partner (p.private), regs, source with tid and the supply chain
 // this server's node is appended to, tmax (the time left until the
 // partner is cut off) and the blocks.
 func (a *Auctioneer) bidRequest(st *state, pl *placement, opp *Opportunity, p *partner, rates *tsubame.Rates, tmax time.Duration) *openrtb.BidRequest {
+	private := p.private(opp)
 	r := &openrtb.BidRequest{ID: opp.ID, AT: 1, TMax: openrtb.Int(max(tmax.Milliseconds(), 1)), Cur: []string{p.currency},
 		BCat: pl.cfg.BCat, BAdv: pl.cfg.BAdv}
 	if st.cfg.Auction == SecondPrice {
@@ -94,7 +95,7 @@ func (a *Auctioneer) bidRequest(st *state, pl *placement, opp *Opportunity, p *p
 		DNT: openrtb.Flag(opp.Signals.DNT), Language: openrtb.String(opp.Language)}
 	if opp.IP.IsValid() {
 		ip := opp.IP.Unmap()
-		if opp.Private {
+		if private {
 			ip = truncate(ip)
 		}
 		if ip.Is4() {
@@ -117,7 +118,7 @@ func (a *Auctioneer) bidRequest(st *state, pl *placement, opp *Opportunity, p *p
 
 	sg := opp.Signals
 	u := &openrtb.User{}
-	if !opp.Private {
+	if !private {
 		u.ID = openrtb.String(opp.User)
 		u.BuyerUID = opp.BuyerUIDs[p.name]
 	}

@@ -25,6 +25,7 @@ import (
 	"tsubame/internal/decision"
 	"tsubame/internal/openrtb"
 	"tsubame/internal/privacy"
+	"tsubame/internal/privacy/privacytest"
 	"tsubame/internal/ssp"
 )
 
@@ -701,5 +702,78 @@ func TestNoticeCallsFollowRedirectsAndKeepURLs(t *testing.T) {
 	}
 	if n := len(hits); n != 4+4+1 {
 		t.Fatalf("%d calls, want 9 (4 for the win and as many for the one redirected once too often, 1 for gone): %q", n, hits)
+	}
+}
+
+// Where the GDPR applies, each partner is judged by its own TCF vendor id
+// (ssp.demand.<name>.gvl_id): one the consent string grants gets the
+// visitor's ids and full address; one it does not, or without a vendor
+// id, gets neither, and is offered no user sync. Without the GDPR every
+// partner gets them.
+func TestPartnersGetIdsOnlyWithTheirOwnConsent(t *testing.T) {
+	granted, denied, none := newPartner(t, bid("1.00", "")), newPartner(t, bid("1.10", "")), newPartner(t, bid("1.20", ""))
+	partners := map[string]ssp.Partner{"granted": on(granted.srv.URL), "denied": on(denied.srv.URL), "none": on(none.srv.URL)}
+	for name, id := range map[string]int{"granted": 32, "denied": 52} {
+		p := partners[name]
+		p.GVLID, p.Sync = id, "https://sync."+name+".example/u?r={redirect}"
+		partners[name] = p
+	}
+	p := partners["none"]
+	p.Sync = "https://sync.none.example/u"
+	partners["none"] = p
+	a := auctioneer(t, config(partners), nil)
+	consent := privacytest.Consent{Purposes: []int{1, 2, 3, 4}, Vendors: []int{32, 700}}.String()
+
+	for _, gdpr := range []privacy.Flag{privacy.On, privacy.Off} {
+		o := opp("gdpr-" + strconv.Itoa(int(gdpr)))
+		o.Signals = privacy.Signals{GDPR: gdpr, Consent: privacy.Text{Value: consent}}
+		o.BuyerUIDs = map[string]string{"granted": "g-uid", "denied": "d-uid", "none": "n-uid"}
+		run(a, o, ssp.Direct{})
+		for name, p := range map[string]*partner{"granted": granted, "denied": denied, "none": none} {
+			r := p.lastRequest()
+			withIDs := gdpr == privacy.Off || name == "granted"
+			gotIDs := r.User != nil && r.User.ID == "u-1" && r.User.BuyerUID == name[:1]+"-uid"
+			if gotIDs != withIDs || (r.Device.IP == "203.0.113.77") != withIDs {
+				t.Errorf("gdpr %v, %s: user %+v, ip %s; want the ids and full address: %v", gdpr, name, r.User, r.Device.IP, withIDs)
+			}
+			if gdpr == privacy.On && (r.User == nil || r.User.Consent.Value != consent) {
+				t.Errorf("%s: the consent string was not passed on: %+v", name, r.User)
+			}
+		}
+	}
+
+	sg := privacy.Signals{GDPR: privacy.On, Consent: privacy.Text{Value: consent}}
+	var synced []string
+	for _, s := range a.Syncs(&sg, func(p string) string { return "https://ssp.example/setuid?partner=" + p + "&uid=" }) {
+		synced = append(synced, s.Partner)
+	}
+	if !slices.Equal(synced, []string{"granted"}) || a.Refused("granted", &sg) || !a.Refused("denied", &sg) || !a.Refused("none", &sg) {
+		t.Fatalf("under the GDPR: syncs %v, refused granted %v, denied %v, none %v", synced,
+			a.Refused("granted", &sg), a.Refused("denied", &sg), a.Refused("none", &sg))
+	}
+	sg.GDPR = privacy.Absent
+	if n := len(a.Syncs(&sg, func(string) string { return "" })); n != 3 || a.Refused("none", &sg) {
+		t.Fatalf("without the GDPR: %d syncs, want 3", n)
+	}
+}
+
+// A configuration's problems are all reported at once, each by its path:
+// a partner's vendor id out of range, a sync URL that is not https, a
+// placement it names that does not exist.
+func TestConfigProblemsByPath(t *testing.T) {
+	cfg := config(map[string]ssp.Partner{"p": {URL: "http://127.0.0.1:9/bid", GVLID: 70_000, Sync: "http://sync.example/u",
+		Placements: []string{"nowhere"}}})
+	cfg.Auction = "third"
+	got := strings.Join(cfg.Validate(ssp.Env{Currency: "USD", AdsEnabled: true}), "\n")
+	for _, want := range []string{"ssp.demand.p.gvl_id: 0 (none) or an IAB TCF vendor id, 1 to 65535",
+		`ssp.demand.p.sync: "http://sync.example/u" is not an https URL`,
+		`ssp.demand.p.placements: "nowhere" is not in ssp.placements`, `ssp.auction: first or second (got "third")`} {
+		if !strings.Contains(got, want) {
+			t.Errorf("problems %q lack %q", got, want)
+		}
+	}
+	cfg = config(map[string]ssp.Partner{"p": {URL: "http://127.0.0.1:9/bid", GVLID: 65_535}})
+	if errs := cfg.Validate(ssp.Env{Currency: "USD", AdsEnabled: true}); len(errs) > 0 {
+		t.Fatalf("a valid configuration: %q", errs)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+
+	"tsubame/internal/privacy"
 )
 
 // sellers is the IAB sellers.json file (version 1.0) of a configuration.
@@ -74,16 +76,17 @@ type Sync struct {
 	URL     string
 }
 
-// Syncs returns the user syncs of the partners that have one and are on,
-// in name order, {redirect} in each replaced by setuid (this server's
-// /setuid URL up to the partner's uid, escaped as a query value) for the
-// partner.
-func (a *Auctioneer) Syncs(setuid func(partner string) string) []Sync {
+// Syncs returns the user syncs of the partners that have one, are on and
+// are not refused consent by sg (where the GDPR applies: see
+// Partner.GVLID), in name order, {redirect} in each replaced by setuid
+// (this server's /setuid URL up to the partner's uid, escaped as a query
+// value) for the partner.
+func (a *Auctioneer) Syncs(sg *privacy.Signals, setuid func(partner string) string) []Sync {
 	st := a.st.Load()
 	var out []Sync
 	for _, name := range sortedKeys(st.partners) {
 		p := st.partners[name]
-		if p.cfg.Sync == "" || !p.cfg.On() {
+		if p.cfg.Sync == "" || !p.cfg.On() || p.refused(sg) {
 			continue
 		}
 		u := p.cfg.Sync
@@ -100,4 +103,11 @@ func (a *Auctioneer) Syncs(setuid func(partner string) string) []Sync {
 func (a *Auctioneer) HasSync(partner string) bool {
 	p := a.st.Load().partners[partner]
 	return p != nil && p.cfg.Sync != "" && p.cfg.On()
+}
+
+// Refused reports whether sg, where the GDPR applies, withhold consent
+// from partner (see Partner.GVLID): /setuid keeps no id for it then.
+func (a *Auctioneer) Refused(partner string, sg *privacy.Signals) bool {
+	p := a.st.Load().partners[partner]
+	return p == nil || p.refused(sg)
 }
