@@ -134,7 +134,8 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 	if err != nil {
 		return usagef("%v", err)
 	}
-	if m.ads.auction, err = ssp.New(cfg.SSP, ssp.Options{Currency: cfg.Ads.Currency, Rates: rates, Log: m.Logger}); err != nil {
+	if m.ads.auction, err = ssp.New(cfg.SSP, ssp.Options{Currency: cfg.Ads.Currency, Rates: rates, Log: m.Logger,
+		JournalDir: cfg.DataDir}); err != nil {
 		return usagef("%v", err)
 	}
 	opt.Auction = m.ads.auction

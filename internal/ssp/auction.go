@@ -27,6 +27,11 @@ type Options struct {
 	// Rates convert partners' currencies (rtb.rates).
 	Rates *tsubame.Rates
 	Log   *slog.Logger
+	// JournalDir keeps the win and billing notices not yet called, in a
+	// file of this process's (the data directory), so that none is lost
+	// when the process dies; those of a dead process found there are
+	// called. Empty: none (they live in memory only).
+	JournalDir string
 }
 
 // Auctioneer runs the auctions of the placements it sells: one OpenRTB
@@ -76,7 +81,10 @@ func New(cfg Config, opt Options) (*Auctioneer, error) {
 	}
 	a := &Auctioneer{opt: opt}
 	a.rates.Store(opt.Rates)
-	a.notices = newNotifier(cfg.Notices, opt.Log)
+	var err error
+	if a.notices, err = newNotifier(cfg.Notices, opt.JournalDir, opt.Log); err != nil {
+		return nil, err
+	}
 	if err := a.Reload(cfg, nil); err != nil {
 		a.notices.close()
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -22,7 +23,8 @@ import (
 // whose notice endpoint hangs holds Workers goroutines at most, never one
 // per notice. Win and billing notices (money) have a queue of their own,
 // taken first and retried; loss notices wait behind them and are not
-// retried: a flood of them never crowds out a bill.
+// retried: a flood of them never crowds out a bill. With a journal, the
+// money notices not yet called survive the process (see journal).
 //
 // The URLs are the partners': unless AllowPrivate, a call may only reach
 // a public address (checked when it dials, so a name that resolves to a
@@ -33,6 +35,8 @@ type notifier struct {
 	timeout time.Duration    // a notice's call, each redirect's too
 	money   chan notice
 	loss    chan notice
+	journal *journal // nil: none (the money notices live in memory only)
+	stop    chan struct{}
 	log     *slog.Logger
 	wg      sync.WaitGroup
 	mu      sync.RWMutex // guards closed against a push on a closed queue
@@ -42,10 +46,12 @@ type notifier struct {
 	lastLog               atomic.Int64
 }
 
-// notice is a URL to call and the tries it has had.
+// notice is a URL to call, the tries it has had, and its sequence number
+// in the journal (0: not journaled).
 type notice struct {
 	url   string
 	tries int
+	seq   uint64
 }
 
 // moneyTries bounds the calls of a win or billing notice; retryAfter is
@@ -67,7 +73,10 @@ const (
 // every auction (a win and a loss per partner) are as many calls as its
 // bid requests, and net/http's client cost them twice fasthttp's CPU
 // (its two goroutines per connection and allocations per call).
-func newNotifier(cfg Notices, log *slog.Logger) *notifier {
+// With a journal directory, the win and billing notices not yet called
+// are kept in a file there (see journal), and those a dead process left
+// are called: at the start, then every orphanEvery.
+func newNotifier(cfg Notices, journalDir string, log *slog.Logger) (*notifier, error) {
 	dialer := &net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}
 	if !cfg.AllowPrivate {
 		dialer.Control = publicOnly
@@ -90,12 +99,55 @@ func newNotifier(cfg Notices, log *slog.Logger) *notifier {
 		timeout: cfg.Timeout,
 		money:   make(chan notice, max(cfg.Queue, 1)),
 		loss:    make(chan notice, max(cfg.Queue, 1)),
+		stop:    make(chan struct{}),
 		log:     log,
+	}
+	if journalDir != "" {
+		j, err := openJournal(journalDir, log)
+		if err != nil {
+			return nil, fmt.Errorf("the notice journal: %w", err)
+		}
+		n.journal = j
 	}
 	for range max(cfg.Workers, 1) {
 		n.wg.Go(n.work)
 	}
-	return n
+	if n.journal != nil {
+		n.adoptOrphans()
+		go n.watchOrphans()
+	}
+	return n, nil
+}
+
+// orphanEvery is how often the journals of dead processes are looked for
+// after the start (a peer killed during a restart's handover leaves one
+// while this process runs).
+const orphanEvery = time.Minute
+
+func (n *notifier) watchOrphans() {
+	t := time.NewTicker(orphanEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+			n.adoptOrphans()
+		}
+	}
+}
+
+// adoptOrphans queues the notices of dead processes' journals, journaled
+// in this one's first.
+func (n *notifier) adoptOrphans() {
+	urls, remove := n.journal.orphans()
+	for _, u := range urls {
+		n.pushMoney(u)
+	}
+	remove()
+	if len(urls) > 0 && n.log != nil {
+		n.log.Info("win and billing notices taken over from a stopped process's journal", "notices", len(urls))
+	}
 }
 
 // publicOnly refuses a connection to an address that is not a public
@@ -117,8 +169,16 @@ var shared = netip.MustParsePrefix("100.64.0.0/10")
 
 // pushMoney queues a win or billing notice; pushLoss a loss notice. They
 // never block: past its queue's bound a notice is dropped and counted.
-func (n *notifier) pushMoney(u string) { n.push(n.money, notice{url: u}) }
-func (n *notifier) pushLoss(u string)  { n.push(n.loss, notice{url: u}) }
+// A money notice dropped stays in the journal, if any, for the next start.
+func (n *notifier) pushMoney(u string) {
+	no := notice{url: u}
+	if n.journal != nil {
+		no.seq = n.journal.add(u)
+	}
+	n.push(n.money, no)
+}
+
+func (n *notifier) pushLoss(u string) { n.push(n.loss, notice{url: u}) }
 
 func (n *notifier) push(q chan notice, no notice) {
 	n.mu.RLock()
@@ -181,9 +241,18 @@ func (n *notifier) call(no notice, money bool) {
 		}
 		n.failed.Add(1)
 		n.warn("notice call failed", "err", safeErr(err), "failed", n.failed.Load())
+		n.done(no)
 		return
 	}
 	n.sent.Add(1)
+	n.done(no)
+}
+
+// done ends a money notice's life in the journal.
+func (n *notifier) done(no notice) {
+	if n.journal != nil {
+		n.journal.done(no.seq)
+	}
 }
 
 // notify calls a notice URL, following up to noticeRedirects redirects,
@@ -249,13 +318,17 @@ func (n *notifier) stats() (sent, failed, dropped uint64) {
 }
 
 // drain stops taking notices and waits for the queued ones to be called,
-// or for ctx to end. Retries not yet due are dropped (and counted).
+// or for ctx to end. Retries not yet due are dropped (and counted); with a
+// journal, they and the money notices not called stay in it, for the next
+// process to call.
 func (n *notifier) drain(ctx context.Context) {
 	n.mu.Lock()
-	if !n.closed {
+	first := !n.closed
+	if first {
 		n.closed = true
 		close(n.money)
 		close(n.loss)
+		close(n.stop)
 	}
 	n.mu.Unlock()
 	done := make(chan struct{})
@@ -263,6 +336,9 @@ func (n *notifier) drain(ctx context.Context) {
 	select {
 	case <-done:
 	case <-ctx.Done():
+	}
+	if first && n.journal != nil {
+		n.journal.close()
 	}
 }
 
