@@ -17,8 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"tsubame/internal/config"
 	"tsubame/internal/openrtb"
 	"tsubame/internal/report"
+	"tsubame/internal/ssp"
 	"tsubame/internal/store/redis/redistest"
 )
 
@@ -617,5 +619,12 @@ func TestSSPDocsExampleIsValid(t *testing.T) {
 	}
 	if code, _, stderr := runCmd(t, nil, "", "check-config", "-config", conf); code != 0 {
 		t.Fatalf("check-config of the example: %d\n%s", code, stderr)
+	}
+	cfg, _, err := config.Load(conf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := cfg.SSP.Demand["dsp-a"], cfg.SSP.Demand["dsp-b"]; a.GVLID != 32 || b.OpenRTB != ssp.OpenRTB25 || a.OpenRTB != "" {
+		t.Fatalf("read as dsp-a %+v, dsp-b %+v", a, b)
 	}
 }

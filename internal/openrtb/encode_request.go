@@ -18,7 +18,17 @@ import (
 // unreadable Text or Sections not at all). An ext is written compacted,
 // as Marshal writes a json.RawMessage; one that is not valid JSON, on
 // which Marshal fails, is left out.
-func AppendRequest(dst []byte, r *BidRequest) []byte {
+func AppendRequest(dst []byte, r *BidRequest) []byte { return appendRequest(dst, r, false) }
+
+// AppendRequest25 is AppendRequest for a buyer that reads OpenRTB 2.5:
+// the fields 2.6 took out of the extensions are also written where 2.5
+// readers look for them (as Prebid Server does for such bidders), beside
+// their 2.6 places, which a 2.5 reader ignores: regs.ext.gdpr,
+// regs.ext.us_privacy, regs.ext.gpp and regs.ext.gpp_sid, user.ext.consent,
+// and source.ext.schain. An object with an ext of its own keeps it as it is.
+func AppendRequest25(dst []byte, r *BidRequest) []byte { return appendRequest(dst, r, true) }
+
+func appendRequest(dst []byte, r *BidRequest, v25 bool) []byte {
 	dst = append(dst, `{"id":`...)
 	dst = render.AppendJSONString(dst, r.ID)
 	dst = append(dst, `,"imp":`...)
@@ -44,7 +54,7 @@ func AppendRequest(dst []byte, r *BidRequest) []byte {
 		dst = appendDevice(append(dst, `,"device":`...), r.Device)
 	}
 	if r.User != nil {
-		dst = appendUser(append(dst, `,"user":`...), r.User)
+		dst = appendUser(append(dst, `,"user":`...), r.User, v25)
 	}
 	dst = appendInt(dst, `,"test":`, r.Test)
 	dst = appendInt(dst, `,"at":`, r.AT)
@@ -56,10 +66,10 @@ func AppendRequest(dst []byte, r *BidRequest) []byte {
 	dst = appendStrings(dst, `,"badv":`, r.BAdv)
 	dst = appendStrings(dst, `,"bapp":`, r.BApp)
 	if r.Source != nil {
-		dst = appendSource(append(dst, `,"source":`...), r.Source)
+		dst = appendSource(append(dst, `,"source":`...), r.Source, v25)
 	}
 	if r.Regs != nil {
-		dst = appendRegs(append(dst, `,"regs":`...), r.Regs)
+		dst = appendRegs(append(dst, `,"regs":`...), r.Regs, v25)
 	}
 	return append(dst, '}')
 }
@@ -214,41 +224,53 @@ func appendDevice(dst []byte, d *Device) []byte {
 	return closeObject(dst, start)
 }
 
-func appendUser(dst []byte, u *User) []byte {
+func appendUser(dst []byte, u *User, v25 bool) []byte {
 	dst, start := openObject(dst)
 	dst = appendString(dst, `,"id":`, string(u.ID))
 	dst = appendString(dst, `,"buyeruid":`, u.BuyerUID)
 	dst = appendString(dst, `,"consent":`, u.Consent.Value)
+	if v25 && len(u.Ext) == 0 && u.Consent.Value != "" {
+		dst = appendString(append(dst, `,"ext":{`...), `"consent":`, u.Consent.Value)
+		return closeObject(append(dst, '}'), start)
+	}
 	dst = appendRaw(dst, `,"ext":`, u.Ext)
 	return closeObject(dst, start)
 }
 
-func appendSource(dst []byte, s *Source) []byte {
+func appendSource(dst []byte, s *Source, v25 bool) []byte {
 	dst, start := openObject(dst)
 	if s.FD != nil {
 		dst = strconv.AppendInt(append(dst, `,"fd":`...), int64(*s.FD), 10)
 	}
 	dst = appendString(dst, `,"tid":`, s.TID.Value)
-	if c := s.SChain; c != nil {
-		dst = strconv.AppendInt(append(dst, `,"schain":{"complete":`...), int64(c.Complete), 10)
-		dst = append(dst, `,"nodes":`...)
-		if c.Nodes == nil {
-			dst = append(dst, "null"...)
-		} else {
-			dst = append(dst, '[')
-			for i := range c.Nodes {
-				if i > 0 {
-					dst = append(dst, ',')
-				}
-				dst = appendNode(dst, &c.Nodes[i])
-			}
-			dst = append(dst, ']')
-		}
-		dst = render.AppendJSONString(append(dst, `,"ver":`...), string(c.Ver))
-		dst = append(dst, '}')
+	if s.SChain != nil {
+		dst = appendSChain(append(dst, `,"schain":`...), s.SChain)
+	}
+	if v25 && len(s.Ext) == 0 && s.SChain != nil {
+		dst = appendSChain(append(dst, `,"ext":{"schain":`...), s.SChain)
+		return closeObject(append(dst, '}'), start)
 	}
 	dst = appendRaw(dst, `,"ext":`, s.Ext)
 	return closeObject(dst, start)
+}
+
+func appendSChain(dst []byte, c *SupplyChain) []byte {
+	dst = strconv.AppendInt(append(dst, `{"complete":`...), int64(c.Complete), 10)
+	dst = append(dst, `,"nodes":`...)
+	if c.Nodes == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i := range c.Nodes {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendNode(dst, &c.Nodes[i])
+		}
+		dst = append(dst, ']')
+	}
+	dst = render.AppendJSONString(append(dst, `,"ver":`...), string(c.Ver))
+	return append(dst, '}')
 }
 
 func appendNode(dst []byte, n *SupplyChainNode) []byte {
@@ -264,17 +286,35 @@ func appendNode(dst []byte, n *SupplyChainNode) []byte {
 	return append(dst, '}')
 }
 
-func appendRegs(dst []byte, g *Regs) []byte {
+func appendRegs(dst []byte, g *Regs, v25 bool) []byte {
 	dst, start := openObject(dst)
 	dst = appendFlag(dst, `,"coppa":`, g.COPPA)
+	dst = appendRegsPrivacy(dst, g)
+	if v25 && len(g.Ext) == 0 {
+		ext := len(dst)
+		dst, inner := openObject(append(dst, `,"ext":`...))
+		dst = appendRegsPrivacy(dst, g)
+		if len(dst) == inner+1 { // nothing to say
+			dst = dst[:ext]
+		} else {
+			dst = closeObject(dst, inner)
+		}
+		return closeObject(dst, start)
+	}
+	dst = appendRaw(dst, `,"ext":`, g.Ext)
+	return closeObject(dst, start)
+}
+
+// appendRegsPrivacy writes the privacy signals of regs but coppa: the
+// fields 2.5 carried in regs.ext.
+func appendRegsPrivacy(dst []byte, g *Regs) []byte {
 	dst = appendFlag(dst, `,"gdpr":`, g.GDPR)
 	dst = appendString(dst, `,"us_privacy":`, g.USPrivacy.Value)
 	dst = appendString(dst, `,"gpp":`, g.GPP.Value)
 	if !g.GPPSID.IsZero() {
 		dst = g.GPPSID.appendJSON(append(dst, `,"gpp_sid":`...))
 	}
-	dst = appendRaw(dst, `,"ext":`, g.Ext)
-	return closeObject(dst, start)
+	return dst
 }
 
 // appendPrice writes key and p unless p is 0 (omitempty).

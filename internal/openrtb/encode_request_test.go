@@ -351,3 +351,64 @@ func BenchmarkAppendRequest(b *testing.B) {
 		})
 	}
 }
+
+// AppendRequest25 writes what AppendRequest writes, and the fields 2.6
+// took out of the extensions where 2.5 readers find them: regs.ext's
+// privacy signals, user.ext.consent and source.ext.schain, equal to
+// their 2.6 places; an object's own ext is kept instead; nothing is
+// written for an object without such fields.
+func TestAppendRequest25(t *testing.T) {
+	r := fullRequest()
+	r.User.Ext, r.Source.Ext, r.Regs.Ext = nil, nil, nil
+	var got struct {
+		User struct {
+			Consent string
+			Ext     struct{ Consent string }
+		}
+		Source struct {
+			SChain json.RawMessage
+			Ext    struct{ SChain json.RawMessage }
+		}
+		Regs struct {
+			COPPA *int
+			Ext   map[string]any
+		}
+	}
+	out := openrtb.AppendRequest25(nil, r)
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if got.User.Ext.Consent != "CQBx3oAQ.x_y" || got.User.Consent != got.User.Ext.Consent {
+		t.Errorf("user: %+v", got.User)
+	}
+	if len(got.Source.SChain) == 0 || string(got.Source.Ext.SChain) != string(got.Source.SChain) {
+		t.Errorf("source: %s and ext %s", got.Source.SChain, got.Source.Ext.SChain)
+	}
+	want := map[string]any{"gdpr": 1.0, "us_privacy": "1YNN", "gpp": r.Regs.GPP.Value, "gpp_sid": []any{2.0, 6.0}}
+	if fmt.Sprint(got.Regs.Ext) != fmt.Sprint(want) || got.Regs.COPPA == nil {
+		t.Errorf("regs.ext %v, want %v (coppa %v)", got.Regs.Ext, want, got.Regs.COPPA)
+	}
+	// Decoded, it is the request AppendRequest writes.
+	a, err := openrtb.Decode(openrtb.AppendRequest(nil, r))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := openrtb.Decode(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.User.Ext, b.User.Ext, a.Source.Ext, b.Source.Ext, a.Regs.Ext, b.Regs.Ext = nil, nil, nil, nil, nil, nil
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("decoded apart:\n%+v\n%+v", a, b)
+	}
+
+	full := fullRequest() // with exts of their own
+	if out := openrtb.AppendRequest25(nil, full); string(out) != string(openrtb.AppendRequest(nil, full)) {
+		t.Errorf("own exts not kept:\n%s", out)
+	}
+	bare := &openrtb.BidRequest{ID: "x", User: &openrtb.User{ID: "u"}, Source: &openrtb.Source{TID: openrtb.Text{Value: "t"}},
+		Regs: &openrtb.Regs{COPPA: openrtb.FlagOn}}
+	if out := openrtb.AppendRequest25(nil, bare); string(out) != string(openrtb.AppendRequest(nil, bare)) {
+		t.Errorf("an ext with nothing in it:\n%s", out)
+	}
+}

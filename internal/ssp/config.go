@@ -123,12 +123,23 @@ type Partner struct {
 	// Sync is the partner's user sync URL (an image pixel or an iframe),
 	// listed by /cookie_sync.
 	Sync string `koanf:"sync"`
+	// OpenRTB is the version the partner reads: "2.6" (empty too), or
+	// "2.5", which also gets the privacy signals and the supply chain in
+	// the extensions 2.5 had them in (regs.ext, user.ext.consent,
+	// source.ext.schain).
+	OpenRTB string `koanf:"openrtb"`
 	// GVLID is the partner's IAB TCF vendor id (in the Global Vendor
 	// List). Where the GDPR applies, a partner is sent the visitor's ids
 	// and full address, and offered a user sync, only when the consent
 	// string grants purpose 1 and consent to this vendor; 0: never.
 	GVLID int `koanf:"gvl_id"`
 }
+
+// The OpenRTB versions a partner may read.
+const (
+	OpenRTB26 = "2.6"
+	OpenRTB25 = "2.5"
+)
 
 // On reports whether the partner takes part in auctions.
 func (p Partner) On() bool { return p.Enabled == nil || *p.Enabled }
@@ -367,6 +378,9 @@ func (c *Config) validatePartner(add func(string, ...any), name string, d Partne
 		if u, err := url.Parse(d.Sync); err != nil || u.Scheme != "https" || u.Host == "" {
 			add("%s.sync: %q is not an https URL", at, d.Sync)
 		}
+	}
+	if d.OpenRTB != "" && d.OpenRTB != OpenRTB26 && d.OpenRTB != OpenRTB25 {
+		add("%s.openrtb: %q or %q (got %q)", at, OpenRTB26, OpenRTB25, d.OpenRTB)
 	}
 	if d.GVLID < 0 || d.GVLID > privacy.MaxVendorID {
 		add("%s.gvl_id: 0 (none) or an IAB TCF vendor id, 1 to %d", at, privacy.MaxVendorID)

@@ -188,10 +188,15 @@ func truncate(ip netip.Addr) netip.Addr {
 
 var gzips = sync.Pool{New: func() any { w, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed); return w }}
 
-// request encodes opp's bid request for p, gzipped when p takes it: its
-// tmax is the time left until p is cut off.
+// request encodes opp's bid request for p, with the 2.5 extensions when
+// p reads 2.5, gzipped when p takes it: its tmax is the time left until p
+// is cut off.
 func (a *Auctioneer) request(st *state, pl *placement, opp *Opportunity, p *partner, rates *tsubame.Rates, tmax time.Duration) ([]byte, error) {
-	body := openrtb.AppendRequest(make([]byte, 0, 2048), a.bidRequest(st, pl, opp, p, rates, tmax))
+	encode := openrtb.AppendRequest
+	if p.cfg.OpenRTB == OpenRTB25 {
+		encode = openrtb.AppendRequest25
+	}
+	body := encode(make([]byte, 0, 2048), a.bidRequest(st, pl, opp, p, rates, tmax))
 	if !p.cfg.Gzip {
 		return body, nil
 	}

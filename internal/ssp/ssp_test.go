@@ -762,12 +762,12 @@ func TestPartnersGetIdsOnlyWithTheirOwnConsent(t *testing.T) {
 // placement it names that does not exist.
 func TestConfigProblemsByPath(t *testing.T) {
 	cfg := config(map[string]ssp.Partner{"p": {URL: "http://127.0.0.1:9/bid", GVLID: 70_000, Sync: "http://sync.example/u",
-		Placements: []string{"nowhere"}}})
+		Placements: []string{"nowhere"}, OpenRTB: "3.0"}})
 	cfg.Auction = "third"
 	got := strings.Join(cfg.Validate(ssp.Env{Currency: "USD", AdsEnabled: true}), "\n")
 	for _, want := range []string{"ssp.demand.p.gvl_id: 0 (none) or an IAB TCF vendor id, 1 to 65535",
 		`ssp.demand.p.sync: "http://sync.example/u" is not an https URL`,
-		`ssp.demand.p.placements: "nowhere" is not in ssp.placements`, `ssp.auction: first or second (got "third")`} {
+		`ssp.demand.p.placements: "nowhere" is not in ssp.placements`, `ssp.demand.p.openrtb: "2.6" or "2.5" (got "3.0")`, `ssp.auction: first or second (got "third")`} {
 		if !strings.Contains(got, want) {
 			t.Errorf("problems %q lack %q", got, want)
 		}
@@ -775,5 +775,47 @@ func TestConfigProblemsByPath(t *testing.T) {
 	cfg = config(map[string]ssp.Partner{"p": {URL: "http://127.0.0.1:9/bid", GVLID: 65_535}})
 	if errs := cfg.Validate(ssp.Env{Currency: "USD", AdsEnabled: true}); len(errs) > 0 {
 		t.Fatalf("a valid configuration: %q", errs)
+	}
+}
+
+// A partner that reads OpenRTB 2.5 (openrtb: "2.5") also gets the privacy
+// signals and the supply chain in the extensions 2.5 had them in; a 2.6
+// partner gets no such extension.
+func TestPartnerOfOpenRTB25GetsTheExtensions(t *testing.T) {
+	old, cur := newPartner(t, bid("1.00", "")), newPartner(t, bid("1.10", ""))
+	p25 := on(old.srv.URL)
+	p25.OpenRTB = ssp.OpenRTB25
+	a := auctioneer(t, config(map[string]ssp.Partner{"old": p25, "cur": on(cur.srv.URL)}), nil)
+	o := opp("v25")
+	o.Signals = privacy.Signals{GDPR: privacy.On, Consent: privacy.Text{Value: "CONSENT"}, USPrivacy: privacy.Text{Value: "1YNN"}}
+	run(a, o, ssp.Direct{})
+	type ext struct {
+		User   struct{ Ext *struct{ Consent string } }
+		Source struct {
+			SChain json.RawMessage
+			Ext    *struct{ SChain json.RawMessage }
+		}
+		Regs struct {
+			Ext *struct {
+				GDPR      int
+				USPrivacy string `json:"us_privacy"`
+			}
+		}
+	}
+	read := func(p *partner) (e ext) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if err := json.Unmarshal(p.raw[len(p.raw)-1], &e); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	e := read(old)
+	if e.User.Ext == nil || e.User.Ext.Consent != "CONSENT" || e.Regs.Ext == nil || e.Regs.Ext.GDPR != 1 ||
+		e.Regs.Ext.USPrivacy != "1YNN" || e.Source.Ext == nil || string(e.Source.Ext.SChain) != string(e.Source.SChain) {
+		t.Fatalf("the 2.5 partner's request: %+v", e)
+	}
+	if e := read(cur); e.User.Ext != nil || e.Regs.Ext != nil || e.Source.Ext != nil || len(e.Source.SChain) == 0 {
+		t.Fatalf("the 2.6 partner's request: %+v", e)
 	}
 }
