@@ -65,7 +65,9 @@ type Advertiser struct {
 // Campaign is an advertiser's flight: a time window, a budget and how to
 // spend it.
 type Campaign struct {
-	ID         string `json:"id"`
+	ID string `json:"id"`
+	// Name is a display name, for people (optional).
+	Name       string `json:"name,omitempty"`
 	Advertiser string `json:"advertiser"`
 	// Start and End bound delivery (End excluded); a zero time is no bound.
 	Start time.Time `json:"start,omitzero"`
@@ -195,7 +197,9 @@ const (
 
 // Creative is what is shown: a banner (an image URL or HTML) or a video.
 type Creative struct {
-	ID         string `json:"id"`
+	ID string `json:"id"`
+	// Name is a display name, for people (optional).
+	Name       string `json:"name,omitempty"`
 	Advertiser string `json:"advertiser"`
 	Format     string `json:"format"`
 	W          int    `json:"w"`
@@ -230,7 +234,9 @@ const (
 // LineItem says which of a campaign's creatives serve where, when, at what
 // price and how often.
 type LineItem struct {
-	ID       string `json:"id"`
+	ID string `json:"id"`
+	// Name is a display name, for people (optional).
+	Name     string `json:"name,omitempty"`
 	Campaign string `json:"campaign"`
 	// Status is active (the default) or paused.
 	Status string `json:"status,omitempty"`
@@ -920,8 +926,17 @@ func (a *Advertiser) check(v *checker, at string) {
 	checkList(v, at+".domains", a.Domains, checkDomain)
 }
 
+// checkName checks an optional display name: empty, or up to MaxNameLen
+// bytes of printable text (an advertiser's is required: see its check).
+func checkName(v *checker, at, name string) {
+	if len(name) > MaxNameLen || !printable(name, true) {
+		v.add(at, "must be at most %d printable characters", MaxNameLen)
+	}
+}
+
 func (c *Campaign) check(v *checker, at string) {
 	checkID(v, at+".id", c.ID)
+	checkName(v, at+".name", c.Name)
 	checkRef(v, at+".advertiser", c.Advertiser)
 	checkWindow(v, at, c.Start, c.End)
 	if _, err := c.Location(); err != nil {
@@ -980,6 +995,7 @@ func (c *Campaign) check(v *checker, at string) {
 
 func (c *Creative) check(v *checker, at string) {
 	checkID(v, at+".id", c.ID)
+	checkName(v, at+".name", c.Name)
 	checkRef(v, at+".advertiser", c.Advertiser)
 	if c.W <= 0 || c.W > MaxCreativeDimension {
 		v.add(at+".w", "must be 1 to %d pixels", MaxCreativeDimension)
@@ -1049,6 +1065,7 @@ func (l *LineItem) Paused() bool { return l.Status == StatusPaused }
 
 func (l *LineItem) check(v *checker, at string) {
 	checkID(v, at+".id", l.ID)
+	checkName(v, at+".name", l.Name)
 	checkRef(v, at+".campaign", l.Campaign)
 	switch l.Status {
 	case "", StatusActive, StatusPaused:

@@ -17,19 +17,19 @@ const importFile = `{
   "currency": "JPY",
   "advertisers": [{"id": "adv-1", "name": "Acme", "domains": ["acme.example"]}],
   "campaigns": [
-    {"id": "c-1", "advertiser": "adv-1", "start": "2026-12-01T00:00:00+09:00", "end": "2027-01-01T00:00:00+09:00",
+    {"id": "c-1", "name": "Winter sale — 冬のセール", "advertiser": "adv-1", "start": "2026-12-01T00:00:00+09:00", "end": "2027-01-01T00:00:00+09:00",
      "budget": {"total": "100000", "daily": 5000.5}, "pacing": "frontloaded"},
     {"id": "c-2", "advertiser": "adv-1", "timezone": "UTC",
      "pacing": {"mode": "even", "hour_weights": [0,0,0,0,0,0,1,2,3,3,3,3,3,3,3,3,3,3,3,3,2,1,0,0]}}
   ],
   "creatives": [
-    {"id": "cr-1", "advertiser": "adv-1", "format": "banner", "w": 300, "h": 250, "image": "https://cdn.acme.example/a.png",
+    {"id": "cr-1", "name": "Medium rectangle", "advertiser": "adv-1", "format": "banner", "w": 300, "h": 250, "image": "https://cdn.acme.example/a.png",
      "click": "https://acme.example/", "categories": ["IAB2"], "status": "approved"},
     {"id": "cr-2", "advertiser": "adv-1", "format": "video", "w": 640, "h": 360, "duration": 15, "mimes": ["video/mp4"],
      "media": "https://cdn.acme.example/v.mp4", "click": "https://acme.example/v"}
   ],
   "line_items": [
-    {"id": "li-1", "campaign": "c-1", "priority": 4, "weight": 3, "cpm": 250.5, "creatives": ["cr-1", "cr-2"],
+    {"id": "li-1", "name": "Top of the news, mobile", "campaign": "c-1", "priority": 4, "weight": 3, "cpm": 250.5, "creatives": ["cr-1", "cr-2"],
      "limits": {"impressions": {"total": 1000000, "daily": 40000}},
      "frequency": [{"impressions": 3, "per": "1h"}, {"impressions": 10, "per": "24h"}],
      "deals": ["d-1"],
@@ -117,6 +117,9 @@ func TestValidateRules(t *testing.T) {
 		{"nil entry", func(s *tsubame.CampaignSet) { s.Advertisers = append(s.Advertisers, nil) }, `advertisers[1]`},
 		{"duplicate id", func(s *tsubame.CampaignSet) { s.Creatives[1].ID = "cr-1" }, `creatives[1] (id "cr-1").id`},
 		{"campaign advertiser", func(s *tsubame.CampaignSet) { s.Campaigns[0].Advertiser = "adv-9" }, `campaigns[0] (id "c-1").advertiser`},
+		{"campaign name", func(s *tsubame.CampaignSet) { s.Campaigns[0].Name = "Spring\tsale" }, `campaigns[0] (id "c-1").name`},
+		{"creative name", func(s *tsubame.CampaignSet) { s.Creatives[0].Name = strings.Repeat("x", 257) }, `creatives[0] (id "cr-1").name`},
+		{"line item name", func(s *tsubame.CampaignSet) { s.LineItems[0].Name = "top\u2028banner" }, `line_items[0] (id "li-1").name`},
 		{"campaign window", func(s *tsubame.CampaignSet) { s.Campaigns[0].End = s.Campaigns[0].Start }, `campaigns[0] (id "c-1").end`},
 		{"time zone", func(s *tsubame.CampaignSet) { s.Campaigns[0].Timezone = "Asia/Atlantis" }, `campaigns[0] (id "c-1").timezone`},
 		{"local time zone", func(s *tsubame.CampaignSet) { s.Campaigns[0].Timezone = "Local" }, `campaigns[0] (id "c-1").timezone`},
