@@ -62,6 +62,35 @@ func TestCampaignsCLI(t *testing.T) {
 		t.Fatalf("YAML export: %d %s", code, yamlOut)
 	}
 
+	// Line items as CSV: exported to a .csv file, edited, merged back; a
+	// CSV never replaces the set.
+	csvFile := filepath.Join(dir, "line-items.csv")
+	if code, _, stderr := runCmd(t, env, "", "campaigns", "export", csvFile); code != 0 {
+		t.Fatalf("CSV export: %d %s", code, stderr)
+	}
+	sheet, err := os.ReadFile(csvFile)
+	if err != nil || !strings.HasPrefix(string(sheet), "id,name,campaign,status,priority,weight,cpm,") || strings.Count(string(sheet), "\n") != 4 {
+		t.Fatalf("the CSV: %v\n%s", err, sheet)
+	}
+	edited := strings.Replace(string(sheet), ",420.5,", ",421,", 1)
+	if err := os.WriteFile(csvFile, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runCmd(t, env, "", "campaigns", "import", csvFile); code != 0 ||
+		!strings.Contains(stderr, "(merge): 0 advertisers, 0 campaigns, 0 creatives, 3 line_items") {
+		t.Fatalf("CSV import: %d %s", code, stderr)
+	}
+	if code, _, stderr := runCmd(t, env, "", "campaigns", "import", "-replace", csvFile); code != 2 || !strings.Contains(stderr, "can only be merged") {
+		t.Fatalf("a CSV replacing the set: %d %s", code, stderr)
+	}
+	var after tsubame.CampaignSet
+	if err := json.Unmarshal([]byte(exportJSON(t, env)), &after); err != nil || after.LineItems[1].CPM != 421_000_000 {
+		t.Fatalf("after the CSV import: %v %+v", err, after.LineItems)
+	}
+	if code, _, stderr := runCmd(t, env, "", "campaigns", "import", "-replace", yamlFile); code != 0 {
+		t.Fatalf("import the YAML export again: %d %s", code, stderr)
+	}
+
 	// A file with several problems: all of them, with file, line, item and
 	// field; nothing written.
 	bad := filepath.Join(dir, "bad.json")
@@ -117,6 +146,8 @@ func TestCampaignsCLI(t *testing.T) {
 	want := []string{
 		"merge: 2 advertisers, 2 campaigns, 3 creatives, 3 line_items",
 		"replace: 1 advertisers, 0 campaigns, 0 creatives, 0 line_items",
+		"replace: 2 advertisers, 2 campaigns, 3 creatives, 3 line_items",
+		"merge: 0 advertisers, 0 campaigns, 0 creatives, 3 line_items", // the CSV
 		"replace: 2 advertisers, 2 campaigns, 3 creatives, 3 line_items",
 	}
 	if strings.Join(imports, "\n") != strings.Join(want, "\n") {

@@ -257,11 +257,11 @@ func campaignsCommand(sub, args string, min int, summary string) command {
 	return command{
 		name: "campaigns " + sub, args: args, min: min, max: 1, config: true, readOnly: sub == "export",
 		summary: summary,
-		help: "The format is -format, else the file's extension (.json, .yaml, .yml); standard input is " +
-			"read as either, standard output written as JSON. While a server holds the embedded store, the " +
+		help: "The format is -format, else the file's extension (.json, .yaml, .yml, .csv: line items alone, " +
+			"merged); standard input is read as JSON or YAML, standard output written as JSON. While a server holds the embedded store, the " +
 			"command goes through its control socket (admin.socket).",
 		setup: func(fs *flag.FlagSet, e *env) func(context.Context, []string) error {
-			format := fs.String("format", "", "the file's `FORMAT`: json or yaml (default: its extension)")
+			format := fs.String("format", "", "the file's `FORMAT`: json, yaml or csv (default: its extension)")
 			replace := new(bool)
 			if sub == "import" {
 				replace = fs.Bool("replace", false, "make the store hold exactly the file's objects (default: merge the file into the stored set)")

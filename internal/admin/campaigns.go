@@ -469,6 +469,8 @@ func importFormat(param, contentType string) (bulk.CampaignFormat, error) {
 		return bulk.CampaignsJSON, nil
 	case "application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml":
 		return bulk.CampaignsYAML, nil
+	case "text/csv":
+		return bulk.CampaignsCSV, nil
 	}
 	return bulk.CampaignsAuto, nil
 }
@@ -488,12 +490,19 @@ func (c *campaignAPI) export(w http.ResponseWriter, r *http.Request) {
 	}
 	var buf bytes.Buffer
 	if err := bulk.WriteCampaigns(&buf, set, format); err != nil {
-		c.s.writeStoreError(w, fmt.Errorf("cannot write the campaign file: %w", err))
+		if tsubame.ErrorCode(err) != tsubame.EINVALID { // EINVALID: a line item CSV cannot hold
+			err = fmt.Errorf("cannot write the campaign file: %w", err)
+		}
+		c.s.writeStoreError(w, err)
 		return
 	}
 	ctype := "application/json"
-	if format == bulk.CampaignsYAML {
+	switch format {
+	case bulk.CampaignsYAML:
 		ctype = "application/yaml; charset=utf-8"
+	case bulk.CampaignsCSV:
+		ctype = "text/csv; charset=utf-8"
+		w.Header().Set("Content-Disposition", `attachment; filename="line-items.csv"`)
 	}
 	w.Header().Set("Content-Type", ctype)
 	w.WriteHeader(http.StatusOK)

@@ -673,3 +673,56 @@ func TestObjectHistory(t *testing.T) {
 		t.Errorf("li-b's history: %d %s", r.status, r.body)
 	}
 }
+
+// Line items go out and come back as a spreadsheet: the CSV export (a
+// file to download), edited and imported (text/csv, merged: the other
+// line items and kinds stay), each problem by its row; a CSV never
+// replaces the set; each import audited.
+func TestLineItemsCSV(t *testing.T) {
+	h, cs, auth := campaignHarness(t)
+	ed := auth[RoleEditor]
+	if r := importFile(t, h, ed, "", campaignFile); r.status != 200 {
+		t.Fatalf("import: %d %s", r.status, r.body)
+	}
+	r := h.do("GET", "/api/v1/campaigns/export?format=csv", nil, auth[RoleViewer]...)
+	if r.status != 200 || r.header.Get("Content-Type") != "text/csv; charset=utf-8" ||
+		!strings.Contains(r.header.Get("Content-Disposition"), `filename="line-items.csv"`) {
+		t.Fatalf("export: %d %v %s", r.status, r.header, r.body)
+	}
+	rows := strings.Split(strings.TrimSpace(string(r.body)), "\n")
+	if len(rows) != 3 || !strings.HasPrefix(rows[1], "li-a,,camp-a,,4,3,350.5,cr-a,") || !strings.Contains(rows[1], ",JP,") {
+		t.Fatalf("the CSV:\n%s", r.body)
+	}
+	// Edited in a spreadsheet: li-a's weight and name, a new li-c.
+	edited := rows[0] + "\n" + strings.Replace(rows[1], "li-a,,camp-a,,4,3,", "li-a,Coffee top,camp-a,,4,7,", 1) + "\n" +
+		"li-c,,camp-b,paused,8,1,2,cr-b" + strings.Repeat(",", len(strings.Split(rows[0], ","))-8) + "\n"
+	csvCT := append([]string{"Content-Type", "text/csv"}, ed...)
+	if r := h.do("POST", "/api/v1/campaigns/import?name=sheet.csv", edited, csvCT...); r.status != 200 ||
+		!strings.Contains(string(r.body), `"stored":{"advertisers":2,"campaigns":2,"creatives":2,"line_items":3}`) {
+		t.Fatalf("import: %d %s", r.status, r.body)
+	}
+	a, _ := tsubame.GetCampaignObject[*tsubame.LineItem](t.Context(), cs, "li-a")
+	c, _ := tsubame.GetCampaignObject[*tsubame.LineItem](t.Context(), cs, "li-c")
+	if a.Weight != 7 || a.Name != "Coffee top" || a.CPM != 350_500_000 || !slices.Equal(a.Targeting.Countries, []string{"JP"}) ||
+		c == nil || !c.Paused() || c.Priority != 8 {
+		t.Fatalf("after the import: li-a %+v, li-c %+v", a, c)
+	}
+	bad := "id,campaign,priority,weight,cpm,creatives\nli-d,camp-a,4,1,1,cr-b\nli-e,camp-z,4,1,1,cr-a\n"
+	r = h.do("POST", "/api/v1/campaigns/import?name=sheet.csv", bad, csvCT...)
+	if r.status != 400 || !strings.Contains(string(r.body), `sheet.csv:2: line_items[0] (id \"li-d\").creatives[0]`) ||
+		!strings.Contains(string(r.body), `sheet.csv:3: line_items[1] (id \"li-e\").campaign`) {
+		t.Fatalf("problems: %d %s", r.status, r.body)
+	}
+	if r := h.do("POST", "/api/v1/campaigns/import?mode=replace", edited, csvCT...); r.status != 400 ||
+		!strings.Contains(string(r.body), "can only be merged") {
+		t.Fatalf("a CSV replacing the set: %d %s", r.status, r.body)
+	}
+	got := auditedActions(t, h)
+	want := []string{"campaigns.import merge: 2 advertisers, 2 campaigns, 2 creatives, 2 line_items ok",
+		"campaigns.import merge: 0 advertisers, 0 campaigns, 0 creatives, 2 line_items ok",
+		"campaigns.import merge: 0 advertisers, 0 campaigns, 0 creatives, 2 line_items invalid",
+		"campaigns.import replace: 0 advertisers, 0 campaigns, 0 creatives, 2 line_items invalid"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("audited:\n%s", strings.Join(got, "\n"))
+	}
+}

@@ -35,9 +35,11 @@ const (
 	CampaignsAuto CampaignFormat = ""
 	CampaignsJSON CampaignFormat = "json"
 	CampaignsYAML CampaignFormat = "yaml"
+	// CampaignsCSV holds line items alone, a row each (campaigns_csv.go).
+	CampaignsCSV CampaignFormat = "csv"
 )
 
-// ParseCampaignFormat accepts json, yaml or yml, and "" or auto for
+// ParseCampaignFormat accepts json, yaml or yml, csv, and "" or auto for
 // CampaignsAuto.
 func ParseCampaignFormat(s string) (CampaignFormat, error) {
 	switch strings.ToLower(s) {
@@ -47,18 +49,22 @@ func ParseCampaignFormat(s string) (CampaignFormat, error) {
 		return CampaignsJSON, nil
 	case "yaml", "yml":
 		return CampaignsYAML, nil
+	case "csv":
+		return CampaignsCSV, nil
 	}
-	return "", fmt.Errorf("unknown campaign file format %q: want json or yaml", s)
+	return "", fmt.Errorf("unknown campaign file format %q: want json, yaml or csv", s)
 }
 
 // CampaignFormatOf returns the format a file name's extension says (.json,
-// .yaml, .yml), or CampaignsAuto.
+// .yaml, .yml, .csv), or CampaignsAuto.
 func CampaignFormatOf(name string) CampaignFormat {
 	switch strings.ToLower(filepath.Ext(name)) {
 	case ".json":
 		return CampaignsJSON
 	case ".yaml", ".yml":
 		return CampaignsYAML
+	case ".csv":
+		return CampaignsCSV
 	}
 	return CampaignsAuto
 }
@@ -161,6 +167,8 @@ type CampaignFile struct {
 	objects map[string]span
 	lineAt  func(off int) int
 	walked  map[string]bool
+	// lineItemsOnly: a CSV file, which only merges.
+	lineItemsOnly bool
 }
 
 // ReadCampaigns reads a campaign file from r. A file that is not JSON or
@@ -193,6 +201,7 @@ func ReadCampaignsContext(ctx context.Context, r io.Reader, name string, format 
 		text   []byte
 		lineAt func(off int) int
 		ps     []FileProblem
+		cells  []FileProblem // a CSV's cells' forms: reported with the decoding's
 	)
 	switch format {
 	case CampaignsJSON:
@@ -205,6 +214,11 @@ func ReadCampaignsContext(ctx context.Context, r io.Reader, name string, format 
 			return nil, givenUp(err)
 		}
 		lineAt = marks.line
+	case CampaignsCSV:
+		var rows []int
+		text, rows, cells, ps = csvToJSON(data)
+		nl := newlines(text)
+		lineAt = func(off int) int { return rows[min(nl.line(off), len(rows))-1] }
 	default:
 		return nil, fmt.Errorf("unknown campaign file format %q", format)
 	}
@@ -217,7 +231,8 @@ func ReadCampaignsContext(ctx context.Context, r io.Reader, name string, format 
 	d := &decoder{lineAt: lineAt, lines: map[string]int{}, objects: map[string]span{}}
 	set := &tsubame.CampaignSet{}
 	d.value(leadingSpace(text), bytes.Trim(text, " \t\r\n"), valueOf(set), "")
-	return &CampaignFile{Name: name, Set: set, problems: d.problems, lines: d.lines, objects: d.objects, lineAt: lineAt}, nil
+	return &CampaignFile{Name: name, Set: set, problems: append(cells, d.problems...), lines: d.lines, objects: d.objects, lineAt: lineAt,
+		lineItemsOnly: format == CampaignsCSV}, nil
 }
 
 // givenUp is the error of an import whose context ended.
@@ -311,6 +326,9 @@ func sniffCampaigns(data []byte) CampaignFormat {
 // that a stored line item uses) name them as stored. A merge refuses a
 // file whose currency differs from the stored set's.
 func (f *CampaignFile) Resolve(base *tsubame.CampaignSet, replace bool) (*tsubame.CampaignSet, error) {
+	if replace && f.lineItemsOnly {
+		return nil, errCSVReplace
+	}
 	ps := slices.Clone(f.problems)
 	set, stored := f.Set, map[string]string(nil)
 	if !replace && base != nil && base.Len() > 0 {
@@ -583,6 +601,12 @@ func WriteCampaigns(w io.Writer, set *tsubame.CampaignSet, format CampaignFormat
 		return err
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
+	if format == CampaignsCSV {
+		if err := writeCSV(bw, c); err != nil {
+			return err
+		}
+		return bw.Flush()
+	}
 	switch format {
 	case CampaignsJSON, CampaignsAuto:
 		if _, err := bw.Write(buf.Bytes()); err != nil {

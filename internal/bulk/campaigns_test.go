@@ -383,7 +383,7 @@ creatives:
 
 func TestCampaignFormats(t *testing.T) {
 	for in, want := range map[string]bulk.CampaignFormat{"": bulk.CampaignsAuto, "auto": bulk.CampaignsAuto, "json": bulk.CampaignsJSON,
-		"YAML": bulk.CampaignsYAML, "yml": bulk.CampaignsYAML} {
+		"YAML": bulk.CampaignsYAML, "yml": bulk.CampaignsYAML, "CSV": bulk.CampaignsCSV} {
 		if got, err := bulk.ParseCampaignFormat(in); err != nil || got != want {
 			t.Errorf("ParseCampaignFormat(%q) = %q, %v", in, got, err)
 		}
@@ -392,7 +392,7 @@ func TestCampaignFormats(t *testing.T) {
 		t.Error("toml accepted")
 	}
 	for name, want := range map[string]bulk.CampaignFormat{"a.json": bulk.CampaignsJSON, "dir.x/a.YAML": bulk.CampaignsYAML,
-		"a.yml": bulk.CampaignsYAML, "a.txt": bulk.CampaignsAuto, "-": bulk.CampaignsAuto} {
+		"a.yml": bulk.CampaignsYAML, "sheet.csv": bulk.CampaignsCSV, "a.txt": bulk.CampaignsAuto, "-": bulk.CampaignsAuto} {
 		if got := bulk.CampaignFormatOf(name); got != want {
 			t.Errorf("CampaignFormatOf(%q) = %q", name, got)
 		}
