@@ -296,6 +296,15 @@ func (ix *Index) newScratch() *scratch {
 // Decide reads no store and, given an out with room for Count decisions,
 // allocates nothing.
 func (ix *Index) Decide(req *Request, out []Decision, rnd *rand.Rand) []Decision {
+	s := ix.pool.Get().(*scratch)
+	defer ix.pool.Put(s)
+	return ix.decide(req, out, rnd, s, nil)
+}
+
+// decide is Decide with its scratch, and, when tr is not nil, what it
+// makes of each line item it weighs told to tr (Explain): the one rule
+// engine of both. Without a tracer it allocates nothing.
+func (ix *Index) decide(req *Request, out []Decision, rnd *rand.Rand, s *scratch, tr *tracer) []Decision {
 	count := req.Count
 	if count <= 0 {
 		count = 1
@@ -305,19 +314,26 @@ func (ix *Index) Decide(req *Request, out []Decision, rnd *rand.Rand) []Decision
 	if now.IsZero() {
 		now = time.Now()
 	}
-	s := ix.pool.Get().(*scratch)
-	defer ix.pool.Put(s)
 	ix.resolve(req, s)
 	s.now = now.UnixNano()
 	first := len(out)
 
 	for p := tsubame.MinPriority; p <= tsubame.MaxPriority && len(out)-first < count; p++ {
+		if tr != nil {
+			tr.last = p
+		}
 		s.cands = s.cands[:0]
 		ix.reach(p, s)
 		for _, i := range s.hits {
 			l := &ix.lines[i]
-			if ix.match(l, req, now, s) && ix.fits(l, req, out[first:], s) {
+			why := ix.match(l, req, now, s)
+			if why == WhyEligible {
+				why = ix.fits(l, req, out[first:], s)
+			}
+			if why == WhyEligible {
 				s.cands = append(s.cands, i)
+			} else if tr != nil {
+				tr.set(i, why, -1)
 			}
 		}
 		for len(s.cands) > 0 && len(out)-first < count {
@@ -325,9 +341,15 @@ func (ix *Index) Decide(req *Request, out []Decision, rnd *rand.Rand) []Decision
 			chosen := s.cands[k]
 			l := &ix.lines[chosen]
 			if !ix.counters.Allow(l, req, len(out)-first, now) {
+				if tr != nil {
+					tr.set(chosen, WhyRefused, -1)
+				}
 				s.cands[k] = s.cands[len(s.cands)-1]
 				s.cands = s.cands[:len(s.cands)-1]
 				continue
+			}
+			if tr != nil {
+				tr.won(chosen, s.cands, len(out)-first)
 			}
 			cr := ix.pickCreative(l, req, out[first:], s, rnd)
 			out = append(out, Decision{Line: l, Creative: ix.creatives[cr].c, cr: cr})
@@ -337,12 +359,22 @@ func (ix *Index) Decide(req *Request, out []Decision, rnd *rand.Rand) []Decision
 			// Keep the candidates that still fit beside what was chosen.
 			n := 0
 			for _, i := range s.cands {
-				if i != chosen && ix.fits(&ix.lines[i], req, out[first:], s) {
+				if i == chosen {
+					continue
+				}
+				if why := ix.fits(&ix.lines[i], req, out[first:], s); why == WhyEligible {
 					s.cands[n] = i
 					n++
+				} else if tr != nil {
+					tr.set(i, why, -1)
 				}
 			}
 			s.cands = s.cands[:n]
+		}
+		if tr != nil {
+			for _, i := range s.cands { // eligible, but the slots went to others
+				tr.set(i, WhyLostDraw, -1)
+			}
 		}
 	}
 	return out
@@ -483,10 +515,14 @@ func (ix *Index) resolve(req *Request, s *scratch) {
 	}
 }
 
-// match reports whether l's flight, time and targeting admit the request.
-func (ix *Index) match(l *Line, req *Request, now time.Time, s *scratch) bool {
-	if s.now < l.start || s.now >= l.end {
-		return false
+// match reports why l's flight, time or targeting does not admit the
+// request (the first rule that fails, in the order below), or WhyEligible.
+func (ix *Index) match(l *Line, req *Request, now time.Time, s *scratch) Why {
+	if s.now < l.start {
+		return WhyNotStarted
+	}
+	if s.now >= l.end {
+		return WhyEnded
 	}
 	if len(l.deals) > 0 {
 		ok := false
@@ -497,14 +533,14 @@ func (ix *Index) match(l *Line, req *Request, now time.Time, s *scratch) bool {
 			}
 		}
 		if !ok {
-			return false
+			return WhyDeal
 		}
 	} else if req.PrivateAuction || l.CPM < req.MinCPM {
-		return false
+		return WhyFloor
 	}
 	if len(s.badvs) > 0 {
 		if _, blocked := slices.BinarySearch(s.badvs, l.adv); blocked {
-			return false
+			return WhyBlockedAdvertiser
 		}
 	}
 	if l.timed {
@@ -514,8 +550,11 @@ func (ix *Index) match(l *Line, req *Request, now time.Time, s *scratch) bool {
 			z = int16(t.Hour())<<3 | int16(t.Weekday())
 			s.zone[l.zone] = z
 		}
-		if l.hours&(1<<(z>>3)) == 0 || l.days&(1<<(z&7)) == 0 {
-			return false
+		if l.hours&(1<<(z>>3)) == 0 {
+			return WhyHour
+		}
+		if l.days&(1<<(z&7)) == 0 {
+			return WhyWeekday
 		}
 	}
 	for m := l.dims; m != 0; m &= m - 1 {
@@ -523,41 +562,41 @@ func (ix *Index) match(l *Line, req *Request, now time.Time, s *scratch) bool {
 		inc, exc := l.incl(d), l.excl(d)
 		if d == dimSite {
 			if len(inc) > 0 && !anyIn(s.sites, inc) || len(exc) > 0 && anyIn(s.sites, exc) {
-				return false
+				return dimWhy[d]
 			}
 			continue
 		}
 		id := s.ids[d]
 		if len(inc) > 0 && !has(inc, id) || len(exc) > 0 && has(exc, id) {
-			return false
+			return dimWhy[d]
 		}
 	}
 	for _, vals := range l.kvIncl {
 		if !anyIn(s.kvs, vals) {
-			return false
+			return WhyKeyValues
 		}
 	}
 	if len(l.kvExcl) > 0 && anyIn(s.kvs, l.kvExcl) {
-		return false
+		return WhyKeyValues
 	}
-	return true
+	return WhyEligible
 }
 
-// fits reports whether l may join the decisions already chosen: another
-// advertiser, and a creative of the slot's format and size whose
-// categories none of them has.
-func (ix *Index) fits(l *Line, req *Request, chosen []Decision, s *scratch) bool {
+// fits reports why l may not join the decisions already chosen (the same
+// advertiser as one, or no creative of the slot's format and size whose
+// categories none of them has), or WhyEligible.
+func (ix *Index) fits(l *Line, req *Request, chosen []Decision, s *scratch) Why {
 	for _, d := range chosen {
 		if d.Line.adv == l.adv {
-			return false
+			return WhySameAdvertiser
 		}
 	}
 	for _, c := range l.creatives {
 		if ix.creativeFits(c, req, chosen, s) {
-			return true
+			return WhyEligible
 		}
 	}
-	return false
+	return WhyNoCreativeFits
 }
 
 func (ix *Index) creativeFits(c int32, req *Request, chosen []Decision, s *scratch) bool {

@@ -386,7 +386,7 @@ func TestReachFollowsMatches(t *testing.T) {
 					ix.reach(p, s)
 					hits += len(s.hits)
 					for _, i := range s.hits {
-						if ix.match(&ix.lines[i], &req, conjNow, s) {
+						if ix.match(&ix.lines[i], &req, conjNow, s) == WhyEligible {
 							matches++
 						}
 					}

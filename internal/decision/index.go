@@ -319,7 +319,7 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 		ix.dicts[d] = newIDs[string]()
 	}
 	for _, c := range set.Creatives {
-		if c.Status == tsubame.StatusApproved {
+		if approved(c) {
 			ix.addCreative(c)
 		}
 	}
@@ -329,11 +329,11 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 	n := len(set.LineItems)
 	ix.lines = make([]Line, 0, n+n/8+64)
 	for _, li := range set.LineItems {
-		l, ok, err := ix.compileLine(li, lc)
+		l, why, err := ix.compileLine(li, lc)
 		if err != nil {
 			return nil, err
 		}
-		if ok {
+		if why == WhyEligible {
 			ix.addLine(l)
 		}
 	}
@@ -426,16 +426,17 @@ func (l *Line) nextEdge(now int64) int64 {
 }
 
 // compileLine compiles li, interning its values into ix's dictionaries. It
-// reports false when li cannot serve (paused, its flight empty or ended,
-// no approved creative, no hour or day it may serve).
-func (ix *Index) compileLine(li *tsubame.LineItem, lc *lineContext) (Line, bool, error) {
+// reports why li cannot serve (paused, its flight empty or ended, no
+// approved creative, no hour or day it may serve: LeftOut's reasons), or
+// WhyEligible.
+func (ix *Index) compileLine(li *tsubame.LineItem, lc *lineContext) (Line, Why, error) {
 	camp := lc.camps[li.Campaign]
 	if camp == nil { // Validate refuses this; keep Compile total
-		return Line{}, false, tsubame.Errorf(tsubame.EINVALID, "line item %q: campaign %q does not exist", li.ID, li.Campaign)
+		return Line{}, 0, tsubame.Errorf(tsubame.EINVALID, "line item %q: campaign %q does not exist", li.ID, li.Campaign)
 	}
 	start, end := flight(camp.Start, li.Start, camp.End, li.End)
-	if start >= end || end <= lc.now || li.Paused() {
-		return Line{}, false, nil
+	if why := standing(li, start, end, lc.now); why != WhyEligible {
+		return Line{}, why, nil
 	}
 	campStart, campEnd := flight(camp.Start, time.Time{}, camp.End, time.Time{})
 	l := Line{
@@ -450,13 +451,13 @@ func (ix *Index) compileLine(li *tsubame.LineItem, lc *lineContext) (Line, bool,
 	for _, id := range li.Creatives {
 		if i, ok := ix.creativeByID.get(id); ok && i >= 0 {
 			if a := ix.creatives[i].c.Advertiser; a != camp.Advertiser { // Validate refuses this too
-				return Line{}, false, tsubame.Errorf(tsubame.EINVALID, "line item %q: creative %q belongs to advertiser %q, not to the campaign's advertiser %q", li.ID, id, a, camp.Advertiser)
+				return Line{}, 0, tsubame.Errorf(tsubame.EINVALID, "line item %q: creative %q belongs to advertiser %q, not to the campaign's advertiser %q", li.ID, id, a, camp.Advertiser)
 			}
 			l.creatives = append(l.creatives, i)
 		}
 	}
 	if len(l.creatives) == 0 {
-		return Line{}, false, nil
+		return Line{}, WhyNoApprovedCreative, nil
 	}
 	a := int32(ix.advs.id(camp.Advertiser))
 	if a == 0 {
@@ -479,7 +480,7 @@ func (ix *Index) compileLine(li *tsubame.LineItem, lc *lineContext) (Line, bool,
 	if z < 0 {
 		loc, err := camp.Location()
 		if err != nil {
-			return Line{}, false, fmt.Errorf("cannot load time zone %q of campaign %q: %w", tz, camp.ID, err)
+			return Line{}, 0, fmt.Errorf("cannot load time zone %q of campaign %q: %w", tz, camp.ID, err)
 		}
 		z = len(ix.zones)
 		ix.zones = append(ix.zones, loc)
@@ -488,23 +489,9 @@ func (ix *Index) compileLine(li *tsubame.LineItem, lc *lineContext) (Line, bool,
 	l.zone, l.Zone = int32(z), ix.zones[z]
 
 	t := &li.Targeting
-	l.hours, l.days = 1<<24-1, 1<<7-1
-	if t.Hours != nil {
-		l.hours = hourMask(*t.Hours)
-	}
-	if len(t.Weekdays) > 0 {
-		l.days = dayMask(t.Weekdays)
-	}
-	if x := t.Exclude; x != nil {
-		if x.Hours != nil {
-			l.hours &^= hourMask(*x.Hours)
-		}
-		if len(x.Weekdays) > 0 {
-			l.days &^= dayMask(x.Weekdays)
-		}
-	}
+	l.hours, l.days = timeMasks(t)
 	if l.hours == 0 || l.days == 0 {
-		return Line{}, false, nil // excluded at every hour or on every day
+		return Line{}, WhyNoTime, nil // excluded at every hour or on every day
 	}
 	l.timed = l.hours != 1<<24-1 || l.days != 1<<7-1
 
@@ -533,7 +520,46 @@ func (ix *Index) compileLine(li *tsubame.LineItem, lc *lineContext) (Line, bool,
 		slices.Sort(l.kvExcl)
 	}
 	l.setTargets(&incl, &excl)
-	return l, true, nil
+	return l, WhyEligible, nil
+}
+
+// approved reports whether creative c may serve: an index keeps it.
+func approved(c *tsubame.Creative) bool { return c.Status == tsubame.StatusApproved }
+
+// standing reports why li, of flight [start, end) (Unix nanoseconds),
+// cannot serve at now whatever the request: paused, an empty flight, one
+// ended; else WhyEligible.
+func standing(li *tsubame.LineItem, start, end, now int64) Why {
+	switch {
+	case li.Paused():
+		return WhyPaused
+	case start >= end:
+		return WhyEmptyFlight
+	case end <= now:
+		return WhyEnded
+	}
+	return WhyEligible
+}
+
+// timeMasks returns the hours (24 bits) and weekdays (7 bits, Sunday 0)
+// t lets a line item serve, its exclusions taken out.
+func timeMasks(t *tsubame.Targeting) (hours uint32, days uint8) {
+	hours, days = 1<<24-1, 1<<7-1
+	if t.Hours != nil {
+		hours = hourMask(*t.Hours)
+	}
+	if len(t.Weekdays) > 0 {
+		days = dayMask(t.Weekdays)
+	}
+	if x := t.Exclude; x != nil {
+		if x.Hours != nil {
+			hours &^= hourMask(*x.Hours)
+		}
+		if len(x.Weekdays) > 0 {
+			days &^= dayMask(x.Weekdays)
+		}
+	}
+	return hours, days
 }
 
 // addAdvDomain lists interned advertiser a under domain d, never writing

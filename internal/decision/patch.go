@@ -115,7 +115,7 @@ func (ix *Index) Patch(set *tsubame.CampaignSet, changes []tsubame.CampaignChang
 		if _, ok := nx.creativeByID.get(id); ok {
 			nx.creativeByID.put(id, -1)
 		}
-		if c, _ := o.(*tsubame.Creative); c != nil && c.Status == tsubame.StatusApproved {
+		if c, _ := o.(*tsubame.Creative); c != nil && approved(c) {
 			nx.addCreative(c)
 		}
 	}
@@ -138,11 +138,11 @@ func (ix *Index) Patch(set *tsubame.CampaignSet, changes []tsubame.CampaignChang
 		if li == nil {
 			continue
 		}
-		l, ok, err := nx.compileLine(li, lc)
+		l, why, err := nx.compileLine(li, lc)
 		if err != nil {
 			return nil, err
 		}
-		if ok {
+		if why == WhyEligible {
 			nx.addLine(l)
 			p.add(len(nx.lines) - 1)
 		}

@@ -188,7 +188,7 @@ func (ix *Index) candidates(req *Request) [tsubame.MaxPriority + 1][]string {
 	for p := tsubame.MinPriority; p <= tsubame.MaxPriority; p++ {
 		ix.reach(p, s)
 		for _, i := range s.hits {
-			if l := &ix.lines[i]; ix.match(l, req, req.Time, s) && ix.fits(l, req, nil, s) {
+			if l := &ix.lines[i]; ix.match(l, req, req.Time, s) == WhyEligible && ix.fits(l, req, nil, s) == WhyEligible {
 				out[p] = append(out[p], l.ID)
 			}
 		}

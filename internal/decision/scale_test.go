@@ -76,7 +76,7 @@ func TestAccountAtScale(t *testing.T) {
 			ix.reach(p, s)
 			hits += len(s.hits)
 			for _, i := range s.hits {
-				if ix.match(&ix.lines[i], &req, req.Time, s) {
+				if ix.match(&ix.lines[i], &req, req.Time, s) == WhyEligible {
 					matches++
 				}
 			}

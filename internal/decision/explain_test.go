@@ -1,0 +1,166 @@
+package decision_test
+
+import (
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"tsubame"
+	"tsubame/internal/campaigngen"
+	"tsubame/internal/decision"
+)
+
+// refuse is Counters that refuse the line items it names, and a tenth of
+// the others by their id (the same ones every time).
+type refuse struct{ ids []string }
+
+func (r refuse) Allow(l *decision.Line, _ *decision.Request, _ int, _ time.Time) bool {
+	if slices.Contains(r.ids, l.ID) {
+		return false
+	}
+	if len(r.ids) > 0 {
+		return true
+	}
+	h := fnv.New32a()
+	h.Write([]byte(l.ID))
+	return h.Sum32()%10 != 0
+}
+
+func TestExplainTellsTheFirstRule(t *testing.T) {
+	var f fixture
+	top := func(l *tsubame.LineItem) *tsubame.LineItem {
+		l.Targeting.Placements = []string{"top"}
+		return l
+	}
+	top(f.single("capped", 1, 1))
+	top(f.single("won", 2, 1))
+	top(f.single("sibling", 2, 1))
+	top(f.single("house", 5, 1))
+	top(f.single("paused", 1, 1)).Status = tsubame.StatusPaused
+	top(f.single("pending", 1, 1))
+	f.set.Creatives[len(f.set.Creatives)-1].Status = tsubame.StatusPending
+	top(f.single("later", 1, 1)).Start = compiledAt.Add(time.Hour)
+	top(f.single("over", 1, 1)).End = compiledAt.Add(-time.Hour)
+	top(f.single("us", 1, 1)).Targeting.Countries = []string{"US"}
+	top(f.single("mobile", 1, 1)).Targeting.Devices = []string{"mobile"}
+	top(f.single("sports", 1, 1)).Targeting.KeyValues = map[string][]string{"section": {"sports"}}
+	top(f.single("tuesday", 1, 1)).Targeting.Weekdays = []string{"tue"}
+	top(f.single("leader", 1, 1))
+	f.set.Creatives[len(f.set.Creatives)-1].W = 728
+	f.single("anywhere", 3, 1).Targeting.Countries = []string{"KR"}
+	f.single("side", 1, 1).Targeting.Placements = []string{"side"}
+
+	ix, err := decision.Compile(&f.set, decision.Options{Now: compiledAt, Counters: refuse{ids: []string{"capped"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := func() *decision.Request {
+		return &decision.Request{Placement: "top", Country: "JP", Device: "desktop", Time: compiledAt,
+			KeyValues: []decision.KeyValue{{Key: "section", Value: "news"}}, Format: tsubame.FormatBanner, W: 300, H: 250}
+	}
+	ex := ix.Explain(&f.set, req(), rand.New(rand.NewPCG(7, 7)))
+	got := map[string]decision.Why{}
+	for _, l := range ex.Lines {
+		got[l.ID] = l.Why
+	}
+	winner := ids(ix.Decide(req(), nil, rand.New(rand.NewPCG(7, 7))))
+	if len(winner) != 1 || ids(ex.Decisions)[0] != winner[0] || got[winner[0]] != decision.WhyWon || ex.Lines[0].ID != winner[0] {
+		t.Fatalf("Decide chose %v; Explain %v, its lines %+v", winner, ids(ex.Decisions), ex.Lines)
+	}
+	loser := map[string]string{"won": "sibling", "sibling": "won"}[winner[0]]
+	want := map[string]decision.Why{
+		winner[0]: decision.WhyWon, loser: decision.WhyLostDraw, "capped": decision.WhyRefused,
+		"house": decision.WhyLowerPriority, "paused": decision.WhyPaused, "pending": decision.WhyNoApprovedCreative,
+		"later": decision.WhyNotStarted, "over": decision.WhyEnded, "us": decision.WhyCountry,
+		"mobile": decision.WhyDevice, "sports": decision.WhyKeyValues, "tuesday": decision.WhyWeekday,
+		"leader": decision.WhyNoCreativeFits, "anywhere": decision.WhyCountry,
+	}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("%s: %v (%s), want %v", id, got[id], got[id].Text(), w)
+		}
+	}
+	if _, ok := got["side"]; ok || len(got) != len(want) {
+		t.Errorf("lines %v, want those of placement top: %v", got, want)
+	}
+	if len(ex.Eligible) != 1 || !slices.Equal(ex.Eligible[0], []string{"sibling", "won"}) {
+		t.Errorf("eligible %v, want [[sibling won]]", ex.Eligible)
+	}
+}
+
+// TestExplainAgreesWithDecide runs 1,000 random requests against a
+// generated campaign set: Explain, given the same random source, answers
+// what Decide answers, names its winners won among the eligible, and gives
+// every other candidate a reason.
+func TestExplainAgreesWithDecide(t *testing.T) {
+	now := compiledAt
+	size := campaigngen.Size{LineItems: 3_000}
+	set := campaigngen.Set(42, size, now)
+	for i, l := range set.LineItems { // some left out of the index, for LeftOut
+		if i%50 == 0 {
+			l.Status = tsubame.StatusPaused
+		}
+	}
+	ix, err := decision.Compile(set, decision.Options{Now: now, Counters: refuse{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gen := campaigngen.Requests(43, size, 1_000, now)
+	r := rand.New(rand.NewPCG(44, 44))
+	var filled, empty int
+	for n, g := range gen {
+		mk := func() *decision.Request {
+			req := &decision.Request{Placement: g.Placement, Site: g.Site, Country: g.Country, Region: g.Region,
+				Device: g.Device, OS: g.OS, Browser: g.Browser, Deals: g.Deals, Time: g.Time, Count: 1 + n%3}
+			if n%2 == 0 { // every other request drops the site, so that more run-of-network lines match
+				req.Site = ""
+			}
+			if n%5 == 0 { // a size no creative has: no fill
+				req.W, req.H = 1, 1
+			}
+			for _, kv := range g.KeyValues {
+				req.KeyValues = append(req.KeyValues, decision.KeyValue{Key: kv[0], Value: kv[1]})
+			}
+			return req
+		}
+		seed := r.Uint64()
+		want := ix.Decide(mk(), nil, rand.New(rand.NewPCG(seed, 1)))
+		ex := ix.Explain(set, mk(), rand.New(rand.NewPCG(seed, 1)))
+		if len(want) == 0 {
+			empty++
+		} else {
+			filled++
+		}
+		if !slices.Equal(ids(want), ids(ex.Decisions)) || len(want) != len(ex.Eligible) {
+			t.Fatalf("request %d: Decide %v, Explain %v (eligible %v)", n, ids(want), ids(ex.Decisions), ex.Eligible)
+		}
+		for k, d := range want {
+			if ex.Decisions[k].Creative.ID != d.Creative.ID {
+				t.Fatalf("request %d slot %d: Decide's creative %s, Explain's %s", n, k, d.Creative.ID, ex.Decisions[k].Creative.ID)
+			}
+			if !slices.Contains(ex.Eligible[k], d.Line.ID) {
+				t.Fatalf("request %d slot %d: winner %s not among the eligible %v", n, k, d.Line.ID, ex.Eligible[k])
+			}
+		}
+		won := 0
+		for _, l := range ex.Lines {
+			switch {
+			case l.Why == decision.WhyEligible:
+				t.Fatalf("request %d: line item %s has no reason", n, l.ID)
+			case l.Why == decision.WhyWon:
+				if l.Slot < 0 || l.Slot >= len(want) || want[l.Slot].Line.ID != l.ID {
+					t.Fatalf("request %d: %s won slot %d, Decide answered %v", n, l.ID, l.Slot, ids(want))
+				}
+				won++
+			}
+		}
+		if won != len(want) {
+			t.Fatalf("request %d: %d lines won, Decide answered %v", n, won, ids(want))
+		}
+	}
+	if filled < 100 || empty < 10 {
+		t.Fatalf("%d requests filled, %d not: the mix tests too little", filled, empty)
+	}
+}
