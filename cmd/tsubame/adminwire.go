@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -132,6 +133,9 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 		}
 	}
 	opt.ReportLocation = cfg.ReportLocation()
+	if svc := m.ads.svc; svc != nil && opt.Campaigns != nil {
+		opt.Explain = func(q url.Values, h http.Header) (any, error) { return svc.Explain(q, h) }
+	}
 	m.adm.server = admin.New(opt)
 	if path := cfg.AdminSocketPath(); path != "" {
 		m.adm.sock, err = admin.ListenSocket(path)

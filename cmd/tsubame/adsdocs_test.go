@@ -45,6 +45,10 @@ var decideParams = []string{
 	"page", "ref", "app", "schain", "test", "secure", // a sold placement's (sell.go)
 }
 
+// explainParams are the admin's explain's parameters beyond decideParams
+// (internal/ads/explain.go), which the guide's explain section names.
+var explainParams = []string{"ip", "country", "region", "time", "ua"}
+
 // decideHeaders are the request headers the decide handler reads.
 var decideHeaders = []string{"User-Agent", "Referer", "Cookie", "DNT", "Sec-GPC", "Accept-Language"}
 
@@ -295,6 +299,7 @@ func TestAdsDocsDecideParameters(t *testing.T) {
 	section := docSection(t, doc, "## Asking for ads: /api/decide")
 	mustName(t, "the /api/decide section", section, decideParams...)
 	mustName(t, "the /api/decide section", section, decideHeaders...)
+	mustName(t, "the explain section", docSection(t, doc, "## Why not this ad? Explaining a decision"), explainParams...)
 
 	files, err := filepath.Glob("../../internal/ads/*.go")
 	if err != nil || len(files) == 0 {
@@ -320,6 +325,9 @@ func TestAdsDocsDecideParameters(t *testing.T) {
 			for _, m := range re.FindAllSubmatch(src, -1) {
 				params++
 				name := string(m[1])
+				if filepath.Base(file) == "explain.go" && slices.Contains(explainParams, name) {
+					continue
+				}
 				if !slices.ContainsFunc(decideParams, func(p string) bool {
 					return p == name || strings.HasSuffix(name, ".") && strings.HasPrefix(p, name)
 				}) {

@@ -20,6 +20,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -102,6 +103,11 @@ type Options struct {
 	// Forecast answers forecasts (internal/forecast); nil: the route
 	// answers that this server makes none.
 	Forecast func(forecast.Request) (*forecast.Result, error)
+	// Explain tells what /api/decide would answer a request of the query
+	// and headers given, and why each candidate line item serves or not
+	// (internal/ads, Service.Explain), JSON-encodable; nil: the route
+	// answers that this server makes no decisions.
+	Explain func(q url.Values, h http.Header) (any, error)
 	// MaxImportBytes bounds a bulk import's body.
 	MaxImportBytes int64
 	// MaxTokenTTL caps an API token's lifetime (and is the lifetime of one

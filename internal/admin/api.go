@@ -45,6 +45,7 @@ func (s *Server) apiRoutes(mux *http.ServeMux) {
 	}
 	mux.HandleFunc("GET /api/v1/whoami", s.whoami) // answers anyone: see whoami.go
 	mux.HandleFunc("GET /api/v1/store/audit", admin(s.storeAudit))
+	mux.HandleFunc("GET /api/v1/decide/explain", admin(s.explain))
 	mux.HandleFunc("POST /api/v1/store/audit", admin(s.storeAudit))
 	mux.HandleFunc("GET /api/v1/tokens", admin(s.listTokens))
 	mux.HandleFunc("POST /api/v1/tokens", admin(s.createToken))

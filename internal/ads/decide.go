@@ -192,6 +192,42 @@ func (s *Service) logRequest(r server.Request, placement []byte, now time.Time, 
 // parseRequest reads the request's parameters into a.req: site (else the
 // Referer's host), kv.KEY=VALUE pairs, count, format, w, h and vast.
 func (s *Service) parseRequest(r server.Request, a *answer) error {
+	var bad error
+	kvs := a.kvs[:0]
+	r.QueryEach(func(k, v []byte) { kvs, bad = appendKV(kvs, k, v, bad) })
+	a.req.KeyValues = kvs
+	return parseParams(r, a, bad)
+}
+
+// appendKV appends k=v to kvs when k is a kv.KEY parameter, while bad is
+// nil (the first error is kept), and returns them: one parameter of the
+// request's, in order.
+func appendKV(kvs []decision.KeyValue, k, v []byte, bad error) ([]decision.KeyValue, error) {
+	key, ok := bytes.CutPrefix(k, []byte("kv."))
+	if !ok || bad != nil {
+		return kvs, bad
+	}
+	if !validKVKey(key) || len(v) > tsubame.MaxValueLength || !printable(v) {
+		return kvs, errBadKV
+	}
+	if len(kvs) < cap(kvs) {
+		kvs = append(kvs, decision.KeyValue{Key: string(key), Value: string(v)})
+	}
+	return kvs, nil
+}
+
+// params is what parseParams reads of a request: a server.Request on the
+// request path (a type parameter, not an interface value, so that it is
+// not copied to the heap), the admin's explain's (urlParams) off it.
+type params interface {
+	Query(name string) []byte
+	Header(name string) []byte
+}
+
+// parseParams is parseRequest's reading of every parameter but the
+// key-values, which the caller has read into a.req.KeyValues, kvBad their
+// error: the closure a scan takes would escape through a type parameter.
+func parseParams[P params](r P, a *answer, kvBad error) error {
 	req := &a.req
 	site := r.Query("site")
 	if site == nil {
@@ -202,25 +238,9 @@ func (s *Service) parseRequest(r server.Request, a *answer) error {
 	if len(site) > 0 && validSite(site) {
 		req.Site = strings.ToLower(string(site)) // one copy when already lower case
 	}
-	var bad error
-	kvs := a.kvs[:0]
-	r.QueryEach(func(k, v []byte) {
-		key, ok := bytes.CutPrefix(k, []byte("kv."))
-		if !ok || bad != nil {
-			return
-		}
-		if !validKVKey(key) || len(v) > tsubame.MaxValueLength || !printable(v) {
-			bad = errBadKV
-			return
-		}
-		if len(kvs) < cap(kvs) {
-			kvs = append(kvs, decision.KeyValue{Key: string(key), Value: string(v)})
-		}
-	})
-	if bad != nil {
-		return bad
+	if kvBad != nil {
+		return kvBad
 	}
-	req.KeyValues = kvs
 	if c := r.Query("count"); c != nil {
 		n, err := strconv.Atoi(string(c))
 		if err != nil || n < 1 || n > decision.MaxCount {

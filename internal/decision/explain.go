@@ -225,10 +225,11 @@ func (ix *Index) Explain(set *tsubame.CampaignSet, req *Request, rnd *rand.Rand)
 			if !traced {
 				// decide never reached it: its targeting rules it out
 				// (the index files it under a value the request does not
-				// have), or a higher priority filled the slots first.
+				// have), or a higher priority filled the slots first (then
+				// whether it had fitted the first slot).
 				l := &ix.lines[o]
 				if why = ix.match(l, req, now, s); why == WhyEligible {
-					why = ix.fits(l, req, out, s)
+					why = ix.fits(l, req, nil, s)
 				}
 				if why == WhyEligible && l.Priority > tr.last {
 					why = WhyLowerPriority

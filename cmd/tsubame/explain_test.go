@@ -1,0 +1,168 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"tsubame/internal/admin"
+	"tsubame/internal/geo"
+	"tsubame/internal/geo/geotest"
+)
+
+// explainSet adds to adsSet's line items one paused, one whose only
+// creative is pending, one for phones and one for another placement.
+const explainSet = `{
+  "advertisers": [{"id": "acme", "name": "Acme"}],
+  "campaigns": [{"id": "spring", "advertiser": "acme"}],
+  "creatives": [
+    {"id": "b1", "advertiser": "acme", "format": "banner", "w": 300, "h": 250,
+     "image": "https://cdn.acme.example/b1.png", "click": "https://acme.example/spring", "status": "approved"},
+    {"id": "b2", "advertiser": "acme", "format": "banner", "w": 300, "h": 250,
+     "image": "https://cdn.acme.example/b2.png", "click": "https://acme.example/spring", "status": "pending"}],
+  "line_items": [
+    {"id": "li-jp", "campaign": "spring", "priority": 2, "weight": 1, "cpm": "1.25", "creatives": ["b1"],
+     "targeting": {"placements": ["top"], "countries": ["JP"], "regions": ["JP-13"]}},
+    {"id": "li-all", "campaign": "spring", "priority": 5, "weight": 1, "cpm": "0.5", "creatives": ["b1"],
+     "targeting": {"placements": ["top"]}},
+    {"id": "li-paused", "campaign": "spring", "priority": 1, "weight": 1, "cpm": "1", "creatives": ["b1"], "status": "paused",
+     "targeting": {"placements": ["top"]}},
+    {"id": "li-pending", "campaign": "spring", "priority": 1, "weight": 1, "cpm": "1", "creatives": ["b2"],
+     "targeting": {"placements": ["top"]}},
+    {"id": "li-phone", "campaign": "spring", "priority": 1, "weight": 1, "cpm": "1", "creatives": ["b1"],
+     "targeting": {"devices": ["mobile"]}},
+    {"id": "li-side", "campaign": "spring", "priority": 1, "weight": 1, "cpm": "1", "creatives": ["b1"],
+     "targeting": {"placements": ["side"]}}
+  ]
+}`
+
+type explained struct {
+	Request struct {
+		Country, Region, Device string
+	} `json:"request"`
+	Decisions []struct{ ID, Creative string } `json:"decisions"`
+	Eligible  [][]string                      `json:"eligible"`
+	LineItems []struct {
+		ID, Reason, Detail string
+		Slot               *int
+	} `json:"line_items"`
+}
+
+// adminGet gets path of m's admin listener with token and the browser's
+// User-Agent, and returns the status and body.
+func adminGet(t *testing.T, m *Main, token, path string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", "http://"+m.AdminAddr()+path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("User-Agent", browserUA)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, body
+}
+
+// The admin's explain, on the real Main: the request's country and region
+// from the geo database by ip, the device from the User-Agent, the winner
+// /api/decide's, and each other candidate of the placement with the rule
+// that excluded it; admins only.
+func TestExplainEndToEnd(t *testing.T) {
+	dbPath := filepath.Join(t.TempDir(), "geo.mmdb")
+	geotest.Write(t, dbPath, map[string]geo.Location{
+		"203.0.113.0/24":  {Country: "JP", Region: "JP-13"},
+		"198.51.100.0/24": {Country: "US", Region: "US-CA"},
+	})
+	env := append(testEnv(t), "TSUBAME_GEO_DATABASE="+dbPath, "TSUBAME_SERVER_TRUSTED_PROXIES=127.0.0.1")
+	m := openMain(t, env, false)
+	token := adminToken(t, m)
+	putCampaigns(t, m, explainSet)
+
+	for _, c := range []struct{ ip, won, country string }{{"203.0.113.7", "li-jp", "JP"}, {"198.51.100.7", "li-all", "US"}} {
+		served := decideFrom(t, m, c.ip).Decisions[0].LineItem
+		code, body := adminGet(t, m, token, "/api/v1/decide/explain?"+url.Values{"placement": {"top"}, "uid": {"u-1"}, "ip": {c.ip}}.Encode())
+		if code != http.StatusOK {
+			t.Fatalf("explain from %s: %d %s", c.ip, code, body)
+		}
+		var ex explained
+		if err := json.Unmarshal(body, &ex); err != nil {
+			t.Fatal(err)
+		}
+		if served != c.won || len(ex.Decisions) != 1 || ex.Decisions[0].ID != served || ex.Decisions[0].Creative != "b1" ||
+			ex.Request.Country != c.country || ex.Request.Device != "desktop" {
+			t.Fatalf("from %s: /api/decide served %s; explain %s", c.ip, served, body)
+		}
+		got := map[string]string{}
+		for _, l := range ex.LineItems {
+			got[l.ID] = l.Reason
+		}
+		want := map[string]string{"li-paused": "paused", "li-pending": "no_approved_creative", "li-phone": "device"}
+		if c.won == "li-jp" {
+			want["li-jp"], want["li-all"] = "won", "lower_priority"
+		} else {
+			want["li-jp"], want["li-all"] = "country", "won"
+		}
+		if len(got) != len(want) {
+			t.Errorf("from %s: line items %v, want %v", c.ip, got, want)
+		}
+		for id, r := range want {
+			if got[id] != r {
+				t.Errorf("from %s: %s %q, want %q (%s)", c.ip, id, got[id], r, body)
+			}
+		}
+		if ex.LineItems[0].ID != c.won || ex.LineItems[0].Slot == nil || *ex.LineItems[0].Slot != 0 {
+			t.Errorf("from %s: the winner is not listed first: %s", c.ip, body)
+		}
+	}
+
+	// The request's own parameters, as /api/decide reads them.
+	for q, want := range map[string]int{
+		"placement=top&country=JP&region=JP-13": http.StatusOK,
+		"":                                      http.StatusBadRequest,
+		"placement=top&country=jp":              http.StatusBadRequest,
+		"placement=top&ip=nowhere":              http.StatusBadRequest,
+		"placement=top&kv.a%20b=c":              http.StatusBadRequest,
+		"placement=top&w=0":                     http.StatusBadRequest,
+		"placement=top&time=yesterday":          http.StatusBadRequest,
+	} {
+		if code, body := adminGet(t, m, token, "/api/v1/decide/explain?"+q); code != want {
+			t.Errorf("explain?%s: %d %s, want %d", q, code, body, want)
+		}
+	}
+	_, body := adminGet(t, m, token, "/api/v1/decide/explain?placement=top&country=JP&region=JP-13&time="+
+		url.QueryEscape(time.Now().Add(time.Hour).UTC().Format(time.RFC3339)))
+	var ex explained
+	if err := json.Unmarshal(body, &ex); err != nil || len(ex.Decisions) != 1 || ex.Decisions[0].ID != "li-jp" {
+		t.Errorf("country and region given: %v %s", err, body)
+	}
+
+	// Admins only: an editor and a viewer are refused, and no one
+	// unauthenticated.
+	accounts, err := admin.OpenAccounts(m.Config.AdminDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, role := range []admin.Role{admin.RoleViewer, admin.RoleEditor} {
+		name := "u-" + string(role)
+		if err := accounts.CreateUserWithRole(name, "correct horse battery staple", "", role, admin.PasswordPolicy{MinLength: 12}); err != nil {
+			t.Fatal(err)
+		}
+		tok, _, err := accounts.CreateToken(name, "test", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code, body := adminGet(t, m, tok, "/api/v1/decide/explain?placement=top"); code != http.StatusForbidden {
+			t.Errorf("a %s: %d %s", role, code, body)
+		}
+	}
+	if code, _ := adminGet(t, m, "", "/api/v1/decide/explain?placement=top"); code != http.StatusUnauthorized {
+		t.Errorf("unauthenticated: %d", code)
+	}
+}
