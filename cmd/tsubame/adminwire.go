@@ -80,6 +80,9 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 	if e := m.ads.engine; e != nil {
 		reg.MustRegister(metrics.NewIndexCollector(e.Stats))
 	}
+	if svc := m.ads.svc; svc != nil {
+		reg.MustRegister(metrics.NewNoFillCollector(svc.NoFills))
+	}
 	if b := m.ads.bidder; b != nil {
 		reg.MustRegister(metrics.NewBidderCollector(b.Stats))
 	}

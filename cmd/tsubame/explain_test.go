@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,5 +165,36 @@ func TestExplainEndToEnd(t *testing.T) {
 	}
 	if code, _ := adminGet(t, m, "", "/api/v1/decide/explain?placement=top"); code != http.StatusUnauthorized {
 		t.Errorf("unauthenticated: %d", code)
+	}
+}
+
+// Real /api/decide requests left unfilled for two causes are counted by
+// cause in /metrics.
+func TestNoFillMetricEndToEnd(t *testing.T) {
+	m := openMain(t, testEnv(t), false)
+	token := adminToken(t, m)
+	putCampaigns(t, m, adsSet)
+	decideFrom(t, m, "198.51.100.7") // the index holds the set
+	for path, n := range map[string]int{"placement=nowhere": 3, "placement=top&w=728&h=90": 2} {
+		for range n {
+			code, body := browserGet(t, "http://"+m.PublicAddr()+"/api/decide?uid=u-1&"+path)
+			if code != http.StatusNoContent {
+				t.Fatalf("%s: %d %s", path, code, body)
+			}
+		}
+	}
+	code, body := adminGet(t, m, token, "/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("/metrics: %d", code)
+	}
+	for _, want := range []string{
+		`tsubame_decide_nofill_total{cause="placement_unknown"} 3`,
+		`tsubame_decide_nofill_total{cause="no_creative_fits"} 2`,
+		`tsubame_decide_nofill_total{cause="targeting"} 0`,
+		`tsubame_decide_nofill_total{cause="capped"} 0`,
+	} {
+		if !strings.Contains(string(body), want+"\n") {
+			t.Errorf("/metrics has no %q:\n%s", want, grepLines(string(body), "nofill"))
+		}
 	}
 }

@@ -113,6 +113,9 @@ func (s *Service) decide(w server.Response, r server.Request, placement []byte, 
 
 	out := s.opt.Engine.Index().Decide(req, a.out[:0], nil)
 	a.n = len(out)
+	if a.n == 0 {
+		s.nofill[req.NoFill].Add(1)
+	}
 	if err := s.logRequest(r, placement, now, a); err != nil {
 		return err
 	}

@@ -95,6 +95,19 @@ type Service struct {
 	cors    *server.CORSPolicy // /api/decide's
 	// bufs holds answer buffers.
 	bufs sync.Pool
+	// nofill counts the direct decisions that filled nothing, by cause.
+	nofill [decision.NumNoFills]atomic.Uint64
+}
+
+// NoFills returns how many direct decisions (not a sold placement's
+// auction, not a crawler's request) filled nothing, by cause
+// (decision.NoFill; Filled's count stays 0).
+func (s *Service) NoFills() [decision.NumNoFills]uint64 {
+	var n [decision.NumNoFills]uint64
+	for i := range n {
+		n[i] = s.nofill[i].Load()
+	}
+	return n
 }
 
 // DefaultTimeout is a decision request's budget when Options sets none.

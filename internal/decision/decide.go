@@ -104,6 +104,9 @@ type Request struct {
 	// then not spent again. For exchanges measured billing late
 	// (bidder.Exchange.KeepWonNow).
 	KeepWon bool
+	// NoFill is set by Decide: why it filled no slot (Filled when it
+	// filled one), for the no-fill counts by cause.
+	NoFill NoFill
 	// Waited is set by Counters once the request has waited for a
 	// budget's top-up: a request waits at most once, however many line
 	// items and accounts it tries.
@@ -317,6 +320,8 @@ func (ix *Index) decide(req *Request, out []Decision, rnd *rand.Rand, s *scratch
 	ix.resolve(req, s)
 	s.now = now.UnixNano()
 	first := len(out)
+	// What the request got furthest to, for NoFill.
+	var matched, refused bool
 
 	for p := tsubame.MinPriority; p <= tsubame.MaxPriority && len(out)-first < count; p++ {
 		if tr != nil {
@@ -328,6 +333,7 @@ func (ix *Index) decide(req *Request, out []Decision, rnd *rand.Rand, s *scratch
 			l := &ix.lines[i]
 			why := ix.match(l, req, now, s)
 			if why == WhyEligible {
+				matched = true
 				why = ix.fits(l, req, out[first:], s)
 			}
 			if why == WhyEligible {
@@ -341,6 +347,7 @@ func (ix *Index) decide(req *Request, out []Decision, rnd *rand.Rand, s *scratch
 			chosen := s.cands[k]
 			l := &ix.lines[chosen]
 			if !ix.counters.Allow(l, req, len(out)-first, now) {
+				refused = true
 				if tr != nil {
 					tr.set(chosen, WhyRefused, -1)
 				}
@@ -377,7 +384,54 @@ func (ix *Index) decide(req *Request, out []Decision, rnd *rand.Rand, s *scratch
 			}
 		}
 	}
+	switch {
+	case len(out) > first:
+		req.NoFill = Filled
+	case refused:
+		req.NoFill = NoFillCapped
+	case matched:
+		req.NoFill = NoFillCreative
+	case s.ids[dimPlacement] == 0:
+		req.NoFill = NoFillPlacement
+	default:
+		req.NoFill = NoFillTargeting
+	}
 	return out
+}
+
+// NoFill is why Decide filled no slot of a request: the furthest the
+// request got, in the order the rules are read.
+type NoFill uint8
+
+// The causes of a request left unfilled.
+const (
+	Filled NoFill = iota // a slot or more filled
+	// NoFillPlacement: no line item names the request's placement, and
+	// none that names no placement admits the request.
+	NoFillPlacement
+	// NoFillTargeting: line items name the placement, but none's flight,
+	// hours and targeting admit the request.
+	NoFillTargeting
+	// NoFillCreative: line items admit the request, but none has a
+	// creative of its format and size.
+	NoFillCreative
+	// NoFillCapped: eligible line items, all held back by Counters (a
+	// frequency cap, a budget, an impression limit or pacing).
+	NoFillCapped
+	// NumNoFills counts the causes.
+	NumNoFills
+)
+
+var noFillNames = [NumNoFills]string{Filled: "filled", NoFillPlacement: "placement_unknown", NoFillTargeting: "targeting",
+	NoFillCreative: "no_creative_fits", NoFillCapped: "capped"}
+
+// String is the cause's label: placement_unknown, targeting,
+// no_creative_fits, capped (filled for Filled).
+func (n NoFill) String() string {
+	if n < NumNoFills {
+		return noFillNames[n]
+	}
+	return "unknown"
 }
 
 // draw picks one of cands (not empty) and returns its index: at random in

@@ -164,3 +164,33 @@ func TestExplainAgreesWithDecide(t *testing.T) {
 		t.Fatalf("%d requests filled, %d not: the mix tests too little", filled, empty)
 	}
 }
+
+// TestNoFillCause: Decide tells why it filled nothing, the furthest a
+// request got.
+func TestNoFillCause(t *testing.T) {
+	var f fixture
+	f.single("jp", 1, 1).Targeting = tsubame.Targeting{Criteria: tsubame.Criteria{Placements: []string{"top"}, Countries: []string{"JP"}}}
+	f.single("capped", 1, 1).Targeting.Placements = []string{"side"}
+	ix, err := decision.Compile(&f.set, decision.Options{Now: compiledAt, Counters: refuse{ids: []string{"capped"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		req  decision.Request
+		want decision.NoFill
+	}{
+		{decision.Request{Placement: "top", Country: "JP"}, decision.Filled},
+		{decision.Request{Placement: "nowhere", Country: "JP"}, decision.NoFillPlacement},
+		{decision.Request{Placement: "top", Country: "US"}, decision.NoFillTargeting},
+		{decision.Request{Placement: "top", Country: "JP", W: 728, H: 90}, decision.NoFillCreative},
+		{decision.Request{Placement: "side"}, decision.NoFillCapped},
+	} {
+		req := c.req
+		req.Time = compiledAt
+		req.NoFill = decision.NoFillCapped // Decide sets it whatever it was
+		out := ix.Decide(&req, nil, nil)
+		if req.NoFill != c.want || (len(out) > 0) != (c.want == decision.Filled) {
+			t.Errorf("%+v: %v (%d decisions), want %v", c.req, req.NoFill, len(out), c.want)
+		}
+	}
+}

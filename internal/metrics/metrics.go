@@ -524,6 +524,29 @@ func NewIndexCollector(stats func() decision.IndexStats) prometheus.Collector {
 	})
 }
 
+// NewNoFillCollector exports the direct decisions of /api/decide (and the
+// decide endpoints) that filled nothing, by cause (internal/ads,
+// decision.NoFill).
+func NewNoFillCollector(counts func() [decision.NumNoFills]uint64) prometheus.Collector {
+	return &noFillCollector{counts: counts, desc: prometheus.NewDesc(prometheus.BuildFQName(Namespace, "decide", "nofill_total"),
+		"Direct decisions that filled no slot, by cause: placement_unknown (no line item names the placement, and none that names none admits the request), targeting (flights, hours or targeting admit none), no_creative_fits (no creative of the format and size), capped (frequency caps, budgets, limits or pacing held every eligible one back).",
+		[]string{"cause"}, nil)}
+}
+
+type noFillCollector struct {
+	counts func() [decision.NumNoFills]uint64
+	desc   *prometheus.Desc
+}
+
+func (c *noFillCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *noFillCollector) Collect(ch chan<- prometheus.Metric) {
+	n := c.counts()
+	for cause := decision.Filled + 1; cause < decision.NumNoFills; cause++ {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(n[cause]), cause.String())
+	}
+}
+
 // NewBudgetCollector exports the ledger of budgets and impression limits
 // (internal/budget): reservations open and settled, counters held, store
 // failures and leases lost.
