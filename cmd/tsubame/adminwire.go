@@ -110,6 +110,10 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 	opt.Endpoints = m.endpointNames
 	if cs, ok := backend.(tsubame.CampaignStore); ok { // else the campaign routes say the store keeps none
 		opt.Campaigns = m.campaignsForWrites(cs)
+		if m.ads.engine != nil {
+			q, _ := backend.(tsubame.Quotas)
+			opt.LineItemStatus = m.lineItemStatus(cs, q, cfg.Ads.Budget.HistoryMax)
+		}
 		if q, ok := backend.(tsubame.Quotas); ok {
 			engine, ledger, max := m.ads.engine, m.ads.ledger, cfg.Ads.Budget.HistoryMax
 			opt.Budgets = func(ctx context.Context) (any, error) {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -128,6 +129,9 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 		// store that answers placements but not campaigns yet must not
 		// keep the ad tags down.
 		m.Logger.Error("cannot compile the decision index; serving no decisions until the store answers", "err", err)
+	}
+	if set, _ := m.ads.engine.Set(); set != nil && m.ads.geo.Load() == nil {
+		warnGeoTargeting(m.Logger, set)
 	}
 	opt.Engine = m.ads.engine
 	rates, err := tsubame.NewRates(cfg.Ads.Currency, cfg.RTB.Rates)
@@ -314,6 +318,26 @@ func exchanges(cfg *config.Config) []bidder.Exchange {
 			WinRateHolds: e.WinRateHolds, KeepWon: e.KeepWon})
 	}
 	return out
+}
+
+// warnGeoTargeting warns, once at start, when line items of set target
+// countries or regions while no geo database is configured: no request
+// then has a country, and that targeting never matches (the admin API's
+// line item status says so too).
+func warnGeoTargeting(log *slog.Logger, set *tsubame.CampaignSet) {
+	var n int
+	var first []string
+	for _, li := range set.LineItems {
+		if decision.GeoTargeted(li) {
+			if n++; len(first) < 5 {
+				first = append(first, li.ID)
+			}
+		}
+	}
+	if n > 0 {
+		log.Warn("line items target countries or regions, but no geo database is configured (geo.database): that targeting never matches",
+			"line_items", n, "first", first)
+	}
 }
 
 // openGeo opens geo.database (none when empty) and puts it in use,

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -197,4 +198,109 @@ func TestNoFillMetricEndToEnd(t *testing.T) {
 			t.Errorf("/metrics has no %q:\n%s", want, grepLines(string(body), "nofill"))
 		}
 	}
+}
+
+// The admin API's line items tell whether each serves and why not, from
+// the state the decision uses; and a server started with line items that
+// target countries, and no geo database, warns once.
+func TestLineItemStatusEndToEnd(t *testing.T) {
+	env := append(testEnv(t), "TSUBAME_ADS_BUDGET_INTERVAL=20ms")
+	later := time.Now().Add(48 * time.Hour).UTC().Format(time.RFC3339)
+	set := strings.Replace(explainSet, `
+  ]
+}`, `,
+    {"id": "li-later", "campaign": "spring", "priority": 1, "weight": 1, "cpm": "1", "creatives": ["b1"], "start": "`+later+`",
+     "targeting": {"placements": ["top"]}},
+    {"id": "li-limit", "campaign": "spring", "priority": 1, "weight": 1, "cpm": "1", "creatives": ["b1"],
+     "limits": {"impressions": {"total": 1}}, "targeting": {"placements": ["lim"]}}
+  ]
+}`, 1)
+	if code, _, stderr := runCmd(t, env, set, "campaigns", "import", "-"); code != 0 {
+		t.Fatalf("import: %d %s", code, stderr)
+	}
+	cfg, err := loadConfig("", env, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	m := &Main{Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Console: io.Discard}
+	if err := m.Open(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	if n := strings.Count(logs.String(), "no geo database is configured"); n != 1 ||
+		!strings.Contains(logs.String(), "line_items=1 first=[li-jp]") {
+		t.Errorf("%d geo warnings in:\n%s", n, logs.String())
+	}
+	token := adminToken(t, m)
+
+	type status struct {
+		ID      string `json:"id"`
+		Serving *bool  `json:"serving"`
+		Reasons []struct{ Reason, Detail string }
+	}
+	reasons := func(s status) string {
+		var rs []string
+		for _, r := range s.Reasons {
+			rs = append(rs, r.Reason)
+		}
+		return strings.Join(rs, ",")
+	}
+	code, body := adminGet(t, m, token, "/api/v1/line-items")
+	var list struct {
+		LineItems []status `json:"line_items"`
+		Total     int
+	}
+	if err := json.Unmarshal(body, &list); code != http.StatusOK || err != nil || list.Total != 8 {
+		t.Fatalf("GET /line-items: %d %v %s", code, err, body)
+	}
+	want := map[string]string{"li-jp": "no_geo_database", "li-all": "", "li-paused": "paused", "li-pending": "no_approved_creative",
+		"li-phone": "", "li-side": "", "li-later": "not_started", "li-limit": ""}
+	for _, s := range list.LineItems {
+		if s.Serving == nil || *s.Serving != (want[s.ID] == "") || reasons(s) != want[s.ID] {
+			t.Errorf("%s: serving %v, reasons %q, want %q", s.ID, s.Serving, reasons(s), want[s.ID])
+		}
+	}
+	if !strings.Contains(string(body), `"targeting":{"placements":["top"],"countries":["JP"],"regions":["JP-13"]}`) {
+		t.Errorf("the line items' own fields are not listed: %s", body)
+	}
+
+	// A line item read and put back whole is taken: its status is not
+	// one of its fields.
+	_, got := adminGet(t, m, token, "/api/v1/line-items/li-all")
+	req, _ := http.NewRequest("PUT", "http://"+m.AdminAddr()+"/api/v1/line-items/li-all", strings.NewReader(string(got)))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), `"serving":true,"reasons":[]`) {
+		t.Errorf("PUT of the GET %s: %d %s", got, resp.StatusCode, msg)
+	}
+
+	// li-limit's one impression shown: its limit is reached.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, body := browserGet(t, "http://"+m.PublicAddr()+"/api/decide?placement=lim&uid=u-1")
+		var a adsAnswer
+		if code == http.StatusOK && json.Unmarshal([]byte(body), &a) == nil && len(a.Decisions) == 1 {
+			if c, b := browserGet(t, a.Decisions[0].ImpressionURL); c != http.StatusOK {
+				t.Fatalf("impression: %d %s", c, b)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("li-limit never served: %d %s", code, body)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	waitUntil(t, "li-limit's status to say its limit is reached", func() bool {
+		code, body := adminGet(t, m, token, "/api/v1/line-items/li-limit")
+		var s status
+		return code == http.StatusOK && json.Unmarshal(body, &s) == nil && s.Serving != nil && !*s.Serving &&
+			reasons(s) == "limit_reached" && s.Reasons[0].Detail == "its total impression limit is reached"
+	})
 }

@@ -108,6 +108,10 @@ type Options struct {
 	// (internal/ads, Service.Explain), JSON-encodable; nil: the route
 	// answers that this server makes no decisions.
 	Explain func(q url.Values, h http.Header) (any, error)
+	// LineItemStatus tells whether each of items serves now and why not
+	// (LineStatus), in their order, from the state the decision index
+	// uses; nil: the line items are listed without it.
+	LineItemStatus func(ctx context.Context, items []*tsubame.LineItem) ([]LineStatus, error)
 	// MaxImportBytes bounds a bulk import's body.
 	MaxImportBytes int64
 	// MaxTokenTTL caps an API token's lifetime (and is the lifetime of one

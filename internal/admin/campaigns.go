@@ -166,7 +166,7 @@ func (c *campaignAPI) list(w http.ResponseWriter, r *http.Request, k tsubame.Cam
 	if objs == nil {
 		objs = []tsubame.CampaignObject{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{k.Plural(): objs, "total": len(objs)})
+	writeJSON(w, http.StatusOK, map[string]any{k.Plural(): c.s.withStatus(r.Context(), k, objs), "total": len(objs)})
 }
 
 func (c *campaignAPI) get(w http.ResponseWriter, r *http.Request, k tsubame.CampaignKind) {
@@ -180,7 +180,7 @@ func (c *campaignAPI) get(w http.ResponseWriter, r *http.Request, k tsubame.Camp
 		c.s.writeStoreError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, o)
+	writeJSON(w, http.StatusOK, c.s.withStatus(r.Context(), k, []tsubame.CampaignObject{o})[0])
 }
 
 // put creates or replaces the object of kind k with the path's id. The
@@ -195,7 +195,7 @@ func (c *campaignAPI) put(w http.ResponseWriter, r *http.Request, k tsubame.Camp
 		body, err = readBody(w, r, maxCampaignObjectBody, "")
 	}
 	if err == nil {
-		err = bulk.DecodeObject(body, "body", id, o)
+		err = bulk.DecodeObject(withoutStatus(k, body), "body", id, o)
 	}
 	var was tsubame.CampaignObject
 	if err == nil {

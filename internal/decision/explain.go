@@ -254,3 +254,37 @@ func (ix *Index) Explain(set *tsubame.CampaignSet, req *Request, rnd *rand.Rand)
 	})
 	return ex
 }
+
+// Status returns why line item li of set (the set ix was compiled or
+// patched from) cannot serve now whatever the request, from the state ix
+// decides with: LeftOut's reasons for a line item ix left out
+// (WhyNotIndexed when it would hold it but does not yet), WhyNotStarted
+// for one whose flight starts later. None: it may serve, as far as its
+// targeting, Counters (budgets, limits, caps, pacing) and requests allow.
+func (ix *Index) Status(set *tsubame.CampaignSet, li *tsubame.LineItem, now time.Time) []Why {
+	o, ok := ix.lineOrd(li.ID)
+	if !ok {
+		why := LeftOut(set, li, now)
+		if why == WhyEligible {
+			why = WhyNotIndexed
+		}
+		return []Why{why}
+	}
+	if l := &ix.lines[o]; now.UnixNano() < l.start {
+		return []Why{WhyNotStarted}
+	} else if now.UnixNano() >= l.end {
+		return []Why{WhyEnded}
+	}
+	return nil
+}
+
+// GeoTargeted reports whether li's targeting names countries or regions
+// (to include or exclude): what a request's country and region, which
+// only a geo database gives, decide.
+func GeoTargeted(li *tsubame.LineItem) bool {
+	t := &li.Targeting
+	if len(t.Countries) > 0 || len(t.Regions) > 0 {
+		return true
+	}
+	return t.Exclude != nil && (len(t.Exclude.Countries) > 0 || len(t.Exclude.Regions) > 0)
+}
