@@ -364,12 +364,20 @@ func TestDashboardCampaignsInBrowser(t *testing.T) {
 	}
 	login("ed")
 	b.do("budgets read", b.until(`document.querySelectorAll("#budgets tbody tr").length > 0`, 10*time.Second))
+	// Each line item's status, from GET /api/v1/line-items: the example's
+	// flights ended, and it targets Japan while the server has no geo
+	// database. The explain is an admin's: an editor has no form.
+	b.do("line item status read", b.until(`document.querySelectorAll("#campaigns td.serving").length > 0 && `+
+		`![...document.querySelectorAll("#campaigns td.serving")].some(td => td.textContent === "…")`, 10*time.Second))
+	if hidden, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("explain-section").hidden`)); err != nil || !hidden {
+		t.Errorf("an editor sees the explain form (%v)", err)
+	}
 	saveScreenshot(t, ctx, "campaigns.png")
 	// li-spring-tokyo has impression limits: its delivery is counted.
-	if got, want := row("li-spring-tokyo"), "li-spring-tokyo|active|4|3|350 JPY|2026-03-01 → 2026-06-01|0|Pause"; got != want {
+	if got, want := row("li-spring-tokyo"), "li-spring-tokyo|active|no: not indexed, no geo database|4|3|350 JPY|2026-03-01 → 2026-06-01|0|Pause"; got != want {
 		t.Errorf("row %q, want %q", got, want)
 	}
-	if got, want := row("li-spring-mornings"), "li-spring-mornings|paused|2|1|420.5 JPY|2026-03-01 → 2026-06-01|—|Resume"; got != want {
+	if got, want := row("li-spring-mornings"), "li-spring-mornings|paused|no: paused, no geo database|2|1|420.5 JPY|2026-03-01 → 2026-06-01|—|Resume"; got != want {
 		t.Errorf("row %q, want %q", got, want)
 	}
 	// The budgets table shows what the API answers, row for row.
@@ -476,7 +484,7 @@ func TestDashboardCampaignsInBrowser(t *testing.T) {
 		chromedp.SetValue(css("#li-cpm"), "1250.5"),
 		chromedp.Click(css("#li-save")),
 		b.until(`document.getElementById("li-edit-status").textContent === "Saved li-okinawa-preroll."`, 10*time.Second),
-		b.until(`document.querySelector('#campaigns tr[data-id="li-okinawa-preroll"]').cells[3].textContent === "5"`, 10*time.Second),
+		b.until(`document.querySelector('#campaigns tr[data-id="li-okinawa-preroll"]').cells[4].textContent === "5"`, 10*time.Second),
 	)
 	if !b.eval(`document.querySelectorAll("#li-form [aria-invalid]").length === 0 && document.querySelectorAll("#li-form .field-problem").length === 0`) {
 		t.Error("the fields still show problems after the save")

@@ -421,7 +421,7 @@ func TestDashboardEditorBelowRow(t *testing.T) {
 		chromedp.SetValue(css("#li-weight"), "7"),
 		chromedp.Click(css("#li-save")),
 		b.until(`document.getElementById("li-edit-status").textContent === "Saved `+li+`."`, 10*time.Second),
-		b.until(`document.querySelector('#campaigns tr[data-id="`+li+`"]').cells[3].textContent === "7"`, 10*time.Second),
+		b.until(`document.querySelector('#campaigns tr[data-id="`+li+`"]').cells[4].textContent === "7"`, 10*time.Second),
 	)
 	if !b.eval(below("campaigns", li, "li-form")) {
 		t.Error("after the save the line item editor left its row")

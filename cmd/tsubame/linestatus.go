@@ -22,9 +22,7 @@ func (m *Main) lineItemStatus(cs tsubame.CampaignStore, q tsubame.Quotas, max in
 	return func(ctx context.Context, items []*tsubame.LineItem) ([]admin.LineStatus, error) {
 		now := time.Now()
 		set, _ := engine.Set()
-		if set == nil {
-			set = &tsubame.CampaignSet{}
-		}
+		sl := decision.NewSet(set)
 		ix := engine.Index()
 		var spent []budget.Usage
 		if q != nil {
@@ -42,15 +40,11 @@ func (m *Main) lineItemStatus(cs tsubame.CampaignStore, q tsubame.Quotas, max in
 		out := make([]admin.LineStatus, len(items))
 		for i, li := range items {
 			var rs []admin.StatusReason
-			for _, w := range ix.Status(set, li, now) {
+			for _, w := range ix.Status(sl, li, now) {
 				rs = append(rs, admin.StatusReason{Reason: w.String(), Detail: w.Text()})
 			}
-			camp := ""
-			if c, _ := set.Object(tsubame.KindCampaign, li.Campaign).(*tsubame.Campaign); c != nil {
-				camp = c.ID
-			}
 			for _, u := range spent {
-				if u.LineItem == li.ID || u.LineItem == "" && u.Campaign == camp {
+				if u.LineItem == li.ID || u.LineItem == "" && u.Campaign == li.Campaign {
 					rs = append(rs, spentReason(u))
 				}
 			}

@@ -12,12 +12,13 @@ type Features struct {
 	Budgets   bool `json:"budgets"`   // /api/v1/budgets
 	Reports   bool `json:"reports"`   // /api/v1/reports
 	Forecast  bool `json:"forecast"`  // /api/v1/forecast
+	Explain   bool `json:"explain"`   // /api/v1/decide/explain (admins)
 }
 
 func (s *Server) features() Features {
 	return Features{Stats: s.stats != nil, Endpoints: s.stats != nil && s.opt.Metrics != nil,
 		Campaigns: s.opt.Campaigns != nil, Budgets: s.opt.Campaigns != nil && s.opt.Budgets != nil, Reports: s.opt.Reports != nil,
-		Forecast: s.opt.Forecast != nil}
+		Forecast: s.opt.Forecast != nil, Explain: s.opt.Explain != nil}
 }
 
 // whoami says who the request's credentials name, with their CSRF token

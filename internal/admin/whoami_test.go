@@ -68,7 +68,7 @@ func TestWhoami(t *testing.T) {
 	if m["user"] != testUser || m["role"] != "admin" || m["csrf_token"] != csrf {
 		t.Errorf("a session: %v", m)
 	}
-	if f, _ := m["features"].(map[string]any); len(f) != 6 || f["stats"] != false || f["campaigns"] != false || f["reports"] != false || f["forecast"] != false {
+	if f, _ := m["features"].(map[string]any); len(f) != 7 || f["stats"] != false || f["campaigns"] != false || f["reports"] != false || f["forecast"] != false {
 		t.Errorf("features %v", m["features"])
 	}
 	// What the page therefore does not ask: the stats routes say why.

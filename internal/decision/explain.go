@@ -45,7 +45,7 @@ const (
 	WhyRefused                       // Counters refused it: frequency cap, budget, impression limit or pacing
 	WhyLostDraw                      // eligible, but the weighted draw chose another of its priority
 	WhyLowerPriority                 // eligible, but a higher priority filled the slots
-	WhyNotIndexed                    // the index has not taken its latest change yet
+	WhyNotIndexed                    // the index does not hold its latest version
 	WhyWon                           // it serves
 	numWhys
 )
@@ -81,7 +81,7 @@ var whyNames = [numWhys]struct{ code, text string }{
 	WhyRefused:            {"capped", "a frequency cap, budget, impression limit or pacing held it back"},
 	WhyLostDraw:           {"lost_draw", "eligible, but the weighted draw chose another line item of its priority"},
 	WhyLowerPriority:      {"lower_priority", "eligible, but line items of a higher priority filled the slots"},
-	WhyNotIndexed:         {"not_indexed", "the decision index has not taken its latest change yet"},
+	WhyNotIndexed:         {"not_indexed", "the decision index does not hold its latest version: a change not taken yet, or a set it cannot compile (the process log says why)"},
 	WhyWon:                {"won", "it serves"},
 }
 
@@ -101,14 +101,40 @@ func (w Why) Text() string {
 	return "unknown"
 }
 
-// LeftOut returns why line item li of set cannot serve from an index
-// compiled from set at now (paused, no approved creative, an empty or
-// ended flight, no hour or day), or WhyEligible: the same rules
-// Compile reads.
-func LeftOut(set *tsubame.CampaignSet, li *tsubame.LineItem, now time.Time) Why {
-	camp, _ := set.Object(tsubame.KindCampaign, li.Campaign).(*tsubame.Campaign)
+// Set finds a campaign set's campaigns and creatives by id, for the
+// reasons of many line items (LeftOut).
+type Set struct {
+	camps     map[string]*tsubame.Campaign
+	creatives map[string]*tsubame.Creative
+}
+
+// NewSet indexes set (nil: an empty one), which it keeps and does not modify.
+func NewSet(set *tsubame.CampaignSet) *Set {
+	if set == nil {
+		set = &tsubame.CampaignSet{}
+	}
+	s := &Set{camps: make(map[string]*tsubame.Campaign, len(set.Campaigns)), creatives: make(map[string]*tsubame.Creative, len(set.Creatives))}
+	for _, c := range set.Campaigns {
+		s.camps[c.ID] = c
+	}
+	for _, c := range set.Creatives {
+		s.creatives[c.ID] = c
+	}
+	return s
+}
+
+// LeftOut returns why line item li cannot serve from an index compiled
+// from the set at now (paused, no approved creative, an empty or ended
+// flight, no hour or day), or WhyEligible: the rules Compile reads, in the
+// helpers it shares. A line item whose campaign the set does not hold is
+// one the index has not taken (WhyNotIndexed).
+func (s *Set) LeftOut(li *tsubame.LineItem, now time.Time) Why {
+	if li.Paused() {
+		return WhyPaused
+	}
+	camp := s.camps[li.Campaign]
 	if camp == nil {
-		return WhyEmptyFlight // Validate refuses this
+		return WhyNotIndexed
 	}
 	start, end := flight(camp.Start, li.Start, camp.End, li.End)
 	if why := standing(li, start, end, now.UnixNano()); why != WhyEligible {
@@ -116,7 +142,7 @@ func LeftOut(set *tsubame.CampaignSet, li *tsubame.LineItem, now time.Time) Why 
 	}
 	n := 0
 	for _, id := range li.Creatives {
-		if c, _ := set.Object(tsubame.KindCreative, id).(*tsubame.Creative); c != nil && approved(c) {
+		if c := s.creatives[id]; c != nil && approved(c) {
 			n++
 		}
 	}
@@ -206,6 +232,7 @@ func (ix *Index) Explain(set *tsubame.CampaignSet, req *Request, rnd *rand.Rand)
 	if set == nil {
 		set = &tsubame.CampaignSet{}
 	}
+	var sl *Set // made for the first line item the index left out
 	for _, li := range set.LineItems {
 		if ps := li.Targeting.Placements; len(ps) > 0 && !slices.Contains(ps, req.Placement) {
 			continue
@@ -214,7 +241,10 @@ func (ix *Index) Explain(set *tsubame.CampaignSet, req *Request, rnd *rand.Rand)
 		o, ok := ix.lineOrd(li.ID)
 		switch {
 		case !ok:
-			t.Why = LeftOut(set, li, now)
+			if sl == nil {
+				sl = NewSet(set)
+			}
+			t.Why = sl.LeftOut(li, now)
 			if t.Why == WhyEligible {
 				// A change the index has not caught up with yet.
 				t.Why = WhyNotIndexed
@@ -255,16 +285,17 @@ func (ix *Index) Explain(set *tsubame.CampaignSet, req *Request, rnd *rand.Rand)
 	return ex
 }
 
-// Status returns why line item li of set (the set ix was compiled or
-// patched from) cannot serve now whatever the request, from the state ix
-// decides with: LeftOut's reasons for a line item ix left out
-// (WhyNotIndexed when it would hold it but does not yet), WhyNotStarted
-// for one whose flight starts later. None: it may serve, as far as its
-// targeting, Counters (budgets, limits, caps, pacing) and requests allow.
-func (ix *Index) Status(set *tsubame.CampaignSet, li *tsubame.LineItem, now time.Time) []Why {
+// Status returns why line item li cannot serve now whatever the request,
+// from the state ix decides with (set: the set ix was compiled or patched
+// from): LeftOut's reasons for a line item ix left out (WhyNotIndexed when
+// it would hold it but does not yet), WhyNotStarted or WhyEnded for one
+// whose flight has not started or has ended. None: it may serve, as far
+// as its targeting, Counters (budgets, limits, caps, pacing) and requests
+// allow.
+func (ix *Index) Status(set *Set, li *tsubame.LineItem, now time.Time) []Why {
 	o, ok := ix.lineOrd(li.ID)
 	if !ok {
-		why := LeftOut(set, li, now)
+		why := set.LeftOut(li, now)
 		if why == WhyEligible {
 			why = WhyNotIndexed
 		}

@@ -90,6 +90,7 @@ function enter(session) {
   if (features.campaigns) loadCampaigns();
   if (features.reports) loadReport();
   if (features.forecast) loadForecast();
+  $("explain-section").hidden = !features.explain || role !== "admin";
 }
 
 // Budgets: what the store holds of every budget and impression limit,
@@ -641,6 +642,7 @@ async function loadCampaigns() {
   currencyShown = r.data.currency || "USD";
   renderCampaigns(r.data);
   loadBudgets();
+  loadLineStatus();
 }
 
 function byKey(list, key) {
@@ -665,7 +667,7 @@ function cell(tr, text, className) {
 function groupRow(className, text) {
   const tr = document.createElement("tr");
   tr.className = className;
-  cell(tr, text).colSpan = 8;
+  cell(tr, text).colSpan = 9;
   return tr;
 }
 
@@ -701,6 +703,7 @@ function lineRow(li, c, currency) {
   const paused = li.status === "paused";
   cell(tr, li.id);
   cell(tr, paused ? "paused" : "active", paused ? "status paused" : "status");
+  cell(tr, "…", "serving"); // filled in by loadLineStatus
   cell(tr, String(li.priority), "num");
   cell(tr, String(li.weight), "num");
   cell(tr, `${li.cpm} ${currency}`, "num");
@@ -1142,3 +1145,80 @@ $("forecast-form").addEventListener("submit", (ev) => { ev.preventDefault(); loa
 
 $("report-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadReport(); });
 $("report-line").addEventListener("change", () => loadReport());
+
+// Line item status (GET /api/v1/line-items): whether each can serve now
+// and, if not, why, shown in the campaigns table's serving column.
+async function loadLineStatus() {
+  const r = await api("GET", "/api/v1/line-items");
+  const items = (r.status === 200 && r.data && r.data.line_items) || [];
+  const byID = new Map(items.map((li) => [li.id, li]));
+  for (const tr of $("campaigns").querySelectorAll("tr.line")) {
+    const td = tr.querySelector("td.serving");
+    const li = byID.get(tr.dataset.id);
+    if (!td) continue;
+    if (!li || typeof li.serving !== "boolean") {
+      td.textContent = "—";
+      td.title = "not told by this server";
+      continue;
+    }
+    const reasons = li.reasons || [];
+    td.textContent = li.serving ? "yes" : "no: " + reasons.map((x) => x.reason.replaceAll("_", " ")).join(", ");
+    td.title = li.serving ? "nothing keeps it from serving: targeting, caps and pacing decide each request"
+      : reasons.map((x) => x.detail).join("; ");
+    td.classList.toggle("not-serving", !li.serving);
+  }
+}
+
+// Why not this ad? (GET /api/v1/decide/explain, admins): what /api/decide
+// would answer a request, and the first rule that excluded each line item
+// of its placement. window.tsubameExplain holds the API's last answer.
+window.tsubameExplain = null;
+
+async function runExplain() {
+  const q = new URLSearchParams({ placement: $("explain-placement").value.trim() });
+  for (const k of ["site", "country", "region", "ip", "ua", "w", "h", "count"]) {
+    const v = $("explain-" + k).value.trim();
+    if (v) q.set(k, v);
+  }
+  for (const kv of $("explain-kv").value.split(",")) {
+    const [k, ...v] = kv.split("=");
+    if (k.trim()) q.append("kv." + k.trim(), v.join("=").trim());
+  }
+  const r = await api("GET", "/api/v1/decide/explain?" + q);
+  const body = $("explain-lines").tBodies[0];
+  body.replaceChildren();
+  if (r.status !== 200 || !r.data) {
+    $("explain-summary").textContent = "";
+    $("explain-error").textContent = (r.data && r.data.error) || `Cannot explain (${r.status}).`;
+    window.tsubameExplain = null;
+    return;
+  }
+  $("explain-error").textContent = "";
+  const x = r.data;
+  window.tsubameExplain = x;
+  const rq = x.request;
+  const who = [rq.country || "no country", rq.region, rq.device || "no device", rq.os, rq.browser].filter(Boolean).join(", ");
+  const won = (x.decisions || []).map((d) => `${d.id} (${d.creative})`).join(", ");
+  $("explain-summary").textContent = (won ? `Serves ${won}` : "Serves nothing") + ` to ${who}` +
+    (rq.bot ? "; this User-Agent is a crawler's, which /api/decide answers with nothing" : "") +
+    (x.sold ? "; the placement is sold in an auction first" : "") +
+    (x.more ? `; ${x.more} more line items not listed` : "") + ".";
+  for (const l of x.line_items || []) {
+    const tr = document.createElement("tr");
+    tr.dataset.lineItem = l.id;
+    if (l.reason === "won") tr.className = "won";
+    cell(tr, l.id);
+    cell(tr, l.campaign);
+    cell(tr, String(l.priority), "num");
+    cell(tr, l.reason.replaceAll("_", " "));
+    cell(tr, l.detail);
+    body.appendChild(tr);
+  }
+  if (!(x.line_items || []).length) {
+    const tr = document.createElement("tr");
+    cell(tr, "no line item names this placement, or none at all");
+    tr.cells[0].colSpan = 5;
+    body.appendChild(tr);
+  }
+}
+$("explain-form").addEventListener("submit", (ev) => { ev.preventDefault(); runExplain(); });
