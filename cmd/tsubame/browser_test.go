@@ -292,8 +292,8 @@ func TestDashboardCampaignsInBrowser(t *testing.T) {
 	env := []string{"TSUBAME_DATA_DIR=" + p.dataDir}
 	const password = "correct horse battery staple"
 	secrets := map[string]string{}
-	for _, u := range []string{"ed", "watcher"} {
-		role := map[string]string{"ed": "editor", "watcher": "viewer"}[u]
+	for _, u := range []string{"ed", "watcher", "boss"} {
+		role := map[string]string{"ed": "editor", "watcher": "viewer", "boss": "admin"}[u]
 		exit, out, stderr := runCmd(t, env, password+"\n", "admin", "create-user", "-role", role, u)
 		secret := regexp.MustCompile(`TOTP secret .*: ([A-Z2-7]+)`).FindStringSubmatch(out)
 		if exit != 0 || secret == nil {
@@ -516,6 +516,42 @@ func TestDashboardCampaignsInBrowser(t *testing.T) {
 	if got := row("li-spring-tokyo"); !strings.Contains(got, "|paused|") {
 		t.Errorf("the viewer sees %q", got)
 	}
+	if !b.eval(`document.getElementById("explain-section").hidden`) {
+		t.Error("a viewer sees the explain form")
+	}
+
+	// An admin asks why: the index still holds the demo's campaigns (the
+	// example's are in another currency than ads.currency), two of which
+	// share placement 1 at one priority and one wants kv section=sports.
+	b.do("log out", chromedp.Click(css("#logout")), chromedp.WaitVisible(css("#login")))
+	login("boss")
+	b.do("explain a request",
+		chromedp.WaitVisible(css("#explain-form")),
+		chromedp.SetValue(css("#explain-placement"), "1"),
+		chromedp.SetValue(css("#explain-kv"), "section=news"),
+		chromedp.SetValue(css("#explain-ua"), browserUA),
+		chromedp.Click(css("#explain-run")),
+		b.until(`document.querySelectorAll("#explain-lines tbody tr[data-line-item]").length === 3`, 10*time.Second),
+	)
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[string](
+		`[...document.querySelectorAll("#explain-lines tbody tr")].map(r => r.dataset.lineItem + ":" + r.cells[3].textContent).sort().join(",")`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != "demo-coffee-run:lost draw,demo-coffee-sports:key values,demo-travel-run:won" &&
+		got != "demo-coffee-run:won,demo-coffee-sports:key values,demo-travel-run:lost draw" {
+		t.Errorf("the explain lists %q", got)
+	}
+	if summary := b.text("#explain-summary"); !strings.HasPrefix(summary, "Serves demo-") || !strings.Contains(summary, "desktop") {
+		t.Errorf("the explain's summary: %q", summary)
+	}
+	saveScreenshot(t, ctx, "explain.png")
+	b.do("a placement missing",
+		chromedp.SetValue(css("#explain-placement"), "x"),
+		chromedp.SetValue(css("#explain-country"), "jp"),
+		chromedp.Click(css("#explain-run")),
+		b.until(`document.getElementById("explain-error").textContent === "country must be an ISO 3166-1 alpha-2 code such as JP"`, 10*time.Second),
+	)
 }
 
 // browserContext starts headless Chromium with a profile of its own, the
