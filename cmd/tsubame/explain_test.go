@@ -27,7 +27,7 @@ const explainSet = `{
     {"id": "b2", "advertiser": "acme", "format": "banner", "w": 300, "h": 250,
      "image": "https://cdn.acme.example/b2.png", "click": "https://acme.example/spring", "status": "pending"}],
   "line_items": [
-    {"id": "li-jp", "campaign": "spring", "priority": 2, "weight": 1, "cpm": "1.25", "creatives": ["b1"],
+    {"id": "li-jp", "name": "Japan, top", "campaign": "spring", "priority": 2, "weight": 1, "cpm": "1.25", "creatives": ["b1"],
      "targeting": {"placements": ["top"], "countries": ["JP"], "regions": ["JP-13"]}},
     {"id": "li-all", "campaign": "spring", "priority": 5, "weight": 1, "cpm": "0.5", "creatives": ["b1"],
      "targeting": {"placements": ["top"]}},
@@ -46,11 +46,11 @@ type explained struct {
 	Request struct {
 		Country, Region, Device string
 	} `json:"request"`
-	Decisions []struct{ ID, Creative string } `json:"decisions"`
-	Eligible  [][]string                      `json:"eligible"`
+	Decisions []struct{ ID, Name, Creative string } `json:"decisions"`
+	Eligible  [][]string                            `json:"eligible"`
 	LineItems []struct {
-		ID, Reason, Detail string
-		Slot               *int
+		ID, Name, Reason, Detail string
+		Slot                     *int
 	} `json:"line_items"`
 }
 
@@ -118,6 +118,9 @@ func TestExplainEndToEnd(t *testing.T) {
 			if got[id] != r {
 				t.Errorf("from %s: %s %q, want %q (%s)", c.ip, id, got[id], r, body)
 			}
+		}
+		if wantName := map[string]string{"li-jp": "Japan, top"}[c.won]; ex.Decisions[0].Name != wantName || ex.LineItems[0].Name != wantName {
+			t.Errorf("from %s: the winner's name %q, want %q", c.ip, ex.Decisions[0].Name, wantName)
 		}
 		if ex.LineItems[0].ID != c.won || ex.LineItems[0].Slot == nil || *ex.LineItems[0].Slot != 0 {
 			t.Errorf("from %s: the winner is not listed first: %s", c.ip, body)

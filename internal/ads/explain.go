@@ -72,6 +72,7 @@ type ExplainedRequest struct {
 // ExplainedLine is one candidate line item and what the decision made of it.
 type ExplainedLine struct {
 	ID       string `json:"id"`
+	Name     string `json:"name,omitempty"`
 	Campaign string `json:"campaign"`
 	Priority int    `json:"priority"`
 	Creative string `json:"creative,omitempty"` // a winner's
@@ -215,8 +216,14 @@ func (s *Service) Explain(q url.Values, h http.Header) (*Explained, error) {
 	if au := s.opt.Auction; au != nil && au.Sells(req.Placement) {
 		res.Sold = true
 	}
+	names := map[string]string{}
+	for _, l := range ex.Lines {
+		if l.Why == decision.WhyWon && l.Name != "" {
+			names[l.ID] = l.Name
+		}
+	}
 	for k, d := range ex.Decisions {
-		res.Decisions = append(res.Decisions, ExplainedLine{ID: d.Line.ID, Campaign: d.Line.Campaign, Priority: d.Line.Priority,
+		res.Decisions = append(res.Decisions, ExplainedLine{ID: d.Line.ID, Name: names[d.Line.ID], Campaign: d.Line.Campaign, Priority: d.Line.Priority,
 			Creative: d.Creative.ID, Reason: decision.WhyWon.String(), Detail: decision.WhyWon.Text(), Slot: &k})
 	}
 	counts := map[decision.Why]int{}
@@ -226,7 +233,7 @@ func (s *Service) Explain(q url.Values, h http.Header) (*Explained, error) {
 			res.More++
 			continue
 		}
-		e := ExplainedLine{ID: l.ID, Campaign: l.Campaign, Priority: l.Priority, Reason: l.Why.String(), Detail: l.Why.Text()}
+		e := ExplainedLine{ID: l.ID, Name: l.Name, Campaign: l.Campaign, Priority: l.Priority, Reason: l.Why.String(), Detail: l.Why.Text()}
 		if l.Why == decision.WhyWon {
 			sl := l.Slot
 			e.Slot, e.Creative = &sl, ex.Decisions[sl].Creative.ID

@@ -157,9 +157,9 @@ func (s *Set) LeftOut(li *tsubame.LineItem, now time.Time) Why {
 
 // Traced is what Explain found of one line item.
 type Traced struct {
-	ID, Campaign string
-	Priority     int
-	Why          Why
+	ID, Name, Campaign string
+	Priority           int
+	Why                Why
 	// Slot is the slot of the answer it won (WhyWon), else -1.
 	Slot int
 	// InIndex reports whether the index holds it (else LeftOut's reason
@@ -237,7 +237,7 @@ func (ix *Index) Explain(set *tsubame.CampaignSet, req *Request, rnd *rand.Rand)
 		if ps := li.Targeting.Placements; len(ps) > 0 && !slices.Contains(ps, req.Placement) {
 			continue
 		}
-		t := Traced{ID: li.ID, Campaign: li.Campaign, Priority: li.Priority, Slot: -1}
+		t := Traced{ID: li.ID, Name: li.Name, Campaign: li.Campaign, Priority: li.Priority, Slot: -1}
 		o, ok := ix.lineOrd(li.ID)
 		switch {
 		case !ok:

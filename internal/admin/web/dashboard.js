@@ -1207,7 +1207,7 @@ async function runExplain() {
     const tr = document.createElement("tr");
     tr.dataset.lineItem = l.id;
     if (l.reason === "won") tr.className = "won";
-    cell(tr, l.id);
+    cell(tr, l.name ? `${l.name} (${l.id})` : l.id);
     cell(tr, l.campaign);
     cell(tr, String(l.priority), "num");
     cell(tr, l.reason.replaceAll("_", " "));
