@@ -112,6 +112,20 @@
 // runtime's goroutine-safe source when nil), so a decision allocates
 // nothing; an Index is immutable and safe for concurrent use.
 //
+// # Explaining
+//
+// match and fits return the first rule a line item fails (a Why), not a
+// bool, and Decide's loop takes an optional tracer (nil on the request
+// path, which so allocates nothing more): Index.Explain runs the same loop
+// with one, and tells for every candidate line item of a request's
+// placement the rule that excluded it, that Counters refused it, that it
+// lost the draw or a higher priority filled the slots, or the slot it won;
+// given the same random source, its decisions are Decide's
+// (TestExplainAgreesWithDecide). What leaves a line item out of the index
+// (paused, no approved creative, its flight) comes from the helpers
+// compileLine shares with Set.LeftOut. Decide also sets Request.NoFill, the
+// furthest an unfilled request got, for the no-fill counts by cause.
+//
 // It imports the domain only: never the listeners (server, admin), config,
 // the store backends or cmd (arch_test.go).
 package decision
