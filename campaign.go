@@ -41,6 +41,7 @@ const (
 	MaxHTMLLength        = 64 << 10 // bytes of a banner's HTML
 	MaxCreativeDimension = 10_000   // pixels of a creative's width or height
 	MaxVideoDuration     = 3600     // seconds of a video creative
+	MaxReasonLength      = 1024     // bytes of why a creative was rejected
 )
 
 // MaxCPM is the largest price of a thousand impressions: 1,000,000 units of
@@ -77,6 +78,10 @@ type Campaign struct {
 	Timezone string `json:"timezone,omitempty"`
 	Budget   Budget `json:"budget,omitzero"`
 	Pacing   Pacing `json:"pacing,omitzero"`
+	// Status is active (the default) or paused: a paused campaign's line
+	// items serve nothing, whatever their own status, until it is active
+	// again.
+	Status string `json:"status,omitempty"`
 }
 
 // Budget caps a campaign's spend; left out (zero), no cap.
@@ -222,10 +227,14 @@ type Creative struct {
 	App string `json:"app,omitempty"`
 	// Status is approved, pending (the default) or rejected.
 	Status string `json:"status,omitempty"`
+	// Reason is why the creative was rejected, for the advertiser to fix
+	// it: written by a rejection, cleared by an approval.
+	Reason string `json:"reason,omitempty"`
 }
 
-// Line item statuses: a paused line item keeps its place and settings in
-// the set but serves nothing until it is active again.
+// Line item and campaign statuses: a paused line item (or every line item
+// of a paused campaign) keeps its place and settings in the set but serves
+// nothing until it is active again.
 const (
 	StatusActive = "active" // the default
 	StatusPaused = "paused"
@@ -934,10 +943,18 @@ func checkName(v *checker, at, name string) {
 	}
 }
 
+// Paused reports whether c is paused.
+func (c *Campaign) Paused() bool { return c.Status == StatusPaused }
+
 func (c *Campaign) check(v *checker, at string) {
 	checkID(v, at+".id", c.ID)
 	checkName(v, at+".name", c.Name)
 	checkRef(v, at+".advertiser", c.Advertiser)
+	switch c.Status {
+	case "", StatusActive, StatusPaused:
+	default:
+		v.add(at+".status", "%q is not one of active, paused", clip(c.Status, 40))
+	}
 	checkWindow(v, at, c.Start, c.End)
 	if _, err := c.Location(); err != nil {
 		v.add(at+".timezone", "%q is not a known IANA time zone (such as Asia/Tokyo or UTC)", clip(c.Timezone, 64))
@@ -1057,6 +1074,9 @@ func (c *Creative) check(v *checker, at string) {
 	case "", StatusApproved, StatusPending, StatusRejected:
 	default:
 		v.add(at+".status", "%q is not one of approved, pending, rejected", clip(c.Status, 40))
+	}
+	if len(c.Reason) > MaxReasonLength || !printable(strings.NewReplacer("\n", "", "\t", "").Replace(c.Reason), true) {
+		v.add(at+".reason", "must be at most %d bytes of text", MaxReasonLength)
 	}
 }
 

@@ -353,6 +353,8 @@ func TestFlightsAndStatus(t *testing.T) {
 		}, when: compiledAt, lines: 0},
 		{name: "line item paused", edit: func(f *fixture) { f.set.LineItems[0].Status = tsubame.StatusPaused }, when: compiledAt, lines: 0},
 		{name: "line item active", edit: func(f *fixture) { f.set.LineItems[0].Status = tsubame.StatusActive }, when: compiledAt, lines: 1, serve: true},
+		{name: "campaign paused", edit: func(f *fixture) { f.set.Campaigns[0].Status = tsubame.StatusPaused }, when: compiledAt, lines: 0},
+		{name: "campaign active", edit: func(f *fixture) { f.set.Campaigns[0].Status = tsubame.StatusActive }, when: compiledAt, lines: 1, serve: true},
 		{name: "creative pending", edit: func(f *fixture) { f.set.Creatives[0].Status = tsubame.StatusPending }, when: compiledAt, lines: 0},
 		{name: "creative rejected", edit: func(f *fixture) { f.set.Creatives[0].Status = tsubame.StatusRejected }, when: compiledAt, lines: 0},
 		{name: "creative status empty is pending", edit: func(f *fixture) { f.set.Creatives[0].Status = "" }, when: compiledAt, lines: 0},

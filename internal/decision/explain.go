@@ -21,6 +21,7 @@ type Why uint8
 const (
 	WhyEligible           Why = iota // passes every rule
 	WhyPaused                        // the line item is paused
+	WhyCampaignPaused                // its campaign is paused
 	WhyNoApprovedCreative            // none of its creatives is approved
 	WhyEmptyFlight                   // its window and its campaign's do not meet
 	WhyNoTime                        // its hours and weekdays leave no time to serve
@@ -57,6 +58,7 @@ var dimWhy = [numDims]Why{dimPlacement: WhyPlacement, dimSite: WhySite, dimApp: 
 var whyNames = [numWhys]struct{ code, text string }{
 	WhyEligible:           {"eligible", "passes every rule"},
 	WhyPaused:             {"paused", "the line item is paused"},
+	WhyCampaignPaused:     {"campaign_paused", "its campaign is paused"},
 	WhyNoApprovedCreative: {"no_approved_creative", "none of its creatives is approved"},
 	WhyEmptyFlight:        {"empty_flight", "its start and end, within its campaign's, leave no time"},
 	WhyNoTime:             {"no_hour", "its hours and weekdays exclude every hour"},
@@ -137,7 +139,7 @@ func (s *Set) LeftOut(li *tsubame.LineItem, now time.Time) Why {
 		return WhyNotIndexed
 	}
 	start, end := flight(camp.Start, li.Start, camp.End, li.End)
-	if why := standing(li, start, end, now.UnixNano()); why != WhyEligible {
+	if why := standing(li, camp, start, end, now.UnixNano()); why != WhyEligible {
 		return why
 	}
 	n := 0

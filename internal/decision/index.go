@@ -293,9 +293,10 @@ func (ix *Index) LineByID(id string) (*Line, bool) {
 // the set's validation error (EINVALID) when the set breaks a rule of the
 // model, since a decision over such a set could not be trusted.
 //
-// Only approved creatives are kept; a line item is left out when it is
-// paused, when it has no approved creative, when its flight within its
-// campaign's is empty, or when that flight ended before opt.Now.
+// Only approved creatives are kept; a line item is left out when it or
+// its campaign is paused, when it has no approved creative, when its
+// flight within its campaign's is empty, or when that flight ended before
+// opt.Now.
 func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 	if set == nil {
 		return nil, tsubame.Errorf(tsubame.EINVALID, "no campaign set to compile")
@@ -426,7 +427,7 @@ func (l *Line) nextEdge(now int64) int64 {
 }
 
 // compileLine compiles li, interning its values into ix's dictionaries. It
-// reports why li cannot serve (paused, its flight empty or ended, no
+// reports why li cannot serve (it or its campaign paused, its flight empty or ended, no
 // approved creative, no hour or day it may serve: LeftOut's reasons), or
 // WhyEligible.
 func (ix *Index) compileLine(li *tsubame.LineItem, lc *lineContext) (Line, Why, error) {
@@ -435,7 +436,7 @@ func (ix *Index) compileLine(li *tsubame.LineItem, lc *lineContext) (Line, Why, 
 		return Line{}, 0, tsubame.Errorf(tsubame.EINVALID, "line item %q: campaign %q does not exist", li.ID, li.Campaign)
 	}
 	start, end := flight(camp.Start, li.Start, camp.End, li.End)
-	if why := standing(li, start, end, lc.now); why != WhyEligible {
+	if why := standing(li, camp, start, end, lc.now); why != WhyEligible {
 		return Line{}, why, nil
 	}
 	campStart, campEnd := flight(camp.Start, time.Time{}, camp.End, time.Time{})
@@ -529,10 +530,12 @@ func approved(c *tsubame.Creative) bool { return c.Status == tsubame.StatusAppro
 // standing reports why li, of flight [start, end) (Unix nanoseconds),
 // cannot serve at now whatever the request: paused, an empty flight, one
 // ended; else WhyEligible.
-func standing(li *tsubame.LineItem, start, end, now int64) Why {
+func standing(li *tsubame.LineItem, camp *tsubame.Campaign, start, end, now int64) Why {
 	switch {
 	case li.Paused():
 		return WhyPaused
+	case camp.Paused():
+		return WhyCampaignPaused
 	case start >= end:
 		return WhyEmptyFlight
 	case end <= now:

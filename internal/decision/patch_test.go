@@ -68,7 +68,7 @@ func lineCreatives(set *tsubame.CampaignSet, r *rand.Rand, campaign string) []st
 
 // mutate draws n changes of set: line items edited (targeting of known
 // and new values, priority, flight, pause), added and deleted; campaigns'
-// flights, zones and budgets; creatives approved, rejected and resized;
+// flights, zones, budgets and pauses; creatives approved, rejected and resized;
 // advertisers' domains.
 func mutate(set *tsubame.CampaignSet, r *rand.Rand, n int, now time.Time, next *int) []tsubame.CampaignChange {
 	var out []tsubame.CampaignChange
@@ -129,6 +129,8 @@ func mutate(set *tsubame.CampaignSet, r *rand.Rand, n int, now time.Time, next *
 			case 2:
 				c.Budget = tsubame.Budget{Total: tsubame.Money(1 + r.IntN(1000)), Daily: tsubame.Money(r.IntN(2))}
 			}
+			// A campaign paused or resumed: all its line items leave or come back.
+			c.Status = []string{"", tsubame.StatusPaused, "", tsubame.StatusActive}[r.IntN(4)]
 			out = append(out, tsubame.CampaignChange{Kind: tsubame.KindCampaign, ID: c.ID, Object: c})
 		case k < 90:
 			c := set.Creatives[r.IntN(len(set.Creatives))].Clone()
