@@ -24,13 +24,14 @@ import (
 
 // The campaign API: advertisers, campaigns, creatives and line items, each
 // kind under /api/v1/<kind> (list, get, put, delete), pause and resume of
-// line items, and the whole set imported and exported as a campaign file
-// (internal/bulk). Viewers read, editors write; every write is audited as
-// <kind>.put, <kind>.delete, line_item.pause, line_item.resume or
-// campaigns.import. The store checks every write against the whole set, so
-// a write that would leave a reference dangling is refused with every
-// problem listed (400), and a delete of an object others use is refused
-// naming them (409).
+// line items and campaigns, a creative's approval or rejection
+// (statuses.go), and the whole set imported and exported as a campaign
+// file (internal/bulk). Viewers read, editors write; every write is
+// audited as <kind>.put, <kind>.delete, line_item.pause, line_item.resume,
+// campaigns.import or a status verb's action (statusActions). The store
+// checks every write against the whole set, so a write that would leave a
+// reference dangling is refused with every problem listed (400), and a
+// delete of an object others use is refused naming them (409).
 
 // maxCampaignObjectBody bounds the body of one object's PUT: a line item
 // may list up to tsubame.MaxListValues values in each targeting list.
@@ -92,6 +93,7 @@ func (s *Server) campaignRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /api/v1/line-items/{id}/resume", editor(func(w http.ResponseWriter, r *http.Request) {
 		c.setStatus(w, r, "line_item.resume", "") // active, the default
 	}))
+	c.statusRoutes(mux, editor)
 	// These two are more specific than /api/v1/campaigns/{id}: a campaign
 	// with the id "export" is read through the list.
 	mux.HandleFunc("POST /api/v1/campaigns/import", editor(c.importSet))
@@ -156,9 +158,13 @@ func bodyError(err error, limit int64, setting string) error {
 }
 
 // list answers every object of kind k, in id order, under the kind's
-// plural name, with their count.
+// plural name, with their count; ?status= keeps those in one status
+// (filterStatus).
 func (c *campaignAPI) list(w http.ResponseWriter, r *http.Request, k tsubame.CampaignKind) {
 	objs, err := c.store.ListObjects(r.Context(), k)
+	if err == nil {
+		objs, err = filterStatus(r, k, objs)
+	}
 	if err != nil {
 		c.s.writeStoreError(w, err)
 		return
@@ -274,7 +280,7 @@ const maxHistory = 500
 
 // history answers the changes of the object of kind k with the path's id
 // that the audit log holds, newest first: every write of it that went
-// through (its put and delete; a line item's pause and resume), who made
+// through (its put and delete; its status verbs, statusActions), who made
 // it and when. ?limit=N (1..500, default 50). The audit log is this
 // node's, which its command line shares: with several nodes, each lists
 // the changes made through it (their syslog copies hold them all), and an
@@ -295,8 +301,8 @@ func (c *campaignAPI) history(w http.ResponseWriter, r *http.Request, k tsubame.
 		return
 	}
 	actions := map[string]bool{k.String() + ".put": true, k.String() + ".delete": true}
-	if k == tsubame.KindLineItem {
-		actions["line_item.pause"], actions["line_item.resume"] = true, true
+	for _, a := range statusActions[k] {
+		actions[a] = true
 	}
 	// Ids are letters, digits and -_.:@, which JSON writes as they are.
 	recs, complete, err := c.s.auditLog.Find(`"target":"`+id+`"`, func(rec *AuditRecord) bool {
