@@ -228,3 +228,27 @@ func TestCampaignPauseAPI(t *testing.T) {
 		t.Errorf("camp-a's history: %q", got)
 	}
 }
+
+// The creative previews widen the page's policy for images and media
+// only: scripts, styles, connections and frames stay this listener's, and
+// nothing inline runs.
+func TestPreviewPolicy(t *testing.T) {
+	h := newHarness(t, true, nil)
+	got := h.do("GET", "/", nil).header.Get("Content-Security-Policy")
+	directives := map[string]string{}
+	for _, d := range strings.Split(got, ";") {
+		name, value, _ := strings.Cut(strings.TrimSpace(d), " ")
+		directives[name] = value
+	}
+	for name, want := range map[string]string{
+		"default-src": "'self'", "script-src": "'self'", "style-src": "'self'", "connect-src": "'self'",
+		"img-src": "'self' data: http: https:", "media-src": "http: https:", "frame-ancestors": "'none'",
+	} {
+		if directives[name] != want {
+			t.Errorf("%s: %q, want %q (policy %q)", name, directives[name], want, got)
+		}
+	}
+	if _, ok := directives["frame-src"]; ok || strings.Contains(got, "unsafe") {
+		t.Errorf("the policy lets frames or inline code in: %q", got)
+	}
+}

@@ -88,6 +88,7 @@ function enter(session) {
   }
   $("li-new").hidden = !canEdit() || !features.campaigns;
   if (features.campaigns) loadCampaigns();
+  enterCreatives();
   if (features.reports) loadReport();
   if (features.forecast) loadForecast();
   $("explain-section").hidden = !features.explain || role !== "admin";
@@ -1142,6 +1143,218 @@ async function loadForecast() {
   }, [hours.map((h) => Date.parse(h.time) / 1000), hours.map((h) => h.available), hours.map((h) => h.booked), hours.map((h) => h.net)], el);
 }
 $("forecast-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadForecast(); });
+
+// Creatives: the approval queue (GET /api/v1/creatives?status=pending, or
+// another status) with a preview of each creative, Approve and Reject (with
+// a reason), and a form adding a creative by URL for review. A preview
+// never puts creative markup into this page: an image is an <img>, a video
+// a <video> that loads nothing until played, and HTML a frame sandboxed
+// without scripts or this page's origin (its document its own, which this
+// page cannot reach and which cannot reach this page).
+function enterCreatives() {
+  const on = !!features.campaigns;
+  $("creatives-body").hidden = !on;
+  $("creative-new").hidden = !on || !canEdit();
+  $("creative-tools").hidden = true;
+  if (!on) { $("creatives-count").textContent = `${dash} not kept: this server's store keeps no campaigns`; return; }
+  loadCreatives();
+}
+
+const creativeStatusText = { pending: "waiting for review", approved: "approved", rejected: "rejected" };
+
+async function loadCreatives() {
+  const status = $("creatives-status").value;
+  const r = await api("GET", "/api/v1/creatives" + (status ? "?status=" + encodeURIComponent(status) : ""));
+  const body = $("creatives").tBodies[0];
+  if (r.status !== 200 || !r.data) {
+    body.replaceChildren();
+    $("creatives-count").textContent = "";
+    $("creatives-error").textContent = (r.data && r.data.error) || `Cannot read the creatives (${r.status}).`;
+    return;
+  }
+  $("creatives-error").textContent = "";
+  body.replaceChildren(...r.data.creatives.map(creativeRow));
+  if (r.data.creatives.length === 0) {
+    const tr = document.createElement("tr");
+    cell(tr, status === "pending" ? "no creative waits for review" : "no creative").colSpan = 6;
+    body.appendChild(tr);
+  }
+  const n = r.data.total;
+  $("creatives-count").textContent = status === "pending" ? `${n} waiting for review` :
+    `${n} ${status || "in all"}`;
+}
+
+function creativeRow(c) {
+  const tr = document.createElement("tr");
+  tr.dataset.id = c.id;
+  const status = c.status || "pending";
+  cell(tr, c.id, "id");
+  cell(tr, c.advertiser);
+  cell(tr, `${c.format} ${c.w}×${c.h}${c.duration ? ", " + c.duration + " s" : ""}`);
+  const st = cell(tr, creativeStatusText[status] || status, "status " + status);
+  if (c.reason) st.textContent += `: ${c.reason}`;
+  cell(tr, "", "preview").appendChild(creativePreview(c));
+  const actions = cell(tr, "", "review");
+  for (const [label, cls, hide] of [["Approve", "approve", status === "approved"], ["Reject", "reject", status === "rejected"]]) {
+    if (hide) continue;
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = cls;
+    b.textContent = label;
+    b.disabled = !canEdit();
+    b.title = canEdit() ? "" : "editors approve and reject creatives";
+    b.addEventListener("click", () => (cls === "approve" ? reviewCreative(c.id, "approve") : askReason(actions, c.id)));
+    actions.appendChild(b);
+  }
+  return tr;
+}
+
+// creativePreview is the creative as a page would show it, scaled down to
+// fit, or its URL when there is nothing to show.
+function creativePreview(c) {
+  const size = (el) => {
+    el.width = Math.min(c.w, 320);
+    el.height = Math.round(c.h * (el.width / c.w));
+  };
+  if (c.format === "video" && c.media) {
+    const box = document.createElement("div");
+    const v = document.createElement("video");
+    v.controls = true;
+    v.preload = "none";
+    v.src = c.media;
+    size(v);
+    const a = document.createElement("a");
+    a.href = c.media;
+    a.textContent = c.media;
+    a.rel = "noopener noreferrer";
+    a.target = "_blank";
+    box.append(v, a);
+    return box;
+  }
+  if (c.image) {
+    const img = document.createElement("img");
+    img.referrerPolicy = "no-referrer";
+    img.alt = `creative ${c.id}`;
+    img.src = c.image;
+    size(img);
+    return img;
+  }
+  if (c.html) {
+    const f = document.createElement("iframe");
+    f.setAttribute("sandbox", ""); // before the content: no script, an origin of its own
+    f.referrerPolicy = "no-referrer";
+    f.title = `creative ${c.id}`;
+    f.width = c.w;
+    f.height = c.h;
+    f.srcdoc = c.html;
+    return f;
+  }
+  return document.createTextNode(dash);
+}
+
+async function reviewCreative(id, verb, reason) {
+  const r = await api("POST", `/api/v1/creatives/${encodeURIComponent(id)}/${verb}`, reason === undefined ? undefined : { reason });
+  if (r.status !== 200) {
+    $("creatives-error").textContent = `Not ${verb === "approve" ? "approved" : "rejected"}: ${(r.data && r.data.error) || r.status}`;
+    return false;
+  }
+  $("creatives-error").textContent = "";
+  await loadCreatives();
+  return true;
+}
+
+// askReason opens a small form in the row for the rejection's reason.
+function askReason(td, id) {
+  if (td.querySelector("form.reject")) return;
+  const f = document.createElement("form");
+  f.className = "reject";
+  const label = document.createElement("label");
+  label.textContent = "Why is it rejected? ";
+  const input = document.createElement("input");
+  input.required = true;
+  input.maxLength = 1024;
+  input.className = "reason";
+  label.appendChild(input);
+  const ok = document.createElement("button");
+  ok.type = "submit";
+  ok.className = "danger";
+  ok.textContent = "Reject";
+  const cancel = document.createElement("button");
+  cancel.type = "button";
+  cancel.textContent = "Cancel";
+  cancel.addEventListener("click", () => f.remove());
+  f.append(label, ok, cancel);
+  f.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    await reviewCreative(id, "reject", input.value.trim());
+  });
+  td.appendChild(f);
+  input.focus();
+}
+
+$("creatives-status").addEventListener("change", () => loadCreatives());
+$("creatives-filter").addEventListener("submit", (ev) => { ev.preventDefault(); loadCreatives(); });
+
+// The add form's fields by the first name of a problem's path.
+const creativeFields = { id: "cr-id", advertiser: "cr-advertiser", format: "cr-format", w: "cr-w", h: "cr-h",
+  duration: "cr-duration", image: "cr-image", media: "cr-media", mimes: "cr-mimes", click: "cr-click" };
+
+function creativeFormat() {
+  const video = $("cr-format").value === "video";
+  for (const el of document.querySelectorAll("#cr-form .cr-video")) el.hidden = !video;
+  for (const el of document.querySelectorAll("#cr-form .cr-banner")) el.hidden = video;
+}
+$("cr-format").addEventListener("change", creativeFormat);
+
+$("creative-new").addEventListener("click", async () => {
+  $("creative-tools").hidden = false;
+  $("cr-status").textContent = "";
+  showFieldProblems(creativeFields, $("cr-id").value.trim(), []);
+  creativeFormat();
+  $("cr-id").focus();
+  const r = await api("GET", "/api/v1/advertisers");
+  if (r.status === 200 && r.data) {
+    $("cr-advertisers").replaceChildren(...r.data.advertisers.map((a) => new Option(a.name, a.id)));
+  }
+});
+$("cr-close").addEventListener("click", () => { $("creative-tools").hidden = true; });
+
+$("cr-form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const id = $("cr-id").value.trim();
+  const body = { advertiser: $("cr-advertiser").value.trim(), format: $("cr-format").value,
+    w: Number($("cr-w").value), h: Number($("cr-h").value), click: $("cr-click").value.trim() };
+  if (body.format === "video") {
+    body.duration = Number($("cr-duration").value);
+    body.media = $("cr-media").value.trim();
+    body.mimes = $("cr-mimes").value.split(",").map((m) => m.trim()).filter((m) => m);
+  } else {
+    body.image = $("cr-image").value.trim();
+  }
+  showFieldProblems(creativeFields, id, []);
+  // A new creative only: one with this id already is another's, not this
+  // form's to replace (read from the list: a GET of a missing one would be
+  // a 404 in the console).
+  const all = await api("GET", "/api/v1/creatives");
+  if (all.status === 200 && all.data && all.data.creatives.some((c) => c.id === id)) {
+    showFieldProblems(creativeFields, id, [{ path: "id", message: `a creative ${id} exists already` }]);
+    $("cr-status").textContent = "Not added: 1 problem, shown on the fields.";
+    return;
+  }
+  const r = await api("PUT", "/api/v1/creatives/" + encodeURIComponent(id), body);
+  if (r.status !== 200) {
+    const problems = (r.data && r.data.problems) || [];
+    const rest = showFieldProblems(creativeFields, id, problems);
+    $("cr-status").textContent = problems.length
+      ? `Not added: ${problems.length === 1 ? "1 problem" : problems.length + " problems"}` +
+        (rest.length ? `:\n${rest.join("\n")}` : ", shown on the fields.")
+      : `Not added: ${(r.data && r.data.error) || r.status}`;
+    return;
+  }
+  $("cr-status").textContent = `Added ${id}: it waits for review.`;
+  $("creatives-status").value = "pending";
+  loadCreatives();
+});
 
 $("report-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadReport(); });
 $("report-line").addEventListener("change", () => loadReport());
