@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// putWith puts body to url with an API token, and returns the status and
+// the answer.
+func putWith(t *testing.T, url, token, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("PUT", url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// An editor reviews creatives in the dashboard: the queue shows each
+// pending creative with its preview (an image from the advertiser's host;
+// HTML in a sandboxed frame, its markup never in the page and its script
+// never run), a creative added by URL through the form (the API's problems
+// shown on its fields first), Approve takes one out of the queue and its
+// line item serves through /api/decide, Reject asks for the reason, which
+// the rejected list shows.
+func TestDashboardCreativeQueueInBrowser(t *testing.T) {
+	browser := chromium(t)
+	// The advertiser's image host.
+	var pic bytes.Buffer
+	img := image.NewRGBA(image.Rect(0, 0, 30, 25))
+	for i := range img.Pix {
+		img.Pix[i] = 0x80
+	}
+	img.Set(0, 0, color.RGBA{R: 255, A: 255})
+	if err := png.Encode(&pic, img); err != nil {
+		t.Fatal(err)
+	}
+	cdn := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "image/png")
+		_, _ = w.Write(pic.Bytes())
+	}))
+	t.Cleanup(cdn.Close)
+
+	adminAddr := "127.0.0.1:" + freePort(t)
+	p := startBinary(t, "TSUBAME_ADMIN_LISTEN="+adminAddr)
+	adminURL := "http://" + adminAddr
+	login := dashboardUser(t, p, "ed", "editor")
+	exit, token, stderr := runCmd(t, []string{"TSUBAME_DATA_DIR=" + p.dataDir}, "", "admin", "create-token", "-user", "ed", "-name", "review")
+	token = strings.TrimSpace(token)
+	if exit != 0 || token == "" {
+		t.Fatalf("create-token: %d %s", exit, stderr)
+	}
+	// An HTML creative waiting for review, whose markup tries to reach the
+	// dashboard around it.
+	html := `<p id="creative-marker">Autumn blend</p><script>parent.document.title = "taken"</script>`
+	if code, body := putWith(t, adminURL+"/api/v1/creatives/review-html", token, fmt.Sprintf(
+		`{"advertiser": "demo-coffee", "format": "banner", "w": 300, "h": 250, "html": %q, "click": "https://coffee.example/"}`, html)); code != 200 {
+		t.Fatalf("put the HTML creative: %d %s", code, body)
+	}
+
+	ctx := browserContext(t, browser)
+	b := &page{t: t, ctx: ctx}
+	watch := watchConsole(t, ctx)
+	b.do("open the page", chromedp.Navigate(adminURL+"/"))
+	login(b)
+	b.loaded()
+	b.do("the queue shows the HTML creative", chromedp.WaitVisible(css(`#creatives tr[data-id="review-html"] iframe`)))
+	if !b.eval(`(() => { const f = document.querySelector('#creatives tr[data-id="review-html"] iframe');
+		return f.getAttribute("sandbox") === "" && f.contentDocument === null; })()`) {
+		t.Error("the HTML creative's frame is not sandboxed apart from the page")
+	}
+	if b.eval(`document.getElementById("creative-marker") !== null || document.title === "taken"`) {
+		t.Error("the creative's markup reached the dashboard")
+	}
+
+	// Added by URL: first with a click URL the API refuses, shown on its field.
+	image := cdn.URL + "/autumn-300x250.png"
+	b.do("add a creative",
+		chromedp.Click(css("#creative-new")),
+		chromedp.WaitVisible(css("#cr-form")),
+		chromedp.SetValue(css("#cr-id"), "review-img"),
+		chromedp.SetValue(css("#cr-advertiser"), "demo-coffee"),
+		chromedp.SetValue(css("#cr-w"), "300"),
+		chromedp.SetValue(css("#cr-h"), "250"),
+		chromedp.SetValue(css("#cr-image"), image),
+		chromedp.SetValue(css("#cr-click"), "javascript:alert(1)"),
+		chromedp.Click(css("#cr-save")),
+		b.until(`document.getElementById("cr-click").getAttribute("aria-invalid") === "true"`, 10*time.Second),
+	)
+	if got := b.text("#cr-click-problem"); !strings.Contains(got, "http or https URL") {
+		t.Errorf("the click field's problem: %q", got)
+	}
+	b.do("fix the click URL and add it",
+		chromedp.SetValue(css("#cr-click"), "https://coffee.example/autumn"),
+		chromedp.Click(css("#cr-save")),
+		b.until(`document.getElementById("cr-status").textContent === "Added review-img: it waits for review."`, 10*time.Second),
+		b.until(`(() => { const i = document.querySelector('#creatives tr[data-id="review-img"] img');
+			return !!i && i.complete && i.naturalWidth === 30; })()`, 10*time.Second),
+	)
+	if got := b.text("#creatives-count"); got != "2 waiting for review" {
+		t.Errorf("the queue's count: %q", got)
+	}
+	saveScreenshot(t, ctx, "creatives.png")
+
+	// Its line item waits for it.
+	if code, body := putWith(t, adminURL+"/api/v1/line-items/review-li", token,
+		`{"campaign": "demo-coffee-autumn", "priority": 1, "weight": 1, "cpm": "3", "creatives": ["review-img"], "targeting": {"placements": ["review"]}}`); code != 200 {
+		t.Fatalf("put the line item: %d %s", code, body)
+	}
+	decide := func() (int, string) { return browserGet(t, p.base+"/api/decide?placement=review&uid=u-1") }
+	if code, body := decide(); code != http.StatusNoContent {
+		t.Fatalf("a pending creative serves: %d %s", code, body)
+	}
+	b.do("approve it",
+		chromedp.Click(css(`#creatives tr[data-id="review-img"] button.approve`)),
+		b.until(`document.querySelector('#creatives tr[data-id="review-img"]') === null`, 10*time.Second),
+	)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		code, body := decide()
+		if code == http.StatusOK && strings.Contains(body, `"line_item":"review-li"`) && strings.Contains(body, `"creative":"review-img"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the approved creative does not serve: %d %s", code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// Rejected, with its reason.
+	const reason = "Shows a price the landing page does not"
+	b.do("reject the HTML creative",
+		chromedp.Click(css(`#creatives tr[data-id="review-html"] button.reject`)),
+		chromedp.WaitVisible(css(`#creatives tr[data-id="review-html"] form.reject input`)),
+		chromedp.SetValue(css(`#creatives tr[data-id="review-html"] form.reject input`), reason),
+		chromedp.Click(css(`#creatives tr[data-id="review-html"] form.reject button[type="submit"]`)),
+		b.until(`document.querySelector('#creatives tr[data-id="review-html"]') === null`, 10*time.Second),
+		b.until(`document.getElementById("creatives-count").textContent === "0 waiting for review"`, 10*time.Second),
+	)
+	b.do("list the rejected", chromedp.SetValue(css("#creatives-status"), "rejected"))
+	b.eval(`document.getElementById("creatives-status").dispatchEvent(new Event("change"))`)
+	b.do("the rejected list", chromedp.WaitVisible(css(`#creatives tr[data-id="review-html"]`)))
+	if got := b.text(`#creatives tr[data-id="review-html"] td.status`); got != "rejected: "+reason {
+		t.Errorf("the rejected creative's status: %q", got)
+	}
+	// The console holds the sandbox refusing the creative's script (its
+	// frame's, where it is reported) and the refused add's 400, nothing else.
+	for _, p := range watch.take() {
+		if !strings.Contains(p, "sandboxed and the 'allow-scripts' permission is not set") && !strings.Contains(p, "400 ") &&
+			!strings.Contains(p, "status of 400") {
+			t.Errorf("the console shows: %s", p)
+		}
+	}
+}
