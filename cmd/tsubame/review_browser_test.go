@@ -168,3 +168,84 @@ func TestDashboardCreativeQueueInBrowser(t *testing.T) {
 		}
 	}
 }
+
+// An editor selects line items in the campaigns table and pauses, then
+// resumes, them at once; a campaign's own Pause stops its line items
+// serving (their own status stays active) until its Resume.
+func TestDashboardBulkAndCampaignPauseInBrowser(t *testing.T) {
+	browser := chromium(t)
+	adminAddr := "127.0.0.1:" + freePort(t)
+	p := startBinary(t, "TSUBAME_ADMIN_LISTEN="+adminAddr)
+	login := dashboardUser(t, p, "ed", "editor")
+	ctx := browserContext(t, browser)
+	b := &page{t: t, ctx: ctx}
+	b.do("open the page", chromedp.Navigate("http://"+adminAddr+"/"))
+	login(b)
+	b.loaded()
+
+	status := func(id string) string {
+		return fmt.Sprintf(`document.querySelector('#campaigns tr[data-id=%q] td.status').textContent`, id)
+	}
+	pick := func(id string) chromedp.Action[chromedp.Void] {
+		return chromedp.Click(css(`#campaigns tr[data-id="` + id + `"] input.pick`))
+	}
+	b.do("select two line items",
+		pick("demo-coffee-sports"), pick("demo-coffee-run"),
+		b.until(`document.getElementById("bulk-count").textContent === "2 line items selected"`, 10*time.Second),
+	)
+	if !b.eval(`document.getElementById("line-item-tools").hidden`) {
+		t.Error("a box's click opened the line item editor")
+	}
+	saveScreenshot(t, ctx, "bulk.png")
+	b.do("pause them",
+		chromedp.Click(css("#bulk-pause")),
+		b.until(status("demo-coffee-sports")+` === "paused" && `+status("demo-coffee-run")+` === "paused"`, 10*time.Second),
+	)
+	if got := b.eval(status("demo-travel-run") + ` === "active"`); !got {
+		t.Error("a line item not selected was paused")
+	}
+	if !b.eval(`document.querySelector('#campaigns tr[data-id="demo-coffee-run"] input.pick').checked`) {
+		t.Error("the selection did not live through the redraw")
+	}
+	b.do("resume them",
+		chromedp.Click(css("#bulk-resume")),
+		b.until(status("demo-coffee-sports")+` === "active" && `+status("demo-coffee-run")+` === "active"`, 10*time.Second),
+		chromedp.Click(css("#bulk-clear")),
+		b.until(`document.getElementById("bulk-bar").hidden`, 10*time.Second),
+	)
+
+	// The travel campaign's pause: its preroll line item stops serving.
+	decide := func() (int, string) { return browserGet(t, p.base+"/api/decide?placement=preroll&uid=u-1") }
+	waitFor := func(want int, why string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			code, body := decide()
+			if code == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: decide answers %d %s, want %d", why, code, body, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitFor(http.StatusOK, "before the pause")
+	camp := `#campaigns tr.camp[data-campaign="demo-travel-winter"]`
+	b.do("pause the campaign",
+		chromedp.Click(css(camp+" button.campaign-pause")),
+		b.until(`document.querySelector('`+camp+` button.campaign-pause').textContent === "Resume campaign"`, 10*time.Second),
+	)
+	if got := b.text(camp + " span.paused"); got != "paused: none of its line items serves" {
+		t.Errorf("the paused campaign's row says %q", got)
+	}
+	if !b.eval(status("demo-travel-preroll") + ` === "active"`) {
+		t.Error("the campaign's pause changed its line item's own status")
+	}
+	waitFor(http.StatusNoContent, "the campaign paused")
+	b.do("resume the campaign",
+		chromedp.Click(css(camp+" button.campaign-pause")),
+		b.until(`document.querySelector('`+camp+` button.campaign-pause').textContent === "Pause campaign"`, 10*time.Second),
+	)
+	waitFor(http.StatusOK, "the campaign resumed")
+}

@@ -735,12 +735,13 @@ function renderCampaigns(set) {
   for (const a of set.advertisers) {
     body.appendChild(groupRow("adv", `${a.name} (${a.id})`));
     for (const c of campaignsOf.get(a.id) || []) {
-      body.appendChild(groupRow("camp", campaignText(c, currency)));
+      body.appendChild(groupRow("camp", campaignText(c, currency))).dataset.campaign = c.id;
       const items = itemsOf.get(c.id) || [];
       if (items.length === 0) body.appendChild(groupRow("none", "no line items"));
       for (const li of items) body.appendChild(lineRow(li, c, currency));
     }
   }
+  bulkControls(set);
   placeEditor(lineItemEditor);
   const paused = set.line_items.filter((li) => li.status === "paused").length;
   $("campaigns-count").textContent = set.advertisers.length === 0 ? "none yet: import a campaign file" :
@@ -1143,6 +1144,84 @@ async function loadForecast() {
   }, [hours.map((h) => Date.parse(h.time) / 1000), hours.map((h) => h.available), hours.map((h) => h.booked), hours.map((h) => h.net)], el);
 }
 $("forecast-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadForecast(); });
+
+// Bulk work on the campaigns table: a box on each line item's row selects
+// it for Pause selected / Resume selected (one pause or resume call each,
+// audited each), and each campaign's row has its own Pause or Resume,
+// which stops or restarts all its line items at once (their own status
+// stays as it is). The selection lives across redraws of the table.
+const picked = new Set();
+
+function bulkControls(set) {
+  const ids = new Set(set.line_items.map((li) => li.id));
+  for (const id of [...picked]) if (!ids.has(id)) picked.delete(id);
+  const campaigns = new Map(set.campaigns.map((c) => [c.id, c]));
+  for (const tr of document.querySelectorAll("#campaigns tr.camp")) {
+    const c = campaigns.get(tr.dataset.campaign);
+    if (!c) continue;
+    const paused = c.status === "paused";
+    const td = tr.cells[0];
+    if (paused) {
+      const note = document.createElement("span");
+      note.className = "paused";
+      note.textContent = "paused: none of its line items serves";
+      td.appendChild(note);
+    }
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = "campaign-pause";
+    b.textContent = paused ? "Resume campaign" : "Pause campaign";
+    b.disabled = !canEdit();
+    b.title = canEdit() ? "" : "editors pause and resume campaigns";
+    b.addEventListener("click", () => setCampaignPaused(c.id, !paused));
+    td.appendChild(b);
+  }
+  if (!canEdit()) { $("bulk-bar").hidden = true; return; }
+  for (const tr of document.querySelectorAll("#campaigns tr.line")) {
+    const id = tr.dataset.id;
+    const box = document.createElement("input");
+    box.type = "checkbox";
+    box.className = "pick";
+    box.checked = picked.has(id);
+    box.setAttribute("aria-label", `select line item ${id}`);
+    box.addEventListener("click", (ev) => ev.stopPropagation()); // not the row's editor
+    box.addEventListener("change", () => {
+      if (box.checked) picked.add(id); else picked.delete(id);
+      bulkBar();
+    });
+    tr.cells[0].prepend(box);
+  }
+  bulkBar();
+}
+
+function bulkBar() {
+  $("bulk-bar").hidden = picked.size === 0;
+  $("bulk-count").textContent = `${picked.size} line item${picked.size === 1 ? "" : "s"} selected`;
+}
+
+async function bulkSetPaused(pause) {
+  const verb = pause ? "pause" : "resume", failed = [];
+  for (const id of [...picked].sort()) {
+    const r = await api("POST", `/api/v1/line-items/${encodeURIComponent(id)}/${verb}`);
+    if (r.status !== 200) failed.push(`${id}: ${(r.data && r.data.error) || r.status}`);
+  }
+  $("campaigns-error").textContent = failed.length ? `Not ${pause ? "paused" : "resumed"}:\n${failed.join("\n")}` : "";
+  await loadCampaigns();
+}
+$("bulk-pause").addEventListener("click", () => bulkSetPaused(true));
+$("bulk-resume").addEventListener("click", () => bulkSetPaused(false));
+$("bulk-clear").addEventListener("click", () => {
+  picked.clear();
+  for (const box of document.querySelectorAll("#campaigns input.pick")) box.checked = false;
+  bulkBar();
+});
+
+async function setCampaignPaused(id, pause) {
+  const r = await api("POST", `/api/v1/campaigns/${encodeURIComponent(id)}/${pause ? "pause" : "resume"}`);
+  $("campaigns-error").textContent = r.status === 200 ? "" :
+    `Campaign ${id} not ${pause ? "paused" : "resumed"}: ${(r.data && r.data.error) || r.status}`;
+  await loadCampaigns();
+}
 
 // Creatives: the approval queue (GET /api/v1/creatives?status=pending, or
 // another status) with a preview of each creative, Approve and Reject (with
