@@ -69,7 +69,7 @@ func FullCampaignSet() *tsubame.CampaignSet {
 				Budget: tsubame.Budget{Total: 1_000_000_000_000, Daily: 25_500_001},
 				Pacing: tsubame.Pacing{Mode: tsubame.PacingEven, HourWeights: weights}},
 			{ID: "c-2", Advertiser: "adv-2", Start: start, End: end, Timezone: "UTC",
-				Budget: tsubame.Budget{Total: 1, Daily: 1}, Pacing: tsubame.Pacing{Mode: tsubame.PacingASAP}},
+				Budget: tsubame.Budget{Total: 1, Daily: 1}, Pacing: tsubame.Pacing{Mode: tsubame.PacingASAP}, Status: tsubame.StatusPaused},
 		},
 		Creatives: []*tsubame.Creative{
 			{ID: "cr-banner", Advertiser: "adv-1", Format: tsubame.FormatBanner, W: 300, H: 250,
@@ -80,7 +80,8 @@ func FullCampaignSet() *tsubame.CampaignSet {
 				Categories: []string{"IAB3"}, Status: tsubame.StatusPending},
 			{ID: "cr-video", Advertiser: "adv-1", Format: tsubame.FormatVideo, W: 1920, H: 1080, Duration: 30,
 				MIMEs: []string{"video/mp4", "application/x-mpegURL"}, Media: "https://cdn.acme.example/v.mp4",
-				Click: "https://acme.example/video", Categories: []string{"IAB2-1"}, Status: tsubame.StatusRejected},
+				Click: "https://acme.example/video", Categories: []string{"IAB2-1"}, Status: tsubame.StatusRejected,
+				Reason: "The video's sound starts at full volume.\nLower it, then send it again."},
 		},
 		LineItems: []*tsubame.LineItem{
 			{ID: "li-1", Campaign: "c-1", Status: tsubame.StatusPaused, Priority: 1, Weight: 3, CPM: 1_250_000,
