@@ -234,10 +234,12 @@ type Creative struct {
 
 // Line item and campaign statuses: a paused line item (or every line item
 // of a paused campaign) keeps its place and settings in the set but serves
-// nothing until it is active again.
+// nothing until it is active again. An archived line item is one done
+// with: it serves nothing either, and lists leave it out unless asked.
 const (
-	StatusActive = "active" // the default
-	StatusPaused = "paused"
+	StatusActive   = "active" // the default
+	StatusPaused   = "paused"
+	StatusArchived = "archived" // line items only
 )
 
 // LineItem says which of a campaign's creatives serve where, when, at what
@@ -247,7 +249,7 @@ type LineItem struct {
 	// Name is a display name, for people (optional).
 	Name     string `json:"name,omitempty"`
 	Campaign string `json:"campaign"`
-	// Status is active (the default) or paused.
+	// Status is active (the default), paused or archived.
 	Status string `json:"status,omitempty"`
 	// Priority 1 (first) to 16: a lower priority serves only when no line
 	// item of a higher one qualifies.
@@ -1083,14 +1085,17 @@ func (c *Creative) check(v *checker, at string) {
 // Paused reports whether l is paused.
 func (l *LineItem) Paused() bool { return l.Status == StatusPaused }
 
+// Archived reports whether l is archived.
+func (l *LineItem) Archived() bool { return l.Status == StatusArchived }
+
 func (l *LineItem) check(v *checker, at string) {
 	checkID(v, at+".id", l.ID)
 	checkName(v, at+".name", l.Name)
 	checkRef(v, at+".campaign", l.Campaign)
 	switch l.Status {
-	case "", StatusActive, StatusPaused:
+	case "", StatusActive, StatusPaused, StatusArchived:
 	default:
-		v.add(at+".status", "%q is not one of active, paused", clip(l.Status, 40))
+		v.add(at+".status", "%q is not one of active, paused, archived", clip(l.Status, 40))
 	}
 	if l.Priority < MinPriority || l.Priority > MaxPriority {
 		v.add(at+".priority", "must be %d to %d, not %d", MinPriority, MaxPriority, l.Priority)

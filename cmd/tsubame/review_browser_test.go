@@ -170,8 +170,9 @@ func TestDashboardCreativeQueueInBrowser(t *testing.T) {
 }
 
 // An editor selects line items in the campaigns table and pauses, then
-// resumes, them at once; a campaign's own Pause stops its line items
-// serving (their own status stays active) until its Resume.
+// resumes, them at once, and archives one (it leaves the table until
+// asked for, and is restored); a campaign's own Pause stops its line
+// items serving (their own status stays active) until its Resume.
 func TestDashboardBulkAndCampaignPauseInBrowser(t *testing.T) {
 	browser := chromium(t)
 	adminAddr := "127.0.0.1:" + freePort(t)
@@ -184,7 +185,7 @@ func TestDashboardBulkAndCampaignPauseInBrowser(t *testing.T) {
 	b.loaded()
 
 	status := func(id string) string {
-		return fmt.Sprintf(`document.querySelector('#campaigns tr[data-id=%q] td.status').textContent`, id)
+		return fmt.Sprintf(`document.querySelector('#campaigns tr[data-id=%q] td.status')?.textContent`, id)
 	}
 	pick := func(id string) chromedp.Action[chromedp.Void] {
 		return chromedp.Click(css(`#campaigns tr[data-id="` + id + `"] input.pick`))
@@ -212,6 +213,27 @@ func TestDashboardBulkAndCampaignPauseInBrowser(t *testing.T) {
 		b.until(status("demo-coffee-sports")+` === "active" && `+status("demo-coffee-run")+` === "active"`, 10*time.Second),
 		chromedp.Click(css("#bulk-clear")),
 		b.until(`document.getElementById("bulk-bar").hidden`, 10*time.Second),
+	)
+
+	// Archived: out of the table until asked for, then restored.
+	b.eval(`(window.confirm = () => true, true)`)
+	b.do("archive a line item",
+		pick("demo-travel-run"),
+		chromedp.Click(css("#bulk-archive")),
+		b.until(`document.querySelector('#campaigns tr[data-id="demo-travel-run"]') === null`, 10*time.Second),
+		b.until(`document.getElementById("archived-count").textContent === "(1)"`, 10*time.Second),
+	)
+	if !b.eval(`document.getElementById("bulk-bar").hidden`) {
+		t.Error("an archived line item stays selected")
+	}
+	b.do("show the archived",
+		chromedp.Click(css("#show-archived")),
+		b.until(status("demo-travel-run")+` === "archived"`, 10*time.Second),
+	)
+	b.do("restore it",
+		chromedp.Click(css(`#campaigns tr[data-id="demo-travel-run"] button.pause`)),
+		b.until(status("demo-travel-run")+` === "active"`, 10*time.Second),
+		chromedp.Click(css("#show-archived")),
 	)
 
 	// The travel campaign's pause: its preroll line item stops serving.

@@ -5,17 +5,20 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 
 	"tsubame"
 )
 
 // The status verbs of the campaign API beside a line item's pause and
-// resume: a creative's review (approve, reject with a reason) and a
-// campaign's pause and resume, each an editor's write audited as
-// creative.approve, creative.reject, campaign.pause or campaign.resume and
-// listed in the object's history; and ?status= on the lists, for the
-// approval queue (GET /api/v1/creatives?status=pending).
+// resume: a creative's review (approve, reject with a reason), a
+// campaign's pause and resume and a line item's archive, each an editor's
+// write audited as creative.approve, creative.reject, campaign.pause,
+// campaign.resume or line_item.archive and listed in the object's history;
+// and ?status= on the lists, for the approval queue (GET
+// /api/v1/creatives?status=pending). The line items' list leaves the
+// archived out unless ?status= asks for them (archived, or all).
 
 // maxReviewBody bounds a rejection's body: a reason of at most
 // tsubame.MaxReasonLength bytes, each escaped in JSON at worst to six.
@@ -26,7 +29,7 @@ const maxReviewBody = 8 << 10
 var statusActions = map[tsubame.CampaignKind][]string{
 	tsubame.KindCampaign: {"campaign.pause", "campaign.resume"},
 	tsubame.KindCreative: {"creative.approve", "creative.reject"},
-	tsubame.KindLineItem: {"line_item.pause", "line_item.resume"},
+	tsubame.KindLineItem: {"line_item.pause", "line_item.resume", "line_item.archive"},
 }
 
 // statusRoutes adds the status verbs; editor wraps a handler in the
@@ -34,6 +37,9 @@ var statusActions = map[tsubame.CampaignKind][]string{
 func (c *campaignAPI) statusRoutes(mux *http.ServeMux, editor func(http.HandlerFunc) http.HandlerFunc) {
 	mux.HandleFunc("POST /api/v1/creatives/{id}/approve", editor(c.approve))
 	mux.HandleFunc("POST /api/v1/creatives/{id}/reject", editor(c.reject))
+	mux.HandleFunc("POST /api/v1/line-items/{id}/archive", editor(func(w http.ResponseWriter, r *http.Request) {
+		c.setStatus(w, r, "line_item.archive", tsubame.StatusArchived) // resume makes it active again
+	}))
 	mux.HandleFunc("POST /api/v1/campaigns/{id}/pause", editor(func(w http.ResponseWriter, r *http.Request) {
 		c.setCampaignStatus(w, r, "campaign.pause", tsubame.StatusPaused)
 	}))
@@ -177,18 +183,27 @@ func objectStatus(o tsubame.CampaignObject) (string, bool) {
 var statuses = map[tsubame.CampaignKind][]string{
 	tsubame.KindCampaign: {tsubame.StatusActive, tsubame.StatusPaused},
 	tsubame.KindCreative: {tsubame.StatusPending, tsubame.StatusApproved, tsubame.StatusRejected},
-	tsubame.KindLineItem: {tsubame.StatusActive, tsubame.StatusPaused},
+	tsubame.KindLineItem: {tsubame.StatusActive, tsubame.StatusPaused, tsubame.StatusArchived},
 }
+
+// statusAll is the ?status= that lists every object, archived line items
+// too.
+const statusAll = "all"
 
 // filterStatus keeps the objects in the status ?status= names, if it
 // names one: a kind's default status (a creative's pending, a line item's
-// active) matches the objects that name none.
+// active) matches the objects that name none. Without one (or with all),
+// every object, except that archived line items are listed only when
+// asked for.
 func filterStatus(r *http.Request, k tsubame.CampaignKind, objs []tsubame.CampaignObject) ([]tsubame.CampaignObject, error) {
 	q := r.URL.Query()
-	if !q.Has("status") {
+	want, known := q.Get("status"), statuses[k]
+	if !q.Has("status") && k == tsubame.KindLineItem {
+		return slices.DeleteFunc(objs, func(o tsubame.CampaignObject) bool { return o.(*tsubame.LineItem).Archived() }), nil
+	}
+	if !q.Has("status") || want == statusAll && len(known) > 0 {
 		return objs, nil
 	}
-	want, known := q.Get("status"), statuses[k]
 	ok := false
 	for _, s := range known {
 		ok = ok || s == want
@@ -197,7 +212,7 @@ func filterStatus(r *http.Request, k tsubame.CampaignKind, objs []tsubame.Campai
 		if len(known) == 0 {
 			return nil, tsubame.Errorf(tsubame.EINVALID, "%s have no status to filter by", k.Plural())
 		}
-		return nil, tsubame.Errorf(tsubame.EINVALID, "status must be one of %s", strings.Join(known, ", "))
+		return nil, tsubame.Errorf(tsubame.EINVALID, "status must be one of %s, %s", strings.Join(known, ", "), statusAll)
 	}
 	out := make([]tsubame.CampaignObject, 0, len(objs))
 	for _, o := range objs {

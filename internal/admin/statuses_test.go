@@ -157,8 +157,8 @@ func TestCreativeReview(t *testing.T) {
 		}
 	}
 	for path, want := range map[string]string{
-		"/api/v1/creatives?status=live":  "status must be one of pending, approved, rejected",
-		"/api/v1/line-items?status=on":   "status must be one of active, paused",
+		"/api/v1/creatives?status=live":  "status must be one of pending, approved, rejected, all",
+		"/api/v1/line-items?status=on":   "status must be one of active, paused, archived, all",
 		"/api/v1/advertisers?status=any": "advertisers have no status",
 	} {
 		if r := h.do("GET", path, nil, view...); r.status != 400 || !strings.Contains(string(r.body), want) {
@@ -250,5 +250,41 @@ func TestPreviewPolicy(t *testing.T) {
 	}
 	if _, ok := directives["frame-src"]; ok || strings.Contains(got, "unsafe") {
 		t.Errorf("the policy lets frames or inline code in: %q", got)
+	}
+}
+
+// An archived line item serves nothing and leaves the line items' list
+// unless asked for; resumed, it is active again. Audited, in its history.
+func TestLineItemArchive(t *testing.T) {
+	h, cs, auth := campaignHarness(t)
+	ed, view := auth[RoleEditor], auth[RoleViewer]
+	if r := importFile(t, h, ed, "", campaignFile); r.status != 200 {
+		t.Fatalf("import: %d %s", r.status, r.body)
+	}
+	if r := h.do("POST", "/api/v1/line-items/li-a/archive", nil, view...); r.status != 403 {
+		t.Errorf("archive as a viewer: %d, want 403", r.status)
+	}
+	if r := h.do("POST", "/api/v1/line-items/li-a/archive", nil, ed...); r.status != 200 || r.json(t)["status"] != "archived" {
+		t.Fatalf("archive: %d %s", r.status, r.body)
+	}
+	if li, err := tsubame.GetCampaignObject[*tsubame.LineItem](t.Context(), cs, "li-a"); err != nil || !li.Archived() {
+		t.Fatalf("stored: %+v, %v", li, err)
+	}
+	for query, want := range map[string][]string{
+		"": {"li-b"}, "?status=archived": {"li-a"}, "?status=all": {"li-a", "li-b"}, "?status=active": {"li-b"},
+	} {
+		if got := listIDs(t, h.do("GET", "/api/v1/line-items"+query, nil, view...), "line_items"); !slices.Equal(got, want) {
+			t.Errorf("line items%s: %v, want %v", query, got, want)
+		}
+	}
+	// The campaign file keeps it, archived.
+	if r := h.do("GET", "/api/v1/campaigns/export", nil, view...); !strings.Contains(string(r.body), `"status": "archived"`) {
+		t.Errorf("the export: %s", r.body)
+	}
+	if r := h.do("POST", "/api/v1/line-items/li-a/resume", nil, ed...); r.status != 200 || r.json(t)["status"] != nil {
+		t.Fatalf("resume: %d %s", r.status, r.body)
+	}
+	if got := historyLines(t, h, view, "/api/v1/line-items/li-a"); !slices.Equal(got, []string{"line_item.resume: ", "line_item.archive: "}) {
+		t.Errorf("li-a's history: %q", got)
 	}
 }

@@ -353,6 +353,7 @@ func TestFlightsAndStatus(t *testing.T) {
 		}, when: compiledAt, lines: 0},
 		{name: "line item paused", edit: func(f *fixture) { f.set.LineItems[0].Status = tsubame.StatusPaused }, when: compiledAt, lines: 0},
 		{name: "line item active", edit: func(f *fixture) { f.set.LineItems[0].Status = tsubame.StatusActive }, when: compiledAt, lines: 1, serve: true},
+		{name: "line item archived", edit: func(f *fixture) { f.set.LineItems[0].Status = tsubame.StatusArchived }, when: compiledAt, lines: 0},
 		{name: "campaign paused", edit: func(f *fixture) { f.set.Campaigns[0].Status = tsubame.StatusPaused }, when: compiledAt, lines: 0},
 		{name: "campaign active", edit: func(f *fixture) { f.set.Campaigns[0].Status = tsubame.StatusActive }, when: compiledAt, lines: 1, serve: true},
 		{name: "creative pending", edit: func(f *fixture) { f.set.Creatives[0].Status = tsubame.StatusPending }, when: compiledAt, lines: 0},

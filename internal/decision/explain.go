@@ -20,6 +20,7 @@ type Why uint8
 // draw's.
 const (
 	WhyEligible           Why = iota // passes every rule
+	WhyArchived                      // the line item is archived
 	WhyPaused                        // the line item is paused
 	WhyCampaignPaused                // its campaign is paused
 	WhyNoApprovedCreative            // none of its creatives is approved
@@ -57,6 +58,7 @@ var dimWhy = [numDims]Why{dimPlacement: WhyPlacement, dimSite: WhySite, dimApp: 
 
 var whyNames = [numWhys]struct{ code, text string }{
 	WhyEligible:           {"eligible", "passes every rule"},
+	WhyArchived:           {"archived", "the line item is archived"},
 	WhyPaused:             {"paused", "the line item is paused"},
 	WhyCampaignPaused:     {"campaign_paused", "its campaign is paused"},
 	WhyNoApprovedCreative: {"no_approved_creative", "none of its creatives is approved"},
@@ -131,7 +133,10 @@ func NewSet(set *tsubame.CampaignSet) *Set {
 // helpers it shares. A line item whose campaign the set does not hold is
 // one the index has not taken (WhyNotIndexed).
 func (s *Set) LeftOut(li *tsubame.LineItem, now time.Time) Why {
-	if li.Paused() {
+	switch {
+	case li.Archived():
+		return WhyArchived
+	case li.Paused():
 		return WhyPaused
 	}
 	camp := s.camps[li.Campaign]

@@ -293,10 +293,10 @@ func (ix *Index) LineByID(id string) (*Line, bool) {
 // the set's validation error (EINVALID) when the set breaks a rule of the
 // model, since a decision over such a set could not be trusted.
 //
-// Only approved creatives are kept; a line item is left out when it or
-// its campaign is paused, when it has no approved creative, when its
-// flight within its campaign's is empty, or when that flight ended before
-// opt.Now.
+// Only approved creatives are kept; a line item is left out when it is
+// archived, when it or its campaign is paused, when it has no approved
+// creative, when its flight within its campaign's is empty, or when that
+// flight ended before opt.Now.
 func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 	if set == nil {
 		return nil, tsubame.Errorf(tsubame.EINVALID, "no campaign set to compile")
@@ -427,9 +427,9 @@ func (l *Line) nextEdge(now int64) int64 {
 }
 
 // compileLine compiles li, interning its values into ix's dictionaries. It
-// reports why li cannot serve (it or its campaign paused, its flight empty or ended, no
-// approved creative, no hour or day it may serve: LeftOut's reasons), or
-// WhyEligible.
+// reports why li cannot serve (archived, it or its campaign paused, its
+// flight empty or ended, no approved creative, no hour or day it may
+// serve: LeftOut's reasons), or WhyEligible.
 func (ix *Index) compileLine(li *tsubame.LineItem, lc *lineContext) (Line, Why, error) {
 	camp := lc.camps[li.Campaign]
 	if camp == nil { // Validate refuses this; keep Compile total
@@ -532,6 +532,8 @@ func approved(c *tsubame.Creative) bool { return c.Status == tsubame.StatusAppro
 // ended; else WhyEligible.
 func standing(li *tsubame.LineItem, camp *tsubame.Campaign, start, end, now int64) Why {
 	switch {
+	case li.Archived():
+		return WhyArchived
 	case li.Paused():
 		return WhyPaused
 	case camp.Paused():

@@ -1146,10 +1146,12 @@ async function loadForecast() {
 $("forecast-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadForecast(); });
 
 // Bulk work on the campaigns table: a box on each line item's row selects
-// it for Pause selected / Resume selected (one pause or resume call each,
-// audited each), and each campaign's row has its own Pause or Resume,
-// which stops or restarts all its line items at once (their own status
-// stays as it is). The selection lives across redraws of the table.
+// it for Pause selected / Resume selected / Archive selected (one call
+// each, audited each), and each campaign's row has its own Pause or
+// Resume, which stops or restarts all its line items at once (their own
+// status stays as it is). The selection lives across redraws of the
+// table. Archived line items serve nothing and are left out of the table
+// unless "Show archived line items" is ticked; Restore makes one active.
 const picked = new Set();
 
 function bulkControls(set) {
@@ -1176,6 +1178,19 @@ function bulkControls(set) {
     b.addEventListener("click", () => setCampaignPaused(c.id, !paused));
     td.appendChild(b);
   }
+  const archived = new Set(set.line_items.filter((li) => li.status === "archived").map((li) => li.id));
+  $("archived-count").textContent = archived.size ? `(${archived.size})` : "";
+  for (const tr of document.querySelectorAll("#campaigns tr.line")) {
+    const id = tr.dataset.id;
+    if (!archived.has(id)) continue;
+    if (!$("show-archived").checked) { tr.remove(); picked.delete(id); continue; }
+    tr.querySelector("td.status").textContent = "archived";
+    tr.querySelector("td.status").className = "status archived";
+    const old = tr.querySelector("button.pause"), restore = old.cloneNode(false); // without its pause
+    restore.textContent = "Restore";
+    restore.addEventListener("click", (ev) => { ev.stopPropagation(); setPaused(id, false); });
+    old.replaceWith(restore);
+  }
   if (!canEdit()) { $("bulk-bar").hidden = true; return; }
   for (const tr of document.querySelectorAll("#campaigns tr.line")) {
     const id = tr.dataset.id;
@@ -1199,17 +1214,21 @@ function bulkBar() {
   $("bulk-count").textContent = `${picked.size} line item${picked.size === 1 ? "" : "s"} selected`;
 }
 
-async function bulkSetPaused(pause) {
-  const verb = pause ? "pause" : "resume", failed = [];
+async function bulkSet(verb) {
+  const failed = [];
   for (const id of [...picked].sort()) {
     const r = await api("POST", `/api/v1/line-items/${encodeURIComponent(id)}/${verb}`);
     if (r.status !== 200) failed.push(`${id}: ${(r.data && r.data.error) || r.status}`);
   }
-  $("campaigns-error").textContent = failed.length ? `Not ${pause ? "paused" : "resumed"}:\n${failed.join("\n")}` : "";
+  $("campaigns-error").textContent = failed.length ? `Not ${verb}d:\n${failed.join("\n")}` : "";
   await loadCampaigns();
 }
-$("bulk-pause").addEventListener("click", () => bulkSetPaused(true));
-$("bulk-resume").addEventListener("click", () => bulkSetPaused(false));
+$("bulk-pause").addEventListener("click", () => bulkSet("pause"));
+$("bulk-resume").addEventListener("click", () => bulkSet("resume"));
+$("bulk-archive").addEventListener("click", () => {
+  if (confirm(`Archive ${picked.size} line item${picked.size === 1 ? "" : "s"}? They stop serving and leave the table (Show archived line items brings them back).`)) bulkSet("archive");
+});
+$("show-archived").addEventListener("change", () => loadCampaigns());
 $("bulk-clear").addEventListener("click", () => {
   picked.clear();
   for (const box of document.querySelectorAll("#campaigns input.pick")) box.checked = false;
