@@ -61,6 +61,7 @@ func TestDashboardCreativeQueueInBrowser(t *testing.T) {
 	p := startBinary(t, "TSUBAME_ADMIN_LISTEN="+adminAddr)
 	adminURL := "http://" + adminAddr
 	login := dashboardUser(t, p, "ed", "editor")
+	watcher := dashboardUser(t, p, "watcher", "viewer")
 	exit, token, stderr := runCmd(t, []string{"TSUBAME_DATA_DIR=" + p.dataDir}, "", "admin", "create-token", "-user", "ed", "-name", "review")
 	token = strings.TrimSpace(token)
 	if exit != 0 || token == "" {
@@ -158,6 +159,20 @@ func TestDashboardCreativeQueueInBrowser(t *testing.T) {
 	b.do("the rejected list", chromedp.WaitVisible(css(`#creatives tr[data-id="review-html"]`)))
 	if got := b.text(`#creatives tr[data-id="review-html"] td.status`); got != "rejected: "+reason {
 		t.Errorf("the rejected creative's status: %q", got)
+	}
+	// A viewer sees the queue and may not review or add.
+	if code, body := putWith(t, adminURL+"/api/v1/creatives/review-img2", token, fmt.Sprintf(
+		`{"advertiser": "demo-coffee", "format": "banner", "w": 300, "h": 250, "image": %q, "click": "https://coffee.example/"}`, image)); code != 200 {
+		t.Fatalf("put another creative: %d %s", code, body)
+	}
+	b.do("log out", chromedp.Click(css("#logout")))
+	watcher(b)
+	b.loaded()
+	b.do("the viewer's queue", chromedp.WaitVisible(css(`#creatives tr[data-id="review-img2"]`)))
+	if !b.eval(`document.querySelector('#creatives tr[data-id="review-img2"] button.approve').disabled &&
+		document.querySelector('#creatives tr[data-id="review-img2"] button.reject').disabled &&
+		document.getElementById("creative-new").hidden`) {
+		t.Error("a viewer may review or add creatives in the page")
 	}
 	// The console holds the sandbox refusing the creative's script (its
 	// frame's, where it is reported) and the refused add's 400, nothing else.
@@ -263,6 +278,9 @@ func TestDashboardBulkAndCampaignPauseInBrowser(t *testing.T) {
 	}
 	if !b.eval(status("demo-travel-preroll") + ` === "active"`) {
 		t.Error("the campaign's pause changed its line item's own status")
+	}
+	if !b.eval(`document.querySelector('#campaigns tr[data-id="demo-travel-preroll"] td.status').title === "its campaign is paused: it serves nothing"`) {
+		t.Error("a paused campaign's line item does not say it serves nothing")
 	}
 	waitFor(http.StatusNoContent, "the campaign paused")
 	b.do("resume the campaign",

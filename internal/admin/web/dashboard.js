@@ -1178,6 +1178,11 @@ function bulkControls(set) {
     b.addEventListener("click", () => setCampaignPaused(c.id, !paused));
     td.appendChild(b);
   }
+  // A paused campaign's line items keep their own status, and serve nothing.
+  const stopped = new Set(set.line_items.filter((li) => (campaigns.get(li.campaign) || {}).status === "paused").map((li) => li.id));
+  for (const tr of document.querySelectorAll("#campaigns tr.line")) {
+    if (stopped.has(tr.dataset.id)) tr.querySelector("td.status").title = "its campaign is paused: it serves nothing";
+  }
   const archived = new Set(set.line_items.filter((li) => li.status === "archived").map((li) => li.id));
   $("archived-count").textContent = archived.size ? `(${archived.size})` : "";
   for (const tr of document.querySelectorAll("#campaigns tr.line")) {
@@ -1254,6 +1259,7 @@ function enterCreatives() {
   $("creatives-body").hidden = !on;
   $("creative-new").hidden = !on || !canEdit();
   $("creative-tools").hidden = true;
+  $("creatives-status").value = "pending"; // a new session starts at the queue
   if (!on) { $("creatives-count").textContent = `${dash} not kept: this server's store keeps no campaigns`; return; }
   loadCreatives();
 }
