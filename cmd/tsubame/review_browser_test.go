@@ -269,9 +269,12 @@ func TestDashboardBulkAndCampaignPauseInBrowser(t *testing.T) {
 	}
 	waitFor(http.StatusOK, "before the pause")
 	camp := `#campaigns tr.camp[data-campaign="demo-travel-winter"]`
+	// Clicked in the page, found and clicked at once: the table may be
+	// drawn again meanwhile (the restore's and the box's reloads).
+	clickCampaign := `document.querySelector('` + camp + ` button.campaign-pause').click()`
+	b.eval("(" + clickCampaign + ", true)")
 	b.do("pause the campaign",
-		chromedp.Click(css(camp+" button.campaign-pause")),
-		b.until(`document.querySelector('`+camp+` button.campaign-pause').textContent === "Resume campaign"`, 10*time.Second),
+		b.until(`document.querySelector('`+camp+` button.campaign-pause')?.textContent === "Resume campaign"`, 10*time.Second),
 	)
 	if got := b.text(camp + " span.paused"); got != "paused: none of its line items serves" {
 		t.Errorf("the paused campaign's row says %q", got)
@@ -283,9 +286,9 @@ func TestDashboardBulkAndCampaignPauseInBrowser(t *testing.T) {
 		t.Error("a paused campaign's line item does not say it serves nothing")
 	}
 	waitFor(http.StatusNoContent, "the campaign paused")
+	b.eval("(" + clickCampaign + ", true)")
 	b.do("resume the campaign",
-		chromedp.Click(css(camp+" button.campaign-pause")),
-		b.until(`document.querySelector('`+camp+` button.campaign-pause').textContent === "Pause campaign"`, 10*time.Second),
+		b.until(`document.querySelector('`+camp+` button.campaign-pause')?.textContent === "Pause campaign"`, 10*time.Second),
 	)
 	waitFor(http.StatusOK, "the campaign resumed")
 }
