@@ -128,7 +128,8 @@ func NewSet(set *tsubame.CampaignSet) *Set {
 }
 
 // LeftOut returns why line item li cannot serve from an index compiled
-// from the set at now (paused, no approved creative, an empty or ended
+// from the set at now (archived, it or its campaign paused, no approved
+// creative, an empty or ended
 // flight, no hour or day), or WhyEligible: the rules Compile reads, in the
 // helpers it shares. A line item whose campaign the set does not hold is
 // one the index has not taken (WhyNotIndexed).

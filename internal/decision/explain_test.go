@@ -39,6 +39,9 @@ func TestExplainTellsTheFirstRule(t *testing.T) {
 	top(f.single("sibling", 2, 1))
 	top(f.single("house", 5, 1))
 	top(f.single("paused", 1, 1)).Status = tsubame.StatusPaused
+	top(f.single("archived", 1, 1)).Status = tsubame.StatusArchived
+	top(f.single("campaign-paused", 1, 1))
+	f.set.Campaigns[len(f.set.Campaigns)-1].Status = tsubame.StatusPaused
 	top(f.single("pending", 1, 1))
 	f.set.Creatives[len(f.set.Creatives)-1].Status = tsubame.StatusPending
 	top(f.single("later", 1, 1)).Start = compiledAt.Add(time.Hour)
@@ -73,6 +76,7 @@ func TestExplainTellsTheFirstRule(t *testing.T) {
 	want := map[string]decision.Why{
 		winner[0]: decision.WhyWon, loser: decision.WhyLostDraw, "capped": decision.WhyRefused,
 		"house": decision.WhyLowerPriority, "paused": decision.WhyPaused, "pending": decision.WhyNoApprovedCreative,
+		"archived": decision.WhyArchived, "campaign-paused": decision.WhyCampaignPaused,
 		"later": decision.WhyNotStarted, "over": decision.WhyEnded, "us": decision.WhyCountry,
 		"mobile": decision.WhyDevice, "sports": decision.WhyKeyValues, "tuesday": decision.WhyWeekday,
 		"leader": decision.WhyNoCreativeFits, "anywhere": decision.WhyCountry,

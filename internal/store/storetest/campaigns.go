@@ -65,14 +65,14 @@ func FullCampaignSet() *tsubame.CampaignSet {
 			{ID: "adv-2", Name: "Other", Domains: []string{"other.example"}},
 		},
 		Campaigns: []*tsubame.Campaign{
-			{ID: "c-1", Advertiser: "adv-1", Start: start, End: end, Timezone: "America/New_York",
+			{ID: "c-1", Name: "Winter sale — 冬のセール", Advertiser: "adv-1", Start: start, End: end, Timezone: "America/New_York",
 				Budget: tsubame.Budget{Total: 1_000_000_000_000, Daily: 25_500_001},
 				Pacing: tsubame.Pacing{Mode: tsubame.PacingEven, HourWeights: weights}},
 			{ID: "c-2", Advertiser: "adv-2", Start: start, End: end, Timezone: "UTC",
 				Budget: tsubame.Budget{Total: 1, Daily: 1}, Pacing: tsubame.Pacing{Mode: tsubame.PacingASAP}, Status: tsubame.StatusPaused},
 		},
 		Creatives: []*tsubame.Creative{
-			{ID: "cr-banner", Advertiser: "adv-1", Format: tsubame.FormatBanner, W: 300, H: 250,
+			{ID: "cr-banner", Name: "Medium rectangle", Advertiser: "adv-1", Format: tsubame.FormatBanner, W: 300, H: 250,
 				Image: "https://cdn.acme.example/300x250.png", Click: "https://acme.example/landing?utm=1",
 				Categories: []string{"IAB1", "IAB19-29"}, App: "com.acme.shop", Status: tsubame.StatusApproved},
 			{ID: "cr-html", Advertiser: "adv-2", Format: tsubame.FormatBanner, W: 728, H: 90,
@@ -84,7 +84,7 @@ func FullCampaignSet() *tsubame.CampaignSet {
 				Reason: "The video's sound starts at full volume.\nLower it, then send it again."},
 		},
 		LineItems: []*tsubame.LineItem{
-			{ID: "li-1", Campaign: "c-1", Status: tsubame.StatusPaused, Priority: 1, Weight: 3, CPM: 1_250_000,
+			{ID: "li-1", Name: "Top, \"mobile\"", Campaign: "c-1", Status: tsubame.StatusPaused, Priority: 1, Weight: 3, CPM: 1_250_000,
 				Creatives: []string{"cr-banner", "cr-video"}, Start: start.Add(24 * time.Hour), End: end.Add(-time.Hour),
 				Limits:    tsubame.Limits{Impressions: tsubame.ImpressionLimits{Total: 1_000_000, Daily: 50_000}},
 				Frequency: []tsubame.FrequencyCap{{Impressions: 3, Per: tsubame.Duration(time.Hour)}, {Impressions: 10, Per: tsubame.Duration(24 * time.Hour)}},
