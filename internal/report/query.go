@@ -19,6 +19,16 @@ const (
 	ByDay    = "day"
 )
 
+// The longest span a query grouped by minute or by hour may cover, from
+// its start to its end (or to now, without one): a bound on the rows one
+// answer holds (a year by minute is half a million rows for every
+// combination of the other dimensions). By day, or without a time
+// dimension, a span has no bound.
+const (
+	MaxMinuteSpan = 7 * 24 * time.Hour
+	MaxHourSpan   = 92 * 24 * time.Hour
+)
+
 // Query selects and groups rows.
 type Query struct {
 	// From (inclusive) and To (exclusive) bound the rows' times; zero is
@@ -97,6 +107,9 @@ func query(be backend, q Query) (*Result, error) {
 	if !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To) {
 		return nil, tsubame.Errorf(tsubame.EINVALID, "the start (%s) is not before the end (%s)", q.From.Format(time.RFC3339), q.To.Format(time.RFC3339))
 	}
+	if err := checkSpan(&q, time.Now()); err != nil {
+		return nil, err
+	}
 	compacted, err := be.compacted()
 	if err != nil {
 		return nil, err
@@ -163,6 +176,33 @@ func query(be backend, q Query) (*Result, error) {
 		return 0
 	})
 	return res, nil
+}
+
+// checkSpan refuses a query by minute or by hour whose span (to now, when
+// it has no end) is longer than MaxMinuteSpan or MaxHourSpan. A query with
+// no start is the whole of the data, which the command line may ask for.
+func checkSpan(q *Query, now time.Time) error {
+	if q.From.IsZero() {
+		return nil
+	}
+	to := q.To
+	if to.IsZero() {
+		to = now
+	}
+	for _, name := range q.By {
+		max, unit := time.Duration(0), ""
+		switch name {
+		case ByMinute:
+			max, unit = MaxMinuteSpan, "minute"
+		case ByHour:
+			max, unit = MaxHourSpan, "hour"
+		}
+		if max > 0 && to.Sub(q.From) > max {
+			return tsubame.Errorf(tsubame.EINVALID, "a report by %s covers at most %d days (this one %s to %s): group by day, or ask for less",
+				unit, int(max/(24*time.Hour)), q.From.Format(time.RFC3339), to.Format(time.RFC3339))
+		}
+	}
+	return nil
 }
 
 // dimOrder is the dimensions of by (not time) in order, then the currency.

@@ -17,6 +17,7 @@ import (
 
 	bolt "go.etcd.io/bbolt"
 
+	"tsubame"
 	"tsubame/internal/accesslog"
 )
 
@@ -758,5 +759,36 @@ func TestRequestLineCountsSlots(t *testing.T) {
 		if !l.Time.Equal(t0) {
 			t.Errorf("format %d: time %v", format, l.Time)
 		}
+	}
+}
+
+// A query by minute or by hour is bounded: longer spans are refused with
+// the reason, the limit's own span and a day-by-day query are taken.
+func TestQuerySpanLimits(t *testing.T) {
+	r := openRoller(t, t.TempDir(), nil)
+	from := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		by     string
+		to     time.Time
+		reason string
+	}{
+		{ByMinute, from.Add(MaxMinuteSpan), ""},
+		{ByMinute, from.Add(MaxMinuteSpan + time.Minute), "a report by minute covers at most 7 days"},
+		{ByHour, from.Add(MaxHourSpan), ""},
+		{ByHour, from.Add(MaxHourSpan + time.Hour), "a report by hour covers at most 92 days"},
+		{ByHour, time.Time{}, "a report by hour covers at most 92 days"}, // to now: far more
+		{ByDay, from.AddDate(5, 0, 0), ""},
+		{"line_item", from.AddDate(5, 0, 0), ""},
+	} {
+		_, err := r.Query(Query{From: from, To: tc.to, By: []string{tc.by}})
+		switch {
+		case tc.reason == "" && err != nil:
+			t.Errorf("by %s to %v: %v", tc.by, tc.to, err)
+		case tc.reason != "" && (err == nil || !strings.Contains(err.Error(), tc.reason) || tsubame.ErrorCode(err) != tsubame.EINVALID):
+			t.Errorf("by %s to %v: %v, want %q", tc.by, tc.to, err, tc.reason)
+		}
+	}
+	if _, err := r.Query(Query{By: []string{ByMinute}}); err != nil {
+		t.Errorf("all the data by minute: %v", err)
 	}
 }
