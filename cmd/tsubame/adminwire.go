@@ -107,7 +107,7 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 	opt := cfg.Admin.Options()
 	opt.Logger, opt.Metrics, opt.Ready, opt.Accounts, opt.Audit, opt.TLS = m.Logger, reg, m.readiness, accounts, m.adm.audit, tlsConfig
 	opt.Placements, opt.Purge, opt.ConfigView, opt.AccessLog, opt.Sample = m.Cache, m.purge(backend), m.configView, m.accessLogStatus, m.sample
-	opt.Endpoints = m.endpointNames
+	opt.Endpoints, opt.Tags = m.endpointNames, m.tagSetup
 	if cs, ok := backend.(tsubame.CampaignStore); ok { // else the campaign routes say the store keeps none
 		opt.Campaigns = m.campaignsForWrites(cs)
 		if m.ads.engine != nil {

@@ -82,6 +82,10 @@ type Options struct {
 	// Endpoints lists the configured public endpoints (the default site's
 	// and every site's), for the dashboard's table of them.
 	Endpoints func() []string
+	// Tags tells the placements' ad tag snippets where the public
+	// listener answers and what it serves (tags.go); nil: no script tag,
+	// no decide form, and a base URL without a port.
+	Tags func() TagSetup
 	// AccessLog returns the access logs' status.
 	AccessLog func() any
 	// Sample returns the counters the dashboard turns into rates.

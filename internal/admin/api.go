@@ -56,6 +56,7 @@ func (s *Server) apiRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("DELETE /api/v1/users/{name}", admin(s.deleteUser))
 	s.campaignRoutes(mux)
 	s.reportRoutes(mux)
+	s.tagRoutes(mux)
 }
 
 // writeStoreError answers err with the status of its kind and its safe
