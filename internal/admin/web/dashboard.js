@@ -500,6 +500,7 @@ async function loadPage(offset) {
       tr.appendChild(td);
     }
     tr.children[2].className = "urls";
+    tagButton(tr, p.id);
     if (canEdit()) tr.addEventListener("click", () => edit(p));
     else tr.className = "readonly";
     body.appendChild(tr);
@@ -544,7 +545,7 @@ function makeEditor(id, table, cols) {
   row.appendChild(td);
   return { el, table, row, home: el.parentNode, next: el.nextSibling, anchor: null };
 }
-const placementEditor = makeEditor("placement-editor", "placements", 4);
+const placementEditor = makeEditor("placement-editor", "placements", 5);
 const lineItemEditor = makeEditor("line-item-tools", "campaigns", 8);
 
 // openEditor shows ed under the row of the given data-id ("": a new one).
@@ -899,11 +900,14 @@ $("li-delete").addEventListener("click", async () => {
 
 start();
 
-// Reports: the rollups of the access log (GET /api/v1/reports), grouped by
-// time, campaign and line item in the browser's time zone. The table shows
-// the API's rows as they are; the charts sum them per time (or show one
-// line item's), and the spend chart sets a campaign's spend beside its
-// budget's pacing curve. window.tsubameReport holds what is shown.
+// Reports: the rollups of the access log (GET /api/v1/reports), for a
+// period (a quick range or dates of the browser's zone, the query's), by
+// day, by hour or for the whole period, broken down by one dimension. The
+// table shows the API's rows as they are, with totals per currency and
+// sortable columns, and exports exactly what it shows as CSV; the charts
+// sum the rows per time (or show one line item's), and the spend chart
+// sets a campaign's spend beside its budget's pacing curve.
+// window.tsubameReport holds what is shown.
 const reportCharts = {};
 window.tsubameReport = null;
 
@@ -914,13 +918,90 @@ function reportZone() {
 // rfc3339 writes a time as the API reads it: whole seconds, UTC.
 const rfc3339 = (d) => d.toISOString().replace(/\.\d{3}Z$/, "Z");
 
+// The breakdowns: the dimensions asked (a line item's campaign too: the
+// line item filter and the spend chart read it) and the column's name.
+const reportBreakdowns = {
+  line_item: { by: "campaign,line_item", label: "line item" },
+  campaign: { by: "campaign", label: "campaign" },
+  advertiser: { by: "advertiser", label: "advertiser" },
+  creative: { by: "creative", label: "creative" },
+  placement: { by: "placement", label: "placement" },
+  country: { by: "country", label: "country" },
+  exchange: { by: "exchange", label: "exchange" },
+  partner: { by: "partner", label: "partner" },
+  site: { by: "site", label: "site" },
+  device: { by: "device", label: "device" },
+  deal: { by: "deal", label: "deal" },
+};
+// The dimensions of an ad's delivery: the ad requests' row has none of
+// them (their slots, filled or not, are no ad's delivery), so it is left
+// out of these breakdowns; the refused tracking URLs' row is kept.
+const deliveryDims = ["line_item", "campaign", "advertiser", "creative"];
+
+const addDays = (d, n) => new Date(d.getFullYear(), d.getMonth(), d.getDate() + n);
+// parseDate reads a date input's value as midnight of the browser's zone.
+function parseDate(s) {
+  const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(s || "");
+  return m ? new Date(Number(m[1]), Number(m[2]) - 1, Number(m[3])) : null;
+}
+
+// quickRange is a quick period's start, its end (null: now) and its rows'
+// time; the rolling ones start on the hour, a bound the rollups always
+// take.
+function quickRange(period) {
+  const now = new Date(), today = new Date(now.getFullYear(), now.getMonth(), now.getDate());
+  const rolling = (hours, time) => {
+    const from = new Date(now.getTime() - hours * 3600e3);
+    from.setUTCMinutes(0, 0, 0);
+    return { from, to: null, time };
+  };
+  switch (period) {
+    case "24h": return rolling(24, "hour");
+    case "7d": return rolling(24 * 7, "day");
+    case "30d": return rolling(24 * 30, "day");
+    case "today": return { from: today, to: addDays(today, 1), time: "hour" };
+    case "yesterday": return { from: addDays(today, -1), to: today, time: "hour" };
+    case "month": return { from: new Date(now.getFullYear(), now.getMonth(), 1), to: new Date(now.getFullYear(), now.getMonth() + 1, 1), time: "day" };
+    case "lastmonth": return { from: new Date(now.getFullYear(), now.getMonth() - 1, 1), to: new Date(now.getFullYear(), now.getMonth(), 1), time: "day" };
+  }
+  return null;
+}
+
+// fillRange shows a quick period's dates (the end included) and its rows'
+// time in the form.
+function fillRange() {
+  const r = quickRange($("report-period").value);
+  if (!r) return;
+  $("report-from").value = isoDate(r.from);
+  $("report-to").value = isoDate(r.to ? addDays(r.to, -1) : new Date());
+  $("report-time").value = r.time;
+}
+
+// reportQuery is the API's query for the form, or {error} for a period it
+// cannot be (the form says why: the API's limits it says itself).
 function reportQuery() {
   const period = $("report-period").value;
-  const hours = { "24h": 24, "7d": 24 * 7, "30d": 24 * 30 }[period] || 24 * 7;
-  const by = period === "24h" ? "hour" : "day";
-  const from = new Date(Date.now() - hours * 3600e3);
-  from.setUTCMinutes(0, 0, 0); // on the hour: a bound the rollups always take
-  return new URLSearchParams({ from: rfc3339(from), by: `${by},campaign,line_item`, tz: reportZone() });
+  let range = quickRange(period);
+  for (const id of ["report-from", "report-to"]) $(id).removeAttribute("aria-invalid");
+  if (!range) {
+    const from = parseDate($("report-from").value), last = parseDate($("report-to").value);
+    if (!from || !last) {
+      $((from ? "report-to" : "report-from")).setAttribute("aria-invalid", "true");
+      return { error: "Choose a start and an end date." };
+    }
+    if (last < from) {
+      $("report-to").setAttribute("aria-invalid", "true");
+      return { error: `The end date (${$("report-to").value}) is before the start date (${$("report-from").value}).` };
+    }
+    range = { from, to: addDays(last, 1) };
+  }
+  const bd = $("report-by").value in reportBreakdowns ? $("report-by").value : "line_item";
+  const time = $("report-time").value;
+  const q = new URLSearchParams({ from: rfc3339(range.from) });
+  if (range.to) q.set("to", rfc3339(range.to));
+  q.set("by", (time ? time + "," : "") + reportBreakdowns[bd].by);
+  q.set("tz", reportZone());
+  return { q, bd, time };
 }
 
 // bucketTime is a row's time bucket as Unix seconds: a day at midnight of
@@ -933,13 +1014,205 @@ function bucketTime(row) {
   return Date.parse(row.hour || row.minute) / 1000;
 }
 
+// Decimal amounts as the API writes them ("0.0025", "12.50"), added and
+// compared exactly: in billionths, as BigInt. Never a float.
+function parseAmount(s) {
+  const m = /^(-?)(\d+)(?:\.(\d{1,9}))?$/.exec(String(s));
+  if (!m) return 0n;
+  const v = BigInt(m[2]) * 1000000000n + BigInt((m[3] || "").padEnd(9, "0"));
+  return m[1] ? -v : v;
+}
+function formatAmount(v) {
+  const neg = v < 0n;
+  if (neg) v = -v;
+  let frac = String(v % 1000000000n).padStart(9, "0").replace(/0+$/, "");
+  if (frac.length < 2) frac = frac.padEnd(2, "0");
+  return (neg ? "-" : "") + String(v / 1000000000n) + "." + frac;
+}
+// ratio is num ÷ den to six decimals, rounded half up, as the API's ctr
+// ("0" when den is 0).
+function ratio(num, den) {
+  num = BigInt(num); den = BigInt(den);
+  if (den <= 0n || num < 0n) return "0";
+  let q = num / den, r = num % den, frac = 0n;
+  for (let i = 0; i < 6; i++) { r *= 10n; frac = frac * 10n + r / den; r %= den; }
+  if (2n * r >= den) { frac++; if (frac === 1000000n) { q++; frac = 0n; } }
+  return `${q}.${String(frac).padStart(6, "0")}`;
+}
+
+// reportColumns are the table's columns: the time (if any), the
+// breakdown, the currency, then the counts. kind: text, int, money or rate
+// (num ÷ den of two counts).
+function reportColumns(bd, time) {
+  const int = (key, label) => ({ key, label: label || key, kind: "int", value: (x) => x[key] || 0 });
+  const cols = [];
+  if (time) cols.push({ key: time, label: time, kind: "text", value: (x) => x[time] || "" });
+  cols.push({ key: bd, label: reportBreakdowns[bd].label, kind: "text",
+    value: (x) => x[bd] || (x.rejected && deliveryDims.includes(bd) ? "(refused tracking URLs)" : "(none)") });
+  cols.push({ key: "currency", label: "currency", kind: "text", value: (x) => x.currency || "" });
+  cols.push(int("impressions"), int("clicks"), { key: "ctr", label: "CTR", kind: "rate", num: "clicks", den: "impressions" },
+    { key: "spend", label: "spend", kind: "money" });
+  if (bd === "partner") {
+    cols.push(int("partner_requests", "bid requests"), int("partner_bids", "bids"),
+      { key: "bid_rate", label: "bid rate", kind: "rate", num: "partner_bids", den: "partner_requests" },
+      int("partner_wins", "wins"), { key: "win_rate", label: "win rate", kind: "rate", num: "partner_wins", den: "partner_bids" },
+      { key: "revenue", label: "revenue", kind: "money" });
+  }
+  cols.push(int("overage"), { key: "invalid", label: "invalid", kind: "int",
+    value: (x) => (x.invalid_impressions || 0) + (x.invalid_clicks || 0) + (x.invalid_bids || 0) + (x.invalid_bills || 0) });
+  for (const c of cols) {
+    if (c.kind === "money") c.value = (x) => x[c.key] || "0.00";
+    if (c.kind === "rate") c.value = (x) => x[c.key] || ratio(x[c.num] || 0, x[c.den] || 0);
+  }
+  return cols;
+}
+
+// reportTotals sums the rows per currency (amounts are never added across
+// currencies); the rows without a currency (refused tracking URLs, ad
+// requests) carry no amount, and join the one currency when there is one.
+function reportTotals(cols, rows) {
+  const groups = new Map();
+  for (const x of rows) {
+    const cur = x.currency || "";
+    if (!groups.has(cur)) groups.set(cur, []);
+    groups.get(cur).push(x);
+  }
+  const named = [...groups.keys()].filter((c) => c);
+  if (groups.has("") && named.length === 1) {
+    groups.get(named[0]).push(...groups.get(""));
+    groups.delete("");
+  }
+  const out = [];
+  for (const cur of [...groups.keys()].sort()) {
+    const list = groups.get(cur), sum = {};
+    for (const x of list) {
+      for (const c of cols) {
+        if (c.kind === "int") sum[c.key] = (sum[c.key] || 0) + c.value(x);
+        if (c.kind === "money") sum[c.key] = (sum[c.key] || 0n) + parseAmount(c.value(x));
+        if (c.kind === "rate") for (const k of [c.num, c.den]) sum["n." + k] = (sum["n." + k] || 0) + (x[k] || 0);
+      }
+    }
+    out.push(cols.map((c, i) => {
+      if (i === 0) return "total";
+      if (c.key === "currency") return cur;
+      if (c.kind === "int") return sum[c.key];
+      if (c.kind === "money") return formatAmount(sum[c.key]);
+      if (c.kind === "rate") return ratio(sum["n." + c.num], sum["n." + c.den]);
+      return "";
+    }));
+  }
+  return out;
+}
+
+const reportSort = { key: "", dir: 1 }; // a column's key; "": the API's order
+const shownValue = (c, v) => (c.kind === "int" ? Number(v).toLocaleString("en") : String(v));
+
+function compareCells(c, a, b) {
+  if (c.kind === "int") return a - b;
+  if (c.kind === "money" || c.kind === "rate") { const x = parseAmount(a), y = parseAmount(b); return x < y ? -1 : x > y ? 1 : 0; }
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+// renderReportTable draws the rows (as the API answered them, or sorted
+// by a column) and the totals, and keeps what it shows, cell for cell, in
+// window.tsubameReport.table for the CSV export.
+function renderReportTable(cols, shown) {
+  const table = $("report-table");
+  const head = document.createElement("tr");
+  for (const c of cols) {
+    const th = document.createElement("th");
+    if (c.kind !== "text") th.className = "num";
+    const b = document.createElement("button");
+    b.type = "button";
+    b.className = "sort";
+    b.textContent = c.label;
+    b.title = `sort by ${c.label}`;
+    b.addEventListener("click", () => {
+      reportSort.dir = reportSort.key === c.key ? -reportSort.dir : c.kind === "text" ? 1 : -1;
+      reportSort.key = c.key;
+      renderReportTable(cols, shown);
+    });
+    th.appendChild(b);
+    th.setAttribute("aria-sort", reportSort.key !== c.key ? "none" : reportSort.dir > 0 ? "ascending" : "descending");
+    head.appendChild(th);
+  }
+  table.tHead.replaceChildren(head);
+  let rows = shown.map((x) => ({ x, cells: cols.map((c) => c.value(x)) }));
+  const si = cols.findIndex((c) => c.key === reportSort.key);
+  if (si >= 0) rows = rows.slice().sort((a, b) => reportSort.dir * compareCells(cols[si], a.cells[si], b.cells[si]));
+  const body = table.tBodies[0];
+  body.replaceChildren();
+  for (const { x, cells } of rows) {
+    const tr = document.createElement("tr");
+    tr.dataset.time = x.day || x.hour || "";
+    tr.dataset.lineItem = x.line_item || "";
+    cols.forEach((c, i) => cell(tr, shownValue(c, cells[i]), c.kind === "text" ? "" : "num"));
+    body.appendChild(tr);
+  }
+  if (rows.length === 0) {
+    const tr = document.createElement("tr");
+    cell(tr, "no events in this period").colSpan = cols.length;
+    body.appendChild(tr);
+  }
+  const totals = shown.length ? reportTotals(cols, shown) : [];
+  const foot = table.tFoot || table.createTFoot();
+  foot.replaceChildren();
+  for (const t of totals) {
+    const tr = document.createElement("tr");
+    tr.className = "total";
+    cols.forEach((c, i) => cell(tr, shownValue(c, t[i]), c.kind === "text" ? "" : "num"));
+    foot.appendChild(tr);
+  }
+  if (window.tsubameReport) {
+    window.tsubameReport.table = { columns: cols.map((c) => c.label), rows: rows.map((r) => r.cells.map(String)), totals: totals.map((t) => t.map(String)) };
+  }
+}
+
+// csvCell writes a value as the API's CSV does: quoted (its quotes
+// doubled) when it holds a separator, a quote, a line break or spaces at
+// an end; a value a spreadsheet would run as a formula gets a ' first.
+function csvCell(v) {
+  let s = String(v);
+  const t = s.replace(/^ +/, "");
+  if (t !== "" && !/^-?[0-9]+(\.[0-9]+)?$/.test(s) && /^[=+\-@\t\r\n＝＋－＠]/.test(t)) s = "'" + s;
+  if (/[,;\t"\r\n]/.test(s) || s.trim() !== s) s = '"' + s.replace(/"/g, '""') + '"';
+  return s;
+}
+
+// exportReport downloads the table as shown: its columns, its rows in
+// their order, its totals; counts without separators, amounts as the
+// API's exact decimals.
+function exportReport() {
+  const t = window.tsubameReport && window.tsubameReport.table;
+  if (!t) return;
+  const text = [t.columns, ...t.rows, ...t.totals].map((r) => r.map(csvCell).join(",")).join("\n") + "\n";
+  if (window.tsubameReport.csvURL) URL.revokeObjectURL(window.tsubameReport.csvURL);
+  const url = URL.createObjectURL(new Blob([text], { type: "text/csv;charset=utf-8" }));
+  window.tsubameReport.csvURL = url;
+  const q = new URLSearchParams(window.tsubameReport.query);
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = `tsubame-report-${(q.get("from") || "").slice(0, 10)}-${q.get("by").replace(/,/g, "-")}.csv`;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+}
+
 async function loadReport() {
-  const q = reportQuery();
+  const rq = reportQuery();
+  if (rq.error) {
+    $("report-error").textContent = rq.error;
+    return;
+  }
+  const { q, bd, time } = rq;
   $("report-csv").href = "/api/v1/reports?" + q + "&format=csv";
+  $("report-line-label").hidden = bd !== "line_item";
   const r = await api("GET", "/api/v1/reports?" + q);
   const body = $("report-table").tBodies[0];
   if (r.status !== 200) {
     body.replaceChildren();
+    if ($("report-table").tFoot) $("report-table").tFoot.replaceChildren();
+    window.tsubameReport = null;
     $("report-error").textContent = (r.data && r.data.error) || `Cannot read the reports (${r.status}).`;
     return;
   }
@@ -949,48 +1222,35 @@ async function loadReport() {
   const lines = [...new Set(rows.map((x) => x.line_item).filter((x) => x))].sort();
   select.replaceChildren(new Option("all", ""), ...lines.map((id) => new Option(id, id)));
   select.value = lines.includes(chosen) ? chosen : "";
-  const sel = select.value;
-  // Rows of line items, and the refused tracking URLs' (no line item). A
-  // row with neither is the ad requests' (their slots, filled or not): not
-  // a line item's delivery, so not this page's.
-  const shown = rows.filter((x) => (x.line_item || x.rejected) && (!sel || x.line_item === sel));
-  $("report-range").textContent = `since ${new Date(q.get("from")).toLocaleString()} (${q.get("tz")})`;
+  const sel = bd === "line_item" ? select.value : "";
+  const shown = rows.filter((x) => (!deliveryDims.includes(bd) || x[bd] || x.rejected) && (!sel || x.line_item === sel));
+  $("report-range").textContent = q.has("to")
+    ? `${new Date(q.get("from")).toLocaleString()} to ${new Date(q.get("to")).toLocaleString()} (${q.get("tz")})`
+    : `since ${new Date(q.get("from")).toLocaleString()} (${q.get("tz")})`;
 
-  body.replaceChildren();
-  for (const x of shown) {
-    const tr = document.createElement("tr");
-    tr.dataset.time = x.day || x.hour;
-    tr.dataset.lineItem = x.line_item;
-    cell(tr, x.day || x.hour);
-    cell(tr, x.line_item || "(refused tracking URLs)");
-    cell(tr, x.currency);
-    cell(tr, x.impressions.toLocaleString("en"), "num");
-    cell(tr, x.clicks.toLocaleString("en"), "num");
-    cell(tr, x.ctr, "num");
-    cell(tr, x.spend, "num");
-    cell(tr, x.overage.toLocaleString("en"), "num");
-    cell(tr, (x.invalid_impressions + x.invalid_clicks + x.invalid_bids + x.invalid_bills).toLocaleString("en"), "num");
-    body.appendChild(tr);
-  }
-  if (shown.length === 0) {
-    const tr = document.createElement("tr");
-    cell(tr, "no events in this period");
-    tr.cells[0].colSpan = 9;
-    body.appendChild(tr);
-  }
+  window.tsubameReport = { query: q.toString(), rows: shown, times: [], impressions: [], clicks: [], ctr: [], spend: [], currency: "" };
+  const cols = reportColumns(bd, time);
+  if (reportSort.key && !cols.some((c) => c.key === reportSort.key)) reportSort.key = "";
+  renderReportTable(cols, shown);
 
   // Per time bucket: sums over the rows shown. Spend is charted in one
   // currency, the one most rows have.
   const currencies = new Map();
   for (const x of shown) if (x.currency) currencies.set(x.currency, (currencies.get(x.currency) || 0) + 1);
   const currency = [...currencies.entries()].sort((a, b) => b[1] - a[1]).map((e) => e[0])[0] || "";
+  window.tsubameReport.currency = currency;
+  if (!time) { // the whole period: no time to chart
+    for (const name of ["delivery", "ctr", "spend"]) if (reportCharts[name]) { reportCharts[name].destroy(); delete reportCharts[name]; }
+    $("report-budget").textContent = "";
+    return;
+  }
   const byTime = new Map();
   for (const x of shown) {
     const t = bucketTime(x);
     const b = byTime.get(t) || { impressions: 0, clicks: 0, spend: 0 };
     b.impressions += x.impressions;
     b.clicks += x.clicks;
-    if (x.currency === currency) b.spend += Number(x.spend);
+    if (x.currency === currency) b.spend += Number(x.spend); // a chart's scale: a float is fine here
     byTime.set(t, b);
   }
   for (const t of periodBuckets(q)) if (!byTime.has(t)) byTime.set(t, { impressions: 0, clicks: 0, spend: 0 });
@@ -1000,7 +1260,7 @@ async function loadReport() {
   const ctr = times.map((t, i) => (imps[i] ? clicks[i] / imps[i] : null));
   let sum = 0;
   const spend = times.map((t) => (sum += byTime.get(t).spend));
-  window.tsubameReport = { query: q.toString(), rows: shown, times, impressions: imps, clicks, ctr, spend, currency };
+  Object.assign(window.tsubameReport, { times, impressions: imps, clicks, ctr, spend });
 
   chart("delivery", [times, imps, clicks], [
     { label: "impressions", stroke: "#1f64c4", width: 2 },
@@ -1011,15 +1271,16 @@ async function loadReport() {
   await spendChart(sel, shown, times, spend, currency);
 }
 
-// periodBuckets lists the starts of the query's time buckets up to now
-// (hours or days of the browser's zone, the query's), so that the charts
-// show the whole period, zero where nothing happened.
+// periodBuckets lists the starts of the query's time buckets up to its
+// end or now (hours or days of the browser's zone, the query's), so that
+// the charts show the whole period, zero where nothing happened.
 function periodBuckets(q) {
   const by = q.get("by").split(",")[0], out = [];
   const d = new Date(q.get("from"));
+  const end = Math.min(Date.now(), q.has("to") ? Date.parse(q.get("to")) - 1 : Date.now());
   if (by === "hour") d.setMinutes(0, 0, 0);
   else d.setHours(0, 0, 0, 0);
-  for (let n = 0; d.getTime() <= Date.now() && n < 800; n++) {
+  for (let n = 0; d.getTime() <= end && n < 2300; n++) {
     out.push(d.getTime() / 1000);
     if (by === "hour") d.setHours(d.getHours() + 1);
     else d.setDate(d.getDate() + 1);
@@ -1462,6 +1723,13 @@ $("cr-form").addEventListener("submit", async (ev) => {
 
 $("report-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadReport(); });
 $("report-line").addEventListener("change", () => loadReport());
+$("report-period").addEventListener("change", () => { fillRange(); loadReport(); });
+for (const id of ["report-from", "report-to"]) $(id).addEventListener("change", () => { $("report-period").value = "custom"; });
+$("report-by").addEventListener("change", () => { reportSort.key = ""; loadReport(); });
+$("report-time").addEventListener("change", () => loadReport());
+$("report-export").addEventListener("click", exportReport);
+fillRange();
+
 
 // Line item status (GET /api/v1/line-items): whether each can serve now
 // and, if not, why, shown in the campaigns table's serving column.
@@ -1539,3 +1807,49 @@ async function runExplain() {
   }
 }
 $("explain-form").addEventListener("submit", (ev) => { ev.preventDefault(); runExplain(); });
+
+// Ad tags: a placement's "Get tag" shows the snippets a publisher pastes
+// into a page (GET /api/v1/placements/{id}/tag writes them, every value
+// escaped), as text, with a Copy button each.
+function tagButton(tr, id) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.className = "tag";
+  b.textContent = "Get tag";
+  b.setAttribute("aria-label", `Get the ad tag of placement ${id}`);
+  b.addEventListener("click", (ev) => { ev.stopPropagation(); showTag(id); });
+  cell(tr, "").appendChild(b);
+}
+
+async function showTag(id) {
+  const panel = $("tag-panel");
+  panel.hidden = false;
+  $("tag-title").textContent = `Ad tag of placement ${id}`;
+  $("tag-status").textContent = "";
+  const r = await api("GET", `/api/v1/placements/${encodeURIComponent(id)}/tag`);
+  const ok = r.status === 200 && r.data;
+  $("tag-error").textContent = ok ? "" : `Cannot make the tag: ${(r.data && r.data.error) || r.status}`;
+  $("tag-base").textContent = ok ? `Public address: ${r.data.base_url} (${r.data.base_note}).` : "";
+  for (const [kind, what] of [["script", "no endpoint answers .js as JSONP of a stored placement"], ["decide", "/api/decide is off (ads.enabled)"]]) {
+    const t = ok && r.data[kind];
+    $(`tag-${kind}`).value = t ? t.snippet : "";
+    $(`tag-${kind}-note`).textContent = t ? t.note : ok ? `Not served: ${what}.` : "";
+    $(`tag-${kind}-copy`).disabled = !t;
+  }
+  $("tag-endpoint").textContent = ok && r.data.script ? `/api/${r.data.script.endpoint}.js` : "";
+  panel.scrollIntoView({ block: "nearest" });
+}
+
+async function copyTag(kind) {
+  const text = $(`tag-${kind}`).value;
+  try {
+    await navigator.clipboard.writeText(text);
+  } catch (e) { // no clipboard API (a page not served over a secure origin): select it
+    $(`tag-${kind}`).select();
+    if (!document.execCommand("copy")) { $("tag-status").textContent = "Select the text and copy it."; return; }
+  }
+  $("tag-status").textContent = "Copied.";
+}
+$("tag-script-copy").addEventListener("click", () => copyTag("script"));
+$("tag-decide-copy").addEventListener("click", () => copyTag("decide"));
+$("tag-close").addEventListener("click", () => { $("tag-panel").hidden = true; });
