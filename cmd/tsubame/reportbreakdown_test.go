@@ -70,19 +70,26 @@ func TestDashboardReportBreakdownsInBrowser(t *testing.T) {
 		t.Errorf("100 days by hour: %d %s", code, body)
 	}
 
-	ctx := browserContext(t, browser)
+	// The browser in another zone than the server's reports, so that the
+	// page offers both.
+	ctx := browserContext(t, browser, chromedp.Env("TZ=America/New_York"))
 	b := &page{t: t, ctx: ctx}
 	b.do("log in as a viewer", append(b.loginViewer(adminURL, secret),
 		b.until(`window.tsubameReport !== null && document.querySelectorAll("#report-table tbody tr[data-time]").length > 0`, 20*time.Second))...,
 	)
 
-	// Custom dates (yesterday to today, in the browser's zone), by
+	if !b.eval(`reportZone() === "America/New_York" && [...document.querySelectorAll("#report-tz option")].some(o => o.value === "Asia/Tokyo")`) {
+		t.Fatalf("the zones offered: %s", b.text("#report-tz"))
+	}
+	// Custom dates (yesterday to today) of the server's zone of reports
+	// (report.timezone, Asia/Tokyo by default), not the browser's, by
 	// creative, for the whole period.
 	b.do("pick custom dates and a breakdown",
 		chromedp.Evaluate[chromedp.Void](`{
 			const set = (id, v) => { const e = document.getElementById(id); e.value = v; e.dispatchEvent(new Event("change")); };
-			set("report-from", isoDate(addDays(new Date(), -1)));
-			set("report-to", isoDate(new Date()));
+			set("report-tz", "Asia/Tokyo");
+			set("report-from", zoneDate(Date.now() - 86400e3, "Asia/Tokyo"));
+			set("report-to", zoneDate(Date.now(), "Asia/Tokyo"));
 			document.getElementById("report-time").value = "";
 			set("report-by", "creative");
 		}`),
@@ -121,8 +128,11 @@ func TestDashboardReportBreakdownsInBrowser(t *testing.T) {
 		t.Fatalf("columns %q, want %q", st.Columns, wantCols)
 	}
 	q, err := url.ParseQuery(st.Query)
-	if err != nil || q.Get("by") != "creative" || q.Get("from") == "" || q.Get("to") == "" {
-		t.Fatalf("the page's query %q", st.Query)
+	tokyo, _ := time.LoadLocation("Asia/Tokyo")
+	y, m, d := time.Now().In(tokyo).Date()
+	if from, to := time.Date(y, m, d-1, 0, 0, 0, 0, tokyo).UTC(), time.Date(y, m, d+1, 0, 0, 0, 0, tokyo).UTC(); err != nil || q.Get("by") != "creative" ||
+		q.Get("tz") != "Asia/Tokyo" || q.Get("from") != from.Format(time.RFC3339) || q.Get("to") != to.Format(time.RFC3339) {
+		t.Fatalf("the page's query %q, want Tokyo's days from %s to %s", st.Query, from.Format(time.RFC3339), to.Format(time.RFC3339))
 	}
 	// The rows: the API's for the page's query, the ad requests' row (no
 	// creative) left out, the refused tracking URLs' kept.
@@ -229,8 +239,8 @@ func TestDashboardReportBreakdownsInBrowser(t *testing.T) {
 	// one too long by hour shows the API's reason.
 	b.do("an end before the start",
 		chromedp.Evaluate[chromedp.Void](`{
-			document.getElementById("report-from").value = isoDate(new Date());
-			document.getElementById("report-to").value = isoDate(addDays(new Date(), -3));
+			document.getElementById("report-from").value = zoneDate(Date.now(), reportTZ());
+			document.getElementById("report-to").value = zoneDate(Date.now() - 3 * 86400e3, reportTZ());
 			document.getElementById("report-period").value = "custom";
 		}`),
 		chromedp.Click(css("#report-show")),
@@ -241,8 +251,8 @@ func TestDashboardReportBreakdownsInBrowser(t *testing.T) {
 	}
 	b.do("100 days by hour",
 		chromedp.Evaluate[chromedp.Void](`{
-			document.getElementById("report-from").value = isoDate(addDays(new Date(), -100));
-			document.getElementById("report-to").value = isoDate(new Date());
+			document.getElementById("report-from").value = zoneDate(Date.now() - 100 * 86400e3, reportTZ());
+			document.getElementById("report-to").value = zoneDate(Date.now(), reportTZ());
 			document.getElementById("report-time").value = "hour";
 		}`),
 		chromedp.Click(css("#report-show")),

@@ -938,20 +938,59 @@ const reportBreakdowns = {
 // out of these breakdowns; the refused tracking URLs' row is kept.
 const deliveryDims = ["line_item", "campaign", "advertiser", "creative"];
 
-const addDays = (d, n) => new Date(d.getFullYear(), d.getMonth(), d.getDate() + n);
-// parseDate reads a date input's value as midnight of the browser's zone.
-function parseDate(s) {
+// The zone of the report's days and hours: the browser's, the server's
+// report.timezone or UTC (the form's choice). Dates are calendar days of
+// that zone, whatever the browser's: a day's bounds are its midnights
+// there, sent to the API as instants with the zone in tz.
+const reportTZ = () => $("report-tz").value || reportZone();
+const zoneFormats = new Map();
+
+// zoneParts is the wall-clock date and time of instant t (ms) in zone.
+function zoneParts(t, zone) {
+  let f = zoneFormats.get(zone);
+  if (!f) {
+    f = new Intl.DateTimeFormat("en-US", { timeZone: zone, hourCycle: "h23", year: "numeric", month: "2-digit",
+      day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit" });
+    zoneFormats.set(zone, f);
+  }
+  const p = {};
+  for (const x of f.formatToParts(new Date(t))) if (x.type !== "literal") p[x.type] = Number(x.value);
+  return p;
+}
+
+// zoneTime is the instant (ms) of a wall-clock date and hour in zone (the
+// fields may overflow, as Date.UTC's: day 0 is the month's last before).
+function zoneTime(y, mo, d, h, zone) {
+  const want = Date.UTC(y, mo, d, h);
+  let t = want;
+  for (let i = 0; i < 3; i++) {
+    const p = zoneParts(t, zone);
+    t += want - Date.UTC(p.year, p.month - 1, p.day, p.hour, p.minute, p.second);
+  }
+  return t;
+}
+
+// zoneDate is the calendar date of instant t in zone, as a date input
+// writes it (YYYY-MM-DD).
+function zoneDate(t, zone) {
+  const p = zoneParts(t, zone);
+  return `${p.year}-${String(p.month).padStart(2, "0")}-${String(p.day).padStart(2, "0")}`;
+}
+
+// dayStart is midnight of a date input's day (plus days) in zone, or null.
+function dayStart(s, days, zone) {
   const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(s || "");
-  return m ? new Date(Number(m[1]), Number(m[2]) - 1, Number(m[3])) : null;
+  return m ? new Date(zoneTime(Number(m[1]), Number(m[2]) - 1, Number(m[3]) + days, 0, zone)) : null;
 }
 
 // quickRange is a quick period's start, its end (null: now) and its rows'
-// time; the rolling ones start on the hour, a bound the rollups always
-// take.
-function quickRange(period) {
-  const now = new Date(), today = new Date(now.getFullYear(), now.getMonth(), now.getDate());
+// time, in zone; the rolling ones start on the hour, a bound the rollups
+// always take.
+function quickRange(period, zone) {
+  const now = Date.now(), p = zoneParts(now, zone);
+  const day = (months, days) => new Date(zoneTime(p.year, p.month - 1 + months, days, 0, zone));
   const rolling = (hours, time) => {
-    const from = new Date(now.getTime() - hours * 3600e3);
+    const from = new Date(now - hours * 3600e3);
     from.setUTCMinutes(0, 0, 0);
     return { from, to: null, time };
   };
@@ -959,10 +998,10 @@ function quickRange(period) {
     case "24h": return rolling(24, "hour");
     case "7d": return rolling(24 * 7, "day");
     case "30d": return rolling(24 * 30, "day");
-    case "today": return { from: today, to: addDays(today, 1), time: "hour" };
-    case "yesterday": return { from: addDays(today, -1), to: today, time: "hour" };
-    case "month": return { from: new Date(now.getFullYear(), now.getMonth(), 1), to: new Date(now.getFullYear(), now.getMonth() + 1, 1), time: "day" };
-    case "lastmonth": return { from: new Date(now.getFullYear(), now.getMonth() - 1, 1), to: new Date(now.getFullYear(), now.getMonth(), 1), time: "day" };
+    case "today": return { from: day(0, p.day), to: day(0, p.day + 1), time: "hour" };
+    case "yesterday": return { from: day(0, p.day - 1), to: day(0, p.day), time: "hour" };
+    case "month": return { from: day(0, 1), to: day(1, 1), time: "day" };
+    case "lastmonth": return { from: day(-1, 1), to: day(0, 1), time: "day" };
   }
   return null;
 }
@@ -970,46 +1009,46 @@ function quickRange(period) {
 // fillRange shows a quick period's dates (the end included) and its rows'
 // time in the form.
 function fillRange() {
-  const r = quickRange($("report-period").value);
+  const zone = reportTZ(), r = quickRange($("report-period").value, zone);
   if (!r) return;
-  $("report-from").value = isoDate(r.from);
-  $("report-to").value = isoDate(r.to ? addDays(r.to, -1) : new Date());
+  $("report-from").value = zoneDate(r.from.getTime(), zone);
+  $("report-to").value = zoneDate(r.to ? r.to.getTime() - 1 : Date.now(), zone);
   $("report-time").value = r.time;
 }
 
 // reportQuery is the API's query for the form, or {error} for a period it
 // cannot be (the form says why: the API's limits it says itself).
 function reportQuery() {
-  const period = $("report-period").value;
-  let range = quickRange(period);
+  const zone = reportTZ();
+  let range = quickRange($("report-period").value, zone);
   for (const id of ["report-from", "report-to"]) $(id).removeAttribute("aria-invalid");
   if (!range) {
-    const from = parseDate($("report-from").value), last = parseDate($("report-to").value);
-    if (!from || !last) {
-      $((from ? "report-to" : "report-from")).setAttribute("aria-invalid", "true");
+    const from = $("report-from").value, last = $("report-to").value;
+    if (!dayStart(from, 0, zone) || !dayStart(last, 0, zone)) {
+      $(dayStart(from, 0, zone) ? "report-to" : "report-from").setAttribute("aria-invalid", "true");
       return { error: "Choose a start and an end date." };
     }
     if (last < from) {
       $("report-to").setAttribute("aria-invalid", "true");
-      return { error: `The end date (${$("report-to").value}) is before the start date (${$("report-from").value}).` };
+      return { error: `The end date (${last}) is before the start date (${from}).` };
     }
-    range = { from, to: addDays(last, 1) };
+    range = { from: dayStart(from, 0, zone), to: dayStart(last, 1, zone) };
   }
   const bd = $("report-by").value in reportBreakdowns ? $("report-by").value : "line_item";
   const time = $("report-time").value;
   const q = new URLSearchParams({ from: rfc3339(range.from) });
   if (range.to) q.set("to", rfc3339(range.to));
   q.set("by", (time ? time + "," : "") + reportBreakdowns[bd].by);
-  q.set("tz", reportZone());
+  q.set("tz", zone);
   return { q, bd, time };
 }
 
 // bucketTime is a row's time bucket as Unix seconds: a day at midnight of
-// the browser's zone (the query's), an hour as the API wrote it.
-function bucketTime(row) {
+// the query's zone, an hour as the API wrote it.
+function bucketTime(row, zone) {
   if (row.day) {
     const [y, m, d] = row.day.split("-").map(Number);
-    return new Date(y, m - 1, d).getTime() / 1000;
+    return zoneTime(y, m - 1, d, 0, zone) / 1000;
   }
   return Date.parse(row.hour || row.minute) / 1000;
 }
@@ -1198,7 +1237,22 @@ function exportReport() {
   a.remove();
 }
 
+// reportZones offers the server's zone of reports (report.timezone, from
+// the configuration) beside the browser's and UTC, once.
+let reportZonesAsked = false;
+async function reportZones() {
+  if (reportZonesAsked) return;
+  reportZonesAsked = true;
+  $("report-tz-browser").textContent = `this browser's (${reportZone()})`;
+  const r = await api("GET", "/api/v1/config");
+  const zone = r.status === 200 && r.data && r.data.report && r.data.report.timezone;
+  if (typeof zone !== "string" || !zone || zone === "UTC" || zone === reportZone()) return;
+  try { zoneParts(0, zone); } catch (e) { return; } // a zone this browser does not know
+  $("report-tz").insertBefore(new Option(`the server's reports (${zone})`, zone), $("report-tz").options[1]);
+}
+
 async function loadReport() {
+  await reportZones();
   const rq = reportQuery();
   if (rq.error) {
     $("report-error").textContent = rq.error;
@@ -1224,9 +1278,9 @@ async function loadReport() {
   select.value = lines.includes(chosen) ? chosen : "";
   const sel = bd === "line_item" ? select.value : "";
   const shown = rows.filter((x) => (!deliveryDims.includes(bd) || x[bd] || x.rejected) && (!sel || x.line_item === sel));
-  $("report-range").textContent = q.has("to")
-    ? `${new Date(q.get("from")).toLocaleString()} to ${new Date(q.get("to")).toLocaleString()} (${q.get("tz")})`
-    : `since ${new Date(q.get("from")).toLocaleString()} (${q.get("tz")})`;
+  const at = (v) => new Date(v).toLocaleString(undefined, { timeZone: q.get("tz") });
+  $("report-range").textContent = q.has("to") ? `${at(q.get("from"))} to ${at(q.get("to"))} (${q.get("tz")})`
+    : `since ${at(q.get("from"))} (${q.get("tz")})`;
 
   window.tsubameReport = { query: q.toString(), rows: shown, times: [], impressions: [], clicks: [], ctr: [], spend: [], currency: "" };
   const cols = reportColumns(bd, time);
@@ -1246,7 +1300,7 @@ async function loadReport() {
   }
   const byTime = new Map();
   for (const x of shown) {
-    const t = bucketTime(x);
+    const t = bucketTime(x, q.get("tz"));
     const b = byTime.get(t) || { impressions: 0, clicks: 0, spend: 0 };
     b.impressions += x.impressions;
     b.clicks += x.clicks;
@@ -1272,18 +1326,17 @@ async function loadReport() {
 }
 
 // periodBuckets lists the starts of the query's time buckets up to its
-// end or now (hours or days of the browser's zone, the query's), so that
-// the charts show the whole period, zero where nothing happened.
+// end or now (hours or days of the query's zone), so that the charts show
+// the whole period, zero where nothing happened.
 function periodBuckets(q) {
-  const by = q.get("by").split(",")[0], out = [];
-  const d = new Date(q.get("from"));
+  const by = q.get("by").split(",")[0], zone = q.get("tz"), out = [];
+  const from = Date.parse(q.get("from"));
   const end = Math.min(Date.now(), q.has("to") ? Date.parse(q.get("to")) - 1 : Date.now());
-  if (by === "hour") d.setMinutes(0, 0, 0);
-  else d.setHours(0, 0, 0, 0);
-  for (let n = 0; d.getTime() <= end && n < 2300; n++) {
-    out.push(d.getTime() / 1000);
-    if (by === "hour") d.setHours(d.getHours() + 1);
-    else d.setDate(d.getDate() + 1);
+  const p = zoneParts(from, zone);
+  for (let n = 0; n < 2300; n++) {
+    const t = by === "hour" ? from - (p.minute * 60 + p.second) * 1000 + n * 3600e3 : zoneTime(p.year, p.month - 1, p.day + n, 0, zone);
+    if (t > end) break;
+    out.push(t / 1000);
   }
   return out;
 }
@@ -1727,6 +1780,7 @@ $("report-period").addEventListener("change", () => { fillRange(); loadReport();
 for (const id of ["report-from", "report-to"]) $(id).addEventListener("change", () => { $("report-period").value = "custom"; });
 $("report-by").addEventListener("change", () => { reportSort.key = ""; loadReport(); });
 $("report-time").addEventListener("change", () => loadReport());
+$("report-tz").addEventListener("change", () => { if ($("report-period").value !== "custom") fillRange(); loadReport(); });
 $("report-export").addEventListener("click", exportReport);
 fillRange();
 
