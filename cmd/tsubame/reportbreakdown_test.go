@@ -268,6 +268,7 @@ func TestDashboardReportBreakdownsInBrowser(t *testing.T) {
 		chromedp.Click(css(fmt.Sprintf(`#placements tbody tr[data-id=%q] button.tag`, id))),
 		b.until(`document.getElementById("tag-script").value !== "" && !document.getElementById("tag-panel").hidden`, 10*time.Second),
 	)
+	saveScreenshot(t, ctx, "placement-tag.png")
 	code, body := getWith(t, adminURL+"/api/v1/placements/"+url.PathEscape(id)+"/tag", token)
 	var tag struct {
 		Script, Decide struct{ Snippet string }

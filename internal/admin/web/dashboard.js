@@ -1293,6 +1293,7 @@ async function loadReport() {
   for (const x of shown) if (x.currency) currencies.set(x.currency, (currencies.get(x.currency) || 0) + 1);
   const currency = [...currencies.entries()].sort((a, b) => b[1] - a[1]).map((e) => e[0])[0] || "";
   window.tsubameReport.currency = currency;
+  $("report-charts").hidden = !time;
   if (!time) { // the whole period: no time to chart
     for (const name of ["delivery", "ctr", "spend"]) if (reportCharts[name]) { reportCharts[name].destroy(); delete reportCharts[name]; }
     $("report-budget").textContent = "";
