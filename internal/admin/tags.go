@@ -1,6 +1,8 @@
 package admin
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"html"
@@ -10,6 +12,7 @@ import (
 	"strings"
 
 	"tsubame"
+	"tsubame/internal/render"
 )
 
 // TagSetup is what a publisher's ad tag needs to know of the public
@@ -96,7 +99,9 @@ func jsString(s string) string {
 }
 
 // callbackName is a JavaScript identifier for the placement's callback,
-// one per id: letters and digits kept, any other byte as _ and its hex.
+// one per id: letters and digits kept, any other byte as _ and its hex;
+// past the callback's length limit (render.MaxCallbackLength), a hash of
+// the id instead.
 func callbackName(id string) string {
 	var b strings.Builder
 	b.WriteString("tsubameAd_")
@@ -107,6 +112,10 @@ func callbackName(id string) string {
 		} else {
 			fmt.Fprintf(&b, "_%02x", c)
 		}
+	}
+	if b.Len() > render.MaxCallbackLength {
+		sum := sha256.Sum256([]byte(id))
+		return "tsubameAd_h" + hex.EncodeToString(sum[:16])
 	}
 	return b.String()
 }

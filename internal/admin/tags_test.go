@@ -5,6 +5,9 @@ import (
 	"net"
 	"strings"
 	"testing"
+
+	"tsubame"
+	"tsubame/internal/render"
 )
 
 // The ad tag snippets of a placement: for viewers, with the public base
@@ -57,6 +60,13 @@ func TestPlacementTag(t *testing.T) {
 		!strings.Contains(a.Script.Snippet, `<div id="tsubame-side:bar@1"></div>`) ||
 		!strings.Contains(a.Decide.Snippet, `{credentials: "omit"}`) {
 		t.Errorf("%d %+v %+v", code, a.Script, a.Decide)
+	}
+	// The longest ids still get a callback the endpoint takes.
+	for _, id := range []string{strings.Repeat("a", tsubame.MaxIDLength), strings.Repeat("-", tsubame.MaxIDLength), strings.Repeat("-", tsubame.MaxIDLength-1)} {
+		cb := callbackName(id)
+		if !render.ValidCallback([]byte(cb)) || cb == callbackName(id[1:]) {
+			t.Errorf("callback of %q: %q", id, cb)
+		}
 	}
 	// A value the validation would let through unescaped cannot break out:
 	// quotes, angle brackets and ampersands are escaped in every snippet.
