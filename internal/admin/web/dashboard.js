@@ -520,6 +520,52 @@ $("page-first").addEventListener("click", () => { closeEditor(placementEditor); 
 $("page-prev").addEventListener("click", () => { closeEditor(placementEditor); loadPage(page.offset - pageSize); });
 $("page-next").addEventListener("click", () => { closeEditor(placementEditor); loadPage(page.offset + pageSize); });
 
+// Ad tags: a placement's "Get tag" shows the snippets a publisher pastes
+// into a page (GET /api/v1/placements/{id}/tag writes them, every value
+// escaped), as text, with a Copy button each.
+function tagButton(tr, id) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.className = "tag";
+  b.textContent = "Get tag";
+  b.setAttribute("aria-label", `Get the ad tag of placement ${id}`);
+  b.addEventListener("click", (ev) => { ev.stopPropagation(); showTag(id); });
+  cell(tr, "").appendChild(b);
+}
+
+async function showTag(id) {
+  const panel = $("tag-panel");
+  panel.hidden = false;
+  $("tag-title").textContent = `Ad tag of placement ${id}`;
+  $("tag-status").textContent = "";
+  const r = await api("GET", `/api/v1/placements/${encodeURIComponent(id)}/tag`);
+  const ok = r.status === 200 && r.data;
+  $("tag-error").textContent = ok ? "" : `Cannot make the tag: ${(r.data && r.data.error) || r.status}`;
+  $("tag-base").textContent = ok ? `Public address: ${r.data.base_url} (${r.data.base_note}).` : "";
+  for (const [kind, what] of [["script", "no endpoint answers .js as JSONP of a stored placement"], ["decide", "/api/decide is off (ads.enabled)"]]) {
+    const t = ok && r.data[kind];
+    $(`tag-${kind}`).value = t ? t.snippet : "";
+    $(`tag-${kind}-note`).textContent = t ? t.note : ok ? `Not served: ${what}.` : "";
+    $(`tag-${kind}-copy`).disabled = !t;
+  }
+  $("tag-endpoint").textContent = ok && r.data.script ? `/api/${r.data.script.endpoint}.js` : "";
+  panel.scrollIntoView({ block: "nearest" });
+}
+
+async function copyTag(kind) {
+  const text = $(`tag-${kind}`).value;
+  try {
+    await navigator.clipboard.writeText(text);
+  } catch (e) { // no clipboard API (a page not served over a secure origin): select it
+    $(`tag-${kind}`).select();
+    if (!document.execCommand("copy")) { $("tag-status").textContent = "Select the text and copy it."; return; }
+  }
+  $("tag-status").textContent = "Copied.";
+}
+$("tag-script-copy").addEventListener("click", () => copyTag("script"));
+$("tag-decide-copy").addEventListener("click", () => copyTag("decide"));
+$("tag-close").addEventListener("click", () => { $("tag-panel").hidden = true; });
+
 let searchTimer = 0;
 function searchNow() {
   clearTimeout(searchTimer);
@@ -1785,7 +1831,6 @@ $("report-tz").addEventListener("change", () => { if ($("report-period").value !
 $("report-export").addEventListener("click", exportReport);
 fillRange();
 
-
 // Line item status (GET /api/v1/line-items): whether each can serve now
 // and, if not, why, shown in the campaigns table's serving column.
 async function loadLineStatus() {
@@ -1862,49 +1907,3 @@ async function runExplain() {
   }
 }
 $("explain-form").addEventListener("submit", (ev) => { ev.preventDefault(); runExplain(); });
-
-// Ad tags: a placement's "Get tag" shows the snippets a publisher pastes
-// into a page (GET /api/v1/placements/{id}/tag writes them, every value
-// escaped), as text, with a Copy button each.
-function tagButton(tr, id) {
-  const b = document.createElement("button");
-  b.type = "button";
-  b.className = "tag";
-  b.textContent = "Get tag";
-  b.setAttribute("aria-label", `Get the ad tag of placement ${id}`);
-  b.addEventListener("click", (ev) => { ev.stopPropagation(); showTag(id); });
-  cell(tr, "").appendChild(b);
-}
-
-async function showTag(id) {
-  const panel = $("tag-panel");
-  panel.hidden = false;
-  $("tag-title").textContent = `Ad tag of placement ${id}`;
-  $("tag-status").textContent = "";
-  const r = await api("GET", `/api/v1/placements/${encodeURIComponent(id)}/tag`);
-  const ok = r.status === 200 && r.data;
-  $("tag-error").textContent = ok ? "" : `Cannot make the tag: ${(r.data && r.data.error) || r.status}`;
-  $("tag-base").textContent = ok ? `Public address: ${r.data.base_url} (${r.data.base_note}).` : "";
-  for (const [kind, what] of [["script", "no endpoint answers .js as JSONP of a stored placement"], ["decide", "/api/decide is off (ads.enabled)"]]) {
-    const t = ok && r.data[kind];
-    $(`tag-${kind}`).value = t ? t.snippet : "";
-    $(`tag-${kind}-note`).textContent = t ? t.note : ok ? `Not served: ${what}.` : "";
-    $(`tag-${kind}-copy`).disabled = !t;
-  }
-  $("tag-endpoint").textContent = ok && r.data.script ? `/api/${r.data.script.endpoint}.js` : "";
-  panel.scrollIntoView({ block: "nearest" });
-}
-
-async function copyTag(kind) {
-  const text = $(`tag-${kind}`).value;
-  try {
-    await navigator.clipboard.writeText(text);
-  } catch (e) { // no clipboard API (a page not served over a secure origin): select it
-    $(`tag-${kind}`).select();
-    if (!document.execCommand("copy")) { $("tag-status").textContent = "Select the text and copy it."; return; }
-  }
-  $("tag-status").textContent = "Copied.";
-}
-$("tag-script-copy").addEventListener("click", () => copyTag("script"));
-$("tag-decide-copy").addEventListener("click", () => copyTag("decide"));
-$("tag-close").addEventListener("click", () => { $("tag-panel").hidden = true; });
