@@ -1143,7 +1143,8 @@ function reportColumns(bd, time) {
       int("partner_wins", "wins"), { key: "win_rate", label: "win rate", kind: "rate", num: "partner_wins", den: "partner_bids" },
       { key: "revenue", label: "revenue", kind: "money" });
   }
-  cols.push(int("overage"), { key: "invalid", label: "invalid", kind: "int",
+  cols.push({ ...int("overage"), title: "impressions and bills after their reservation" }, { key: "invalid", label: "invalid", kind: "int",
+    title: "repeats, crawlers, test auctions",
     value: (x) => (x.invalid_impressions || 0) + (x.invalid_clicks || 0) + (x.invalid_bids || 0) + (x.invalid_bills || 0) });
   for (const c of cols) {
     if (c.kind === "money") c.value = (x) => x[c.key] || "0.00";
@@ -1207,6 +1208,7 @@ function renderReportTable(cols, shown) {
   for (const c of cols) {
     const th = document.createElement("th");
     if (c.kind !== "text") th.className = "num";
+    if (c.title) th.title = c.title;
     const b = document.createElement("button");
     b.type = "button";
     b.className = "sort";
