@@ -111,10 +111,10 @@ func (s *Service) decide(w server.Response, r server.Request, placement []byte, 
 		req.Reserve, req.ReserveUntil = a.ids[:max(req.Count, 1)], reserved
 	}
 
-	out := s.opt.Engine.Index().Decide(req, a.out[:0], nil)
+	out, why := s.opt.Engine.Index().DecideWhy(req, a.out[:0], nil)
 	a.n = len(out)
 	if a.n == 0 {
-		s.nofill[req.NoFill].Add(1)
+		s.nofill[why].Add(1)
 	}
 	if err := s.logRequest(r, placement, now, a); err != nil {
 		return err

@@ -104,9 +104,6 @@ type Request struct {
 	// then not spent again. For exchanges measured billing late
 	// (bidder.Exchange.KeepWonNow).
 	KeepWon bool
-	// NoFill is set by Decide: why it filled no slot (Filled when it
-	// filled one), for the no-fill counts by cause.
-	NoFill NoFill
 	// Waited is set by Counters once the request has waited for a
 	// budget's top-up: a request waits at most once, however many line
 	// items and accounts it tries.
@@ -299,15 +296,24 @@ func (ix *Index) newScratch() *scratch {
 // Decide reads no store and, given an out with room for Count decisions,
 // allocates nothing.
 func (ix *Index) Decide(req *Request, out []Decision, rnd *rand.Rand) []Decision {
+	out, _ = ix.DecideWhy(req, out, rnd)
+	return out
+}
+
+// DecideWhy is Decide, and tells why it filled no slot (Filled when it
+// filled one), for the no-fill counts by cause. Like Decide, it writes
+// nothing into req (but what Counters does), so that one request may be
+// decided from several goroutines at once (TestConcurrentDecide).
+func (ix *Index) DecideWhy(req *Request, out []Decision, rnd *rand.Rand) ([]Decision, NoFill) {
 	s := ix.pool.Get().(*scratch)
 	defer ix.pool.Put(s)
 	return ix.decide(req, out, rnd, s, nil)
 }
 
-// decide is Decide with its scratch, and, when tr is not nil, what it
+// decide is DecideWhy with its scratch, and, when tr is not nil, what it
 // makes of each line item it weighs told to tr (Explain): the one rule
 // engine of both. Without a tracer it allocates nothing.
-func (ix *Index) decide(req *Request, out []Decision, rnd *rand.Rand, s *scratch, tr *tracer) []Decision {
+func (ix *Index) decide(req *Request, out []Decision, rnd *rand.Rand, s *scratch, tr *tracer) ([]Decision, NoFill) {
 	count := req.Count
 	if count <= 0 {
 		count = 1
@@ -386,17 +392,15 @@ func (ix *Index) decide(req *Request, out []Decision, rnd *rand.Rand, s *scratch
 	}
 	switch {
 	case len(out) > first:
-		req.NoFill = Filled
+		return out, Filled
 	case refused:
-		req.NoFill = NoFillCapped
+		return out, NoFillCapped
 	case matched:
-		req.NoFill = NoFillCreative
+		return out, NoFillCreative
 	case s.ids[dimPlacement] == 0:
-		req.NoFill = NoFillPlacement
-	default:
-		req.NoFill = NoFillTargeting
+		return out, NoFillPlacement
 	}
-	return out
+	return out, NoFillTargeting
 }
 
 // NoFill is why Decide filled no slot of a request: the furthest the

@@ -123,8 +123,8 @@
 // given the same random source, its decisions are Decide's
 // (TestExplainAgreesWithDecide). What leaves a line item out of the index
 // (paused, no approved creative, its flight) comes from the helpers
-// compileLine shares with Set.LeftOut. Decide also sets Request.NoFill, the
-// furthest an unfilled request got, for the no-fill counts by cause.
+// compileLine shares with Set.LeftOut. DecideWhy also tells the furthest
+// an unfilled request got, for the no-fill counts by cause.
 //
 // It imports the domain only: never the listeners (server, admin), config,
 // the store backends or cmd (arch_test.go).

@@ -231,7 +231,7 @@ func (ix *Index) Explain(set *tsubame.CampaignSet, req *Request, rnd *rand.Rand)
 	s := ix.pool.Get().(*scratch)
 	defer ix.pool.Put(s)
 	tr := &tracer{why: map[int32]Why{}, slot: map[int32]int{}, ix: ix}
-	out := ix.decide(req, make([]Decision, 0, MaxCount), rnd, s, tr)
+	out, _ := ix.decide(req, make([]Decision, 0, MaxCount), rnd, s, tr)
 	now := req.Time
 	if now.IsZero() {
 		now = time.Now()

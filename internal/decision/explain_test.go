@@ -169,7 +169,7 @@ func TestExplainAgreesWithDecide(t *testing.T) {
 	}
 }
 
-// TestNoFillCause: Decide tells why it filled nothing, the furthest a
+// TestNoFillCause: DecideWhy tells why it filled nothing, the furthest a
 // request got.
 func TestNoFillCause(t *testing.T) {
 	var f fixture
@@ -191,10 +191,9 @@ func TestNoFillCause(t *testing.T) {
 	} {
 		req := c.req
 		req.Time = compiledAt
-		req.NoFill = decision.NoFillCapped // Decide sets it whatever it was
-		out := ix.Decide(&req, nil, nil)
-		if req.NoFill != c.want || (len(out) > 0) != (c.want == decision.Filled) {
-			t.Errorf("%+v: %v (%d decisions), want %v", c.req, req.NoFill, len(out), c.want)
+		out, why := ix.DecideWhy(&req, nil, nil)
+		if why != c.want || (len(out) > 0) != (c.want == decision.Filled) {
+			t.Errorf("%+v: %v (%d decisions), want %v", c.req, why, len(out), c.want)
 		}
 	}
 }
