@@ -1518,6 +1518,7 @@ $("forecast-form").addEventListener("submit", (ev) => { ev.preventDefault(); loa
 const picked = new Set();
 
 function bulkControls(set) {
+  $("li-csv-upload-label").hidden = !canEdit();
   const ids = new Set(set.line_items.map((li) => li.id));
   for (const id of [...picked]) if (!ids.has(id)) picked.delete(id);
   const campaigns = new Map(set.campaigns.map((c) => [c.id, c]));
@@ -1597,6 +1598,29 @@ $("bulk-archive").addEventListener("click", () => {
   if (confirm(`Archive ${picked.size} line item${picked.size === 1 ? "" : "s"}? They stop serving and leave the table (Show archived line items brings them back).`)) bulkSet("archive");
 });
 $("show-archived").addEventListener("change", () => loadCampaigns());
+
+// Line items as CSV (docs/ads.md, "Line items as CSV"): the download is
+// the export's; an upload is merged into the stored set, every problem
+// listed by its row, nothing written when there is one.
+$("li-csv-upload").addEventListener("change", async (ev) => {
+  const file = ev.target.files[0];
+  if (!file) return;
+  const out = $("li-csv-result");
+  out.textContent = `Importing ${file.name}…`;
+  const res = await fetch("/api/v1/campaigns/import?format=csv&name=" + encodeURIComponent(file.name), {
+    method: "POST", credentials: "same-origin",
+    headers: { "Content-Type": "text/csv", "X-CSRF-Token": csrf }, body: await file.text() });
+  let data = null;
+  try { data = await res.json(); } catch (e) { data = null; }
+  ev.target.value = "";
+  if (res.status === 200 && data) {
+    out.textContent = `Imported ${file.name}: ${data.imported.line_items} line items.`;
+    loadCampaigns();
+    return;
+  }
+  if (res.status === 401) { showLogin(); return; }
+  out.textContent = (data && data.error) || `The import failed (HTTP ${res.status}).`;
+});
 $("bulk-clear").addEventListener("click", () => {
   picked.clear();
   for (const box of document.querySelectorAll("#campaigns input.pick")) box.checked = false;
