@@ -28,33 +28,7 @@ func TestDashboardLineItemsCSVInBrowser(t *testing.T) {
 	b.loaded()
 	b.do("see the line items", b.until(`document.querySelector('#campaigns tr[data-id="demo-coffee-run"]') !== null`, 30*time.Second))
 
-	dir := t.TempDir()
-	progress := chromedp.Events(ctx, cdpbrowser.DownloadProgress)
-	b.do("download the CSV",
-		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
-			_, err := chromedp.Call(ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
-				Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllowAndName, DownloadPath: dir, EventsEnabled: new(true)})
-			return err
-		}),
-		chromedp.Click(css("#li-csv-download")))
-	var sheet string
-	for ev, err := range progress {
-		if err != nil {
-			t.Fatalf("the download: %v", err)
-		}
-		if ev.State == cdpbrowser.DownloadProgressStateCanceled {
-			t.Fatal("the download was canceled")
-		}
-		if ev.State != cdpbrowser.DownloadProgressStateCompleted {
-			continue
-		}
-		got, err := os.ReadFile(filepath.Join(dir, ev.GUID))
-		if err != nil {
-			t.Fatal(err)
-		}
-		sheet = string(got)
-		break
-	}
+	sheet := download(t, ctx, b, "download the CSV", "#li-csv-download")
 	rows := strings.Split(strings.TrimSpace(sheet), "\n")
 	if !strings.HasPrefix(rows[0], "id,name,campaign,status,priority,weight,cpm,creatives,") || !strings.Contains(sheet, "\ndemo-coffee-run,") {
 		t.Fatalf("the downloaded CSV:\n%s", sheet)
@@ -93,4 +67,37 @@ func TestDashboardLineItemsCSVInBrowser(t *testing.T) {
 	if !v.eval(`document.getElementById("li-csv-upload-label").hidden && !document.getElementById("li-csv-download").hidden`) {
 		t.Error("a viewer is offered the upload, or not the download")
 	}
+}
+
+// download clicks what sel names on b's page and returns the file the
+// browser saved: a real download, through Chromium's own download path.
+func download(t *testing.T, ctx context.Context, b *page, what, sel string) string {
+	t.Helper()
+	dir := t.TempDir()
+	progress := chromedp.Events(ctx, cdpbrowser.DownloadProgress)
+	b.do(what,
+		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
+			_, err := chromedp.Call(ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
+				Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllowAndName, DownloadPath: dir, EventsEnabled: new(true)})
+			return err
+		}),
+		chromedp.Click(css(sel)))
+	for ev, err := range progress {
+		if err != nil {
+			t.Fatalf("the download: %v", err)
+		}
+		if ev.State == cdpbrowser.DownloadProgressStateCanceled {
+			t.Fatal("the download was canceled")
+		}
+		if ev.State != cdpbrowser.DownloadProgressStateCompleted {
+			continue
+		}
+		got, err := os.ReadFile(filepath.Join(dir, ev.GUID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(got)
+	}
+	t.Fatal("the download never completed")
+	return ""
 }

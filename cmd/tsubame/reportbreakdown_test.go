@@ -1,20 +1,16 @@
 package main
 
 import (
-	"context"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/chromedp"
 
 	"tsubame/internal/report"
@@ -192,33 +188,7 @@ func TestDashboardReportBreakdownsInBrowser(t *testing.T) {
 
 	// The export is the table as shown: its columns, its rows in their
 	// order and its totals; counts without separators, amounts exact.
-	dir := t.TempDir()
-	progress := chromedp.Events(ctx, cdpbrowser.DownloadProgress)
-	b.do("export the table",
-		chromedp.Func(func(ctx context.Context, _ *chromedp.Target) error {
-			_, err := chromedp.Call(ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{
-				Behavior: cdpbrowser.SetDownloadBehaviorBehaviorAllowAndName, DownloadPath: dir, EventsEnabled: new(true)})
-			return err
-		}),
-		chromedp.Click(css("#report-export")))
-	var text string
-	for ev, err := range progress {
-		if err != nil {
-			t.Fatalf("the download: %v", err)
-		}
-		if ev.State == cdpbrowser.DownloadProgressStateCanceled {
-			t.Fatal("the download was canceled")
-		}
-		if ev.State != cdpbrowser.DownloadProgressStateCompleted {
-			continue
-		}
-		got, err := os.ReadFile(filepath.Join(dir, ev.GUID))
-		if err != nil {
-			t.Fatal(err)
-		}
-		text = string(got)
-		break
-	}
+	text := download(t, ctx, b, "export the table", "#report-export")
 	records, err := csv.NewReader(strings.NewReader(text)).ReadAll()
 	if err != nil {
 		t.Fatalf("the CSV %q: %v", text, err)
