@@ -440,46 +440,48 @@ func TestDashboardCampaignsInBrowser(t *testing.T) {
 		t.Errorf("a paused row offers %q", got)
 	}
 
-	// Edit another from the table: the form shows it; a bad targeting is
-	// refused before it is sent, a bad creative by the server; then a save.
+	// Edit another from the table: the form shows it; a creative of
+	// another advertiser is refused by the server, on its field; then a
+	// save.
 	b.do("pick a line item",
 		chromedp.Click(css(`#campaigns tr[data-id="li-okinawa-preroll"] td:first-child`)),
 		b.until(`document.getElementById("li-id").value === "li-okinawa-preroll"`, 10*time.Second),
+		b.until(`document.getElementById("li-form").dataset.ready === "true"`, 10*time.Second),
 	)
-	if !b.eval(`JSON.parse(document.getElementById("li-targeting").value).devices.length === 3 && document.getElementById("li-cpm").value === "1200"`) {
+	if !b.eval(`JSON.parse(document.getElementById("li-json").textContent).targeting.devices.length === 3 && document.getElementById("li-cpm").value === "1200"`) {
 		t.Error("the editor does not show the line item's targeting and CPM")
 	}
-	b.do("a targeting that is not JSON",
-		chromedp.SetValue(css("#li-targeting"), `{"countries": ["JP"`),
-		chromedp.Click(css("#li-save")),
-		b.until(`document.getElementById("li-edit-status").textContent.startsWith("Not saved: the targeting is not JSON")`, 10*time.Second),
-	)
 	b.do("a creative of another advertiser",
-		chromedp.SetValue(css("#li-targeting"), `{"countries": ["JP", "KR"]}`),
-		chromedp.SetValue(css("#li-creatives"), "cr-spring-300x250"),
+		chromedp.SetValue(css("#li-t-countries-in"), "KR"),
+		chromedp.Click(css("#li-t-countries-add")),
+		chromedp.SetValue(css("#li-campaign"), "camp-spring"),
 		chromedp.Click(css("#li-save")),
 		b.until(`document.getElementById("li-edit-status").textContent === "Not saved: 1 problem, shown on the fields."`, 10*time.Second),
 	)
 	if !b.eval(`document.getElementById("li-creatives").getAttribute("aria-invalid") === "true" &&
-		document.getElementById("li-creatives-problem").textContent.startsWith("creatives[0]: creative \"cr-spring-300x250\" belongs to advertiser")`) {
+		document.getElementById("li-creatives-problem").textContent.startsWith("creatives[0]: creative \"cr-okinawa-video\" belongs to advertiser")`) {
 		t.Error("the creative's problem is not shown on the creatives field")
 	}
-	// Every problem at once, each on its field: a campaign and a creative
-	// that do not exist.
+	// Every problem at once, each on its field: a country that is not a
+	// code, and a daily limit above the total.
 	b.do("two problems",
-		chromedp.SetValue(css("#li-campaign"), "camp-nope"),
-		chromedp.SetValue(css("#li-creatives"), "cr-nope"),
+		chromedp.SetValue(css("#li-campaign"), "camp-summer-trips"),
+		chromedp.SetValue(css("#li-t-countries-in"), "JPN"),
+		chromedp.Click(css("#li-t-countries-add")),
+		chromedp.SetValue(css("#li-limit-total"), "10"),
+		chromedp.SetValue(css("#li-limit-daily"), "20"),
 		chromedp.Click(css("#li-save")),
 		b.until(`document.getElementById("li-edit-status").textContent === "Not saved: 2 problems, shown on the fields."`, 10*time.Second),
 	)
-	if !b.eval(`document.getElementById("li-campaign-problem").textContent === "campaign \"camp-nope\" does not exist" &&
-		document.getElementById("li-creatives-problem").textContent === "creatives[0]: creative \"cr-nope\" does not exist" &&
+	if !b.eval(`document.getElementById("li-t-countries-problem").textContent.startsWith("targeting.countries[2]: \"JPN\": not an ISO 3166-1 alpha-2 code") &&
+		document.getElementById("li-limit-daily-problem").textContent === "20 is more than the total 10" &&
 		document.getElementById("li-cpm").getAttribute("aria-invalid") === null`) {
-		t.Error("the two problems are not each on their field")
+		t.Errorf("the two problems are not each on their field: %q %q", b.text("#li-t-countries-problem"), b.text("#li-limit-daily-problem"))
 	}
 	b.do("save",
-		chromedp.SetValue(css("#li-campaign"), "camp-summer-trips"),
-		chromedp.SetValue(css("#li-creatives"), "cr-okinawa-video"),
+		chromedp.Click(css(`#li-t-countries-chips button[aria-label="remove JPN"]`)),
+		chromedp.SetValue(css("#li-limit-total"), ""),
+		chromedp.SetValue(css("#li-limit-daily"), ""),
 		chromedp.SetValue(css("#li-weight"), "5"),
 		chromedp.SetValue(css("#li-cpm"), "1250.5"),
 		chromedp.Click(css("#li-save")),
@@ -499,7 +501,7 @@ func TestDashboardCampaignsInBrowser(t *testing.T) {
 		t.Errorf("the last change listed: %q", b.text("#li-history li"))
 	}
 	li := lineItem("li-okinawa-preroll")
-	if li["weight"] != 5.0 || li["cpm"] != "1250.5" || fmt.Sprint(li["targeting"]) != "map[countries:[JP KR]]" ||
+	if li["weight"] != 5.0 || li["cpm"] != "1250.5" || fmt.Sprint(li["targeting"]) != "map[countries:[JP KR] devices:[mobile tablet tv] os:[ios android]]" ||
 		fmt.Sprint(li["deals"]) != "[deal-travel-q3]" || len(li["frequency"].([]any)) != 2 {
 		t.Errorf("after the edit the store holds %v", li)
 	}

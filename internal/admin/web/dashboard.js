@@ -805,10 +805,21 @@ async function setPaused(id, pause) {
   if (lineItem && lineItem.id === id && lineItemEditor.anchor === id) editLineItem(r.data);
 }
 
-// The line item form's fields by the first name of a problem's path (the
-// API's, from the object: cpm, creatives[0], targeting.countries[0]).
+// The line item form's fields by the names of a problem's path (the API's,
+// from the object: cpm, creatives[0], targeting.countries[0],
+// frequency[1].per), the longest that names a field: each targeting list
+// has its picker, include and exclude alike.
 const lineItemFields = { id: "li-id", campaign: "li-campaign", status: "li-status", priority: "li-priority",
-  weight: "li-weight", cpm: "li-cpm", creatives: "li-creatives", targeting: "li-targeting" };
+  weight: "li-weight", cpm: "li-cpm", creatives: "li-creatives", targeting: "li-targeting",
+  name: "li-name", start: "li-start", end: "li-end", limits: "li-limits",
+  "limits.impressions.total": "li-limit-total", "limits.impressions.daily": "li-limit-daily",
+  frequency: "li-frequency", deals: "li-deals", "targeting.exclude": "li-x" };
+const criteriaNames = ["placements", "sites", "apps", "countries", "regions", "devices", "os", "browsers", "hours",
+  "weekdays", "keyvalues"];
+for (const n of criteriaNames) {
+  lineItemFields["targeting." + n] = "li-t-" + n;
+  lineItemFields["targeting.exclude." + n] = "li-x-" + n;
+}
 
 // showFieldProblems shows each problem under the field its path names,
 // marking the field invalid, and clears the fields without one; it returns
@@ -822,7 +833,11 @@ function showFieldProblems(fields, id, problems) {
     let path = p.path || "";
     const at = path.indexOf(own);
     if (at >= 0 && !path.slice(0, at).includes(".")) path = path.slice(at + own.length);
-    const name = path.split(/[.[]/)[0];
+    // The longest name that is a field's: targeting.exclude.countries[0]
+    // is targeting.exclude.countries's, else targeting.exclude's, ...
+    let name = path.replace(/\[[^\]]*\]/g, "");
+    while (!fields[name] && name.includes(".")) name = name.slice(0, name.lastIndexOf("."));
+    if (!fields[name]) name = path.split(/[.[]/)[0];
     const field = fields[name];
     if (field) {
       (byField[field] = byField[field] || []).push((path === name ? "" : path + ": ") + p.message);
@@ -880,18 +895,12 @@ async function loadHistory(id) {
 function editLineItem(li) {
   lineItem = li;
   $("li-title").textContent = li.id ? `Edit line item ${li.id}` : "New line item";
-  $("li-id").value = li.id;
-  $("li-campaign").value = li.campaign;
-  $("li-status").value = li.status === "paused" ? "paused" : "active";
-  $("li-priority").value = li.priority;
-  $("li-weight").value = li.weight;
-  $("li-cpm").value = li.cpm;
-  $("li-creatives").value = (li.creatives || []).join("\n");
-  $("li-targeting").value = JSON.stringify(li.targeting || {}, null, 2);
+  fillLineItem(li);
   $("li-edit-status").textContent = "";
   showFieldProblems(lineItemFields, li.id, []);
   openEditor(lineItemEditor, li.id);
   loadHistory(li.id);
+  loadLineItemChoices(li);
 }
 
 $("li-new").addEventListener("click", () => {
@@ -904,20 +913,7 @@ $("li-close").addEventListener("click", () => closeEditor(lineItemEditor));
 $("li-form").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   const id = $("li-id").value.trim();
-  let targeting;
-  try {
-    targeting = JSON.parse($("li-targeting").value.trim() || "{}");
-  } catch (e) {
-    $("li-edit-status").textContent = `Not saved: the targeting is not JSON (${e.message}).`;
-    return;
-  }
-  // The fields the form does not show (limits, frequency caps, deals,
-  // flight) stay as they were.
-  const body = Object.assign({}, lineItem && lineItem.id === id ? lineItem : {}, {
-    id, campaign: $("li-campaign").value.trim(), priority: Number($("li-priority").value),
-    weight: Number($("li-weight").value), cpm: $("li-cpm").value.trim(), creatives: lines($("li-creatives").value), targeting,
-  });
-  if ($("li-status").value === "paused") body.status = "paused"; else delete body.status;
+  const body = readLineItem();
   showFieldProblems(lineItemFields, id, []);
   const r = await api("PUT", "/api/v1/line-items/" + encodeURIComponent(id), body);
   if (r.status !== 200) {
@@ -934,6 +930,7 @@ $("li-form").addEventListener("submit", async (ev) => {
   $("li-title").textContent = `Edit line item ${id}`;
   loadCampaigns();
   loadHistory(id);
+  loadLineGeo(id, true);
 });
 
 $("li-delete").addEventListener("click", async () => {
@@ -943,6 +940,465 @@ $("li-delete").addEventListener("click", async () => {
   $("li-edit-status").textContent = r.status === 204 ? `Deleted ${id}.` : `Not deleted: ${(r.data && r.data.error) || r.status}`;
   if (r.status === 204) { lineItem = null; loadCampaigns(); }
 });
+
+// The line item form: every field of the model, and pickers for the
+// targeting, include and exclude alike, that write exactly the objects the
+// API takes (empty lists left out). A line item read fills them back
+// losslessly: each list keeps its order and its values the pickers do not
+// offer, and a time left as it was is written as it was read. The JSON
+// disclosure shows, read-only, the object Save will send.
+const liForm = { set: null, times: {}, lists: { "li-t": {}, "li-x": {} }, placements: [], placementsTotal: 0 };
+// The values validation and the User-Agent parser know (campaign.go,
+// internal/device; docs/ads.md lists them).
+const liDevices = ["desktop", "mobile", "tablet", "tv"];
+const liOSes = ["windows", "macos", "ios", "android", "linux", "chromeos", "freebsd", "openbsd"];
+const liBrowsers = ["chrome", "safari", "firefox", "edge", "opera", "operamini", "samsung", "ie", "vivaldi", "yandex",
+  "silk", "huawei", "falkon", "nintendo", "androidbrowser"];
+const liWeekdays = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
+// ISO 3166-1 alpha-2, the codes assigned; their names are the browser's.
+const liCountries = ("AD AE AF AG AI AL AM AO AQ AR AS AT AU AW AX AZ BA BB BD BE BF BG BH BI BJ BL BM BN BO BQ BR BS BT " +
+  "BV BW BY BZ CA CC CD CF CG CH CI CK CL CM CN CO CR CU CV CW CX CY CZ DE DJ DK DM DO DZ EC EE EG EH ER ES ET FI FJ FK " +
+  "FM FO FR GA GB GD GE GF GG GH GI GL GM GN GP GQ GR GS GT GU GW GY HK HM HN HR HT HU ID IE IL IM IN IO IQ IR IS IT JE " +
+  "JM JO JP KE KG KH KI KM KN KP KR KW KY KZ LA LB LC LI LK LR LS LT LU LV LY MA MC MD ME MF MG MH MK ML MM MN MO MP MQ " +
+  "MR MS MT MU MV MW MX MY MZ NA NC NE NF NG NI NL NO NP NR NU NZ OM PA PE PF PG PH PK PL PM PN PR PS PT PW PY QA RE RO " +
+  "RS RU RW SA SB SC SD SE SG SH SI SJ SK SL SM SN SO SR SS ST SV SX SY SZ TC TD TF TG TH TJ TK TL TM TN TO TR TT TV TW " +
+  "TZ UA UG UM US UY UZ VA VC VE VG VI VN VU WF WS YE YT ZA ZM ZW").split(" ");
+const liListNames = ["placements", "countries", "regions", "devices", "os", "browsers", "weekdays"];
+let countryNames = null;
+function countryName(code) {
+  try {
+    countryNames = countryNames || new Intl.DisplayNames(["en"], { type: "region" });
+    const n = countryNames.of(code);
+    return n && n !== code ? n : "";
+  } catch (e) {
+    return "";
+  }
+}
+
+function el(tag, props, ...children) {
+  const e = document.createElement(tag);
+  Object.assign(e, props || {});
+  e.append(...children);
+  return e;
+}
+
+// buildCriteria makes the pickers of one Criteria under the element
+// prefix ("li-t" include, "li-x" exclude); each picker's id is
+// prefix-name, as lineItemFields names them.
+function buildCriteria(prefix) {
+  const box = $(prefix);
+  const set = (name, legend, ...body) => el("fieldset", { id: `${prefix}-${name}`, className: "picker " + name }, el("legend", { textContent: legend }), ...body);
+  const search = el("input", { id: `${prefix}-placements-q`, type: "search", maxLength: 128, autocomplete: "off", placeholder: "search by id or name" });
+  search.setAttribute("aria-label", "search the placements");
+  let searchTimer = 0;
+  search.addEventListener("input", () => { clearTimeout(searchTimer); searchTimer = setTimeout(() => loadLinePlacements(search.value.trim()), 250); });
+  const chips = (name, hint, list) => {
+    const input = el("input", { id: `${prefix}-${name}-in`, maxLength: 64, autocomplete: "off", placeholder: hint });
+    if (list) input.setAttribute("list", list);
+    input.setAttribute("aria-label", `add ${name}`);
+    const add = el("button", { type: "button", id: `${prefix}-${name}-add`, textContent: "Add" });
+    const addNow = () => {
+      for (const v of input.value.split(/[\s,]+/).map((x) => x.trim().toUpperCase()).filter((x) => x)) {
+        if (!liForm.lists[prefix][name].includes(v)) liForm.lists[prefix][name].push(v);
+      }
+      input.value = "";
+      renderChips(prefix, name);
+      lineItemJSON();
+    };
+    add.addEventListener("click", addNow);
+    input.addEventListener("keydown", (ev) => { if (ev.key === "Enter") { ev.preventDefault(); addNow(); } });
+    return [el("div", { id: `${prefix}-${name}-chips`, className: "chips" }), el("div", { className: "chip-add" }, input, add)];
+  };
+  const hourOptions = (first, last, any) => [new Option(any, ""), ...Array.from({ length: last - first + 1 }, (_, i) => new Option(`${String(first + i).padStart(2, "0")}:00`, String(first + i)))];
+  const from = el("select", { id: `${prefix}-hours-from` }, ...hourOptions(0, 23, "any hour"));
+  const to = el("select", { id: `${prefix}-hours-to` }, ...hourOptions(1, 24, "—"));
+  const kvAdd = el("button", { type: "button", id: `${prefix}-keyvalues-add`, textContent: "Add a key" });
+  kvAdd.addEventListener("click", () => { addKeyValueRow(prefix, "", []); lineItemJSON(); });
+  box.replaceChildren(
+    set("placements", "Placements", search, el("div", { id: `${prefix}-placements-list`, className: "checks scroll" }),
+      el("p", { id: `${prefix}-placements-note`, className: "hint" })),
+    el("div", { className: "fields" },
+      el("label", {}, "Sites, one domain per line (with its subdomains)", el("textarea", { id: `${prefix}-sites`, rows: 2, spellcheck: false })),
+      el("label", {}, "Apps, one store id per line", el("textarea", { id: `${prefix}-apps`, rows: 2, spellcheck: false }))),
+    el("div", { className: "fields" },
+      set("countries", "Countries (ISO 3166-1)", ...chips("countries", "JP, or a name", "li-country-codes"),
+        el("p", { id: `${prefix}-geo-warning`, className: "warning", hidden: true })),
+      set("regions", "Regions (ISO 3166-2)", ...chips("regions", "JP-13"))),
+    el("div", { className: "fields" },
+      set("devices", "Devices", el("div", { id: `${prefix}-devices-list`, className: "checks" })),
+      set("os", "Operating systems", el("div", { id: `${prefix}-os-list`, className: "checks" })),
+      set("browsers", "Browsers", el("div", { id: `${prefix}-browsers-list`, className: "checks" }))),
+    el("div", { className: "fields" },
+      set("hours", "Hours", el("div", { className: "hours" }, el("label", {}, "From", from), el("label", {}, "To (excluded)", to)),
+        el("p", { className: "hint", textContent: "In the campaign's time zone. From 22 to 6 wraps midnight: 22:00 to 06:00." })),
+      set("weekdays", "Weekdays", el("div", { id: `${prefix}-weekdays-list`, className: "checks" })),
+      set("keyvalues", "Key-values (kv.KEY=VALUE of the request)", el("div", { id: `${prefix}-keyvalues-rows` }), kvAdd,
+        el("p", { className: "hint", textContent: "Every key listed must match one of its values." }))),
+  );
+}
+
+// renderChecks draws a checklist of options ([value, label, note]) with the
+// values of list ticked, and the values of list no option offers after
+// them, so that none is lost; ticking adds at the end, unticking removes.
+function renderChecks(box, options, list, onChange) {
+  const known = new Set(options.map((o) => o[0]));
+  const all = options.concat(list.filter((v) => !known.has(v)).map((v) => [v, v, "not in the list"]));
+  box.replaceChildren(...all.map(([value, label, note]) => {
+    const c = el("input", { type: "checkbox", value, checked: list.includes(value) });
+    c.addEventListener("change", () => {
+      const i = list.indexOf(value);
+      if (c.checked && i < 0) list.push(value);
+      if (!c.checked && i >= 0) list.splice(i, 1);
+      if (onChange) onChange();
+      lineItemJSON();
+    });
+    const l = el("label", { className: "check" }, c, " " + label);
+    if (note) l.append(" ", el("small", { textContent: note, className: note === "pending" || note === "rejected" ? "status " + note : "" }));
+    return l;
+  }));
+}
+
+function renderChips(prefix, name) {
+  const list = liForm.lists[prefix][name];
+  $(`${prefix}-${name}-chips`).replaceChildren(...list.map((v) => {
+    const x = el("button", { type: "button", textContent: "×", className: "chip-remove" });
+    x.setAttribute("aria-label", `remove ${v}`);
+    x.addEventListener("click", () => { list.splice(list.indexOf(v), 1); renderChips(prefix, name); lineItemJSON(); });
+    const label = name === "countries" && countryName(v) ? `${v} ${countryName(v)}` : v;
+    return el("span", { className: "chip", title: v }, label, x);
+  }));
+  geoWarning(prefix);
+}
+
+// geoWarning warns, next to countries and regions, that the server has no
+// geo database (the line item's reasons say no_geo_database): such
+// targeting never matches there.
+function geoWarning(prefix) {
+  const w = $(`${prefix}-geo-warning`);
+  const lists = liForm.lists[prefix];
+  const geo = (lists.countries || []).length + (lists.regions || []).length > 0;
+  w.hidden = !(liForm.noGeo && geo);
+  w.textContent = "This server has no geo database (geo.database): countries and regions never match, so " +
+    (prefix === "li-t" ? "the line item serves nothing." : "this exclusion excludes nothing.");
+}
+
+function addKeyValueRow(prefix, key, values) {
+  const sep = values.some((v) => v.includes(",")) ? " " : ", ";
+  const k = el("input", { className: "kv-key", value: key, maxLength: 64, autocomplete: "off", placeholder: "key" });
+  const v = el("input", { className: "kv-values", value: values.join(sep), maxLength: 4000, autocomplete: "off",
+    placeholder: "values, comma-separated" });
+  k.setAttribute("aria-label", "key");
+  v.setAttribute("aria-label", "values");
+  const x = el("button", { type: "button", textContent: "Remove" });
+  const row = el("div", { className: "kv-row" }, k, v, x);
+  row.dataset.sep = sep;
+  x.addEventListener("click", () => { row.remove(); lineItemJSON(); });
+  $(`${prefix}-keyvalues-rows`).append(row);
+}
+
+// The frequency caps' windows: Go durations ("24h", "1h30m") as seconds
+// and back, written as the server writes them.
+const liUnits = [["days", 86400], ["hours", 3600], ["minutes", 60], ["seconds", 1]];
+function durationSeconds(s) {
+  const m = /^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$/.exec(s || "");
+  if (!m || !s) return NaN;
+  return Number(m[1] || 0) * 3600 + Number(m[2] || 0) * 60 + Number(m[3] || 0);
+}
+function durationText(sec) {
+  const h = Math.floor(sec / 3600), m = Math.floor((sec % 3600) / 60), s = sec % 60;
+  return (h ? h + "h" : "") + (m ? m + "m" : "") + (s ? s + "s" : "") || "0s";
+}
+
+function addFrequencyRow(cap) {
+  const sec = durationSeconds(cap.per);
+  const [unit, size] = liUnits.find(([, n]) => sec > 0 && sec % n === 0) || ["hours", 3600];
+  const imps = el("input", { type: "number", min: 1, step: 1, className: "fc-imps", value: cap.impressions === undefined ? "" : cap.impressions });
+  const n = el("input", { type: "number", min: 1, step: 1, className: "fc-n", value: sec > 0 ? sec / size : "" });
+  const u = el("select", { className: "fc-unit" }, ...liUnits.map(([name, s]) => new Option(name, String(s))));
+  u.value = String(size);
+  imps.setAttribute("aria-label", "impressions");
+  n.setAttribute("aria-label", "per how many");
+  u.setAttribute("aria-label", "unit");
+  const x = el("button", { type: "button", textContent: "Remove" });
+  const row = el("div", { className: "fc-row" }, imps, " impressions per ", n, u, x);
+  // A window the form cannot show (not whole seconds) is kept as it is.
+  if (cap.per && !(sec > 0)) row.dataset.raw = cap.per;
+  x.addEventListener("click", () => { row.remove(); lineItemJSON(); });
+  $("li-frequency-rows").append(row);
+}
+
+// Times: a datetime-local input shows an instant in the campaign's time
+// zone; what it holds is written in RFC 3339 with the zone's offset.
+function liZone() {
+  const c = liCampaign();
+  return (c && c.timezone) || "Asia/Tokyo";
+}
+function liCampaign() {
+  const id = $("li-campaign").value;
+  return ((liForm.set && liForm.set.campaigns) || []).find((c) => c.id === id) || null;
+}
+function zoneLocal(iso, zone) {
+  const t = Date.parse(iso);
+  if (Number.isNaN(t)) return "";
+  const p = zoneParts(t, zone);
+  const two = (n) => String(n).padStart(2, "0");
+  return `${p.year}-${two(p.month)}-${two(p.day)}T${two(p.hour)}:${two(p.minute)}:${two(p.second)}`;
+}
+function zoneRFC3339(local, zone) {
+  const m = /^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d)(?::(\d\d))?/.exec(local);
+  if (!m) return local;
+  const t = zoneTime(Number(m[1]), Number(m[2]) - 1, Number(m[3]), Number(m[4]), zone) + (Number(m[5]) * 60 + Number(m[6] || 0)) * 1000;
+  const p = zoneParts(t, zone);
+  const off = Math.round((Date.UTC(p.year, p.month - 1, p.day, p.hour, p.minute, p.second) - t) / 60000);
+  const two = (n) => String(n).padStart(2, "0");
+  const zoneText = off === 0 ? "Z" : `${off < 0 ? "-" : "+"}${two(Math.floor(Math.abs(off) / 60))}:${two(Math.abs(off) % 60)}`;
+  return `${m[1]}-${m[2]}-${m[3]}T${m[4]}:${m[5]}:${m[6] || "00"}${zoneText}`;
+}
+function showTime(name, iso) {
+  const input = $("li-" + name);
+  input.value = iso ? zoneLocal(iso, liZone()) : "";
+  liForm.times[name] = iso ? { raw: iso, shown: input.value } : null;
+}
+function readTime(name) {
+  const v = $("li-" + name).value;
+  const was = liForm.times[name];
+  if (!v) return undefined;
+  return was && was.shown === v ? was.raw : zoneRFC3339(v, liZone());
+}
+
+// fillLineItem puts li into the form's fields and pickers.
+function fillLineItem(li) {
+  $("li-id").value = li.id;
+  $("li-name").value = li.name || "";
+  campaignOptions(li.campaign);
+  $("li-status").value = ["paused", "archived"].includes(li.status) ? li.status : "active";
+  liForm.statusWritten = li.status !== undefined;
+  $("li-priority").value = li.priority;
+  $("li-weight").value = li.weight;
+  $("li-cpm").value = li.cpm;
+  liForm.creatives = (li.creatives || []).slice();
+  renderLineCreatives();
+  showTime("start", li.start);
+  showTime("end", li.end);
+  const im = (li.limits && li.limits.impressions) || {};
+  $("li-limit-total").value = im.total || "";
+  $("li-limit-daily").value = im.daily || "";
+  $("li-frequency-rows").replaceChildren();
+  for (const f of li.frequency || []) addFrequencyRow(f);
+  $("li-deals").value = (li.deals || []).join("\n");
+  const t = li.targeting || {};
+  fillCriteria("li-t", t);
+  fillCriteria("li-x", t.exclude || {});
+  $("li-x-box").open = !!t.exclude;
+  if ((li.reasons || []).some((r) => r.reason === "no_geo_database")) liForm.noGeo = true;
+  geoWarning("li-t");
+  geoWarning("li-x");
+  lineItemJSON();
+}
+
+function fillCriteria(prefix, c) {
+  const lists = liForm.lists[prefix];
+  for (const n of liListNames) lists[n] = (c[n] || []).slice();
+  $(`${prefix}-sites`).value = (c.sites || []).join("\n");
+  $(`${prefix}-apps`).value = (c.apps || []).join("\n");
+  renderChips(prefix, "countries");
+  renderChips(prefix, "regions");
+  renderChecks($(`${prefix}-devices-list`), liDevices.map((d) => [d, d]), lists.devices);
+  renderChecks($(`${prefix}-os-list`), liOSes.map((d) => [d, d]), lists.os);
+  renderChecks($(`${prefix}-browsers-list`), liBrowsers.map((d) => [d, d]), lists.browsers);
+  renderChecks($(`${prefix}-weekdays-list`), liWeekdays.map((d) => [d, d]), lists.weekdays);
+  $(`${prefix}-hours-from`).value = c.hours ? String(c.hours.from) : "";
+  $(`${prefix}-hours-to`).value = c.hours ? String(c.hours.to) : "";
+  $(`${prefix}-keyvalues-rows`).replaceChildren();
+  for (const [k, v] of Object.entries(c.keyvalues || {})) addKeyValueRow(prefix, k, v);
+  renderLinePlacements(prefix);
+}
+
+function readCriteria(prefix) {
+  const c = {}, lists = liForm.lists[prefix];
+  const put = (name, list) => { if (list.length) c[name] = list.slice(); };
+  put("placements", lists.placements);
+  put("sites", lines($(`${prefix}-sites`).value));
+  put("apps", lines($(`${prefix}-apps`).value));
+  for (const n of ["countries", "regions", "devices", "os", "browsers"]) put(n, lists[n]);
+  const from = $(`${prefix}-hours-from`).value, to = $(`${prefix}-hours-to`).value;
+  if (from !== "" || to !== "") c.hours = { from: Number(from || 0), to: Number(to || 24) };
+  put("weekdays", lists.weekdays);
+  const kv = {};
+  let any = false;
+  for (const row of $(`${prefix}-keyvalues-rows`).children) {
+    const k = row.querySelector(".kv-key").value.trim();
+    const raw = row.querySelector(".kv-values").value;
+    const vs = (row.dataset.sep === " " ? raw.split(/\s+/) : raw.split(/[\s,]+/)).filter((v) => v);
+    if (!k && vs.length === 0) continue;
+    kv[k] = vs;
+    any = true;
+  }
+  if (any) c.keyvalues = kv;
+  return c;
+}
+
+// readLineItem is the line item the form holds, as the API takes it.
+function readLineItem() {
+  const li = { id: $("li-id").value.trim() };
+  const name = $("li-name").value.trim();
+  if (name) li.name = name;
+  li.campaign = $("li-campaign").value;
+  const status = $("li-status").value;
+  if (status !== "active" || liForm.statusWritten) li.status = status;
+  li.priority = Number($("li-priority").value);
+  li.weight = Number($("li-weight").value);
+  li.cpm = $("li-cpm").value.trim();
+  li.creatives = liForm.creatives.slice();
+  const start = readTime("start"), end = readTime("end");
+  if (start) li.start = start;
+  if (end) li.end = end;
+  const im = {};
+  const total = $("li-limit-total").value, daily = $("li-limit-daily").value;
+  if (total !== "" && Number(total) !== 0) im.total = Number(total);
+  if (daily !== "" && Number(daily) !== 0) im.daily = Number(daily);
+  if (Object.keys(im).length) li.limits = { impressions: im };
+  const caps = [...$("li-frequency-rows").children].map((row) => {
+    const n = row.querySelector(".fc-n").value;
+    const per = row.dataset.raw && n === "" ? row.dataset.raw : durationText(Number(n) * Number(row.querySelector(".fc-unit").value));
+    return { impressions: Number(row.querySelector(".fc-imps").value), per };
+  });
+  if (caps.length) li.frequency = caps;
+  const deals = lines($("li-deals").value);
+  if (deals.length) li.deals = deals;
+  const t = readCriteria("li-t"), x = readCriteria("li-x");
+  if (Object.keys(x).length) t.exclude = x;
+  if (Object.keys(t).length) li.targeting = t;
+  return li;
+}
+
+function lineItemJSON() {
+  $("li-json").textContent = JSON.stringify(readLineItem(), null, 2);
+  const x = readCriteria("li-x");
+  const n = Object.keys(x).length;
+  $("li-x-count").textContent = n ? `(${n} ${n === 1 ? "list" : "lists"})` : "";
+}
+
+// campaignOptions lists the stored campaigns, by name and id, with id
+// chosen (kept in the list when it is not stored: the server says why).
+function campaignOptions(id) {
+  const sel = $("li-campaign");
+  const cs = (liForm.set && liForm.set.campaigns) || [];
+  const opts = cs.map((c) => new Option(c.name ? `${c.name} (${c.id})` : c.id, c.id));
+  if (id && !cs.some((c) => c.id === id)) opts.push(new Option(liForm.set ? `${id} (not stored)` : id, id));
+  if (!id) opts.unshift(new Option("— choose a campaign —", ""));
+  sel.replaceChildren(...opts);
+  sel.value = id || "";
+  $("li-zone").textContent = `in ${liZone()}`;
+}
+
+// renderLineCreatives lists the creatives of the chosen campaign's
+// advertiser, and any other the line item names.
+function renderLineCreatives() {
+  const c = liCampaign();
+  const all = (liForm.set && liForm.set.creatives) || [];
+  const own = all.filter((cr) => c && cr.advertiser === c.advertiser);
+  const options = own.map((cr) => [cr.id, `${cr.name ? cr.name + " " : ""}${cr.id}, ${cr.format} ${cr.w}×${cr.h}`, cr.status || "pending"]);
+  for (const id of liForm.creatives) {
+    const cr = all.find((x) => x.id === id);
+    if (cr && !own.includes(cr)) options.push([id, `${id}, ${cr.format} ${cr.w}×${cr.h}`, `of advertiser ${cr.advertiser}`]);
+  }
+  renderChecks($("li-creatives-list"), options, liForm.creatives);
+  if (options.length === 0) $("li-creatives-list").append(el("p", { className: "hint", textContent: c ? "This advertiser has no creative yet." : "Choose a campaign first." }));
+}
+
+// loadLineItemChoices reads what the pickers offer: the campaigns and
+// creatives (one export), the placements; and whether the server has a
+// geo database, from the line item's own status.
+async function loadLineItemChoices(li) {
+  $("li-form").dataset.ready = "";
+  const set = await api("GET", "/api/v1/campaigns/export");
+  if (set.status === 200 && set.data) liForm.set = set.data;
+  campaignOptions($("li-campaign").value);
+  // Times as they were read, shown again in the campaign's zone now known.
+  for (const n of ["start", "end"]) {
+    const was = liForm.times[n];
+    if (was && $("li-" + n).value === was.shown) showTime(n, was.raw);
+  }
+  renderLineCreatives();
+  await Promise.all([loadLinePlacements(""), loadLineGeo(li.id)]);
+  lineItemJSON();
+  $("li-form").dataset.ready = "true";
+}
+
+// loadLineGeo learns from a stored line item's status whether the server
+// has no geo database: a line item that targets countries or regions there
+// says so in its reasons (no_geo_database), and the server stays so.
+async function loadLineGeo(id, stored) {
+  stored = stored || ((liForm.set && liForm.set.line_items) || []).some((l) => l.id === id);
+  if (!id || !stored) return;
+  const r = await api("GET", "/api/v1/line-items/" + encodeURIComponent(id));
+  if (r.status !== 200 || !r.data) return;
+  if ((r.data.reasons || []).some((x) => x.reason === "no_geo_database")) liForm.noGeo = true;
+  geoWarning("li-t");
+  geoWarning("li-x");
+}
+
+async function loadLinePlacements(q) {
+  const r = await api("GET", "/api/v1/placements?limit=100" + (q ? "&q=" + encodeURIComponent(q) : ""));
+  if (r.status === 200 && r.data) {
+    liForm.placements = r.data.placements || [];
+    liForm.placementsTotal = r.data.total || 0;
+  }
+  renderLinePlacements("li-t");
+  renderLinePlacements("li-x");
+}
+
+function renderLinePlacements(prefix) {
+  const list = liForm.lists[prefix].placements || [];
+  const found = liForm.placements.map((p) => [p.id, p.name ? `${p.id} ${p.name}` : p.id]);
+  const foundIDs = new Set(found.map((o) => o[0]));
+  // The chosen first, in their order; then what the search found.
+  const options = list.map((id) => [id, id, ""]).filter((o) => !foundIDs.has(o[0]))
+    .concat(found.filter((o) => list.includes(o[0])), found.filter((o) => !list.includes(o[0])));
+  renderChecks($(`${prefix}-placements-list`), options, list);
+  const shown = liForm.placements.length, total = liForm.placementsTotal;
+  $(`${prefix}-placements-note`).textContent = total > shown ? `${shown} of ${total} shown: search for the others.` : "";
+}
+
+// freeCopyID is the first of id-copy, id-copy-2, ... no line item has.
+function freeCopyID(id) {
+  const taken = new Set(((liForm.set && liForm.set.line_items) || []).map((l) => l.id));
+  let n = 1, next = `${id}-copy`;
+  while (taken.has(next)) next = `${id}-copy-${++n}`;
+  return next;
+}
+
+// Duplicate opens the form as a new line item: what it holds, under a
+// free id, paused.
+$("li-duplicate").addEventListener("click", () => {
+  const from = $("li-id").value.trim();
+  const li = readLineItem();
+  li.id = freeCopyID(from || "line-item");
+  li.status = "paused";
+  editLineItem(li);
+  lineItem = null;
+  $("li-title").textContent = `New line item (a copy of ${from})`;
+  $("li-edit-status").textContent = `A copy of ${from}, paused: save it to create it.`;
+});
+
+$("li-campaign").addEventListener("change", () => {
+  // Times left as they were stay the same instants, shown in the new zone.
+  const times = { start: readTime("start"), end: readTime("end") };
+  $("li-zone").textContent = `in ${liZone()}`;
+  for (const n of ["start", "end"]) {
+    const was = liForm.times[n];
+    if (was && times[n] === was.raw) showTime(n, was.raw);
+  }
+  renderLineCreatives();
+  lineItemJSON();
+});
+$("li-frequency-add").addEventListener("click", () => { addFrequencyRow({ impressions: 1, per: "24h" }); lineItemJSON(); });
+$("li-form").addEventListener("input", lineItemJSON);
+$("li-form").addEventListener("change", lineItemJSON);
+buildCriteria("li-t");
+buildCriteria("li-x");
+$("li-country-codes").replaceChildren(...liCountries.map((c) => new Option(countryName(c) || c, c)));
 
 start();
 
