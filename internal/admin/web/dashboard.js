@@ -947,7 +947,7 @@ $("li-delete").addEventListener("click", async () => {
 // losslessly: each list keeps its order and its values the pickers do not
 // offer, and a time left as it was is written as it was read. The JSON
 // disclosure shows, read-only, the object Save will send.
-const liForm = { set: null, times: {}, lists: { "li-t": {}, "li-x": {} }, placements: [], placementsTotal: 0 };
+const liForm = { set: null, times: {}, lists: { "li-t": {}, "li-x": {} }, found: { "li-t": [], "li-x": [] }, total: {} };
 // The values validation and the User-Agent parser know (campaign.go,
 // internal/device; docs/ads.md lists them).
 const liDevices = ["desktop", "mobile", "tablet", "tv"];
@@ -987,11 +987,13 @@ function el(tag, props, ...children) {
 // prefix-name, as lineItemFields names them.
 function buildCriteria(prefix) {
   const box = $(prefix);
-  const set = (name, legend, ...body) => el("fieldset", { id: `${prefix}-${name}`, className: "picker " + name }, el("legend", { textContent: legend }), ...body);
+  // Each picker in a box of its own, which holds its problems too.
+  const set = (name, legend, ...body) => el("div", { className: "picker-box" },
+    el("fieldset", { id: `${prefix}-${name}`, className: "picker " + name }, el("legend", { textContent: legend }), ...body));
   const search = el("input", { id: `${prefix}-placements-q`, type: "search", maxLength: 128, autocomplete: "off", placeholder: "search by id or name" });
   search.setAttribute("aria-label", "search the placements");
   let searchTimer = 0;
-  search.addEventListener("input", () => { clearTimeout(searchTimer); searchTimer = setTimeout(() => loadLinePlacements(search.value.trim()), 250); });
+  search.addEventListener("input", () => { clearTimeout(searchTimer); searchTimer = setTimeout(() => loadLinePlacements(prefix, search.value.trim()), 250); });
   const chips = (name, hint, list) => {
     const input = el("input", { id: `${prefix}-${name}-in`, maxLength: 64, autocomplete: "off", placeholder: hint });
     if (list) input.setAttribute("list", list);
@@ -1029,7 +1031,7 @@ function buildCriteria(prefix) {
       set("os", "Operating systems", el("div", { id: `${prefix}-os-list`, className: "checks" })),
       set("browsers", "Browsers", el("div", { id: `${prefix}-browsers-list`, className: "checks" }))),
     el("div", { className: "fields" },
-      set("hours", "Hours", el("div", { className: "hours" }, el("label", {}, "From", from), el("label", {}, "To (excluded)", to)),
+      set("hours", "Hours", el("div", { className: "hour-range" }, el("label", {}, "From", from), el("label", {}, "To (excluded)", to)),
         el("p", { className: "hint", textContent: "In the campaign's time zone. From 22 to 6 wraps midnight: 22:00 to 06:00." })),
       set("weekdays", "Weekdays", el("div", { id: `${prefix}-weekdays-list`, className: "checks" })),
       set("keyvalues", "Key-values (kv.KEY=VALUE of the request)", el("div", { id: `${prefix}-keyvalues-rows` }), kvAdd,
@@ -1321,7 +1323,8 @@ async function loadLineItemChoices(li) {
     if (was && $("li-" + n).value === was.shown) showTime(n, was.raw);
   }
   renderLineCreatives();
-  await Promise.all([loadLinePlacements(""), loadLineGeo(li.id)]);
+  for (const p of ["li-t", "li-x"]) $(`${p}-placements-q`).value = "";
+  await Promise.all([loadLinePlacements("li-t", ""), loadLinePlacements("li-x", ""), loadLineGeo(li.id)]);
   lineItemJSON();
   $("li-form").dataset.ready = "true";
 }
@@ -1339,25 +1342,26 @@ async function loadLineGeo(id, stored) {
   geoWarning("li-x");
 }
 
-async function loadLinePlacements(q) {
+// loadLinePlacements lists the first placements (100) whose id or name
+// holds q under the picker of prefix.
+async function loadLinePlacements(prefix, q) {
   const r = await api("GET", "/api/v1/placements?limit=100" + (q ? "&q=" + encodeURIComponent(q) : ""));
   if (r.status === 200 && r.data) {
-    liForm.placements = r.data.placements || [];
-    liForm.placementsTotal = r.data.total || 0;
+    liForm.found[prefix] = r.data.placements || [];
+    liForm.total[prefix] = r.data.total || 0;
   }
-  renderLinePlacements("li-t");
-  renderLinePlacements("li-x");
+  renderLinePlacements(prefix);
 }
 
 function renderLinePlacements(prefix) {
   const list = liForm.lists[prefix].placements || [];
-  const found = liForm.placements.map((p) => [p.id, p.name ? `${p.id} ${p.name}` : p.id]);
+  const found = liForm.found[prefix].map((p) => [p.id, p.name ? `${p.id} ${p.name}` : p.id]);
   const foundIDs = new Set(found.map((o) => o[0]));
   // The chosen first, in their order; then what the search found.
   const options = list.map((id) => [id, id, ""]).filter((o) => !foundIDs.has(o[0]))
     .concat(found.filter((o) => list.includes(o[0])), found.filter((o) => !list.includes(o[0])));
   renderChecks($(`${prefix}-placements-list`), options, list);
-  const shown = liForm.placements.length, total = liForm.placementsTotal;
+  const shown = liForm.found[prefix].length, total = liForm.total[prefix] || 0;
   $(`${prefix}-placements-note`).textContent = total > shown ? `${shown} of ${total} shown: search for the others.` : "";
 }
 
