@@ -341,6 +341,123 @@ func TestLineItemFormVocabulary(t *testing.T) {
 	}
 }
 
+// From the form to a page and back, on the real binary: an editor makes a
+// line item with the form for a creative still in review, approves the
+// creative in the queue, and a page gets the ad; the line item's row says
+// it serves, and what it shows delivered is what the report counts; paused
+// from its row, it serves nothing (204), and the report keeps what it
+// served.
+func TestLineItemFormEndToEnd(t *testing.T) {
+	f := openLineItemForm(t)
+	b := f.b
+	const id, creative, placement = "li-e2e", "cr-e2e", "42"
+	if code, body := putWith(t, f.adminURL+"/api/v1/creatives/"+creative, f.token, `{"advertiser": "demo-coffee", "format": "banner",
+		"w": 300, "h": 250, "image": "https://coffee.example/ads/e2e.png", "click": "https://coffee.example/e2e"}`); code != 200 {
+		t.Fatalf("put creative: %d %s", code, body)
+	}
+	b.do("reload", chromedp.Reload(), chromedp.WaitVisible(css("#dash")),
+		b.until(`document.querySelector('#creatives tr[data-id="cr-e2e"]') !== null`, 30*time.Second))
+
+	b.do("make the line item with the form",
+		chromedp.Click(css("#li-new")),
+		b.until(`document.getElementById("li-form").dataset.ready === "true"`, 10*time.Second),
+		chromedp.SetValue(css("#li-id"), id),
+		f.choose("#li-campaign", "demo-coffee-autumn"),
+		b.until(`document.querySelector('#li-creatives-list input[value="cr-e2e"]') !== null`, 10*time.Second))
+	if !b.eval(`document.querySelector('#li-creatives-list input[value="cr-e2e"]').parentElement.textContent.includes("pending")`) {
+		t.Errorf("the creative in review is not marked: %q", b.text("#li-creatives-list"))
+	}
+	b.do("fill it",
+		chromedp.Click(css(`#li-creatives-list input[value="cr-e2e"]`)),
+		chromedp.SetValue(css("#li-priority"), "1"),
+		chromedp.SetValue(css("#li-weight"), "1"),
+		chromedp.SetValue(css("#li-cpm"), "2"),
+		chromedp.SetValue(css("#li-limit-total"), "1000"),
+		chromedp.SendKeys(css("#li-t-placements-q"), placement),
+		b.until(`document.querySelector('#li-t-placements-list input[value="42"]') !== null`, 10*time.Second),
+		chromedp.Click(css(`#li-t-placements-list input[value="42"]`)),
+		chromedp.Click(css("#li-save")),
+		b.until(`document.getElementById("li-edit-status").textContent === "Saved li-e2e."`, 10*time.Second))
+
+	decide := func() (int, map[string]any) {
+		t.Helper()
+		code, body := browserGet(t, f.p.base+"/api/decide?placement="+placement+"&uid=visitor-1")
+		var v struct {
+			Decisions []map[string]any `json:"decisions"`
+		}
+		if code == 200 && json.Unmarshal([]byte(body), &v) == nil && len(v.Decisions) == 1 {
+			return code, v.Decisions[0]
+		}
+		return code, nil
+	}
+	// The creative waits for review: nothing serves.
+	if code, d := decide(); code != 204 {
+		t.Fatalf("before the approval the page gets %d %v", code, d)
+	}
+	b.do("approve the creative",
+		chromedp.Click(css(`#creatives tr[data-id="cr-e2e"] button.approve`)),
+		b.until(`document.querySelector('#creatives tr[data-id="cr-e2e"]') === null`, 10*time.Second))
+
+	// The page gets the ad once the index has the approval and the line
+	// item its first lease; it shows five (their impression URLs fetched,
+	// as the page's browser does).
+	const shown = 5
+	for deadline, n := time.Now().Add(time.Minute), 0; n < shown; {
+		code, d := decide()
+		if d == nil || d["line_item"] != id {
+			if time.Now().After(deadline) {
+				t.Fatalf("the page never got the ad: %d %v", code, d)
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
+		if code, _ := browserGet(t, d["impression_url"].(string)); code != 200 {
+			t.Fatalf("impression: %d", code)
+		}
+		n++
+	}
+
+	// The row says it serves; delivered and the report agree, at the
+	// impressions shown.
+	b.do("reload", chromedp.Reload(), chromedp.WaitVisible(css("#dash")),
+		b.until(`(document.querySelector('#campaigns tr[data-id="li-e2e"] td.serving') || {}).textContent === "yes"`, 30*time.Second))
+	reported := `(window.tsubameReport && window.tsubameReport.rows || []).filter(r => r.line_item === "li-e2e").reduce((n, r) => n + r.impressions, 0)`
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		delivered := b.text(`#campaigns tr[data-id="li-e2e"] td.delivered`)
+		v, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](reported))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if delivered == fmt.Sprint(shown) && v == shown {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("delivered shows %q, the report %d impressions, after %d shown", delivered, v, shown)
+		}
+		b.do("read the report again", chromedp.Click(css("#report-show")), chromedp.Sleep(500*time.Millisecond))
+	}
+
+	b.do("pause it from its row",
+		chromedp.Click(css(`#campaigns tr[data-id="li-e2e"] button.pause`)),
+		b.until(`document.querySelector('#campaigns tr[data-id="li-e2e"] td.status').textContent === "paused"`, 10*time.Second))
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		code, d := decide()
+		if code == 204 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("paused, the line item still serves: %d %v", code, d)
+		}
+	}
+	b.do("the report keeps what it served",
+		chromedp.Click(css("#report-show")),
+		b.until(reported+` === 5`, 30*time.Second))
+	if li := f.get(id); li["status"] != "paused" {
+		t.Errorf("the API holds %v", li)
+	}
+}
+
 // saveFormShot writes the line item editor alone to
 // $TSUBAME_SCREENSHOTS/name when that is set.
 func saveFormShot(t *testing.T, b *page, name string) {
