@@ -993,6 +993,7 @@ function buildCriteria(prefix) {
   const search = el("input", { id: `${prefix}-placements-q`, type: "search", maxLength: 128, autocomplete: "off", placeholder: "search by id or name" });
   search.setAttribute("aria-label", "search the placements");
   let searchTimer = 0;
+  search.addEventListener("keydown", (ev) => { if (ev.key === "Enter") ev.preventDefault(); }); // a search, not a save
   search.addEventListener("input", () => { clearTimeout(searchTimer); searchTimer = setTimeout(() => loadLinePlacements(prefix, search.value.trim()), 250); });
   const chips = (name, hint, list) => {
     const input = el("input", { id: `${prefix}-${name}-in`, maxLength: 64, autocomplete: "off", placeholder: hint });
