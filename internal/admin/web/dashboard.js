@@ -814,9 +814,9 @@ const lineItemFields = { id: "li-id", campaign: "li-campaign", status: "li-statu
   name: "li-name", start: "li-start", end: "li-end", limits: "li-limits",
   "limits.impressions.total": "li-limit-total", "limits.impressions.daily": "li-limit-daily",
   frequency: "li-frequency", deals: "li-deals", "targeting.exclude": "li-x" };
-const criteriaNames = ["placements", "sites", "apps", "countries", "regions", "devices", "os", "browsers", "hours",
+const liCriteriaNames = ["placements", "sites", "apps", "countries", "regions", "devices", "os", "browsers", "hours",
   "weekdays", "keyvalues"];
-for (const n of criteriaNames) {
+for (const n of liCriteriaNames) {
   lineItemFields["targeting." + n] = "li-t-" + n;
   lineItemFields["targeting.exclude." + n] = "li-x-" + n;
 }
@@ -964,18 +964,18 @@ const liCountries = ("AD AE AF AG AI AL AM AO AQ AR AS AT AU AW AX AZ BA BB BD B
   "RS RU RW SA SB SC SD SE SG SH SI SJ SK SL SM SN SO SR SS ST SV SX SY SZ TC TD TF TG TH TJ TK TL TM TN TO TR TT TV TW " +
   "TZ UA UG UM US UY UZ VA VC VE VG VI VN VU WF WS YE YT ZA ZM ZW").split(" ");
 const liListNames = ["placements", "countries", "regions", "devices", "os", "browsers", "weekdays"];
-let countryNames = null;
-function countryName(code) {
+let liCountryNamer = null;
+function liCountryName(code) {
   try {
-    countryNames = countryNames || new Intl.DisplayNames(["en"], { type: "region" });
-    const n = countryNames.of(code);
+    liCountryNamer = liCountryNamer || new Intl.DisplayNames(["en"], { type: "region" });
+    const n = liCountryNamer.of(code);
     return n && n !== code ? n : "";
   } catch (e) {
     return "";
   }
 }
 
-function el(tag, props, ...children) {
+function liEl(tag, props, ...children) {
   const e = document.createElement(tag);
   Object.assign(e, props || {});
   e.append(...children);
@@ -988,18 +988,18 @@ function el(tag, props, ...children) {
 function buildCriteria(prefix) {
   const box = $(prefix);
   // Each picker in a box of its own, which holds its problems too.
-  const set = (name, legend, ...body) => el("div", { className: "picker-box" },
-    el("fieldset", { id: `${prefix}-${name}`, className: "picker " + name }, el("legend", { textContent: legend }), ...body));
-  const search = el("input", { id: `${prefix}-placements-q`, type: "search", maxLength: 128, autocomplete: "off", placeholder: "search by id or name" });
+  const set = (name, legend, ...body) => liEl("div", { className: "picker-box" },
+    liEl("fieldset", { id: `${prefix}-${name}`, className: "picker " + name }, liEl("legend", { textContent: legend }), ...body));
+  const search = liEl("input", { id: `${prefix}-placements-q`, type: "search", maxLength: 128, autocomplete: "off", placeholder: "search by id or name" });
   search.setAttribute("aria-label", "search the placements");
   let searchTimer = 0;
   search.addEventListener("keydown", (ev) => { if (ev.key === "Enter") ev.preventDefault(); }); // a search, not a save
   search.addEventListener("input", () => { clearTimeout(searchTimer); searchTimer = setTimeout(() => loadLinePlacements(prefix, search.value.trim()), 250); });
   const chips = (name, hint, list) => {
-    const input = el("input", { id: `${prefix}-${name}-in`, maxLength: 64, autocomplete: "off", placeholder: hint });
+    const input = liEl("input", { id: `${prefix}-${name}-in`, maxLength: 64, autocomplete: "off", placeholder: hint });
     if (list) input.setAttribute("list", list);
     input.setAttribute("aria-label", `add ${name}`);
-    const add = el("button", { type: "button", id: `${prefix}-${name}-add`, textContent: "Add" });
+    const add = liEl("button", { type: "button", id: `${prefix}-${name}-add`, textContent: "Add" });
     const addNow = () => {
       for (const v of input.value.split(/[\s,]+/).map((x) => x.trim().toUpperCase()).filter((x) => x)) {
         if (!liForm.lists[prefix][name].includes(v)) liForm.lists[prefix][name].push(v);
@@ -1010,33 +1010,33 @@ function buildCriteria(prefix) {
     };
     add.addEventListener("click", addNow);
     input.addEventListener("keydown", (ev) => { if (ev.key === "Enter") { ev.preventDefault(); addNow(); } });
-    return [el("div", { id: `${prefix}-${name}-chips`, className: "chips" }), el("div", { className: "chip-add" }, input, add)];
+    return [liEl("div", { id: `${prefix}-${name}-chips`, className: "chips" }), liEl("div", { className: "chip-add" }, input, add)];
   };
   const hourOptions = (first, last, any) => [new Option(any, ""), ...Array.from({ length: last - first + 1 }, (_, i) => new Option(`${String(first + i).padStart(2, "0")}:00`, String(first + i)))];
-  const from = el("select", { id: `${prefix}-hours-from` }, ...hourOptions(0, 23, "any hour"));
-  const to = el("select", { id: `${prefix}-hours-to` }, ...hourOptions(1, 24, "—"));
-  const kvAdd = el("button", { type: "button", id: `${prefix}-keyvalues-add`, textContent: "Add a key" });
+  const from = liEl("select", { id: `${prefix}-hours-from` }, ...hourOptions(0, 23, "any hour"));
+  const to = liEl("select", { id: `${prefix}-hours-to` }, ...hourOptions(1, 24, "—"));
+  const kvAdd = liEl("button", { type: "button", id: `${prefix}-keyvalues-add`, textContent: "Add a key" });
   kvAdd.addEventListener("click", () => { addKeyValueRow(prefix, "", []); lineItemJSON(); });
   box.replaceChildren(
-    set("placements", "Placements", search, el("div", { id: `${prefix}-placements-list`, className: "checks scroll" }),
-      el("p", { id: `${prefix}-placements-note`, className: "hint" })),
-    el("div", { className: "fields" },
-      el("label", {}, "Sites, one domain per line (with its subdomains)", el("textarea", { id: `${prefix}-sites`, rows: 2, spellcheck: false })),
-      el("label", {}, "Apps, one store id per line", el("textarea", { id: `${prefix}-apps`, rows: 2, spellcheck: false }))),
-    el("div", { className: "fields" },
+    set("placements", "Placements", search, liEl("div", { id: `${prefix}-placements-list`, className: "checks scroll" }),
+      liEl("p", { id: `${prefix}-placements-note`, className: "hint" })),
+    liEl("div", { className: "fields" },
+      liEl("label", {}, "Sites, one domain per line (with its subdomains)", liEl("textarea", { id: `${prefix}-sites`, rows: 2, spellcheck: false })),
+      liEl("label", {}, "Apps, one store id per line", liEl("textarea", { id: `${prefix}-apps`, rows: 2, spellcheck: false }))),
+    liEl("div", { className: "fields" },
       set("countries", "Countries (ISO 3166-1)", ...chips("countries", "JP, or a name", "li-country-codes"),
-        el("p", { id: `${prefix}-geo-warning`, className: "warning", hidden: true })),
+        liEl("p", { id: `${prefix}-geo-warning`, className: "warning", hidden: true })),
       set("regions", "Regions (ISO 3166-2)", ...chips("regions", "JP-13"))),
-    el("div", { className: "fields" },
-      set("devices", "Devices", el("div", { id: `${prefix}-devices-list`, className: "checks" })),
-      set("os", "Operating systems", el("div", { id: `${prefix}-os-list`, className: "checks" })),
-      set("browsers", "Browsers", el("div", { id: `${prefix}-browsers-list`, className: "checks" }))),
-    el("div", { className: "fields" },
-      set("hours", "Hours", el("div", { className: "hour-range" }, el("label", {}, "From", from), el("label", {}, "To (excluded)", to)),
-        el("p", { className: "hint", textContent: "In the campaign's time zone. From 22 to 6 wraps midnight: 22:00 to 06:00." })),
-      set("weekdays", "Weekdays", el("div", { id: `${prefix}-weekdays-list`, className: "checks" })),
-      set("keyvalues", "Key-values (kv.KEY=VALUE of the request)", el("div", { id: `${prefix}-keyvalues-rows` }), kvAdd,
-        el("p", { className: "hint", textContent: "Every key listed must match one of its values." }))),
+    liEl("div", { className: "fields" },
+      set("devices", "Devices", liEl("div", { id: `${prefix}-devices-list`, className: "checks" })),
+      set("os", "Operating systems", liEl("div", { id: `${prefix}-os-list`, className: "checks" })),
+      set("browsers", "Browsers", liEl("div", { id: `${prefix}-browsers-list`, className: "checks" }))),
+    liEl("div", { className: "fields" },
+      set("hours", "Hours", liEl("div", { className: "hour-range" }, liEl("label", {}, "From", from), liEl("label", {}, "To (excluded)", to)),
+        liEl("p", { className: "hint", textContent: "In the campaign's time zone. From 22 to 6 wraps midnight: 22:00 to 06:00." })),
+      set("weekdays", "Weekdays", liEl("div", { id: `${prefix}-weekdays-list`, className: "checks" })),
+      set("keyvalues", "Key-values (kv.KEY=VALUE of the request)", liEl("div", { id: `${prefix}-keyvalues-rows` }), kvAdd,
+        liEl("p", { className: "hint", textContent: "Every key listed must match one of its values." }))),
   );
 }
 
@@ -1047,7 +1047,7 @@ function renderChecks(box, options, list, onChange) {
   const known = new Set(options.map((o) => o[0]));
   const all = options.concat(list.filter((v) => !known.has(v)).map((v) => [v, v, "not in the list"]));
   box.replaceChildren(...all.map(([value, label, note]) => {
-    const c = el("input", { type: "checkbox", value, checked: list.includes(value) });
+    const c = liEl("input", { type: "checkbox", value, checked: list.includes(value) });
     c.addEventListener("change", () => {
       const i = list.indexOf(value);
       if (c.checked && i < 0) list.push(value);
@@ -1055,8 +1055,8 @@ function renderChecks(box, options, list, onChange) {
       if (onChange) onChange();
       lineItemJSON();
     });
-    const l = el("label", { className: "check" }, c, " " + label);
-    if (note) l.append(" ", el("small", { textContent: note, className: note === "pending" || note === "rejected" ? "status " + note : "" }));
+    const l = liEl("label", { className: "check" }, c, " " + label);
+    if (note) l.append(" ", liEl("small", { textContent: note, className: note === "pending" || note === "rejected" ? "status " + note : "" }));
     return l;
   }));
 }
@@ -1064,11 +1064,11 @@ function renderChecks(box, options, list, onChange) {
 function renderChips(prefix, name) {
   const list = liForm.lists[prefix][name];
   $(`${prefix}-${name}-chips`).replaceChildren(...list.map((v) => {
-    const x = el("button", { type: "button", textContent: "×", className: "chip-remove" });
+    const x = liEl("button", { type: "button", textContent: "×", className: "chip-remove" });
     x.setAttribute("aria-label", `remove ${v}`);
     x.addEventListener("click", () => { list.splice(list.indexOf(v), 1); renderChips(prefix, name); lineItemJSON(); });
-    const label = name === "countries" && countryName(v) ? `${v} ${countryName(v)}` : v;
-    return el("span", { className: "chip", title: v }, label, x);
+    const label = name === "countries" && liCountryName(v) ? `${v} ${liCountryName(v)}` : v;
+    return liEl("span", { className: "chip", title: v }, label, x);
   }));
   geoWarning(prefix);
 }
@@ -1087,13 +1087,13 @@ function geoWarning(prefix) {
 
 function addKeyValueRow(prefix, key, values) {
   const sep = values.some((v) => v.includes(",")) ? " " : ", ";
-  const k = el("input", { className: "kv-key", value: key, maxLength: 64, autocomplete: "off", placeholder: "key" });
-  const v = el("input", { className: "kv-values", value: values.join(sep), maxLength: 4000, autocomplete: "off",
+  const k = liEl("input", { className: "kv-key", value: key, maxLength: 64, autocomplete: "off", placeholder: "key" });
+  const v = liEl("input", { className: "kv-values", value: values.join(sep), maxLength: 4000, autocomplete: "off",
     placeholder: "values, comma-separated" });
   k.setAttribute("aria-label", "key");
   v.setAttribute("aria-label", "values");
-  const x = el("button", { type: "button", textContent: "Remove" });
-  const row = el("div", { className: "kv-row" }, k, v, x);
+  const x = liEl("button", { type: "button", textContent: "Remove" });
+  const row = liEl("div", { className: "kv-row" }, k, v, x);
   row.dataset.sep = sep;
   x.addEventListener("click", () => { row.remove(); lineItemJSON(); });
   $(`${prefix}-keyvalues-rows`).append(row);
@@ -1115,15 +1115,15 @@ function durationText(sec) {
 function addFrequencyRow(cap) {
   const sec = durationSeconds(cap.per);
   const [unit, size] = liUnits.find(([, n]) => sec > 0 && sec % n === 0) || ["hours", 3600];
-  const imps = el("input", { type: "number", min: 1, step: 1, className: "fc-imps", value: cap.impressions === undefined ? "" : cap.impressions });
-  const n = el("input", { type: "number", min: 1, step: 1, className: "fc-n", value: sec > 0 ? sec / size : "" });
-  const u = el("select", { className: "fc-unit" }, ...liUnits.map(([name, s]) => new Option(name, String(s))));
+  const imps = liEl("input", { type: "number", min: 1, step: 1, className: "fc-imps", value: cap.impressions === undefined ? "" : cap.impressions });
+  const n = liEl("input", { type: "number", min: 1, step: 1, className: "fc-n", value: sec > 0 ? sec / size : "" });
+  const u = liEl("select", { className: "fc-unit" }, ...liUnits.map(([name, s]) => new Option(name, String(s))));
   u.value = String(size);
   imps.setAttribute("aria-label", "impressions");
   n.setAttribute("aria-label", "per how many");
   u.setAttribute("aria-label", "unit");
-  const x = el("button", { type: "button", textContent: "Remove" });
-  const row = el("div", { className: "fc-row" }, imps, " impressions per ", n, u, x);
+  const x = liEl("button", { type: "button", textContent: "Remove" });
+  const row = liEl("div", { className: "fc-row" }, imps, " impressions per ", n, u, x);
   // A window the form cannot show (not whole seconds) is kept as it is.
   if (cap.per && !(sec > 0)) row.dataset.raw = cap.per;
   x.addEventListener("click", () => { row.remove(); lineItemJSON(); });
@@ -1307,7 +1307,7 @@ function renderLineCreatives() {
     if (cr && !own.includes(cr)) options.push([id, `${id}, ${cr.format} ${cr.w}×${cr.h}`, `of advertiser ${cr.advertiser}`]);
   }
   renderChecks($("li-creatives-list"), options, liForm.creatives);
-  if (options.length === 0) $("li-creatives-list").append(el("p", { className: "hint", textContent: c ? "This advertiser has no creative yet." : "Choose a campaign first." }));
+  if (options.length === 0) $("li-creatives-list").append(liEl("p", { className: "hint", textContent: c ? "This advertiser has no creative yet." : "Choose a campaign first." }));
 }
 
 // loadLineItemChoices reads what the pickers offer: the campaigns and
@@ -1403,7 +1403,7 @@ $("li-form").addEventListener("input", lineItemJSON);
 $("li-form").addEventListener("change", lineItemJSON);
 buildCriteria("li-t");
 buildCriteria("li-x");
-$("li-country-codes").replaceChildren(...liCountries.map((c) => new Option(countryName(c) || c, c)));
+$("li-country-codes").replaceChildren(...liCountries.map((c) => new Option(liCountryName(c) || c, c)));
 
 start();
 
