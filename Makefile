@@ -12,7 +12,7 @@ BENCHTIME     ?= 1s
 COUNT         ?= 6
 APT_GET       := $(if $(filter 0,$(shell id -u)),,sudo) apt-get
 
-.PHONY: all build run test test-short check-go fmt-check vet lint race test-tools verify bench-micro clean release release-tool sign image sbom sbom-tool reproducible kafka
+.PHONY: all build run test test-short check-go fmt-check vet lint race test-tools axe screenshots verify bench-micro clean release release-tool sign image sbom sbom-tool reproducible kafka
 
 all: build
 
@@ -50,8 +50,8 @@ lint: check-go
 	fi; \
 	if [ -x "$(GOBIN)/staticcheck" ]; then "$(GOBIN)/staticcheck" ./...; fi
 
-race: check-go test-tools
-	$(GO) test -race -count=1 -timeout 60m ./...
+race: check-go test-tools axe
+	TSUBAME_AXE=$(AXE_JS) $(GO) test -race -count=1 -timeout 60m ./...
 	@# Allocation bounds cannot hold under -race (its sync.Pool drops entries): again without it.
 	$(GO) test -count=1 -run 'AllocatesNothing' ./internal/decision ./internal/device
 
@@ -60,16 +60,43 @@ race: check-go test-tools
 # check the systemd unit with systemd-analyze, build the container image
 # with podman, run a Kafka broker (its jars from Maven Central, pinned in
 # internal/kafkatest/jars.txt) on Java and a ClickHouse server, and sign a
-# release with ssh-keygen, all from Debian's packages. make test-short
-# needs none of them: it skips what needs them and says so.
+# release with ssh-keygen, all from Debian's packages, and npm installs
+# axe-core (make axe). make test-short needs none of them: it skips what
+# needs them and says so.
 test-tools:
 	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 && \
+		command -v npm >/dev/null 2>&1 && \
 		command -v clickhouse-server >/dev/null 2>&1 && \
 		command -v curl >/dev/null 2>&1 && command -v prlimit >/dev/null 2>&1 && command -v systemd-analyze >/dev/null 2>&1 && \
 		command -v java >/dev/null 2>&1 && { command -v rsyslogd >/dev/null 2>&1 || [ -x /usr/sbin/rsyslogd ]; } && command -v xmllint >/dev/null 2>&1 && \
 		command -v ssh-keygen >/dev/null 2>&1 && [ -n "$(CONTAINER_TOOL)" ] || \
 		{ $(APT_GET) update -qq && $(APT_GET) install -y -qq redis-server redis-tools chromium curl util-linux systemd \
-			default-jre-headless rsyslog libxml2-utils clickhouse-server openssh-client $(if $(CONTAINER_TOOL),,podman); }
+			default-jre-headless rsyslog libxml2-utils clickhouse-server openssh-client npm $(if $(CONTAINER_TOOL),,podman); }
+
+# axe-core, the accessibility checker the dashboard's browser tests run in
+# Chromium (TestDashboardAccessibility), pinned with its integrity hash in
+# tools/axe/package-lock.json and installed beside it by npm ci. Once the
+# pinned version is there nothing is fetched, so a machine offline still
+# tests; the tests find it through TSUBAME_AXE.
+AXE_DIR := tools/axe
+AXE_JS  := $(abspath $(AXE_DIR))/node_modules/axe-core/axe.min.js
+
+## axe: install axe-core (the version tools/axe/package-lock.json pins) into tools/axe/node_modules
+axe:
+	@command -v npm >/dev/null 2>&1 || { $(APT_GET) update -qq && $(APT_GET) install -y -qq npm; }
+	@want=$$(node -p 'require("./$(AXE_DIR)/package-lock.json").packages["node_modules/axe-core"].version'); \
+	have=$$(node -p 'try { require("./$(AXE_DIR)/node_modules/axe-core/package.json").version } catch (e) { "" }'); \
+	[ "$$want" = "$$have" ] || { echo "installing axe-core $$want"; npm ci --prefix $(AXE_DIR) --ignore-scripts --no-audit --no-fund; }
+
+# The screenshots of the dashboard in docs/admin.md, taken by the
+# accessibility test as it walks every screen (a 1280x900 window, the demo
+# data). Not part of make test: CI never rewrites them.
+SCREENSHOTS ?= docs/screenshots
+
+## screenshots: the dashboard's screenshots of docs/admin.md, written to $(SCREENSHOTS) (needs Chromium)
+screenshots: check-go axe
+	@mkdir -p $(SCREENSHOTS)
+	TSUBAME_AXE=$(AXE_JS) TSUBAME_SCREENSHOTS=$(abspath $(SCREENSHOTS)) $(GO) test -count=1 -timeout 20m -run '^TestDashboardAccessibility$$' ./cmd/tsubame/
 
 ## kafka: run a local Kafka broker (127.0.0.1:9092; KAFKA_PORT=9093 make kafka moves it; topic tsubame-access) to try the access-log shipper
 KAFKA_PORT ?= 9092
