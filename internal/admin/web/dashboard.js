@@ -501,7 +501,7 @@ async function loadPage(offset) {
     }
     tr.children[2].className = "urls";
     tagButton(tr, p.id);
-    if (canEdit()) tr.addEventListener("click", () => edit(p));
+    if (canEdit()) rowKeys(tr).addEventListener("click", () => edit(p));
     else tr.className = "readonly";
     body.appendChild(tr);
   }
@@ -513,6 +513,18 @@ async function loadPage(offset) {
     : `${(page.offset + 1).toLocaleString("en")}–${(page.offset + shown).toLocaleString("en")} of ${page.total.toLocaleString("en")} ${what}`.trim();
   $("page-first").disabled = $("page-prev").disabled = page.offset === 0;
   $("page-next").disabled = page.offset + shown >= page.total;
+}
+
+// rowKeys lets the keyboard open what a click on the row tr opens: the row
+// takes the focus in its turn (Tab), and Enter or Space on it is the click.
+function rowKeys(tr) {
+  tr.tabIndex = 0;
+  tr.addEventListener("keydown", (ev) => {
+    if (ev.target !== tr || (ev.key !== "Enter" && ev.key !== " ")) return;
+    ev.preventDefault();
+    tr.click();
+  });
+  return tr;
 }
 
 // Another page closes the editor: its row is gone.
@@ -528,7 +540,7 @@ function tagButton(tr, id) {
   b.type = "button";
   b.className = "tag";
   b.textContent = "Get tag";
-  b.setAttribute("aria-label", `Get the ad tag of placement ${id}`);
+  b.setAttribute("aria-label", `Get tag of placement ${id}`); // the visible text first, for speech input
   b.addEventListener("click", (ev) => { ev.stopPropagation(); showTag(id); });
   cell(tr, "").appendChild(b);
 }
@@ -769,7 +781,7 @@ function lineRow(li, c, currency) {
   b.title = canEdit() ? "" : "editors pause and resume line items";
   b.addEventListener("click", (ev) => { ev.stopPropagation(); setPaused(li.id, !paused); });
   cell(tr, "").appendChild(b);
-  if (canEdit()) tr.addEventListener("click", () => editLineItem(li));
+  if (canEdit()) rowKeys(tr).addEventListener("click", () => editLineItem(li));
   return tr;
 }
 
@@ -1862,6 +1874,20 @@ function chart(name, data, series, axes) {
     series: [{}, ...series],
     axes: [{}, ...axes.map((a) => ({ size: 64, ...a }))],
   }, data, el);
+  legendKeys(reportCharts[name]);
+}
+
+// legendKeys lets the keyboard show and hide a chart's series, as a click
+// on its name in the legend does.
+function legendKeys(u) {
+  for (const th of u.root.querySelectorAll(".u-legend .u-series:not(:first-child) th")) { // the first is the time axis
+    th.tabIndex = 0;
+    th.addEventListener("keydown", (ev) => {
+      if (ev.key !== "Enter" && ev.key !== " ") return;
+      ev.preventDefault();
+      th.click();
+    });
+  }
 }
 
 // spendChart: the selection's spend, cumulative over the period; with one
@@ -1966,6 +1992,7 @@ async function loadForecast() {
       { label: "net", stroke: "#2a9d4b", width: 2 }],
     axes: [{}, { size: 64 }],
   }, [hours.map((h) => Date.parse(h.time) / 1000), hours.map((h) => h.available), hours.map((h) => h.booked), hours.map((h) => h.net)], el);
+  legendKeys(reportCharts.forecast);
 }
 $("forecast-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadForecast(); });
 
