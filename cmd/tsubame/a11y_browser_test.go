@@ -94,6 +94,8 @@ func TestDashboardAccessibility(t *testing.T) {
 	}
 	lineRow := func(id string) string { return fmt.Sprintf(`#campaigns tr[data-id=%q]`, id) }
 
+	// The states in the order a user meets them; a new screen, form or
+	// dialog is one more step here, after the one its way starts from.
 	steps := []a11yStep{
 		{state: "the first user's setup form", do: func() {
 			b.do("open the page", chromedp.Navigate(adminURL+"/"), chromedp.WaitVisible(css("#setup-form")))
