@@ -100,9 +100,15 @@ func TestDashboardAccessibility(t *testing.T) {
 		{state: "the first user's setup form", do: func() {
 			b.do("open the page", chromedp.Navigate(adminURL+"/"), chromedp.WaitVisible(css("#setup-form")))
 		}},
+		{state: "the setup form refusing a wrong token", do: func() {
+			b.do("a wrong token", value("#setup-token", "not-the-token"), value("#setup-user", user), value("#setup-password", password),
+				click("#setup-submit"), b.until(`document.getElementById("setup-error").textContent !== ""`, 10*time.Second))
+			if !b.eval(`document.getElementById("setup-form").checkVisibility()`) {
+				t.Error("a wrong bootstrap token leaves the setup form, its reason unseen")
+			}
+		}},
 		{state: "the first user created, with the authenticator's QR code", do: func() {
-			b.do("create the first user", value("#setup-token", strings.TrimSpace(string(bootstrap))), value("#setup-user", user),
-				value("#setup-password", password), click("#setup-submit"),
+			b.do("create the first user", value("#setup-token", strings.TrimSpace(string(bootstrap))), click("#setup-submit"),
 				chromedp.WaitVisible(css("#setup-done")),
 				b.until(`document.getElementById("setup-qr").complete && document.getElementById("setup-qr").naturalWidth > 0`, 10*time.Second))
 			secret = b.text("#setup-secret")

@@ -26,7 +26,7 @@ async function api(method, path, body) {
   if (res.status !== 204) {
     try { data = await res.json(); } catch (e) { data = null; }
   }
-  if (res.status === 401 && path !== "/api/v1/login") showLogin();
+  if (res.status === 401 && path !== "/api/v1/login" && path !== "/api/v1/setup") showLogin(); // their own forms say why
   return { status: res.status, data, retryAfter: res.headers.get("Retry-After") };
 }
 
