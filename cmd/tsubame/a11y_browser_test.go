@@ -164,7 +164,8 @@ func TestDashboardAccessibility(t *testing.T) {
 				b.until(`document.querySelectorAll("#li-history li").length > 0`, 10*time.Second))
 		}, shot: "line-item-editor.png", crop: [2]string{lineRow("demo-coffee-run"), "#line-item-tools"}},
 		{state: "a line item's editor showing each problem on its field", do: func() {
-			b.do("a bad save", value("#li-campaign", "camp-nope"), value("#li-creatives", "cr-nope"), click("#li-save"),
+			b.do("a bad save", value("#li-t-countries-in", "XX1"), click("#li-t-countries-add"),
+				value("#li-limit-total", "10"), value("#li-limit-daily", "100"), click("#li-save"),
 				b.until(`document.getElementById("li-edit-status").textContent.startsWith("Not saved")`, 10*time.Second))
 		}},
 		{state: "a new line item's form", do: func() {
