@@ -61,6 +61,10 @@ type Advertiser struct {
 	// Domains are the advertiser's landing-page domains (OpenRTB's adomain),
 	// lower-case, for publishers' block lists.
 	Domains []string `json:"domains,omitempty"`
+	// Status is active (the default) or archived: none of an archived
+	// advertiser's campaigns serves, whatever their own status, until it
+	// is active again.
+	Status string `json:"status,omitempty"`
 }
 
 // Campaign is an advertiser's flight: a time window, a budget and how to
@@ -78,9 +82,10 @@ type Campaign struct {
 	Timezone string `json:"timezone,omitempty"`
 	Budget   Budget `json:"budget,omitzero"`
 	Pacing   Pacing `json:"pacing,omitzero"`
-	// Status is active (the default) or paused: a paused campaign's line
-	// items serve nothing, whatever their own status, until it is active
-	// again.
+	// Status is active (the default), paused or archived: a paused or
+	// archived campaign's line items serve nothing, whatever their own
+	// status, until it is active again. An archived campaign is one done
+	// with, which lists leave out unless asked.
 	Status string `json:"status,omitempty"`
 }
 
@@ -232,14 +237,16 @@ type Creative struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// Line item and campaign statuses: a paused line item (or every line item
-// of a paused campaign) keeps its place and settings in the set but serves
-// nothing until it is active again. An archived line item is one done
-// with: it serves nothing either, and lists leave it out unless asked.
+// Line item, campaign and advertiser statuses: a paused line item (or
+// every line item of a paused campaign) keeps its place and settings in
+// the set but serves nothing until it is active again. An archived line
+// item, campaign or advertiser is one done with: it (every line item of
+// it) serves nothing either, and lists leave it out unless asked. An
+// advertiser is active or archived, never paused.
 const (
 	StatusActive   = "active" // the default
-	StatusPaused   = "paused"
-	StatusArchived = "archived" // line items only
+	StatusPaused   = "paused" // line items and campaigns
+	StatusArchived = "archived"
 )
 
 // LineItem says which of a campaign's creatives serve where, when, at what
@@ -935,7 +942,15 @@ func (a *Advertiser) check(v *checker, at string) {
 		v.add(at+".name", "must be 1 to %d printable characters", MaxNameLen)
 	}
 	checkList(v, at+".domains", a.Domains, checkDomain)
+	switch a.Status {
+	case "", StatusActive, StatusArchived:
+	default:
+		v.add(at+".status", "%q is not one of active, archived", clip(a.Status, 40))
+	}
 }
+
+// Archived reports whether a is archived.
+func (a *Advertiser) Archived() bool { return a.Status == StatusArchived }
 
 // checkName checks an optional display name: empty, or up to MaxNameLen
 // bytes of printable text (an advertiser's is required: see its check).
@@ -948,14 +963,17 @@ func checkName(v *checker, at, name string) {
 // Paused reports whether c is paused.
 func (c *Campaign) Paused() bool { return c.Status == StatusPaused }
 
+// Archived reports whether c is archived.
+func (c *Campaign) Archived() bool { return c.Status == StatusArchived }
+
 func (c *Campaign) check(v *checker, at string) {
 	checkID(v, at+".id", c.ID)
 	checkName(v, at+".name", c.Name)
 	checkRef(v, at+".advertiser", c.Advertiser)
 	switch c.Status {
-	case "", StatusActive, StatusPaused:
+	case "", StatusActive, StatusPaused, StatusArchived:
 	default:
-		v.add(at+".status", "%q is not one of active, paused", clip(c.Status, 40))
+		v.add(at+".status", "%q is not one of active, paused, archived", clip(c.Status, 40))
 	}
 	checkWindow(v, at, c.Start, c.End)
 	if _, err := c.Location(); err != nil {

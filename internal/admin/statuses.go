@@ -13,12 +13,14 @@ import (
 
 // The status verbs of the campaign API beside a line item's pause and
 // resume: a creative's review (approve, reject with a reason), a
-// campaign's pause and resume and a line item's archive, each an editor's
-// write audited as creative.approve, creative.reject, campaign.pause,
-// campaign.resume or line_item.archive and listed in the object's history;
-// and ?status= on the lists, for the approval queue (GET
-// /api/v1/creatives?status=pending). The line items' list leaves the
-// archived out unless ?status= asks for them (archived, or all).
+// campaign's pause, archive and resume, an advertiser's archive and
+// resume and a line item's archive, each an editor's write audited as
+// creative.approve, creative.reject, campaign.pause, campaign.archive,
+// campaign.resume, advertiser.archive, advertiser.resume or
+// line_item.archive and listed in the object's history; and ?status= on
+// the lists, for the approval queue (GET /api/v1/creatives?status=pending).
+// The lists of line items, campaigns and advertisers leave the archived
+// out unless ?status= asks for them (archived, or all).
 
 // maxReviewBody bounds a rejection's body: a reason of at most
 // tsubame.MaxReasonLength bytes, each escaped in JSON at worst to six.
@@ -27,9 +29,10 @@ const maxReviewBody = 8 << 10
 // statusActions are the actions of each kind's status verbs, which its
 // history lists beside its puts and deletes.
 var statusActions = map[tsubame.CampaignKind][]string{
-	tsubame.KindCampaign: {"campaign.pause", "campaign.resume"},
-	tsubame.KindCreative: {"creative.approve", "creative.reject"},
-	tsubame.KindLineItem: {"line_item.pause", "line_item.resume", "line_item.archive"},
+	tsubame.KindAdvertiser: {"advertiser.archive", "advertiser.resume"},
+	tsubame.KindCampaign:   {"campaign.pause", "campaign.resume", "campaign.archive"},
+	tsubame.KindCreative:   {"creative.approve", "creative.reject"},
+	tsubame.KindLineItem:   {"line_item.pause", "line_item.resume", "line_item.archive"},
 }
 
 // statusRoutes adds the status verbs; editor wraps a handler in the
@@ -45,6 +48,15 @@ func (c *campaignAPI) statusRoutes(mux *http.ServeMux, editor func(http.HandlerF
 	}))
 	mux.HandleFunc("POST /api/v1/campaigns/{id}/resume", editor(func(w http.ResponseWriter, r *http.Request) {
 		c.setCampaignStatus(w, r, "campaign.resume", "") // active, the default
+	}))
+	mux.HandleFunc("POST /api/v1/campaigns/{id}/archive", editor(func(w http.ResponseWriter, r *http.Request) {
+		c.setCampaignStatus(w, r, "campaign.archive", tsubame.StatusArchived) // resume makes it active again
+	}))
+	mux.HandleFunc("POST /api/v1/advertisers/{id}/archive", editor(func(w http.ResponseWriter, r *http.Request) {
+		c.setAdvertiserStatus(w, r, "advertiser.archive", tsubame.StatusArchived)
+	}))
+	mux.HandleFunc("POST /api/v1/advertisers/{id}/resume", editor(func(w http.ResponseWriter, r *http.Request) {
+		c.setAdvertiserStatus(w, r, "advertiser.resume", "") // active, the default
 	}))
 }
 
@@ -106,9 +118,10 @@ func (c *campaignAPI) review(w http.ResponseWriter, r *http.Request, action, sta
 	writeJSON(w, http.StatusOK, o)
 }
 
-// setCampaignStatus pauses or resumes the campaign with the path's id and
-// answers it: none of a paused campaign's line items serves, whatever
-// their own status, which a resume leaves as it was.
+// setCampaignStatus pauses, archives or resumes the campaign with the
+// path's id and answers it: none of a paused or archived campaign's line
+// items serves, whatever their own status, which a resume leaves as it
+// was.
 func (c *campaignAPI) setCampaignStatus(w http.ResponseWriter, r *http.Request, action, status string) {
 	id := r.PathValue("id")
 	o, err := c.rewrite(r.Context(), tsubame.KindCampaign, id, func(o tsubame.CampaignObject) bool {
@@ -117,6 +130,24 @@ func (c *campaignAPI) setCampaignStatus(w http.ResponseWriter, r *http.Request, 
 			return false
 		}
 		camp.Status = status
+		return true
+	})
+	if c.done(w, r, action, id, err) {
+		writeJSON(w, http.StatusOK, o)
+	}
+}
+
+// setAdvertiserStatus archives or resumes the advertiser with the path's
+// id and answers it: none of an archived advertiser's campaigns serves,
+// whatever their own status, which a resume leaves as it was.
+func (c *campaignAPI) setAdvertiserStatus(w http.ResponseWriter, r *http.Request, action, status string) {
+	id := r.PathValue("id")
+	o, err := c.rewrite(r.Context(), tsubame.KindAdvertiser, id, func(o tsubame.CampaignObject) bool {
+		a := o.(*tsubame.Advertiser)
+		if a.Status == status {
+			return false
+		}
+		a.Status = status
 		return true
 	})
 	if c.done(w, r, action, id, err) {
@@ -169,6 +200,8 @@ func objectStatus(o tsubame.CampaignObject) (string, bool) {
 		return s
 	}
 	switch o := o.(type) {
+	case *tsubame.Advertiser:
+		return status(o.Status, tsubame.StatusActive), true
 	case *tsubame.Creative:
 		return creativeStatus(o), true
 	case *tsubame.Campaign:
@@ -181,25 +214,28 @@ func objectStatus(o tsubame.CampaignObject) (string, bool) {
 
 // statuses are the statuses ?status= takes, by kind.
 var statuses = map[tsubame.CampaignKind][]string{
-	tsubame.KindCampaign: {tsubame.StatusActive, tsubame.StatusPaused},
-	tsubame.KindCreative: {tsubame.StatusPending, tsubame.StatusApproved, tsubame.StatusRejected},
-	tsubame.KindLineItem: {tsubame.StatusActive, tsubame.StatusPaused, tsubame.StatusArchived},
+	tsubame.KindAdvertiser: {tsubame.StatusActive, tsubame.StatusArchived},
+	tsubame.KindCampaign:   {tsubame.StatusActive, tsubame.StatusPaused, tsubame.StatusArchived},
+	tsubame.KindCreative:   {tsubame.StatusPending, tsubame.StatusApproved, tsubame.StatusRejected},
+	tsubame.KindLineItem:   {tsubame.StatusActive, tsubame.StatusPaused, tsubame.StatusArchived},
 }
 
-// statusAll is the ?status= that lists every object, archived line items
-// too.
+// statusAll is the ?status= that lists every object, archived ones too.
 const statusAll = "all"
 
 // filterStatus keeps the objects in the status ?status= names, if it
 // names one: a kind's default status (a creative's pending, a line item's
 // active) matches the objects that name none. Without one (or with all),
-// every object, except that archived line items are listed only when
-// asked for.
+// every object, except that archived line items, campaigns and
+// advertisers are listed only when asked for.
 func filterStatus(r *http.Request, k tsubame.CampaignKind, objs []tsubame.CampaignObject) ([]tsubame.CampaignObject, error) {
 	q := r.URL.Query()
 	want, known := q.Get("status"), statuses[k]
-	if !q.Has("status") && k == tsubame.KindLineItem {
-		return slices.DeleteFunc(objs, func(o tsubame.CampaignObject) bool { return o.(*tsubame.LineItem).Archived() }), nil
+	if !q.Has("status") && slices.Contains(known, tsubame.StatusArchived) {
+		return slices.DeleteFunc(objs, func(o tsubame.CampaignObject) bool {
+			s, _ := objectStatus(o)
+			return s == tsubame.StatusArchived
+		}), nil
 	}
 	if !q.Has("status") || want == statusAll && len(known) > 0 {
 		return objs, nil

@@ -159,7 +159,8 @@ func TestCreativeReview(t *testing.T) {
 	for path, want := range map[string]string{
 		"/api/v1/creatives?status=live":  "status must be one of pending, approved, rejected, all",
 		"/api/v1/line-items?status=on":   "status must be one of active, paused, archived, all",
-		"/api/v1/advertisers?status=any": "advertisers have no status",
+		"/api/v1/advertisers?status=any": "status must be one of active, archived, all",
+		"/api/v1/campaigns?status=done":  "status must be one of active, paused, archived, all",
 	} {
 		if r := h.do("GET", path, nil, view...); r.status != 400 || !strings.Contains(string(r.body), want) {
 			t.Errorf("GET %s: %d %s, want 400 saying %q", path, r.status, r.body, want)

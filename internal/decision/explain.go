@@ -23,6 +23,8 @@ const (
 	WhyArchived                      // the line item is archived
 	WhyPaused                        // the line item is paused
 	WhyCampaignPaused                // its campaign is paused
+	WhyCampaignArchived              // its campaign is archived
+	WhyAdvertiserArchived            // its campaign's advertiser is archived
 	WhyNoApprovedCreative            // none of its creatives is approved
 	WhyEmptyFlight                   // its window and its campaign's do not meet
 	WhyNoTime                        // its hours and weekdays leave no time to serve
@@ -61,6 +63,8 @@ var whyNames = [numWhys]struct{ code, text string }{
 	WhyArchived:           {"archived", "the line item is archived"},
 	WhyPaused:             {"paused", "the line item is paused"},
 	WhyCampaignPaused:     {"campaign_paused", "its campaign is paused"},
+	WhyCampaignArchived:   {"campaign_archived", "its campaign is archived"},
+	WhyAdvertiserArchived: {"advertiser_archived", "its campaign's advertiser is archived"},
 	WhyNoApprovedCreative: {"no_approved_creative", "none of its creatives is approved"},
 	WhyEmptyFlight:        {"empty_flight", "its start and end, within its campaign's, leave no time"},
 	WhyNoTime:             {"no_hour", "its hours and weekdays exclude every hour"},
@@ -105,11 +109,12 @@ func (w Why) Text() string {
 	return "unknown"
 }
 
-// Set finds a campaign set's campaigns and creatives by id, for the
-// reasons of many line items (LeftOut).
+// Set finds a campaign set's campaigns and creatives by id, and its
+// archived advertisers, for the reasons of many line items (LeftOut).
 type Set struct {
 	camps     map[string]*tsubame.Campaign
 	creatives map[string]*tsubame.Creative
+	archived  map[string]bool // archived advertisers
 }
 
 // NewSet indexes set (nil: an empty one), which it keeps and does not modify.
@@ -124,12 +129,13 @@ func NewSet(set *tsubame.CampaignSet) *Set {
 	for _, c := range set.Creatives {
 		s.creatives[c.ID] = c
 	}
+	s.archived = archivedAdvertisers(set)
 	return s
 }
 
 // LeftOut returns why line item li cannot serve from an index compiled
-// from the set at now (archived, it or its campaign paused, no approved
-// creative, an empty or ended
+// from the set at now (archived, it or its campaign paused, its campaign
+// or advertiser archived, no approved creative, an empty or ended
 // flight, no hour or day), or WhyEligible: the rules Compile reads, in the
 // helpers it shares. A line item whose campaign the set does not hold is
 // one the index has not taken (WhyNotIndexed).
@@ -145,7 +151,7 @@ func (s *Set) LeftOut(li *tsubame.LineItem, now time.Time) Why {
 		return WhyNotIndexed
 	}
 	start, end := flight(camp.Start, li.Start, camp.End, li.End)
-	if why := standing(li, camp, start, end, now.UnixNano()); why != WhyEligible {
+	if why := standing(li, camp, s.archived[camp.Advertiser], start, end, now.UnixNano()); why != WhyEligible {
 		return why
 	}
 	n := 0

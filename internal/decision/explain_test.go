@@ -1,7 +1,9 @@
 package decision_test
 
 import (
+	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -42,6 +44,10 @@ func TestExplainTellsTheFirstRule(t *testing.T) {
 	top(f.single("archived", 1, 1)).Status = tsubame.StatusArchived
 	top(f.single("campaign-paused", 1, 1))
 	f.set.Campaigns[len(f.set.Campaigns)-1].Status = tsubame.StatusPaused
+	top(f.single("campaign-archived", 1, 1))
+	f.set.Campaigns[len(f.set.Campaigns)-1].Status = tsubame.StatusArchived
+	top(f.single("advertiser-archived", 1, 1))
+	f.set.Advertisers[len(f.set.Advertisers)-1].Status = tsubame.StatusArchived
 	top(f.single("pending", 1, 1))
 	f.set.Creatives[len(f.set.Creatives)-1].Status = tsubame.StatusPending
 	top(f.single("later", 1, 1)).Start = compiledAt.Add(time.Hour)
@@ -77,6 +83,7 @@ func TestExplainTellsTheFirstRule(t *testing.T) {
 		winner[0]: decision.WhyWon, loser: decision.WhyLostDraw, "capped": decision.WhyRefused,
 		"house": decision.WhyLowerPriority, "paused": decision.WhyPaused, "pending": decision.WhyNoApprovedCreative,
 		"archived": decision.WhyArchived, "campaign-paused": decision.WhyCampaignPaused,
+		"campaign-archived": decision.WhyCampaignArchived, "advertiser-archived": decision.WhyAdvertiserArchived,
 		"later": decision.WhyNotStarted, "over": decision.WhyEnded, "us": decision.WhyCountry,
 		"mobile": decision.WhyDevice, "sports": decision.WhyKeyValues, "tuesday": decision.WhyWeekday,
 		"leader": decision.WhyNoCreativeFits, "anywhere": decision.WhyCountry,
@@ -195,5 +202,61 @@ func TestNoFillCause(t *testing.T) {
 		if why != c.want || (len(out) > 0) != (c.want == decision.Filled) {
 			t.Errorf("%+v: %v (%d decisions), want %v", c.req, why, len(out), c.want)
 		}
+	}
+}
+
+// Archiving a campaign, or the advertiser of another, takes their line
+// items out of a patched index with the reason Status gives; restoring
+// them brings them back.
+func TestArchivedCampaignAndAdvertiser(t *testing.T) {
+	var f fixture
+	f.single("by-campaign", 1, 1)
+	f.single("by-advertiser", 1, 1)
+	f.campaign("c-also", "a-by-advertiser", "")
+	f.lineItem("also", "c-also", 1, 1, "cr-by-advertiser")
+	ix := f.compile(t)
+	if ix.Len() != 3 {
+		t.Fatalf("the index holds %d line items, want 3", ix.Len())
+	}
+	status := func(ix *decision.Index, set *tsubame.CampaignSet) map[string]string {
+		got := map[string]string{}
+		sl := decision.NewSet(set)
+		for _, li := range set.LineItems {
+			got[li.ID] = fmt.Sprint(ix.Status(sl, li, compiledAt))
+		}
+		return got
+	}
+	camp := f.set.Campaigns[0].Clone()
+	camp.Status = tsubame.StatusArchived
+	adv := f.set.Advertisers[1].Clone()
+	adv.Status = tsubame.StatusArchived
+	changes := []tsubame.CampaignChange{{Kind: tsubame.KindCampaign, ID: camp.ID, Object: camp}, {Kind: tsubame.KindAdvertiser, ID: adv.ID, Object: adv}}
+	set := f.set.Apply(changes)
+	archived, err := ix.Patch(set, changes, decision.Options{Now: compiledAt})
+	if err != nil || archived == nil {
+		t.Fatalf("Patch: %v, %v", archived, err)
+	}
+	want := map[string]string{"by-campaign": "[campaign_archived]", "by-advertiser": "[advertiser_archived]", "also": "[advertiser_archived]"}
+	if got := status(archived, set); !maps.Equal(got, want) || archived.Len() != 0 {
+		t.Errorf("archived: %d line items indexed, status %v, want none, %v", archived.Len(), got, want)
+	}
+	if full, err := decision.Compile(set, decision.Options{Now: compiledAt}); err != nil || full.Len() != 0 {
+		t.Errorf("compiled whole: %v line items, %v", full.Len(), err)
+	}
+	if got := archived.Decide(&decision.Request{Placement: "top", Time: compiledAt}, nil, nil); len(got) != 0 {
+		t.Errorf("archived, decided %v", ids(got))
+	}
+
+	camp, adv = camp.Clone(), adv.Clone()
+	camp.Status, adv.Status = "", tsubame.StatusActive
+	changes = []tsubame.CampaignChange{{Kind: tsubame.KindCampaign, ID: camp.ID, Object: camp}, {Kind: tsubame.KindAdvertiser, ID: adv.ID, Object: adv}}
+	set = set.Apply(changes)
+	restored, err := archived.Patch(set, changes, decision.Options{Now: compiledAt})
+	if err != nil || restored == nil {
+		t.Fatalf("Patch: %v, %v", restored, err)
+	}
+	want = map[string]string{"by-campaign": "[]", "by-advertiser": "[]", "also": "[]"}
+	if got := status(restored, set); !maps.Equal(got, want) || restored.Len() != 3 {
+		t.Errorf("restored: %d line items indexed, status %v, want 3, %v", restored.Len(), got, want)
 	}
 }

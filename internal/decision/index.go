@@ -362,10 +362,11 @@ func Compile(set *tsubame.CampaignSet, opt Options) (*Index, error) {
 
 // lineContext is what compiling a line item reads of its set.
 type lineContext struct {
-	camps   map[string]*tsubame.Campaign
-	domains map[string][]string // advertiser id -> its domains
-	now     int64
-	gen     uint64
+	camps    map[string]*tsubame.Campaign
+	domains  map[string][]string // advertiser id -> its domains
+	archived map[string]bool     // archived advertisers
+	now      int64
+	gen      uint64
 }
 
 // newLineContext reads set's campaigns (those in need only, when not nil)
@@ -376,12 +377,28 @@ func newLineContext(set *tsubame.CampaignSet, now time.Time, gen uint64, need ma
 	for _, a := range set.Advertisers {
 		lc.domains[a.ID] = a.Domains
 	}
+	lc.archived = archivedAdvertisers(set)
 	for _, c := range set.Campaigns {
 		if need == nil || need[c.ID] {
 			lc.camps[c.ID] = c
 		}
 	}
 	return lc
+}
+
+// archivedAdvertisers returns the ids of set's archived advertisers (nil:
+// none, the usual case, which costs no map).
+func archivedAdvertisers(set *tsubame.CampaignSet) map[string]bool {
+	var out map[string]bool
+	for _, a := range set.Advertisers {
+		if a != nil && a.Archived() {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[a.ID] = true
+		}
+	}
+	return out
 }
 
 // addCreative interns approved creative c, a copy of it.
@@ -428,7 +445,7 @@ func (l *Line) nextEdge(now int64) int64 {
 
 // compileLine compiles li, interning its values into ix's dictionaries. It
 // reports why li cannot serve (archived, it or its campaign paused, its
-// flight empty or ended, no approved creative, no hour or day it may
+// campaign or advertiser archived, its flight empty or ended, no approved creative, no hour or day it may
 // serve: LeftOut's reasons), or WhyEligible.
 func (ix *Index) compileLine(li *tsubame.LineItem, lc *lineContext) (Line, Why, error) {
 	camp := lc.camps[li.Campaign]
@@ -436,7 +453,7 @@ func (ix *Index) compileLine(li *tsubame.LineItem, lc *lineContext) (Line, Why, 
 		return Line{}, 0, tsubame.Errorf(tsubame.EINVALID, "line item %q: campaign %q does not exist", li.ID, li.Campaign)
 	}
 	start, end := flight(camp.Start, li.Start, camp.End, li.End)
-	if why := standing(li, camp, start, end, lc.now); why != WhyEligible {
+	if why := standing(li, camp, lc.archived[camp.Advertiser], start, end, lc.now); why != WhyEligible {
 		return Line{}, why, nil
 	}
 	campStart, campEnd := flight(camp.Start, time.Time{}, camp.End, time.Time{})
@@ -527,17 +544,22 @@ func (ix *Index) compileLine(li *tsubame.LineItem, lc *lineContext) (Line, Why, 
 // approved reports whether creative c may serve: an index keeps it.
 func approved(c *tsubame.Creative) bool { return c.Status == tsubame.StatusApproved }
 
-// standing reports why li, of flight [start, end) (Unix nanoseconds),
-// cannot serve at now whatever the request: paused, an empty flight, one
-// ended; else WhyEligible.
-func standing(li *tsubame.LineItem, camp *tsubame.Campaign, start, end, now int64) Why {
+// standing reports why li, of campaign camp (whose advertiser is archived
+// when advArchived) and flight [start, end) (Unix nanoseconds), cannot
+// serve at now whatever the request: archived or paused (it, its campaign,
+// its advertiser), an empty flight, one ended; else WhyEligible.
+func standing(li *tsubame.LineItem, camp *tsubame.Campaign, advArchived bool, start, end, now int64) Why {
 	switch {
 	case li.Archived():
 		return WhyArchived
 	case li.Paused():
 		return WhyPaused
+	case camp.Archived():
+		return WhyCampaignArchived
 	case camp.Paused():
 		return WhyCampaignPaused
+	case advArchived:
+		return WhyAdvertiserArchived
 	case start >= end:
 		return WhyEmptyFlight
 	case end <= now:

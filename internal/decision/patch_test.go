@@ -129,8 +129,9 @@ func mutate(set *tsubame.CampaignSet, r *rand.Rand, n int, now time.Time, next *
 			case 2:
 				c.Budget = tsubame.Budget{Total: tsubame.Money(1 + r.IntN(1000)), Daily: tsubame.Money(r.IntN(2))}
 			}
-			// A campaign paused or resumed: all its line items leave or come back.
-			c.Status = []string{"", tsubame.StatusPaused, "", tsubame.StatusActive}[r.IntN(4)]
+			// A campaign paused, archived or resumed: all its line items
+			// leave or come back.
+			c.Status = []string{"", tsubame.StatusPaused, "", tsubame.StatusActive, tsubame.StatusArchived}[r.IntN(5)]
 			out = append(out, tsubame.CampaignChange{Kind: tsubame.KindCampaign, ID: c.ID, Object: c})
 		case k < 90:
 			c := set.Creatives[r.IntN(len(set.Creatives))].Clone()
@@ -147,6 +148,9 @@ func mutate(set *tsubame.CampaignSet, r *rand.Rand, n int, now time.Time, next *
 			a := set.Advertisers[r.IntN(len(set.Advertisers))].Clone()
 			a.Domains = []string{fmt.Sprintf("d%d.example", r.IntN(6)), fmt.Sprintf("d%d.example", r.IntN(6))}
 			a.Domains = slices.Compact(slices.Sorted(slices.Values(a.Domains)))
+			// An advertiser archived or restored: all its campaigns' line
+			// items leave or come back.
+			a.Status = []string{"", "", tsubame.StatusArchived, tsubame.StatusActive}[r.IntN(4)]
 			out = append(out, tsubame.CampaignChange{Kind: tsubame.KindAdvertiser, ID: a.ID, Object: a})
 		}
 	}
