@@ -89,6 +89,7 @@ function enter(session) {
   $("li-new").hidden = !canEdit() || !features.campaigns;
   if (features.campaigns) loadCampaigns();
   enterCreatives();
+  enterObjects();
   if (features.reports) loadReport();
   if (features.forecast) loadForecast();
   $("explain-section").hidden = !features.explain || role !== "admin";
@@ -2421,3 +2422,438 @@ async function runExplain() {
   }
 }
 $("explain-form").addEventListener("submit", (ev) => { ev.preventDefault(); runExplain(); });
+
+// Advertisers and campaigns: a table of each (GET /api/v1/advertisers and
+// /api/v1/campaigns with ?status=all, the archived shown only when "Show
+// archived" is ticked), and for editors a form per object that opens
+// below its row (New, Edit or a click on its id, Duplicate), Archive and
+// Restore, and a campaign's Pause and Resume. A campaign's start and end
+// are wall-clock times of its own time zone in the form, written to the
+// API as RFC 3339 instants with that zone's offset then.
+const advertiserEditor = makeEditor("adv-editor", "advertisers", 5);
+const campaignEditor = makeEditor("camp-editor", "camps", 9);
+const objects = { advertisers: [], campaigns: [] }; // as listed, archived too
+let advertiserShown = null; // the advertiser in the form, as loaded (null: a new one)
+let campaignShown = null; // the campaign in the form, as loaded (null: a new one)
+let campaignBase = {}; // what the form was filled from: an existing campaign, the one duplicated, or nothing
+
+// Common IANA zones for the time zone field's list; any other is typed.
+const commonZones = ["Asia/Tokyo", "UTC", "Asia/Seoul", "Asia/Shanghai", "Asia/Hong_Kong", "Asia/Taipei", "Asia/Singapore",
+  "Asia/Bangkok", "Asia/Jakarta", "Asia/Kolkata", "Asia/Dubai", "Australia/Sydney", "Pacific/Auckland", "Pacific/Honolulu",
+  "Europe/London", "Europe/Paris", "Europe/Berlin", "Europe/Madrid", "Europe/Moscow", "Africa/Johannesburg",
+  "America/New_York", "America/Chicago", "America/Denver", "America/Los_Angeles", "America/Toronto",
+  "America/Mexico_City", "America/Sao_Paulo"];
+const defaultZone = "Asia/Tokyo"; // a campaign's time zone when it names none (the model's)
+$("camp-zones").replaceChildren(...commonZones.map((z) => new Option(z, z)));
+
+// The form fields by the first name of a problem's path (a campaign's
+// budget.total and budget.daily are told apart first: budgetPaths).
+const advertiserFields = { id: "adv-id", name: "adv-name", domains: "adv-domains" };
+const campaignFields = { id: "camp-id", name: "camp-name", advertiser: "camp-advertiser", start: "camp-start", end: "camp-end",
+  timezone: "camp-timezone", budget_total: "camp-budget-total", budget_daily: "camp-budget-daily", budget: "camp-budget-total",
+  pacing: "camp-pacing", status: "camp-status" };
+const budgetPaths = (problems) => problems.map((p) => Object.assign({}, p, { path: (p.path || "").replace(/\bbudget\.(total|daily)\b/, "budget_$1") }));
+
+const two = (n) => String(n).padStart(2, "0");
+
+// zoneInput is instant s (RFC 3339) as a datetime-local value of its
+// wall-clock time in zone ("": none); seconds only when it has them.
+function zoneInput(s, zone) {
+  if (!s) return "";
+  const p = zoneParts(Date.parse(s), zone);
+  const v = `${p.year}-${two(p.month)}-${two(p.day)}T${two(p.hour)}:${two(p.minute)}`;
+  return p.second ? `${v}:${two(p.second)}` : v;
+}
+
+// zoneInstant is a datetime-local value, read as a wall-clock time in
+// zone, as RFC 3339 with the zone's offset at that time ("": none; null:
+// not a time). A time a clock change skips is taken as the zone's offset
+// before it gives it.
+function zoneInstant(v, zone) {
+  if (!v) return "";
+  const m = /^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d)(?::(\d\d))?$/.exec(v);
+  if (!m) return null;
+  const [y, mo, d, h, mi, sec] = m.slice(1).map((x) => Number(x || 0));
+  const want = Date.UTC(y, mo - 1, d, h, mi, sec);
+  let t = want;
+  for (let i = 0; i < 3; i++) {
+    const p = zoneParts(t, zone);
+    t += want - Date.UTC(p.year, p.month - 1, p.day, p.hour, p.minute, p.second);
+  }
+  const off = Math.round((want - t) / 60000), a = Math.abs(off);
+  return `${m[1]}-${m[2]}-${m[3]}T${m[4]}:${m[5]}:${two(sec)}${off < 0 ? "-" : "+"}${two(Math.floor(a / 60))}:${two(a % 60)}`;
+}
+
+// knownZone reports whether this browser knows zone (the API decides
+// which zones are valid; the form needs the zone to read its times).
+function knownZone(zone) {
+  try { zoneParts(0, zone); return true; } catch (e) { return false; }
+}
+
+const objectStatus = (o) => o.status || "active";
+
+function enterObjects() {
+  const on = !!features.campaigns;
+  $("adv-body").hidden = !on;
+  $("camp-body").hidden = !on;
+  $("adv-new").hidden = !on || !canEdit();
+  $("camp-new").hidden = !on || !canEdit();
+  closeEditor(advertiserEditor);
+  closeEditor(campaignEditor);
+  if (!on) {
+    for (const id of ["adv-count", "camp-count"]) $(id).textContent = `${dash} not kept: this server's store keeps no campaigns`;
+    return;
+  }
+  loadObjects();
+}
+
+async function loadObjects() {
+  const [a, c] = await Promise.all([api("GET", "/api/v1/advertisers?status=all"), api("GET", "/api/v1/campaigns?status=all")]);
+  if (a.status !== 200 || !a.data || c.status !== 200 || !c.data) {
+    const bad = a.status !== 200 || !a.data ? a : c;
+    $("adv-error").textContent = (bad.data && bad.data.error) || `Cannot read the advertisers and campaigns (${bad.status}).`;
+    return;
+  }
+  $("adv-error").textContent = "";
+  objects.advertisers = a.data.advertisers;
+  objects.campaigns = c.data.campaigns;
+  renderAdvertisers();
+  renderCampaignTable();
+}
+
+// reloadAll draws both tables and the line items' again after a write
+// (their serving reasons follow a campaign's or advertiser's status).
+async function reloadAll() {
+  await loadObjects();
+  if (features.campaigns) loadCampaigns();
+}
+
+function actionButton(td, text, className, onClick) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.className = className;
+  b.textContent = text;
+  b.addEventListener("click", (ev) => { ev.stopPropagation(); onClick(); });
+  td.appendChild(b);
+  return b;
+}
+
+// idCell shows an object's id, a button opening its form for editors.
+function idCell(tr, id, open) {
+  const td = cell(tr, canEdit() ? "" : id, "id");
+  if (canEdit()) actionButton(td, id, "link", open);
+  return td;
+}
+
+function renderAdvertisers() {
+  const body = $("advertisers").tBodies[0];
+  parkEditor(advertiserEditor);
+  body.replaceChildren();
+  const all = objects.advertisers, show = $("adv-show-archived").checked;
+  const archived = all.filter((a) => a.status === "archived").length;
+  for (const a of all) {
+    if (a.status === "archived" && !show) continue;
+    const tr = document.createElement("tr");
+    tr.className = canEdit() ? "object" : "object readonly";
+    tr.dataset.id = a.id;
+    idCell(tr, a.id, () => editAdvertiser(a));
+    cell(tr, a.name);
+    cell(tr, (a.domains || []).join(", "));
+    cell(tr, objectStatus(a), "status " + objectStatus(a));
+    const td = cell(tr, "", "actions");
+    if (canEdit()) {
+      actionButton(td, "Edit", "edit", () => editAdvertiser(a));
+      actionButton(td, "Duplicate", "duplicate", () => duplicateAdvertiser(a));
+      if (a.status === "archived") actionButton(td, "Restore", "restore", () => setObjectStatus("advertisers", a.id, "resume"));
+      else actionButton(td, "Archive", "archive", () => {
+        if (confirm(`Archive advertiser ${a.id}? None of its campaigns serves until it is restored.`)) setObjectStatus("advertisers", a.id, "archive");
+      });
+    }
+    body.appendChild(tr);
+  }
+  placeEditor(advertiserEditor);
+  $("adv-archived-count").textContent = archived ? `(${archived})` : "";
+  $("adv-count").textContent = all.length === 0 ? "none yet" :
+    `${all.length - archived} active${archived ? `, ${archived} archived` : ""}`;
+}
+
+// flightText is a campaign's flight in its own time zone.
+function flightText(c) {
+  const zone = c.timezone || defaultZone;
+  if (!c.start && !c.end) return "always";
+  if (!knownZone(zone)) return `${c.start || "now"} → ${c.end || "open"}`;
+  const at = (s) => zoneInput(s, zone).replace("T", " ");
+  return `${at(c.start) || "now"} → ${at(c.end) || "open"} (${zone})`;
+}
+
+const pacingMode = (c) => (typeof c.pacing === "string" ? c.pacing : (c.pacing && c.pacing.mode)) || "";
+
+function renderCampaignTable() {
+  const body = $("camps").tBodies[0];
+  parkEditor(campaignEditor);
+  body.replaceChildren();
+  const all = objects.campaigns, show = $("camp-show-archived").checked;
+  const names = new Map(objects.advertisers.map((a) => [a.id, a]));
+  const archived = all.filter((c) => c.status === "archived").length;
+  const money = (v) => (v ? `${v} ${currencyShown}`.trim() : "—");
+  for (const c of all) {
+    if (c.status === "archived" && !show) continue;
+    const tr = document.createElement("tr");
+    tr.className = canEdit() ? "object" : "object readonly";
+    tr.dataset.id = c.id;
+    idCell(tr, c.id, () => editCampaign(c));
+    cell(tr, c.name || "");
+    const adv = names.get(c.advertiser);
+    cell(tr, adv ? `${adv.name} (${adv.id})` : c.advertiser, "advertiser").title =
+      adv && adv.status === "archived" ? "archived: none of its campaigns serves" : "";
+    cell(tr, objectStatus(c), "status " + objectStatus(c));
+    cell(tr, flightText(c), "flight");
+    const b = c.budget || {};
+    cell(tr, money(b.total), "num total");
+    cell(tr, money(b.daily), "num daily");
+    const mode = pacingMode(c);
+    cell(tr, (mode || "even") + (c.pacing && c.pacing.hour_weights ? ", hour weights" : ""), "pacing");
+    const td = cell(tr, "", "actions");
+    if (canEdit()) {
+      actionButton(td, "Edit", "edit", () => editCampaign(c));
+      actionButton(td, "Duplicate", "duplicate", () => duplicateCampaign(c));
+      if (c.status === "archived") {
+        actionButton(td, "Restore", "restore", () => setObjectStatus("campaigns", c.id, "resume"));
+      } else {
+        const paused = c.status === "paused";
+        actionButton(td, paused ? "Resume" : "Pause", "pause", () => setObjectStatus("campaigns", c.id, paused ? "resume" : "pause"));
+        actionButton(td, "Archive", "archive", () => {
+          if (confirm(`Archive campaign ${c.id}? None of its line items serves until it is restored.`)) setObjectStatus("campaigns", c.id, "archive");
+        });
+      }
+    }
+    body.appendChild(tr);
+  }
+  placeEditor(campaignEditor);
+  $("camp-archived-count").textContent = archived ? `(${archived})` : "";
+  $("camp-count").textContent = all.length === 0 ? "none yet" :
+    `${all.length - archived} not archived${archived ? `, ${archived} archived` : ""}`;
+}
+
+// setObjectStatus posts a status verb (pause, archive, resume) of an
+// advertiser or campaign, then draws the tables again.
+async function setObjectStatus(kind, id, verb) {
+  const r = await api("POST", `/api/v1/${kind}/${encodeURIComponent(id)}/${verb}`);
+  const err = kind === "advertisers" ? "adv-error" : "camp-error";
+  $(err).textContent = r.status === 200 ? "" : `${kind === "advertisers" ? "Advertiser" : "Campaign"} ${id} not ${verb === "resume" ? "resumed" : verb + "d"}: ${(r.data && r.data.error) || r.status}`;
+  await reloadAll();
+  if (r.status !== 200) return;
+  if (kind === "advertisers" && advertiserShown && advertiserShown.id === id && advertiserEditor.anchor === id) editAdvertiser(r.data);
+  if (kind === "campaigns" && campaignShown && campaignShown.id === id && campaignEditor.anchor === id) editCampaign(r.data);
+}
+
+// freeID is the first of id-copy, id-copy-2, ... that no object of the
+// list has.
+function freeID(id, list) {
+  const taken = new Set(list.map((o) => o.id));
+  for (let n = 1; ; n++) {
+    const c = `${id}-copy${n === 1 ? "" : "-" + n}`;
+    if (!taken.has(c)) return c;
+  }
+}
+
+// loadObjectHistory lists the changes of an object that the audit log
+// holds, newest first (GET /api/v1/{kind}/{id}/history), in the box
+// prefix-history-box.
+async function loadObjectHistory(kind, action, prefix, id) {
+  const box = $(prefix + "-history-box"), list = $(prefix + "-history"), note = $(prefix + "-history-note");
+  list.replaceChildren();
+  note.textContent = "";
+  box.hidden = !id;
+  if (!id) return;
+  const r = await api("GET", `/api/v1/${kind}/${encodeURIComponent(id)}/history?limit=20`);
+  if (r.status !== 200) {
+    note.textContent = `Cannot read the changes: ${(r.data && r.data.error) || r.status}`;
+    return;
+  }
+  for (const c of r.data.changes) {
+    const item = document.createElement("li");
+    const when = document.createElement("time");
+    when.dateTime = c.time;
+    when.textContent = new Date(c.time).toLocaleString();
+    item.append(when, ` ${c.actor || "unknown"}: ${c.action.replace(action + ".", "")}${c.detail ? " (" + c.detail + ")" : ""}`);
+    list.append(item);
+  }
+  note.textContent = r.data.changes.length === 0
+    ? "No change through this server's admin in its audit log (imports are logged once for their whole file)."
+    : "From this server's audit log; imports are logged once for their whole file.";
+}
+
+// showProblems shows an answer's problems on the form's fields (all at
+// once) and the rest in the status line; verb is what failed ("saved").
+function showProblems(fields, id, r, statusID, verb) {
+  const problems = (r.data && r.data.problems) || [];
+  const rest = showFieldProblems(fields, id, fields === campaignFields ? budgetPaths(problems) : problems);
+  $(statusID).textContent = problems.length
+    ? `Not ${verb}: ${problems.length === 1 ? "1 problem" : problems.length + " problems"}` +
+      (rest.length ? `:\n${rest.join("\n")}` : ", shown on the fields.")
+    : `Not ${verb}: ${(r.data && r.data.error) || r.status}`;
+}
+
+function editAdvertiser(a, title) {
+  advertiserShown = a.id && title === undefined ? a : null;
+  $("adv-title").textContent = title || `Edit advertiser ${a.id}`;
+  $("adv-id").value = a.id || "";
+  $("adv-id").readOnly = !!advertiserShown;
+  $("adv-name").value = a.name || "";
+  $("adv-domains").value = (a.domains || []).join("\n");
+  $("adv-status").textContent = "";
+  showFieldProblems(advertiserFields, a.id || "", []);
+  openEditor(advertiserEditor, advertiserShown ? a.id : "");
+  loadObjectHistory("advertisers", "advertiser", "adv", advertiserShown ? a.id : "");
+}
+
+function duplicateAdvertiser(a) {
+  editAdvertiser(Object.assign({}, a, { id: freeID(a.id, objects.advertisers), status: "" }), `New advertiser (a copy of ${a.id})`);
+}
+
+$("adv-new").addEventListener("click", () => {
+  editAdvertiser({ id: "" }, "New advertiser");
+  $("adv-id").focus();
+});
+$("adv-close").addEventListener("click", () => closeEditor(advertiserEditor));
+$("adv-show-archived").addEventListener("change", renderAdvertisers);
+
+$("adv-form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const id = $("adv-id").value.trim();
+  showFieldProblems(advertiserFields, id, []);
+  // A new one only: an id taken is another's, not this form's to replace.
+  if (!advertiserShown && objects.advertisers.some((a) => a.id === id)) {
+    showFieldProblems(advertiserFields, id, [{ path: "id", message: `an advertiser ${id} exists already` }]);
+    $("adv-status").textContent = "Not saved: 1 problem, shown on the fields.";
+    return;
+  }
+  const body = { id, name: $("adv-name").value.trim(), domains: lines($("adv-domains").value) };
+  if (advertiserShown && advertiserShown.status) body.status = advertiserShown.status; // Archive and Restore change it
+  const r = await api("PUT", "/api/v1/advertisers/" + encodeURIComponent(id), body);
+  if (r.status !== 200) {
+    showProblems(advertiserFields, id, r, "adv-status", "saved");
+    return;
+  }
+  advertiserShown = r.data;
+  advertiserEditor.anchor = id;
+  $("adv-id").readOnly = true;
+  $("adv-title").textContent = `Edit advertiser ${id}`;
+  $("adv-status").textContent = `Saved ${id}.`;
+  await reloadAll();
+  loadObjectHistory("advertisers", "advertiser", "adv", id);
+});
+
+// fillAdvertisers lists the advertisers in the campaign form's select:
+// the active ones, and the campaign's own even when archived.
+function fillAdvertisers(current) {
+  const opts = objects.advertisers.filter((a) => a.status !== "archived" || a.id === current)
+    .map((a) => new Option(`${a.name} (${a.id})${a.status === "archived" ? ", archived" : ""}`, a.id));
+  if (current && !objects.advertisers.some((a) => a.id === current)) opts.push(new Option(current, current));
+  $("camp-advertiser").replaceChildren(new Option("choose an advertiser", ""), ...opts);
+  $("camp-advertiser").value = current || "";
+}
+
+function editCampaign(c, title) {
+  campaignShown = c.id && title === undefined ? c : null;
+  campaignBase = c;
+  const zone = c.timezone || defaultZone;
+  $("camp-title").textContent = title || `Edit campaign ${c.id}`;
+  $("camp-id").value = c.id || "";
+  $("camp-id").readOnly = !!campaignShown;
+  $("camp-name").value = c.name || "";
+  fillAdvertisers(c.advertiser);
+  $("camp-timezone").value = zone;
+  const known = knownZone(zone);
+  for (const [field, v] of [["camp-start", c.start], ["camp-end", c.end]]) {
+    const value = known ? zoneInput(v, zone) : "";
+    $(field).step = value.length > 16 ? "1" : "60";
+    $(field).value = value;
+  }
+  const b = c.budget || {};
+  $("camp-budget-total").value = b.total || "";
+  $("camp-budget-daily").value = b.daily || "";
+  $("camp-pacing").value = pacingMode(c) || "even";
+  $("camp-status").value = objectStatus(c);
+  $("camp-edit-status").textContent = known ? "" : `This browser does not know the time zone ${zone}: its start and end are not shown.`;
+  showFieldProblems(campaignFields, c.id || "", []);
+  openEditor(campaignEditor, campaignShown ? c.id : "");
+  loadObjectHistory("campaigns", "campaign", "camp", campaignShown ? c.id : "");
+}
+
+function duplicateCampaign(c) {
+  const status = c.status === "archived" ? "" : c.status; // a copy of one done with is a new start
+  editCampaign(Object.assign({}, c, { id: freeID(c.id, objects.campaigns), status }), `New campaign (a copy of ${c.id})`);
+}
+
+$("camp-new").addEventListener("click", () => {
+  editCampaign({ id: "", status: "" }, "New campaign");
+  $("camp-id").focus();
+});
+$("camp-close").addEventListener("click", () => closeEditor(campaignEditor));
+$("camp-show-archived").addEventListener("change", renderCampaignTable);
+
+// campaignBody is the campaign the form describes, over the fields it
+// does not show of the one it edits (a pacing's hour weights), and the
+// problems the form finds itself (a time zone this browser cannot read
+// times in).
+function campaignBody(id) {
+  const was = campaignBase;
+  const body = { id, advertiser: $("camp-advertiser").value };
+  const name = $("camp-name").value.trim();
+  if (name) body.name = name;
+  const zone = $("camp-timezone").value.trim();
+  const problems = [];
+  // The model's default left as it was: no time zone written.
+  if (zone && !(zone === defaultZone && !was.timezone)) body.timezone = zone;
+  const readZone = zone || defaultZone;
+  if (!knownZone(readZone)) {
+    problems.push({ path: "timezone", message: `${readZone} is not a time zone this browser knows (such as Asia/Tokyo or UTC)` });
+  } else {
+    for (const f of ["start", "end"]) {
+      const v = zoneInstant($("camp-" + f).value, readZone);
+      if (v === null) problems.push({ path: f, message: "not a date and time" });
+      else if (v) body[f] = v;
+    }
+  }
+  const budget = {};
+  for (const f of ["total", "daily"]) {
+    const v = $("camp-budget-" + f).value.trim();
+    if (v !== "") budget[f] = v;
+  }
+  if (Object.keys(budget).length) body.budget = budget;
+  const mode = $("camp-pacing").value;
+  if (was.pacing && typeof was.pacing === "object" && was.pacing.hour_weights) {
+    body.pacing = Object.assign({}, was.pacing, { mode });
+  } else if (mode !== "even" || pacingMode(was)) {
+    body.pacing = mode;
+  }
+  const status = $("camp-status").value;
+  if (status !== "active" || was.status === "active") body.status = status;
+  return { body, problems };
+}
+
+$("camp-form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const id = $("camp-id").value.trim();
+  showFieldProblems(campaignFields, id, []);
+  const { body, problems } = campaignBody(id);
+  if (!campaignShown && objects.campaigns.some((c) => c.id === id)) problems.push({ path: "id", message: `a campaign ${id} exists already` });
+  if (problems.length) {
+    showProblems(campaignFields, id, { data: { problems } }, "camp-edit-status", "saved");
+    return;
+  }
+  const r = await api("PUT", "/api/v1/campaigns/" + encodeURIComponent(id), body);
+  if (r.status !== 200) {
+    showProblems(campaignFields, id, r, "camp-edit-status", "saved");
+    return;
+  }
+  campaignShown = r.data;
+  campaignEditor.anchor = id;
+  $("camp-id").readOnly = true;
+  $("camp-title").textContent = `Edit campaign ${id}`;
+  $("camp-edit-status").textContent = `Saved ${id}.`;
+  await reloadAll();
+  loadObjectHistory("campaigns", "campaign", "camp", id);
+});
