@@ -214,6 +214,27 @@ func TestDashboardAdvertisersAndCampaignsInBrowser(t *testing.T) {
 		t.Errorf("the campaign's history: %q", got)
 	}
 
+	// A campaign written elsewhere, in UTC's notation and with the model's
+	// defaults left out, saved unchanged from the form: nothing changes.
+	if code, body := putWith(t, adminURL+"/api/v1/campaigns/acme-utc", token, `{"advertiser": "acme", "start": "2026-11-15T00:00:00Z"}`); code != 200 {
+		t.Fatalf("put acme-utc: %d %s", code, body)
+	}
+	b.eval(`(loadObjects(), true)`)
+	b.do("save it from the form unchanged",
+		chromedp.WaitVisible(css(`#camps tr[data-id="acme-utc"]`)),
+		chromedp.Click(css(`#camps tr[data-id="acme-utc"] button.edit`)),
+		b.until(`document.getElementById("camp-start").value === "2026-11-15T09:00" && document.getElementById("camp-timezone").value === "Asia/Tokyo"`, 10*time.Second),
+		chromedp.Click(css("#camp-save")),
+		b.until(`document.getElementById("camp-edit-status").textContent === "Saved acme-utc."`, 10*time.Second),
+		b.until(`document.querySelectorAll("#camp-history li").length === 2`, 10*time.Second),
+	)
+	if got := b.text("#camp-history li:first-child"); !strings.HasSuffix(got, "put (no change)") {
+		t.Errorf("the unchanged save's history: %q", got)
+	}
+	if c := stored("campaigns/acme-utc"); c["start"] != "2026-11-15T00:00:00Z" || c["timezone"] != nil || c["pacing"] != nil || c["status"] != nil {
+		t.Errorf("acme-utc saved unchanged: %v", c)
+	}
+
 	// Duplicated: a new id, everything else as the original.
 	b.do("duplicate the campaign",
 		chromedp.Click(css(`#camps tr[data-id="acme-spring"] button.duplicate`)),

@@ -2814,7 +2814,9 @@ function campaignBody(id) {
     for (const f of ["start", "end"]) {
       const v = zoneInstant($("camp-" + f).value, readZone);
       if (v === null) problems.push({ path: f, message: "not a date and time" });
-      else if (v) body[f] = v;
+      // The same instant as it was is written as it was (2026-11-15T00:00:00Z
+      // stays so): a save changes only what the form changed.
+      else if (v) body[f] = was[f] && Date.parse(was[f]) === Date.parse(v) ? was[f] : v;
     }
   }
   const budget = {};
