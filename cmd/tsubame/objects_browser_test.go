@@ -320,6 +320,18 @@ func TestDashboardAdvertisersAndCampaignsInBrowser(t *testing.T) {
 	}
 	saveScreenshot(t, ctx, "objects.png")
 
+	// A campaign paused from the line items' table shows paused here, and
+	// resumed here shows active there.
+	camp := `#campaigns tr.camp[data-campaign="demo-travel-winter"] button.campaign-pause`
+	b.do("close the form", chromedp.Click(css("#adv-close")))
+	b.eval(`(document.querySelector('` + camp + `').click(), true)`)
+	b.do("the campaign paused from the line items' table",
+		b.until(status("camps", "demo-travel-winter")+` === "paused"`, 10*time.Second),
+		chromedp.Click(css(`#camps tr[data-id="demo-travel-winter"] button.pause`)),
+		b.until(status("camps", "demo-travel-winter")+` === "active"`, 10*time.Second),
+		b.until(`document.querySelector('`+camp+`')?.textContent === "Pause campaign"`, 10*time.Second),
+	)
+
 	// A viewer reads the tables and changes nothing.
 	b.do("log out", chromedp.Click(css("#logout")), chromedp.WaitVisible(css("#login")))
 	watcher(b)

@@ -2523,10 +2523,23 @@ async function loadObjects() {
 
 // reloadAll draws both tables and the line items' again after a write
 // (their serving reasons follow a campaign's or advertiser's status).
+let reloading = false;
 async function reloadAll() {
-  await loadObjects();
-  if (features.campaigns) loadCampaigns();
+  reloading = true;
+  try {
+    await loadObjects();
+    if (features.campaigns) await loadCampaigns();
+  } finally {
+    reloading = false;
+  }
 }
+
+// The line items' table drawn again (a campaign paused from its row, an
+// import, the currency read): the two tables follow, unless a form is
+// open, which a redraw would take the focus from.
+new MutationObserver(() => {
+  if (!reloading && !$("dash").hidden && features.campaigns && advertiserEditor.anchor === null && campaignEditor.anchor === null) loadObjects();
+}).observe($("campaigns-count"), { childList: true, characterData: true, subtree: true });
 
 function actionButton(td, text, className, onClick) {
   const b = document.createElement("button");
