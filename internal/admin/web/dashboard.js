@@ -2573,7 +2573,7 @@ function renderAdvertisers() {
     cell(tr, a.name);
     cell(tr, (a.domains || []).join(", "));
     cell(tr, objectStatus(a), "status " + objectStatus(a));
-    const td = cell(tr, "", "actions");
+    const td = cell(tr, "", "tools");
     if (canEdit()) {
       actionButton(td, "Edit", "edit", () => editAdvertiser(a));
       actionButton(td, "Duplicate", "duplicate", () => duplicateAdvertiser(a));
@@ -2626,7 +2626,7 @@ function renderCampaignTable() {
     cell(tr, money(b.daily), "num daily");
     const mode = pacingMode(c);
     cell(tr, (mode || "even") + (c.pacing && c.pacing.hour_weights ? ", hour weights" : ""), "pacing");
-    const td = cell(tr, "", "actions");
+    const td = cell(tr, "", "tools");
     if (canEdit()) {
       actionButton(td, "Edit", "edit", () => editCampaign(c));
       actionButton(td, "Duplicate", "duplicate", () => duplicateCampaign(c));
