@@ -24,8 +24,8 @@ import (
 
 // The campaign API: advertisers, campaigns, creatives and line items, each
 // kind under /api/v1/<kind> (list, get, put, delete), pause and resume of
-// line items and campaigns, a creative's approval or rejection
-// (statuses.go), and the whole set imported and exported as a campaign
+// line items and campaigns, the archive of line items, campaigns and
+// advertisers, a creative's approval or rejection (statuses.go), and the whole set imported and exported as a campaign
 // file (internal/bulk). Viewers read, editors write; every write is
 // audited as <kind>.put, <kind>.delete, line_item.pause, line_item.resume,
 // campaigns.import or a status verb's action (statusActions). The store
