@@ -171,8 +171,27 @@ func TestDashboardAccessibility(t *testing.T) {
 		{state: "a new line item's form", do: func() {
 			b.do("new line item", click("#li-close"), click("#li-new"), chromedp.WaitVisible(css("#li-form")))
 		}},
-		{state: "the creative approval queue with its previews", do: func() {
+		{state: "an advertiser's form showing a problem on its field", do: func() {
 			b.do("close the line item", click("#li-close"))
+			b.do("a new advertiser", click("#adv-new"), chromedp.WaitVisible(css("#adv-form")),
+				value("#adv-id", "a11y-adv"), value("#adv-name", "A11y"), value("#adv-domains", "Shop.Example"), click("#adv-save"),
+				b.until(`document.getElementById("adv-domains").getAttribute("aria-invalid") === "true"`, 10*time.Second))
+		}},
+		{state: "a campaign's form showing its problems on their fields", do: func() {
+			b.do("close the advertiser", click("#adv-close"))
+			b.do("a new campaign", click("#camp-new"), chromedp.WaitVisible(css("#camp-form")),
+				value("#camp-id", "a11y-camp"), value("#camp-name", "A11y"), value("#camp-advertiser", "demo-coffee"),
+				value("#camp-start", "2026-07-01T09:30"), value("#camp-end", "2026-06-01T00:00"), value("#camp-budget-total", "0"),
+				click("#camp-save"),
+				b.until(`document.getElementById("camp-budget-total").getAttribute("aria-invalid") === "true"`, 10*time.Second))
+		}},
+		{state: "a campaign's form with its changes", do: func() {
+			b.do("close the new campaign", click("#camp-close"))
+			b.do("edit a campaign", click(`#camps tr[data-id="demo-coffee-autumn"] button.link`), chromedp.WaitVisible(css("#camp-form")),
+				b.until(`document.getElementById("camp-id").value === "demo-coffee-autumn"`, 10*time.Second))
+		}},
+		{state: "the creative approval queue with its previews", do: func() {
+			b.do("close the campaign", click("#camp-close"))
 		}, shot: "creatives.png", crop: [2]string{"#creatives-body", ""}},
 		{state: "a creative's rejection asking for its reason", do: func() {
 			b.do("reject", click(`#creatives tr[data-id="demo-coffee-winter"] button.reject`), chromedp.WaitVisible(css("#creatives form.reject")))
