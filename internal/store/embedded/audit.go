@@ -25,6 +25,7 @@ var auditBuckets = map[string]struct {
 	string(bucketSeen):          {"seen ids", "impressions and clicks counted, swept after ads.tracking.ttl", true},
 	string(bucketFrequency):     {"frequency", "frequency caps per visitor, swept with their longest window", true},
 	string(bucketHandovers):     {"handovers", "holds handed over at a stop", false},
+	string(bucketAssets):        {"assets", "creatives' uploaded files", false},
 	string(bucketOutcomeBids):   {"outcomes", "held bids' outcomes, swept", true},
 	string(bucketOutcomeQueues): {"outcome queues", "each server's outcome queue", false},
 	string(bucketAccessLog):     {"access log", "batches of access_log: store", false},

@@ -59,3 +59,14 @@ func TestHandoversConformance(t *testing.T) {
 		return s, s
 	})
 }
+
+func TestAssetsConformance(t *testing.T) {
+	storetest.RunAssets(t, func(t *testing.T) (a, b tsubame.Assets) {
+		s, err := embedded.Open(filepath.Join(t.TempDir(), embedded.FileName), embedded.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s, s
+	})
+}

@@ -30,6 +30,7 @@ type Store struct {
 	quota   quotas      // leases of limited counters (quota.go), likewise
 	out     outcomes    // outcomes of bids (outcome.go), likewise
 	hand    handovers   // stopped ledgers' holds (handover.go), likewise
+	assets  assets      // creatives' files (asset.go), likewise
 }
 
 var (

@@ -23,3 +23,11 @@ func TestHandoversConformance(t *testing.T) {
 		return s, s
 	})
 }
+
+func TestAssetsConformance(t *testing.T) {
+	storetest.RunAssets(t, func(t *testing.T) (a, b tsubame.Assets) {
+		s := memory.New()
+		t.Cleanup(func() { _ = s.Close() })
+		return s, s
+	})
+}

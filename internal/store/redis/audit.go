@@ -44,6 +44,7 @@ var auditFamilies = []auditFamily{
 	}},
 	{"handovers", "{handovers}:*: holds handed over at a stop", func(r string, _ bool) bool { return strings.HasPrefix(r, "{handovers}") }},
 	{"reports", "{report}:*: the report rollups and read positions", func(r string, _ bool) bool { return strings.HasPrefix(r, "{report}") }},
+	{"assets", "asset:<sha256>: creatives' uploaded files, kept", func(r string, _ bool) bool { return strings.HasPrefix(r, "asset:") }},
 	{"access log", "accesslog: batches of access_log: store", func(r string, _ bool) bool { return r == "accesslog" }},
 	{"webhook results", "results: webhook results", func(r string, _ bool) bool { return r == "results" }},
 	{"other", "keys under the prefix no part of this server writes", func(string, bool) bool { return true }},

@@ -58,6 +58,10 @@ func runSuites(t *testing.T, addrs []string) {
 		prefix := uniquePrefix(t)
 		return open(t, addrs, prefix), open(t, addrs, prefix)
 	})
+	storetest.RunAssets(t, func(t *testing.T) (a, b tsubame.Assets) { // two nodes
+		prefix := uniquePrefix(t)
+		return open(t, addrs, prefix), open(t, addrs, prefix)
+	})
 }
 
 func TestConformanceStandalone(t *testing.T) {
