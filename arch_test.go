@@ -49,6 +49,8 @@ var layering = []struct {
 	{"tsubame/internal/units", []string{"tsubame", "tsubame/"}},
 	{"tsubame/internal/ssp", []string{"tsubame/internal/server", "tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/",
 		"tsubame/internal/cache", "tsubame/internal/ads", "tsubame/internal/bidder", "tsubame/cmd/"}},
+	{"tsubame/internal/asset", []string{"tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/", "tsubame/internal/cache",
+		"tsubame/internal/ads", "tsubame/cmd/"}},
 	{"tsubame/internal/ads", []string{"tsubame/internal/admin", "tsubame/internal/config", "tsubame/internal/store/", "tsubame/internal/cache", "tsubame/cmd/"}},
 	{"tsubame/internal/", []string{"tsubame/cmd/", "tsubame/bench", "tsubame/tools/"}},
 }

@@ -180,6 +180,14 @@ func (w Response) Body(contentType string, body []byte) {
 	w.ctx.SetBody(body)
 }
 
+// BodyShared sets the body and its content type without copying the
+// body, which must never change afterwards (an immutable file held in a
+// cache).
+func (w Response) BodyShared(contentType string, body []byte) {
+	w.ctx.SetContentType(contentType)
+	w.ctx.Response.SetBodyRaw(body)
+}
+
 // Redirect answers with code (a 3xx) and Location: location, which the
 // caller must have checked (no open redirect: see internal/track).
 func (w Response) Redirect(location string, code int) {
