@@ -108,6 +108,9 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 	opt.Logger, opt.Metrics, opt.Ready, opt.Accounts, opt.Audit, opt.TLS = m.Logger, reg, m.readiness, accounts, m.adm.audit, tlsConfig
 	opt.Placements, opt.Purge, opt.ConfigView, opt.AccessLog, opt.Sample = m.Cache, m.purge(backend), m.configView, m.accessLogStatus, m.sample
 	opt.Endpoints, opt.Tags = m.endpointNames, m.tagSetup
+	if as, ok := backend.(tsubame.Assets); ok { // else uploads say the store keeps none
+		opt.Assets, opt.AssetLimits = as, cfg.Ads.Assets.Limits()
+	}
 	if cs, ok := backend.(tsubame.CampaignStore); ok { // else the campaign routes say the store keeps none
 		opt.Campaigns = m.campaignsForWrites(cs)
 		if m.ads.engine != nil {

@@ -20,6 +20,7 @@ import (
 	"tsubame"
 	"tsubame/internal/accesslog"
 	"tsubame/internal/admin"
+	"tsubame/internal/asset"
 	"tsubame/internal/cache"
 	"tsubame/internal/certs"
 	"tsubame/internal/config"
@@ -91,6 +92,7 @@ type publicSide struct {
 	tlsCerts   *certs.Store              // read again by a reload
 	static     *static.Server            // the default site's /lib/
 	siteStatic map[string]*static.Server // each site's /lib/, by site name
+	assets     *asset.Server             // /assets/, the creatives' uploaded files; nil: a store without
 }
 
 // adminSide is the admin listener and what it keeps: the audit log and
@@ -204,6 +206,9 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		return err
 	}
 	if err := m.openStatic(cfg); err != nil {
+		return err
+	}
+	if err := m.openAssets(cfg, backend); err != nil {
 		return err
 	}
 	m.pub.server, err = server.New(m.serverOptions(cfg), m.endpoints(cfg))
@@ -420,6 +425,9 @@ func (m *Main) serverOptions(cfg *config.Config) server.Options {
 	}
 	if m.ads.bidder != nil {
 		opt.Routes = append(opt.Routes, m.ads.bidder.Routes(m.logs.file, int(cfg.RTB.MaxBody))...)
+	}
+	if m.pub.assets != nil {
+		opt.Routes = append(opt.Routes, m.pub.assets.Route())
 	}
 	return opt
 }
@@ -655,6 +663,9 @@ func (m *Main) closeAll(ctx context.Context) error {
 	}
 	for _, st := range m.pub.siteStatic {
 		_ = st.Close()
+	}
+	if m.pub.assets != nil {
+		m.pub.assets.Close()
 	}
 	if m.Store != nil {
 		if err := m.Store.Close(); err != nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"tsubame"
+	"tsubame/internal/asset"
 	"tsubame/internal/forecast"
 	"tsubame/internal/health"
 )
@@ -74,6 +75,11 @@ type Options struct {
 	// (campaigns.go) reads and writes; nil: those routes answer that this
 	// server keeps no campaigns.
 	Campaigns tsubame.CampaignStore
+	// Assets keeps creatives' uploaded files (assets.go), each at most
+	// AssetLimits' bytes of its kind; nil: uploads answer that this
+	// server's store keeps none.
+	Assets      tsubame.Assets
+	AssetLimits asset.Limits
 	// Purge drops cached placements on every node: by id, by dependency key,
 	// or everything.
 	Purge func(ctx context.Context, ids, deps []string, all bool) error

@@ -57,6 +57,7 @@ func (s *Server) apiRoutes(mux *http.ServeMux) {
 	s.campaignRoutes(mux)
 	s.reportRoutes(mux)
 	s.tagRoutes(mux)
+	s.assetRoutes(mux)
 }
 
 // writeStoreError answers err with the status of its kind and its safe

@@ -67,19 +67,8 @@ func (s *Server) placementTag(w http.ResponseWriter, r *http.Request) {
 	if s.opt.Tags != nil {
 		setup = s.opt.Tags()
 	}
-	ans := tagAnswer{Placement: id, BaseURL: strings.TrimSuffix(setup.BaseURL, "/"),
-		BaseNote: "ads.tracking.url: the public address pages ask"}
-	if ans.BaseURL == "" {
-		host := r.Host
-		if h, _, err := net.SplitHostPort(host); err == nil {
-			host = h
-		}
-		if strings.Contains(host, ":") {
-			host = "[" + host + "]"
-		}
-		ans.BaseURL = "http://" + host + ":" + setup.PublicPort
-		ans.BaseNote = "a guess from this page's host and the public listener's port: set ads.tracking.url to the public address pages ask"
-	}
+	ans := tagAnswer{Placement: id}
+	ans.BaseURL, ans.BaseNote = publicBase(r, setup)
 	if len(setup.Script) > 0 {
 		ans.Script = scriptTag(ans.BaseURL, setup.Script[0], id)
 	}
@@ -88,6 +77,24 @@ func (s *Server) placementTag(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	writeJSON(w, http.StatusOK, ans)
+}
+
+// publicBase is the scheme and host pages ask the public listener at
+// (ads.tracking.url), or a guess from the admin request's host and the
+// public listener's port; and a note saying which.
+func publicBase(r *http.Request, setup TagSetup) (base, note string) {
+	if base := strings.TrimSuffix(setup.BaseURL, "/"); base != "" {
+		return base, "ads.tracking.url: the public address pages ask"
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	return "http://" + host + ":" + setup.PublicPort,
+		"a guess from this page's host and the public listener's port: set ads.tracking.url to the public address pages ask"
 }
 
 // jsString is s as a JavaScript string literal that is safe inside a

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"tsubame"
+	"tsubame/internal/asset"
 	"tsubame/internal/privacy"
 )
 
@@ -51,6 +53,20 @@ type Ads struct {
 	// impression URL; past it an impression is counted late.
 	Reservation time.Duration `koanf:"reservation"`
 	Budget      AdsBudget     `koanf:"budget"`
+	Assets      AdsAssets     `koanf:"assets"`
+}
+
+// AdsAssets bound the creatives' files editors upload and what each node
+// caches of them.
+type AdsAssets struct {
+	MaxImageBytes ByteSize `koanf:"max_image_bytes"`
+	MaxVideoBytes ByteSize `koanf:"max_video_bytes"`
+	CacheBytes    ByteSize `koanf:"cache_bytes"`
+}
+
+// Limits are the upload limits, as internal/asset takes them.
+func (a AdsAssets) Limits() asset.Limits {
+	return asset.Limits{MaxImageBytes: int64(a.MaxImageBytes), MaxVideoBytes: int64(a.MaxVideoBytes)}
 }
 
 // AdsBudget tunes how a node keeps its share of budgets and impression
@@ -201,6 +217,14 @@ func (c *Config) validateAds(p *problems) {
 		p.add("ads.caps_timeout: must be between 1ms and 10s (got %v)", a.CapsTimeout)
 	}
 	validateCORS(p, "ads.", a.CORSOrigins, a.CORSMaxAge)
+	for _, l := range []struct {
+		key string
+		v   ByteSize
+	}{{"max_image_bytes", a.Assets.MaxImageBytes}, {"max_video_bytes", a.Assets.MaxVideoBytes}} {
+		if l.v < 1<<10 || l.v > tsubame.MaxAssetBytes {
+			p.add("ads.assets.%s: must be between 1KiB and 64MiB (got %d bytes)", l.key, int64(l.v))
+		}
+	}
 	if a.Reservation < time.Second || a.Reservation > a.Tracking.TTL {
 		p.add("ads.reservation: must be between 1s and ads.tracking.ttl (%v) (got %v)", a.Tracking.TTL, a.Reservation)
 	}
