@@ -2186,6 +2186,16 @@ function creativeRow(c) {
     b.addEventListener("click", () => (cls === "approve" ? reviewCreative(c.id, "approve") : askReason(actions, c.id)));
     actions.appendChild(b);
   }
+  if (canEdit()) {
+    for (const [label, cls, open] of [["Edit", "edit", editCreative], ["Duplicate", "duplicate", duplicateCreative]]) {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = cls;
+      b.textContent = label;
+      b.addEventListener("click", () => open(c));
+      actions.appendChild(b);
+    }
+  }
   return tr;
 }
 
@@ -2275,64 +2285,238 @@ function askReason(td, id) {
 $("creatives-status").addEventListener("change", () => loadCreatives());
 $("creatives-filter").addEventListener("submit", (ev) => { ev.preventDefault(); loadCreatives(); });
 
-// The add form's fields by the first name of a problem's path.
+// The form's fields by the first name of a problem's path.
 const creativeFields = { id: "cr-id", advertiser: "cr-advertiser", format: "cr-format", w: "cr-w", h: "cr-h",
-  duration: "cr-duration", image: "cr-image", media: "cr-media", mimes: "cr-mimes", click: "cr-click" };
+  duration: "cr-duration", image: "cr-image", media: "cr-media", mimes: "cr-mimes", click: "cr-click", html: "cr-html",
+  file: "cr-file" };
+
+// crEditing is the creative the form edits as the API answered it (its
+// fields the form does not show kept as they are), or null: the form adds
+// a new one, which waits for review.
+let crEditing = null;
+
+// crCopyOf is the creative a duplicate copies (its fields the form does
+// not show go with the copy), or null.
+let crCopyOf = null;
+
+// creativeKind is the form's kind of creative: banner (an image), html
+// (a banner of HTML) or video.
+function creativeKind(c) {
+  if (c.format === "video") return "video";
+  return c.html ? "html" : "banner";
+}
 
 function creativeFormat() {
-  const video = $("cr-format").value === "video";
-  for (const el of document.querySelectorAll("#cr-form .cr-video")) el.hidden = !video;
-  for (const el of document.querySelectorAll("#cr-form .cr-banner")) el.hidden = video;
+  const kind = $("cr-format").value;
+  const show = { "cr-video": kind === "video", "cr-image": kind === "banner", "cr-html": kind === "html", "cr-file": kind !== "html" };
+  for (const [cls, on] of Object.entries(show)) {
+    for (const el of document.querySelectorAll("#cr-form ." + cls)) el.hidden = !on;
+  }
+  creativeFormPreview();
 }
 $("cr-format").addEventListener("change", creativeFormat);
 
-$("creative-new").addEventListener("click", async () => {
+// creativeFromForm is the creative the form describes, over what it edits.
+function creativeFromForm() {
+  const kind = $("cr-format").value;
+  const body = Object.assign({}, crEditing || {});
+  delete body.id;
+  for (const k of ["image", "html", "media", "mimes", "duration"]) delete body[k];
+  Object.assign(body, { advertiser: $("cr-advertiser").value.trim(), format: kind === "video" ? "video" : "banner",
+    w: Number($("cr-w").value), h: Number($("cr-h").value), click: $("cr-click").value.trim() });
+  if (kind === "video") {
+    body.duration = Number($("cr-duration").value);
+    body.media = $("cr-media").value.trim();
+    body.mimes = $("cr-mimes").value.split(",").map((m) => m.trim()).filter((m) => m);
+  } else if (kind === "html") {
+    body.html = $("cr-html").value;
+  } else {
+    body.image = $("cr-image").value.trim();
+  }
+  return body;
+}
+
+// creativeFormPreview shows the form's creative as the queue would, once
+// it has something to show.
+function creativeFormPreview() {
+  const c = creativeFromForm();
+  c.id = $("cr-id").value.trim();
+  const box = $("cr-preview");
+  box.replaceChildren();
+  if (!(c.w > 0 && c.h > 0) || !(c.image || c.html || c.media)) return;
+  box.appendChild(creativePreview(c));
+}
+for (const id of ["cr-image", "cr-media", "cr-html", "cr-w", "cr-h"]) $(id).addEventListener("change", creativeFormPreview);
+
+// contentChanged reports whether a save changes what a creative shows (or
+// where its click leads), which its review approved or rejected.
+function contentChanged(was, now) {
+  const same = (a, b) => JSON.stringify(a === undefined ? null : a) === JSON.stringify(b === undefined ? null : b);
+  return ["format", "w", "h", "image", "html", "media", "mimes", "duration", "click", "advertiser"].some((k) => !same(was[k], now[k]));
+}
+
+// openCreativeForm fills the form with c (nothing for a new creative) and
+// opens it, for an edit of it (editing) or a new one.
+async function openCreativeForm(c, editing, title, note) {
+  crEditing = editing ? c : null;
+  $("cr-title").textContent = title;
+  $("cr-save").textContent = editing ? "Save" : "Add for review";
+  $("cr-id").readOnly = editing;
+  $("cr-id").value = c.id || "";
+  $("cr-advertiser").value = c.advertiser || "";
+  $("cr-format").value = creativeKind(c);
+  $("cr-w").value = c.w || "";
+  $("cr-h").value = c.h || "";
+  $("cr-duration").value = c.duration || "";
+  $("cr-image").value = c.image || "";
+  $("cr-media").value = c.media || "";
+  $("cr-mimes").value = (c.mimes || ["video/mp4"]).join(", ");
+  $("cr-html").value = c.html || "";
+  $("cr-click").value = c.click || "";
+  $("cr-file").value = "";
+  $("cr-upload-status").textContent = "";
+  $("cr-status").textContent = note || "";
+  await showCreativeForm();
+}
+
+// showCreativeForm opens the form as it is.
+async function showCreativeForm() {
   $("creative-tools").hidden = false;
-  $("cr-status").textContent = "";
   showFieldProblems(creativeFields, $("cr-id").value.trim(), []);
   creativeFormat();
-  $("cr-id").focus();
+  (crEditing ? $("cr-advertiser") : $("cr-id")).focus();
   const r = await api("GET", "/api/v1/advertisers");
   if (r.status === 200 && r.data) {
     $("cr-advertisers").replaceChildren(...r.data.advertisers.map((a) => new Option(a.name, a.id)));
   }
+}
+
+// A new creative: the form as it was left, unless it was an edit or a
+// copy of another.
+$("creative-new").addEventListener("click", () => {
+  $("cr-status").textContent = "";
+  if (crEditing || crCopyOf) {
+    crCopyOf = null;
+    openCreativeForm({}, false, "Add a creative");
+    return;
+  }
+  showCreativeForm();
 });
 $("cr-close").addEventListener("click", () => { $("creative-tools").hidden = true; });
+
+// editCreative opens the form on c, as the API has it now.
+async function editCreative(c) {
+  const r = await api("GET", "/api/v1/creatives/" + encodeURIComponent(c.id));
+  if (r.status !== 200 || !r.data) {
+    $("creatives-error").textContent = `Cannot read ${c.id}: ${(r.data && r.data.error) || r.status}`;
+    return;
+  }
+  const status = r.data.status || "pending";
+  crCopyOf = null;
+  openCreativeForm(r.data, true, `Edit ${c.id}`, status === "pending" ? "" :
+    `It is ${status}: a change of what it shows or where it leads sends it back to review.`);
+}
+
+// duplicateCreative opens the form on a copy of c under the first free id
+// of <id>-copy, <id>-copy-2...: a new creative, which waits for review.
+async function duplicateCreative(c) {
+  const all = await api("GET", "/api/v1/creatives");
+  const taken = new Set(all.status === 200 && all.data ? all.data.creatives.map((x) => x.id) : []);
+  let id = `${c.id}-copy`;
+  for (let n = 2; taken.has(id); n++) id = `${c.id}-copy-${n}`;
+  const copy = Object.assign({}, c, { id });
+  delete copy.status;
+  delete copy.reason;
+  crCopyOf = copy; // what the form does not show goes with the copy
+  await openCreativeForm(copy, false, `Duplicate ${c.id}`, `A copy of ${c.id}: change what differs, then add it for review.`);
+}
+
+// The file picked is uploaded at once (POST /api/v1/assets): its URL fills
+// the image or media field, an image's size the width and height.
+$("cr-file").addEventListener("change", async () => {
+  const file = $("cr-file").files[0];
+  const id = $("cr-id").value.trim();
+  if (!file) return;
+  $("cr-upload-status").textContent = `Uploading ${file.name}…`;
+  showFieldProblems(creativeFields, id, []);
+  const res = await fetch("/api/v1/assets", { method: "POST", credentials: "same-origin",
+    headers: { "Content-Type": "application/octet-stream", "X-CSRF-Token": csrf }, body: file });
+  let data = null;
+  try { data = await res.json(); } catch (e) { data = null; }
+  if (res.status === 401) { showLogin(); return; }
+  if (res.status !== 200 || !data) {
+    $("cr-upload-status").textContent = "";
+    showFieldProblems(creativeFields, id, [{ path: "file", message: `${file.name} not uploaded: ${(data && data.error) || res.status}` }]);
+    $("cr-file").value = "";
+    return;
+  }
+  if (data.video) {
+    $("cr-format").value = "video";
+    $("cr-media").value = data.url;
+    const mimes = $("cr-mimes").value.split(",").map((m) => m.trim()).filter((m) => m);
+    if (!mimes.includes(data.content_type)) $("cr-mimes").value = [data.content_type, ...mimes.filter((m) => m !== "video/mp4")].join(", ");
+  } else {
+    $("cr-format").value = "banner";
+    $("cr-image").value = data.url;
+    $("cr-w").value = data.w;
+    $("cr-h").value = data.h;
+  }
+  $("cr-upload-status").textContent = `Uploaded ${file.name}: ${data.content_type}` +
+    (data.w ? `, ${data.w}×${data.h} px` : "") + `, ${data.bytes} bytes.`;
+  creativeFormat();
+});
 
 $("cr-form").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   const id = $("cr-id").value.trim();
-  const body = { advertiser: $("cr-advertiser").value.trim(), format: $("cr-format").value,
-    w: Number($("cr-w").value), h: Number($("cr-h").value), click: $("cr-click").value.trim() };
-  if (body.format === "video") {
-    body.duration = Number($("cr-duration").value);
-    body.media = $("cr-media").value.trim();
-    body.mimes = $("cr-mimes").value.split(",").map((m) => m.trim()).filter((m) => m);
-  } else {
-    body.image = $("cr-image").value.trim();
+  const was = crEditing;
+  const body = creativeFromForm();
+  if (!was && crCopyOf) {
+    for (const k of ["name", "categories", "app"]) if (crCopyOf[k] !== undefined) body[k] = crCopyOf[k];
   }
   showFieldProblems(creativeFields, id, []);
-  // A new creative only: one with this id already is another's, not this
-  // form's to replace (read from the list: a GET of a missing one would be
-  // a 404 in the console).
-  const all = await api("GET", "/api/v1/creatives");
-  if (all.status === 200 && all.data && all.data.creatives.some((c) => c.id === id)) {
-    showFieldProblems(creativeFields, id, [{ path: "id", message: `a creative ${id} exists already` }]);
-    $("cr-status").textContent = "Not added: 1 problem, shown on the fields.";
-    return;
+  let back = false;
+  if (was) {
+    // The API keeps the status a put names: a change of what an approved
+    // or rejected creative shows is sent back to review here.
+    const status = was.status || "pending";
+    back = status !== "pending" && contentChanged(was, body);
+    if (back) { body.status = "pending"; delete body.reason; }
+  } else {
+    delete body.status;
+    delete body.reason;
+    // A new creative only: one with this id already is another's, not this
+    // form's to replace (read from the list: a GET of a missing one would be
+    // a 404 in the console).
+    const all = await api("GET", "/api/v1/creatives");
+    if (all.status === 200 && all.data && all.data.creatives.some((c) => c.id === id)) {
+      showFieldProblems(creativeFields, id, [{ path: "id", message: `a creative ${id} exists already` }]);
+      $("cr-status").textContent = "Not added: 1 problem, shown on the fields.";
+      return;
+    }
   }
+  const verb = was ? "saved" : "added";
   const r = await api("PUT", "/api/v1/creatives/" + encodeURIComponent(id), body);
   if (r.status !== 200) {
     const problems = (r.data && r.data.problems) || [];
     const rest = showFieldProblems(creativeFields, id, problems);
     $("cr-status").textContent = problems.length
-      ? `Not added: ${problems.length === 1 ? "1 problem" : problems.length + " problems"}` +
+      ? `Not ${verb}: ${problems.length === 1 ? "1 problem" : problems.length + " problems"}` +
         (rest.length ? `:\n${rest.join("\n")}` : ", shown on the fields.")
-      : `Not added: ${(r.data && r.data.error) || r.status}`;
+      : `Not ${verb}: ${(r.data && r.data.error) || r.status}`;
     return;
   }
-  $("cr-status").textContent = `Added ${id}: it waits for review.`;
-  $("creatives-status").value = "pending";
+  crCopyOf = null;
+  if (was) {
+    crEditing = r.data;
+    const status = r.data.status || "pending";
+    $("cr-status").textContent = back ? `Saved ${id}: its content changed, so it went back to review (it does not serve until approved again).`
+      : `Saved ${id}: it stays ${creativeStatusText[status] || status}.`;
+    if (back) $("creatives-status").value = "pending";
+  } else {
+    $("cr-status").textContent = `Added ${id}: it waits for review.`;
+    $("creatives-status").value = "pending";
+  }
   loadCreatives();
 });
 
