@@ -2400,6 +2400,7 @@ $("creative-new").addEventListener("click", () => {
     openCreativeForm({}, false, "Add a creative");
     return;
   }
+  $("cr-title").textContent = "Add a creative";
   showCreativeForm();
 });
 $("cr-close").addEventListener("click", () => { $("creative-tools").hidden = true; });
