@@ -205,6 +205,22 @@ func TestDashboardAccessibility(t *testing.T) {
 		{state: "the form adding a video creative", do: func() {
 			b.do("a video", choose("#cr-format", "video"), chromedp.WaitVisible(css("#cr-media")))
 		}},
+		{state: "the form adding an image, with a refused upload", do: func() {
+			refused := filepath.Join(t.TempDir(), "notes.txt")
+			if err := os.WriteFile(refused, []byte("not an image"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			b.do("an upload refused", choose("#cr-format", "banner"), chromedp.WaitVisible(css("#cr-file")),
+				chromedp.SetUploadFiles(css("#cr-file"), []string{refused}),
+				b.until(`document.getElementById("cr-file").getAttribute("aria-invalid") === "true"`, 10*time.Second))
+		}},
+		{state: "the form adding an HTML creative", do: func() {
+			b.do("HTML", choose("#cr-format", "html"), chromedp.WaitVisible(css("#cr-html")))
+		}},
+		{state: "a creative's form, opened by Edit", do: func() {
+			b.do("edit", click("#cr-close"), click(`#creatives tr[data-id="demo-coffee-winter"] button.edit`),
+				b.until(`document.getElementById("cr-id").value === "demo-coffee-winter"`, 10*time.Second))
+		}},
 		{state: "every creative: images, HTML, video, rejected with its reason", do: func() {
 			b.do("all creatives", click("#cr-close"), choose("#creatives-status", ""),
 				b.until(`document.getElementById("creatives-count").textContent.endsWith("in all")`, 10*time.Second))
