@@ -235,6 +235,10 @@ type work struct {
 	offers  [2]decision.Offer
 	buf     []byte
 	event   accesslog.Event
+	// dec decodes the request into memory the work keeps; bids are its
+	// bids, the response's list.
+	dec  openrtb.Decoder
+	bids []openrtb.Bid
 	// ctx is the request's deadline, which bounds its store calls; kept
 	// with the pooled work while unarmed (see deadline.Context).
 	ctx *deadline.Context
@@ -270,6 +274,9 @@ func putWork(w *work) {
 	}
 	w.dreq.Context = nil
 	w.tid, w.offers = "", [2]decision.Offer{} // the request's strings: not kept alive by the pool
+	clear(w.bids)
+	w.bids = w.bids[:0]
+	w.dec.Clear()
 	works.Put(w)
 }
 
@@ -317,7 +324,9 @@ func (b *Bidder) BidContext(ctx context.Context, dst []byte, name string, body [
 }
 
 func (b *Bidder) bid(ctx context.Context, dst []byte, ex *exchange, body []byte, at time.Time, log func(*accesslog.Event) error) Outcome {
-	req, err := openrtb.Decode(body)
+	w := getWork()
+	defer putWork(w)
+	req, err := w.dec.Decode(body)
 	if err != nil {
 		return Outcome{Status: 400, Reason: NoBidMalformed}
 	}
@@ -342,8 +351,6 @@ func (b *Bidder) bid(ctx context.Context, dst []byte, ex *exchange, body []byte,
 	if cur == "" {
 		return Outcome{Status: 204, Reason: NoBidCurrency}
 	}
-	w := getWork()
-	defer putWork(w)
 	b.common(req, now, &w.dreq)
 	w.dreq.Context = w.context(ctx, end)
 	b.capsFor(w)
@@ -358,7 +365,7 @@ func (b *Bidder) bid(ctx context.Context, dst []byte, ex *exchange, body []byte,
 	idx := b.opt.Engine.Index()
 	sg := b.signer.Load()
 
-	var bids []openrtb.Bid
+	bids := w.bids[:0]
 	reason := NoBidNoMatch
 	for i := range req.Imp {
 		imp := &req.Imp[i]
@@ -375,6 +382,7 @@ func (b *Bidder) bid(ctx context.Context, dst []byte, ex *exchange, body []byte,
 		}
 		bids = append(bids, bid)
 	}
+	w.bids = bids
 	if len(bids) == 0 {
 		return Outcome{Status: 204, Reason: reason}
 	}
@@ -386,7 +394,9 @@ func (b *Bidder) bid(ctx context.Context, dst []byte, ex *exchange, body []byte,
 		return Outcome{Status: 204, Reason: NoBidTimeout}
 	}
 	seat := [1]openrtb.SeatBid{{Seat: ex.Seat, Bid: bids}}
-	resp := openrtb.BidResponse{ID: req.ID, BidID: track.NewID(now), Cur: cur, SeatBid: seat[:]}
+	from := len(w.buf)
+	w.buf = track.AppendID(w.buf, now)
+	resp := openrtb.BidResponse{ID: req.ID, BidID: w.text(from, len(w.buf)), Cur: cur, SeatBid: seat[:]}
 	return Outcome{Status: 200, Body: openrtb.AppendResponse(dst, &resp), Bids: len(bids)}
 }
 
@@ -723,7 +733,9 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 		return openrtb.Bid{}, NoBidNoMatch // a concurrent bid for the visitor took the cap's last
 	}
 	e := &w.event // the log takes its pointer: kept in w, off the heap's churn
-	*e = accesslog.Event{Kind: accesslog.EventBid, ID: accesslog.String("bid:" + bidID), Decision: accesslog.String(bidID),
+	from := len(w.buf)
+	w.buf = append(append(w.buf, "bid:"...), bidID...)
+	*e = accesslog.Event{Kind: accesslog.EventBid, ID: accesslog.String(w.text(from, len(w.buf))), Decision: accesslog.String(bidID),
 		LineItem: accesslog.String(l.ID), Campaign: accesslog.String(l.Campaign), Creative: accesslog.String(c.ID),
 		Placement: accesslog.String(tk.Placement), UID: accesslog.String(d.User), Price: int64(price),
 		Currency: accesslog.String(cur), Valid: !test}

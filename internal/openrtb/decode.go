@@ -1,12 +1,6 @@
 package openrtb
 
-import (
-	"bytes"
-
-	json "github.com/goccy/go-json"
-
-	"tsubame"
-)
+import "tsubame"
 
 // Bounds of what one bid request may carry; past them it is refused.
 const (
@@ -23,22 +17,11 @@ const (
 // EINVALID error, a body that is not one JSON object, a request without an
 // id or without an impression, an impression without an id, two
 // impressions with one id, more than MaxImps impressions, an id over
-// MaxIDLength bytes, and an unreadable floor. The decoder is goccy/go-json,
-// chosen by measurement (BenchmarkDecode).
+// MaxIDLength bytes, and an unreadable floor. It is a Decoder's Decode
+// into memory of the request's own; a server decoding many reuses a
+// Decoder instead.
 func Decode(body []byte) (*BidRequest, error) {
-	body = bytes.TrimSpace(body)
-	if len(body) == 0 || body[0] != '{' {
-		return nil, errNotObject
-	}
-	r := &BidRequest{}
-	if err := json.Unmarshal(body, r); err != nil {
-		return nil, tsubame.WrapError(tsubame.EINVALID, err, "bid request: not OpenRTB JSON")
-	}
-	if err := r.check(); err != nil {
-		return nil, err
-	}
-	r.fromExt()
-	return r, nil
+	return new(Decoder).Decode(body)
 }
 
 var (
@@ -77,47 +60,4 @@ func (r *BidRequest) check() error {
 		}
 	}
 	return nil
-}
-
-// fromExt reads the fields OpenRTB 2.5 extensions carried. A privacy
-// signal is merged with its 2.6 field, the stricter counting (two that
-// differ are unreadable), and an extension that is not an object makes
-// every signal it could carry unreadable: it may have said anything.
-// Other fields are read where the 2.6 field is absent, and a malformed
-// extension is ignored for them: it is the exchange's own, and the request
-// stands without it.
-func (r *BidRequest) fromExt() {
-	if g := r.Regs; g != nil && len(g.Ext) > 0 {
-		var ext struct {
-			GDPR      Flag     `json:"gdpr"`
-			USPrivacy Text     `json:"us_privacy"`
-			GPP       Text     `json:"gpp"`
-			GPPSID    Sections `json:"gpp_sid"`
-		}
-		if json.Unmarshal(g.Ext, &ext) != nil {
-			ext.GDPR, ext.GPPSID = FlagUnreadable, Sections{Flag: FlagUnreadable}
-			ext.USPrivacy, ext.GPP = Text{Unreadable: true}, Text{Unreadable: true}
-		}
-		g.GDPR = max(g.GDPR, ext.GDPR)
-		g.USPrivacy = g.USPrivacy.merge(ext.USPrivacy)
-		g.GPP = g.GPP.merge(ext.GPP)
-		g.GPPSID = g.GPPSID.merge(ext.GPPSID)
-	}
-	if u := r.User; u != nil && len(u.Ext) > 0 {
-		var ext struct {
-			Consent Text `json:"consent"`
-		}
-		if json.Unmarshal(u.Ext, &ext) != nil {
-			ext.Consent = Text{Unreadable: true}
-		}
-		u.Consent = u.Consent.merge(ext.Consent)
-	}
-	if s := r.Source; s != nil && len(s.Ext) > 0 && s.SChain == nil {
-		var ext struct {
-			SChain *SupplyChain `json:"schain"`
-		}
-		if json.Unmarshal(s.Ext, &ext) == nil {
-			s.SChain = ext.SChain
-		}
-	}
 }

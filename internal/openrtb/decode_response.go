@@ -14,7 +14,7 @@ import (
 const MaxBids = 64
 
 // DecodeResponse reads a buyer's bid response, for a seller: JSON as
-// OpenRTB 2.6 describes it, decoded by goccy/go-json as Decode is, fields
+// OpenRTB 2.6 describes it, decoded by goccy/go-json, fields
 // it does not know ignored, integers read as Int reads them (a number or a
 // string of one). A body that is empty or only spaces is the
 // specification's no-bid: a BidResponse with no SeatBid and a nil error

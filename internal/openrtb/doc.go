@@ -12,9 +12,13 @@
 // String, read a value of another type as empty). Amounts are Price,
 // micro-units read from the number's text, never through a float.
 //
-// Decode uses goccy/go-json, chosen by measurement on the specification's
-// examples and two requests shaped as exchanges send them
-// (BenchmarkDecode): about five times encoding/json's speed.
+// Decode reads a request in one pass over its text (Decoder, decoder.go):
+// what it does not read is checked and skipped, never built, and a
+// Decoder reused decodes a request with one allocation, the copy of its
+// text that its strings are views of. It reads every body as encoding/json
+// does into the same types (FuzzDecoderAgreesWithEncodingJSON), at about
+// goccy/go-json's speed, which it replaced, without its 24 to 109
+// allocations a request (BenchmarkDecode).
 //
 // AppendResponse encodes a BidResponse, byte for byte as encoding/json
 // would, in one pass (encode.go).

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strconv"
 
-	json "github.com/goccy/go-json"
+	"encoding/json"
 
 	"tsubame/internal/render"
 )
@@ -206,11 +206,13 @@ func (s Sections) appendJSON(dst []byte) []byte {
 
 // UnmarshalJSON reads any JSON value; it never fails.
 func (s *Sections) UnmarshalJSON(b []byte) error {
-	*s = readSections(b)
+	*s = readSections(b, nil)
 	return nil
 }
 
-func readSections(b []byte) Sections {
+// readSections reads b, the ids appended to buf (nil: a list of their
+// own), which it returns grown.
+func readSections(b []byte, buf *[]Int) Sections {
 	if string(b) == "null" {
 		return Sections{Flag: FlagAbsent}
 	}
@@ -228,7 +230,12 @@ func readSections(b []byte) Sections {
 		// anyway.
 		return Sections{Flag: FlagUnreadable}
 	}
-	s := Sections{Flag: FlagOff, IDs: make([]Int, 0, n)}
+	if buf == nil {
+		buf = new([]Int)
+	}
+	from := len(*buf)
+	*buf = slices.Grow(*buf, n)
+	s := Sections{Flag: FlagOff}
 	for len(list) > 0 {
 		// A comma inside an element (an object, a nested list, a
 		// string) splits it into parts that are not numbers: unreadable,
@@ -242,8 +249,9 @@ func readSections(b []byte) Sections {
 		case m.whole != -1:
 			s.Flag = FlagOn
 		}
-		s.IDs = append(s.IDs, Int(m.whole))
+		*buf = append(*buf, Int(m.whole))
 	}
+	s.IDs = (*buf)[from:len(*buf):len(*buf)]
 	return s
 }
 

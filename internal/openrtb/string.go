@@ -3,7 +3,7 @@ package openrtb
 import (
 	"bytes"
 
-	json "github.com/goccy/go-json"
+	"encoding/json"
 )
 
 // String is a string field of a bid request that the bidder did not read
