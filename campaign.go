@@ -562,13 +562,50 @@ func objects[T any, P interface {
 }
 
 // Object returns the set's own object of kind k with the given id, or nil.
+// It reads the set's list of that kind through, allocating nothing: a
+// caller looking up many ids in a large set uses ObjectIndex instead.
 func (s *CampaignSet) Object(k CampaignKind, id string) CampaignObject {
-	for _, o := range s.Objects(k) {
-		if o.ObjectID() == id {
-			return o
+	switch k {
+	case KindAdvertiser:
+		return find(s.Advertisers, id)
+	case KindCampaign:
+		return find(s.Campaigns, id)
+	case KindCreative:
+		return find(s.Creatives, id)
+	case KindLineItem:
+		return find(s.LineItems, id)
+	}
+	return nil
+}
+
+func find[T any, P interface {
+	*T
+	CampaignObject
+}](in []*T, id string) CampaignObject {
+	for _, v := range in {
+		if v != nil && P(v).ObjectID() == id {
+			return P(v)
 		}
 	}
 	return nil
+}
+
+// ObjectKey names one object of a set: its kind and id.
+type ObjectKey struct {
+	Kind CampaignKind
+	ID   string
+}
+
+// ObjectIndex returns the set's objects by kind and id, for many lookups
+// (the last of two with one id, as Validate refuses such a set anyway).
+func (s *CampaignSet) ObjectIndex() map[ObjectKey]CampaignObject {
+	m := make(map[ObjectKey]CampaignObject, s.Len())
+	for _, k := range CampaignKinds {
+		for _, o := range s.Objects(k) {
+			m[ObjectKey{k, o.ObjectID()}] = o
+		}
+	}
+	return m
 }
 
 // Len returns the number of objects of every kind.

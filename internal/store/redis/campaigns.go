@@ -592,8 +592,9 @@ func (s *Store) ChangedSince(ctx context.Context, version uint64) ([]tsubame.Cam
 		return nil, 0, false, err
 	}
 	out := make([]tsubame.CampaignChange, 0, len(w.changed))
+	byKey := set.ObjectIndex() // changes of a large import: one lookup each, not a scan
 	for o := range w.changed {
-		out = append(out, tsubame.CampaignChange{Kind: o.kind, ID: o.id, Object: set.Object(o.kind, o.id)})
+		out = append(out, tsubame.CampaignChange{Kind: o.kind, ID: o.id, Object: byKey[tsubame.ObjectKey{Kind: o.kind, ID: o.id}]})
 	}
 	slices.SortFunc(out, func(a, b tsubame.CampaignChange) int {
 		return cmp.Or(cmp.Compare(a.Kind, b.Kind), strings.Compare(a.ID, b.ID))
