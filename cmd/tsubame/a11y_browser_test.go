@@ -189,7 +189,7 @@ func TestDashboardAccessibility(t *testing.T) {
 			b.do("close the new campaign", click("#camp-close"))
 			b.do("edit a campaign", click(`#camps tr[data-id="demo-coffee-autumn"] button.link`), chromedp.WaitVisible(css("#camp-form")),
 				b.until(`document.getElementById("camp-id").value === "demo-coffee-autumn"`, 10*time.Second))
-		}},
+		}, shot: "campaign-editor.png", crop: [2]string{"#camp-body", "#camp-editor"}},
 		{state: "the creative approval queue with its previews", do: func() {
 			b.do("close the campaign", click("#camp-close"))
 		}, shot: "creatives.png", crop: [2]string{"#creatives-body", ""}},
@@ -201,7 +201,7 @@ func TestDashboardAccessibility(t *testing.T) {
 				value("#cr-id", "a11y-banner"), value("#cr-advertiser", "demo-coffee"), value("#cr-w", "300"), value("#cr-h", "250"),
 				value("#cr-image", cdn.URL+"/a11y.png"), value("#cr-click", "javascript:alert(1)"), click("#cr-save"),
 				b.until(`document.getElementById("cr-click").getAttribute("aria-invalid") === "true"`, 10*time.Second))
-		}},
+		}, shot: "creative-form.png", crop: [2]string{"#creative-tools", ""}},
 		{state: "the form adding a video creative", do: func() {
 			b.do("a video", choose("#cr-format", "video"), chromedp.WaitVisible(css("#cr-media")))
 		}},
