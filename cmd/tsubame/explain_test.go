@@ -264,6 +264,11 @@ func TestLineItemStatusEndToEnd(t *testing.T) {
 			t.Errorf("%s: serving %v, reasons %q, want %q", s.ID, s.Serving, reasons(s), want[s.ID])
 		}
 	}
+	// li-limit is paced by its limit: nothing delivered of the one
+	// impression booked, all of it planned now (no end).
+	if !strings.Contains(string(body), `"pacing":{"state":"on_track","budget":"`) || !strings.Contains(string(body), `"delivered":0,"planned":1,"booked":1,`) {
+		t.Errorf("li-limit's pacing is not told: %s", body)
+	}
 	if !strings.Contains(string(body), `"targeting":{"placements":["top"],"countries":["JP"],"regions":["JP-13"]}`) {
 		t.Errorf("the line items' own fields are not listed: %s", body)
 	}

@@ -58,6 +58,7 @@ func (f *lineItemForm) get(id string) map[string]any {
 	}
 	delete(li, "serving")
 	delete(li, "reasons")
+	delete(li, "pacing")
 	return li
 }
 

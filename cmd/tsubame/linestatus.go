@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
 	"time"
 
 	"tsubame"
@@ -24,12 +27,13 @@ func (m *Main) lineItemStatus(cs tsubame.CampaignStore, q tsubame.Quotas, max in
 		set, _ := engine.Set()
 		sl := decision.NewSet(set)
 		ix := engine.Index()
-		var spent []budget.Usage
+		var spent, all []budget.Usage
 		if q != nil {
 			us, err := budgetUsages(ctx, engine, ledger, cs, q, max)
 			if err != nil {
 				return nil, err
 			}
+			all = us
 			for _, u := range us {
 				if u.Booked > 0 && u.Settled >= u.Booked {
 					spent = append(spent, u)
@@ -52,7 +56,7 @@ func (m *Main) lineItemStatus(cs tsubame.CampaignStore, q tsubame.Quotas, max in
 				rs = append(rs, admin.StatusReason{Reason: "no_geo_database",
 					Detail: "it targets countries or regions, and no geo database is configured (geo.database): that targeting never matches"})
 			}
-			out[i] = admin.LineStatus{Serving: len(rs) == 0, Reasons: rs}
+			out[i] = admin.LineStatus{Serving: len(rs) == 0, Reasons: rs, Pacing: linePacing(pacedBy(all, li))}
 		}
 		return out, nil
 	}
@@ -71,4 +75,64 @@ func spentReason(u budget.Usage) admin.StatusReason {
 		return admin.StatusReason{Reason: "limit_reached", Detail: whose + " " + when + " impression limit is reached"}
 	}
 	return admin.StatusReason{Reason: "budget_reached", Detail: whose + " " + when + " budget is spent"}
+}
+
+// pacedBy returns the usage that paces li: its own impression limit (the
+// day's before the total), else its campaign's budget (likewise); nil when
+// none is among us.
+func pacedBy(us []budget.Usage, li *tsubame.LineItem) *budget.Usage {
+	var best *budget.Usage
+	rank := func(u *budget.Usage) int {
+		r := 0
+		if u.LineItem != "" {
+			r += 2
+		}
+		if u.Date != "" {
+			r++
+		}
+		return r
+	}
+	for i := range us {
+		u := &us[i]
+		if u.LineItem != li.ID && (u.LineItem != "" || u.Campaign != li.Campaign) {
+			continue
+		}
+		if best == nil || rank(u) > rank(best) {
+			best = u
+		}
+	}
+	return best
+}
+
+// linePacing tells u's delivery against its plan (admin.LinePacing); nil
+// for none, or before its plan has begun.
+func linePacing(u *budget.Usage) *admin.LinePacing {
+	if u == nil || u.Booked <= 0 || u.Target <= 0 {
+		return nil
+	}
+	amount := func(n int64) json.RawMessage {
+		if u.Kind == budget.KindSpend {
+			return json.RawMessage(strconv.Quote(tsubame.Money(n).String()))
+		}
+		return json.RawMessage(strconv.FormatInt(n, 10))
+	}
+	text := func(n int64) string {
+		if u.Kind == budget.KindSpend {
+			return tsubame.Money(n).String()
+		}
+		return strconv.FormatInt(n, 10) + " impressions"
+	}
+	p := &admin.LinePacing{State: admin.PacingOnTrack, Budget: u.Key,
+		Delivered: amount(u.Settled), Planned: amount(u.Target), Booked: amount(u.Booked)}
+	switch {
+	case u.Target < u.Booked && u.Settled+u.Reserved >= u.Target:
+		p.State = admin.PacingAhead
+	case u.Target < u.Booked && u.Settled < u.Target-u.Target/10: // asap, or no end: all is planned now, none is behind
+		p.State = admin.PacingBehind
+	}
+	p.Detail = fmt.Sprintf("%s delivered of %s planned by now (%s booked, %s pacing)", text(u.Settled), text(u.Target), text(u.Booked), u.Pacing)
+	if p.State == admin.PacingAhead {
+		p.Detail += "; ahead: it serves again as the plan moves on"
+	}
+	return p
 }

@@ -13,7 +13,35 @@ import (
 type LineStatus struct {
 	Serving bool           `json:"serving"`
 	Reasons []StatusReason `json:"reasons"`
+	// Pacing is its delivery against its plan by now, from the limit or
+	// budget that paces it; nil when none does, or when its plan has not
+	// begun.
+	Pacing *LinePacing `json:"pacing,omitempty"`
 }
+
+// LinePacing is a line item's delivery against its plan: what was
+// delivered (impressions shown, or their price: the counters reports
+// reconcile with), what its pacing planned by now and what is booked, of
+// the budget or limit named (its own impression limit, else its
+// campaign's budget; the day's where there is one). State is ahead (what
+// is delivered and held for decisions in flight has reached the plan: the
+// pacing gives no more until the plan moves on), behind (more than a
+// tenth under the plan) or on_track.
+type LinePacing struct {
+	State     string          `json:"state"`
+	Budget    string          `json:"budget"`
+	Delivered json.RawMessage `json:"delivered"`
+	Planned   json.RawMessage `json:"planned"`
+	Booked    json.RawMessage `json:"booked"`
+	Detail    string          `json:"detail"`
+}
+
+// Pacing states.
+const (
+	PacingAhead   = "ahead"
+	PacingOnTrack = "on_track"
+	PacingBehind  = "behind"
+)
 
 // StatusReason is one reason a line item does not serve: a code (paused,
 // no_approved_creative, not_started, ended, budget_reached,
@@ -82,12 +110,13 @@ func (s *Server) withStatus(ctx context.Context, k tsubame.CampaignKind, objs []
 	return out
 }
 
-// withoutStatus returns a PUT's body without the serving and reasons a GET
-// of a line item adds, which are not the line item's fields: a line item
+// withoutStatus returns a PUT's body without the serving, reasons and
+// pacing a GET of a line item adds, which are not the line item's fields: a line item
 // read, changed and put back whole is taken. A body with neither (or not a
 // JSON object) is returned as it is, so that its problems keep their lines.
 func withoutStatus(k tsubame.CampaignKind, body []byte) []byte {
-	if k != tsubame.KindLineItem || !bytes.Contains(body, []byte(`"serving"`)) && !bytes.Contains(body, []byte(`"reasons"`)) {
+	if k != tsubame.KindLineItem || !bytes.Contains(body, []byte(`"serving"`)) && !bytes.Contains(body, []byte(`"reasons"`)) &&
+		!bytes.Contains(body, []byte(`"pacing"`)) {
 		return body
 	}
 	var m map[string]json.RawMessage
@@ -96,11 +125,13 @@ func withoutStatus(k tsubame.CampaignKind, body []byte) []byte {
 	}
 	_, s := m["serving"]
 	_, r := m["reasons"]
-	if !s && !r {
+	_, p := m["pacing"]
+	if !s && !r && !p {
 		return body
 	}
 	delete(m, "serving")
 	delete(m, "reasons")
+	delete(m, "pacing")
 	b, err := json.Marshal(m)
 	if err != nil {
 		return body

@@ -2551,6 +2551,12 @@ async function loadLineStatus() {
     td.title = li.serving ? "nothing keeps it from serving: targeting, caps and pacing decide each request"
       : reasons.map((x) => x.detail).join("; ");
     td.classList.toggle("not-serving", !li.serving);
+    // Its pacing, shown after the answer (the style writes "ahead of plan"
+    // or "behind plan"; the detail is in the title).
+    const p = li.pacing;
+    td.classList.toggle("pacing-ahead", !!p && p.state === "ahead");
+    td.classList.toggle("pacing-behind", !!p && p.state === "behind");
+    if (p) td.title += `\nPacing (${p.budget}): ${p.detail}`;
   }
 }
 
