@@ -332,6 +332,26 @@ func TestDashboardAdvertisersAndCampaignsInBrowser(t *testing.T) {
 		b.until(`document.querySelector('`+camp+`')?.textContent === "Pause campaign"`, 10*time.Second),
 	)
 
+	// An archived campaign's line items leave the line items' table with
+	// it, and come back, marked, with the archived line items; it is not
+	// paused (un-archived) from there.
+	line := `#campaigns tr.line[data-id="demo-travel-run"]`
+	b.do("archive the travel campaign",
+		chromedp.Click(css(`#camps tr[data-id="demo-travel-winter"] button.archive`)),
+		b.until(`document.querySelector('`+line+`') === null`, 10*time.Second),
+		chromedp.Click(css("#show-archived")),
+		b.until(`document.querySelector('`+line+`') !== null`, 10*time.Second),
+	)
+	if got := b.text(`#campaigns tr.camp[data-campaign="demo-travel-winter"]`); !strings.Contains(got, "archived: none of its line items serves") ||
+		b.eval(`document.querySelector('`+camp+`') !== null`) {
+		t.Errorf("the archived campaign's row in the line items' table: %q, with a pause button: %v", got, b.eval(`document.querySelector('`+camp+`') !== null`))
+	}
+	b.do("restore it",
+		chromedp.Click(css("#show-archived")),
+		chromedp.Click(css(`#camps tr[data-id="demo-travel-winter"] button.restore`)),
+		b.until(`document.querySelector('`+line+`') !== null && document.querySelector('`+camp+`') !== null`, 10*time.Second),
+	)
+
 	// A viewer reads the tables and changes nothing.
 	b.do("log out", chromedp.Click(css("#logout")), chromedp.WaitVisible(css("#login")))
 	watcher(b)

@@ -792,9 +792,14 @@ function renderCampaigns(set) {
   body.replaceChildren();
   const currency = set.currency || "USD";
   const campaignsOf = byKey(set.campaigns, "advertiser"), itemsOf = byKey(set.line_items, "campaign");
+  // The line items of an archived advertiser or campaign are done with as
+  // theirs are: listed with the archived line items only.
+  const showArchived = $("show-archived").checked;
   for (const a of set.advertisers) {
-    body.appendChild(groupRow("adv", `${a.name} (${a.id})`));
+    if (a.status === "archived" && !showArchived) continue;
+    body.appendChild(groupRow("adv", `${a.name} (${a.id})${a.status === "archived" ? ": archived, none of its line items serves" : ""}`));
     for (const c of campaignsOf.get(a.id) || []) {
+      if (c.status === "archived" && !showArchived) continue;
       body.appendChild(groupRow("camp", campaignText(c, currency))).dataset.campaign = c.id;
       const items = itemsOf.get(c.id) || [];
       if (items.length === 0) body.appendChild(groupRow("none", "no line items"));
@@ -2016,6 +2021,13 @@ function bulkControls(set) {
     if (!c) continue;
     const paused = c.status === "paused";
     const td = tr.cells[0];
+    if (c.status === "archived") { // restored from the Campaigns section, not paused from here
+      const note = document.createElement("span");
+      note.className = "paused";
+      note.textContent = "archived: none of its line items serves";
+      td.appendChild(note);
+      continue;
+    }
     if (paused) {
       const note = document.createElement("span");
       note.className = "paused";
