@@ -235,6 +235,11 @@ type Creative struct {
 	// Reason is why the creative was rejected, for the advertiser to fix
 	// it: written by a rejection, cleared by an approval.
 	Reason string `json:"reason,omitempty"`
+	// Archived takes the creative out of service whatever its review,
+	// which it keeps: an archived approved creative serves again once
+	// restored. The review's status stays apart from it so that archiving
+	// loses nothing.
+	Archived bool `json:"archived,omitempty"`
 }
 
 // Line item, campaign and advertiser statuses: a paused line item (or

@@ -45,7 +45,7 @@ func (m *Main) lineItemStatus(cs tsubame.CampaignStore, q tsubame.Quotas, max in
 		for i, li := range items {
 			var rs []admin.StatusReason
 			for _, w := range ix.Status(sl, li, now) {
-				rs = append(rs, admin.StatusReason{Reason: w.String(), Detail: w.Text()})
+				rs = append(rs, admin.StatusReason{Reason: w.String(), Detail: sl.Detail(li, w)})
 			}
 			for _, u := range spent {
 				if u.LineItem == li.ID || u.LineItem == "" && u.Campaign == li.Campaign {

@@ -361,6 +361,7 @@ func TestFlightsAndStatus(t *testing.T) {
 		{name: "advertiser active", edit: func(f *fixture) { f.set.Advertisers[0].Status = tsubame.StatusActive }, when: compiledAt, lines: 1, serve: true},
 		{name: "creative pending", edit: func(f *fixture) { f.set.Creatives[0].Status = tsubame.StatusPending }, when: compiledAt, lines: 0},
 		{name: "creative rejected", edit: func(f *fixture) { f.set.Creatives[0].Status = tsubame.StatusRejected }, when: compiledAt, lines: 0},
+		{name: "creative archived", edit: func(f *fixture) { f.set.Creatives[0].Archived = true }, when: compiledAt, lines: 0},
 		{name: "creative status empty is pending", edit: func(f *fixture) { f.set.Creatives[0].Status = "" }, when: compiledAt, lines: 0},
 		{name: "excluded every hour", edit: func(f *fixture) {
 			f.set.LineItems[0].Targeting.Exclude = &tsubame.Criteria{Hours: &tsubame.HourRange{From: 0, To: 24}}

@@ -2,8 +2,10 @@ package decision
 
 import (
 	"cmp"
+	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"tsubame"
@@ -167,6 +169,36 @@ func (s *Set) LeftOut(li *tsubame.LineItem, now time.Time) Why {
 		return WhyNoTime
 	}
 	return WhyEligible
+}
+
+// maxArchivedNamed bounds the archived creatives Detail names.
+const maxArchivedNamed = 5
+
+// Detail is the sentence that tells why line item li does not serve for
+// reason w: w's Text, except that no_approved_creative says which of its
+// creatives are archived when some are (an archived creative keeps its
+// review, so its approval alone does not tell why it does not serve).
+func (s *Set) Detail(li *tsubame.LineItem, w Why) string {
+	if w != WhyNoApprovedCreative {
+		return w.Text()
+	}
+	var archived []string
+	for _, id := range li.Creatives {
+		if c := s.creatives[id]; c != nil && c.Archived {
+			archived = append(archived, id)
+		}
+	}
+	if len(archived) == 0 {
+		return w.Text()
+	}
+	named := strings.Join(archived[:min(len(archived), maxArchivedNamed)], ", ")
+	if n := len(archived) - maxArchivedNamed; n > 0 {
+		named += fmt.Sprintf(" and %d more", n)
+	}
+	if len(archived) == len(li.Creatives) {
+		return "its creatives are archived (" + named + "): restore one to serve"
+	}
+	return "none of its creatives is approved and not archived (archived: " + named + ")"
 }
 
 // Traced is what Explain found of one line item.

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -258,5 +259,74 @@ func TestArchivedCampaignAndAdvertiser(t *testing.T) {
 	want = map[string]string{"by-campaign": "[]", "by-advertiser": "[]", "also": "[]"}
 	if got := status(restored, set); !maps.Equal(got, want) || restored.Len() != 3 {
 		t.Errorf("restored: %d line items indexed, status %v, want 3, %v", restored.Len(), got, want)
+	}
+}
+
+// Archiving an approved creative takes it out of a patched index, and
+// a line item left with no other with it (no_approved_creative, whose
+// detail names the archived creative), while it stays approved; restoring
+// it serves it again.
+func TestArchivedCreative(t *testing.T) {
+	var f fixture
+	f.single("only", 1, 1)
+	f.single("two", 1, 1)
+	f.creative("cr-other", "a-two")
+	f.set.LineItems[1].Creatives = append(f.set.LineItems[1].Creatives, "cr-other")
+	ix := f.compile(t)
+	req := &decision.Request{Placement: "top", Time: compiledAt}
+	archive := func(ix *decision.Index, set *tsubame.CampaignSet, archived bool, ids ...string) (*decision.Index, *tsubame.CampaignSet) {
+		t.Helper()
+		var changes []tsubame.CampaignChange
+		for _, id := range ids {
+			c := set.Object(tsubame.KindCreative, id).(*tsubame.Creative).Clone()
+			c.Archived = archived
+			changes = append(changes, tsubame.CampaignChange{Kind: tsubame.KindCreative, ID: id, Object: c})
+		}
+		set = set.Apply(changes)
+		nx, err := ix.Patch(set, changes, decision.Options{Now: compiledAt})
+		if err != nil || nx == nil {
+			t.Fatalf("Patch: %v, %v", nx, err)
+		}
+		if full, err := decision.Compile(set, decision.Options{Now: compiledAt}); err != nil || full.Len() != nx.Len() {
+			t.Fatalf("compiled whole: %d line items (%v), patched %d", full.Len(), err, nx.Len())
+		}
+		return nx, set
+	}
+	served := func(ix *decision.Index) map[string]bool {
+		got := map[string]bool{}
+		rnd := rand.New(rand.NewPCG(3, 3))
+		for range 200 {
+			for _, d := range ix.Decide(req, nil, rnd) {
+				got[d.Creative.ID] = true
+			}
+		}
+		return got
+	}
+
+	archived, set := archive(ix, &f.set, true, "cr-only", "cr-two")
+	sl := decision.NewSet(set)
+	only := set.LineItems[0]
+	if got := archived.Status(sl, only, compiledAt); !slices.Equal(got, []decision.Why{decision.WhyNoApprovedCreative}) {
+		t.Errorf("only's status %v, want [no_approved_creative]", got)
+	}
+	if d := sl.Detail(only, decision.WhyNoApprovedCreative); !strings.Contains(d, "archived") || !strings.Contains(d, "cr-only") {
+		t.Errorf("only's detail %q, want it to say cr-only is archived", d)
+	}
+	if got := served(archived); !maps.Equal(got, map[string]bool{"cr-other": true}) {
+		t.Errorf("archived: served %v, want only cr-other", got)
+	}
+	if c := set.Object(tsubame.KindCreative, "cr-only").(*tsubame.Creative); c.Status != tsubame.StatusApproved {
+		t.Errorf("archived creative's status %q, want it kept approved", c.Status)
+	}
+	if d := decision.NewSet(&f.set).Detail(only, decision.WhyNoApprovedCreative); d != decision.WhyNoApprovedCreative.Text() {
+		t.Errorf("with nothing archived, the detail is %q, want %q", d, decision.WhyNoApprovedCreative.Text())
+	}
+
+	restored, set := archive(archived, set, false, "cr-only", "cr-two")
+	if got := restored.Status(decision.NewSet(set), set.LineItems[0], compiledAt); len(got) != 0 {
+		t.Errorf("restored: only's status %v, want none", got)
+	}
+	if got := served(restored); !got["cr-only"] || !got["cr-two"] || !got["cr-other"] {
+		t.Errorf("restored: served %v, want every creative", got)
 	}
 }

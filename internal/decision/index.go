@@ -541,8 +541,9 @@ func (ix *Index) compileLine(li *tsubame.LineItem, lc *lineContext) (Line, Why, 
 	return l, WhyEligible, nil
 }
 
-// approved reports whether creative c may serve: an index keeps it.
-func approved(c *tsubame.Creative) bool { return c.Status == tsubame.StatusApproved }
+// approved reports whether creative c may serve (approved and not
+// archived): an index keeps it.
+func approved(c *tsubame.Creative) bool { return c.Status == tsubame.StatusApproved && !c.Archived }
 
 // standing reports why li, of campaign camp (whose advertiser is archived
 // when advArchived) and flight [start, end) (Unix nanoseconds), cannot

@@ -68,7 +68,7 @@ func lineCreatives(set *tsubame.CampaignSet, r *rand.Rand, campaign string) []st
 
 // mutate draws n changes of set: line items edited (targeting of known
 // and new values, priority, flight, pause), added and deleted; campaigns'
-// flights, zones, budgets and pauses; creatives approved, rejected and resized;
+// flights, zones, budgets and pauses; creatives approved, rejected, archived and resized;
 // advertisers' domains.
 func mutate(set *tsubame.CampaignSet, r *rand.Rand, n int, now time.Time, next *int) []tsubame.CampaignChange {
 	var out []tsubame.CampaignChange
@@ -143,6 +143,8 @@ func mutate(set *tsubame.CampaignSet, r *rand.Rand, n int, now time.Time, next *
 			if r.IntN(3) == 0 {
 				c.W, c.H = 728, 90
 			}
+			// A creative archived or restored keeps its review.
+			c.Archived = r.IntN(4) == 0
 			out = append(out, tsubame.CampaignChange{Kind: tsubame.KindCreative, ID: c.ID, Object: c})
 		default:
 			a := set.Advertisers[r.IntN(len(set.Advertisers))].Clone()
