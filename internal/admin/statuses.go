@@ -14,13 +14,16 @@ import (
 // The status verbs of the campaign API beside a line item's pause and
 // resume: a creative's review (approve, reject with a reason), a
 // campaign's pause, archive and resume, an advertiser's archive and
-// resume and a line item's archive, each an editor's write audited as
-// creative.approve, creative.reject, campaign.pause, campaign.archive,
+// resume, a creative's archive and restore and a line item's archive,
+// each an editor's write audited as creative.approve, creative.reject,
+// creative.archive, creative.restore, campaign.pause, campaign.archive,
 // campaign.resume, advertiser.archive, advertiser.resume or
 // line_item.archive and listed in the object's history; and ?status= on
 // the lists, for the approval queue (GET /api/v1/creatives?status=pending).
-// The lists of line items, campaigns and advertisers leave the archived
-// out unless ?status= asks for them (archived, or all).
+// The lists leave the archived out unless ?status= asks for them
+// (archived, or all). A creative's archiving is apart from its review,
+// which it keeps: ?status=pending lists the pending creatives not
+// archived, and an archived one may still be approved or rejected.
 
 // maxReviewBody bounds a rejection's body: a reason of at most
 // tsubame.MaxReasonLength bytes, each escaped in JSON at worst to six.
@@ -31,7 +34,7 @@ const maxReviewBody = 8 << 10
 var statusActions = map[tsubame.CampaignKind][]string{
 	tsubame.KindAdvertiser: {"advertiser.archive", "advertiser.resume"},
 	tsubame.KindCampaign:   {"campaign.pause", "campaign.resume", "campaign.archive"},
-	tsubame.KindCreative:   {"creative.approve", "creative.reject"},
+	tsubame.KindCreative:   {"creative.approve", "creative.reject", "creative.archive", "creative.restore"},
 	tsubame.KindLineItem:   {"line_item.pause", "line_item.resume", "line_item.archive"},
 }
 
@@ -40,6 +43,12 @@ var statusActions = map[tsubame.CampaignKind][]string{
 func (c *campaignAPI) statusRoutes(mux *http.ServeMux, editor func(http.HandlerFunc) http.HandlerFunc) {
 	mux.HandleFunc("POST /api/v1/creatives/{id}/approve", editor(c.approve))
 	mux.HandleFunc("POST /api/v1/creatives/{id}/reject", editor(c.reject))
+	mux.HandleFunc("POST /api/v1/creatives/{id}/archive", editor(func(w http.ResponseWriter, r *http.Request) {
+		c.setCreativeArchived(w, r, "creative.archive", true)
+	}))
+	mux.HandleFunc("POST /api/v1/creatives/{id}/restore", editor(func(w http.ResponseWriter, r *http.Request) {
+		c.setCreativeArchived(w, r, "creative.restore", false)
+	}))
 	mux.HandleFunc("POST /api/v1/line-items/{id}/archive", editor(func(w http.ResponseWriter, r *http.Request) {
 		c.setStatus(w, r, "line_item.archive", tsubame.StatusArchived) // resume makes it active again
 	}))
@@ -118,6 +127,30 @@ func (c *campaignAPI) review(w http.ResponseWriter, r *http.Request, action, sta
 	writeJSON(w, http.StatusOK, o)
 }
 
+// setCreativeArchived archives or restores the creative with the path's
+// id and answers it: an archived creative serves nowhere, whatever its
+// review, which both leave as it was (an approved creative restored
+// serves again). The audit line says the review it keeps.
+func (c *campaignAPI) setCreativeArchived(w http.ResponseWriter, r *http.Request, action string, archived bool) {
+	id := r.PathValue("id")
+	var review string
+	o, err := c.rewrite(r.Context(), tsubame.KindCreative, id, func(o tsubame.CampaignObject) bool {
+		cr := o.(*tsubame.Creative)
+		review = creativeStatus(cr)
+		if cr.Archived == archived {
+			return false
+		}
+		cr.Archived = archived
+		return true
+	})
+	if err != nil {
+		c.done(w, r, action, id, err)
+		return
+	}
+	c.s.audit(r, identityOf(r).actor, action, id, "ok", "review "+review)
+	writeJSON(w, http.StatusOK, o)
+}
+
 // setCampaignStatus pauses, archives or resumes the campaign with the
 // path's id and answers it: none of a paused or archived campaign's line
 // items serves, whatever their own status, which a resume leaves as it
@@ -191,7 +224,8 @@ func creativeStatus(c *tsubame.Creative) string {
 }
 
 // objectStatus is the status an object of a kind that has one is in (the
-// default when it names none); false for a kind without.
+// default when it names none; archived for an archived creative); false
+// for a kind without.
 func objectStatus(o tsubame.CampaignObject) (string, bool) {
 	status := func(s, def string) string {
 		if s == "" {
@@ -203,6 +237,9 @@ func objectStatus(o tsubame.CampaignObject) (string, bool) {
 	case *tsubame.Advertiser:
 		return status(o.Status, tsubame.StatusActive), true
 	case *tsubame.Creative:
+		if o.Archived { // apart from its review, which it keeps
+			return tsubame.StatusArchived, true
+		}
 		return creativeStatus(o), true
 	case *tsubame.Campaign:
 		return status(o.Status, tsubame.StatusActive), true
@@ -216,7 +253,7 @@ func objectStatus(o tsubame.CampaignObject) (string, bool) {
 var statuses = map[tsubame.CampaignKind][]string{
 	tsubame.KindAdvertiser: {tsubame.StatusActive, tsubame.StatusArchived},
 	tsubame.KindCampaign:   {tsubame.StatusActive, tsubame.StatusPaused, tsubame.StatusArchived},
-	tsubame.KindCreative:   {tsubame.StatusPending, tsubame.StatusApproved, tsubame.StatusRejected},
+	tsubame.KindCreative:   {tsubame.StatusPending, tsubame.StatusApproved, tsubame.StatusRejected, tsubame.StatusArchived},
 	tsubame.KindLineItem:   {tsubame.StatusActive, tsubame.StatusPaused, tsubame.StatusArchived},
 }
 
@@ -225,9 +262,9 @@ const statusAll = "all"
 
 // filterStatus keeps the objects in the status ?status= names, if it
 // names one: a kind's default status (a creative's pending, a line item's
-// active) matches the objects that name none. Without one (or with all),
-// every object, except that archived line items, campaigns and
-// advertisers are listed only when asked for.
+// active) matches the objects that name none, and an archived creative
+// is in archived alone, not in its review's status. Without one, every
+// object but the archived; with all, every object.
 func filterStatus(r *http.Request, k tsubame.CampaignKind, objs []tsubame.CampaignObject) ([]tsubame.CampaignObject, error) {
 	q := r.URL.Query()
 	want, known := q.Get("status"), statuses[k]

@@ -157,7 +157,7 @@ func TestCreativeReview(t *testing.T) {
 		}
 	}
 	for path, want := range map[string]string{
-		"/api/v1/creatives?status=live":  "status must be one of pending, approved, rejected, all",
+		"/api/v1/creatives?status=live":  "status must be one of pending, approved, rejected, archived, all",
 		"/api/v1/line-items?status=on":   "status must be one of active, paused, archived, all",
 		"/api/v1/advertisers?status=any": "status must be one of active, archived, all",
 		"/api/v1/campaigns?status=done":  "status must be one of active, paused, archived, all",
@@ -287,5 +287,78 @@ func TestLineItemArchive(t *testing.T) {
 	}
 	if got := historyLines(t, h, view, "/api/v1/line-items/li-a"); !slices.Equal(got, []string{"line_item.resume: ", "line_item.archive: "}) {
 		t.Errorf("li-a's history: %q", got)
+	}
+}
+
+// A creative is archived and restored by an editor, audited, in its
+// history, keeping its review: the list leaves it out unless asked for
+// (archived, all), the approval queue too while it is archived, and an
+// archived creative may still be reviewed, staying archived.
+func TestCreativeArchive(t *testing.T) {
+	h, cs, auth := campaignHarness(t)
+	ed, view := auth[RoleEditor], auth[RoleViewer]
+	if r := importFile(t, h, ed, "", campaignFile); r.status != 200 {
+		t.Fatalf("import: %d %s", r.status, r.body)
+	}
+	if r := h.do("PUT", "/api/v1/creatives/cr-new", pendingCreative, ed...); r.status != 200 {
+		t.Fatalf("put cr-new: %d %s", r.status, r.body)
+	}
+	for _, path := range []string{"/api/v1/creatives/cr-a/archive", "/api/v1/creatives/cr-a/restore"} {
+		if r := h.do("POST", path, nil, view...); r.status != 403 {
+			t.Errorf("%s as a viewer: %d, want 403", path, r.status)
+		}
+	}
+	for _, id := range []string{"cr-a", "cr-new"} {
+		r := h.do("POST", "/api/v1/creatives/"+id+"/archive", nil, ed...)
+		if r.status != 200 || r.json(t)["archived"] != true {
+			t.Fatalf("archive %s: %d %s", id, r.status, r.body)
+		}
+	}
+	if got, err := tsubame.GetCampaignObject[*tsubame.Creative](t.Context(), cs, "cr-a"); err != nil || !got.Archived || got.Status != tsubame.StatusApproved {
+		t.Fatalf("stored: %+v, %v", got, err)
+	}
+	lists := func(when string, want map[string][]string) {
+		t.Helper()
+		for query, ids := range want {
+			if got := listIDs(t, h.do("GET", "/api/v1/creatives"+query, nil, view...), "creatives"); !slices.Equal(got, ids) {
+				t.Errorf("%s: creatives%s: %v, want %v", when, query, got, ids)
+			}
+		}
+	}
+	lists("archived", map[string][]string{
+		"": {"cr-b"}, "?status=archived": {"cr-a", "cr-new"}, "?status=all": {"cr-a", "cr-b", "cr-new"},
+		"?status=approved": {"cr-b"}, "?status=pending": {}, "?status=rejected": {},
+	})
+	// Reviewed while archived: it stays archived.
+	r := h.do("POST", "/api/v1/creatives/cr-new/approve", nil, ed...)
+	if r.status != 200 || r.json(t)["status"] != "approved" || r.json(t)["archived"] != true {
+		t.Fatalf("approve the archived: %d %s", r.status, r.body)
+	}
+	// Archiving twice changes nothing; a missing or malformed id is refused.
+	if r := h.do("POST", "/api/v1/creatives/cr-a/archive", nil, ed...); r.status != 200 || r.json(t)["archived"] != true {
+		t.Errorf("archive again: %d %s", r.status, r.body)
+	}
+	for path, want := range map[string]int{"/api/v1/creatives/cr-x/archive": 404, "/api/v1/creatives/a%20b/restore": 400} {
+		if r := h.do("POST", path, nil, ed...); r.status != want {
+			t.Errorf("POST %s: %d, want %d", path, r.status, want)
+		}
+	}
+	if r := h.do("POST", "/api/v1/creatives/cr-a/restore", nil, ed...); r.status != 200 || r.json(t)["archived"] != nil || r.json(t)["status"] != "approved" {
+		t.Fatalf("restore: %d %s", r.status, r.body)
+	}
+	lists("restored", map[string][]string{
+		"": {"cr-a", "cr-b"}, "?status=archived": {"cr-new"}, "?status=approved": {"cr-a", "cr-b"},
+	})
+
+	audited := reviewsAudited(t, h)
+	for _, want := range []string{"creative.archive cr-a ok", "creative.archive cr-new ok", "creative.restore cr-a ok",
+		"creative.archive cr-x invalid", "creative.restore a b invalid"} {
+		if !slices.Contains(audited, want) {
+			t.Errorf("no audit line %q in:\n%s", want, strings.Join(audited, "\n"))
+		}
+	}
+	want := []string{"creative.restore: review approved", "creative.archive: review approved", "creative.archive: review approved"}
+	if got := historyLines(t, h, view, "/api/v1/creatives/cr-a"); len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
+		t.Errorf("cr-a's history:\n%s\nwant it to begin\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
