@@ -223,7 +223,14 @@ func TestDashboardAccessibility(t *testing.T) {
 		}},
 		{state: "every creative: images, HTML, video, rejected with its reason", do: func() {
 			b.do("all creatives", click("#cr-close"), choose("#creatives-status", ""),
-				b.until(`document.getElementById("creatives-count").textContent.endsWith("in all")`, 10*time.Second))
+				b.until(`document.getElementById("creatives-count").textContent.endsWith("not archived")`, 10*time.Second))
+		}},
+		{state: "an archived creative, the filter on archived", do: func() {
+			b.eval(`(window.confirm = () => true, true)`)
+			b.do("archive a creative", click(`#creatives tr[data-id="demo-coffee-leaderboard"] button.archive`),
+				b.until(`document.querySelector('#creatives tr[data-id="demo-coffee-leaderboard"]') === null`, 10*time.Second),
+				choose("#creatives-status", "archived"),
+				b.until(`document.querySelector('#creatives tr.archived[data-id="demo-coffee-leaderboard"] button.restore') !== null`, 10*time.Second))
 		}},
 		{state: "the budgets and their pacing", do: func() {
 			b.do("budgets", b.until(`document.querySelectorAll("#budgets tbody tr").length > 0`, 10*time.Second))

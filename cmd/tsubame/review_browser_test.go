@@ -292,3 +292,83 @@ func TestDashboardBulkAndCampaignPauseInBrowser(t *testing.T) {
 	)
 	waitFor(http.StatusOK, "the campaign resumed")
 }
+
+// An editor archives a creative from its row (after a confirm): it
+// leaves the approval queue, the "archived" filter shows it marked
+// archived with its review kept, and Restore brings it back to the queue;
+// the API agrees each time.
+func TestDashboardCreativeArchiveInBrowser(t *testing.T) {
+	browser := chromium(t)
+	adminAddr := "127.0.0.1:" + freePort(t)
+	p := startBinary(t, "TSUBAME_ADMIN_LISTEN="+adminAddr)
+	adminURL := "http://" + adminAddr
+	login := dashboardUser(t, p, "ed", "editor")
+	exit, token, stderr := runCmd(t, []string{"TSUBAME_DATA_DIR=" + p.dataDir}, "", "admin", "create-token", "-user", "ed", "-name", "archive")
+	token = strings.TrimSpace(token)
+	if exit != 0 || token == "" {
+		t.Fatalf("create-token: %d %s", exit, stderr)
+	}
+	if code, body := putWith(t, adminURL+"/api/v1/creatives/archive-me", token,
+		`{"advertiser": "demo-coffee", "format": "banner", "w": 300, "h": 250, "html": "<p>Autumn</p>", "click": "https://coffee.example/"}`); code != 200 {
+		t.Fatalf("put the creative: %d %s", code, body)
+	}
+	// stored checks the creative as the API has it: archived or not, its
+	// review pending either way.
+	stored := func(archived bool) {
+		t.Helper()
+		code, body := getWith(t, adminURL+"/api/v1/creatives/archive-me", token)
+		if code != 200 || strings.Contains(body, `"archived":true`) != archived || strings.Contains(body, `"status"`) {
+			t.Errorf("the API's creative (archived %v wanted, pending): %d %s", archived, code, body)
+		}
+	}
+
+	ctx := browserContext(t, browser)
+	b := &page{t: t, ctx: ctx}
+	filter := func(status string) {
+		t.Helper()
+		b.do("filter "+status, chromedp.SetValue(css("#creatives-status"), status))
+		b.eval(`document.getElementById("creatives-status").dispatchEvent(new Event("change"))`)
+	}
+	b.do("open the page", chromedp.Navigate(adminURL+"/"))
+	login(b)
+	b.loaded()
+	row := `#creatives tr[data-id="archive-me"]`
+	b.do("the queue shows it", chromedp.WaitVisible(css(row+` button.archive`)))
+	b.eval(`(window.confirm = () => true, true)`)
+	b.do("archive it",
+		chromedp.Click(css(row+` button.archive`)),
+		b.until(`document.querySelector('`+row+`') === null`, 10*time.Second),
+	)
+	stored(true)
+	// The line item form's checklist marks it archived.
+	b.do("a new line item", chromedp.Click(css("#li-new")),
+		b.until(`document.getElementById("li-form").dataset.ready === "true"`, 10*time.Second),
+		chromedp.SetValue(css("#li-campaign"), "demo-coffee-autumn"))
+	b.eval(`document.getElementById("li-campaign").dispatchEvent(new Event("change"))`)
+	note := `document.querySelector('#li-creatives-list input[value="archive-me"]')?.parentElement.querySelector("small")`
+	b.do("its creatives", b.until(note+` !== null`, 10*time.Second))
+	if !b.eval(note + `.textContent === "archived" && ` + note + `.classList.contains("archived")`) {
+		t.Errorf("the line item form's creatives: %q", b.text("#li-creatives-list"))
+	}
+	b.do("close the line item", chromedp.Click(css("#li-close")))
+	filter("archived")
+	b.do("the archived list", chromedp.WaitVisible(css(row+` button.restore`)),
+		b.until(`document.getElementById("creatives-count").textContent === "1 archived"`, 10*time.Second))
+	if got := b.text(row + ` td.status`); got != "archived (waiting for review)" {
+		t.Errorf("the archived creative's status: %q", got)
+	}
+	if !b.eval(`document.querySelector('` + row + `').classList.contains("archived") && document.querySelector('` + row + ` button.archive') === null`) {
+		t.Error("the archived creative's row is not marked archived, or offers Archive")
+	}
+	b.do("restore it",
+		chromedp.Click(css(row+` button.restore`)),
+		b.until(`document.querySelector('`+row+`') === null`, 10*time.Second),
+		b.until(`document.getElementById("creatives-count").textContent === "0 archived"`, 10*time.Second),
+	)
+	stored(false)
+	filter("pending")
+	b.do("back in the queue", chromedp.WaitVisible(css(row+` button.archive`)))
+	if b.eval(`document.querySelector('` + row + `').classList.contains("archived")`) {
+		t.Error("the restored creative's row is still marked archived")
+	}
+}

@@ -1319,13 +1319,22 @@ function renderLineCreatives() {
   const c = liCampaign();
   const all = (liForm.set && liForm.set.creatives) || [];
   const own = all.filter((cr) => c && cr.advertiser === c.advertiser);
-  const options = own.map((cr) => [cr.id, `${cr.name ? cr.name + " " : ""}${cr.id}, ${cr.format} ${cr.w}×${cr.h}`, cr.status || "pending"]);
+  const options = own.map((cr) => [cr.id, `${cr.name ? cr.name + " " : ""}${cr.id}, ${cr.format} ${cr.w}×${cr.h}`, cr.archived ? "archived" : cr.status || "pending"]);
   for (const id of liForm.creatives) {
     const cr = all.find((x) => x.id === id);
     if (cr && !own.includes(cr)) options.push([id, `${id}, ${cr.format} ${cr.w}×${cr.h}`, `of advertiser ${cr.advertiser}`]);
   }
   renderChecks($("li-creatives-list"), options, liForm.creatives);
+  markArchivedChecks($("li-creatives-list"));
   if (options.length === 0) $("li-creatives-list").append(liEl("p", { className: "hint", textContent: c ? "This advertiser has no creative yet." : "Choose a campaign first." }));
+}
+
+// markArchivedChecks marks the archived creatives of a checklist as
+// renderChecks marks the pending and rejected: they serve nowhere.
+function markArchivedChecks(box) {
+  for (const note of box.querySelectorAll("label.check small")) {
+    if (note.textContent === "archived") note.className = "status archived";
+  }
 }
 
 // loadLineItemChoices reads what the pickers offer: the campaigns and
@@ -2136,8 +2145,8 @@ async function setCampaignPaused(id, pause) {
 }
 
 // Creatives: the approval queue (GET /api/v1/creatives?status=pending, or
-// another status) with a preview of each creative, Approve and Reject (with
-// a reason), and a form adding a creative by URL for review. A preview
+// another status, archived among them) with a preview of each creative,
+// Approve and Reject (with a reason), Archive and Restore, and a form adding a creative by URL for review. A preview
 // never puts creative markup into this page: an image is an <img>, a video
 // a <video> that loads nothing until played, and HTML a frame sandboxed
 // without scripts or this page's origin (its document its own, which this
@@ -2173,7 +2182,7 @@ async function loadCreatives() {
   }
   const n = r.data.total;
   $("creatives-count").textContent = status === "pending" ? `${n} waiting for review` :
-    `${n} ${status || "in all"}`;
+    `${n} ${status || "not archived"}`;
 }
 
 function creativeRow(c) {
@@ -2185,6 +2194,7 @@ function creativeRow(c) {
   cell(tr, `${c.format} ${c.w}×${c.h}${c.duration ? ", " + c.duration + " s" : ""}`);
   const st = cell(tr, creativeStatusText[status] || status, "status " + status);
   if (c.reason) st.textContent += `: ${c.reason}`;
+  if (c.archived) markArchivedCreative(tr, st);
   cell(tr, "", "preview").appendChild(creativePreview(c));
   const actions = cell(tr, "", "review");
   for (const [label, cls, hide] of [["Approve", "approve", status === "approved"], ["Reject", "reject", status === "rejected"]]) {
@@ -2207,8 +2217,40 @@ function creativeRow(c) {
       b.addEventListener("click", () => open(c));
       actions.appendChild(b);
     }
+    archiveButton(actions, c);
   }
   return tr;
+}
+
+// markArchivedCreative marks the row of an archived creative, whose
+// review (the status cell) it keeps.
+function markArchivedCreative(tr, st) {
+  tr.classList.add("archived");
+  st.classList.add("archived");
+  st.textContent = `archived (${st.textContent})`;
+}
+
+// archiveButton adds Archive (after a confirm) or Restore to an
+// editor's creative row: an archived creative serves nowhere, keeping
+// its review, until it is restored.
+function archiveButton(td, c) {
+  if (c.archived) {
+    actionButton(td, "Restore", "restore", () => archiveCreative(c.id, "restore"));
+    return;
+  }
+  actionButton(td, "Archive", "archive", () => {
+    if (confirm(`Archive creative ${c.id}? It serves nowhere until it is restored, and keeps its review.`)) archiveCreative(c.id, "archive");
+  });
+}
+
+async function archiveCreative(id, verb) {
+  const r = await api("POST", `/api/v1/creatives/${encodeURIComponent(id)}/${verb}`);
+  if (r.status !== 200) {
+    $("creatives-error").textContent = `Not ${verb}d: ${(r.data && r.data.error) || r.status}`;
+    return;
+  }
+  $("creatives-error").textContent = "";
+  await loadCreatives();
 }
 
 // creativePreview is the creative as a page would show it, scaled down to
@@ -2433,13 +2475,14 @@ async function editCreative(c) {
 // duplicateCreative opens the form on a copy of c under the first free id
 // of <id>-copy, <id>-copy-2...: a new creative, which waits for review.
 async function duplicateCreative(c) {
-  const all = await api("GET", "/api/v1/creatives");
+  const all = await api("GET", "/api/v1/creatives?status=all"); // an archived one's id is taken too
   const taken = new Set(all.status === 200 && all.data ? all.data.creatives.map((x) => x.id) : []);
   let id = `${c.id}-copy`;
   for (let n = 2; taken.has(id); n++) id = `${c.id}-copy-${n}`;
   const copy = Object.assign({}, c, { id });
   delete copy.status;
   delete copy.reason;
+  delete copy.archived;
   crCopyOf = copy; // what the form does not show goes with the copy
   await openCreativeForm(copy, false, `Duplicate ${c.id}`, `A copy of ${c.id}: change what differs, then add it for review.`);
 }
@@ -2501,7 +2544,7 @@ $("cr-form").addEventListener("submit", async (ev) => {
     // A new creative only: one with this id already is another's, not this
     // form's to replace (read from the list: a GET of a missing one would be
     // a 404 in the console).
-    const all = await api("GET", "/api/v1/creatives");
+    const all = await api("GET", "/api/v1/creatives?status=all");
     if (all.status === 200 && all.data && all.data.creatives.some((c) => c.id === id)) {
       showFieldProblems(creativeFields, id, [{ path: "id", message: `a creative ${id} exists already` }]);
       $("cr-status").textContent = "Not added: 1 problem, shown on the fields.";
