@@ -62,7 +62,7 @@ func FullCampaignSet() *tsubame.CampaignSet {
 		Currency: "JPY",
 		Advertisers: []*tsubame.Advertiser{
 			{ID: "adv-1", Name: "Acme 株式会社", Domains: []string{"acme.example", "shop.acme.example"}},
-			{ID: "adv-2", Name: "Other", Domains: []string{"other.example"}},
+			{ID: "adv-2", Name: "Other", Domains: []string{"other.example"}, Status: tsubame.StatusArchived},
 		},
 		Campaigns: []*tsubame.Campaign{
 			{ID: "c-1", Name: "Winter sale — 冬のセール", Advertiser: "adv-1", Start: start, End: end, Timezone: "America/New_York",
@@ -81,7 +81,7 @@ func FullCampaignSet() *tsubame.CampaignSet {
 			{ID: "cr-video", Advertiser: "adv-1", Format: tsubame.FormatVideo, W: 1920, H: 1080, Duration: 30,
 				MIMEs: []string{"video/mp4", "application/x-mpegURL"}, Media: "https://cdn.acme.example/v.mp4",
 				Click: "https://acme.example/video", Categories: []string{"IAB2-1"}, Status: tsubame.StatusRejected,
-				Reason: "The video's sound starts at full volume.\nLower it, then send it again."},
+				Reason: "The video's sound starts at full volume.\nLower it, then send it again.", Archived: true},
 		},
 		LineItems: []*tsubame.LineItem{
 			{ID: "li-1", Name: "Top, \"mobile\"", Campaign: "c-1", Status: tsubame.StatusPaused, Priority: 1, Weight: 3, CPM: 1_250_000,
