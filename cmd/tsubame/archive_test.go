@@ -79,8 +79,9 @@ func TestArchiveCampaignAndAdvertiserServe(t *testing.T) {
 }
 
 // Through the real server: archiving a line item's only creative stops
-// it serving (its reasons say no_approved_creative, naming the archived
-// creative, which stays approved); restoring the creative serves it again.
+// it serving (its reasons and the explain say no_approved_creative,
+// naming the archived creative, which stays approved); restoring the
+// creative serves it again.
 func TestArchiveCreativeServe(t *testing.T) {
 	m := openMain(t, testEnv(t), false)
 	putCampaigns(t, m, strings.Replace(reviewSet, `"click": "https://acme.example/spring"}`,
@@ -133,6 +134,11 @@ func TestArchiveCreativeServe(t *testing.T) {
 	}
 	if code, body := getWith(t, "http://"+m.AdminAddr()+"/api/v1/creatives", token); code != http.StatusOK || strings.Contains(body, `"b1"`) {
 		t.Errorf("the creatives' list shows the archived: %d %s", code, body)
+	}
+	// The explain names it too.
+	if code, body := adminGet(t, m, token, "/api/v1/decide/explain?placement=top"); code != http.StatusOK ||
+		!strings.Contains(string(body), `"reason":"no_approved_creative","detail":"its creatives are archived (b1): restore one to serve"`) {
+		t.Errorf("the explain: %d %s", code, body)
 	}
 
 	post("/api/v1/creatives/b1/restore")

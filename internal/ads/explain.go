@@ -227,6 +227,7 @@ func (s *Service) Explain(q url.Values, h http.Header) (*Explained, error) {
 			Creative: d.Creative.ID, Reason: decision.WhyWon.String(), Detail: decision.WhyWon.Text(), Slot: &k})
 	}
 	counts := map[decision.Why]int{}
+	var sl *decision.Set // made when a line item has no approved creative
 	for _, l := range ex.Lines {
 		counts[l.Why]++
 		if len(res.LineItems) == MaxExplained {
@@ -234,6 +235,14 @@ func (s *Service) Explain(q url.Values, h http.Header) (*Explained, error) {
 			continue
 		}
 		e := ExplainedLine{ID: l.ID, Name: l.Name, Campaign: l.Campaign, Priority: l.Priority, Reason: l.Why.String(), Detail: l.Why.Text()}
+		if l.Why == decision.WhyNoApprovedCreative { // say which of its creatives are archived, if any
+			if li, ok := set.Object(tsubame.KindLineItem, l.ID).(*tsubame.LineItem); ok && li != nil {
+				if sl == nil {
+					sl = decision.NewSet(set)
+				}
+				e.Detail = sl.Detail(li, l.Why)
+			}
+		}
 		if l.Why == decision.WhyWon {
 			sl := l.Slot
 			e.Slot, e.Creative = &sl, ex.Decisions[sl].Creative.ID
