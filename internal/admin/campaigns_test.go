@@ -116,6 +116,8 @@ func TestCampaignRoutesRoles(t *testing.T) {
 		{"POST", "/api/v1/line-items/li-c/pause", "", RoleEditor},
 		{"POST", "/api/v1/line-items/li-c/resume", "", RoleEditor},
 		{"DELETE", "/api/v1/line-items/li-c", "", RoleEditor},
+		{"POST", "/api/v1/creatives/cr-c/archive", "", RoleEditor},
+		{"POST", "/api/v1/creatives/cr-c/restore", "", RoleEditor},
 		{"DELETE", "/api/v1/creatives/cr-c", "", RoleEditor},
 		{"DELETE", "/api/v1/campaigns/camp-c", "", RoleEditor},
 		{"DELETE", "/api/v1/advertisers/adv-c", "", RoleEditor},
