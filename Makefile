@@ -249,7 +249,7 @@ BENCH_MEMORY_DURATION ?= 10m
 # A git revision to measure this build against (the *-baseline scenarios).
 BENCH_BASELINE ?=
 
-.PHONY: bench bench-tools bench-scale bench-ssp
+.PHONY: bench bench-tools bench-scale bench-ssp bench-rtb
 bench-tools:
 	@command -v wrk >/dev/null 2>&1 && command -v nginx >/dev/null 2>&1 && command -v redis-server >/dev/null 2>&1 && \
 		[ -f /usr/lib/nginx/modules/ngx_http_lua_module.so ] && [ -f /usr/lib/x86_64-linux-gnu/lua/5.1/cjson.so ] || \
@@ -264,7 +264,13 @@ bench-scale: build bench-tools
 bench-ssp: build bench-tools
 	$(GO) run ./bench -bin $(BIN) -ssp -duration $(BENCH_DURATION) -rounds $(BENCH_ROUNDS)
 
-## bench: wrk against the real binary and a reference nginx, interleaved; writes BENCHMARKS.md
+## bench-rtb: the bidder on a real account (57 line items, budgets, JSON log) against an nginx + Lua bidder, at c=64 and at a fixed rate; writes its section of BENCHMARKS.md
+BENCH_RTB_ROUNDS ?= 5
+bench-rtb: build bench-tools
+	$(GO) run ./bench -bin $(BIN) -rtb-account -duration $(BENCH_DURATION) -rounds $(BENCH_RTB_ROUNDS)
+
+## bench: wrk against the real binary and a reference nginx, interleaved, then bench-rtb; writes BENCHMARKS.md
 bench: build bench-tools
 	$(GO) run ./bench -bin $(BIN) -duration $(BENCH_DURATION) -connections $(BENCH_CONNECTIONS) \
 		-rounds $(BENCH_ROUNDS) -memory-duration $(BENCH_MEMORY_DURATION) $(if $(BENCH_SCENARIOS),-scenarios $(BENCH_SCENARIOS)) $(if $(BENCH_BASELINE),-baseline $(BENCH_BASELINE))
+	$(if $(BENCH_SCENARIOS),,$(GO) run ./bench -bin $(BIN) -rtb-account -duration $(BENCH_DURATION) -rounds $(BENCH_RTB_ROUNDS))

@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -173,11 +174,24 @@ func main() {
 		scale    = flag.Int("scale", 0, "instead of the scenarios, measure an account of this many generated line items on Redis and three nodes (make bench-scale), from -port on")
 		rate     = flag.Int("scale-rate", 1000, "the scale measurement's /api/decide requests a second")
 		sell     = flag.Bool("ssp", false, "instead of the scenarios, measure the sell side's auction (make bench-ssp), from -port on")
+		acctDir  = flag.String("rtb-account-files", "", "write the rtb account's campaign file, Tsubame's configurations, the Lua bidder's nginx.conf and wrk's script into this directory and exit (to run them by hand)")
+		account  = flag.Bool("rtb-account", false, "instead of the scenarios, measure the bidder on a real account against an nginx + Lua bidder (make bench-rtb), from -port on")
 	)
 	flag.Parse()
-	if *sell {
+	if *acctDir != "" {
+		if err := writeRTBAccountFiles(*acctDir, *port); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *sell || *account {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-		err := runSSP(ctx, *bin, *port, *rounds, *duration, *out)
+		run := runSSP
+		if *account {
+			run = runRTBAccount
+		}
+		err := run(ctx, *bin, *port, *rounds, *duration, *out)
 		stop()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
@@ -661,7 +675,24 @@ func runBench(bin string, duration, memDur time.Duration, conns, threads, rounds
 	if err := writeChart(chart, selected, results); err != nil {
 		return fmt.Errorf("chart: %w", err)
 	}
-	return os.WriteFile(out, []byte(report.markdown()), 0o644)
+	old, err := os.ReadFile(out)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return os.WriteFile(out, []byte(report.markdown()+keptSections(string(old))), 0o644)
+}
+
+// keptSections are the sections of the other measurements (make
+// bench-scale, bench-ssp, bench-rtb) in text, BENCHMARKS.md as it was,
+// which a run of the scenarios keeps.
+func keptSections(text string) string {
+	var kept strings.Builder
+	for _, m := range [][2]string{{scaleBegin, scaleEnd}, {rtbAcctBegin, rtbAcctEnd}, {sspBegin, sspEnd}} {
+		if i, j := strings.Index(text, m[0]), strings.Index(text, m[1]); i >= 0 && j > i {
+			kept.WriteString("\n" + text[i:j+len(m[1])] + "\n")
+		}
+	}
+	return kept.String()
 }
 
 // checkBodies makes sure both servers answer the sample URL with the same

@@ -509,18 +509,7 @@ func writeScaleSection(file string, r scaleResult) error {
 	}
 	fmt.Fprintf(&md, "| Redis commands over 10 ms (`SLOWLOG`, the whole run) | %s |\n\n%s\n", slow, scaleEnd)
 
-	old, err := os.ReadFile(file)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	text := string(old)
-	if i, j := strings.Index(text, scaleBegin), strings.Index(text, scaleEnd); i >= 0 && j > i {
-		text = text[:i] + md.String() + strings.TrimPrefix(text[j+len(scaleEnd):], "\n")
-	} else {
-		text = strings.TrimRight(text, "\n") + "\n\n" + md.String()
-	}
-	fmt.Print(md.String())
-	return os.WriteFile(file, []byte(text), 0o644)
+	return replaceSection(file, scaleBegin, scaleEnd, md.String())
 }
 
 func ms64(d time.Duration) float64 { return float64(d) / 1e6 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -52,6 +51,8 @@ type vegetaResult struct {
 	P50, P99, Max time.Duration
 	Requests      uint64
 	Success       float64
+	Throughput    float64 // successful answers a second
+	Max0          float64 // the rtb account: the Lua bidder's throughput at its fastest, which Rate is a share of
 }
 
 // sspPartner answers bid requests after delay with a bid of price
@@ -175,24 +176,7 @@ ssp:
 // runVegeta sends rate GETs a second to url for d, open loop, and returns
 // the latencies.
 func runVegeta(ctx context.Context, url string, rate int, d time.Duration) (vegetaResult, error) {
-	tr := vegeta.NewStaticTargeter(vegeta.Target{Method: "GET", URL: url, Header: http.Header{"User-Agent": {browserUA}}})
-	att := vegeta.NewAttacker(vegeta.Connections(64), vegeta.Timeout(5*time.Second))
-	var m vegeta.Metrics
-	for r := range att.Attack(tr, vegeta.Rate{Freq: rate, Per: time.Second}, d, "ssp") {
-		if ctx.Err() != nil {
-			att.Stop()
-		}
-		m.Add(r)
-	}
-	m.Close()
-	if ctx.Err() != nil {
-		return vegetaResult{}, ctx.Err()
-	}
-	if m.Requests == 0 {
-		return vegetaResult{}, errors.New("vegeta sent nothing")
-	}
-	return vegetaResult{Rate: rate, P50: m.Latencies.P50, P99: m.Latencies.P99, Max: m.Latencies.Max, Requests: m.Requests,
-		Success: m.Success}, nil
+	return runVegetaTarget(ctx, vegeta.Target{Method: "GET", URL: url, Header: http.Header{"User-Agent": {browserUA}}}, rate, d)
 }
 
 func writeSSPSection(file string, d time.Duration, rs []sspRound) error {
@@ -212,18 +196,7 @@ func writeSSPSection(file string, d time.Duration, rs []sspRound) error {
 			r.Fixed[0].cell(), r.Fixed[1].cell(), r.Hung.RPS, ms64(r.Hung.P99), ms64(r.Hung.Max))
 	}
 	fmt.Fprintf(&md, "\n%s\n", sspEnd)
-	old, err := os.ReadFile(file)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	text := string(old)
-	if i, j := strings.Index(text, sspBegin), strings.Index(text, sspEnd); i >= 0 && j > i {
-		text = text[:i] + md.String() + strings.TrimPrefix(text[j+len(sspEnd):], "\n")
-	} else {
-		text = strings.TrimRight(text, "\n") + "\n\n" + md.String()
-	}
-	fmt.Print(md.String())
-	return os.WriteFile(file, []byte(text), 0o644)
+	return replaceSection(file, sspBegin, sspEnd, md.String())
 }
 
 func (v vegetaResult) cell() string {
