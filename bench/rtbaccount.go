@@ -216,10 +216,11 @@ func countLuaJSONBids(log string, offset int64) (rtbCount, int64, error) {
 		}
 		offset += int64(len(line))
 		var ev struct {
+			Path   string `json:"path"`
 			Status int    `json:"status"`
 			Bid    string `json:"bid"`
 		}
-		if json.Unmarshal([]byte(line), &ev) != nil || ev.Status != 200 && ev.Status != 204 {
+		if json.Unmarshal([]byte(line), &ev) != nil || !strings.HasPrefix(ev.Path, "/rtb/") || ev.Status != 200 && ev.Status != 204 {
 			continue
 		}
 		c.Requests++
