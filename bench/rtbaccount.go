@@ -274,7 +274,7 @@ func runRTBAccount(ctx context.Context, bin string, port, rounds int, d time.Dur
 	if err := os.WriteFile(script, []byte(rtbScript()), 0o600); err != nil {
 		return err
 	}
-	addrs := make([]string, 5) // tsubame json, its admin, tsubame ltsv, its admin, nginx + Lua
+	addrs := make([]string, 7) // tsubame json, its admin, tsubame ltsv, its admin, tsubame json procs0, its admin, nginx + Lua
 	for i := range addrs {
 		addrs[i] = "127.0.0.1:" + strconv.Itoa(port+i)
 		if err := portFree(addrs[i]); err != nil {
@@ -284,8 +284,12 @@ func runRTBAccount(ctx context.Context, bin string, port, rounds int, d time.Dur
 	var p procs
 	defer p.stop()
 	var bidders []rtbBidder
-	for i, format := range []string{"json", "ltsv"} {
-		dir := filepath.Join(root, "tsubame-"+format)
+	for i, format := range []string{"json", "ltsv", "json"} {
+		name := format
+		if i == 2 {
+			name += "-procs0"
+		}
+		dir := filepath.Join(root, "tsubame-"+name)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return err
 		}
@@ -297,12 +301,16 @@ func runRTBAccount(ctx context.Context, bin string, port, rounds int, d time.Dur
 			return err
 		}
 		addr, admin := addrs[2*i], addrs[2*i+1]
-		cmd, err := startTsubame(ctx, &p, bin, dir, addr, admin, "http://127.0.0.1:9", "TSUBAME_CONFIG="+conf)
+		env := []string{"TSUBAME_CONFIG=" + conf}
+		if i == 2 { // without the default's extra run queue
+			env = append(env, "TSUBAME_SERVER_EXTRA_PROCS=0")
+		}
+		cmd, err := startTsubame(ctx, &p, bin, dir, addr, admin, "http://127.0.0.1:9", env...)
 		if err != nil {
 			return err
 		}
 		pid := cmd.Process.Pid
-		bidders = append(bidders, rtbBidder{Name: "tsubame-" + format, addr: addr, admin: admin,
+		bidders = append(bidders, rtbBidder{Name: "tsubame-" + name, addr: addr, admin: admin,
 			cpu: func() time.Duration { return procCPU(pid) }, count: func() (rtbCount, error) { return scrapeRTB(admin) }})
 	}
 	luaDir := filepath.Join(root, "nginx-lua")
@@ -313,14 +321,14 @@ func runRTBAccount(ctx context.Context, bin string, port, rounds int, d time.Dur
 	if _, err := os.Stat("/usr/lib/x86_64-linux-gnu/lua/5.1/cjson.so"); err != nil {
 		return fmt.Errorf("the nginx + Lua bidder needs lua-cjson (Debian's lua-cjson): %w", err)
 	}
-	master, err := runNginx(ctx, &p, luaDir, addrs[4], fmt.Appendf(nil, conf, cores(), luaDir, addrs[4], campaigns))
+	master, err := runNginx(ctx, &p, luaDir, addrs[6], fmt.Appendf(nil, conf, cores(), luaDir, addrs[6], campaigns))
 	if err != nil {
 		return err
 	}
 	luaLog := filepath.Join(luaDir, "rtb-lua.log")
 	var luaOffset int64
 	var luaTotal rtbCount
-	bidders = append(bidders, rtbBidder{Name: "nginx-lua", addr: addrs[4],
+	bidders = append(bidders, rtbBidder{Name: "nginx-lua", addr: addrs[6],
 		cpu: func() time.Duration { return childrenCPU(master) },
 		count: func() (rtbCount, error) {
 			time.Sleep(300 * time.Millisecond) // the log's buffer is flushed every 100 ms
@@ -330,7 +338,7 @@ func runRTBAccount(ctx context.Context, bin string, port, rounds int, d time.Dur
 			luaTotal.Bids += c.Bids
 			return luaTotal, err
 		}})
-	if err := waitRTB(ctx, addrs[0], addrs[2], addrs[4]); err != nil {
+	if err := waitRTB(ctx, addrs[0], addrs[2], addrs[6]); err != nil {
 		return err
 	}
 	// Warm up: the connections, the index, the budgets' first leases.
@@ -469,6 +477,11 @@ func runVegetaTarget(ctx context.Context, t vegeta.Target, rate int, d time.Dura
 	opts := []func(*vegeta.Attacker){vegeta.Connections(64), vegeta.Timeout(5 * time.Second)}
 	if rate == 0 {
 		opts = append(opts, vegeta.Workers(64), vegeta.MaxWorkers(64), vegeta.MaxConnections(64))
+	} else {
+		// Bounded: unbounded, vegeta meets a server's pause with new
+		// workers on new connections, a storm it never recovers from on
+		// shared cores; 128 in flight is a 128 ms pause at 1,000/s.
+		opts = append(opts, vegeta.MaxWorkers(128), vegeta.MaxConnections(128))
 	}
 	att := vegeta.NewAttacker(opts...)
 	var m vegeta.Metrics
@@ -508,7 +521,7 @@ func writeRTBAccountSection(file string, d time.Duration, bidders []rtbBidder, r
 	fmt.Fprintf(&md, "OpenRTB 2.6 example 6.2.3 posted to three bidders over one account (`bench/rtbaccount.go`, fixed seed: %d line items of %d advertisers in %d campaigns, "+
 		"every campaign with a daily budget and every other one a total, about half the line items on the example's app), measured %s on this machine's %d cores beside the load tools. "+
 		"Each round runs, for each bidder in turn, wrk at c=%d for %v, then vegeta (open loop) at %.0f %% of what the nginx + Lua bidder answered it at its fastest in that round (vegeta with 64 workers, for %v; vegeta costs the shared cores more per request than wrk), for %v. "+
-		"**tsubame-json** is Tsubame with its access log in JSON lines, **tsubame-ltsv** the same server with LTSV, both on their shipped defaults; "+
+		"**tsubame-json** is Tsubame with its access log in JSON lines, **tsubame-ltsv** the same server with LTSV, both on their shipped defaults; **tsubame-json-procs0** is tsubame-json with `server.extra_procs: 0` (GOMAXPROCS as many as the cores, Go's default, where the shipped default adds one); "+
 		"**nginx-lua** is nginx with its Lua module doing the same work: lua-cjson decoding and encoding, the same matching, each bid's price taken from its campaign's budget in a `lua_shared_dict`, "+
 		"the win, billing, loss and click URLs signed with HMAC, a JSON line (`escape=json`) in a buffered access log. "+
 		"CPU per request is the server's user and system time (nginx: its workers') over the requests it answered during the wrk run; GC is Tsubame's collections and their summed pauses over the round (`go_gc_duration_seconds`).\n\n",
@@ -552,6 +565,9 @@ func writeRTBAccountSection(file string, d time.Duration, bidders []rtbBidder, r
 		fmt.Sprintf("%.2f / %.2f ms", ms64(medianOf(json, p99)), ms64(medianOf(lua, p99))))
 	goal("the JSON log within 10 % of LTSV: throughput ≥ 0.9× LTSV's", medianOf(json, rps)/medianOf(ltsv, rps), 0.9, true,
 		num(medianOf(json, rps))+" / "+num(medianOf(ltsv, rps))+" req/s")
+	procs0 := res[2]
+	fmt.Fprintf(&md, "| c=64 with `server.extra_procs: 0` (no target): throughput, p99 over the default's | %.3f×, %.3f× (%.2f / %.2f ms) | – |\n",
+		medianOf(procs0, rps)/medianOf(json, rps), float64(medianOf(procs0, p99))/float64(medianOf(json, p99)), ms64(medianOf(procs0, p99)), ms64(medianOf(json, p99)))
 	fmt.Fprintf(&md, "| CPU per request: Tsubame (JSON log) over the nginx + Lua bidder's (no target) | %.3f× (%.1f / %.1f µs) | – |\n",
 		float64(medianOf(json, cpu))/float64(medianOf(lua, cpu)), float64(medianOf(json, cpu))/1e3, float64(medianOf(lua, cpu))/1e3)
 	fmt.Fprintf(&md, "\n%s\n", rtbAcctEnd)

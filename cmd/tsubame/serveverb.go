@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,11 +9,30 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"syscall"
 	"time"
 
 	"golang.org/x/term"
 )
+
+// setProcs adds extra scheduler run queues (server.extra_procs) to the
+// CPUs the process may use, unless the GOMAXPROCS environment variable
+// sets them itself.
+func setProcs(extra int, environ []string, logger *slog.Logger) {
+	if v := cmp.Or(lookupEnv(environ, "GOMAXPROCS"), os.Getenv("GOMAXPROCS")); v != "" {
+		logger.Info("scheduler", "gomaxprocs", runtime.GOMAXPROCS(0), "from", "GOMAXPROCS")
+		return
+	}
+	// Go's default, the cgroup's CPU limit else the CPUs, whatever an
+	// earlier server of the process (a test's) set.
+	runtime.SetDefaultGOMAXPROCS()
+	cpus := runtime.GOMAXPROCS(0)
+	if extra > 0 {
+		runtime.GOMAXPROCS(cpus + extra)
+	}
+	logger.Info("scheduler", "gomaxprocs", runtime.GOMAXPROCS(0), "cpus", cpus, "extra_procs", extra)
+}
 
 func runServe(ctx context.Context, e *env, demo bool) error {
 	stderr, environ := e.stderr, e.environ
@@ -28,6 +48,8 @@ func runServe(ctx context.Context, e *env, demo bool) error {
 	for _, w := range e.warnings {
 		logger.Warn(w)
 	}
+	// Before anything sizes itself by GOMAXPROCS (the access log's shards).
+	setProcs(cfg.Server.ExtraProcs, environ, logger)
 	// One format for every line of the process: what libraries write
 	// through the standard log package goes through the same handler.
 	slog.SetDefault(logger)

@@ -618,6 +618,9 @@ type Server struct {
 	ShutdownTimeout     time.Duration `koanf:"shutdown_timeout"`
 	DrainGrace          time.Duration `koanf:"drain_grace"`
 	HelloJSON           bool          `koanf:"hello_json"`
+	// ExtraProcs are Go scheduler run queues beyond the CPUs the process
+	// may use (see GOMAXPROCS in serveverb.go).
+	ExtraProcs int `koanf:"extra_procs"`
 	// TrustedProxies are CIDRs (or addresses) of the load balancers whose
 	// X-Forwarded-For, Forwarded and PROXY headers name the client.
 	TrustedProxies []string `koanf:"trusted_proxies"`
@@ -1317,6 +1320,9 @@ func (c *Config) validateStatic(p *problems) {
 
 // validateServer checks the server section.
 func (c *Config) validateServer(p *problems) {
+	if c.Server.ExtraProcs < 0 || c.Server.ExtraProcs > 64 {
+		p.add("server.extra_procs: must be from 0 to 64 (got %d)", c.Server.ExtraProcs)
+	}
 	p.positive("server.read_timeout", c.Server.ReadTimeout)
 	p.positive("server.write_timeout", c.Server.WriteTimeout)
 	p.positive("server.idle_timeout", c.Server.IdleTimeout)

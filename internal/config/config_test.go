@@ -216,6 +216,7 @@ endpoints:
   store-urls: {source: store, urls: ["http://a.example.com/"]}
   odd: {source: ldap, formats: [html], access_log: syslog}
 access_log: {format: csv, rotate_every: 10ms, durability: maybe}
+server: {extra_procs: -1}
 `)
 	errs := cfg.Validate()
 	text := ""
@@ -225,7 +226,7 @@ access_log: {format: csv, rotate_every: 10ms, durability: maybe}
 	for _, want := range []string{"listen:", "admin.listen:", "log.level:", "store.type:", "cache.ttl:", "cache.max_bytes:",
 		`"Bad Name"`, "endpoints.fixed-bad: urls:", "endpoints.fixed-empty: urls:", "endpoints.store-urls: urls:",
 		"endpoints.odd: source:", "endpoints.odd: formats:", "endpoints.odd: access_log:",
-		"access_log.format:", "access_log.rotate_every:", "access_log.durability:"} {
+		"access_log.format:", "access_log.rotate_every:", "access_log.durability:", "server.extra_procs:"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("Validate does not report %q; got:\n%s", want, text)
 		}
