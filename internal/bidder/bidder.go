@@ -836,27 +836,34 @@ func (b *Bidder) notices(w *work, sg *track.Signer, tk track.Token, c *tsubame.C
 	return
 }
 
-// noticeURLs are each notice kind's path and query: the exchange's
-// notices take its clearing price, the markup's impression none.
-var noticeURLs = map[track.Kind]struct{ path, query string }{
-	track.KindWin:    {PathWin, "?price=${AUCTION_PRICE}"},
-	track.KindBill:   {PathBill, "?price=${AUCTION_PRICE}"},
-	track.KindLoss:   {PathLoss, "?price=${AUCTION_PRICE}&loss=${AUCTION_LOSS}"},
-	track.KindBidImp: {PathBidImp, ""},
+// noticePath is each notice kind's path and query: the exchange's notices
+// take its clearing price, the markup's impression none.
+func noticePath(k track.Kind) (path, query string) {
+	switch k {
+	case track.KindWin:
+		return PathWin, "?price=${AUCTION_PRICE}"
+	case track.KindBill:
+		return PathBill, "?price=${AUCTION_PRICE}"
+	case track.KindLoss:
+		return PathLoss, "?price=${AUCTION_PRICE}&loss=${AUCTION_LOSS}"
+	case track.KindBidImp:
+		return PathBidImp, ""
+	}
+	return "", ""
 }
 
 // noticeURL appends the notice URL of kind for tk to w's text (with vast=
 // when vast is given) and returns it as a view; w's text is unchanged on
 // an error.
 func (b *Bidder) noticeURL(w *work, sg *track.Signer, tk track.Token, kind track.Kind, vast string) (string, error) {
-	n := noticeURLs[kind]
+	path, query := noticePath(kind)
 	tk.Kind = kind
 	from := len(w.buf)
-	buf, err := sg.AppendSign(append(append(w.buf, b.opt.NoticeURL...), n.path...), tk)
+	buf, err := sg.AppendSign(append(append(w.buf, b.opt.NoticeURL...), path...), tk)
 	if err != nil {
 		return "", err
 	}
-	buf = append(buf, n.query...)
+	buf = append(buf, query...)
 	if vast != "" {
 		buf = append(append(buf, "&vast="...), vast...)
 	}

@@ -246,23 +246,31 @@ const visitorLabel = "tsubame track visitor v4"
 // of the token of decision d in place: a keystream of HMAC-SHA256 blocks
 // of the visitor key over the decision and the block's number. Decision
 // ids are unique (random), so no two visitors share a keystream, and the
-// token's MAC covers the result.
+// token's MAC covers the result. The keystream is kept in sc for the next
+// token of the same decision and key: a bid signs four (its win, bill,
+// loss and click URLs), one after another on one goroutine, which the
+// pool most often hands the same scratch. u is at most MaxIDLen bytes.
 func (k *ringKey) cipherVisitor(u, d []byte, sc *scratch) {
-	h, _ := k.visitors.Get().(hash.Hash)
-	if h == nil {
-		h = hmac.New(sha256.New, k.visitor)
+	if sc.ksKey != k || string(sc.ksDecision[:sc.ksDecisionLen]) != string(d) {
+		sc.ksKey, sc.ksDecisionLen, sc.ksLen = k, copy(sc.ksDecision[:], d), 0
 	}
-	for block := 0; block*macLen < len(u); block++ {
-		h.Reset()
-		h.Write(d)
-		sc.block[0] = byte(block)
-		h.Write(sc.block[:])
-		ks := h.Sum(sc.sum[:0])
-		for i := range min(macLen, len(u)-block*macLen) {
-			u[block*macLen+i] ^= ks[i]
+	if sc.ksLen < len(u) {
+		h, _ := k.visitors.Get().(hash.Hash)
+		if h == nil {
+			h = hmac.New(sha256.New, k.visitor)
 		}
+		for ; sc.ksLen < len(u); sc.ksLen += macLen {
+			h.Reset()
+			h.Write(d)
+			sc.block[0] = byte(sc.ksLen / macLen)
+			h.Write(sc.block[:])
+			h.Sum(sc.ks[sc.ksLen:sc.ksLen])
+		}
+		k.visitors.Put(h)
 	}
-	k.visitors.Put(h)
+	for i := range u {
+		u[i] ^= sc.ks[i]
+	}
 }
 
 func (k *ringKey) mac(dst, msg []byte) []byte {
@@ -286,6 +294,13 @@ type scratch struct {
 	enc   [MaxTokenLen]byte
 	sum   [macLen]byte
 	block [1]byte
+	// The keystream of the last visitor ciphered (cipherVisitor): its
+	// first ksLen bytes, for the decision and key it was derived for.
+	ksKey         *ringKey
+	ksDecision    [MaxIDLen]byte
+	ksDecisionLen int
+	ks            [(MaxIDLen + macLen - 1) / macLen * macLen]byte
+	ksLen         int
 }
 
 var scratches = sync.Pool{New: func() any { return new(scratch) }}
@@ -700,7 +715,7 @@ func parse(b []byte, v byte, key *ringKey, sc *scratch) (Token, bool) {
 			}
 			off += 1 + int(b[off])
 		}
-		if off >= len(b) || int(b[off]) > len(b)-off-1 || int(b[0]) > len(b)-1 {
+		if off >= len(b) || int(b[off]) > len(b)-off-1 || int(b[off]) > MaxIDLen || int(b[0]) > len(b)-1 {
 			return Token{}, false
 		}
 		key.cipherVisitor(b[off+1:off+1+int(b[off])], b[1:1+int(b[0])], sc)

@@ -137,3 +137,46 @@ func TestHolderTravels(t *testing.T) {
 		}
 	}
 }
+
+// A bid's four tokens share their decision, whose visitor keystream is
+// kept from one to the next: whatever was signed before (the same
+// decision with a shorter or a longer visitor, another decision, another
+// key), a token is the one a signer of its own makes, and verifies to its
+// visitor.
+func TestVisitorKeystreamKept(t *testing.T) {
+	s := newSigner(t, "k1", track.Key{ID: "k1", Secret: secret('a')})
+	other := newSigner(t, "k2", track.Key{ID: "k2", Secret: secret('b')})
+	visitors := []string{"u", "01M89NT1MMEGHRWX2XX0N7AA6T", strings.Repeat("v", 33), strings.Repeat("w", track.MaxIDLen)}
+	decisions := []string{"01JDX8Q5ZK3M9T7A2B4C6D8E0A", "01JDX8Q5ZK3M9T7A2B4C6D8E0B", strings.Repeat("d", track.MaxIDLen)}
+	step := 0
+	for _, d := range decisions {
+		for _, v := range append(visitors, visitors[1], visitors[0]) { // shorter after longer too
+			for _, kind := range []track.Kind{track.KindWin, track.KindBill, track.KindLoss, track.KindClick} {
+				tk := token(kind)
+				tk.Decision, tk.User = d, v
+				got, err := s.Sign(tk)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if step++; step%3 == 0 { // now and then another key's token between
+					if _, err := other.Sign(tk); err != nil {
+						t.Fatal(err)
+					}
+				}
+				// A signer of its own, the same key: its ring key is not
+				// the one any kept keystream was derived for.
+				fresh := newSigner(t, "k1", track.Key{ID: "k1", Secret: secret('a')})
+				want, err := fresh.Sign(tk)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != want {
+					t.Fatalf("%s of decision %.8s… for visitor %q: %s, a fresh signer's %s", kind, d, v, got, want)
+				}
+				if back, err := s.VerifyKind(got, kind, t0); err != nil || back.User != v {
+					t.Fatalf("%s: verified as %q (%v), want %q", kind, back.User, err, v)
+				}
+			}
+		}
+	}
+}
