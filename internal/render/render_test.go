@@ -3,6 +3,7 @@ package render_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -98,7 +99,9 @@ func TestHTTPStatus(t *testing.T) {
 // AppendJSONString must produce exactly what encoding/json produces (which
 // escapes for HTML and JavaScript too), for any input.
 func FuzzAppendJSONString(f *testing.F) {
-	for _, s := range []string{"", "plain", "<>&\"\\", "\x00\x1f\b\f\n\r\t", "\u2028\u2029", "\xff\xfe", "日本語", "a\xc3"} {
+	for _, s := range []string{"", "plain", "<>&\"\\", "\x00\x1f\b\f\n\r\t", "\u2028\u2029", "\xff\xfe", "日本語", "a\xc3",
+		"https://ads.example/t/win/AQJrMQEAAAAA?price=${AUCTION_PRICE}", "0123456\x7f89abcdef\u0085", "abcdefgh<abcdefgh>abcdefg&",
+		"abcdefg\"", "\\bcdefgh", "abcdefgh\x1f", "abcdefgh\x80abcdefgh"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -112,6 +115,18 @@ func FuzzAppendJSONString(f *testing.F) {
 		}
 		if !utf8.Valid(got) {
 			t.Fatalf("output is not UTF-8: %q", got)
+		}
+		// The log's: the same, DEL and the C1 controls escaped too.
+		var logWant []byte
+		for _, r := range string(want) {
+			if r == 0x7f || r >= 0x80 && r <= 0x9f {
+				logWant = fmt.Appendf(logWant, `\u%04x`, r)
+			} else {
+				logWant = utf8.AppendRune(logWant, r)
+			}
+		}
+		if got := render.AppendJSONLogString(nil, s); !bytes.Equal(got, logWant) {
+			t.Fatalf("AppendJSONLogString(%q) = %s, want %s", s, got, logWant)
 		}
 	})
 }
