@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"hash/maphash"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -116,10 +117,13 @@ func (f *frequencies) update(u *tsubame.FrequencyUpdate, rec *tsubame.FrequencyR
 		i++
 	}
 	if i == len(v.lines) {
-		v.lines = append(v.lines, tsubame.FrequencyLine{LineItem: u.LineItem})
+		v.lines = append(v.lines, tsubame.FrequencyLine{LineItem: strings.Clone(u.LineItem)}) // its own, as the visitor
 	}
 	var ok bool
 	v.lines[i].Entries, ok = tsubame.ApplyFrequency(v.lines[i].Entries, u)
+	if es := v.lines[i].Entries; ok && u.Bid != "" && len(es) > 0 && es[len(es)-1].ID == u.Bid {
+		es[len(es)-1].ID = strings.Clone(u.Bid) // the entry appended keeps its own bid id
+	}
 	if len(v.lines[i].Entries) == 0 {
 		v.lines = append(v.lines[:i], v.lines[i+1:]...)
 	}
@@ -137,7 +141,10 @@ func (f *frequencies) update(u *tsubame.FrequencyUpdate, rec *tsubame.FrequencyR
 			sh.visits = make(map[string]*freqVisitor)
 			sh.sweepAt = sweepMin
 		}
-		sh.visits[u.Visitor] = v
+		// Its own copy: the caller's may be a view of a buffer it reuses
+		// (the bidder's decoded request), and a map key kept with changed
+		// bytes would be lost, and keep the whole buffer alive.
+		sh.visits[strings.Clone(u.Visitor)] = v
 		sh.peak = max(sh.peak, len(sh.visits))
 		if sh.inserts++; sh.inserts >= sh.sweepAt {
 			sh.sweep(now)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"tsubame"
 )
@@ -37,11 +38,63 @@ func RunFrequency(t *testing.T, open func(t *testing.T) (a, b, c tsubame.Frequen
 		{"CancelledNeverTrue", testFrequencyCancelled},
 		{"ExactlyTheCapUnderRace", testFrequencyRace},
 		{"HoldsExactlyTheCapUnderRace", testFrequencyHoldRace},
+		{"KeepsItsOwnVisitorAndLineItem", testFrequencyOwnStrings},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b, c := open(t)
 			tc.test(t, []tsubame.FrequencyCounter{a, b, c})
 		})
+	}
+}
+
+// The counter keeps its own copies of the ids it is given: a caller's
+// strings may be views of a buffer it reuses for its next request (the
+// bidder's decoded bid request), whose bytes change once the call is
+// over. A visitor and a line item counted through such views are read
+// back under their own ids, and the ids the buffer holds next have no
+// record.
+func testFrequencyOwnStrings(t *testing.T, fcs []tsubame.FrequencyCounter) {
+	buf := []byte("u-own-1|li-own-1")
+	visitor, line := unsafe.String(&buf[0], 7), unsafe.String(&buf[8], 8)
+	cs := caps(2, time.Hour)
+	if !take(t, fcs[0], visitor, line, cs, frequencyStart) {
+		t.Fatal("the first impression was not taken")
+	}
+	copy(buf, "u-own-2|li-own-2") // the caller's next request
+	for i, fc := range fcs {
+		var rec tsubame.FrequencyRecord
+		if err := fc.Read(ctx(t), "u-own-1", &rec); err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.Lines) != 1 || rec.Lines[0].LineItem != "li-own-1" || len(rec.Lines[0].Entries) != 1 {
+			t.Fatalf("handle %d: u-own-1 reads %+v, want one impression of li-own-1", i, rec.Lines)
+		}
+		if err := fc.Read(ctx(t), "u-own-2", &rec); err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.Lines) != 0 {
+			t.Fatalf("handle %d: u-own-2, never counted, reads %+v", i, rec.Lines)
+		}
+	}
+	// The cap still counts the first impression: one more, then no more.
+	if got := takes(t, fcs, "u-own-1", "li-own-1", cs, frequencyStart, frequencyStart); got != "10" {
+		t.Fatalf("after the first impression: %s, want 10", got)
+	}
+	// A hold made with a view of its bid id ends by the id it was made
+	// with, whatever the buffer holds by then.
+	hb := []byte("bid-own-1")
+	bid := unsafe.String(&hb[0], len(hb))
+	if !update(t, fcs[0], tsubame.FrequencyUpdate{Op: tsubame.FrequencyHold, Visitor: "u-own-3", LineItem: "li-own-3", Bid: bid,
+		Until: frequencyStart.Add(time.Minute), Caps: caps(1, time.Hour), Now: frequencyStart}) {
+		t.Fatal("the hold was not made")
+	}
+	copy(hb, "bid-own-2")
+	if !update(t, fcs[1], tsubame.FrequencyUpdate{Op: tsubame.FrequencyRelease, Visitor: "u-own-3", LineItem: "li-own-3", Bid: "bid-own-1",
+		Caps: caps(1, time.Hour), Now: frequencyStart}) {
+		t.Fatal("bid-own-1's hold was not found to release")
+	}
+	if !take(t, fcs[2], "u-own-3", "li-own-3", caps(1, time.Hour), frequencyStart) {
+		t.Fatal("the cap of 1 is still held after its hold's release")
 	}
 }
 
