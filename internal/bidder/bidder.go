@@ -60,7 +60,8 @@ type Options struct {
 	Holder   string
 	Outcomes tsubame.Outcomes
 	// Geo maps an address to a country and region (nil: none); Device
-	// parses a User-Agent (nil: none).
+	// parses a User-Agent (nil: none), reading ua only during the call:
+	// it is a view of the request's text, never to be kept or written.
 	Geo    func(netip.Addr) (country, region string)
 	Device func(ua []byte) device.Info
 	// AdSystem names the ad server in VAST documents.
@@ -454,6 +455,9 @@ func (b *Bidder) claimTID(d *decision.Request, tid string) bool {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	// "tid:"+tid is a new string: the store may keep it (the memory one
+	// as a map key), and tid is a view of the pooled decoder's buffer,
+	// rewritten by its next request.
 	first, err := b.opt.Dedupe.FirstSeen(ctx, "tid:"+tid, TIDWindow)
 	return first || err != nil
 }
@@ -492,7 +496,9 @@ func (b *Bidder) common(req *openrtb.BidRequest, now time.Time, d *decision.Requ
 	}
 	if dev := req.Device; dev != nil {
 		if b.opt.Device != nil && dev.UA != "" {
-			p := b.opt.Device([]byte(dev.UA))
+			// A view, not a copy: the parser reads ua only during the call
+			// and copies what it keeps (device.Parser.Parse).
+			p := b.opt.Device(unsafe.Slice(unsafe.StringData(dev.UA), len(dev.UA)))
 			d.Device, d.OS, d.Browser = p.Device, p.OS, p.Browser
 		}
 		if t := deviceType(dev.DeviceType); t != "" {

@@ -3,12 +3,13 @@ package openrtb
 import "encoding/json"
 
 // Decoder decodes bid requests into memory it keeps from one request to
-// the next: in steady state a request costs one allocation, the copy of
-// its body that its strings are views of (and a second when one of them
-// has escapes). A Decoder is used by one goroutine at a time; the request
-// Decode returns, and every object and list in it, is its memory, valid
-// until its next Decode: a caller keeps none of it past that, but may keep
-// any string, which is the request's own.
+// the next: in steady state a request costs no allocation. A Decoder is
+// used by one goroutine at a time; the request Decode returns, and every
+// object, list and string in it, is its memory, valid until its next
+// Decode: the strings are views of its own copy of the body (and of its
+// buffer of unescaped strings), which the next Decode overwrites. A
+// caller keeps none of it past that; what it keeps longer (a map key, a
+// record in a store, a queued event) it copies first.
 //
 // It reads what encoding/json reads into BidRequest, with the types'
 // UnmarshalJSON methods and Decode's 2.5 extensions, and refuses what it
@@ -22,6 +23,9 @@ import "encoding/json"
 type Decoder struct {
 	s   scanner
 	req BidRequest
+	// body is the copy of the request's text its strings are views of;
+	// esc holds its unescaped strings. Both are kept for the next request.
+	body, esc []byte
 
 	imps    []Imp
 	banners []Banner
@@ -44,9 +48,13 @@ type Decoder struct {
 	pubs   [2]Publisher
 }
 
-// maxKept bounds the elements a Decoder's lists keep between requests: a
-// rare request of many does not hold its memory for good.
-const maxKept = 256
+// maxKept bounds the elements a Decoder's lists keep between requests,
+// and maxKeptBytes its body and escape buffers: a rare request of many
+// or a large one does not hold its memory for good.
+const (
+	maxKept      = 256
+	maxKeptBytes = 64 << 10
+)
 
 // Decode reads body as Decode does into the Decoder's memory.
 func (d *Decoder) Decode(body []byte) (*BidRequest, error) {
@@ -55,12 +63,22 @@ func (d *Decoder) Decode(body []byte) (*BidRequest, error) {
 		return nil, errNotObject
 	}
 	d.reset()
-	src := make([]byte, len(b))
-	copy(src, b)
-	d.s.reset(src)
+	// The body is copied into the Decoder's own buffer, kept for the next
+	// request: the caller's body may be reused as soon as Decode returns
+	// (a server's request buffer), the strings must not move with it.
+	if cap(d.body) < len(b) || cap(d.body) > maxKeptBytes {
+		d.body = make([]byte, 0, len(b))
+	}
+	d.body = append(d.body[:0], b...)
+	if cap(d.esc) > maxKeptBytes {
+		d.esc = nil
+	}
+	d.s.reset(d.body)
+	d.s.esc = d.esc[:0]
 	r := &d.req
 	d.request(r)
 	d.s.end()
+	d.esc = d.s.esc // the largest it grew to, for the next request
 	if d.s.err != nil {
 		return nil, d.s.err
 	}

@@ -250,7 +250,7 @@ func asString(b []byte) string {
 
 // unescaped returns raw, from quoted, unescaped into s.esc.
 func (s *scanner) unescaped(raw []byte) string {
-	if s.esc == nil {
+	if cap(s.esc) == 0 {
 		s.esc = make([]byte, 0, max(len(s.b), 3*len(raw))) // invalid UTF-8 grows: a byte is U+FFFD's three
 	}
 	from := len(s.esc)
