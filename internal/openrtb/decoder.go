@@ -76,9 +76,11 @@ func (d *Decoder) Decode(body []byte) (*BidRequest, error) {
 	d.s.reset(d.body)
 	d.s.esc = d.esc[:0]
 	r := &d.req
+	// The escape buffer, the largest it grew to, is kept for the next
+	// request, whatever this one's end.
+	defer func() { d.esc = d.s.esc }()
 	d.request(r)
 	d.s.end()
-	d.esc = d.s.esc // the largest it grew to, for the next request
 	if d.s.err != nil {
 		return nil, d.s.err
 	}
@@ -106,8 +108,21 @@ func isSpace(c byte) bool {
 }
 
 // Clear drops what the Decoder holds of the last request, for a Decoder
-// kept idle (pooled) not to keep its memory alive.
-func (d *Decoder) Clear() { d.reset() }
+// kept idle (pooled): its text is zeroed (an idle Decoder keeps no
+// visitor's ids, address or consent), and buffers over maxKeptBytes are
+// let go.
+func (d *Decoder) Clear() {
+	d.reset()
+	d.s = scanner{}
+	clear(d.body)
+	clear(d.esc)
+	if d.body = d.body[:0]; cap(d.body) > maxKeptBytes {
+		d.body = nil
+	}
+	if d.esc = d.esc[:0]; cap(d.esc) > maxKeptBytes {
+		d.esc = nil
+	}
+}
 
 func (d *Decoder) reset() {
 	d.req = BidRequest{}

@@ -311,6 +311,23 @@ func TestDecoderDropsLargeBuffers(t *testing.T) {
 	if cap(d.body) > maxKeptBytes || cap(d.esc) > maxKeptBytes {
 		t.Fatalf("after a small request the Decoder keeps %d and %d bytes, want at most %d each", cap(d.body), cap(d.esc), maxKeptBytes)
 	}
+	// Cleared (pooled idle), it keeps neither a large request's buffers
+	// nor a small one's text.
+	if _, err := d.Decode(large); err != nil {
+		t.Fatal(err)
+	}
+	d.Clear()
+	if d.body != nil || d.esc != nil {
+		t.Fatalf("cleared after a large request, the Decoder keeps %d and %d bytes", cap(d.body), cap(d.esc))
+	}
+	small := []byte(`{"id":"visitor-secret","imp":[{"id":"1","tagid":"a\/b"}]}`)
+	if _, err := d.Decode(small); err != nil {
+		t.Fatal(err)
+	}
+	d.Clear()
+	if kept := d.body[:cap(d.body)]; bytes.Contains(kept, []byte("visitor-secret")) || bytes.Contains(d.esc[:cap(d.esc)], []byte("a/b")) {
+		t.Fatalf("cleared, the Decoder still holds the request's text: %q", kept)
+	}
 }
 
 // TestDecoderAllocations: in steady state a request costs no allocation,
