@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"tsubame/internal/render"
@@ -268,6 +269,21 @@ func (e *Event) Extra(name string) (string, bool) {
 
 // Reset empties e for reuse.
 func (e *Event) Reset() { *e = Event{} }
+
+// Clone returns a copy of e whose strings are its own. A logger writes an
+// event before the call returns; a caller keeping one past the call (a
+// test's recorder) clones it: its strings may be views of a request's
+// buffer that is reused (the bidder's decoded bid request).
+func (e *Event) Clone() Event {
+	c := *e
+	for _, t := range []*Text{&c.ID, &c.Decision, &c.LineItem, &c.Campaign, &c.Creative, &c.Placement, &c.UID, &c.Currency} {
+		t.s = strings.Clone(t.s)
+	}
+	for i := range c.extra[:c.nextra] {
+		c.extra[i].s = strings.Clone(c.extra[i].s)
+	}
+	return c
+}
 
 // appendEventLTSV writes r's event line:
 //

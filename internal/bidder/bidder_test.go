@@ -85,7 +85,7 @@ func ssp() bidder.Exchange {
 func (f *fixture) log(e *accesslog.Event) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.events = append(f.events, *e)
+	f.events = append(f.events, e.Clone()) // kept past the call: its strings are the request's
 	return nil
 }
 
