@@ -172,7 +172,7 @@ func TestDashboardReportBreakdownsInBrowser(t *testing.T) {
 
 	// Sorted by impressions, most first, then fewest first.
 	for _, dir := range []string{"descending", "ascending"} {
-		b.do("sort by impressions", chromedp.Click(css(`#report-table thead th:nth-child(3) button`)),
+		b.do("sort by impressions", clickNow(`#report-table thead th:nth-child(3) button`),
 			b.until(fmt.Sprintf(`document.querySelector("#report-table thead th:nth-child(3)").getAttribute("aria-sort") === %q`, dir), 10*time.Second))
 		st = read()
 		if !slices.IsSortedFunc(st.Rows, func(a, b []string) int {
