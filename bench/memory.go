@@ -67,19 +67,7 @@ func limitAll(set *tsubame.CampaignSet) *tsubame.CampaignSet {
 
 // memoryRTBConfig is rtbConfig with the default reservation and win
 // window: no win notice ever comes, so a bid holds until its reservation.
-func memoryRTBConfig() string {
-	return `ads:
-  currency: USD
-rtb:
-  notice_url: http://bidder.example
-  exchanges:
-    bench:
-      seat: bench-seat
-      token_header: X-Exchange-Token
-      token: ` + rtbToken + `
-      network_ms: 20
-`
-}
+func memoryRTBConfig() string { return rtbAccountConfig("ltsv") } // the default log format
 
 // memoryRTBBodies are the bid requests of rtb-memory: example 6.2.3's
 // shape, each with its own id, for one of rtbSet's apps or sites, a

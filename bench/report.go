@@ -94,7 +94,7 @@ func describeMachine(bin string) machine {
 }
 
 // median returns the median of the values f picks from rs.
-func median[T int64 | float64 | time.Duration](rs []wrkResult, f func(wrkResult) T) T {
+func median[R any, T int64 | float64 | time.Duration](rs []R, f func(R) T) T {
 	v := make([]T, len(rs))
 	for i, r := range rs {
 		v[i] = f(r)

@@ -69,20 +69,14 @@ func rtbSet() *tsubame.CampaignSet {
 	r := rand.New(rand.NewPCG(2026, 32))
 	set := &tsubame.CampaignSet{Currency: "USD"}
 	cats := []string{"IAB1", "IAB2-3", "IAB3", "IAB7-39", "IAB8", "IAB8-5", "IAB9", "IAB12", "IAB15-10", "IAB19", "IAB20", "IAB25"}
-	sizes := [][2]int{{728, 90}, {300, 250}, {320, 50}}
 	for a := range rtbAdvertisers {
 		id := fmt.Sprintf("adv%03d", a)
 		domain := id + ".example"
 		if a == 7 {
 			domain = "apple.com"
 		}
-		set.Advertisers = append(set.Advertisers, &tsubame.Advertiser{ID: id, Name: "Advertiser " + id, Domains: []string{domain}})
+		addBannerAdvertiser(set, r, id, domain, cats)
 		set.Campaigns = append(set.Campaigns, &tsubame.Campaign{ID: "camp-" + id, Advertiser: id, Timezone: "UTC"})
-		for c, sz := range sizes {
-			set.Creatives = append(set.Creatives, &tsubame.Creative{ID: fmt.Sprintf("cr-%s-%d", id, c), Advertiser: id,
-				Format: tsubame.FormatBanner, W: sz[0], H: sz[1], Image: fmt.Sprintf("https://cdn.%s/%dx%d.png", domain, sz[0], sz[1]),
-				Click: "https://" + domain + "/landing", Categories: []string{cats[r.IntN(len(cats))]}, Status: tsubame.StatusApproved})
-		}
 	}
 	for i := range rtbLineItems {
 		a := r.IntN(rtbAdvertisers)
@@ -110,6 +104,20 @@ func rtbSet() *tsubame.CampaignSet {
 		set.LineItems = append(set.LineItems, li)
 	}
 	return set
+}
+
+// rtbSizes are the banner sizes of each advertiser's creatives.
+var rtbSizes = [...][2]int{{728, 90}, {300, 250}, {320, 50}}
+
+// addBannerAdvertiser adds an advertiser of domain and its approved
+// banners, cr-<id>-0 to -2 of rtbSizes, each of a category drawn from cats.
+func addBannerAdvertiser(set *tsubame.CampaignSet, r *rand.Rand, id, domain string, cats []string) {
+	set.Advertisers = append(set.Advertisers, &tsubame.Advertiser{ID: id, Name: "Advertiser " + id, Domains: []string{domain}})
+	for c, sz := range rtbSizes {
+		set.Creatives = append(set.Creatives, &tsubame.Creative{ID: fmt.Sprintf("cr-%s-%d", id, c), Advertiser: id,
+			Format: tsubame.FormatBanner, W: sz[0], H: sz[1], Image: fmt.Sprintf("https://cdn.%s/%dx%d.png", domain, sz[0], sz[1]),
+			Click: "https://" + domain + "/landing", Categories: []string{cats[r.IntN(len(cats))]}, Status: tsubame.StatusApproved})
+	}
 }
 
 func contains(list []string, s string) bool {
@@ -406,6 +414,21 @@ func scrapeRTB(admin string) (rtbCount, error) {
 // read after the buffer's flush), from offset on; it returns the new
 // offset.
 func countLuaBids(log string, offset int64) (rtbCount, int64, error) {
+	return countLuaLines(log, offset, func(line string) (answered, bid bool) {
+		// $time_iso8601 $request_id $status $bid_line ("bid:<id> <line
+		// item> <price>", or "-")
+		f := strings.Fields(line)
+		if len(f) < 4 || f[2] != "200" && f[2] != "204" || f[3] == "-" && f[2] == "200" {
+			return false, false
+		}
+		return true, strings.HasPrefix(f[3], "bid:")
+	})
+}
+
+// countLuaLines counts the nginx + Lua bidder's answers and bids in its
+// access log from offset on, as read reads each whole line, and returns
+// the new offset: a partial last line is read next time.
+func countLuaLines(log string, offset int64, read func(line string) (answered, bid bool)) (rtbCount, int64, error) {
 	f, err := os.Open(log)
 	if err != nil {
 		return rtbCount{}, offset, err
@@ -419,18 +442,14 @@ func countLuaBids(log string, offset int64) (rtbCount, int64, error) {
 	for {
 		line, err := r.ReadString('\n')
 		if err != nil {
-			break // a partial last line is read next time
+			break
 		}
 		offset += int64(len(line))
-		// $time_iso8601 $request_id $status $bid_line ("bid:<id> <line
-		// item> <price>", or "-")
-		f := strings.Fields(line)
-		if len(f) < 4 || f[2] != "200" && f[2] != "204" || f[3] == "-" && f[2] == "200" {
-			continue
-		}
-		c.Requests++
-		if strings.HasPrefix(f[3], "bid:") {
-			c.Bids++
+		if answered, bid := read(line); answered {
+			c.Requests++
+			if bid {
+				c.Bids++
+			}
 		}
 	}
 	return c, offset, nil

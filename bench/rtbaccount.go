@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -62,19 +61,13 @@ func rtbAccountSet() *tsubame.CampaignSet {
 	r := rand.New(rand.NewPCG(2026, 46))
 	set := &tsubame.CampaignSet{Currency: "USD"}
 	cats := []string{"IAB1", "IAB3", "IAB7-39", "IAB8-5", "IAB9", "IAB12", "IAB15-10", "IAB19", "IAB20", "IAB25"}
-	sizes := [][2]int{{728, 90}, {300, 250}, {320, 50}}
 	for a := range rtbAcctAdvertisers {
 		id := fmt.Sprintf("adv%d", a)
 		domain := id + ".example"
 		if a == 3 {
 			domain = "apple.com"
 		}
-		set.Advertisers = append(set.Advertisers, &tsubame.Advertiser{ID: id, Name: "Advertiser " + id, Domains: []string{domain}})
-		for c, sz := range sizes {
-			set.Creatives = append(set.Creatives, &tsubame.Creative{ID: fmt.Sprintf("cr-%s-%d", id, c), Advertiser: id,
-				Format: tsubame.FormatBanner, W: sz[0], H: sz[1], Image: fmt.Sprintf("https://cdn.%s/%dx%d.png", domain, sz[0], sz[1]),
-				Click: "https://" + domain + "/landing", Categories: []string{cats[r.IntN(len(cats))]}, Status: tsubame.StatusApproved})
-		}
+		addBannerAdvertiser(set, r, id, domain, cats)
 	}
 	for c := range rtbAcctCampaigns {
 		adv := fmt.Sprintf("adv%d", c%rtbAcctAdvertisers)
@@ -199,36 +192,17 @@ func writeRTBAccountFiles(dir string, port int) error {
 // countLuaJSONBids counts the account's Lua bidder's answers in its JSON
 // access log from offset on, as countLuaBids does the text one's.
 func countLuaJSONBids(log string, offset int64) (rtbCount, int64, error) {
-	f, err := os.Open(log)
-	if err != nil {
-		return rtbCount{}, offset, err
-	}
-	defer f.Close()
-	if _, err := f.Seek(offset, 0); err != nil {
-		return rtbCount{}, offset, err
-	}
-	c := rtbCount{Who: "nginx-lua"}
-	r := bufio.NewReaderSize(f, 1<<20)
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			break // a partial last line is read next time
-		}
-		offset += int64(len(line))
+	return countLuaLines(log, offset, func(line string) (answered, bid bool) {
 		var ev struct {
 			Path   string `json:"path"`
 			Status int    `json:"status"`
 			Bid    string `json:"bid"`
 		}
 		if json.Unmarshal([]byte(line), &ev) != nil || !strings.HasPrefix(ev.Path, "/rtb/") || ev.Status != 200 && ev.Status != 204 {
-			continue
+			return false, false
 		}
-		c.Requests++
-		if ev.Bid != "" {
-			c.Bids++
-		}
-	}
-	return c, offset, nil
+		return true, ev.Bid != ""
+	})
 }
 
 // rtbBidder is one of the account's bidders.
@@ -502,19 +476,6 @@ func runVegetaTarget(ctx context.Context, t vegeta.Target, rate int, d time.Dura
 		Success: m.Success, Throughput: m.Throughput}, nil
 }
 
-// medianOf is the median of f over runs.
-func medianOf[T int64 | float64 | time.Duration](runs []rtbAcctRun, f func(rtbAcctRun) T) T {
-	v := make([]T, len(runs))
-	for i, r := range runs {
-		v[i] = f(r)
-	}
-	slices.Sort(v)
-	if len(v) == 0 {
-		return 0
-	}
-	return v[len(v)/2]
-}
-
 func writeRTBAccountSection(file string, d time.Duration, bidders []rtbBidder, res [][]rtbAcctRun) error {
 	var md strings.Builder
 	fmt.Fprintf(&md, "%s\n## The bidder on a real account (`make bench-rtb`, also run by `make bench`)\n\n", rtbAcctBegin)
@@ -557,19 +518,19 @@ func writeRTBAccountSection(file string, d time.Duration, bidders []rtbBidder, r
 		}
 		fmt.Fprintf(&md, "| %s | %.3f× (%s) | %s |\n", what, v, detail, yes)
 	}
-	goal("throughput ≥ 2× the nginx + Lua bidder (JSON log)", medianOf(json, rps)/medianOf(lua, rps), 2, true,
-		num(medianOf(json, rps))+" / "+num(medianOf(lua, rps))+" req/s")
-	goal("p99 at a fixed rate ≤ the nginx + Lua bidder's", float64(medianOf(json, fixed))/float64(medianOf(lua, fixed)), 1, false,
-		fmt.Sprintf("%.2f / %.2f ms", ms64(medianOf(json, fixed)), ms64(medianOf(lua, fixed))))
-	goal("p99 at c=64 ≤ 2× the nginx + Lua bidder's", float64(medianOf(json, p99))/float64(medianOf(lua, p99)), 2, false,
-		fmt.Sprintf("%.2f / %.2f ms", ms64(medianOf(json, p99)), ms64(medianOf(lua, p99))))
-	goal("the JSON log within 10 % of LTSV: throughput ≥ 0.9× LTSV's", medianOf(json, rps)/medianOf(ltsv, rps), 0.9, true,
-		num(medianOf(json, rps))+" / "+num(medianOf(ltsv, rps))+" req/s")
+	goal("throughput ≥ 2× the nginx + Lua bidder (JSON log)", median(json, rps)/median(lua, rps), 2, true,
+		num(median(json, rps))+" / "+num(median(lua, rps))+" req/s")
+	goal("p99 at a fixed rate ≤ the nginx + Lua bidder's", float64(median(json, fixed))/float64(median(lua, fixed)), 1, false,
+		fmt.Sprintf("%.2f / %.2f ms", ms64(median(json, fixed)), ms64(median(lua, fixed))))
+	goal("p99 at c=64 ≤ 2× the nginx + Lua bidder's", float64(median(json, p99))/float64(median(lua, p99)), 2, false,
+		fmt.Sprintf("%.2f / %.2f ms", ms64(median(json, p99)), ms64(median(lua, p99))))
+	goal("the JSON log within 10 % of LTSV: throughput ≥ 0.9× LTSV's", median(json, rps)/median(ltsv, rps), 0.9, true,
+		num(median(json, rps))+" / "+num(median(ltsv, rps))+" req/s")
 	procs0 := res[2]
 	fmt.Fprintf(&md, "| c=64 with `server.extra_procs: 0` (no target): throughput, p99 over the default's | %.3f×, %.3f× (%.2f / %.2f ms) | – |\n",
-		medianOf(procs0, rps)/medianOf(json, rps), float64(medianOf(procs0, p99))/float64(medianOf(json, p99)), ms64(medianOf(procs0, p99)), ms64(medianOf(json, p99)))
+		median(procs0, rps)/median(json, rps), float64(median(procs0, p99))/float64(median(json, p99)), ms64(median(procs0, p99)), ms64(median(json, p99)))
 	fmt.Fprintf(&md, "| CPU per request: Tsubame (JSON log) over the nginx + Lua bidder's (no target) | %.3f× (%.1f / %.1f µs) | – |\n",
-		float64(medianOf(json, cpu))/float64(medianOf(lua, cpu)), float64(medianOf(json, cpu))/1e3, float64(medianOf(lua, cpu))/1e3)
+		float64(median(json, cpu))/float64(median(lua, cpu)), float64(median(json, cpu))/1e3, float64(median(lua, cpu))/1e3)
 	fmt.Fprintf(&md, "\n%s\n", rtbAcctEnd)
 	return replaceSection(file, rtbAcctBegin, rtbAcctEnd, md.String())
 }
