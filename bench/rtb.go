@@ -135,18 +135,7 @@ const rtbToken = "bench-exchange-token-0123456789"
 // rtbConfig is the configuration of the scenario's Tsubame: one exchange,
 // the set's currency.
 func rtbConfig() string {
-	return `ads:
-  currency: USD
-rtb:
-  notice_url: http://bidder.example
-  exchanges:
-    bench:
-      seat: bench-seat
-      token_header: X-Exchange-Token
-      token: ` + rtbToken + `
-      network_ms: 20
-      reservation: 10m
-`
+	return rtbAccountConfig("ltsv") + "      reservation: 10m\n" // the default log format
 }
 
 // rtbScript is wrk's script: example 6.2.3 posted with the token.

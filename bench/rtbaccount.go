@@ -223,6 +223,7 @@ type rtbAcctRun struct {
 	CPUPerReq  time.Duration // over the wrk run
 	Answered   rtbCount      // over the wrk run
 	Fixed      vegetaResult
+	LuaMax     float64       // the Lua bidder's throughput under vegeta at its fastest, which Fixed.Rate is a share of
 	GCs        int64         // Tsubame: collections over the round
 	GCPause    time.Duration // and their stop-the-world pauses, summed
 	GCPauseMax time.Duration // the longest pause since start (Tsubame)
@@ -365,7 +366,7 @@ func runRTBAccount(ctx context.Context, bin string, port, rounds int, d time.Dur
 			if runs[i].Fixed, err = runVegetaTarget(ctx, rtbTarget(bd.addr), rate, d); err != nil {
 				return err
 			}
-			runs[i].Fixed.Max0 = luaMax.Throughput
+			runs[i].LuaMax = luaMax.Throughput
 			if bd.admin != "" {
 				gc, err := scrapeGC(bd.admin)
 				if err != nil {
@@ -498,7 +499,7 @@ func writeRTBAccountSection(file string, d time.Duration, bidders []rtbBidder, r
 			}
 			fmt.Fprintf(&md, "| %d | %s | %s | %s | %.2f / %.2f | %.1f µs | %d/s (%s/s) | %.2f / %.2f / %.1f (%.1f %% ok) | %s |\n",
 				r+1, bd.Name, num(x.Wrk.OKRate()), num(float64(x.Answered.Bids)), ms64(x.Wrk.P50), ms64(x.Wrk.P99),
-				float64(x.CPUPerReq)/1e3, x.Fixed.Rate, num(x.Fixed.Max0), ms64(x.Fixed.P50), ms64(x.Fixed.P99), ms64(x.Fixed.Max), 100*x.Fixed.Success, gc)
+				float64(x.CPUPerReq)/1e3, x.Fixed.Rate, num(x.LuaMax), ms64(x.Fixed.P50), ms64(x.Fixed.P99), ms64(x.Fixed.Max), 100*x.Fixed.Success, gc)
 		}
 	}
 	json, ltsv, lua := res[0], res[1], res[len(res)-1]

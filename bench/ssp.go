@@ -52,7 +52,6 @@ type vegetaResult struct {
 	Requests      uint64
 	Success       float64
 	Throughput    float64 // successful answers a second
-	Max0          float64 // the rtb account: the Lua bidder's throughput at its fastest, which Rate is a share of
 }
 
 // sspPartner answers bid requests after delay with a bid of price
