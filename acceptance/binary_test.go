@@ -96,6 +96,11 @@ func serve(t *testing.T, env ...string) *proc {
 	cmd.Env = append(os.Environ(), "TSUBAME_LISTEN="+addr, "TSUBAME_ADMIN_LISTEN=", "TSUBAME_DATA_DIR="+p.dataDir,
 		"TSUBAME_ACCESS_LOG_DIR="+t.TempDir())
 	cmd.Env = append(cmd.Env, env...)
+	for _, kv := range env { // the last setting wins, as in exec's environment
+		if d, ok := strings.CutPrefix(kv, "TSUBAME_DATA_DIR="); ok {
+			p.dataDir = d
+		}
+	}
 	cmd.Stderr = p.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -114,6 +119,13 @@ func serve(t *testing.T, env ...string) *proc {
 		}
 		resp.Body.Close()
 		return true
+	})
+	// The server listens before it writes its pid file (cmd/tsubame's
+	// serve): a test that signals it by the file waits for its own pid
+	// there, not a file a killed predecessor left behind.
+	waitUntil(t, "the server's pid file", func() bool {
+		pid, err := readPID(p.pidFile())
+		return err == nil && pid == cmd.Process.Pid
 	})
 	return p
 }

@@ -73,8 +73,8 @@ ssp:
 		m, _ := filepath.Glob(filepath.Join(dataDir, "ssp-notices.*.journal"))
 		return m
 	}
-	pidOf := func() int {
-		pid, err := readPID(filepath.Join(dataDir, "tsubame.pid"))
+	pidOf := func(p *proc) int {
+		pid, err := readPID(p.pidFile())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,19 +106,19 @@ ssp:
 		t.Fatalf("journals while the notice is out: %v", j)
 	}
 	killed := journals()[0]
-	pid := pidOf()
+	pid := pidOf(p)
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the killed server to be gone", gone(pid))
 
-	serve(t, env...)
+	p = serve(t, env...)
 	waitUntil(t, "the next server to call the notice", func() bool { return count() == 2 })
 	waitUntil(t, "the dead server's journal to be removed", func() bool {
 		j := journals()
 		return len(j) == 1 && j[0] != killed
 	})
-	pid = pidOf()
+	pid = pidOf(p)
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
