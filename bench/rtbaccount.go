@@ -174,6 +174,9 @@ func writeRTBAccountFiles(dir string, port int) error {
 	if err != nil {
 		return err
 	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return err
+	}
 	campaigns := filepath.Join(dir, "campaigns.json")
 	for name, body := range map[string][]byte{
 		"campaigns.json":    b,

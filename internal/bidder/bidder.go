@@ -709,9 +709,16 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 		click string
 		err   error
 	)
+	// The bid's notice tokens: checked and laid out once, signed for each
+	// kind.
+	ns, err := sg.Notices(tk)
+	if err != nil {
+		return openrtb.Bid{}, NoBidBadIDs
+	}
+	defer ns.Close()
 	// The URLs and the markup are views of w's text (see work): bid must
 	// not outlive the request.
-	if bid.NURL, bid.BURL, bid.LURL, click, err = b.notices(w, sg, tk, c, vast); err != nil {
+	if bid.NURL, bid.BURL, bid.LURL, click, err = b.notices(w, &ns, sg, tk, c, vast); err != nil {
 		return openrtb.Bid{}, NoBidBadIDs
 	}
 	if mtype == openrtb.MTypeVideo {
@@ -720,7 +727,7 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 	if !ex.MarkupOnWin {
 		imp := "" // the markup's impression URL: a video's, and a banner's where it bills
 		if c.Format == tsubame.FormatVideo || ex.BillOn == BillOnMarkup {
-			if imp, err = b.noticeURL(w, sg, tk, track.KindBidImp, ""); err != nil {
+			if imp, err = b.noticeURL(w, &ns, track.KindBidImp, ""); err != nil {
 				return openrtb.Bid{}, NoBidBadIDs
 			}
 		}
@@ -828,14 +835,14 @@ func contains(list []string, s string) bool {
 //
 // A video's win URL names the VAST version of its markup (vast=), for an
 // exchange that takes the markup from the win notice.
-func (b *Bidder) notices(w *work, sg *track.Signer, tk track.Token, c *tsubame.Creative, vast string) (nurl, burl, lurl, click string, err error) {
-	if nurl, err = b.noticeURL(w, sg, tk, track.KindWin, vast); err != nil {
+func (b *Bidder) notices(w *work, ns *track.NoticeSigner, sg *track.Signer, tk track.Token, c *tsubame.Creative, vast string) (nurl, burl, lurl, click string, err error) {
+	if nurl, err = b.noticeURL(w, ns, track.KindWin, vast); err != nil {
 		return
 	}
-	if burl, err = b.noticeURL(w, sg, tk, track.KindBill, ""); err != nil {
+	if burl, err = b.noticeURL(w, ns, track.KindBill, ""); err != nil {
 		return
 	}
-	if lurl, err = b.noticeURL(w, sg, tk, track.KindLoss, ""); err != nil {
+	if lurl, err = b.noticeURL(w, ns, track.KindLoss, ""); err != nil {
 		return
 	}
 	click, err = b.clickURL(w, sg, tk, c)
@@ -858,14 +865,13 @@ func noticePath(k track.Kind) (path, query string) {
 	return "", ""
 }
 
-// noticeURL appends the notice URL of kind for tk to w's text (with vast=
-// when vast is given) and returns it as a view; w's text is unchanged on
-// an error.
-func (b *Bidder) noticeURL(w *work, sg *track.Signer, tk track.Token, kind track.Kind, vast string) (string, error) {
+// noticeURL appends the notice URL of kind for ns's token to w's text
+// (with vast= when vast is given) and returns it as a view; w's text is
+// unchanged on an error.
+func (b *Bidder) noticeURL(w *work, ns *track.NoticeSigner, kind track.Kind, vast string) (string, error) {
 	path, query := noticePath(kind)
-	tk.Kind = kind
 	from := len(w.buf)
-	buf, err := sg.AppendSign(append(append(w.buf, b.opt.NoticeURL...), path...), tk)
+	buf, err := ns.AppendSign(append(append(w.buf, b.opt.NoticeURL...), path...), kind)
 	if err != nil {
 		return "", err
 	}

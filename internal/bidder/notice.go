@@ -376,8 +376,13 @@ func (b *Bidder) winMarkup(t track.Token, ex *exchange, vast []byte) ([]byte, st
 	sg := b.signer.Load()
 	imp := ""
 	if d.Creative.Format == tsubame.FormatVideo || ex.BillOn == BillOnMarkup {
-		var err error
-		if imp, err = b.noticeURL(w, sg, t, track.KindBidImp, ""); err != nil {
+		ns, err := sg.Notices(t)
+		if err != nil {
+			return nil, "", false
+		}
+		imp, err = b.noticeURL(w, &ns, track.KindBidImp, "")
+		ns.Close()
+		if err != nil {
 			return nil, "", false
 		}
 	}

@@ -400,9 +400,17 @@ func (s *Signer) AppendSign(dst []byte, t Token) ([]byte, error) {
 	}
 	sc := scratches.Get().(*scratch)
 	defer scratches.Put(sc)
+	msg, _ := s.layout(sc, &t)
+	return base64.RawURLEncoding.AppendEncode(dst, s.current.mac(msg, msg)), nil
+}
+
+// layout writes t's signed part into sc.raw, with the current key, and
+// returns it and where its kind byte is.
+func (s *Signer) layout(sc *scratch, t *Token) (msg []byte, kindAt int) {
 	b := sc.raw[:0]
 	b = append(b, version, byte(len(s.current.id)))
 	b = append(b, s.current.id...)
+	kindAt = len(b)
 	b = append(b, byte(t.Kind))
 	b = binary.BigEndian.AppendUint64(b, uint64(t.Expires.Unix()))
 	b = binary.BigEndian.AppendUint64(b, uint64(t.Price))
@@ -435,8 +443,49 @@ func (s *Signer) AppendSign(dst []byte, t Token) ([]byte, error) {
 	b = append(b, t.Holder...)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(t.Click)))
 	b = append(b, t.Click...)
-	b = s.current.mac(b, b)
-	return base64.RawURLEncoding.AppendEncode(dst, b), nil
+	return b, kindAt
+}
+
+// NoticeSigner signs one bid's token for each of its notices (its win,
+// billing and loss URLs, its markup's impression): the token is checked
+// and laid out once, and each kind costs only its MAC and encoding. The
+// tokens are those AppendSign writes. It holds pooled memory until Close,
+// and is not safe for concurrent use.
+type NoticeSigner struct {
+	s      *Signer
+	sc     *scratch
+	msg    []byte
+	kindAt int
+}
+
+// Notices checks t for signing as a notice (its Kind is ignored: every
+// notice kind carries the same fields) and lays it out.
+func (s *Signer) Notices(t Token) (NoticeSigner, error) {
+	t.Kind = KindWin
+	if err := checkToken(&t); err != nil {
+		return NoticeSigner{}, err
+	}
+	sc := scratches.Get().(*scratch)
+	msg, kindAt := s.layout(sc, &t)
+	return NoticeSigner{s: s, sc: sc, msg: msg, kindAt: kindAt}, nil
+}
+
+// AppendSign appends the token of kind, a notice kind (Kind.Notice), to
+// dst; another kind is ErrKind.
+func (n *NoticeSigner) AppendSign(dst []byte, kind Kind) ([]byte, error) {
+	if !kind.Notice() || n.sc == nil {
+		return dst, ErrKind
+	}
+	n.msg[n.kindAt] = byte(kind)
+	return base64.RawURLEncoding.AppendEncode(dst, n.s.current.mac(n.msg, n.msg)), nil
+}
+
+// Close gives back n's memory; n signs nothing after it.
+func (n *NoticeSigner) Close() {
+	if n.sc != nil {
+		scratches.Put(n.sc)
+		n.sc, n.msg = nil, nil
+	}
 }
 
 func checkToken(t *Token) error {

@@ -724,3 +724,105 @@ func TestSaleToken(t *testing.T) {
 		t.Fatal("an impression signed without a line item")
 	}
 }
+
+// A bid's notice tokens signed by one NoticeSigner are the tokens Sign
+// writes for each kind, each verifying as its kind only; a kind that is
+// not a notice, a token Sign would refuse, and a closed signer sign
+// nothing (TestNoticeSignerAllocations: and signing allocates nothing).
+func TestNoticeSigner(t *testing.T) {
+	s := newSigner(t, "k1", track.Key{ID: "k1", Secret: secret('a')})
+	tk := token(track.KindWin)
+	tk.Kind = track.KindClick // ignored: every notice kind carries the same fields
+	ns, err := s.Notices(tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := []track.Kind{track.KindWin, track.KindBill, track.KindLoss, track.KindBidImp, track.KindWin}
+	seen := map[string]bool{}
+	for _, kind := range kinds {
+		got, err := ns.AppendSign([]byte("prefix/"), kind)
+		if err != nil {
+			t.Fatalf("%v: %v", kind, err)
+		}
+		tok, ok := strings.CutPrefix(string(got), "prefix/")
+		if !ok {
+			t.Fatalf("%v: the prefix is gone: %q", kind, got)
+		}
+		one := token(kind)
+		want, err := s.Sign(one)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok != want {
+			t.Errorf("%v: %s, Sign writes %s", kind, tok, want)
+		}
+		seen[tok] = true
+		for _, other := range kinds[:4] {
+			v, err := s.VerifyKind(tok, other, t0)
+			if other == kind && (err != nil || v.Kind != kind || v.User != one.User || v.Auction != one.Auction) {
+				t.Errorf("%v as itself: %+v, %v", kind, v, err)
+			}
+			if other != kind && err != track.ErrKind {
+				t.Errorf("%v as %v: %v, want ErrKind", kind, other, err)
+			}
+		}
+	}
+	if len(seen) != 4 {
+		t.Errorf("%d distinct tokens for 4 kinds", len(seen))
+	}
+	for _, kind := range []track.Kind{track.KindImp, track.KindClick, track.KindSale, 0, 99} {
+		if got, err := ns.AppendSign([]byte("x"), kind); err != track.ErrKind || string(got) != "x" {
+			t.Errorf("kind %v: %q, %v; want nothing appended and ErrKind", kind, got, err)
+		}
+	}
+	ns.Close()
+	ns.Close() // twice is harmless
+	if _, err := ns.AppendSign(nil, track.KindWin); err != track.ErrKind {
+		t.Errorf("after Close: %v", err)
+	}
+	bad := token(track.KindWin)
+	bad.Auction = ""
+	if _, err := s.Notices(bad); tsubame.ErrorCode(err) != tsubame.EINVALID {
+		t.Errorf("a notice without its auction: %v, want EINVALID", err)
+	}
+	click := token(track.KindClick) // a destination is a click's only
+	if _, err := s.Notices(click); tsubame.ErrorCode(err) != tsubame.EINVALID {
+		t.Errorf("a notice with a destination: %v, want EINVALID", err)
+	}
+}
+
+func BenchmarkNoticeSigner(b *testing.B) {
+	s := newSigner(b, "k1", track.Key{ID: "k1", Secret: secret('a')})
+	tk := token(track.KindWin)
+	buf := make([]byte, 0, 4*track.MaxTokenLen)
+	b.ReportAllocs()
+	for b.Loop() {
+		ns, err := s.Notices(tk)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out := buf[:0]
+		for _, kind := range [...]track.Kind{track.KindWin, track.KindBill, track.KindLoss} {
+			if out, err = ns.AppendSign(out, kind); err != nil {
+				b.Fatal(err)
+			}
+		}
+		ns.Close()
+	}
+}
+
+func BenchmarkNoticeSignEach(b *testing.B) {
+	s := newSigner(b, "k1", track.Key{ID: "k1", Secret: secret('a')})
+	buf := make([]byte, 0, 4*track.MaxTokenLen)
+	b.ReportAllocs()
+	for b.Loop() {
+		out := buf[:0]
+		for _, kind := range [...]track.Kind{track.KindWin, track.KindBill, track.KindLoss} {
+			tk := token(kind)
+			var err error
+			if out, err = s.AppendSign(out, tk); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
