@@ -92,6 +92,13 @@ func (l *Line) Bool(label string) bool {
 	return string(v) == "true"
 }
 
+// Field is the label and value of the i-th field read (0 ≤ i < Len), for
+// a reader of many fields: one pass instead of a Get each.
+func (l *Line) Field(i int) (label, value []byte) {
+	f := l.fields[i]
+	return l.buf[f.label:f.start], l.buf[f.start:f.stop]
+}
+
 // Len is the number of fields read.
 func (l *Line) Len() int { return len(l.fields) }
 
@@ -240,7 +247,14 @@ func (l *Line) parseJSON(line []byte) error {
 // unescapeJSON appends the string s starts with (its opening quote at
 // s[0]) unescaped, and returns how many bytes of s it took.
 func unescapeJSON(dst, s []byte) ([]byte, int, error) {
-	for i := 1; i < len(s); i++ {
+	// The run up to the first quote, backslash or control character is
+	// copied whole: most values have no escape at all.
+	i := 1
+	for i < len(s) && s[i] != '"' && s[i] != '\\' && s[i] >= 0x20 {
+		i++
+	}
+	dst = append(dst, s[1:i]...)
+	for ; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case c == '"':

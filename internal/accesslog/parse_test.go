@@ -152,3 +152,36 @@ func validUTF8(s string) string {
 	}
 	return b.String()
 }
+
+// parseStamp, the lines' fast path, reads what time.Parse reads and
+// leaves to it what it does not take: it never disagrees.
+func TestParseStampAgreesWithTimeParse(t *testing.T) {
+	stamps := []string{
+		"2026-11-30T18:13:47.331366Z", "1970-01-01T00:00:00.000000Z", "9999-12-28T23:59:59.999999Z",
+		"2026-02-28T12:00:00.000001Z", "2028-02-29T12:00:00.000000Z", "2026-02-29T12:00:00.000000Z",
+		"2026-04-31T12:00:00.000000Z", "2026-12-31T23:59:59.999999Z", "2026-00-10T12:00:00.000000Z",
+		"2026-13-10T12:00:00.000000Z", "2026-11-00T12:00:00.000000Z", "2026-11-30T24:00:00.000000Z",
+		"2026-11-30T23:60:00.000000Z", "2026-11-30T23:59:60.000000Z", "2026-11-30T18:13:47.33136xZ",
+		"2026-11-30T18:13:47.331366+", "2026-11-30 18:13:47.331366Z", "+026-11-30T18:13:47.331366Z",
+		"2026-1a-30T18:13:47.331366Z", "2026-11-30T18:13:47,331366Z", "",
+	}
+	for _, s := range stamps {
+		fast, ok := parseStamp([]byte(s))
+		want, err := time.Parse(stampLayout, s)
+		if ok && (err != nil || !fast.Equal(want) || fast.Location() != want.Location()) {
+			t.Errorf("%q: fast path %v, time.Parse %v, %v", s, fast, want, err)
+		}
+		got, gotOK := lineTime([]byte(jsonTimePrefix + s + `"}`))
+		if gotOK != (err == nil) || gotOK && !got.Equal(want) {
+			t.Errorf("%q: lineTime %v %v, time.Parse %v %v", s, got, gotOK, want, err)
+		}
+	}
+	// Every day of a leap and a common year, at a time of day each.
+	for d := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC); d.Year() < 2029; d = d.Add(24*time.Hour + 37*time.Minute + 11*time.Second + 123457*time.Microsecond) {
+		s := d.Format(stampLayout)
+		got, ok := lineTime([]byte(ltsvTimePrefix + s))
+		if !ok || !got.Equal(d.Truncate(time.Microsecond)) {
+			t.Errorf("%q: %v %v", s, got, ok)
+		}
+	}
+}

@@ -10,14 +10,17 @@ import (
 	"tsubame/internal/accesslog"
 )
 
+// benchFormats are the access log's formats, each benchmarked.
+var benchFormats = []struct {
+	name   string
+	format accesslog.Format
+}{{"ltsv", accesslog.LTSV}, {"json", accesslog.JSON}}
+
 // BenchmarkRollup rolls up 12,000 lines of every kind (an event line in
 // eleven of twelve) from closed files per op: ns/op ÷ 12,000 is the cost of
 // a line, against the access log's rate.
 func BenchmarkRollup(b *testing.B) {
-	for _, f := range []struct {
-		name   string
-		format accesslog.Format
-	}{{"ltsv", accesslog.LTSV}, {"json", accesslog.JSON}} {
+	for _, f := range benchFormats {
 		b.Run(f.name, func(b *testing.B) {
 			dir := b.TempDir()
 			evs := traffic(12000, t0)
@@ -48,23 +51,27 @@ func BenchmarkRollup(b *testing.B) {
 
 // BenchmarkClassify is the parse and count of one event line.
 func BenchmarkClassify(b *testing.B) {
-	dir := b.TempDir()
-	writeLog(b, dir, accesslog.LTSV, false, traffic(12, t0))
-	names, _ := accesslog.ClosedFiles(dir, "access.log", false)
-	data, err := os.ReadFile(filepath.Join(dir, names[0]))
-	if err != nil {
-		b.Fatal(err)
-	}
-	lines := bytes.SplitAfter(bytes.TrimSuffix(data, []byte("\n")), []byte("\n"))
-	var (
-		l    accesslog.Line
-		dims Dims
-		c    Counts
-	)
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		if _, err := classify(lines[i%len(lines)], &l, &dims, &c); err != nil {
-			b.Fatal(err)
-		}
+	for _, f := range benchFormats {
+		b.Run(f.name, func(b *testing.B) {
+			dir := b.TempDir()
+			writeLog(b, dir, f.format, false, traffic(12, t0))
+			names, _ := accesslog.ClosedFiles(dir, "access.log", false)
+			data, err := os.ReadFile(filepath.Join(dir, names[0]))
+			if err != nil {
+				b.Fatal(err)
+			}
+			lines := bytes.SplitAfter(bytes.TrimSuffix(data, []byte("\n")), []byte("\n"))
+			var (
+				l    accesslog.Line
+				dims Dims
+				c    Counts
+			)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if _, err := classify(lines[i%len(lines)], &l, &dims, &c); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -108,6 +108,22 @@ var noticeEndpoints = map[string]bool{
 	"track_imp": true, "track_click": true, "rtb_win": true, "rtb_bill": true, "rtb_loss": true, "rtb_bid_imp": true,
 }
 
+// noticeEndpoint reports whether a request line may be of one of the
+// noticeEndpoints: its endpoint field starts as theirs do. One scan of the
+// line for its label, where the field's value is read at once.
+func noticeEndpoint(line []byte) bool {
+	label := []byte("\tendpoint:")
+	if len(line) > 0 && line[0] == '{' {
+		label = []byte(`"endpoint":"`)
+	}
+	i := bytes.Index(line, label)
+	if i < 0 {
+		return false
+	}
+	v := line[i+len(label):]
+	return bytes.HasPrefix(v, []byte("track_")) || bytes.HasPrefix(v, []byte("rtb_"))
+}
+
 // classify reads what line adds to the reports: its dimensions and
 // counts, ok false for a line that adds nothing (a request's own line, an
 // event of a kind the reports do not count). l is scratch space; when ok,
@@ -206,23 +222,64 @@ func classify(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (ok bool, e
 	default:
 		return false, nil
 	}
-	for d := range numDims { // each read from the field of its name; the node is the roller's, not the line's
-		if d == DimNode {
-			continue
+	// Each dimension is read from the field of its name, in one pass over
+	// the line; the node is the roller's, not the line's.
+	var seen [numDims]bool
+	for i := range l.Len() {
+		label, v := l.Field(i)
+		d, ok := dimOf(label)
+		if !ok || seen[d] {
+			continue // a field named twice counts as Get reads it: the first
 		}
-		v, _ := l.Get(dimNames[d])
+		seen[d] = true
 		if string(v) != dims[d] { // most lines repeat the previous one's
 			dims[d] = string(v)
 		}
 	}
+	for d := range numDims {
+		if !seen[d] && d != DimNode {
+			dims[d] = ""
+		}
+	}
 	return true, nil
+}
+
+// dimOf is the dimension a field of label is read into (never DimNode).
+func dimOf(label []byte) (Dim, bool) {
+	switch string(label) {
+	case "advertiser":
+		return DimAdvertiser, true
+	case "campaign":
+		return DimCampaign, true
+	case "line_item":
+		return DimLineItem, true
+	case "creative":
+		return DimCreative, true
+	case "placement":
+		return DimPlacement, true
+	case "site":
+		return DimSite, true
+	case "exchange":
+		return DimExchange, true
+	case "deal":
+		return DimDeal, true
+	case "country":
+		return DimCountry, true
+	case "device":
+		return DimDevice, true
+	case "currency":
+		return DimCurrency, true
+	case "partner":
+		return DimPartner, true
+	}
+	return 0, false
 }
 
 // rejected counts a request line of a tracking or notice endpoint that was
 // refused (4xx): its URL was expired, tampered with or not ours, so it
 // has no event line and no dimensions.
 func rejected(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (bool, error) {
-	if !bytes.Contains(line, []byte("track_")) && !bytes.Contains(line, []byte("rtb_")) {
+	if !noticeEndpoint(line) {
 		return false, nil // the common case, decided without reading the line
 	}
 	if err := l.Parse(line); err != nil {
