@@ -940,23 +940,29 @@ func (b *Bidder) appendMarkup(dst []byte, d decision.Decision, id, vast, imp, cl
 	return dst
 }
 
-// appendHTMLAttr appends s escaped for a double-quoted HTML attribute.
+// appendHTMLAttr appends s escaped for a double-quoted HTML attribute. The
+// runs between the bytes it escapes are copied whole: a notice URL (most
+// of a markup's bytes) has none but a query's '&'.
 func appendHTMLAttr(dst []byte, s string) []byte {
+	start := 0
 	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
+		var esc string
+		switch s[i] {
 		case '&':
-			dst = append(dst, "&amp;"...)
+			esc = "&amp;"
 		case '"':
-			dst = append(dst, "&quot;"...)
+			esc = "&quot;"
 		case '<':
-			dst = append(dst, "&lt;"...)
+			esc = "&lt;"
 		case '>':
-			dst = append(dst, "&gt;"...)
+			esc = "&gt;"
 		default:
-			dst = append(dst, c)
+			continue
 		}
+		dst = append(append(dst, s[start:i]...), esc...)
+		start = i + 1
 	}
-	return dst
+	return append(dst, s[start:]...)
 }
 
 // Extra fields of the auction's event lines.

@@ -101,3 +101,19 @@ func TestKeepWonNow(t *testing.T) {
 		t.Errorf("keep_won: maybe: %v", err)
 	}
 }
+
+// appendHTMLAttr escapes what ends or opens a double-quoted attribute,
+// and every other byte is copied as it is.
+func TestAppendHTMLAttr(t *testing.T) {
+	for in, want := range map[string]string{
+		"": "",
+		"https://n.example/t/c/AbC-_9?price=${AUCTION_PRICE}&loss=${AUCTION_LOSS}": "https://n.example/t/c/AbC-_9?price=${AUCTION_PRICE}&amp;loss=${AUCTION_LOSS}",
+		`&"<>`:        "&amp;&quot;&lt;&gt;",
+		`a"b'c<d>e&f`: "a&quot;b'c&lt;d&gt;e&amp;f",
+		"é\x00\xff":   "é\x00\xff",
+	} {
+		if got := string(appendHTMLAttr([]byte("x="), in)); got != "x="+want {
+			t.Errorf("%q: %q, want %q", in, got, "x="+want)
+		}
+	}
+}
