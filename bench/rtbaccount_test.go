@@ -159,3 +159,28 @@ func replaceOnce(t *testing.T, in, old, new []byte) []byte {
 	}
 	return bytes.Replace(in, old, new, 1)
 }
+
+// The goals' ratios pair each round's bidders: a round where the box was
+// slow for both leaves the ratio as it was, where a ratio of medians
+// takes each bidder's median from a different round.
+func TestPairedRatio(t *testing.T) {
+	runs := func(rates ...float64) []rtbAcctRun {
+		rs := make([]rtbAcctRun, len(rates))
+		for i, r := range rates {
+			rs[i].CPUPerReq = time.Duration(r)
+		}
+		return rs
+	}
+	f := func(x rtbAcctRun) float64 { return float64(x.CPUPerReq) }
+	a, b := runs(20, 40, 60), runs(10, 20, 30) // 2× in every round
+	if got := pairedRatio(a, b, f); got != 2 {
+		t.Errorf("2× in every round: %v", got)
+	}
+	a, b = runs(45, 35, 33), runs(26, 26, 20) // 1.73×, 1.35×, 1.65×
+	if got, want := pairedRatio(a, b, f), 33.0/20; got != want {
+		t.Errorf("the rounds' median ratio: %v, want %v", got, want)
+	}
+	if m := median(a, f) / median(b, f); m == pairedRatio(a, b, f) {
+		t.Errorf("the ratio of medians %v should differ here", m)
+	}
+}
