@@ -730,45 +730,59 @@ func TestSaleToken(t *testing.T) {
 // not a notice, a token Sign would refuse, and a closed signer sign
 // nothing (TestNoticeSignerAllocations: and signing allocates nothing).
 func TestNoticeSigner(t *testing.T) {
+	kinds := []track.Kind{track.KindWin, track.KindBill, track.KindLoss, track.KindBidImp, track.KindWin}
+	// Key ids and visitors of every length modulo 3: the kind's byte and
+	// the MAC fall at every place in base64's groups of three.
+	for _, id := range []string{"k", "k1", "k12", "k123"} {
+		for _, user := range []string{"u-9f8e", "u-9f8e1", "u-9f8e12", ""} {
+			s := newSigner(t, id, track.Key{ID: id, Secret: secret('a')})
+			tk := token(track.KindWin)
+			tk.User = user
+			tk.Kind = track.KindClick // ignored: every notice kind carries the same fields
+			ns, err := s.Notices(tk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]bool{}
+			for _, kind := range kinds {
+				got, err := ns.AppendSign([]byte("prefix/"), kind)
+				if err != nil {
+					t.Fatalf("%v: %v", kind, err)
+				}
+				tok, ok := strings.CutPrefix(string(got), "prefix/")
+				if !ok {
+					t.Fatalf("%v: the prefix is gone: %q", kind, got)
+				}
+				one := token(kind)
+				one.User = user
+				want, err := s.Sign(one)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tok != want {
+					t.Errorf("key %s, user %q, %v: %s, Sign writes %s", id, user, kind, tok, want)
+				}
+				seen[tok] = true
+				for _, other := range kinds[:4] {
+					v, err := s.VerifyKind(tok, other, t0)
+					if other == kind && (err != nil || v.Kind != kind || v.User != one.User || v.Auction != one.Auction) {
+						t.Errorf("%v as itself: %+v, %v", kind, v, err)
+					}
+					if other != kind && err != track.ErrKind {
+						t.Errorf("%v as %v: %v, want ErrKind", kind, other, err)
+					}
+				}
+			}
+			if len(seen) != 4 {
+				t.Errorf("%d distinct tokens for 4 kinds", len(seen))
+			}
+			ns.Close()
+		}
+	}
 	s := newSigner(t, "k1", track.Key{ID: "k1", Secret: secret('a')})
-	tk := token(track.KindWin)
-	tk.Kind = track.KindClick // ignored: every notice kind carries the same fields
-	ns, err := s.Notices(tk)
+	ns, err := s.Notices(token(track.KindWin))
 	if err != nil {
 		t.Fatal(err)
-	}
-	kinds := []track.Kind{track.KindWin, track.KindBill, track.KindLoss, track.KindBidImp, track.KindWin}
-	seen := map[string]bool{}
-	for _, kind := range kinds {
-		got, err := ns.AppendSign([]byte("prefix/"), kind)
-		if err != nil {
-			t.Fatalf("%v: %v", kind, err)
-		}
-		tok, ok := strings.CutPrefix(string(got), "prefix/")
-		if !ok {
-			t.Fatalf("%v: the prefix is gone: %q", kind, got)
-		}
-		one := token(kind)
-		want, err := s.Sign(one)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if tok != want {
-			t.Errorf("%v: %s, Sign writes %s", kind, tok, want)
-		}
-		seen[tok] = true
-		for _, other := range kinds[:4] {
-			v, err := s.VerifyKind(tok, other, t0)
-			if other == kind && (err != nil || v.Kind != kind || v.User != one.User || v.Auction != one.Auction) {
-				t.Errorf("%v as itself: %+v, %v", kind, v, err)
-			}
-			if other != kind && err != track.ErrKind {
-				t.Errorf("%v as %v: %v, want ErrKind", kind, other, err)
-			}
-		}
-	}
-	if len(seen) != 4 {
-		t.Errorf("%d distinct tokens for 4 kinds", len(seen))
 	}
 	for _, kind := range []track.Kind{track.KindImp, track.KindClick, track.KindSale, 0, 99} {
 		if got, err := ns.AppendSign([]byte("x"), kind); err != track.ErrKind || string(got) != "x" {
