@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -539,13 +541,25 @@ func writeRTBAccountSection(file string, d time.Duration, bidders []rtbBidder, r
 	return replaceSection(file, rtbAcctBegin, rtbAcctEnd, md.String())
 }
 
-// pairedRatio is the median over rounds of f(a)/f(b) in each round.
+// pairedRatio is the median over rounds of f(a)/f(b) in each round (of
+// the two middle ones, their mean); a round where b measured nothing (a
+// failed run) is left out rather than counted as infinite, and none left
+// is NaN, which the table prints as such.
 func pairedRatio(a, b []rtbAcctRun, f func(rtbAcctRun) float64) float64 {
-	r := make([]float64, min(len(a), len(b)))
-	for i := range r {
-		r[i] = f(a[i]) / f(b[i])
+	var r []float64
+	for i := range min(len(a), len(b)) {
+		if d := f(b[i]); d > 0 {
+			r = append(r, f(a[i])/d)
+		}
 	}
-	return median(r, func(v float64) float64 { return v })
+	if len(r) == 0 {
+		return math.NaN()
+	}
+	slices.Sort(r)
+	if n := len(r); n%2 == 0 {
+		return (r[n/2-1] + r[n/2]) / 2
+	}
+	return r[len(r)/2]
 }
 
 // fig writes a median for the goals' table: whole numbers of requests,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -182,5 +183,16 @@ func TestPairedRatio(t *testing.T) {
 	}
 	if m := median(a, f) / median(b, f); m == pairedRatio(a, b, f) {
 		t.Errorf("the ratio of medians %v should differ here", m)
+	}
+	a, b = runs(30, 45, 40, 20), runs(20, 0, 20, 10) // 1.5×, a failed round, 2×, 2×
+	if got := pairedRatio(a, b, f); got != 2 {
+		t.Errorf("without the failed round: %v, want 2", got)
+	}
+	a, b = runs(30, 40), runs(20, 20) // an even count: the middle two's mean
+	if got := pairedRatio(a, b, f); got != 1.75 {
+		t.Errorf("two rounds: %v, want 1.75", got)
+	}
+	if got := pairedRatio(runs(1), runs(0), f); !math.IsNaN(got) {
+		t.Errorf("no round measured: %v, want NaN", got)
 	}
 }

@@ -705,37 +705,25 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 			tk.Holder = b.opt.Holder // its notices settle the money held
 		}
 	}
-	var (
-		click string
-		err   error
-	)
-	// The bid's notice tokens: checked and laid out once, signed for each
-	// kind.
-	ns, err := sg.Notices(tk)
-	if err != nil {
-		return openrtb.Bid{}, NoBidBadIDs
-	}
-	defer ns.Close()
+	// The markup's impression URL: a video's, and a banner's where it
+	// bills (none when the markup comes with the win notice).
+	withImp := !ex.MarkupOnWin && (c.Format == tsubame.FormatVideo || ex.BillOn == BillOnMarkup)
 	// The URLs and the markup are views of w's text (see work): bid must
 	// not outlive the request.
-	if bid.NURL, bid.BURL, bid.LURL, click, err = b.notices(w, &ns, sg, tk, c, vast); err != nil {
+	var impURL, click string
+	var err error
+	if bid.NURL, bid.BURL, bid.LURL, impURL, click, err = b.notices(w, sg, tk, c, vast, withImp); err != nil {
 		return openrtb.Bid{}, NoBidBadIDs
 	}
 	if mtype == openrtb.MTypeVideo {
 		bid.Protocol, bid.Dur = proto, openrtb.Int(c.Duration)
 	}
 	if !ex.MarkupOnWin {
-		imp := "" // the markup's impression URL: a video's, and a banner's where it bills
-		if c.Format == tsubame.FormatVideo || ex.BillOn == BillOnMarkup {
-			if imp, err = b.noticeURL(w, &ns, track.KindBidImp, ""); err != nil {
-				return openrtb.Bid{}, NoBidBadIDs
-			}
-		}
-		if c.HTML != "" && c.Format != tsubame.FormatVideo && imp == "" {
+		if c.HTML != "" && c.Format != tsubame.FormatVideo && impURL == "" {
 			bid.AdM = c.HTML
 		} else {
 			from := len(w.buf)
-			w.buf = b.appendMarkup(w.buf, dec, bidID, vast, imp, click)
+			w.buf = b.appendMarkup(w.buf, dec, bidID, vast, impURL, click)
 			bid.AdM = w.text(from, len(w.buf))
 		}
 	}
@@ -828,21 +816,31 @@ func contains(list []string, s string) bool {
 }
 
 // notices signs the win, billing and loss URLs of tk, each with the
-// specification's macros for the clearing price (and the loss reason), and
-// the click URL of its markup (a click tracker of /t/c/ to the creative's
-// destination), appended to w's text and returned as views of it (see
-// work.text).
+// specification's macros for the clearing price (and the loss reason),
+// with withImp the markup's impression URL (PathBidImp), and the click URL
+// of its markup (a click tracker of /t/c/ to the creative's destination),
+// appended to w's text and returned as views of it (see work.text).
 //
 // A video's win URL names the VAST version of its markup (vast=), for an
 // exchange that takes the markup from the win notice.
-func (b *Bidder) notices(w *work, ns *track.NoticeSigner, sg *track.Signer, tk track.Token, c *tsubame.Creative, vast string) (nurl, burl, lurl, click string, err error) {
-	if nurl, err = b.noticeURL(w, ns, track.KindWin, vast); err != nil {
+func (b *Bidder) notices(w *work, sg *track.Signer, tk track.Token, c *tsubame.Creative, vast string, withImp bool) (nurl, burl, lurl, imp, click string, err error) {
+	// The notices' token is checked and laid out once, and signed for
+	// each kind (track.NoticeSigner).
+	ns, err := sg.Notices(tk)
+	if err != nil {
 		return
 	}
-	if burl, err = b.noticeURL(w, ns, track.KindBill, ""); err != nil {
-		return
+	if nurl, err = b.noticeURL(w, &ns, track.KindWin, vast); err == nil {
+		if burl, err = b.noticeURL(w, &ns, track.KindBill, ""); err == nil {
+			if lurl, err = b.noticeURL(w, &ns, track.KindLoss, ""); err == nil && withImp {
+				imp, err = b.noticeURL(w, &ns, track.KindBidImp, "")
+			}
+		}
 	}
-	if lurl, err = b.noticeURL(w, ns, track.KindLoss, ""); err != nil {
+	// Closed before the click's token: the pool most often hands its
+	// scratch, and the visitor's keystream in it, back to the click.
+	ns.Close()
+	if err != nil {
 		return
 	}
 	click, err = b.clickURL(w, sg, tk, c)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash"
 	"sync"
@@ -247,9 +248,10 @@ const visitorLabel = "tsubame track visitor v4"
 // of the visitor key over the decision and the block's number. Decision
 // ids are unique (random), so no two visitors share a keystream, and the
 // token's MAC covers the result. The keystream is kept in sc for the next
-// token of the same decision and key: a bid signs four (its win, bill,
-// loss and click URLs), one after another on one goroutine, which the
-// pool most often hands the same scratch. u is at most MaxIDLen bytes.
+// token of the same decision and key: a bid lays out its notices' token
+// (NoticeSigner) and then its click's, one after the other on one
+// goroutine, which the pool most often hands the same scratch. u is at
+// most MaxIDLen bytes.
 func (k *ringKey) cipherVisitor(u, d []byte, sc *scratch) {
 	if sc.ksKey != k || string(sc.ksDecision[:sc.ksDecisionLen]) != string(d) {
 		sc.ksKey, sc.ksDecisionLen, sc.ksLen = k, copy(sc.ksDecision[:], d), 0
@@ -450,8 +452,10 @@ func (s *Signer) layout(sc *scratch, t *Token) (msg []byte, kindAt int) {
 // billing and loss URLs, its markup's impression): the token is checked
 // and laid out once, and each kind costs only its MAC and encoding. The
 // tokens are those AppendSign writes. It holds pooled memory until Close,
-// and is not safe for concurrent use.
+// is not safe for concurrent use, and must not be copied (go vet says
+// so): a copy would sign into memory the pool has handed on.
 type NoticeSigner struct {
+	_      noCopy
 	s      *Signer
 	sc     *scratch
 	msg    []byte
@@ -474,10 +478,23 @@ func (s *Signer) Notices(t Token) (NoticeSigner, error) {
 	return NoticeSigner{s: s, sc: sc, msg: msg, kindAt: kindAt}, nil
 }
 
+// noCopy makes go vet's copylocks check refuse a copy of what holds it.
+type noCopy struct{}
+
+func (*noCopy) Lock()   {}
+func (*noCopy) Unlock() {}
+
+// errSignerClosed is a NoticeSigner used after Close (or never opened): a
+// caller's bug, not the token's.
+var errSignerClosed = errors.New("track: NoticeSigner used after Close")
+
 // AppendSign appends the token of kind, a notice kind (Kind.Notice), to
 // dst; another kind is ErrKind.
 func (n *NoticeSigner) AppendSign(dst []byte, kind Kind) ([]byte, error) {
-	if !kind.Notice() || n.sc == nil {
+	if n.sc == nil {
+		return dst, errSignerClosed
+	}
+	if !kind.Notice() {
 		return dst, ErrKind
 	}
 	n.msg[n.kindAt] = byte(kind)

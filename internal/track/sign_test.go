@@ -791,8 +791,8 @@ func TestNoticeSigner(t *testing.T) {
 	}
 	ns.Close()
 	ns.Close() // twice is harmless
-	if _, err := ns.AppendSign(nil, track.KindWin); err != track.ErrKind {
-		t.Errorf("after Close: %v", err)
+	if got, err := ns.AppendSign([]byte("x"), track.KindWin); err == nil || err == track.ErrKind || string(got) != "x" {
+		t.Errorf("after Close: %q, %v; want nothing appended and an error of its own", got, err)
 	}
 	bad := token(track.KindWin)
 	bad.Auction = ""
