@@ -105,14 +105,28 @@ func serve(t *testing.T, env ...string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = cmd.Wait() }()
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		if pid, err := readPID(p.pidFile()); err == nil {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
-	waitUntil(t, "the server to answer", func() bool {
+	// A server that exits while starting fails the test at once, with
+	// what it said.
+	up := func(what string, cond func() bool) {
+		t.Helper()
+		waitUntil(t, what, func() bool {
+			select {
+			case <-exited:
+				t.Fatalf("the server exited while waiting for %s:\n%s", what, p.logs)
+			default:
+			}
+			return cond()
+		})
+	}
+	up("the server to answer", func() bool {
 		resp, err := http.Get(p.base + "/json")
 		if err != nil {
 			return false
@@ -123,7 +137,7 @@ func serve(t *testing.T, env ...string) *proc {
 	// The server listens before it writes its pid file (cmd/tsubame's
 	// serve): a test that signals it by the file waits for its own pid
 	// there, not a file a killed predecessor left behind.
-	waitUntil(t, "the server's pid file", func() bool {
+	up("the server's pid file", func() bool {
 		pid, err := readPID(p.pidFile())
 		return err == nil && pid == cmd.Process.Pid
 	})
