@@ -346,9 +346,13 @@ func TestDashboardAdvertisersAndCampaignsInBrowser(t *testing.T) {
 		b.eval(`document.querySelector('`+camp+`') !== null`) {
 		t.Errorf("the archived campaign's row in the line items' table: %q, with a pause button: %v", got, b.eval(`document.querySelector('`+camp+`') !== null`))
 	}
+	restore := `#camps tr[data-id="demo-travel-winter"] button.restore`
 	b.do("restore it",
 		clickNow("#show-archived"),
-		chromedp.Click(css(`#camps tr[data-id="demo-travel-winter"] button.restore`)),
+		// The table renders again as the archived rows show: the button
+		// is clicked from the page's script once it is there (clickNow).
+		b.until(`document.querySelector('`+restore+`') !== null`, 10*time.Second),
+		clickNow(restore),
 		b.until(`document.querySelector('`+line+`') !== null && document.querySelector('`+camp+`') !== null`, 10*time.Second),
 	)
 
