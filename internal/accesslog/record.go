@@ -177,6 +177,15 @@ func LinePlacement(line []byte) []byte {
 	return ltsvValue(line, "\tplacement:")
 }
 
+// LineEndpoint returns a request line's endpoint (its route's name) as
+// written, or nil, in either format, without reading the rest of the line.
+func LineEndpoint(line []byte) []byte {
+	if bytes.HasPrefix(line, []byte(jsonTimePrefix)) {
+		return jsonValue(line, `,"endpoint":`)
+	}
+	return ltsvValue(line, "\tendpoint:")
+}
+
 // ltsvValue returns the value labelled label ("\tid:") as written, or nil.
 // No value holds a raw tab, so label is found only where a field starts.
 func ltsvValue(line []byte, label string) []byte {

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"bytes"
 	"strconv"
 
 	"tsubame/internal/accesslog"
@@ -106,22 +105,6 @@ type Dims [numDims]string
 // tracking and notice URLs (internal/ads, internal/bidder route names).
 var noticeEndpoints = map[string]bool{
 	"track_imp": true, "track_click": true, "rtb_win": true, "rtb_bill": true, "rtb_loss": true, "rtb_bid_imp": true,
-}
-
-// noticeEndpoint reports whether a request line may be of one of the
-// noticeEndpoints: its endpoint field starts as theirs do. One scan of the
-// line for its label, where the field's value is read at once.
-func noticeEndpoint(line []byte) bool {
-	label := []byte("\tendpoint:")
-	if len(line) > 0 && line[0] == '{' {
-		label = []byte(`"endpoint":"`)
-	}
-	i := bytes.Index(line, label)
-	if i < 0 {
-		return false
-	}
-	v := line[i+len(label):]
-	return bytes.HasPrefix(v, []byte("track_")) || bytes.HasPrefix(v, []byte("rtb_"))
 }
 
 // classify reads what line adds to the reports: its dimensions and
@@ -279,7 +262,7 @@ func dimOf(label []byte) (Dim, bool) {
 // refused (4xx): its URL was expired, tampered with or not ours, so it
 // has no event line and no dimensions.
 func rejected(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (bool, error) {
-	if !noticeEndpoint(line) {
+	if !noticeEndpoints[string(accesslog.LineEndpoint(line))] {
 		return false, nil // the common case, decided without reading the line
 	}
 	if err := l.Parse(line); err != nil {
