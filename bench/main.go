@@ -610,12 +610,21 @@ func runBench(bin string, duration, memDur time.Duration, conns, threads, rounds
 				if s.Duration > 0 {
 					d = s.Duration
 				}
+				// A webhook run's messages are processed after wrk ends:
+				// its CPU is not the requests'.
+				var cpu *serverCPU
+				if !s.Webhook {
+					cpu = startServerCPU(target.addr)
+				}
 				r, err := runWrk(ctx, "http://"+target.addr+s.Path, threads, c, d, sc, header...)
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(os.Stderr, "round %d/%d %-14s %-9s %10.0f req/s (%.0f ok)  p99 %8v  errors %d\n",
-					round+1, rounds, s.Name, target.who, r.RPS, r.OKRate(), r.P99.Round(time.Microsecond), r.Errors)
+				if cpu != nil {
+					r.CPU = cpu.stop()
+				}
+				fmt.Fprintf(os.Stderr, "round %d/%d %-14s %-9s %10.0f req/s (%.0f ok)  p99 %8v  errors %d  CPU %s µs/req\n",
+					round+1, rounds, s.Name, target.who, r.RPS, r.OKRate(), r.P99.Round(time.Microsecond), r.Errors, us(r.CPUPerReq()))
 				if s.Decide && target.addr == own {
 					after, err := scrapeDecide(decideAdmin)
 					if err != nil {

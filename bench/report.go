@@ -116,6 +116,7 @@ type summary struct {
 	stdev           time.Duration
 	errors          int64
 	rounds          []float64
+	cpu             time.Duration // the server's CPU time per successful response (0: not measured)
 	commandTemplate string
 }
 
@@ -126,6 +127,7 @@ func summarize(rs []wrkResult) summary {
 		p50:    median(rs, func(r wrkResult) time.Duration { return r.P50 }),
 		p99:    median(rs, func(r wrkResult) time.Duration { return r.P99 }),
 		stdev:  median(rs, func(r wrkResult) time.Duration { return r.Stdev }),
+		cpu:    median(rs, func(r wrkResult) time.Duration { return r.CPUPerReq() }),
 		errors: 0,
 	}
 	for _, r := range rs {
@@ -164,7 +166,9 @@ func buildReport(sc []scenario, results []run, held *idleResult, m machine, d ti
 	fmt.Fprintf(md, "(Tsubame, then the reference, for each scenario and round) of `wrk -t%d -c%d -d%s --latency`,\n", threads, conns, d)
 	fmt.Fprintf(md, "unless the scenario sets its own connection count. wrk, Tsubame and the reference share the machine's cores,\n")
 	fmt.Fprintf(md, "so absolute numbers are lower than on separate load and server hosts (as the published measurements had); the ratios are what we hold ourselves to.\n")
-	fmt.Fprintf(md, "Requests per second count successful responses only (wrk's total less non-2xx answers and socket errors).\n\n")
+	fmt.Fprintf(md, "Requests per second count successful responses only (wrk's total less non-2xx answers and socket errors).\n")
+	fmt.Fprintf(md, "CPU per request is the server's user and system time over the wrk run (every process holding its listening socket: nginx's master and workers)\n")
+	fmt.Fprintf(md, "divided by those responses: steadier than req/s on shared cores, and blind to what wrk itself costs.\n\n")
 	fmt.Fprintf(md, "**Reference peer:** %s with `worker_processes %d`, answering the same URLs with `return 200` and the\n", m.nginx, m.cores)
 	fmt.Fprintf(md, "same body (the id-1 JSONP, or the hello JSON for `/json`), with a buffered access log (`buffer=64k flush=100ms`):\n")
 	fmt.Fprintf(md, "the limit for a static answer on this box. Tsubame runs its built-in defaults (embedded store with the demo placements,\n")
@@ -172,8 +176,8 @@ func buildReport(sc []scenario, results []run, held *idleResult, m machine, d ti
 	fmt.Fprintf(md, "`redis-server` (persistence off), on the same box.\n\n")
 	fmt.Fprintf(md, "**Machine:** %d cores, %s, %s. **Versions:** %s, %s, %s, wrk %s.\n\n", m.cores, m.model, m.kernel, m.tsubame, m.goVer, m.nginx, m.wrkVer)
 	fmt.Fprintf(md, "![requests per second](%s)\n\n", filepath.ToSlash(chart))
-	fmt.Fprintf(md, "| scenario | what | Tsubame req/s | nginx req/s | ratio | avg ms (T / ref) | p50 ms (T / ref) | p99 ms (T / ref) | σ ms (T / ref) | errors (T / ref) | published figure |\n")
-	fmt.Fprintf(md, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	fmt.Fprintf(md, "| scenario | what | Tsubame req/s | nginx req/s | ratio | CPU µs/req (T / ref) | avg ms (T / ref) | p50 ms (T / ref) | p99 ms (T / ref) | σ ms (T / ref) | errors (T / ref) | published figure |\n")
+	fmt.Fprintf(md, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for i, s := range sc {
 		if !s.paired() {
 			continue
@@ -181,8 +185,8 @@ func buildReport(sc []scenario, results []run, held *idleResult, m machine, d ti
 		a, b := summarize(results[i].tsubame), summarize(results[i].ref)
 		ratio := a.rps / b.rps
 		fmt.Fprintf(&t, "%-14s %12.0f %12.0f %7.2f %9s %9s %9s %9s %7d\n", s.Name, a.rps, b.rps, ratio, ms(a.avg), ms(a.p50), ms(a.p99), ms(a.stdev), a.errors)
-		fmt.Fprintf(md, "| %s | %s | %s | %s | **%.2f×** | %s / %s | %s / %s | %s / %s | %s / %s | %d / %d | %s |\n",
-			s.Name, s.What, num(a.rps), num(b.rps), ratio, ms(a.avg), ms(b.avg), ms(a.p50), ms(b.p50), ms(a.p99), ms(b.p99),
+		fmt.Fprintf(md, "| %s | %s | %s | %s | **%.2f×** | %s / %s | %s / %s | %s / %s | %s / %s | %s / %s | %d / %d | %s |\n",
+			s.Name, s.What, num(a.rps), num(b.rps), ratio, us(a.cpu), us(b.cpu), ms(a.avg), ms(b.avg), ms(a.p50), ms(b.p50), ms(a.p99), ms(b.p99),
 			ms(a.stdev), ms(b.stdev), a.errors, b.errors, s.Published)
 	}
 	writeRestartTable(&t, sc, results)
@@ -265,6 +269,7 @@ func buildReport(sc []scenario, results []run, held *idleResult, m machine, d ti
 		fmt.Fprintf(md, "| decide ÷ sample4, each against the nginx runs beside it (medians; the client's cost of the script cancels out; no target) | %.3f× | – |\n",
 			(d.rps/dn)/(s4/sn))
 	}
+	writeCPUTargets(md, idx, results, atMost)
 	if i, ok := idx["rtb"]; ok {
 		a, b := summarize(results[i].tsubame), summarize(results[i].ref)
 		check("rtb ≥ 1.5× the nginx + Lua (lua-cjson) bidder (issue 32's goal)", a.rps/b.rps, 1.5, true)
@@ -377,12 +382,12 @@ func buildReport(sc []scenario, results []run, held *idleResult, m machine, d ti
 			continue
 		}
 		a, b := summarize(results[i].tsubame), summarize(results[i].ref)
-		fmt.Fprintf(&peerRows, "| %s | Tsubame (%s) | %s | **%.2f×** | %s | %s |\n", s.Name, s.Name, num(a.rps), a.rps/b.rps, ms(a.p99), joinNums(a.rounds))
+		fmt.Fprintf(&peerRows, "| %s | Tsubame (%s) | %s | **%.2f×** | %s | %s | %s |\n", s.Name, s.Name, num(a.rps), a.rps/b.rps, us(a.cpu), ms(a.p99), joinNums(a.rounds))
 		for _, pr := range peers {
 			c := summarize(results[i].peers[pr.Name])
-			fmt.Fprintf(&peerRows, "| %s | %s | %s | **%.2f×** | %s | %s |\n", s.Name, pr.What, num(c.rps), c.rps/b.rps, ms(c.p99), joinNums(c.rounds))
+			fmt.Fprintf(&peerRows, "| %s | %s | %s | **%.2f×** | %s | %s | %s |\n", s.Name, pr.What, num(c.rps), c.rps/b.rps, us(c.cpu), ms(c.p99), joinNums(c.rounds))
 		}
-		fmt.Fprintf(&peerRows, "| %s | nginx `return 200` (the reference) | %s | 1.00× | %s | %s |\n", s.Name, num(b.rps), ms(b.p99), joinNums(b.rounds))
+		fmt.Fprintf(&peerRows, "| %s | nginx `return 200` (the reference) | %s | 1.00× | %s | %s | %s |\n", s.Name, num(b.rps), us(b.cpu), ms(b.p99), joinNums(b.rounds))
 	}
 	if peerRows.Len() > 0 {
 		fmt.Fprintf(md, "\n## Peers\n\nThe servers a user would weigh Tsubame against, measured in the same rounds (Tsubame, nginx, then each peer: the sample3-peers and sample4-c3000 scenarios),\n")
@@ -390,7 +395,7 @@ func buildReport(sc []scenario, results []run, held *idleResult, m machine, d ti
 		fmt.Fprintf(md, "At c=3000 they still do sample3's job while Tsubame does sample4's (with its access log). The bare fasthttp and gnet\n")
 		fmt.Fprintf(md, "servers are `bench/peer`: they separate what the HTTP engine costs from what Tsubame's own work costs\n")
 		fmt.Fprintf(md, "([docs/performance.md](docs/performance.md)). Ratios are against the nginx reference of the same rounds.\n\n")
-		fmt.Fprintf(md, "| scenario | server | req/s | × nginx | p99 ms | every round |\n|---|---|---:|---:|---:|---|\n")
+		fmt.Fprintf(md, "| scenario | server | req/s | × nginx | CPU µs/req | p99 ms | every round |\n|---|---|---:|---:|---:|---:|---|\n")
 		md.WriteString(peerRows.String())
 	}
 	var variantRows strings.Builder
@@ -622,3 +627,36 @@ var (
 	blue = color.RGBA{R: 31, G: 100, B: 196, A: 255}
 	grey = color.Gray{Y: 170}
 )
+
+// writeCPUTargets writes the targets on CPU per request (medians of the
+// rounds): sample4 within 5 % of the bare fasthttp server measured beside
+// sample3-peers (Tsubame's engine doing sample3's job with no log) and of
+// sample3 (the access log's cost), and what sample3 and a decision cost
+// over them (no target).
+func writeCPUTargets(md *strings.Builder, idx map[string]int, results []run, atMost func(string, float64, float64)) {
+	cpu := func(name, peer string) time.Duration {
+		i, ok := idx[name]
+		if !ok {
+			return 0
+		}
+		if peer != "" {
+			return summarize(results[i].peers[peer]).cpu
+		}
+		return summarize(results[i].tsubame).cpu
+	}
+	s3, s4, fh, dc := cpu("sample3", ""), cpu("sample4", ""), cpu("sample3-peers", "fasthttp"), cpu("decide", "")
+	if s4 > 0 && fh > 0 {
+		atMost(fmt.Sprintf("CPU per request: sample4 ≤ 1.05× the bare fasthttp server's (sample3-peers; %s / %s µs)", us(s4), us(fh)),
+			float64(s4)/float64(fh), 1.05)
+	}
+	if s4 > 0 && s3 > 0 {
+		atMost(fmt.Sprintf("CPU per request: sample4 ≤ 1.05× sample3's (the access log; %s / %s µs)", us(s4), us(s3)),
+			float64(s4)/float64(s3), 1.05)
+	}
+	if s3 > 0 && fh > 0 {
+		fmt.Fprintf(md, "| CPU per request: sample3 over the bare fasthttp server's (the same job; no target) | %.2f× | – |\n", float64(s3)/float64(fh))
+	}
+	if dc > 0 && s4 > 0 {
+		fmt.Fprintf(md, "| CPU per request: decide over sample4 (%s / %s µs; no target) | %.2f× | – |\n", us(dc), us(s4), float64(dc)/float64(s4))
+	}
+}

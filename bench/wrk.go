@@ -27,6 +27,9 @@ type wrkResult struct {
 	// write, timeout) and responses that were not 2xx or 3xx.
 	Connect, Read, Write, Timeout, Non2xx int64
 	Command                               string
+	// CPU is the server's user and system time over the run (serverCPU),
+	// 0 when not measured.
+	CPU time.Duration
 }
 
 // OKRate is the rate of successful (2xx/3xx, no socket error) responses.
