@@ -1,6 +1,7 @@
 package accesslog
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -176,12 +177,31 @@ func TestParseStampAgreesWithTimeParse(t *testing.T) {
 			t.Errorf("%q: lineTime %v %v, time.Parse %v %v", s, got, gotOK, want, err)
 		}
 	}
-	// Every day of a leap and a common year, at a time of day each.
+	// Every day of a leap and a common year, at a time of day each: the
+	// fast path takes each one, and reads it as time.Parse does.
 	for d := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC); d.Year() < 2029; d = d.Add(24*time.Hour + 37*time.Minute + 11*time.Second + 123457*time.Microsecond) {
 		s := d.Format(stampLayout)
 		got, ok := lineTime([]byte(ltsvTimePrefix + s))
 		if !ok || !got.Equal(d.Truncate(time.Microsecond)) {
 			t.Errorf("%q: %v %v", s, got, ok)
+		}
+		if fast, ok := parseStamp([]byte(s)); !ok || !fast.Equal(got) {
+			t.Errorf("%q: the fast path read %v %v", s, fast, ok)
+		}
+	}
+	// Days 1 to 31 of every month of a common year, a leap year and the
+	// century years either side of the leap rule: the fast path accepts
+	// exactly the dates time.Parse does.
+	for _, year := range []int{2026, 2028, 1900, 2000, 2100} {
+		for month := 1; month <= 12; month++ {
+			for day := 1; day <= 31; day++ {
+				s := fmt.Sprintf("%04d-%02d-%02dT01:02:03.000004Z", year, month, day)
+				fast, ok := parseStamp([]byte(s))
+				want, err := time.Parse(stampLayout, s)
+				if ok != (err == nil) || ok && !fast.Equal(want) {
+					t.Errorf("%q: fast path %v %v, time.Parse %v %v", s, fast, ok, want, err)
+				}
+			}
 		}
 	}
 }

@@ -121,8 +121,9 @@ func lineTime(line []byte) (time.Time, bool) {
 
 // parseStamp reads a stamp of stampLayout (2006-01-02T15:04:05.000000Z)
 // without time.Parse's general layout walk: every line the reports read
-// starts with one. It takes only what time.Parse certainly accepts the
-// same (days up to the 28th), ok false for anything else.
+// starts with one. It takes what time.Parse accepts (a day within its
+// month, the 29th of February in leap years only) and reads it the same;
+// ok false for anything else, which lineTime leaves to time.Parse.
 func parseStamp(b []byte) (time.Time, bool) {
 	if len(b) != len(stampLayout) || b[4] != '-' || b[7] != '-' || b[10] != 'T' || b[13] != ':' || b[16] != ':' ||
 		b[19] != '.' || b[26] != 'Z' {
@@ -145,11 +146,26 @@ func parseStamp(b []byte) (time.Time, bool) {
 	minute, ok5 := num(b[14:16])
 	sec, ok6 := num(b[17:19])
 	micro, ok7 := num(b[20:26])
-	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7) || month < 1 || month > 12 || day < 1 || day > 28 ||
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6 && ok7) || month < 1 || month > 12 || day < 1 || day > daysIn(month, year) ||
 		hour > 23 || minute > 59 || sec > 59 {
 		return time.Time{}, false
 	}
 	return time.Date(year, time.Month(month), day, hour, minute, sec, micro*1000, time.UTC), true
+}
+
+// daysIn is the number of days of month (1 to 12) in year, as time.Parse
+// bounds a stamp's day.
+func daysIn(month, year int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
 }
 
 // LineTime reads the time a log line starts with, in either format.
