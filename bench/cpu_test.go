@@ -57,8 +57,8 @@ func TestCPUPerReq(t *testing.T) {
 	}{
 		{wrkResult{CPU: time.Second, Requests: 100_000}, 10 * time.Microsecond},
 		{wrkResult{CPU: time.Second, Requests: 100_010, Errors: 10}, 10 * time.Microsecond}, // per successful response
-		{wrkResult{CPU: 0, Requests: 100}, 0},                                              // not measured
-		{wrkResult{CPU: time.Second, Requests: 5, Errors: 5}, 0},                           // nothing answered
+		{wrkResult{CPU: 0, Requests: 100}, 0},                                               // not measured
+		{wrkResult{CPU: time.Second, Requests: 5, Errors: 5}, 0},                            // nothing answered
 	} {
 		if got := c.r.CPUPerReq(); got != c.want {
 			t.Errorf("%+v: CPUPerReq = %v, want %v", c.r, got, c.want)
