@@ -82,6 +82,12 @@ func (l *Line) String(label string) string {
 // Int is Get's value as an integer (0 when absent or not one).
 func (l *Line) Int(label string) int64 {
 	v, _ := l.Get(label)
+	return Int(v)
+}
+
+// Int reads a field's value as Line.Int does: an integer, 0 when it is
+// not one (out of range: the nearest).
+func Int(v []byte) int64 {
 	n, _ := strconv.ParseInt(unsafeString(v), 10, 64)
 	return n
 }
@@ -126,13 +132,18 @@ func (l *Line) parseLTSV(line []byte) error {
 		} else {
 			rest = nil
 		}
-		label, v, ok := bytes.Cut(f, []byte{':'})
-		if !ok || len(label) == 0 {
+		// A label is a few bytes: a loop finds its end for less than a
+		// call would.
+		c := 0
+		for c < len(f) && f[c] != ':' {
+			c++
+		}
+		if c == 0 || c == len(f) {
 			return errLineFormat
 		}
-		at := l.label(label)
+		at := l.label(f[:c])
 		start := len(l.buf)
-		if string(v) != "-" {
+		if v := f[c+1:]; string(v) != "-" {
 			var err error
 			if l.buf, err = unescapeLTSV(l.buf, v); err != nil {
 				return err
@@ -145,14 +156,16 @@ func (l *Line) parseLTSV(line []byte) error {
 	return nil
 }
 
-// unescapeLTSV reverses appendLTSVValue.
+// unescapeLTSV reverses appendLTSVValue. What lies between escapes is
+// copied a run at a time: most values have none.
 func unescapeLTSV(dst, v []byte) ([]byte, error) {
 	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if c != '\\' {
-			dst = append(dst, c)
-			continue
+		j := bytes.IndexByte(v[i:], '\\')
+		if j < 0 {
+			return append(dst, v[i:]...), nil
 		}
+		dst = append(dst, v[i:i+j]...)
+		i += j // at the escape's backslash
 		if i+1 >= len(v) {
 			return dst, errLineFormat
 		}

@@ -1,6 +1,7 @@
 package accesslog
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -202,6 +203,34 @@ func TestParseStampAgreesWithTimeParse(t *testing.T) {
 					t.Errorf("%q: fast path %v %v, time.Parse %v %v", s, fast, ok, want, err)
 				}
 			}
+		}
+	}
+}
+
+// TestUnescapeLTSV reads back what appendLTSVValue wrote, escapes at the
+// start, the end and side by side, every byte value, and refuses escapes
+// the writer never writes.
+func TestUnescapeLTSV(t *testing.T) {
+	var all strings.Builder
+	for c := range 256 {
+		all.WriteByte(byte(c))
+	}
+	for _, v := range []string{
+		"x", "plain text", "\t", "\\", "a\tb", "\ta", "a\n", "\\\\\t\t\n\r", "tab\there\\and\nthere\r",
+		"\x00\x01\x7f", "日本語\tテキスト", "a\xffb", all.String(), strings.Repeat("run ", 100) + "\t" + strings.Repeat("z", 300),
+	} {
+		enc := appendLTSVValue(nil, v)
+		if bytes.ContainsAny(enc, "\t\n") {
+			t.Fatalf("%q written as %q", v, enc)
+		}
+		got, err := unescapeLTSV([]byte("keep:"), enc)
+		if err != nil || string(got) != "keep:"+v {
+			t.Errorf("%q written as %q reads back %q, %v", v, enc, got, err)
+		}
+	}
+	for _, bad := range []string{`\`, `a\`, `\q`, `a\x4`, `\x4g`, `\xg4`, `ok\x`} {
+		if got, err := unescapeLTSV(nil, []byte(bad)); err == nil {
+			t.Errorf("%q read as %q, want an error", bad, got)
 		}
 	}
 }
