@@ -119,16 +119,45 @@ func classify(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (ok bool, e
 	if err := l.Parse(line); err != nil {
 		return false, err
 	}
-	kind, _ := accesslog.ParseEventKind(l.String("event"))
-	valid, late := l.Bool("valid"), l.Bool("late")
-	price := l.Int("price")
+	// One pass over the fields reads the dimensions (each from the field
+	// of its name; the node is the roller's, not the line's) and the
+	// fields that count. A field named twice counts as Get reads it: the
+	// first.
+	var (
+		f    [numEventFields][]byte
+		has  [numEventFields]bool
+		seen [numDims]bool
+	)
+	for i := range l.Len() {
+		label, v := l.Field(i)
+		if d, ok := dimOf(label); ok {
+			if !seen[d] {
+				seen[d] = true
+				if string(v) != dims[d] { // most lines repeat the previous one's
+					dims[d] = string(v)
+				}
+			}
+			continue
+		}
+		if k, ok := eventFieldOf(label); ok && !has[k] {
+			f[k], has[k] = v, true
+		}
+	}
+	for d := range numDims {
+		if !seen[d] && d != DimNode {
+			dims[d] = ""
+		}
+	}
+	kind, _ := accesslog.ParseEventKind(string(f[fieldEvent]))
+	valid, late := string(f[fieldValid]) == "true", string(f[fieldLate]) == "true"
+	price := accesslog.Int(f[fieldPrice])
 	switch kind {
 	case accesslog.EventDecision:
 		c[Decisions] = 1
 	case accesslog.EventRequest:
 		// The slots asked, whether its decisions filled them or not:
 		// what a placement was offered (decisions are what was filled).
-		c[Requests] = l.Int("slots")
+		c[Requests] = accesslog.Int(f[fieldSlots])
 	case accesslog.EventImp, accesslog.EventBill:
 		switch {
 		case valid && late:
@@ -137,7 +166,7 @@ func classify(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (ok bool, e
 			c[Impressions], c[Spend] = 1, price
 			if kind == accesslog.EventBill {
 				c[Bills] = 1
-			} else if p, _ := l.Get("partner"); len(p) > 0 && string(p) != "-" {
+			} else if p := dims[DimPartner]; p != "" && p != "-" {
 				c[Revenue] = price // a sold slot's
 			}
 		case kind == accesslog.EventImp:
@@ -186,7 +215,7 @@ func classify(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (ok bool, e
 		if !valid {
 			return false, nil
 		}
-		switch out, _ := l.Get("outcome"); string(out) {
+		switch string(f[fieldOutcome]) {
 		case "throttled", "not_called":
 			// Not asked: counted by the partner's metrics, not here.
 		case "bid":
@@ -196,7 +225,7 @@ func classify(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (ok bool, e
 		default:
 			c[PartnerRequests] = 1
 		}
-		if l.Bool("won") {
+		if string(f[fieldWon]) == "true" {
 			c[PartnerWins] = 1
 		}
 		if c.IsZero() {
@@ -205,26 +234,40 @@ func classify(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (ok bool, e
 	default:
 		return false, nil
 	}
-	// Each dimension is read from the field of its name, in one pass over
-	// the line; the node is the roller's, not the line's.
-	var seen [numDims]bool
-	for i := range l.Len() {
-		label, v := l.Field(i)
-		d, ok := dimOf(label)
-		if !ok || seen[d] {
-			continue // a field named twice counts as Get reads it: the first
-		}
-		seen[d] = true
-		if string(v) != dims[d] { // most lines repeat the previous one's
-			dims[d] = string(v)
-		}
-	}
-	for d := range numDims {
-		if !seen[d] && d != DimNode {
-			dims[d] = ""
-		}
-	}
 	return true, nil
+}
+
+// The fields of an event line classify reads besides the dimensions.
+const (
+	fieldEvent = iota
+	fieldValid
+	fieldLate
+	fieldPrice
+	fieldSlots
+	fieldOutcome
+	fieldWon
+	numEventFields
+)
+
+// eventFieldOf is the field of label classify reads, if it reads it.
+func eventFieldOf(label []byte) (int, bool) {
+	switch string(label) {
+	case "event":
+		return fieldEvent, true
+	case "valid":
+		return fieldValid, true
+	case "late":
+		return fieldLate, true
+	case "price":
+		return fieldPrice, true
+	case "slots":
+		return fieldSlots, true
+	case "outcome":
+		return fieldOutcome, true
+	case "won":
+		return fieldWon, true
+	}
+	return 0, false
 }
 
 // dimOf is the dimension a field of label is read into (never DimNode).
