@@ -119,7 +119,10 @@ func TestSharedRollupsAcrossNodes(t *testing.T) {
 // totals stay, and a commit of an old minute lands in its quarter.
 func TestSharedCompaction(t *testing.T) {
 	s := sharedStore(t, false)
-	start := time.Now().UTC().Add(-72 * time.Hour).Truncate(time.Hour)
+	// 72 hours before the roller's clock (t0 and a day), not the
+	// machine's: a start that moved with the machine's clock passed the
+	// compaction bound one day and failed from then on.
+	start := t0.Add(24*time.Hour - 72*time.Hour)
 	dir := t.TempDir()
 	evs := traffic(900, start)
 	writeLog(t, dir, accesslog.LTSV, false, evs[:600])

@@ -364,7 +364,10 @@ func TestHold(t *testing.T) {
 // bounds inside a quarter are refused, and a minute report shows quarters.
 func TestCompaction(t *testing.T) {
 	dir := t.TempDir()
-	start := time.Now().UTC().Add(-72 * time.Hour).Truncate(time.Hour)
+	// 72 hours before the roller's clock (t0 and a day), not the
+	// machine's: a start that moved with the machine's clock passed the
+	// compaction bound one day and failed from then on.
+	start := t0.Add(24*time.Hour - 72*time.Hour)
 	evs := traffic(900, start)
 	writeLog(t, dir, accesslog.LTSV, false, evs)
 	r := openRoller(t, dir, func(o *Options) { o.Minutes = time.Hour })
