@@ -10,6 +10,7 @@ package tsubame
 
 import (
 	"net/url"
+	"strings"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -100,11 +101,19 @@ func ValidID(id string) error {
 	return nil
 }
 
-// IDChar reports whether c may appear in a placement id.
-func IDChar(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-		c == '-' || c == '_' || c == '.' || c == ':' || c == '@'
-}
+// IDChar reports whether c may appear in a placement id: a letter, a
+// digit or one of -_.:@.
+func IDChar(c byte) bool { return idChars[c] }
+
+// idChars is IDChar's table: one load a byte where the comparisons took up
+// to ten (every id of every token signed and verified, every request's
+// placement).
+var idChars = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("-_.:@", byte(c)) >= 0
+	}
+	return
+}()
 
 func validURL(s string) error {
 	if len(s) > MaxURLLength {

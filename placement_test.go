@@ -90,3 +90,13 @@ func TestErrors(t *testing.T) {
 		t.Fatal("nil placement accepted")
 	}
 }
+
+// IDChar admits exactly the letters, the digits and -_.:@, of every byte.
+func TestIDCharEveryByte(t *testing.T) {
+	const rule = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:@"
+	for c := range 256 {
+		if got, want := tsubame.IDChar(byte(c)), strings.IndexByte(rule, byte(c)) >= 0; got != want {
+			t.Errorf("IDChar(%#x) = %v, want %v", c, got, want)
+		}
+	}
+}
