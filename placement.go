@@ -10,8 +10,8 @@ package tsubame
 
 import (
 	"net/url"
-	"strings"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
