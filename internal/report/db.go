@@ -143,9 +143,6 @@ func parseCounts(b []byte, c *Counts) error {
 var ErrInUse = errors.New("held by another process (a running server rolls its reports up there)")
 
 // openDB opens (creating) the database at path and checks its schema.
-// initialMap is the writer's initial map of the reports' file.
-const initialMap = 256 << 20
-
 func openDB(path string, readOnly bool) (*bolt.DB, error) {
 	if !readOnly {
 		// The data directory, as the server makes it: a report asked
@@ -154,16 +151,7 @@ func openDB(path string, readOnly bool) (*bolt.DB, error) {
 			return nil, err
 		}
 	}
-	opt := &bolt.Options{Timeout: 100 * time.Millisecond, ReadOnly: readOnly}
-	if !readOnly {
-		// Address space, not memory (the file grows as rows are written):
-		// a map this size is not remapped as the file grows to it. A remap
-		// copies every key and value a commit has touched out of the map
-		// (1.3 % of a busy server's CPU while a fresh file grew) and waits
-		// for the reports being read.
-		opt.InitialMmapSize = initialMap
-	}
-	db, err := bolt.Open(path, 0o600, opt)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 100 * time.Millisecond, ReadOnly: readOnly})
 	if err != nil {
 		if errors.Is(err, bolterr.ErrTimeout) {
 			return nil, fmt.Errorf("%s: %w", path, ErrInUse)
