@@ -8,14 +8,18 @@ import (
 	"time"
 
 	"tsubame/internal/accesslog"
+	"tsubame/internal/bidder"
 )
 
 // TestBidAllocations: a bid costs one allocation in steady state, the
 // bid's id, which its reservation keeps (the request's text is the pooled
 // openrtb.Decoder's). (Not under -race, which empties sync.Pools at
 // random.)
+// The examples' devices have no IP address, and the bidder maps
+// addresses to countries.
 func TestBidAllocations(t *testing.T) {
-	f := newFixture(t)
+	geo := func(a netip.Addr) (string, string) { return "JP", "" }
+	f := newFixtureWith(t, func(o *bidder.Options) { o.Geo = geo })
 	ip := netip.MustParseAddr("192.0.2.10")
 	drop := func(*accesslog.Event) error { return nil }
 	buf := make([]byte, 0, 8192)

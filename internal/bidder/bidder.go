@@ -89,6 +89,10 @@ type Bidder struct {
 	// secureMarkup: the notice URL is https, so the markup's own URLs
 	// (the click tracker, a video's impression) may go on a secure page.
 	secureMarkup bool
+	// plainNotices: the notice URL needs no escaping in JSON, so neither
+	// do the notice URLs of a kind whose path and query need none (their
+	// tokens are base64url): the response copies them (openrtb.Bid.Plain).
+	plainNotices bool
 }
 
 // exchange is an Exchange and what the bidder keeps of it.
@@ -118,7 +122,7 @@ func New(opt Options, exchanges []Exchange) (*Bidder, error) {
 	if opt.Timeout <= 0 {
 		opt.Timeout = DefaultTimeout
 	}
-	b := &Bidder{opt: opt, secureMarkup: u.Scheme == "https"}
+	b := &Bidder{opt: opt, secureMarkup: u.Scheme == "https", plainNotices: render.IsPlainJSON(opt.NoticeURL)}
 	b.signer.Store(opt.Signer)
 	b.rates.Store(opt.Rates)
 	if err := b.SetExchanges(exchanges, nil); err != nil {
@@ -517,8 +521,10 @@ func (b *Bidder) common(req *openrtb.BidRequest, now time.Time, d *decision.Requ
 			if ip == "" {
 				ip = dev.IPv6
 			}
-			if a, err := netip.ParseAddr(ip); err == nil {
-				d.Country, d.Region = b.opt.Geo(a)
+			if ip != "" { // not parsed: its error would be an allocation a bid
+				if a, err := netip.ParseAddr(ip); err == nil {
+					d.Country, d.Region = b.opt.Geo(a)
+				}
 			}
 		}
 	}
@@ -715,6 +721,7 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 	if bid.NURL, bid.BURL, bid.LURL, impURL, click, err = b.notices(w, sg, tk, c, vast, withImp); err != nil {
 		return openrtb.Bid{}, NoBidBadIDs
 	}
+	bid.Plain = b.plainURLs(vast)
 	if mtype == openrtb.MTypeVideo {
 		bid.Protocol, bid.Dur = proto, openrtb.Int(c.Duration)
 	}
@@ -861,6 +868,35 @@ func noticePath(k track.Kind) (path, query string) {
 		return PathBidImp, ""
 	}
 	return "", ""
+}
+
+// plainKinds are the notice kinds whose path and query need no escaping
+// in JSON but their '&'s.
+var plainKinds = func() (plain [track.KindBidImp + 1]bool) {
+	for _, k := range []track.Kind{track.KindWin, track.KindBill, track.KindLoss, track.KindBidImp} {
+		path, query := noticePath(k)
+		plain[k] = render.IsPlainJSON(path + query + "&vast=")
+	}
+	return
+}()
+
+// plainURLs is which of a bid's notice URLs (noticeURL, with vast given
+// to the win's) need no escaping in JSON but their '&'s (openrtb.Plain).
+func (b *Bidder) plainURLs(vast string) openrtb.Plain {
+	if !b.plainNotices {
+		return 0
+	}
+	var p openrtb.Plain
+	if plainKinds[track.KindWin] && render.IsPlainJSON(vast) {
+		p |= openrtb.PlainNURL
+	}
+	if plainKinds[track.KindBill] {
+		p |= openrtb.PlainBURL
+	}
+	if plainKinds[track.KindLoss] {
+		p |= openrtb.PlainLURL
+	}
+	return p
 }
 
 // noticeURL appends the notice URL of kind for ns's token to w's text

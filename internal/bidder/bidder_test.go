@@ -1,6 +1,7 @@
 package bidder_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -16,6 +17,7 @@ import (
 	"tsubame/internal/accesslog"
 	"tsubame/internal/bidder"
 	"tsubame/internal/decision"
+	"tsubame/internal/openrtb"
 	"tsubame/internal/store/memory"
 	"tsubame/internal/track"
 )
@@ -35,6 +37,12 @@ type fixture struct {
 
 func newFixture(t testing.TB, exchanges ...bidder.Exchange) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil, exchanges...)
+}
+
+// newFixtureWith is newFixture with its bidder's options changed by opt.
+func newFixtureWith(t testing.TB, opt func(*bidder.Options), exchanges ...bidder.Exchange) *fixture {
+	t.Helper()
 	b, err := os.ReadFile("testdata/campaigns.json")
 	if err != nil {
 		t.Fatal(err)
@@ -48,12 +56,12 @@ func newFixture(t testing.TB, exchanges ...bidder.Exchange) *fixture {
 	if err := st.ReplaceAll(t.Context(), &set); err != nil {
 		t.Fatal(err)
 	}
-	return newNode(t, st, exchanges...)
+	return newNodeWith(t, st, opt, exchanges...)
 }
 
-// newNode is a bidder on st (with the test campaigns in it): another
-// node of the same store.
-func newNode(t testing.TB, st *memory.Store, exchanges ...bidder.Exchange) *fixture {
+// newNodeWith is a bidder on st (with the test campaigns in it), its
+// options changed by opt: another node of the same store.
+func newNodeWith(t testing.TB, st *memory.Store, opt func(*bidder.Options), exchanges ...bidder.Exchange) *fixture {
 	t.Helper()
 	eng := decision.NewEngine(st, decision.EngineOptions{Currency: "USD"})
 	if _, err := eng.Refresh(t.Context()); err != nil {
@@ -70,8 +78,12 @@ func newNode(t testing.TB, st *memory.Store, exchanges ...bidder.Exchange) *fixt
 	if len(exchanges) == 0 {
 		exchanges = []bidder.Exchange{ssp()}
 	}
-	bd, err := bidder.New(bidder.Options{Engine: eng, Signer: sg, Currency: "USD", Rates: rates, NoticeURL: noticeBase,
-		TTL: time.Hour, Grace: time.Second, Dedupe: st, AdSystem: "Tsubame"}, exchanges)
+	o := bidder.Options{Engine: eng, Signer: sg, Currency: "USD", Rates: rates, NoticeURL: noticeBase,
+		TTL: time.Hour, Grace: time.Second, Dedupe: st, AdSystem: "Tsubame"}
+	if opt != nil {
+		opt(&o)
+	}
+	bd, err := bidder.New(o, exchanges)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,6 +396,36 @@ func TestManyImps(t *testing.T) {
 		click, _, _ = strings.Cut(click, `"`)
 		if tk, err := f.signer.VerifyKind(click, track.KindClick, time.Now()); err != nil || tk.Decision != b.ID {
 			t.Errorf("bid %d: click token %+v %v", i, tk, err)
+		}
+	}
+}
+
+// A response's notice URLs are copied without escaping only when they need
+// none (openrtb.Bid.Plain): every example's answer is byte for byte what
+// encoding/json writes of it, with a notice host that needs escaping too.
+func TestPlainNoticeURLs(t *testing.T) {
+	for _, base := range []string{noticeBase, "https://a&b.example", "https://a<b.example"} {
+		f := newFixtureWith(t, func(o *bidder.Options) { o.NoticeURL = base })
+		for _, name := range []string{"example-6.2.1-banner.json", "example-6.2.3-mobile.json", "example-6.2.4-video.json", "example-6.2.5-pmp.json"} {
+			o := f.bid(t, "ssp", example(t, name))
+			if o.Status != 200 {
+				t.Fatalf("%s %s: %d %s", base, name, o.Status, o.Reason)
+			}
+			var r openrtb.BidResponse
+			if err := json.Unmarshal(o.Body, &r); err != nil {
+				t.Fatalf("%s %s: %v\n%s", base, name, err, o.Body)
+			}
+			b := &r.SeatBid[0].Bid[0]
+			if !strings.HasPrefix(b.NURL, base+"/") || !strings.HasPrefix(b.BURL, base+"/") || !strings.HasPrefix(b.LURL, base+"/") {
+				t.Fatalf("%s %s: notice URLs %q %q %q", base, name, b.NURL, b.BURL, b.LURL)
+			}
+			want, err := json.Marshal(&r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(o.Body, want) {
+				t.Errorf("%s %s:\n got %s\nwant %s", base, name, o.Body, want)
+			}
 		}
 	}
 }

@@ -59,9 +59,9 @@ func appendBid(dst []byte, b *Bid) []byte {
 	dst = append(dst, `,"impid":`...)
 	dst = render.AppendJSONString(dst, b.ImpID)
 	dst = b.Price.AppendDecimal(append(dst, `,"price":`...))
-	dst = appendString(dst, `,"nurl":`, b.NURL)
-	dst = appendString(dst, `,"burl":`, b.BURL)
-	dst = appendString(dst, `,"lurl":`, b.LURL)
+	dst = appendURL(dst, `,"nurl":`, b.NURL, b.Plain&PlainNURL != 0)
+	dst = appendURL(dst, `,"burl":`, b.BURL, b.Plain&PlainBURL != 0)
+	dst = appendURL(dst, `,"lurl":`, b.LURL, b.Plain&PlainLURL != 0)
 	dst = appendString(dst, `,"adm":`, b.AdM)
 	dst = appendString(dst, `,"adid":`, b.AdID)
 	dst = appendStrings(dst, `,"adomain":`, b.ADomain)
@@ -85,6 +85,18 @@ func appendString(dst []byte, key, s string) []byte {
 		return dst
 	}
 	return render.AppendJSONString(append(dst, key...), s)
+}
+
+// appendURL writes key and u unless u is empty, as it is if plain
+// (Bid.Plain).
+func appendURL(dst []byte, key, u string, plain bool) []byte {
+	if !plain {
+		return appendString(dst, key, u)
+	}
+	if u == "" {
+		return dst
+	}
+	return render.AppendPlainJSON(append(dst, key...), u)
 }
 
 // appendStrings writes key and list unless list is empty (omitempty).

@@ -3,6 +3,8 @@ package openrtb
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -13,8 +15,17 @@ func responses() []BidResponse {
 		AdM:  `<a href="https://n.example/t/c/q" target="_blank"><img src="https://cdn.example/a.png" alt="" style="border:0"></a>`,
 		AdID: "cr-1", ADomain: []string{"a.example", "b.example"}, Bundle: "com.example.game", CID: "camp", CrID: "cr-1", Cat: []string{"IAB1", "IAB2-3"},
 		Protocol: 3, DealID: "deal-1", W: 300, H: 250, Dur: 15, MType: 2, Exp: 3600}
+	// A bidder's notice URLs, plain (Bid.Plain): written as escaped ones
+	// would be.
+	plain := full
+	plain.NURL, plain.BURL, plain.LURL = "https://n.example/t/win/AQ-_x?price=${AUCTION_PRICE}",
+		"https://n.example/t/bill/AQ-_y?price=${AUCTION_PRICE}", "https://n.example/t/loss/AQ-_z?price=${AUCTION_PRICE}&loss=${AUCTION_LOSS}"
+	plain.Plain = PlainNURL | PlainBURL | PlainLURL
+	noLoss := plain
+	noLoss.LURL = ""
 	return []BidResponse{
 		{},
+		{ID: "plain", SeatBid: []SeatBid{{Bid: []Bid{plain, noLoss}}}},
 		{ID: "only"},
 		{ID: "x", NBR: &nbr},
 		{ID: "x", SeatBid: []SeatBid{{}}},
@@ -54,4 +65,30 @@ func FuzzAppendResponse(f *testing.F) {
 			t.Errorf("\n got %s\nwant %s", got, want)
 		}
 	})
+}
+
+// BenchmarkAppendResponse writes a bid as the bidder makes one: three
+// notice URLs of a 300-byte token each and markup with a fourth, the
+// notices' escaped (scanned) or plain (copied).
+func BenchmarkAppendResponse(b *testing.B) {
+	tok := strings.Repeat("BQY4dXM5bm4DAAAAAGsPbygAAAAAACLKQAAAAABrDiAKGjAx", 7)
+	bid := Bid{ID: "01M8QJ7PTBTT0W97X4CNYMS9KX", ImpID: "1", Price: 2_280_000,
+		NURL: "http://bidder.example/t/win/" + tok + "?price=${AUCTION_PRICE}",
+		BURL: "http://bidder.example/t/bill/" + tok + "?price=${AUCTION_PRICE}",
+		LURL: "http://bidder.example/t/loss/" + tok + "?price=${AUCTION_PRICE}&loss=${AUCTION_LOSS}",
+		AdM: `<a href="http://bidder.example/t/c/` + tok + `" target="_blank" rel="noopener"><img src="https://cdn.adv4.example/728x90.png"` +
+			` width="728" height="90" alt="" style="border:0"></a>`,
+		AdID: "cr-adv4-0", ADomain: []string{"adv4.example"}, CID: "camp4", CrID: "cr-adv4-0", Cat: []string{"IAB1"}, W: 728, H: 90, MType: 1}
+	for _, plain := range []Plain{0, PlainNURL | PlainBURL | PlainLURL} {
+		bid.Plain = plain
+		r := BidResponse{ID: "IxexyLDIIk", BidID: "01M8QJ7PTBTTDWK2ZNBFC2XP26", Cur: "USD", SeatBid: []SeatBid{{Seat: "bench-seat", Bid: []Bid{bid}}}}
+		b.Run(fmt.Sprintf("plain=%d", plain), func(b *testing.B) {
+			buf := AppendResponse(nil, &r)
+			b.SetBytes(int64(len(buf)))
+			b.ReportAllocs()
+			for b.Loop() {
+				buf = AppendResponse(buf[:0], &r)
+			}
+		})
+	}
 }

@@ -46,7 +46,24 @@ type Bid struct {
 	Dur      Int      `json:"dur,omitempty"`
 	MType    Int      `json:"mtype,omitempty"`
 	Exp      Int      `json:"exp,omitempty"`
+
+	// Plain names the URLs (PlainNURL, PlainBURL, PlainLURL) their maker
+	// built of bytes JSON writes as they are but '&' (render.IsPlainJSON):
+	// the encoder copies them without looking at each byte. A bidder's
+	// notice URLs are its own host, a base64url token hundreds of bytes
+	// long and its macros.
+	Plain Plain `json:"-"`
 }
+
+// Plain is a set of a Bid's URLs that need no escaping in JSON.
+type Plain uint8
+
+// The URLs of a Bid that can be Plain.
+const (
+	PlainNURL Plain = 1 << iota
+	PlainBURL
+	PlainLURL
+)
 
 // The values of Bid.MType.
 const (

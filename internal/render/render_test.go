@@ -152,3 +152,30 @@ func BenchmarkAppendJSONString(b *testing.B) {
 		buf = render.AppendJSONString(buf[:0], s)
 	}
 }
+
+// IsPlainJSON is true of exactly the strings AppendJSONString writes as
+// they are but for '&', and AppendPlainJSON writes those as it does.
+func TestIsPlainJSON(t *testing.T) {
+	for c := range 256 {
+		s := "&a" + string([]byte{byte(c)}) + "z&"
+		esc := string(render.AppendJSONString(nil, s))
+		want := strings.ReplaceAll(esc, `\u0026`, "&") == `"`+s+`"`
+		if got := render.IsPlainJSON(s); got != want {
+			t.Errorf("byte %#x: IsPlainJSON %v, written as it is %v", c, got, want)
+		}
+		if want {
+			if got := string(render.AppendPlainJSON(nil, s)); got != esc {
+				t.Errorf("byte %#x: AppendPlainJSON %s, AppendJSONString %s", c, got, esc)
+			}
+		}
+	}
+	for s, want := range map[string]bool{"": true, "https://ads.example.com/t/win/AQ-_z?price=${AUCTION_PRICE}&loss=1": true,
+		"&&": true, "a<b": false, "é": false, "\u2028": false} {
+		if got := render.IsPlainJSON(s); got != want {
+			t.Errorf("IsPlainJSON(%q) = %v", s, got)
+		}
+		if want && string(render.AppendPlainJSON(nil, s)) != string(render.AppendJSONString(nil, s)) {
+			t.Errorf("AppendPlainJSON(%q) = %s", s, render.AppendPlainJSON(nil, s))
+		}
+	}
+}
