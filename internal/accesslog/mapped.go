@@ -38,8 +38,17 @@ import (
 // and any segments left are cleaned of torn records and closed out in
 // order (file.go).
 
-// mappedChunk is how much file space is allocated ahead of the records.
+// mappedChunk is the least file space allocated ahead of the records: a
+// segment starts with it, and the space ahead grows with the rate the
+// records are written at (mapped.ahead).
 const mappedChunk = 8 << 20
+
+// aheadTicks is how many intervals of records (at the last interval's rate)
+// a growth allocates: the records keep space for two of the background
+// goroutine's intervals after it found less than half of that left, so a
+// tick delayed by a busy machine does not leave requests to grow the file
+// themselves.
+const aheadTicks = 4
 
 // mappedMax bounds a segment's mapping when max_size does not.
 const mappedMax = 4 << 30
@@ -55,6 +64,7 @@ type mapped struct {
 	log    *slog.Logger
 
 	cur    atomic.Pointer[segment]
+	ahead  atomic.Int64  // how much a growth allocates (mappedChunk at least), by the write rate
 	mu     sync.Mutex    // guards rotation, growth, seq and changed
 	change chan struct{} // closed and replaced when cur changes or space was added
 	seq    uint64
@@ -119,6 +129,7 @@ func OpenMapped(fo FileOptions, opt Options) (*Logger, *FileSink, error) {
 	m := &mapped{fs: fs, format: opt.Format, sync: opt.Sync, limit: mappedMax, log: opt.Logger,
 		change: make(chan struct{}), finish: make(chan finishJob, 64), finished: make(chan struct{}),
 		stop: make(chan struct{})}
+	m.ahead.Store(mappedChunk)
 	if fo.MaxSize > 0 {
 		m.limit = min(fo.MaxSize, mappedMax)
 	}
@@ -398,9 +409,13 @@ func (m *mapped) makeRoom(seg *segment, n int64) error {
 		}
 		if u+n <= seg.alloc.Load() {
 			m.mu.Unlock()
+			waited = true // for the request (or the background goroutine) that grew it
 			return nil
 		}
-		err := seg.grow(max(mappedChunk, n))
+		// This request waits for the space, and any other that ran out
+		// waits for it (waits_total).
+		waited = true
+		err := seg.grow(max(m.ahead.Load(), n))
 		if err == nil && u+n > seg.alloc.Load() {
 			err = errors.New("cannot allocate access log space: the disk is full")
 		}
@@ -424,34 +439,66 @@ func (m *mapped) makeRoom(seg *segment, n int64) error {
 func (m *mapped) run(every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var rate rateMark
 	for {
 		select {
 		case <-m.stop:
 			return
 		case <-t.C:
 		}
-		m.mu.Lock()
-		seg := m.cur.Load()
-		if seg == nil || m.closed.Load() {
-			m.mu.Unlock()
+		if !m.tick(&rate) {
 			return
 		}
-		now := time.Now().UnixNano()
-		if seg.end != 0 && now >= seg.end {
-			every := m.fs.opt.RotateEvery
-			start := time.Unix(0, now).Truncate(every)
-			_ = m.rotateLocked(seg, start.UnixNano(), start.Add(every).UnixNano()) // an empty one is removed
-		} else if seg.alloc.Load()-seg.used.Load() < mappedChunk/2 && seg.alloc.Load() < seg.limit {
-			if err := seg.grow(mappedChunk); err != nil {
-				m.allocErrors.Add(1)
-				m.noteError(err)
-			} else {
-				m.recovered()
-				m.changed()
-			}
-		}
-		m.mu.Unlock()
 	}
+}
+
+// rateMark is where the last tick found the records: its segment and the
+// bytes reserved in it then.
+type rateMark struct {
+	seg  *segment
+	used int64
+}
+
+// tick is one of run's intervals: the write rate since the last (at mark)
+// sets the space ahead, then the segment ends at its time boundary or
+// grows when less than half of that space is left. It reports false once
+// the writer is closed.
+func (m *mapped) tick(mark *rateMark) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	seg := m.cur.Load()
+	if seg == nil || m.closed.Load() {
+		return false
+	}
+	used := seg.used.Load()
+	if seg == mark.seg {
+		m.ahead.Store(nextAhead(m.ahead.Load(), used-mark.used))
+	}
+	mark.seg, mark.used = seg, used
+	now := time.Now().UnixNano()
+	if seg.end != 0 && now >= seg.end {
+		every := m.fs.opt.RotateEvery
+		start := time.Unix(0, now).Truncate(every)
+		_ = m.rotateLocked(seg, start.UnixNano(), start.Add(every).UnixNano()) // an empty one is removed
+	} else if ahead := m.ahead.Load(); seg.alloc.Load()-used < ahead/2 && seg.alloc.Load() < seg.limit {
+		if err := seg.grow(ahead); err != nil {
+			m.allocErrors.Add(1)
+			m.noteError(err)
+		} else {
+			m.recovered()
+			m.changed()
+		}
+	}
+	return true
+}
+
+// nextAhead is the space a growth allocates after an interval in which
+// written bytes were reserved: aheadTicks intervals of them, in whole MiB,
+// mappedChunk at least, and falling by a quarter an interval at most (a
+// lull between bursts keeps most of it).
+func nextAhead(prev, written int64) int64 {
+	want := (aheadTicks*max(written, 0) + 1<<20 - 1) &^ (1<<20 - 1)
+	return max(mappedChunk, want, prev-prev/4)
 }
 
 // finisher ends segments and promotes their successors, in order.

@@ -208,3 +208,83 @@ func TestMappedGzipHookAndRetention(t *testing.T) {
 		t.Fatalf("hook ran %d times for %d closed files", calls, fs.Rotations())
 	}
 }
+
+// The space a growth allocates is four intervals of the last one's
+// records, in whole MiB, never under mappedChunk, and falls by a quarter
+// an interval at most.
+func TestNextAhead(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct{ prev, written, want int64 }{
+		{mappedChunk, 0, mappedChunk},
+		{mappedChunk, -5, mappedChunk}, // a new segment's first interval is not measured, but never less
+		{mappedChunk, mib, mappedChunk},
+		{mappedChunk, 2 * mib, mappedChunk},
+		{mappedChunk, 2*mib + 1, 9 * mib},
+		{mappedChunk, 5*mib + mib/2, 22 * mib},
+		{64 * mib, 0, 48 * mib},
+		{10 * mib, 0, mappedChunk},
+		{48 * mib, 20 * mib, 80 * mib},
+	} {
+		if got := nextAhead(c.prev, c.written); got != c.want {
+			t.Errorf("nextAhead(%d, %d) = %d, want %d", c.prev, c.written, got, c.want)
+		}
+	}
+}
+
+// Records that outrun the background growth: the requests that find no
+// space grow the file themselves and count as waits, and nothing is lost;
+// the next interval then allocates ahead for the rate it saw.
+func TestMappedGrowsAheadWithTheRate(t *testing.T) {
+	dir := t.TempDir()
+	l, _ := openMapped(t, FileOptions{Dir: dir}, Options{FlushInterval: time.Hour}) // no interval of its own
+	m := l.direct
+	var mark rateMark
+	if !m.tick(&mark) {
+		t.Fatal("tick: closed")
+	}
+	seg := m.cur.Load()
+	long := []byte(strings.Repeat("a", 2000))
+	var taken atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 2500 {
+				r := rec(i)
+				r.Path = long
+				if err := l.Append(r, uint64(g)); err != nil {
+					t.Errorf("Append: %v", err)
+					return
+				}
+				taken.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	written := seg.used.Load() - mark.used
+	if written <= mappedChunk {
+		t.Fatalf("%d bytes written: not past the first chunk", written)
+	}
+	if st := l.Stats(); st.Waits == 0 {
+		t.Errorf("%d bytes past the %d allocated ahead with no interval, and Stats().Waits = 0", written, mappedChunk)
+	}
+	alloc, used := seg.alloc.Load(), seg.used.Load()
+	if !m.tick(&mark) {
+		t.Fatal("tick: closed")
+	}
+	want := nextAhead(mappedChunk, written)
+	if got := m.ahead.Load(); got != want || want <= mappedChunk {
+		t.Fatalf("after %d bytes in an interval, ahead = %d, want %d", written, got, want)
+	}
+	if alloc-used >= want/2 {
+		t.Fatalf("%d bytes were left of the requests' own growths, over half of %d", alloc-used, want)
+	}
+	if got := seg.alloc.Load(); got != alloc+want {
+		t.Errorf("%d bytes were left: allocated %d, want %d more", alloc-used, got-alloc, want)
+	}
+	if err := l.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, per := countLines(t, dir); int64(got) != taken.Load() {
+		t.Fatalf("%d lines in %v for %d records", got, per, taken.Load())
+	}
+}
