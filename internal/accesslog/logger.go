@@ -140,7 +140,7 @@ type Stats struct {
 	Bytes       uint64        // bytes the sink accepted
 	Flushes     uint64        // batches written
 	WriteErrors uint64        // failed attempts to write a batch (each retried)
-	Waits       uint64        // appends that waited for buffer room (backpressure)
+	Waits       uint64        // appends that waited for buffer room or file space (backpressure)
 	WaitTime    time.Duration // total time appends waited
 	Overflows   uint64        // appends that used the reserve after MaxWait
 	Buffered    int           // bytes in memory, not yet written
