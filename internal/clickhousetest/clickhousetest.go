@@ -157,9 +157,11 @@ func (s *Server) Version() (string, error) {
 }
 
 // Query runs one statement over HTTP and returns its output
-// (TabSeparated unless the statement says FORMAT).
+// (TabSeparated unless the statement says FORMAT). Each statement has a
+// connection of its own: a POST on a kept-alive connection the server has
+// just closed fails with EOF, and Go does not send a POST again.
 func (s *Server) Query(sql string) (string, error) {
-	client := &http.Client{Timeout: 60 * time.Second}
+	client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := client.Post("http://"+s.HTTP+"/?"+url.Values{"database": {"default"}}.Encode(), "text/plain", strings.NewReader(sql))
 	if err != nil {
 		return "", err
