@@ -50,6 +50,11 @@ const mappedChunk = 8 << 20
 // themselves.
 const aheadTicks = 4
 
+// maxAhead bounds the space a growth allocates: the background goroutine
+// holds the writer's lock while it faults the pages in, and a rotation
+// waits for that lock.
+const maxAhead = 64 << 20
+
 // mappedMax bounds a segment's mapping when max_size does not.
 const mappedMax = 4 << 30
 
@@ -407,14 +412,14 @@ func (m *mapped) makeRoom(seg *segment, n int64) error {
 			m.mu.Unlock()
 			return err
 		}
+		// From here the request waits for space (waits_total): for the
+		// growth of another request or of the background goroutine, or
+		// its own, which any other that ran out then waits for.
+		waited = true
 		if u+n <= seg.alloc.Load() {
 			m.mu.Unlock()
-			waited = true // for the request (or the background goroutine) that grew it
 			return nil
 		}
-		// This request waits for the space, and any other that ran out
-		// waits for it (waits_total).
-		waited = true
 		err := seg.grow(max(m.ahead.Load(), n))
 		if err == nil && u+n > seg.alloc.Load() {
 			err = errors.New("cannot allocate access log space: the disk is full")
@@ -428,7 +433,6 @@ func (m *mapped) makeRoom(seg *segment, n int64) error {
 		m.allocErrors.Add(1)
 		m.noteError(err)
 		m.mu.Unlock()
-		waited = true
 		time.Sleep(backoff)
 		backoff = min(2*backoff, time.Second)
 	}
@@ -494,11 +498,11 @@ func (m *mapped) tick(mark *rateMark) bool {
 
 // nextAhead is the space a growth allocates after an interval in which
 // written bytes were reserved: aheadTicks intervals of them, in whole MiB,
-// mappedChunk at least, and falling by a quarter an interval at most (a
-// lull between bursts keeps most of it).
+// from mappedChunk to maxAhead, and falling by a quarter an interval at
+// most (a lull between bursts keeps most of it).
 func nextAhead(prev, written int64) int64 {
 	want := (aheadTicks*max(written, 0) + 1<<20 - 1) &^ (1<<20 - 1)
-	return max(mappedChunk, want, prev-prev/4)
+	return min(maxAhead, max(mappedChunk, want, prev-prev/4))
 }
 
 // finisher ends segments and promotes their successors, in order.

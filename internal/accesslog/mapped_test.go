@@ -210,8 +210,8 @@ func TestMappedGzipHookAndRetention(t *testing.T) {
 }
 
 // The space a growth allocates is four intervals of the last one's
-// records, in whole MiB, never under mappedChunk, and falls by a quarter
-// an interval at most.
+// records, in whole MiB, from mappedChunk to maxAhead, and falls by a
+// quarter an interval at most.
 func TestNextAhead(t *testing.T) {
 	const mib = 1 << 20
 	for _, c := range []struct{ prev, written, want int64 }{
@@ -223,7 +223,10 @@ func TestNextAhead(t *testing.T) {
 		{mappedChunk, 5*mib + mib/2, 22 * mib},
 		{64 * mib, 0, 48 * mib},
 		{10 * mib, 0, mappedChunk},
-		{48 * mib, 20 * mib, 80 * mib},
+		{48 * mib, 12 * mib, 48 * mib},
+		{48 * mib, 12*mib + 1, 49 * mib},
+		{48 * mib, 20 * mib, maxAhead},
+		{maxAhead, 1 << 30, maxAhead},
 	} {
 		if got := nextAhead(c.prev, c.written); got != c.want {
 			t.Errorf("nextAhead(%d, %d) = %d, want %d", c.prev, c.written, got, c.want)
