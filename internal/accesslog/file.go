@@ -74,6 +74,7 @@ type FileSink struct {
 	rotations atomic.Uint64
 	hookFails atomic.Uint64
 	now       func() time.Time
+	exists    func(path string) bool // whether a name is taken (a test sets the closer's steps)
 }
 
 type closedFile struct {
@@ -121,6 +122,7 @@ func openDir(opt FileOptions) (*FileSink, error) {
 		active: filepath.Join(opt.Dir, opt.Name),
 		jobs:   make(chan closedFile, 64),
 		now:    time.Now,
+		exists: exists,
 	}
 	if err := os.MkdirAll(opt.Dir, 0o750); err != nil {
 		return nil, fmt.Errorf("cannot create access log directory: %w", err)
@@ -338,6 +340,13 @@ func (s *FileSink) closeOut(start, end time.Time) error {
 
 // finalName is the closed file's name; a counter is added when two files
 // would share a time range (size rotations within one second).
+//
+// The closer moves a compressed file on while this looks: from its staging
+// name (.access.<range>.log) to that name beside the .gz, then to the .gz
+// alone. The names are looked at in that order, so a file that moves on
+// between two looks is seen under the name it moved to. Looked at the
+// other way round, a file could be missed by both looks, and the next
+// file of that range would be compressed over it.
 func (s *FileSink) finalName(start, end time.Time) string {
 	base := fmt.Sprintf("%s.%s-%s", s.prefix, start.UTC().Format(timeLayout), end.UTC().Format(timeLayout))
 	for i := 0; ; i++ {
@@ -346,7 +355,7 @@ func (s *FileSink) finalName(start, end time.Time) string {
 			name = fmt.Sprintf("%s.%d%s", base, i, s.ext)
 		}
 		p := filepath.Join(s.opt.Dir, name)
-		if !exists(p) && !exists(p+".gz") && !exists(filepath.Join(s.opt.Dir, "."+name)) {
+		if !s.exists(filepath.Join(s.opt.Dir, "."+name)) && !s.exists(p+".gz") && !s.exists(p) {
 			return p
 		}
 	}

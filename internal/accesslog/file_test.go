@@ -2,10 +2,12 @@ package accesslog
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -122,6 +124,51 @@ func TestSizeRotationGzipHookAndRetention(t *testing.T) {
 	}
 	if sink.HookFailures() != 0 {
 		t.Fatal("hook failures counted")
+	}
+}
+
+// Two files of one time range: while the first is compressed, the
+// second must not be given its name, however the closer's steps (the
+// staging name, then the .gz beside it, then the .gz alone) fall between
+// finalName's looks. Every order of the steps and the looks is tried.
+func TestFinalNameSeesAFileBeingCompressed(t *testing.T) {
+	s := openSink(t, FileOptions{Dir: t.TempDir(), Gzip: true})
+	start := time.Date(2026, 12, 1, 4, 0, 0, 0, time.UTC)
+	end := start.Add(time.Second)
+	first := filepath.Join(s.opt.Dir, fmt.Sprintf("%s.%s-%s%s", s.prefix,
+		start.Format(timeLayout), end.Format(timeLayout), s.ext))
+	steps := [][]string{ // the first file's names after each of the closer's steps
+		{"." + filepath.Base(first)},
+		{"." + filepath.Base(first), "." + filepath.Base(first) + ".gz.tmp"},
+		{"." + filepath.Base(first), filepath.Base(first) + ".gz"},
+		{filepath.Base(first) + ".gz"},
+	}
+	// Each schedule is the step the closer has reached at each of the
+	// looks at the first name (three looks, the steps never going back).
+	var schedules [][]int
+	for a := range steps {
+		for b := a; b < len(steps); b++ {
+			for c := b; c < len(steps); c++ {
+				schedules = append(schedules, []int{a, b, c})
+			}
+		}
+	}
+	for _, sched := range schedules {
+		looks := 0
+		s.exists = func(p string) bool {
+			if !strings.Contains(filepath.Base(p), filepath.Base(first)) {
+				return false // a name with a counter is free
+			}
+			if looks >= len(sched) {
+				t.Fatalf("schedule %v: more than %d looks at one name", sched, len(sched))
+			}
+			step := sched[looks]
+			looks++
+			return slices.Contains(steps[step], filepath.Base(p))
+		}
+		if got := s.finalName(start, end); got == first {
+			t.Errorf("schedule %v: the second file is named %s, over the first", sched, filepath.Base(got))
+		}
 	}
 }
 
