@@ -4,6 +4,7 @@ package accesslog
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 func openMapped(t *testing.T, fo FileOptions, opt Options) (*Logger, *FileSink) {
@@ -289,5 +292,106 @@ func TestMappedGrowsAheadWithTheRate(t *testing.T) {
 	}
 	if got, per := countLines(t, dir); int64(got) != taken.Load() {
 		t.Fatalf("%d lines in %v for %d records", got, per, taken.Load())
+	}
+}
+
+// The lines reserved before the last interval are handed to the disk as
+// they go: after two intervals their pages are written (the kernel's own
+// page counts, cachestat), while the space allocated ahead, faulted in and
+// dirty but not yet written to, is left alone. Without writeOut the kernel
+// writes neither before its 30 s expiry, and then both at once.
+func TestMappedWritesOutAsItGoes(t *testing.T) {
+	dir := t.TempDir()
+	var fsst unix.Statfs_t
+	if err := unix.Statfs(dir, &fsst); err != nil {
+		t.Fatal(err)
+	}
+	if fsst.Type == unix.TMPFS_MAGIC {
+		t.Skip("the temporary directory is on tmpfs, whose pages are never written to a disk")
+	}
+	l, _ := openMapped(t, FileOptions{Dir: dir}, Options{FlushInterval: time.Hour}) // no interval of its own
+	m := l.direct
+	seg := m.cur.Load()
+	stat := func(off, n int64) unix.Cachestat_t {
+		t.Helper()
+		var st unix.Cachestat_t
+		err := unix.Cachestat(uint(seg.f.Fd()), &unix.CachestatRange{Off: uint64(off), Len: uint64(n)}, &st, 0)
+		if errors.Is(err, unix.ENOSYS) {
+			t.Skip("this kernel has no cachestat (Linux 6.5+) to count a file's dirty pages")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	long := []byte(strings.Repeat("a", 2000))
+	appendSome := func(n int) {
+		for i := range n {
+			r := rec(i)
+			r.Path = long
+			if err := l.Append(r, uint64(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	appendSome(1000)
+	var out outMark
+	m.writeOut(&out)
+	if out.done != 0 {
+		t.Fatalf("the first interval wrote out %d bytes of lines reserved in it", out.done)
+	}
+	appendSome(10) // reserved in the second interval: not written out at its end
+	first := out.ready
+	m.writeOut(&out)
+	want := first &^ int64(pageSize-1)
+	if out.done != want {
+		t.Fatalf("wrote out %d bytes, want the %d of whole pages reserved before the last interval", out.done, want)
+	}
+	ahead := (seg.used.Load() + int64(pageSize)) &^ int64(pageSize-1)
+	if alloc := seg.alloc.Load(); alloc-ahead < 1<<20 {
+		t.Fatalf("only %d bytes allocated ahead of the lines", alloc-ahead)
+	}
+	if st := stat(ahead, seg.alloc.Load()-ahead); st.Dirty == 0 {
+		t.Fatalf("the space ahead, faulted in for writing, has no dirty page: %+v", st)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st := stat(0, want)
+		if st.Dirty == 0 && st.Writeback == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lines written out are still not on disk: %+v", st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if st := stat(ahead, seg.alloc.Load()-ahead); st.Dirty == 0 {
+		t.Errorf("the space ahead was written with the lines (the kernel's own write of the whole file): %+v", st)
+	}
+	if err := l.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, per := countLines(t, dir); got != 1010 {
+		t.Fatalf("%d lines in %v for 1010 records", got, per)
+	}
+}
+
+// With durability sync every request's fdatasync writes its lines:
+// writeOut has nothing to do.
+func TestMappedSyncWritesNothingOut(t *testing.T) {
+	l, _ := openMapped(t, FileOptions{}, Options{Sync: true, FlushInterval: time.Hour})
+	for i := range 100 {
+		if err := l.Append(rec(i), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out outMark
+	l.direct.writeOut(&out)
+	l.direct.writeOut(&out)
+	if out.done != 0 || out.seg != nil {
+		t.Errorf("wrote out %d bytes with durability sync", out.done)
+	}
+	if err := l.Close(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }
