@@ -2,7 +2,12 @@ package accesslog
 
 import (
 	"bytes"
+	"compress/gzip"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -232,5 +237,51 @@ func TestUnescapeLTSV(t *testing.T) {
 		if got, err := unescapeLTSV(nil, []byte(bad)); err == nil {
 			t.Errorf("%q read as %q, want an error", bad, got)
 		}
+	}
+}
+
+// SkipLines leaves a plain file and a compressed one at the same byte of
+// their lines, and refuses an offset past their end alike.
+func TestSkipLines(t *testing.T) {
+	dir := t.TempDir()
+	var content []byte
+	for i := range 2000 {
+		content = fmt.Appendf(content, "2026-12-01T04:00:00.%06dZ\tline %d\n", i, i)
+	}
+	plain := filepath.Join(dir, "access.log")
+	if err := os.WriteFile(plain, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	zw.Write(content)
+	zw.Close()
+	gz := filepath.Join(dir, "access.log.gz")
+	if err := os.WriteFile(gz, zb.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{plain, gz} {
+		for _, off := range []int64{0, 1, 4095, int64(len(content)) / 2, int64(len(content))} {
+			r, err := OpenLines(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := SkipLines(r, off); err != nil {
+				t.Fatalf("%s at %d: %v", filepath.Base(path), off, err)
+			}
+			rest, err := io.ReadAll(r)
+			r.Close()
+			if err != nil || !bytes.Equal(rest, content[off:]) {
+				t.Fatalf("%s at %d: read %d bytes (%v), want the %d after it", filepath.Base(path), off, len(rest), err, len(content)-int(off))
+			}
+		}
+		r, err := OpenLines(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := SkipLines(r, int64(len(content))+1); !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Errorf("%s: past its end: %v, want io.ErrUnexpectedEOF", filepath.Base(path), err)
+		}
+		r.Close()
 	}
 }

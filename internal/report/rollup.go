@@ -355,7 +355,7 @@ func (r *Roller) readClosed(name, key string, f *fileState) (int64, error) {
 	}
 	bt := r.batchFor(key, st, f != nil)
 	bt.next.Name = name
-	if _, err := io.CopyN(io.Discard, rd, bt.next.Offset); err != nil {
+	if err := accesslog.SkipLines(rc, bt.next.Offset); err != nil {
 		return 0, fmt.Errorf("%s: shorter than its rolled-up part (%d bytes): %w", name, bt.next.Offset, err)
 	}
 	buf := r.chunk()
