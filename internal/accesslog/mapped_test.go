@@ -3,8 +3,10 @@
 package accesslog
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -347,6 +350,11 @@ func TestMappedWritesOutAsItGoes(t *testing.T) {
 	if out.done != want {
 		t.Fatalf("wrote out %d bytes, want the %d of whole pages reserved before the last interval", out.done, want)
 	}
+	// Unmapped before it is written, in one go, not write-protected page
+	// by page by the kernel's write.
+	if rss := mappingRss(t, seg.mem); rss > seg.alloc.Load()-want {
+		t.Errorf("%d bytes of the file mapped after %d were written out, of %d allocated", rss, want, seg.alloc.Load())
+	}
 	ahead := (seg.used.Load() + int64(pageSize)) &^ int64(pageSize-1)
 	if alloc := seg.alloc.Load(); alloc-ahead < 1<<20 {
 		t.Fatalf("only %d bytes allocated ahead of the lines", alloc-ahead)
@@ -368,11 +376,26 @@ func TestMappedWritesOutAsItGoes(t *testing.T) {
 	if st := stat(ahead, seg.alloc.Load()-ahead); st.Dirty == 0 {
 		t.Errorf("the space ahead was written with the lines (the kernel's own write of the whole file): %+v", st)
 	}
+	// A copy held up past the interval (a request descheduled between
+	// its reservation and its copy) into a page written out and unmapped
+	// maps it again and reaches the file.
+	late := bytes.Index(seg.mem[:want], long)
+	if late < 0 {
+		t.Fatal("no line in the pages written out")
+	}
+	copy(seg.mem[late:], strings.Repeat("b", len(long)))
 	if err := l.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if got, per := countLines(t, dir); got != 1010 {
 		t.Fatalf("%d lines in %v for 1010 records", got, per)
+	}
+	var found bool
+	for _, fl := range readLog(t, dir) {
+		found = found || bytes.Contains(fl.line, []byte(strings.Repeat("b", len(long))))
+	}
+	if !found {
+		t.Error("a copy into a page written out and unmapped did not reach the file")
 	}
 }
 
@@ -394,4 +417,31 @@ func TestMappedSyncWritesNothingOut(t *testing.T) {
 	if err := l.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// mappingRss is how much of mem, a mapping of this process, is in its page
+// tables (/proc/self/smaps).
+func mappingRss(t *testing.T, mem []byte) int64 {
+	t.Helper()
+	smaps, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Skip("no /proc/self/smaps to tell which pages are mapped: ", err)
+	}
+	start := fmt.Sprintf("%x-", uintptr(unsafe.Pointer(unsafe.SliceData(mem))))
+	in := false
+	for line := range strings.Lines(string(smaps)) {
+		if f := strings.Fields(line); len(f) > 0 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":") {
+			in = strings.HasPrefix(line, start)
+			continue
+		}
+		if in && strings.HasPrefix(line, "Rss:") {
+			var kb int64
+			if _, err := fmt.Sscanf(line, "Rss: %d kB", &kb); err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no mapping at %s in /proc/self/smaps", start)
+	return 0
 }
