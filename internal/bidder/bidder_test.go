@@ -43,9 +43,19 @@ func newFixture(t testing.TB, exchanges ...bidder.Exchange) *fixture {
 // newFixtureWith is newFixture with its bidder's options changed by opt.
 func newFixtureWith(t testing.TB, opt func(*bidder.Options), exchanges ...bidder.Exchange) *fixture {
 	t.Helper()
+	return newFixtureEdited(t, nil, opt, exchanges...)
+}
+
+// newFixtureEdited is newFixtureWith on the test campaigns as edit
+// changes their JSON.
+func newFixtureEdited(t testing.TB, edit func([]byte) []byte, opt func(*bidder.Options), exchanges ...bidder.Exchange) *fixture {
+	t.Helper()
 	b, err := os.ReadFile("testdata/campaigns.json")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if edit != nil {
+		b = edit(b)
 	}
 	var set tsubame.CampaignSet
 	if err := json.Unmarshal(b, &set); err != nil {
@@ -403,29 +413,57 @@ func TestManyImps(t *testing.T) {
 // A response's notice URLs are copied without escaping only when they need
 // none (openrtb.Bid.Plain): every example's answer is byte for byte what
 // encoding/json writes of it, with a notice host that needs escaping too.
+//
+// The same with the banners' images ending in a query of two parameters
+// (plain but its '&') and in bytes both HTML and JSON escape, for the
+// markup the bidder writes as JSON itself (openrtb.EscapedAdM).
 func TestPlainNoticeURLs(t *testing.T) {
-	for _, base := range []string{noticeBase, "https://a&b.example", "https://a<b.example"} {
-		f := newFixtureWith(t, func(o *bidder.Options) { o.NoticeURL = base })
-		for _, name := range []string{"example-6.2.1-banner.json", "example-6.2.3-mobile.json", "example-6.2.4-video.json", "example-6.2.5-pmp.json"} {
-			o := f.bid(t, "ssp", example(t, name))
-			if o.Status != 200 {
-				t.Fatalf("%s %s: %d %s", base, name, o.Status, o.Reason)
-			}
-			var r openrtb.BidResponse
-			if err := json.Unmarshal(o.Body, &r); err != nil {
-				t.Fatalf("%s %s: %v\n%s", base, name, err, o.Body)
-			}
-			b := &r.SeatBid[0].Bid[0]
-			if !strings.HasPrefix(b.NURL, base+"/") || !strings.HasPrefix(b.BURL, base+"/") || !strings.HasPrefix(b.LURL, base+"/") {
-				t.Fatalf("%s %s: notice URLs %q %q %q", base, name, b.NURL, b.BURL, b.LURL)
-			}
-			want, err := json.Marshal(&r)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !bytes.Equal(o.Body, want) {
-				t.Errorf("%s %s:\n got %s\nwant %s", base, name, o.Body, want)
+	for _, suffix := range []string{"", "?w=728&h=90", `?q=\"<b>'`} {
+		for _, base := range []string{noticeBase, "https://a&b.example", "https://a<b.example"} {
+			f := newFixtureEdited(t, func(b []byte) []byte { return bytes.ReplaceAll(b, []byte(`.png"`), []byte(`.png`+suffix+`"`)) },
+				func(o *bidder.Options) { o.NoticeURL = base })
+			checkPlainNoticeURLs(t, f, base, suffix)
+		}
+	}
+}
+
+func checkPlainNoticeURLs(t *testing.T, f *fixture, base, suffix string) {
+	t.Helper()
+	var imageSuffix string // the suffix in an HTML attribute, once in a markup
+	if err := json.Unmarshal([]byte(`"`+suffix+`"`), &imageSuffix); err != nil {
+		t.Fatal(err)
+	}
+	attr := strings.NewReplacer("&", "&amp;", `"`, "&quot;", "<", "&lt;", ">", "&gt;")
+	imageSuffix = attr.Replace(imageSuffix)
+	images := 0
+	for _, name := range []string{"example-6.2.1-banner.json", "example-6.2.3-mobile.json", "example-6.2.4-video.json", "example-6.2.5-pmp.json"} {
+		o := f.bid(t, "ssp", example(t, name))
+		if o.Status != 200 {
+			t.Fatalf("%s %s %s: %d %s", suffix, base, name, o.Status, o.Reason)
+		}
+		var r openrtb.BidResponse
+		if err := json.Unmarshal(o.Body, &r); err != nil {
+			t.Fatalf("%s %s %s: %v\n%s", suffix, base, name, err, o.Body)
+		}
+		b := &r.SeatBid[0].Bid[0]
+		if !strings.HasPrefix(b.NURL, base+"/") || !strings.HasPrefix(b.BURL, base+"/") || !strings.HasPrefix(b.LURL, base+"/") {
+			t.Fatalf("%s %s %s: notice URLs %q %q %q", suffix, base, name, b.NURL, b.BURL, b.LURL)
+		}
+		if strings.Contains(b.AdM, `rel="noopener"><img src="`) { // an image in a link, the bidder's markup
+			images++
+			if !strings.HasPrefix(b.AdM, `<a href="`+attr.Replace(base)+"/") || !strings.Contains(b.AdM, ".png"+imageSuffix+`"`) {
+				t.Errorf("%s %s %s: not the click tracker on the notice host and the image, escaped: %s", suffix, base, name, b.AdM)
 			}
 		}
+		want, err := json.Marshal(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(o.Body, want) {
+			t.Errorf("%s %s %s:\n got %s\nwant %s", suffix, base, name, o.Body, want)
+		}
+	}
+	if images == 0 {
+		t.Errorf("%s %s: no markup of an image in a link", suffix, base)
 	}
 }

@@ -390,7 +390,7 @@ func (b *Bidder) winMarkup(t track.Token, ex *exchange, vast []byte) ([]byte, st
 	if err != nil {
 		return nil, "", false
 	}
-	m := b.appendMarkup(nil, d, t.Decision, version, imp, click)
+	m := b.appendMarkup(nil, d, t.Decision, version, imp, click, false)
 	if d.Creative.Format == tsubame.FormatVideo {
 		return m, "application/xml; charset=utf-8", true
 	}

@@ -62,7 +62,13 @@ func appendBid(dst []byte, b *Bid) []byte {
 	dst = appendURL(dst, `,"nurl":`, b.NURL, b.Plain&PlainNURL != 0)
 	dst = appendURL(dst, `,"burl":`, b.BURL, b.Plain&PlainBURL != 0)
 	dst = appendURL(dst, `,"lurl":`, b.LURL, b.Plain&PlainLURL != 0)
-	dst = appendString(dst, `,"adm":`, b.AdM)
+	if b.Plain&EscapedAdM != 0 {
+		if b.AdM != "" {
+			dst = append(append(append(dst, `,"adm":"`...), b.AdM...), '"')
+		}
+	} else {
+		dst = appendString(dst, `,"adm":`, b.AdM)
+	}
 	dst = appendString(dst, `,"adid":`, b.AdID)
 	dst = appendStrings(dst, `,"adomain":`, b.ADomain)
 	dst = appendString(dst, `,"bundle":`, b.Bundle)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"tsubame/internal/render"
 )
 
 func responses() []BidResponse {
@@ -90,5 +92,26 @@ func BenchmarkAppendResponse(b *testing.B) {
 				buf = AppendResponse(buf[:0], &r)
 			}
 		})
+	}
+}
+
+// A markup its maker escaped (EscapedAdM) is written as encoding/json
+// writes the markup itself; an empty one is left out.
+func TestEscapedAdM(t *testing.T) {
+	for _, html := range []string{
+		`<a href="https://n.example/t/c/AQ-_x" target="_blank" rel="noopener"><img src="https://cdn.example/a.png?a=1&amp;b=2" width="300" height="250"></a>`,
+		"esc\"\\\n\t\x01<>&\u2028\u2029é\x7f\u0085 </script>",
+		"",
+	} {
+		bid := Bid{ID: "b", ImpID: "1", Price: 1, AdM: html, W: 300, H: 250}
+		want, err := json.Marshal(&BidResponse{ID: "r", SeatBid: []SeatBid{{Bid: []Bid{bid}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		esc := render.AppendJSONString(nil, html)
+		bid.AdM, bid.Plain = string(esc[1:len(esc)-1]), EscapedAdM
+		if got := AppendResponse(nil, &BidResponse{ID: "r", SeatBid: []SeatBid{{Bid: []Bid{bid}}}}); !bytes.Equal(got, want) {
+			t.Errorf("%q:\n got %s\nwant %s", html, got, want)
+		}
 	}
 }

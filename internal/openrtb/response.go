@@ -51,18 +51,21 @@ type Bid struct {
 	// built of bytes JSON writes as they are but '&' (render.IsPlainJSON):
 	// the encoder copies them without looking at each byte. A bidder's
 	// notice URLs are its own host, a base64url token hundreds of bytes
-	// long and its macros.
+	// long and its macros. With EscapedAdM, AdM holds the markup as JSON
+	// writes it (render.AppendJSONString's bytes between the quotes),
+	// escaped by its maker, and is copied as it is.
 	Plain Plain `json:"-"`
 }
 
-// Plain is a set of a Bid's URLs that need no escaping in JSON.
+// Plain is a set of a Bid's strings that need no escaping in JSON.
 type Plain uint8
 
-// The URLs of a Bid that can be Plain.
+// The strings of a Bid that can be Plain.
 const (
 	PlainNURL Plain = 1 << iota
 	PlainBURL
 	PlainLURL
+	EscapedAdM
 )
 
 // The values of Bid.MType.
