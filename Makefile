@@ -64,14 +64,24 @@ race: check-go test-tools axe
 # axe-core (make axe). make test-short needs none of them: it skips what
 # needs them and says so.
 test-tools:
-	@command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 && command -v chromium >/dev/null 2>&1 && \
-		command -v npm >/dev/null 2>&1 && \
-		command -v clickhouse-server >/dev/null 2>&1 && \
-		command -v curl >/dev/null 2>&1 && command -v prlimit >/dev/null 2>&1 && command -v systemd-analyze >/dev/null 2>&1 && \
-		command -v java >/dev/null 2>&1 && { command -v rsyslogd >/dev/null 2>&1 || [ -x /usr/sbin/rsyslogd ]; } && command -v xmllint >/dev/null 2>&1 && \
-		command -v ssh-keygen >/dev/null 2>&1 && [ -n "$(CONTAINER_TOOL)" ] || \
-		{ $(APT_GET) update -qq && $(APT_GET) install -y -qq redis-server redis-tools chromium curl util-linux systemd \
-			default-jre-headless rsyslog libxml2-utils clickhouse-server openssh-client npm $(if $(CONTAINER_TOOL),,podman); }
+	@missing=""; \
+	command -v redis-server >/dev/null 2>&1 || missing="$$missing redis-server"; \
+	command -v redis-cli >/dev/null 2>&1 || missing="$$missing redis-tools"; \
+	command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
+	command -v clickhouse-server >/dev/null 2>&1 || missing="$$missing clickhouse-server"; \
+	command -v curl >/dev/null 2>&1 || missing="$$missing curl"; \
+	command -v prlimit >/dev/null 2>&1 || missing="$$missing util-linux"; \
+	command -v systemd-analyze >/dev/null 2>&1 || missing="$$missing systemd"; \
+	command -v java >/dev/null 2>&1 || missing="$$missing default-jre-headless"; \
+	command -v rsyslogd >/dev/null 2>&1 || [ -x /usr/sbin/rsyslogd ] || missing="$$missing rsyslog"; \
+	command -v xmllint >/dev/null 2>&1 || missing="$$missing libxml2-utils"; \
+	command -v ssh-keygen >/dev/null 2>&1 || missing="$$missing openssh-client"; \
+	[ -n "$(CONTAINER_TOOL)" ] || missing="$$missing podman"; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing"; \
+		$(APT_GET) update -qq && $(APT_GET) install -y -qq $$missing; \
+	fi
 
 # axe-core, the accessibility checker the dashboard's browser tests run in
 # Chromium (TestDashboardAccessibility), pinned with its integrity hash in
