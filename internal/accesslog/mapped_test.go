@@ -303,15 +303,32 @@ func TestMappedGrowsAheadWithTheRate(t *testing.T) {
 // page counts, cachestat), while the space allocated ahead, faulted in and
 // dirty but not yet written to, is left alone. Without writeOut the kernel
 // writes neither before its 30 s expiry, and then both at once.
+//
+// The kernel also writes dirty pages of its own accord when the machine
+// holds many (vm.dirty_background_ratio): the space ahead is then written
+// with the lines and a try tells nothing, so it is made again, three times
+// at most. Without writeOut every try waits for the kernel's expiry.
 func TestMappedWritesOutAsItGoes(t *testing.T) {
-	dir := t.TempDir()
 	var fsst unix.Statfs_t
-	if err := unix.Statfs(dir, &fsst); err != nil {
+	if err := unix.Statfs(t.TempDir(), &fsst); err != nil {
 		t.Fatal(err)
 	}
 	if fsst.Type == unix.TMPFS_MAGIC {
 		t.Skip("the temporary directory is on tmpfs, whose pages are never written to a disk")
 	}
+	for try := 1; !writesOutAlone(t, t.TempDir()); try++ {
+		if try == 3 {
+			t.Fatal("in three tries the space ahead was written with the lines: the kernel's own write of the whole file, not writeOut's")
+		}
+		t.Log("the space ahead was written with the lines; trying again")
+	}
+}
+
+// writesOutAlone is a try of TestMappedWritesOutAsItGoes in dir: it fails
+// t on what the writer does wrong, and reports whether the space ahead
+// stayed dirty while the lines written out reached the disk.
+func writesOutAlone(t *testing.T, dir string) bool {
+	t.Helper()
 	l, _ := openMapped(t, FileOptions{Dir: dir}, Options{FlushInterval: time.Hour}) // no interval of its own
 	m := l.direct
 	seg := m.cur.Load()
@@ -359,9 +376,7 @@ func TestMappedWritesOutAsItGoes(t *testing.T) {
 	if alloc := seg.alloc.Load(); alloc-ahead < 1<<20 {
 		t.Fatalf("only %d bytes allocated ahead of the lines", alloc-ahead)
 	}
-	if st := stat(ahead, seg.alloc.Load()-ahead); st.Dirty == 0 {
-		t.Fatalf("the space ahead, faulted in for writing, has no dirty page: %+v", st)
-	}
+	alone := stat(ahead, seg.alloc.Load()-ahead).Dirty != 0 // faulted in for writing
 	deadline := time.Now().Add(time.Minute)
 	for {
 		st := stat(0, want)
@@ -373,9 +388,7 @@ func TestMappedWritesOutAsItGoes(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if st := stat(ahead, seg.alloc.Load()-ahead); st.Dirty == 0 {
-		t.Errorf("the space ahead was written with the lines (the kernel's own write of the whole file): %+v", st)
-	}
+	alone = alone && stat(ahead, seg.alloc.Load()-ahead).Dirty != 0
 	// A copy held up past the interval (a request descheduled between
 	// its reservation and its copy) into a page written out and unmapped
 	// maps it again and reaches the file.
@@ -397,6 +410,7 @@ func TestMappedWritesOutAsItGoes(t *testing.T) {
 	if !found {
 		t.Error("a copy into a page written out and unmapped did not reach the file")
 	}
+	return alone
 }
 
 // With durability sync every request's fdatasync writes its lines:
