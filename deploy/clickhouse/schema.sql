@@ -13,39 +13,6 @@
 
 CREATE DATABASE IF NOT EXISTS tsubame;
 
--- What the topic holds: every line, request lines too (their event is '').
-CREATE TABLE IF NOT EXISTS tsubame.access_log_kafka (
-    time String,
-    event String,
-    event_id String,
-    decision String,
-    line_item String,
-    campaign String,
-    creative String,
-    placement String,
-    uid String,
-    price Int64,
-    currency String,
-    valid UInt8,
-    advertiser String,
-    site String,
-    country String,
-    device String,
-    exchange String,
-    seat String,
-    auction String,
-    imp String,
-    deal String,
-    publisher String,
-    reason String,
-    late UInt8,
-    test UInt8,
-    slots UInt16,
-    filled UInt16,
-    endpoint String,
-    status UInt16
-) ENGINE = Kafka('{kafka_brokers}', '{kafka_topic}', 'tsubame-clickhouse', 'JSONEachRow');
-
 -- The events, deduplicated: a line shipped twice (Kafka's at-least-once,
 -- a shipper's resend after a crash) has the same event_id and time, and
 -- so do an impression's repeats; of the rows with one event_id the one
@@ -95,22 +62,67 @@ CREATE TABLE IF NOT EXISTS tsubame.rejected (
 PARTITION BY toYYYYMM(time)
 ORDER BY (time);
 
+-- The topic is read by two Kafka tables, one for each table above, in
+-- consumer groups of their own. A Kafka table starts its consumer with its
+-- first view, and a read under way feeds only the views there were when it
+-- began: one table read by two views could send a line to the events and
+-- not to the refused requests while the second view was being made. With
+-- one view each, every line reaches both. The request lines, most of the
+-- topic, are read twice; the refused requests' table parses four fields.
+
+-- Every line of the topic, request lines too (their event is ''), for the
+-- events. A new group (schema.sql before this one read the topic in the
+-- group tsubame-clickhouse, now the refused requests'): made on an earlier
+-- schema, it reads the topic's start again, and the events table keeps one
+-- of each event_id.
+CREATE TABLE IF NOT EXISTS tsubame.events_kafka (
+    time String,
+    event String,
+    event_id String,
+    decision String,
+    line_item String,
+    campaign String,
+    creative String,
+    placement String,
+    uid String,
+    price Int64,
+    currency String,
+    valid UInt8,
+    advertiser String,
+    site String,
+    country String,
+    device String,
+    exchange String,
+    seat String,
+    auction String,
+    imp String,
+    deal String,
+    publisher String,
+    reason String,
+    late UInt8,
+    test UInt8,
+    slots UInt16,
+    filled UInt16
+) ENGINE = Kafka('{kafka_brokers}', '{kafka_topic}', 'tsubame-clickhouse-events', 'JSONEachRow');
+
 CREATE MATERIALIZED VIEW IF NOT EXISTS tsubame.events_from_kafka TO tsubame.events AS
 SELECT parseDateTimeBestEffort(time) AS time, event, event_id, decision, line_item, campaign, creative, placement, uid,
        price, currency, valid, late, test, reason, advertiser, site, country, device, exchange, seat, auction, imp,
        deal, publisher, slots, filled
-FROM tsubame.access_log_kafka
+FROM tsubame.events_kafka
 WHERE event != '';
+
+-- Every line again, for the refused requests, in the group that read the
+-- topic before: made on an earlier schema, it reads on from where that
+-- schema's table stopped, and no refused request is stored twice.
+CREATE TABLE IF NOT EXISTS tsubame.rejected_kafka (
+    time String,
+    event String,
+    endpoint String,
+    status UInt16
+) ENGINE = Kafka('{kafka_brokers}', '{kafka_topic}', 'tsubame-clickhouse', 'JSONEachRow');
 
 CREATE MATERIALIZED VIEW IF NOT EXISTS tsubame.rejected_from_kafka TO tsubame.rejected AS
 SELECT parseDateTimeBestEffort(time) AS time, endpoint, status
-FROM tsubame.access_log_kafka
+FROM tsubame.rejected_kafka
 WHERE event = '' AND endpoint IN ('track_imp', 'track_click', 'rtb_win', 'rtb_bill', 'rtb_loss', 'rtb_bid_imp') AND status >= 400 AND status < 500;
-
--- The Kafka table starts consuming as soon as the first view is attached,
--- and a read under way feeds only the views there were when it began: a
--- line read in the moment before the second view existed would reach the
--- events and never the refused requests. Attaching the table again, now
--- that both views exist, restarts its consumer with both.
-DETACH TABLE tsubame.access_log_kafka;
-ATTACH TABLE tsubame.access_log_kafka;

@@ -7,6 +7,7 @@
 package clickhousetest
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -28,6 +29,10 @@ type Server struct {
 	Dir  string
 	cmd  *exec.Cmd
 	out  *os.File
+	// exited is closed when the process has ended, with its wait error in
+	// waitErr.
+	exited  chan struct{}
+	waitErr error
 }
 
 // Require skips the test when clickhouse-server is missing, saying why,
@@ -126,10 +131,14 @@ func (s *Server) start() error {
 	if err := s.cmd.Start(); err != nil {
 		return err
 	}
-	go func(c *exec.Cmd) { _ = c.Wait() }(s.cmd)
+	s.exited = make(chan struct{})
+	go func(c *exec.Cmd, exited chan struct{}) {
+		s.waitErr = c.Wait()
+		close(exited)
+	}(s.cmd, s.exited)
 	deadline := time.Now().Add(60 * time.Second) // a busy machine starts it slowly
 	for {
-		if v, err := s.Query("SELECT 1"); err == nil && strings.TrimSpace(v) == "1" {
+		if v, err := s.query("SELECT 1"); err == nil && strings.TrimSpace(v) == "1" {
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -161,6 +170,22 @@ func (s *Server) Version() (string, error) {
 // connection of its own: a POST on a kept-alive connection the server has
 // just closed fails with EOF, and Go does not send a POST again.
 func (s *Server) Query(sql string) (string, error) {
+	out, err := s.query(sql)
+	var status statusError
+	if err != nil && !errors.As(err, &status) {
+		err = s.explain(err)
+	}
+	return out, err
+}
+
+// statusError is the server's answer to a statement it refused.
+type statusError struct {
+	status, body string
+}
+
+func (e statusError) Error() string { return "clickhouse: " + e.status + ": " + e.body }
+
+func (s *Server) query(sql string) (string, error) {
 	client := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := client.Post("http://"+s.HTTP+"/?"+url.Values{"database": {"default"}}.Encode(), "text/plain", strings.NewReader(sql))
 	if err != nil {
@@ -172,9 +197,28 @@ func (s *Server) Query(sql string) (string, error) {
 		return "", err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("clickhouse: %s: %s", resp.Status, strings.TrimSpace(string(b)))
+		return "", statusError{resp.Status, strings.TrimSpace(string(b))}
 	}
 	return string(b), nil
+}
+
+// explain adds to a failed request what became of the server: whether
+// its process ended, and how, with the end of its error log. A request
+// the server dropped says only EOF.
+func (s *Server) explain(err error) error {
+	if s.exited == nil {
+		return err
+	}
+	select {
+	case <-s.exited:
+	case <-time.After(time.Second): // a crash's exit follows its dropped connections closely
+		return fmt.Errorf("%w (clickhouse-server still running)", err)
+	}
+	log, _ := os.ReadFile(filepath.Join(s.Dir, "server.err.log"))
+	if len(log) > 4096 {
+		log = log[len(log)-4096:]
+	}
+	return fmt.Errorf("%w (clickhouse-server exited: %v); the end of its error log:\n%s", err, s.waitErr, log)
 }
 
 // Exec runs each statement of a script (separated by lines that end with
