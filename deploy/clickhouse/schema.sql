@@ -71,10 +71,9 @@ ORDER BY (time);
 -- topic, are read twice; the refused requests' table parses four fields.
 
 -- Every line of the topic, request lines too (their event is ''), for the
--- events. A new group (schema.sql before this one read the topic in the
--- group tsubame-clickhouse, now the refused requests'): made on an earlier
--- schema, it reads the topic's start again, and the events table keeps one
--- of each event_id.
+-- events, in a group of its own. Added to a schema of an earlier release
+-- (one Kafka table, in the group tsubame-clickhouse), it reads the topic
+-- from its start again, and the events table keeps one row per event_id.
 CREATE TABLE IF NOT EXISTS tsubame.events_kafka (
     time String,
     event String,
