@@ -334,7 +334,7 @@ func (m *Main) logSubsystems(cfg *config.Config) {
 		m.Logger.Info("rtb bidder", "exchanges", strings.Join(slices.Sorted(maps.Keys(cfg.RTB.Exchanges)), ","))
 	}
 	if m.logs.roller != nil {
-		m.Logger.Info("reports", "path", cfg.ReportPath(), "interval", cfg.Report.Interval, "commit_every", cfg.Report.CommitEvery)
+		m.Logger.Info("reports", "path", cfg.ReportPath(), "interval", cfg.Report.Interval, "commit_every", cfg.Report.CommitEvery, "burst", cfg.Report.Burst)
 	}
 	m.Logger.Info("serving", "version", version, "pid", os.Getpid())
 }
@@ -908,7 +908,8 @@ func (m *Main) newRoller(al config.AccessLog, backend tsubame.Store) (*report.Ro
 // reportOptions are the rollups' options of cfg over the store backend.
 func reportOptions(cfg *config.Config, backend tsubame.Store, log *slog.Logger) report.Options {
 	opt := report.Options{Dir: cfg.AccessLog.Dir, Name: cfg.AccessLog.FileName, Path: cfg.ReportPath(), Node: cfg.Report.Node,
-		Minutes: cfg.Report.Minutes, Interval: cfg.Report.Interval, CommitEvery: cfg.Report.CommitEvery, Logger: log}
+		Minutes: cfg.Report.Minutes, Interval: cfg.Report.Interval, CommitEvery: cfg.Report.CommitEvery, Burst: cfg.Report.Burst,
+		Logger: log}
 	if rs, ok := backend.(*redis.Store); ok {
 		opt.Shared = &report.Shared{Client: rs.Client(), KeyPrefix: rs.KeyPrefix()}
 	}

@@ -18,6 +18,9 @@ type Report struct {
 	// CommitEvery is how long what was read waits in memory before it is
 	// committed with its read position (the reports' lag).
 	CommitEvery time.Duration `koanf:"commit_every"`
+	// Burst is how long the background reading works at a stretch before
+	// it pauses as long as it worked (report.Options.Burst); 0: no pauses.
+	Burst time.Duration `koanf:"burst"`
 	// Minutes is how long rows are kept per minute; older ones are kept
 	// per quarter-hour (which the hours and days of every zone are made of).
 	Minutes time.Duration `koanf:"minutes"`
@@ -49,6 +52,9 @@ func (c *Config) validateReport(p *problems) {
 	r := c.Report
 	p.positive("report.interval", r.Interval)
 	p.positive("report.commit_every", r.CommitEvery)
+	if r.Burst < 0 || r.Burst > time.Second {
+		p.add("report.burst: must be between 0 (no pauses) and 1s (got %v)", r.Burst)
+	}
 	if r.ForecastDays < 1 || r.ForecastDays > 56 {
 		p.add("report.forecast_days: must be 1 to 56 (got %d)", r.ForecastDays)
 	}

@@ -677,6 +677,7 @@ func (c *bidderCollector) Collect(ch chan<- prometheus.Metric) {
 type ReportCollector struct {
 	stats                 func() report.Stats
 	lines, events, errors *prometheus.Desc
+	paused                *prometheus.Desc
 }
 
 // NewReportCollector returns a collector over the roller's stats.
@@ -688,6 +689,7 @@ func NewReportCollector(stats func() report.Stats) *ReportCollector {
 		lines:  d("lines_total", "Access log lines the reports have read since the start."),
 		events: d("events_total", "Of those, lines counted (event lines, refused tracking requests)."),
 		errors: d("errors_total", "Rollup passes that failed (retried at the next interval) and lines that could not be read."),
+		paused: d("paused_seconds_total", "Time the background reading paused between its bursts (report.burst)."),
 	}
 }
 
@@ -696,6 +698,7 @@ func (c *ReportCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.lines
 	ch <- c.events
 	ch <- c.errors
+	ch <- c.paused
 }
 
 // Collect implements prometheus.Collector.
@@ -704,6 +707,7 @@ func (c *ReportCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.lines, prometheus.CounterValue, float64(s.Lines))
 	ch <- prometheus.MustNewConstMetric(c.events, prometheus.CounterValue, float64(s.Events))
 	ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(s.Errors))
+	ch <- prometheus.MustNewConstMetric(c.paused, prometheus.CounterValue, s.Paused.Seconds())
 }
 
 // NewSSPCollector exports the sell side's counters (internal/ssp): per

@@ -43,6 +43,17 @@ type Options struct {
 	// cost), and reading still spreads over every Interval. A crash loses
 	// nothing: the uncommitted lines are read again. Default 10s.
 	CommitEvery time.Duration
+	// Burst bounds how long the background loop (Start) reads at a
+	// stretch: once a pass has worked Burst since its last pause, it
+	// pauses as long as it worked. A second's lines at a high rate, or a
+	// backlog after a restart, then take at most about half a core, a
+	// little at a time, instead of a whole core for tens of milliseconds
+	// beside the requests, which is their slowest percentile on a
+	// machine of few cores. The time worked is the wall clock's: on a
+	// busy machine, where the pass also waits for a core, it pauses
+	// longer. Passes run by Pass, CatchUp and Rebuild are not paced.
+	// 0: no pauses.
+	Burst time.Duration
 	// Logger receives the roller's problems. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock of the compaction. Default time.Now.
@@ -53,7 +64,15 @@ type Options struct {
 	Shared *Shared
 
 	backend backend // where the rollups are kept; nil: Shared's, else a bbolt file at Path
+	// The clock and the pause of a paced pass (Burst); nil: time.Now and
+	// a timer that Close cuts short.
+	clock func() time.Time
+	sleep func(time.Duration)
 }
+
+// paceLines is how many lines a paced pass counts between two looks at
+// the clock: a few hundred microseconds' work at most.
+const paceLines = 256
 
 // chunkSize is how much of a file one transaction reads at most.
 const chunkSize = 4 << 20
@@ -77,7 +96,12 @@ type Roller struct {
 	buf       []byte                // a chunk of a file (under mu)
 	pending   map[string]*batch     // counted and not committed, by file key (under mu)
 
+	paced    bool      // the pass under way pauses (Options.Burst; under mu)
+	workFrom time.Time // when it last began to work (under mu)
+	unpaced  int       // lines counted since the clock was last read (under mu)
+
 	lines, events, errs atomic.Int64
+	paused              atomic.Int64 // nanoseconds
 	lastErr             atomic.Pointer[string]
 }
 
@@ -104,6 +128,12 @@ func Open(opt Options) (*Roller, error) {
 	}
 	if opt.Now == nil {
 		opt.Now = time.Now
+	}
+	if opt.Burst < 0 {
+		opt.Burst = 0
+	}
+	if opt.clock == nil {
+		opt.clock = time.Now
 	}
 	be := opt.backend
 	if be == nil && opt.Shared != nil {
@@ -136,7 +166,7 @@ func (r *Roller) Start() {
 		t := time.NewTicker(r.opt.Interval)
 		defer t.Stop()
 		for {
-			if _, err := r.Pass(); err != nil && !errors.Is(err, ErrClosed) {
+			if _, err := r.pass(true); err != nil && !errors.Is(err, ErrClosed) {
 				r.noteError(err)
 			}
 			select {
@@ -192,14 +222,36 @@ func (r *Roller) CatchUp(ctx context.Context) error {
 
 // Stats are the roller's counts since it started.
 type Stats struct {
-	Lines  int64 // lines read
-	Events int64 // of which counted
-	Errors int64 // passes that failed
+	Lines  int64         // lines read
+	Events int64         // of which counted
+	Errors int64         // passes that failed
+	Paused time.Duration // the background loop's pauses (Options.Burst)
 }
 
 // Stats returns the roller's counts.
 func (r *Roller) Stats() Stats {
-	return Stats{Lines: r.lines.Load(), Events: r.events.Load(), Errors: r.errs.Load()}
+	return Stats{Lines: r.lines.Load(), Events: r.events.Load(), Errors: r.errs.Load(), Paused: time.Duration(r.paused.Load())}
+}
+
+// pace pauses a paced pass that has worked Options.Burst since it began or
+// last paused, as long as it worked; never once Close has begun. Under mu.
+func (r *Roller) pace() {
+	worked := r.opt.clock().Sub(r.workFrom)
+	if worked < r.opt.Burst || r.stopping() {
+		return
+	}
+	if r.opt.sleep != nil {
+		r.opt.sleep(worked)
+	} else {
+		t := time.NewTimer(worked)
+		select {
+		case <-t.C:
+		case <-r.stop:
+			t.Stop()
+		}
+	}
+	r.paused.Add(int64(worked))
+	r.workFrom = r.opt.clock()
 }
 
 // Hold reports whether a closed file (by name in Dir) must be kept because
@@ -265,11 +317,18 @@ func (r *Roller) knowsNoFile() bool {
 // Pass reads what the files hold beyond what was read: the closed files
 // oldest first, then the active one, each in transactions of up to
 // chunkSize. It returns how many lines it read.
-func (r *Roller) Pass() (int64, error) {
+func (r *Roller) Pass() (int64, error) { return r.pass(false) }
+
+// pass is Pass, paced by Options.Burst when paced.
+func (r *Roller) pass(paced bool) (int64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopping() {
 		return 0, ErrClosed
+	}
+	r.paced = paced && r.opt.Burst > 0
+	if r.paced {
+		r.workFrom = r.opt.clock()
 	}
 	names, err := accesslog.ClosedFiles(r.opt.Dir, r.opt.Name, true)
 	if errors.Is(err, fs.ErrNotExist) && r.knowsNoFile() {
@@ -531,6 +590,12 @@ func (r *Roller) count(bt *batch, data []byte) (int64, int) {
 		rest = rest[i+1:]
 		used += len(line)
 		bt.next.Lines++
+		if r.paced {
+			if r.unpaced++; r.unpaced == paceLines {
+				r.unpaced = 0
+				r.pace()
+			}
+		}
 		if bt.next.Lines == 1 {
 			bt.next.First, _ = accesslog.LineTime(line)
 		}
