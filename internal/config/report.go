@@ -52,8 +52,8 @@ func (c *Config) validateReport(p *problems) {
 	r := c.Report
 	p.positive("report.interval", r.Interval)
 	p.positive("report.commit_every", r.CommitEvery)
-	if r.Burst < 0 || r.Burst > time.Second {
-		p.add("report.burst: must be between 0 (no pauses) and 1s (got %v)", r.Burst)
+	if r.Burst < 0 || r.Burst > 50*time.Millisecond {
+		p.add("report.burst: must be between 0 (no pauses) and 50ms (got %v)", r.Burst)
 	}
 	if r.ForecastDays < 1 || r.ForecastDays > 56 {
 		p.add("report.forecast_days: must be 1 to 56 (got %d)", r.ForecastDays)

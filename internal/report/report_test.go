@@ -157,8 +157,14 @@ func want(evs []event) map[[2]string]Counts {
 // file as a server's stop does: a closed file each.
 func writeLog(t testing.TB, dir string, format accesslog.Format, gz bool, evs []event) {
 	t.Helper()
+	writeLogFiles(t, dir, format, gz, evs, 150)
+}
+
+// writeLogFiles is writeLog with perFile lines to a file.
+func writeLogFiles(t testing.TB, dir string, format accesslog.Format, gz bool, evs []event, perFile int) {
+	t.Helper()
 	for len(evs) > 0 {
-		n := min(len(evs), 150)
+		n := min(len(evs), perFile)
 		fs, err := accesslog.OpenFile(accesslog.FileOptions{Dir: dir, Gzip: gz, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)

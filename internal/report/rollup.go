@@ -45,14 +45,16 @@ type Options struct {
 	CommitEvery time.Duration
 	// Burst bounds how long the background loop (Start) reads at a
 	// stretch: once a pass has worked Burst since its last pause, it
-	// pauses as long as it worked. A second's lines at a high rate, or a
-	// backlog after a restart, then take at most about half a core, a
-	// little at a time, instead of a whole core for tens of milliseconds
-	// beside the requests, which is their slowest percentile on a
-	// machine of few cores. The time worked is the wall clock's: on a
-	// busy machine, where the pass also waits for a core, it pauses
-	// longer. Passes run by Pass, CatchUp and Rebuild are not paced.
-	// 0: no pauses.
+	// pauses as long as it worked, twice Burst at most. A second's lines
+	// at a high rate, or a backlog after a restart, then take at most
+	// about half a core, a little at a time, instead of a whole core for
+	// tens of milliseconds beside the requests, which is their slowest
+	// percentile on a machine of few cores. The time worked is the wall
+	// clock's from the pass's start, its last pause or its last commit (a
+	// commit's I/O is not work): on a busy machine, where the pass also
+	// waits for a core, it pauses longer. Passes run by Pass, CatchUp and
+	// Rebuild are not paced, and one of them (or Verify, or Close) waiting
+	// for a paced pass ends its pauses. 0: no pauses.
 	Burst time.Duration
 	// Logger receives the roller's problems. Default slog.Default().
 	Logger *slog.Logger
@@ -96,9 +98,11 @@ type Roller struct {
 	buf       []byte                // a chunk of a file (under mu)
 	pending   map[string]*batch     // counted and not committed, by file key (under mu)
 
-	paced    bool      // the pass under way pauses (Options.Burst; under mu)
-	workFrom time.Time // when it last began to work (under mu)
-	unpaced  int       // lines counted since the clock was last read (under mu)
+	paced    bool          // the pass under way pauses (Options.Burst; under mu)
+	workFrom time.Time     // when it last began to work (under mu)
+	unpaced  int           // lines counted since the clock was last read (under mu)
+	waiting  atomic.Int32  // callers waiting for mu (lock): a paced pass stops pausing
+	wake     chan struct{} // ends a pause under way when one comes (lock)
 
 	lines, events, errs atomic.Int64
 	paused              atomic.Int64 // nanoseconds
@@ -146,7 +150,7 @@ func Open(opt Options) (*Roller, error) {
 		}
 		be = boltBackend{db}
 	}
-	r := &Roller{opt: opt, be: be, stop: make(chan struct{}), done: make(chan struct{}), pending: map[string]*batch{}}
+	r := &Roller{opt: opt, be: be, stop: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1), pending: map[string]*batch{}}
 	var err error
 	if r.files, r.compacted, err = be.load(); err == nil {
 		r.gone, err = be.tombstones()
@@ -213,7 +217,7 @@ func (r *Roller) CatchUp(ctx context.Context) error {
 			return err
 		}
 		if n == 0 {
-			r.mu.Lock()
+			r.lock()
 			defer r.mu.Unlock()
 			return r.flushDue(true)
 		}
@@ -233,25 +237,43 @@ func (r *Roller) Stats() Stats {
 	return Stats{Lines: r.lines.Load(), Events: r.events.Load(), Errors: r.errs.Load(), Paused: time.Duration(r.paused.Load())}
 }
 
-// pace pauses a paced pass that has worked Options.Burst since it began or
-// last paused, as long as it worked; never once Close has begun. Under mu.
+// pace pauses a paced pass that has worked Options.Burst since it began,
+// last paused or last committed, as long as it worked (twice Burst at
+// most); never once Close has begun or while another caller waits for mu.
+// Under mu.
 func (r *Roller) pace() {
 	worked := r.opt.clock().Sub(r.workFrom)
-	if worked < r.opt.Burst || r.stopping() {
+	if worked < r.opt.Burst || r.stopping() || r.waiting.Load() > 0 {
 		return
 	}
+	d := min(worked, 2*r.opt.Burst)
 	if r.opt.sleep != nil {
-		r.opt.sleep(worked)
+		r.opt.sleep(d)
 	} else {
-		t := time.NewTimer(worked)
+		start := time.Now()
+		t := time.NewTimer(d)
 		select {
 		case <-t.C:
 		case <-r.stop:
-			t.Stop()
+		case <-r.wake:
 		}
+		t.Stop()
+		d = time.Since(start)
 	}
-	r.paused.Add(int64(worked))
+	r.paused.Add(int64(d))
 	r.workFrom = r.opt.clock()
+}
+
+// lock takes mu for a caller other than the background loop, ending the
+// pauses of a paced pass under way (pace) rather than waiting them out.
+func (r *Roller) lock() {
+	r.waiting.Add(1)
+	select {
+	case r.wake <- struct{}{}:
+	default: // one is pending already
+	}
+	r.mu.Lock()
+	r.waiting.Add(-1)
 }
 
 // Hold reports whether a closed file (by name in Dir) must be kept because
@@ -321,14 +343,22 @@ func (r *Roller) Pass() (int64, error) { return r.pass(false) }
 
 // pass is Pass, paced by Options.Burst when paced.
 func (r *Roller) pass(paced bool) (int64, error) {
-	r.mu.Lock()
+	if paced {
+		r.mu.Lock()
+	} else {
+		r.lock()
+	}
 	defer r.mu.Unlock()
 	if r.stopping() {
 		return 0, ErrClosed
 	}
 	r.paced = paced && r.opt.Burst > 0
 	if r.paced {
-		r.workFrom = r.opt.clock()
+		select {
+		case <-r.wake: // left by a caller that has had mu since
+		default:
+		}
+		r.workFrom, r.unpaced = r.opt.clock(), 0
 	}
 	names, err := accesslog.ClosedFiles(r.opt.Dir, r.opt.Name, true)
 	if errors.Is(err, fs.ErrNotExist) && r.knowsNoFile() {
@@ -638,6 +668,9 @@ func (r *Roller) full(bt *batch) bool {
 // flush commits the batch's counts and position in one transaction (eof
 // marks the file read to its end) and returns the lines it committed.
 func (r *Roller) flush(bt *batch, eof bool) (int64, error) {
+	if r.paced {
+		defer func() { r.workFrom, r.unpaced = r.opt.clock(), 0 }() // the commit's I/O is not work
+	}
 	if bt.next.Offset == bt.committed.Offset && !eof {
 		return 0, nil
 	}
@@ -737,7 +770,7 @@ var ErrClosed = errors.New("report: the roller is closed")
 // from their start. Times whose files retention removed are then missing
 // from the reports: the command says so before it runs.
 func (r *Roller) Rebuild(ctx context.Context) error {
-	r.mu.Lock()
+	r.lock()
 	err := r.be.reset()
 	if err == nil {
 		r.compacted = 0

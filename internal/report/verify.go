@@ -121,7 +121,7 @@ const maxMismatches = 100
 // cannot be recounted once retention removed a file: the comparison then
 // starts at the first whole quarter-hour after it (Narrowed says so).
 func (r *Roller) Verify(q Query) (*Verification, error) {
-	r.mu.Lock() // this node's positions and rows stay as they are meanwhile
+	r.lock() // this node's positions and rows stay as they are meanwhile
 	defer r.mu.Unlock()
 	return verify(r.be, r.opt.Dir, r.opt.Name, r.keyOf, q)
 }
