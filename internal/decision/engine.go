@@ -196,9 +196,12 @@ func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 		// (and before /readyz says ready).
 		w.Warm(ctx, idx, nil)
 	}
+	// The set before the index it was compiled from: a reader that finds a
+	// line item in the index (a decision) then finds it in the set (the
+	// admin's explain, its statuses), never an index newer than the set.
+	e.held.Store(&heldSet{set.CampaignSet, v})
 	e.swap(ctx, idx)
 	e.stale = false
-	e.held.Store(&heldSet{set.CampaignSet, v})
 	if e.log != nil {
 		e.log.Log(ctx, level, "decision index "+how, "version", v, "line_items", idx.Len(), "changes", len(set.changes), "took", time.Since(start).Round(time.Microsecond))
 	}

@@ -2,6 +2,7 @@ package decision
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -182,5 +183,77 @@ func TestCompileBehindThePatches(t *testing.T) {
 	}
 	if n := e.Index().Len(); n != 400 {
 		t.Fatalf("%d line items in the index, want 400", n)
+	}
+}
+
+// setChecker is Counters whose Warm (called once an index is in use)
+// checks that the engine's Set already holds every line item of it.
+type setChecker struct {
+	NoCounters
+	e      *Engine
+	missed chan string
+	warmed chan struct{}
+}
+
+func (c *setChecker) Warm(_ context.Context, ix, prev *Index) int {
+	if prev == nil {
+		return 0 // the first index, warmed before it is in use
+	}
+	set, _ := c.e.Set()
+	have := map[string]bool{}
+	if set != nil {
+		for _, li := range set.LineItems {
+			have[li.ID] = true
+		}
+	}
+	for _, l := range ix.lines {
+		if !have[l.ID] {
+			c.missed <- l.ID
+		}
+	}
+	c.warmed <- struct{}{}
+	return 0
+}
+
+// An index in use is never newer than the set Set returns: the admin's
+// explain reads the set and the index one after the other, and lists no
+// candidate of a line item the decision served. The check runs where the
+// engine hands a new index to its counters, right after it is in use.
+func TestSetIsNeverOlderThanTheIndex(t *testing.T) {
+	ctx := t.Context()
+	store := memory.New()
+	set := &tsubame.CampaignSet{
+		Advertisers: []*tsubame.Advertiser{{ID: "a", Name: "A"}},
+		Campaigns:   []*tsubame.Campaign{{ID: "c", Advertiser: "a"}},
+		Creatives: []*tsubame.Creative{{ID: "cr", Advertiser: "a", Format: tsubame.FormatBanner, W: 1, H: 1,
+			Image: "https://cdn.example.com/a.png", Click: "https://example.com/", Status: tsubame.StatusApproved}},
+		LineItems: []*tsubame.LineItem{{ID: "li-0", Campaign: "c", Priority: 1, Weight: 1, Creatives: []string{"cr"}}},
+	}
+	if err := store.ReplaceAll(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	c := &setChecker{missed: make(chan string, 100), warmed: make(chan struct{}, 100)}
+	e := NewEngine(store, EngineOptions{Counters: c})
+	c.e = e
+	for i := range 50 {
+		if i > 0 {
+			li := *set.LineItems[0]
+			li.ID = "li-" + strconv.Itoa(i)
+			if err := store.PutObject(ctx, &li); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if built, err := e.Refresh(ctx); !built || err != nil {
+			t.Fatalf("refresh %d: %v, %v", i, built, err)
+		}
+		if i == 0 {
+			continue
+		}
+		<-c.warmed
+		select {
+		case id := <-c.missed:
+			t.Fatalf("refresh %d: %s is in the index in use and not in the engine's set", i, id)
+		default:
+		}
 	}
 }
