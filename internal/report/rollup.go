@@ -133,9 +133,6 @@ func Open(opt Options) (*Roller, error) {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	if opt.Burst < 0 {
-		opt.Burst = 0
-	}
 	if opt.clock == nil {
 		opt.clock = time.Now
 	}
@@ -668,11 +665,11 @@ func (r *Roller) full(bt *batch) bool {
 // flush commits the batch's counts and position in one transaction (eof
 // marks the file read to its end) and returns the lines it committed.
 func (r *Roller) flush(bt *batch, eof bool) (int64, error) {
-	if r.paced {
-		defer func() { r.workFrom, r.unpaced = r.opt.clock(), 0 }() // the commit's I/O is not work
-	}
 	if bt.next.Offset == bt.committed.Offset && !eof {
 		return 0, nil
+	}
+	if r.paced {
+		defer func() { r.workFrom, r.unpaced = r.opt.clock(), 0 }() // the commit's I/O is not work
 	}
 	next := bt.next
 	next.Done = eof
