@@ -105,7 +105,8 @@ type FrequencyUpdate struct {
 	LineItem string
 	Caps     []FrequencyCap
 	// Bid is the bid or decision the entry is for: required but for a
-	// take.
+	// take. It may view the caller's memory, valid for the call only: a
+	// store keeps (or sends after the call returns) a copy.
 	Bid string
 	// Now is when the update is made: a take's or a count's impression
 	// time, and the instant windows and holds are measured from.

@@ -591,7 +591,12 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 		}
 		d.Deals, d.DealMins = w.deals[:n], w.mins[:n]
 	}
-	bidID := track.NewID(now)
+	// The bid's id is a view of w's text like its URLs: nothing that
+	// outlives the request keeps it but a copy (decision.Counters, the
+	// frequency stores), and a bid costs no allocation of its own.
+	from := len(w.buf)
+	w.buf = track.AppendID(w.buf, now)
+	bidID := w.text(from, len(w.buf))
 	if !test {
 		w.reserve[0] = bidID
 		// A bid given back at its win window is counted by the second of
@@ -729,7 +734,7 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 		if c.HTML != "" && c.Format != tsubame.FormatVideo && impURL == "" {
 			bid.AdM = c.HTML
 		} else {
-			from := len(w.buf)
+			from = len(w.buf)
 			asJSON := b.plainBanner(c)
 			w.buf = b.appendMarkup(w.buf, dec, bidID, vast, impURL, click, asJSON)
 			bid.AdM = w.text(from, len(w.buf))
@@ -745,7 +750,7 @@ func (b *Bidder) bidImp(ex *exchange, req *openrtb.BidRequest, imp *openrtb.Imp,
 		return openrtb.Bid{}, NoBidNoMatch // a concurrent bid for the visitor took the cap's last
 	}
 	e := &w.event // the log takes its pointer: kept in w, off the heap's churn
-	from := len(w.buf)
+	from = len(w.buf)
 	w.buf = append(append(w.buf, "bid:"...), bidID...)
 	*e = accesslog.Event{Kind: accesslog.EventBid, ID: accesslog.String(w.text(from, len(w.buf))), Decision: accesslog.String(bidID),
 		LineItem: accesslog.String(l.ID), Campaign: accesslog.String(l.Campaign), Creative: accesslog.String(c.ID),

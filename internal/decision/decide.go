@@ -218,9 +218,10 @@ type Decision struct {
 // implementation may take the impression then (a reservation under
 // req.Reserve[slot] that the impression settles or its expiry releases);
 // when it returns false Decide draws again among the others.
-// Implementations must be safe for concurrent use, must not keep req
-// (they may keep the strings of req.Reserve), and should not allocate:
-// Allow runs in the matching core.
+// Implementations must be safe for concurrent use, must not keep req nor
+// the strings of req.Reserve past the call (a bidder's are views of its
+// request's memory: one to keep, or to send later, is copied), and should
+// not allocate: Allow runs in the matching core.
 type Counters interface {
 	Allow(l *Line, req *Request, slot int, now time.Time) bool
 }

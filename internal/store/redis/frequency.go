@@ -151,8 +151,12 @@ func (s *Store) Update(ctx context.Context, u *tsubame.FrequencyUpdate, rec *tsu
 		readBack = "1"
 		rec.Reset()
 	}
+	// The bid's id is the entry's end: its copy, not u.Bid, goes to the
+	// client, which may write a command after its caller gave up on it
+	// (ctx), when a bidder has reused the memory u.Bid views.
+	e := string(entry)
 	args := make([]string, 8, 8+2*len(u.Caps))
-	args[0], args[1], args[2], args[3], args[4] = frequencyOps[u.Op], u.LineItem, strconv.FormatInt(now, 10), string(entry), u.Bid
+	args[0], args[1], args[2], args[3], args[4] = frequencyOps[u.Op], u.LineItem, strconv.FormatInt(now, 10), e, e[len(e)-len(u.Bid):]
 	args[5] = strconv.FormatInt(now-tsubame.LongestFrequencyWindow(u.Caps), 10)
 	args[6] = strconv.FormatInt(max((u.Expires()-now+999)/1000, 1), 10)
 	args[7] = readBack
