@@ -38,6 +38,9 @@ type Engine struct {
 	compiles, patches, behinds atomic.Uint64
 	// changed wakes Run: a feed's signal, or a write through this process.
 	changed chan struct{}
+	// swapped, when set (by tests), is called with each index as it is
+	// put in use, before anything else the refresh does.
+	swapped func(*Index)
 }
 
 // EngineOptions configure an Engine.
@@ -215,6 +218,9 @@ func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 // them over): a slow store never holds a campaign's pause or edit back.
 func (e *Engine) swap(ctx context.Context, idx *Index) {
 	prev := e.idx.Swap(idx)
+	if e.swapped != nil {
+		e.swapped(idx)
+	}
 	if w, ok := e.counters.(warmer); ok && e.built.Load() {
 		go w.Warm(context.WithoutCancel(ctx), idx, prev)
 	}

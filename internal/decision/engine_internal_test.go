@@ -186,39 +186,10 @@ func TestCompileBehindThePatches(t *testing.T) {
 	}
 }
 
-// setChecker is Counters whose Warm (called once an index is in use)
-// checks that the engine's Set already holds every line item of it.
-type setChecker struct {
-	NoCounters
-	e      *Engine
-	missed chan string
-	warmed chan struct{}
-}
-
-func (c *setChecker) Warm(_ context.Context, ix, prev *Index) int {
-	if prev == nil {
-		return 0 // the first index, warmed before it is in use
-	}
-	set, _ := c.e.Set()
-	have := map[string]bool{}
-	if set != nil {
-		for _, li := range set.LineItems {
-			have[li.ID] = true
-		}
-	}
-	for _, l := range ix.lines {
-		if !have[l.ID] {
-			c.missed <- l.ID
-		}
-	}
-	c.warmed <- struct{}{}
-	return 0
-}
-
 // An index in use is never newer than the set Set returns: the admin's
 // explain reads the set and the index one after the other, and lists no
-// candidate of a line item the decision served. The check runs where the
-// engine hands a new index to its counters, right after it is in use.
+// candidate of a line item the decision served. The check runs as each
+// new index is put in use, before Refresh goes on.
 func TestSetIsNeverOlderThanTheIndex(t *testing.T) {
 	ctx := t.Context()
 	store := memory.New()
@@ -232,10 +203,24 @@ func TestSetIsNeverOlderThanTheIndex(t *testing.T) {
 	if err := store.ReplaceAll(ctx, set); err != nil {
 		t.Fatal(err)
 	}
-	c := &setChecker{missed: make(chan string, 100), warmed: make(chan struct{}, 100)}
-	e := NewEngine(store, EngineOptions{Counters: c})
-	c.e = e
-	for i := range 50 {
+	e := NewEngine(store, EngineOptions{})
+	swaps := 0
+	e.swapped = func(ix *Index) {
+		swaps++
+		held, _ := e.Set()
+		have := map[string]bool{}
+		if held != nil {
+			for _, li := range held.LineItems {
+				have[li.ID] = true
+			}
+		}
+		for _, l := range ix.lines {
+			if !have[l.ID] {
+				t.Errorf("swap %d: %s is in the index put in use and not in the engine's set", swaps, l.ID)
+			}
+		}
+	}
+	for i := range 5 {
 		if i > 0 {
 			li := *set.LineItems[0]
 			li.ID = "li-" + strconv.Itoa(i)
@@ -246,14 +231,8 @@ func TestSetIsNeverOlderThanTheIndex(t *testing.T) {
 		if built, err := e.Refresh(ctx); !built || err != nil {
 			t.Fatalf("refresh %d: %v, %v", i, built, err)
 		}
-		if i == 0 {
-			continue
-		}
-		<-c.warmed
-		select {
-		case id := <-c.missed:
-			t.Fatalf("refresh %d: %s is in the index in use and not in the engine's set", i, id)
-		default:
-		}
+	}
+	if swaps != 5 {
+		t.Fatalf("%d indexes put in use, want 5", swaps)
 	}
 }
