@@ -53,7 +53,7 @@ lint: check-go
 race: check-go test-tools axe
 	TSUBAME_AXE=$(AXE_JS) $(GO) test -race -count=1 -timeout 60m ./...
 	@# Allocation bounds cannot hold under -race (its sync.Pool drops entries): again without it.
-	$(GO) test -count=1 -run 'AllocatesNothing|Allocations' ./internal/decision ./internal/device ./internal/bidder ./internal/openrtb ./internal/track
+	$(GO) test -count=1 -run 'AllocatesNothing|Allocations' ./internal/decision ./internal/device ./internal/bidder ./internal/openrtb ./internal/track ./internal/ads
 
 # The tests start real Redis servers (redis-server and redis-cli), drive
 # headless Chromium, check TLS with curl, limit file sizes with prlimit,

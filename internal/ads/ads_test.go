@@ -715,3 +715,86 @@ func TestLateImpression(t *testing.T) {
 		}
 	}
 }
+
+// Concurrent decisions each answer and log their own request: the
+// visitor, site, key-values, ids and tracking URLs an answer keeps in its
+// pooled memory (answer.keep) are never another request's. Four clients
+// with a visitor, a site and a key-value of their own per request; each
+// answer's tokens are checked against its request, and each decision line
+// against its answer.
+func TestConcurrentDecisionsKeepTheirOwnRequest(t *testing.T) {
+	f := newFixture(t)
+	n := f.start(t, nodeOpts{reservation: 10 * time.Minute})
+	signer, err := track.NewSigner(f.keys[0].ID, f.keys...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type want struct{ uid, site string }
+	var (
+		mu    sync.Mutex
+		wants = map[string]want{} // by decision id
+	)
+	const clients, each = 4, 150
+	var wg sync.WaitGroup
+	for c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				uid := fmt.Sprintf("v-%d-%d", c, i)
+				site := fmt.Sprintf("Site%d-%d.Example.COM", c, i)
+				resp, err := http.Get(n.url + "/api/decide?placement=side&kv.section=sports&uid=" + uid + "&site=" + site)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				body, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				var out struct {
+					Decisions []decisionJSON `json:"decisions"`
+				}
+				if err == nil {
+					err = json.Unmarshal(body, &out)
+				}
+				if err != nil || resp.StatusCode != http.StatusOK || len(out.Decisions) != 1 {
+					t.Errorf("%s: %d %q %v", uid, resp.StatusCode, body, err)
+					return
+				}
+				d := out.Decisions[0]
+				imp, err := signer.VerifyKind(strings.TrimPrefix(d.ImpressionURL, n.url+"/t/i/"), track.KindImp, time.Now())
+				if err != nil {
+					t.Errorf("%s: impression URL %q: %v", uid, d.ImpressionURL, err)
+					return
+				}
+				click, err := signer.VerifyKind(strings.TrimPrefix(d.ClickURL, n.url+"/t/c/"), track.KindClick, time.Now())
+				if err != nil {
+					t.Errorf("%s: click URL %q: %v", uid, d.ClickURL, err)
+					return
+				}
+				lower := strings.ToLower(site)
+				for _, tk := range []track.Token{imp, click} {
+					if tk.User != uid || tk.Site != lower || tk.Decision != d.Decision || tk.LineItem != "li-sports" || tk.Placement != "side" {
+						t.Errorf("%s %s: token %+v, want user %s, site %s, decision %s, li-sports on side", uid, site, tk, uid, lower, d.Decision)
+					}
+				}
+				mu.Lock()
+				if _, dup := wants[d.Decision]; dup {
+					t.Errorf("decision id %s answered twice", d.Decision)
+				}
+				wants[d.Decision] = want{uid, lower}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	lines := events(n.lines(t), "decision")
+	if len(lines) != clients*each || len(wants) != clients*each {
+		t.Fatalf("%d decision lines and %d answers, want %d", len(lines), len(wants), clients*each)
+	}
+	for _, l := range lines {
+		w, ok := wants[l["decision"]]
+		if !ok || l["uid"] != w.uid || l["site"] != w.site || l["line_item"] != "li-sports" || l["placement"] != "side" {
+			t.Errorf("decision line %v, want uid %s and site %s (answered: %v)", l, w.uid, w.site, ok)
+		}
+	}
+}

@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"tsubame"
 	"tsubame/internal/accesslog"
@@ -32,6 +32,9 @@ type answer struct {
 	base    []byte // scheme://host of tracking URLs
 	baseBuf [8 + 256]byte
 	urlBuf  []byte // builds tracking URLs; kept with the pooled answer
+	// text holds the copies the answer's strings are views of (see keep):
+	// kept with the pooled answer, like urlBuf.
+	text []byte
 	// ctx is the request's deadline, which bounds its store calls (the
 	// frequency caps'); kept with the pooled answer while unarmed.
 	ctx *deadline.Context
@@ -66,6 +69,49 @@ var (
 
 var answers = sync.Pool{New: func() any { return new(answer) }}
 
+// maxKeptText bounds the text buffer a released answer keeps for the next
+// request: one that a request grew past it goes with the request.
+const maxKeptText = 16 << 10
+
+// keep copies b into a.text and returns the copy as a string, valid until
+// a is released: the visitor, site, key-values, ids and tracking URLs a
+// request's decision reads, without an allocation each. What they are
+// handed to reads them within the request (decision.Request keeps nothing
+// of its strings, the log and the signer copy theirs); what outlives the
+// request, as an auction's opportunity, clones them. An append that moves
+// a.text leaves the views already taken on the old array, which nothing
+// writes again.
+func (a *answer) keep(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	from := len(a.text)
+	a.text = append(a.text, b...)
+	return unsafe.String(&a.text[from], len(b))
+}
+
+// keepLower is keep of b in lower case (a site's name).
+func (a *answer) keepLower(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	from := len(a.text)
+	for _, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		a.text = append(a.text, c)
+	}
+	return unsafe.String(&a.text[from], len(b))
+}
+
+// newID is track.NewID kept in a.text.
+func (a *answer) newID(now time.Time) string {
+	from := len(a.text)
+	a.text = track.AppendID(a.text, now)
+	return unsafe.String(&a.text[from], len(a.text)-from)
+}
+
 // decide makes the decisions of r for placement, logs the request (one
 // request line, filled or not) and each decision, and leaves them in a
 // (a.n of them; none for a crawler).
@@ -81,12 +127,12 @@ func (s *Service) decide(w server.Response, r server.Request, placement []byte, 
 	if dev.Bot {
 		return nil
 	}
-	v, err := s.identify(r, s.privacyOf(r.Site()))
+	v, err := s.identify(r, s.privacyOf(r.Site()), a)
 	if err != nil {
 		return err
 	}
 	req := &a.req
-	*req = decision.Request{User: v.uid, Placement: string(placement), Time: now,
+	*req = decision.Request{User: v.uid, Placement: a.keep(placement), Time: now,
 		Device: dev.Device, OS: dev.OS, Browser: dev.Browser, Format: format, Count: 1,
 		Context: a.context(r.Time(), s.opt.Timeout), Frequency: &a.freq}
 	a.freq.Reset()
@@ -106,7 +152,7 @@ func (s *Service) decide(w server.Response, r server.Request, placement []byte, 
 	if s.opt.Reservation > 0 {
 		reserved = decision.HoldEnd(now, s.opt.Reservation)
 		for i := range max(req.Count, 1) {
-			a.ids[i] = track.NewID(now)
+			a.ids[i] = a.newID(now)
 		}
 		req.Reserve, req.ReserveUntil = a.ids[:max(req.Count, 1)], reserved
 	}
@@ -137,7 +183,7 @@ func (s *Service) track(r server.Request, placement []byte, a *answer, v visitor
 		d := &out[i]
 		id := a.ids[i]
 		if s.opt.Reservation == 0 {
-			id = track.NewID(now)
+			id = a.newID(now)
 		}
 		tk := track.Token{Kind: track.KindImp, Decision: id, LineItem: d.Line.ID, Campaign: d.Line.Campaign,
 			Creative: d.Creative.ID, Placement: req.Placement, User: v.uid, Price: d.Line.CPM, Expires: expires,
@@ -155,13 +201,13 @@ func (s *Service) track(r server.Request, placement []byte, a *answer, v visitor
 			// (MaxObjectIDLength), so this is a bug, not a request's fault.
 			return tsubame.WrapError(tsubame.EINTERNAL, err, "cannot sign the impression of line item %q", d.Line.ID)
 		}
-		a.imp[i] = string(u)
+		a.imp[i] = a.keep(u)
 		tk.Kind, tk.Click, tk.Holder = track.KindClick, d.Creative.Click, ""
 		u = append(append(u[:0], a.base...), PathClick...)
 		if u, err = sg.AppendSign(u, tk); err != nil {
 			return tsubame.WrapError(tsubame.EINTERNAL, err, "cannot sign the click of line item %q", d.Line.ID)
 		}
-		a.click[i], a.ids[i] = string(u), id
+		a.click[i], a.ids[i] = a.keep(u), id
 		a.urlBuf = u
 		e := accesslog.Event{Kind: accesslog.EventDecision, ID: accesslog.String("d:" + id), Decision: accesslog.String(id),
 			LineItem: accesslog.String(d.Line.ID), Campaign: accesslog.String(d.Line.Campaign), Creative: accesslog.String(d.Creative.ID),
@@ -197,15 +243,15 @@ func (s *Service) logRequest(r server.Request, placement []byte, now time.Time, 
 func (s *Service) parseRequest(r server.Request, a *answer) error {
 	var bad error
 	kvs := a.kvs[:0]
-	r.QueryEach(func(k, v []byte) { kvs, bad = appendKV(kvs, k, v, bad) })
+	r.QueryEach(func(k, v []byte) { kvs, bad = appendKV(a, kvs, k, v, bad) })
 	a.req.KeyValues = kvs
 	return parseParams(r, a, bad)
 }
 
-// appendKV appends k=v to kvs when k is a kv.KEY parameter, while bad is
-// nil (the first error is kept), and returns them: one parameter of the
-// request's, in order.
-func appendKV(kvs []decision.KeyValue, k, v []byte, bad error) ([]decision.KeyValue, error) {
+// appendKV appends k=v (kept in a) to kvs when k is a kv.KEY parameter,
+// while bad is nil (the first error is kept), and returns them: one
+// parameter of the request's, in order.
+func appendKV(a *answer, kvs []decision.KeyValue, k, v []byte, bad error) ([]decision.KeyValue, error) {
 	key, ok := bytes.CutPrefix(k, []byte("kv."))
 	if !ok || bad != nil {
 		return kvs, bad
@@ -214,7 +260,7 @@ func appendKV(kvs []decision.KeyValue, k, v []byte, bad error) ([]decision.KeyVa
 		return kvs, errBadKV
 	}
 	if len(kvs) < cap(kvs) {
-		kvs = append(kvs, decision.KeyValue{Key: string(key), Value: string(v)})
+		kvs = append(kvs, decision.KeyValue{Key: a.keep(key), Value: a.keep(v)})
 	}
 	return kvs, nil
 }
@@ -239,7 +285,7 @@ func parseParams[P params](r P, a *answer, kvBad error) error {
 		return errBadSite
 	}
 	if len(site) > 0 && validSite(site) {
-		req.Site = strings.ToLower(string(site)) // one copy when already lower case
+		req.Site = a.keepLower(site)
 	}
 	if kvBad != nil {
 		return kvBad

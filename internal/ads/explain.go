@@ -157,7 +157,7 @@ func (s *Service) Explain(q url.Values, h http.Header) (*Explained, error) {
 	kvs := a.kvs[:0]
 	for k, vs := range q {
 		for _, v := range vs {
-			kvs, bad = appendKV(kvs, []byte(k), []byte(v), bad)
+			kvs, bad = appendKV(a, kvs, []byte(k), []byte(v), bad)
 		}
 	}
 	req.KeyValues = kvs

@@ -115,8 +115,11 @@ func (s *Service) sell(r server.Request, placement []byte, a *answer, v visitor,
 // form), and test.
 func (s *Service) opportunity(r server.Request, a *answer, v visitor, now time.Time) (*ssp.Opportunity, error) {
 	req := &a.req
-	opp := &ssp.Opportunity{ID: track.NewID(now), Placement: req.Placement, Site: req.Site, UA: string(r.UserAgent()),
-		IP: r.Client(), Country: req.Country, Region: req.Region, Device: req.Device, OS: req.OS, User: v.uid,
+	// The opportunity is the auction's, which may use it after the
+	// request (its partners' notices): what a keeps (answer.keep) is
+	// cloned.
+	opp := &ssp.Opportunity{ID: track.NewID(now), Placement: strings.Clone(req.Placement), Site: strings.Clone(req.Site), UA: string(r.UserAgent()),
+		IP: r.Client(), Country: req.Country, Region: req.Region, Device: req.Device, OS: req.OS, User: strings.Clone(v.uid),
 		Private: v.private, Signals: signals(r), Format: req.Format, W: req.W, H: req.H, Start: r.Time()}
 	page := r.Query("page")
 	if page == nil {
@@ -286,7 +289,7 @@ func (s *Service) trackSale(r server.Request, placement []byte, a *answer, opp *
 	if err != nil {
 		return tsubame.WrapError(tsubame.EINTERNAL, err, "cannot sign the impression of a sale to %q", b.Partner)
 	}
-	a.imp[0], a.urlBuf = string(u), u
+	a.imp[0], a.urlBuf = a.keep(u), u
 	e := accesslog.Event{Kind: accesslog.EventDecision, ID: accesslog.String("d:" + opp.ID), Decision: accesslog.String(opp.ID),
 		Placement: accesslog.Bytes(placement), UID: accesslog.String(v.uid), Price: int64(sale.Price),
 		Currency: accesslog.String(s.opt.Currency), Valid: !opp.Test}

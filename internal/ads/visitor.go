@@ -46,8 +46,9 @@ var errBadUID = tsubame.Errorf(tsubame.EINVALID, "uid must be 1 to 64 characters
 
 // identify picks the visitor of r: none when a privacy signal rules it out;
 // else the uid parameter, else (unless the site takes no cookies) the
-// cookie, made anew when missing or not one of ours.
-func (s *Service) identify(r server.Request, mode Privacy) (visitor, error) {
+// cookie, made anew when missing or not one of ours. The uid is kept in a
+// (answer.keep): valid until a is released.
+func (s *Service) identify(r server.Request, mode Privacy, a *answer) (visitor, error) {
 	if private(r, s.opt.TCFVendorID) {
 		return visitor{private: true}, nil
 	}
@@ -55,7 +56,7 @@ func (s *Service) identify(r server.Request, mode Privacy) (visitor, error) {
 		if !validUID(uid) {
 			return visitor{}, errBadUID
 		}
-		return visitor{uid: string(uid)}, nil
+		return visitor{uid: a.keep(uid)}, nil
 	}
 	if mode == PrivacyNoCookies {
 		return visitor{}, nil
@@ -63,9 +64,9 @@ func (s *Service) identify(r server.Request, mode Privacy) (visitor, error) {
 	// Only an id this server makes: a cookie someone else set on the
 	// domain cannot put anything in the log.
 	if c := r.Cookie(s.opt.CookieName); track.ValidID(c) {
-		return visitor{uid: string(c)}, nil
+		return visitor{uid: a.keep(c)}, nil
 	}
-	return visitor{uid: track.NewID(time.Now()), newCookie: true}, nil
+	return visitor{uid: a.newID(time.Now()), newCookie: true}, nil
 }
 
 // setCookie sets the visitor cookie made for v: HttpOnly (no script of
