@@ -846,20 +846,22 @@ func (b *Bidder) notices(w *work, sg *track.Signer, tk track.Token, c *tsubame.C
 	if err != nil {
 		return
 	}
-	if nurl, err = b.noticeURL(w, &ns, track.KindWin, vast); err == nil {
-		if burl, err = b.noticeURL(w, &ns, track.KindBill, ""); err == nil {
-			if lurl, err = b.noticeURL(w, &ns, track.KindLoss, ""); err == nil && withImp {
-				imp, err = b.noticeURL(w, &ns, track.KindBidImp, "")
-			}
-		}
-	}
-	// Closed before the click's token: the pool most often hands its
-	// scratch, and the visitor's keystream in it, back to the click.
-	ns.Close()
-	if err != nil {
+	defer ns.Close()
+	if nurl, err = b.noticeURL(w, &ns, track.KindWin, vast); err != nil {
 		return
 	}
-	click, err = b.clickURL(w, sg, tk, c)
+	if burl, err = b.noticeURL(w, &ns, track.KindBill, ""); err != nil {
+		return
+	}
+	if lurl, err = b.noticeURL(w, &ns, track.KindLoss, ""); err != nil {
+		return
+	}
+	if withImp {
+		if imp, err = b.noticeURL(w, &ns, track.KindBidImp, ""); err != nil {
+			return
+		}
+	}
+	click, err = b.clickURL(w, &ns, c)
 	return
 }
 
@@ -926,24 +928,19 @@ func (b *Bidder) noticeURL(w *work, ns *track.NoticeSigner, kind track.Kind, vas
 	return w.text(from, len(buf)), nil
 }
 
-// clickURL appends the click URL of tk's markup to w's text and returns it
-// as a view; w's text is unchanged on an error.
-func (b *Bidder) clickURL(w *work, sg *track.Signer, tk track.Token, c *tsubame.Creative) (string, error) {
+// clickURL appends the click URL of the markup of ns's bid (creative c's
+// destination) to w's text and returns it as a view; w's text is unchanged
+// on an error. Its token is signed with the notices' (NoticeSigner's
+// AppendClick: their fields checked and laid out once): a test auction's
+// says so, and its click is never counted.
+func (b *Bidder) clickURL(w *work, ns *track.NoticeSigner, c *tsubame.Creative) (string, error) {
 	from := len(w.buf)
-	buf, err := sg.AppendSign(append(append(w.buf, b.opt.NoticeURL...), track.PathClick...), clickToken(tk, c))
+	buf, err := ns.AppendClick(append(append(w.buf, b.opt.NoticeURL...), track.PathClick...), c.Click)
 	if err != nil {
 		return "", err
 	}
 	w.buf = buf
 	return w.text(from, len(buf)), nil
-}
-
-// clickToken is the token of the click tracker in a bid's markup: a test
-// auction's says so, and its click is never counted.
-func clickToken(tk track.Token, c *tsubame.Creative) track.Token {
-	return track.Token{Kind: track.KindClick, Decision: tk.Decision, LineItem: tk.LineItem, Campaign: tk.Campaign,
-		Creative: tk.Creative, Placement: tk.Placement, User: tk.User, Click: c.Click, Expires: tk.Expires, Origin: tk.Origin,
-		Test: tk.Test}
 }
 
 // appendMarkup appends the ad a winning bid shows: a video's VAST

@@ -373,20 +373,18 @@ func (b *Bidder) winMarkup(t track.Token, ex *exchange, vast []byte) ([]byte, st
 	}
 	w := getWork()
 	defer putWork(w)
-	sg := b.signer.Load()
+	ns, err := b.signer.Load().Notices(t)
+	if err != nil {
+		return nil, "", false
+	}
+	defer ns.Close()
 	imp := ""
 	if d.Creative.Format == tsubame.FormatVideo || ex.BillOn == BillOnMarkup {
-		ns, err := sg.Notices(t)
-		if err != nil {
-			return nil, "", false
-		}
-		imp, err = b.noticeURL(w, &ns, track.KindBidImp, "")
-		ns.Close()
-		if err != nil {
+		if imp, err = b.noticeURL(w, &ns, track.KindBidImp, ""); err != nil {
 			return nil, "", false
 		}
 	}
-	click, err := b.clickURL(w, sg, t, d.Creative)
+	click, err := b.clickURL(w, &ns, d.Creative)
 	if err != nil {
 		return nil, "", false
 	}

@@ -8,7 +8,7 @@ import (
 	"tsubame/internal/track"
 )
 
-// TestNoticeSignerAllocations holds a bid's notice tokens to no
+// TestNoticeSignerAllocations holds a bid's notice and click tokens to no
 // allocation (not under -race, whose sync.Pool drops the MAC's hashes on
 // purpose; make test runs it again without).
 func TestNoticeSignerAllocations(t *testing.T) {
@@ -25,6 +25,9 @@ func TestNoticeSignerAllocations(t *testing.T) {
 			if out, err = ns.AppendSign(out, kind); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if _, err = ns.AppendClick(out, "https://advertiser.example/landing"); err != nil {
+			t.Fatal(err)
 		}
 		ns.Close()
 	}

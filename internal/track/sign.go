@@ -293,6 +293,7 @@ func (k *ringKey) mac(dst, msg []byte) []byte {
 // which would move a stack buffer to the heap on every call.
 type scratch struct {
 	raw   [maxRaw]byte
+	click [maxRaw]byte // a click's message, made from raw's notices (NoticeSigner.AppendClick)
 	enc   [MaxTokenLen]byte
 	sum   [macLen]byte
 	block [1]byte
@@ -406,13 +407,20 @@ func (s *Signer) AppendSign(dst []byte, t Token) ([]byte, error) {
 	return base64.RawURLEncoding.AppendEncode(dst, s.current.mac(msg, msg)), nil
 }
 
+// laidOut is where layout put a token's parts in its message.
+type laidOut struct {
+	kind   int // the kind's byte; the expiry, price and reservation follow it
+	origin int // the end of the ten ids and origin fields (the auction's follow a notice's)
+	flags  int // the flags' byte; the holder and the destination follow it
+}
+
 // layout writes t's signed part into sc.raw, with the current key, and
-// returns it and where its kind byte is.
-func (s *Signer) layout(sc *scratch, t *Token) (msg []byte, kindAt int) {
+// returns it and where its parts are.
+func (s *Signer) layout(sc *scratch, t *Token) (msg []byte, at laidOut) {
 	b := sc.raw[:0]
 	b = append(b, version, byte(len(s.current.id)))
 	b = append(b, s.current.id...)
-	kindAt = len(b)
+	at.kind = len(b)
 	b = append(b, byte(t.Kind))
 	b = binary.BigEndian.AppendUint64(b, uint64(t.Expires.Unix()))
 	b = binary.BigEndian.AppendUint64(b, uint64(t.Price))
@@ -430,22 +438,28 @@ func (s *Signer) layout(sc *scratch, t *Token) (msg []byte, kindAt int) {
 			s.current.cipherVisitor(b[len(b)-len(f):], b[decision:decision+len(t.Decision)], sc)
 		}
 	}
+	at.origin = len(b)
 	if t.Kind.auctioned() {
 		for _, f := range [...]string{t.Exchange, t.Auction, t.Imp, t.Deal, t.Currency} {
 			b = append(b, byte(len(f)))
 			b = append(b, f...)
 		}
 	}
-	var flags byte
-	if t.Test {
-		flags |= flagTest
-	}
-	b = append(b, flags)
+	at.flags = len(b)
+	b = append(b, flagsOf(t))
 	b = append(b, byte(len(t.Holder)))
 	b = append(b, t.Holder...)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(t.Click)))
 	b = append(b, t.Click...)
-	return b, kindAt
+	return b, at
+}
+
+func flagsOf(t *Token) byte {
+	var flags byte
+	if t.Test {
+		flags |= flagTest
+	}
+	return flags
 }
 
 // NoticeSigner signs one bid's token for each of its notices (its win,
@@ -455,11 +469,11 @@ func (s *Signer) layout(sc *scratch, t *Token) (msg []byte, kindAt int) {
 // is not safe for concurrent use, and must not be copied (go vet says
 // so): a copy would sign into memory the pool has handed on.
 type NoticeSigner struct {
-	_      noCopy
-	s      *Signer
-	sc     *scratch
-	msg    []byte
-	kindAt int
+	_   noCopy
+	s   *Signer
+	sc  *scratch
+	msg []byte
+	at  laidOut
 	// The base64url of the token's bytes up to the group of 3 its MAC
 	// starts in, in sc.enc once the first kind is signed: the same for
 	// every kind but the group of the kind's byte, which is encoded anew.
@@ -474,8 +488,8 @@ func (s *Signer) Notices(t Token) (NoticeSigner, error) {
 		return NoticeSigner{}, err
 	}
 	sc := scratches.Get().(*scratch)
-	msg, kindAt := s.layout(sc, &t)
-	return NoticeSigner{s: s, sc: sc, msg: msg, kindAt: kindAt}, nil
+	msg, at := s.layout(sc, &t)
+	return NoticeSigner{s: s, sc: sc, msg: msg, at: at}, nil
 }
 
 // noCopy makes go vet's copylocks check refuse a copy of what holds it.
@@ -497,10 +511,10 @@ func (n *NoticeSigner) AppendSign(dst []byte, kind Kind) ([]byte, error) {
 	if !kind.Notice() {
 		return dst, ErrKind
 	}
-	n.msg[n.kindAt] = byte(kind)
+	n.msg[n.at.kind] = byte(kind)
 	raw := n.s.current.mac(n.msg, n.msg)
 	enc := base64.RawURLEncoding
-	g, h := n.kindAt/3, len(n.msg)/3 // the groups of the kind's byte and of the MAC's first
+	g, h := n.at.kind/3, len(n.msg)/3 // the groups of the kind's byte and of the MAC's first
 	if g >= h {
 		return enc.AppendEncode(dst, raw), nil
 	}
@@ -512,6 +526,30 @@ func (n *NoticeSigner) AppendSign(dst []byte, kind Kind) ([]byte, error) {
 	at := len(dst) - n.encoded + 4*g
 	enc.Encode(dst[at:at+4], raw[3*g:3*g+3])
 	return enc.AppendEncode(dst, raw[3*h:]), nil
+}
+
+// AppendClick appends the token of the click tracker that goes with the
+// notices (a bid's markup's): the token AppendSign writes for a Token of
+// KindClick with the notices' decision, line item, campaign, creative,
+// placement, visitor, origin, expiry and test flag, destination click,
+// and no price, reservation, holder or auction. Those fields were checked
+// and the visitor enciphered once, by Notices: only click is checked
+// (checkClick), and the click's message is the notices' with its kind,
+// price and reservation rewritten and its auction and holder left out.
+func (n *NoticeSigner) AppendClick(dst []byte, click string) ([]byte, error) {
+	if n.sc == nil {
+		return dst, errSignerClosed
+	}
+	if err := checkClick(click); err != nil {
+		return dst, err
+	}
+	b := append(n.sc.click[:0], n.msg[:n.at.origin]...)
+	b[n.at.kind] = byte(KindClick)
+	clear(b[n.at.kind+1+8 : n.at.kind+1+8+8+8]) // the price and the reservation, after the expiry
+	b = append(b, n.msg[n.at.flags], 0)         // the flags; no holder
+	b = binary.BigEndian.AppendUint16(b, uint16(len(click)))
+	b = append(b, click...)
+	return base64.RawURLEncoding.AppendEncode(dst, n.s.current.mac(b, b)), nil
 }
 
 // Close gives back n's memory; n signs nothing after it.

@@ -805,6 +805,82 @@ func TestNoticeSigner(t *testing.T) {
 	}
 }
 
+// The click tracker a NoticeSigner signs with its notices is the token
+// Sign writes for the click of the same bid: the notices' ids, visitor,
+// origin, expiry and test flag, the destination, and no price,
+// reservation, holder or auction. A destination Sign would refuse, and a
+// closed signer, sign nothing.
+func TestNoticeSignerClick(t *testing.T) {
+	dest := "https://advertiser.example/landing?utm_source=tsubame&x=%20y#top"
+	for _, id := range []string{"k", "k1", "k12"} {
+		for _, user := range []string{"u-9f8e", "u-9f8e1", ""} {
+			for _, test := range []bool{false, true} {
+				for _, holder := range []string{"", "node-1"} {
+					s := newSigner(t, id, track.Key{ID: id, Secret: secret('a')})
+					tk := token(track.KindWin)
+					tk.User, tk.Test, tk.Holder = user, test, holder
+					ns, err := s.Notices(tk)
+					if err != nil {
+						t.Fatal(err)
+					}
+					// Before and after the notices: the click does not
+					// change what they sign.
+					before, err := ns.AppendClick([]byte("prefix/"), dest)
+					if err != nil {
+						t.Fatal(err)
+					}
+					win, err := ns.AppendSign(nil, track.KindWin)
+					if err != nil {
+						t.Fatal(err)
+					}
+					after, err := ns.AppendClick(nil, dest)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ns.Close()
+					click := track.Token{Kind: track.KindClick, Decision: tk.Decision, LineItem: tk.LineItem, Campaign: tk.Campaign,
+						Creative: tk.Creative, Placement: tk.Placement, User: user, Click: dest, Expires: tk.Expires,
+						Origin: tk.Origin, Test: test}
+					want, err := s.Sign(click)
+					if err != nil {
+						t.Fatal(err)
+					}
+					wantWin, err := s.Sign(tk)
+					if err != nil {
+						t.Fatal(err)
+					}
+					name := fmt.Sprintf("key %s, user %q, test %v, holder %q", id, user, test, holder)
+					if string(before) != "prefix/"+want || string(after) != want {
+						t.Errorf("%s: clicks %s and %s, Sign writes %s", name, before, after, want)
+					}
+					if string(win) != wantWin {
+						t.Errorf("%s: the win after a click %s, Sign writes %s", name, win, wantWin)
+					}
+					v, err := s.VerifyKind(want, track.KindClick, t0)
+					if err != nil || v.User != user || v.Click != dest || v.Price != 0 || !v.Reserved.IsZero() || v.Holder != "" ||
+						v.Auction != "" || v.Test != test || v.Origin != tk.Origin {
+						t.Errorf("%s: the click verifies as %+v, %v", name, v, err)
+					}
+				}
+			}
+		}
+	}
+	s := newSigner(t, "k1", track.Key{ID: "k1", Secret: secret('a')})
+	ns, err := s.Notices(token(track.KindWin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"", "javascript:alert(1)", "https://a.example/\\x", "/relative", "https://a.example/ space"} {
+		if got, err := ns.AppendClick([]byte("x"), bad); tsubame.ErrorCode(err) != tsubame.EINVALID || string(got) != "x" {
+			t.Errorf("destination %q: %q, %v; want nothing appended and EINVALID", bad, got, err)
+		}
+	}
+	ns.Close()
+	if got, err := ns.AppendClick([]byte("x"), dest); err == nil || string(got) != "x" {
+		t.Errorf("after Close: %q, %v; want nothing appended and an error", got, err)
+	}
+}
+
 func BenchmarkNoticeSigner(b *testing.B) {
 	s := newSigner(b, "k1", track.Key{ID: "k1", Secret: secret('a')})
 	tk := token(track.KindWin)
