@@ -644,12 +644,17 @@ func (r *Roller) count(bt *batch, data []byte) (int64, int) {
 			cur = &Counts{}
 			bt.rows[string(bt.kb)] = cur
 		}
+		// A line counts in one or two counters: only theirs are read
+		// and written of the row (a row is four cache lines, and a busy
+		// account's rows are many more than the caches hold).
 		for i, v := range bt.c {
-			if v != 0 && cur[i] == 0 {
-				bt.cells++
+			if v != 0 {
+				if cur[i] == 0 {
+					bt.cells++
+				}
+				cur[i] += v
 			}
 		}
-		cur.Add(&bt.c)
 	}
 	bt.next.Offset += int64(used)
 	bt.size += int64(used)
