@@ -7,7 +7,8 @@ LDFLAGS       := -s -w -X main.version=$(VERSION)
 STATICCHECK_VERSION := v0.8.2
 GOBIN         := $(shell $(GO) env GOPATH 2>/dev/null)/bin
 # Packages on the request path, for the micro-benchmarks.
-HOT_PKGS      := ./internal/server ./internal/cache ./internal/render ./internal/decision ./internal/geo ./internal/device
+HOT_PKGS      := ./internal/server ./internal/cache ./internal/render ./internal/decision ./internal/geo ./internal/device \
+                 ./internal/ads ./internal/bidder ./internal/track ./internal/openrtb ./internal/report
 BENCHTIME     ?= 1s
 COUNT         ?= 6
 APT_GET       := $(if $(filter 0,$(shell id -u)),,sudo) apt-get

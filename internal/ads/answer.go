@@ -48,11 +48,11 @@ func (s *Service) release(a *answer) {
 	if a.ctx != nil {
 		a.ctx.Stop()
 	}
-	buf, text, ctx := a.urlBuf[:0], a.text[:0], a.ctx
+	buf, clickBuf, text, ctx := a.urlBuf[:0], a.clickBuf[:0], a.text[:0], a.ctx
 	if cap(text) > maxKeptText {
 		text = nil
 	}
-	*a = answer{urlBuf: buf, text: text, ctx: ctx}
+	*a = answer{urlBuf: buf, clickBuf: clickBuf, text: text, ctx: ctx}
 	answers.Put(a)
 }
 

@@ -20,18 +20,19 @@ import (
 
 // The answer of a decision request, before it is encoded.
 type answer struct {
-	req     decision.Request
-	kvs     [decision.MaxKeyValues]decision.KeyValue
-	out     [decision.MaxCount]decision.Decision
-	ids     [decision.MaxCount]string
-	reqID   [len("r:") + track.IDLen]byte // the request line's event_id
-	imp     [decision.MaxCount]string     // impression URLs
-	click   [decision.MaxCount]string     // click URLs
-	n       int
-	vast    string // the VAST version the request allows
-	base    []byte // scheme://host of tracking URLs
-	baseBuf [8 + 256]byte
-	urlBuf  []byte // builds tracking URLs; kept with the pooled answer
+	req      decision.Request
+	kvs      [decision.MaxKeyValues]decision.KeyValue
+	out      [decision.MaxCount]decision.Decision
+	ids      [decision.MaxCount]string
+	reqID    [len("r:") + track.IDLen]byte // the request line's event_id
+	imp      [decision.MaxCount]string     // impression URLs
+	click    [decision.MaxCount]string     // click URLs
+	n        int
+	vast     string // the VAST version the request allows
+	base     []byte // scheme://host of tracking URLs
+	baseBuf  [8 + 256]byte
+	urlBuf   []byte // builds tracking URLs; kept with the pooled answer
+	clickBuf []byte // builds click URLs, as urlBuf
 	// text holds the copies the answer's strings are views of (see keep):
 	// kept with the pooled answer, like urlBuf.
 	text []byte
@@ -194,21 +195,18 @@ func (s *Service) track(r server.Request, placement []byte, a *answer, v visitor
 				tk.Holder = s.opt.Holder // its impression spends the money held
 			}
 		}
+		// The impression's token and the click's (the impression's with
+		// the destination, and no holder) are laid out once.
 		u := append(append(a.urlBuf[:0], a.base...), PathImp...)
-		u, err := sg.AppendSign(u, tk)
+		c := append(append(a.clickBuf[:0], a.base...), PathClick...)
+		u, c, err := sg.AppendImpClick(u, c, tk, d.Creative.Click)
 		if err != nil {
 			// Ids longer than a token carries: the model bounds them
 			// (MaxObjectIDLength), so this is a bug, not a request's fault.
-			return tsubame.WrapError(tsubame.EINTERNAL, err, "cannot sign the impression of line item %q", d.Line.ID)
+			return tsubame.WrapError(tsubame.EINTERNAL, err, "cannot sign the impression and click of line item %q", d.Line.ID)
 		}
-		a.imp[i] = a.keep(u)
-		tk.Kind, tk.Click, tk.Holder = track.KindClick, d.Creative.Click, ""
-		u = append(append(u[:0], a.base...), PathClick...)
-		if u, err = sg.AppendSign(u, tk); err != nil {
-			return tsubame.WrapError(tsubame.EINTERNAL, err, "cannot sign the click of line item %q", d.Line.ID)
-		}
-		a.click[i], a.ids[i] = a.keep(u), id
-		a.urlBuf = u
+		a.imp[i], a.click[i], a.ids[i] = a.keep(u), a.keep(c), id
+		a.urlBuf, a.clickBuf = u, c
 		e := accesslog.Event{Kind: accesslog.EventDecision, ID: accesslog.String("d:" + id), Decision: accesslog.String(id),
 			LineItem: accesslog.String(d.Line.ID), Campaign: accesslog.String(d.Line.Campaign), Creative: accesslog.String(d.Creative.ID),
 			Placement: accesslog.Bytes(placement), UID: accesslog.String(v.uid), Price: int64(d.Line.CPM),

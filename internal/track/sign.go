@@ -543,13 +543,46 @@ func (n *NoticeSigner) AppendClick(dst []byte, click string) ([]byte, error) {
 	if err := checkClick(click); err != nil {
 		return dst, err
 	}
-	b := append(n.sc.click[:0], n.msg[:n.at.origin]...)
-	b[n.at.kind] = byte(KindClick)
-	clear(b[n.at.kind+1+8 : n.at.kind+1+8+8+8]) // the price and the reservation, after the expiry
-	b = append(b, n.msg[n.at.flags], 0)         // the flags; no holder
-	b = binary.BigEndian.AppendUint16(b, uint16(len(click)))
-	b = append(b, click...)
+	b := clickMessage(n.sc.click[:0], n.msg, n.at, click, false)
 	return base64.RawURLEncoding.AppendEncode(dst, n.s.current.mac(b, b)), nil
+}
+
+// clickMessage appends to dst the message of the click token that goes
+// with msg (a token laid out at at): msg up to the end of its origin with
+// kind KindClick, its price and reservation kept or zeroed, msg's flags,
+// no holder and destination click.
+func clickMessage(dst, msg []byte, at laidOut, click string, keepPrice bool) []byte {
+	b := append(dst, msg[:at.origin]...)
+	b[at.kind] = byte(KindClick)
+	if !keepPrice {
+		clear(b[at.kind+1+8 : at.kind+1+8+8+8]) // the price and the reservation, after the expiry
+	}
+	b = append(b, msg[at.flags], 0) // the flags; no holder
+	b = binary.BigEndian.AppendUint16(b, uint16(len(click)))
+	return append(b, click...)
+}
+
+// AppendImpClick appends to imp the token of t, an impression's (KindImp),
+// and to click the token of its click: t with KindClick, no holder and
+// destination dest, its price and reservation kept (a decision's
+// impression and click URLs). The tokens are those AppendSign writes for
+// each; t is checked, laid out and its visitor enciphered once.
+func (s *Signer) AppendImpClick(imp, click []byte, t Token, dest string) ([]byte, []byte, error) {
+	if t.Kind != KindImp {
+		return imp, click, ErrKind
+	}
+	if err := checkToken(&t); err != nil {
+		return imp, click, err
+	}
+	if err := checkClick(dest); err != nil {
+		return imp, click, err
+	}
+	sc := scratches.Get().(*scratch)
+	defer scratches.Put(sc)
+	msg, at := s.layout(sc, &t)
+	b := clickMessage(sc.click[:0], msg, at, dest, true)
+	enc := base64.RawURLEncoding
+	return enc.AppendEncode(imp, s.current.mac(msg, msg)), enc.AppendEncode(click, s.current.mac(b, b)), nil
 }
 
 // Close gives back n's memory; n signs nothing after it.

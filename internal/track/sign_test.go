@@ -881,6 +881,66 @@ func TestNoticeSignerClick(t *testing.T) {
 	}
 }
 
+// A decision's impression and click tokens signed together are those
+// Sign writes for each: the click is the impression's token with
+// KindClick, no holder and its destination, price and reservation kept.
+// Another kind, a token Sign would refuse and a bad destination sign
+// nothing.
+func TestAppendImpClick(t *testing.T) {
+	dest := "https://advertiser.example/landing?utm_source=tsubame&x=%20y#top"
+	for _, id := range []string{"k", "k1", "k12"} {
+		for _, user := range []string{"u-9f8e", "u-9f8e1", ""} {
+			for _, holder := range []string{"", "node-1"} {
+				for _, reserved := range []bool{false, true} {
+					s := newSigner(t, id, track.Key{ID: id, Secret: secret('a')})
+					tk := token(track.KindImp)
+					tk.User, tk.Holder = user, holder
+					if !reserved {
+						tk.Reserved = time.Time{}
+					}
+					imp, click, err := s.AppendImpClick([]byte("i/"), []byte("c/"), tk, dest)
+					if err != nil {
+						t.Fatal(err)
+					}
+					wantImp, err := s.Sign(tk)
+					if err != nil {
+						t.Fatal(err)
+					}
+					ct := tk
+					ct.Kind, ct.Holder, ct.Click = track.KindClick, "", dest
+					wantClick, err := s.Sign(ct)
+					if err != nil {
+						t.Fatal(err)
+					}
+					name := fmt.Sprintf("key %s, user %q, holder %q, reserved %v", id, user, holder, reserved)
+					if string(imp) != "i/"+wantImp || string(click) != "c/"+wantClick {
+						t.Errorf("%s: %s and %s, Sign writes %s and %s", name, imp, click, wantImp, wantClick)
+					}
+					v, err := s.VerifyKind(wantClick, track.KindClick, t0)
+					if err != nil || v.User != user || v.Click != dest || v.Price != tk.Price || !v.Reserved.Equal(tk.Reserved.Truncate(time.Second)) ||
+						v.Holder != "" || v.Origin != tk.Origin {
+						t.Errorf("%s: the click verifies as %+v, %v", name, v, err)
+					}
+				}
+			}
+		}
+	}
+	s := newSigner(t, "k1", track.Key{ID: "k1", Secret: secret('a')})
+	for _, kind := range []track.Kind{track.KindClick, track.KindWin, track.KindSale} {
+		if imp, click, err := s.AppendImpClick([]byte("i"), []byte("c"), token(kind), dest); err != track.ErrKind || string(imp) != "i" || string(click) != "c" {
+			t.Errorf("kind %v: %q %q %v; want nothing appended and ErrKind", kind, imp, click, err)
+		}
+	}
+	bad := token(track.KindImp)
+	bad.LineItem = ""
+	if imp, click, err := s.AppendImpClick([]byte("i"), []byte("c"), bad, dest); tsubame.ErrorCode(err) != tsubame.EINVALID || string(imp) != "i" || string(click) != "c" {
+		t.Errorf("no line item: %q %q %v; want nothing appended and EINVALID", imp, click, err)
+	}
+	if imp, click, err := s.AppendImpClick([]byte("i"), []byte("c"), token(track.KindImp), "javascript:alert(1)"); tsubame.ErrorCode(err) != tsubame.EINVALID || string(imp) != "i" || string(click) != "c" {
+		t.Errorf("a bad destination: %q %q %v; want nothing appended and EINVALID", imp, click, err)
+	}
+}
+
 func BenchmarkNoticeSigner(b *testing.B) {
 	s := newSigner(b, "k1", track.Key{ID: "k1", Secret: secret('a')})
 	tk := token(track.KindWin)
@@ -913,6 +973,38 @@ func BenchmarkNoticeSignEach(b *testing.B) {
 			if out, err = s.AppendSign(out, tk); err != nil {
 				b.Fatal(err)
 			}
+		}
+	}
+}
+
+// BenchmarkImpClick is a decision's impression and click tokens signed
+// together (AppendImpClick); BenchmarkImpClickEach, the same two signed
+// one by one.
+func BenchmarkImpClick(b *testing.B) {
+	s := newSigner(b, "k1", track.Key{ID: "k1", Secret: secret('a')})
+	tk, dest := token(track.KindImp), token(track.KindClick).Click
+	imp, click := make([]byte, 0, track.MaxTokenLen), make([]byte, 0, track.MaxTokenLen)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := s.AppendImpClick(imp, click, tk, dest); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkImpClickEach(b *testing.B) {
+	s := newSigner(b, "k1", track.Key{ID: "k1", Secret: secret('a')})
+	tk := token(track.KindImp)
+	ct := tk
+	ct.Kind, ct.Click = track.KindClick, token(track.KindClick).Click
+	imp, click := make([]byte, 0, track.MaxTokenLen), make([]byte, 0, track.MaxTokenLen)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.AppendSign(imp, tk); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.AppendSign(click, ct); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
