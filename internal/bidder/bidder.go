@@ -841,7 +841,7 @@ func contains(list []string, s string) bool {
 // exchange that takes the markup from the win notice.
 func (b *Bidder) notices(w *work, sg *track.Signer, tk track.Token, c *tsubame.Creative, vast string, withImp bool) (nurl, burl, lurl, imp, click string, err error) {
 	// The notices' token is checked and laid out once, and signed for
-	// each kind (track.NoticeSigner).
+	// each kind and for the click (track.NoticeSigner).
 	ns, err := sg.Notices(tk)
 	if err != nil {
 		return

@@ -445,21 +445,17 @@ func (s *Signer) layout(sc *scratch, t *Token) (msg []byte, at laidOut) {
 			b = append(b, f...)
 		}
 	}
+	var flags byte
+	if t.Test {
+		flags |= flagTest
+	}
 	at.flags = len(b)
-	b = append(b, flagsOf(t))
+	b = append(b, flags)
 	b = append(b, byte(len(t.Holder)))
 	b = append(b, t.Holder...)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(t.Click)))
 	b = append(b, t.Click...)
 	return b, at
-}
-
-func flagsOf(t *Token) byte {
-	var flags byte
-	if t.Test {
-		flags |= flagTest
-	}
-	return flags
 }
 
 // NoticeSigner signs one bid's token for each of its notices (its win,
