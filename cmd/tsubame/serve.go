@@ -24,6 +24,7 @@ import (
 	"tsubame/internal/cache"
 	"tsubame/internal/certs"
 	"tsubame/internal/config"
+	"tsubame/internal/device"
 	"tsubame/internal/health"
 	"tsubame/internal/logship"
 	"tsubame/internal/ratelog"
@@ -158,6 +159,11 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		return err
 	}
 	if h := m.run.handover; h != nil {
+		if cfg.Ads.Enabled {
+			// While the predecessor still accepts: from ready on, neither
+			// process does until this one serves.
+			device.Load()
+		}
 		if h.conns != nil {
 			// Taken off the socket from now on, served once we serve.
 			if m.run.adopted, err = server.Adopt(h.conns); err != nil {

@@ -178,7 +178,7 @@ func (m *mapped) newSegment(start, end int64) (*segment, error) {
 		return nil, fmt.Errorf("cannot map access log: %w", err)
 	}
 	seg := &segment{f: f, mem: mem, path: path, limit: m.limit, start: start, end: end}
-	if err := seg.grow(mappedChunk); err != nil {
+	if err := seg.begin(mappedChunk); err != nil {
 		// A full disk: the segment starts without space, and requests
 		// wait for it as they would for any growth (reported there).
 		m.allocErrors.Add(1)
@@ -187,35 +187,86 @@ func (m *mapped) newSegment(start, end int64) (*segment, error) {
 	return seg, nil
 }
 
-// grow allocates up to n more bytes of file space (bounded by the limit)
-// and faults the pages in for writing, off the requests' path. When the
-// disk has less room than n it takes what there is, down to minGrow.
-func (s *segment) grow(n int64) error {
-	from := s.alloc.Load()
+// allocate takes up to n more bytes of file space after what the segment
+// has (bounded by the limit), or, when the disk has less room than n, what
+// there is down to minGrow. It returns where they start and how many it
+// took.
+func (s *segment) allocate(n int64) (from, got int64, err error) {
+	from = s.alloc.Load()
 	for n = min(n, s.limit-from); n > 0; n /= 2 {
 		err := unix.Fallocate(int(s.f.Fd()), 0, from, n)
 		if err == nil {
-			_ = unix.Madvise(s.mem[from:from+n], unix.MADV_POPULATE_WRITE) // best effort (Linux 5.14+)
-			s.alloc.Store(from + n)
-			return nil
+			return from, n, nil
 		}
 		if n <= minGrow || (!errors.Is(err, unix.ENOSPC) && !errors.Is(err, unix.EFBIG)) {
-			return fmt.Errorf("cannot allocate access log space: %w", err)
+			return from, 0, fmt.Errorf("cannot allocate access log space: %w", err)
 		}
 	}
-	return nil
+	return from, 0, nil
 }
 
-// minGrow is the least space a growth takes before it reports a full disk.
-const minGrow = 64 << 10
+// grow allocates up to n more bytes of file space and faults their pages in
+// for writing before the records may have them: the background goroutine's
+// growth, off the requests' path.
+func (s *segment) grow(n int64) error {
+	from, n, err := s.allocate(n)
+	if n > 0 {
+		_ = unix.Madvise(s.mem[from:from+n], unix.MADV_POPULATE_WRITE) // best effort (Linux 5.14+)
+		s.alloc.Store(from + n)
+	}
+	return err
+}
+
+// begin allocates a new segment's first n bytes and gives them to the
+// records at once, their pages faulted in by a goroutine of its own
+// (prefault). A segment is made on the requests' path: the log's opening
+// (which a restart's successor does while neither process accepts) and a
+// rotation (which the records stamped after it wait for). Faulting its
+// first 8 MiB in takes several milliseconds there; a record that reaches a
+// page before the goroutine faults it itself.
+func (s *segment) begin(n int64) error {
+	from, n, err := s.allocate(n)
+	if n > 0 {
+		s.alloc.Store(from + n)
+		go s.prefault(from, from+n)
+	}
+	return err
+}
+
+// prefaultStep is how much prefault faults in at a time, holding memMu.
+const prefaultStep = 1 << 20
+
+// prefault faults in the pages of [from, to) the records have not reached,
+// a step at a time under memMu: end unmaps the segment only between steps.
+func (s *segment) prefault(from, to int64) {
+	for from < to {
+		s.memMu.Lock()
+		if s.mem == nil {
+			s.memMu.Unlock()
+			return
+		}
+		from = max(from, s.used.Load()&^int64(pageSize-1)) // the records' pages are in
+		next := min(to, from+prefaultStep)
+		if from < next {
+			_ = unix.Madvise(s.mem[from:next], unix.MADV_POPULATE_WRITE)
+		}
+		s.memMu.Unlock()
+		from = next
+	}
+}
 
 func (s *segment) unmap() {
+	s.memMu.Lock()
 	if s.mem != nil {
 		_ = unix.Munmap(s.mem)
 		s.mem = nil
 	}
+	s.memMu.Unlock()
 	_ = s.f.Close()
 }
+
+// minGrow is the least space a growth takes before it reports a full disk.
+const minGrow = 64 << 10
 
 // reserve takes n bytes of the segment if they are allocated.
 func (s *segment) reserve(n int64) (int64, bool) {

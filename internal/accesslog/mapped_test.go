@@ -298,6 +298,42 @@ func TestMappedGrowsAheadWithTheRate(t *testing.T) {
 	}
 }
 
+// A new segment's first chunk is the records' as soon as it is made, and
+// its pages are faulted in behind, off the path of the requests that open
+// or rotate the log: before any record is written, every page of it is
+// soon in memory (mincore).
+func TestMappedFaultsANewSegmentInBehind(t *testing.T) {
+	l, _ := openMapped(t, FileOptions{}, Options{FlushInterval: time.Hour}) // no interval of its own
+	seg := l.direct.cur.Load()
+	if got := seg.alloc.Load(); got != mappedChunk {
+		t.Fatalf("a new segment has %d bytes allocated, want %d", got, mappedChunk)
+	}
+	vec := make([]byte, mappedChunk/pageSize)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		seg.memMu.Lock()
+		_, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(unsafe.SliceData(seg.mem))), mappedChunk,
+			uintptr(unsafe.Pointer(unsafe.SliceData(vec))))
+		seg.memMu.Unlock()
+		if errno != 0 {
+			t.Fatalf("mincore: %v", errno)
+		}
+		missing := 0
+		for _, v := range vec {
+			missing += int(v&1 ^ 1)
+		}
+		if missing == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of the first chunk's %d pages are still not in memory", missing, len(vec))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := l.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // The lines reserved before the last interval are handed to the disk as
 // they go: after two intervals their pages are written (the kernel's own
 // page counts, cachestat), while the space allocated ahead, faulted in and

@@ -61,6 +61,13 @@ type Parser struct {
 	headlessIsBrowser bool
 }
 
+// Load builds the User-Agent definitions every Parser shares: once in a
+// process, tens of milliseconds of CPU, which the first New spends
+// otherwise. A restart's successor calls it before it tells its
+// predecessor it is ready, so that the build is not part of the time in
+// which neither process accepts.
+func Load() { useragent.NewParser() }
+
 // New returns a Parser. It fails with tsubame.EINVALID for a negative
 // CacheSize.
 func New(opt Options) (*Parser, error) {
