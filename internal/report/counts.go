@@ -2,6 +2,7 @@ package report
 
 import (
 	"strconv"
+	"unsafe"
 
 	"tsubame/internal/accesslog"
 )
@@ -110,7 +111,8 @@ var noticeEndpoints = map[string]bool{
 // classify reads what line adds to the reports: its dimensions and
 // counts, ok false for a line that adds nothing (a request's own line, an
 // event of a kind the reports do not count). l is scratch space; when ok,
-// l.Time is the line's time.
+// l.Time is the line's time, and dims are views of l's values until l
+// parses again.
 func classify(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (ok bool, err error) {
 	*c = Counts{}
 	if !accesslog.IsEventLine(line) {
@@ -122,7 +124,9 @@ func classify(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (ok bool, e
 	// One pass over the fields reads the dimensions (each from the field
 	// of its name; the node is the roller's, not the line's) and the
 	// fields that count. A field named twice counts as Get reads it: the
-	// first.
+	// first. The dimensions are views of l's values, not copies: valid
+	// until l parses the next line, which is as long as a caller uses
+	// them (a row's key is made of them before the next line is read).
 	var (
 		f    [numEventFields][]byte
 		has  [numEventFields]bool
@@ -133,9 +137,7 @@ func classify(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (ok bool, e
 		if d, ok := dimOf(label); ok {
 			if !seen[d] {
 				seen[d] = true
-				if string(v) != dims[d] { // most lines repeat the previous one's
-					dims[d] = string(v)
-				}
+				dims[d] = unsafe.String(unsafe.SliceData(v), len(v))
 			}
 			continue
 		}

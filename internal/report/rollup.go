@@ -572,6 +572,21 @@ type batch struct {
 	dims Dims
 	c    Counts
 	kb   []byte
+	slab []Counts // rows not yet taken (newRow)
+}
+
+// rowSlab is how many rows newRow allocates at a time.
+const rowSlab = 256
+
+// newRow is a zero row for the batch: taken from a slab, not allocated one
+// by one (a busy account's batch adds a row for every few lines).
+func (bt *batch) newRow() *Counts {
+	if len(bt.slab) == 0 {
+		bt.slab = make([]Counts, rowSlab)
+	}
+	c := &bt.slab[0]
+	bt.slab = bt.slab[1:]
+	return c
 }
 
 // batchFor returns the pending batch of file key, or a new one from its
@@ -641,7 +656,7 @@ func (r *Roller) count(bt *batch, data []byte) (int64, int) {
 		bt.kb = rowKey(bt.kb[:0], floorDiv(bt.l.Time.Unix(), 60), &bt.dims) // the time classify read
 		cur := bt.rows[string(bt.kb)]
 		if cur == nil {
-			cur = &Counts{}
+			cur = bt.newRow()
 			bt.rows[string(bt.kb)] = cur
 		}
 		// A line counts in one or two counters: only theirs are read
@@ -702,7 +717,7 @@ func (r *Roller) flush(bt *batch, eof bool) (int64, error) {
 	r.lines.Add(n)
 	r.events.Add(next.Events - bt.committed.Events)
 	bt.committed, bt.stored, bt.next = next, true, next
-	bt.rows, bt.size, bt.cells = map[string]*Counts{}, 0, 0
+	bt.rows, bt.slab, bt.size, bt.cells = map[string]*Counts{}, nil, 0, 0
 	if eof {
 		delete(r.pending, bt.key)
 	}
