@@ -8,7 +8,7 @@ STATICCHECK_VERSION := v0.8.2
 GOBIN         := $(shell $(GO) env GOPATH 2>/dev/null)/bin
 # Packages on the request path, for the micro-benchmarks.
 HOT_PKGS      := ./internal/server ./internal/cache ./internal/render ./internal/decision ./internal/geo ./internal/device \
-                 ./internal/ads ./internal/bidder ./internal/track ./internal/openrtb ./internal/report
+                 ./internal/ads ./internal/bidder ./internal/track ./internal/openrtb ./internal/report ./internal/framing
 BENCHTIME     ?= 1s
 COUNT         ?= 6
 APT_GET       := $(if $(filter 0,$(shell id -u)),,sudo) apt-get
