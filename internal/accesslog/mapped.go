@@ -238,10 +238,12 @@ const prefaultStep = 1 << 20
 
 // prefault faults in the pages of [from, to) the records have not reached,
 // a step at a time under memMu: end unmaps the segment only between steps.
+// It stops early when the segment has ended (a rotation soon after it
+// began): its space left is cut off, not written.
 func (s *segment) prefault(from, to int64) {
 	for from < to {
 		s.memMu.Lock()
-		if s.mem == nil {
+		if s.mem == nil || s.closed.Load() {
 			s.memMu.Unlock()
 			return
 		}

@@ -115,6 +115,10 @@ var noticeEndpoints = map[string]bool{
 // parses again.
 func classify(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (ok bool, err error) {
 	*c = Counts{}
+	// The last line's views go before l parses again: a string's bytes
+	// must not change while it is held (unsafe.String).
+	node := dims[DimNode]
+	*dims = Dims{DimNode: node}
 	if !accesslog.IsEventLine(line) {
 		return rejected(line, l, dims, c)
 	}
@@ -126,7 +130,8 @@ func classify(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (ok bool, e
 	// fields that count. A field named twice counts as Get reads it: the
 	// first. The dimensions are views of l's values, not copies: valid
 	// until l parses the next line, which is as long as a caller uses
-	// them (a row's key is made of them before the next line is read).
+	// them (a row's key is made of them before the next line is read);
+	// those the line does not name stay empty.
 	var (
 		f    [numEventFields][]byte
 		has  [numEventFields]bool
@@ -143,11 +148,6 @@ func classify(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (ok bool, e
 		}
 		if k, ok := eventFieldOf(label); ok && !has[k] {
 			f[k], has[k] = v, true
-		}
-	}
-	for d := range numDims {
-		if !seen[d] && d != DimNode {
-			dims[d] = ""
 		}
 	}
 	kind, _ := accesslog.ParseEventKind(string(f[fieldEvent]))
