@@ -78,7 +78,7 @@ func BenchmarkClassify(b *testing.B) {
 }
 
 // BenchmarkCount is the roller's count of a batch of 60,000 event lines in
-// 24,000 rows (a busy account's: 10,000 line items on 400 placements), no
+// 24,000 rows (a busy account's: 10,000 line items over 480 placements), no
 // commit: the parse, the row key and the batch's map, per line.
 func BenchmarkCount(b *testing.B) {
 	for _, f := range benchFormats {
