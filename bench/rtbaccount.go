@@ -24,9 +24,10 @@ import (
 // The bidder on a real account (make bench-rtb, and the end of make
 // bench): 57 line items of 7 advertisers in 10 campaigns, every campaign
 // with a daily budget (half of them a total too), OpenRTB 2.6 example
-// 6.2.3 posted at c=64 to three bidders in turn each round: Tsubame with
+// 6.2.3 posted at c=64 to four bidders in turn each round (rtbAcctOrder): Tsubame with
 // its access log in JSON (what Kafka and ClickHouse users run), the same
-// with LTSV (the log format's cost), and an nginx + Lua bidder doing the
+// with LTSV (the log format's cost), the JSON one on Go's default GOMAXPROCS,
+// and an nginx + Lua bidder doing the
 // same work (the matching of the rtb scenario, the price taken from the
 // campaign's budget in a lua_shared_dict, the notice and click URLs signed
 // with HMAC, a JSON event line). Each round then sends each bidder the
@@ -210,6 +211,21 @@ func countLuaJSONBids(log string, offset int64) (rtbCount, int64, error) {
 	})
 }
 
+// rtbAcctOrder is the order the bidders (tsubame-json, tsubame-ltsv,
+// tsubame-json-procs0, nginx-lua, as runRTBAccount starts them) run in in
+// round r: the JSON bidder beside each bidder a goal holds it against (the
+// LTSV one and the Lua one), the variant with no goal at an end, and every
+// other round reversed. The box's speed drifts within a round as well as
+// between rounds; a fixed order would give the drift to one side of a
+// pair every round.
+func rtbAcctOrder(r int) []int {
+	order := []int{1, 0, 3, 2}
+	if r%2 == 1 {
+		slices.Reverse(order)
+	}
+	return order
+}
+
 // rtbBidder is one of the account's bidders.
 type rtbBidder struct {
 	Name string
@@ -332,7 +348,9 @@ func runRTBAccount(ctx context.Context, bin string, port, rounds int, d time.Dur
 		fmt.Fprintf(os.Stderr, "rtb account: round %d\n", r+1)
 		runs := make([]rtbAcctRun, len(bidders))
 		gc0 := make([]gcStats, len(bidders))
-		for i, bd := range bidders {
+		order := rtbAcctOrder(r)
+		for _, i := range order {
+			bd := bidders[i]
 			if bd.admin != "" {
 				if gc0[i], err = scrapeGC(bd.admin); err != nil {
 					return err
@@ -367,7 +385,8 @@ func runRTBAccount(ctx context.Context, bin string, port, rounds int, d time.Dur
 		if rate < 100 {
 			return fmt.Errorf("the nginx + Lua bidder answered vegeta %.0f req/s: too few for a fixed rate", luaMax.Throughput)
 		}
-		for i, bd := range bidders {
+		for _, i := range order {
+			bd := bidders[i]
 			if runs[i].Fixed, err = runVegetaTarget(ctx, rtbTarget(bd.addr), rate, d); err != nil {
 				return err
 			}
@@ -485,9 +504,9 @@ func runVegetaTarget(ctx context.Context, t vegeta.Target, rate int, d time.Dura
 func writeRTBAccountSection(file string, d time.Duration, bidders []rtbBidder, res [][]rtbAcctRun) error {
 	var md strings.Builder
 	fmt.Fprintf(&md, "%s\n## The bidder on a real account (`make bench-rtb`, also run by `make bench`)\n\n", rtbAcctBegin)
-	fmt.Fprintf(&md, "OpenRTB 2.6 example 6.2.3 posted to three bidders over one account (`bench/rtbaccount.go`, fixed seed: %d line items of %d advertisers in %d campaigns, "+
+	fmt.Fprintf(&md, "OpenRTB 2.6 example 6.2.3 posted to four bidders over one account (`bench/rtbaccount.go`, fixed seed: %d line items of %d advertisers in %d campaigns, "+
 		"every campaign with a daily budget and every other one a total, about half the line items on the example's app), measured %s on this machine's %d cores beside the load tools. "+
-		"Each round runs, for each bidder in turn, wrk at c=%d for %v, then vegeta (open loop) at %.0f %% of what the nginx + Lua bidder answered it at its fastest in that round (vegeta with 64 workers, for %v; vegeta costs the shared cores more per request than wrk), for %v. "+
+		"Each round runs, for each bidder in turn (tsubame-ltsv, tsubame-json, nginx-lua, tsubame-json-procs0, and every other round the reverse: each ratio's two bidders run back to back, neither always first), wrk at c=%d for %v, then vegeta (open loop) at %.0f %% of what the nginx + Lua bidder answered it at its fastest in that round (vegeta with 64 workers, for %v; vegeta costs the shared cores more per request than wrk), for %v. "+
 		"**tsubame-json** is Tsubame with its access log in JSON lines, **tsubame-ltsv** the same server with LTSV, both on their shipped defaults; **tsubame-json-procs0** is tsubame-json with `server.extra_procs: 0` (GOMAXPROCS as many as the cores, Go's default, where the shipped default adds one); "+
 		"**nginx-lua** is nginx with its Lua module doing the same work: lua-cjson decoding and encoding, the same matching, each bid's price taken from its campaign's budget in a `lua_shared_dict`, "+
 		"the win, billing, loss and click URLs signed with HMAC, a JSON line (`escape=json`) in a buffered access log. "+

@@ -196,3 +196,40 @@ func TestPairedRatio(t *testing.T) {
 		t.Errorf("no round measured: %v, want NaN", got)
 	}
 }
+
+// Each round runs every bidder once; the JSON bidder runs right beside the
+// two it is compared with; and each of those pairs runs in both orders
+// over two rounds.
+func TestRTBAcctOrder(t *testing.T) {
+	const json, ltsv, procs0, lua = 0, 1, 2, 3
+	first := map[[2]int]int{} // pair -> rounds where the pair's first ran first
+	for r := range 4 {
+		order := rtbAcctOrder(r)
+		at := map[int]int{}
+		for pos, b := range order {
+			if _, dup := at[b]; dup {
+				t.Fatalf("round %d runs bidder %d twice: %v", r, b, order)
+			}
+			at[b] = pos
+		}
+		if len(at) != 4 {
+			t.Fatalf("round %d runs %d bidders: %v", r, len(at), order)
+		}
+		for _, p := range [][2]int{{json, ltsv}, {json, lua}} {
+			if d := at[p[0]] - at[p[1]]; d != 1 && d != -1 {
+				t.Errorf("round %d: bidders %d and %d do not run back to back: %v", r, p[0], p[1], order)
+			}
+			if at[p[0]] < at[p[1]] {
+				first[p]++
+			}
+		}
+		if at[procs0] != 0 && at[procs0] != 3 {
+			t.Errorf("round %d: the variant without a goal runs between the pairs: %v", r, order)
+		}
+	}
+	for _, p := range [][2]int{{json, ltsv}, {json, lua}} {
+		if first[p] != 2 {
+			t.Errorf("over 4 rounds bidder %d ran before %d in %d, want 2", p[0], p[1], first[p])
+		}
+	}
+}
