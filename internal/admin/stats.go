@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -110,6 +111,23 @@ func (r *statsRing) run(ctx context.Context, every time.Duration) {
 	}
 }
 
+// heapMetric is runtime.MemStats.HeapAlloc in runtime/metrics: the heap's
+// objects, live or not yet swept.
+const heapMetric = "/memory/classes/heap/objects:bytes"
+
+// heapBytes is the heap's size (MemStats.HeapAlloc), read without stopping
+// the world: runtime.ReadMemStats does, until every running goroutine
+// reaches a safe point, which on two busy cores held every request in
+// flight for milliseconds each time it ran.
+func heapBytes() uint64 {
+	s := []metrics.Sample{{Name: heapMetric}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
 func (r *statsRing) tick(now time.Time) {
 	cur := r.sample()
 	cpu, _ := readCPUTimes()
@@ -119,9 +137,7 @@ func (r *statsRing) tick(now time.Time) {
 		ShipLag: cur.ShipLag, ShipAge: cur.ShipAge.Seconds(), ShipFailing: cur.ShipFailing,
 		HookQueued: cur.HookQueued, HookInFlight: cur.HookInFlight, Conns: cur.Conns, Goroutines: runtime.NumGoroutine(),
 		RSS: rss(), Ready: cur.Ready, StoreUp: cur.StoreUp}
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	p.Heap = ms.HeapAlloc
+	p.Heap = heapBytes()
 	if !first {
 		secs := now.Sub(r.prevAt).Seconds()
 		p.RPS = float64(cur.Requests-r.prev.Requests) / secs
