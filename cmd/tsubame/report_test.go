@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -389,7 +390,16 @@ func TestReportsSurviveKill9(t *testing.T) {
 		t.Fatalf("clean stop: %v\n%s", err, p.logs)
 	}
 
-	// The files, read here line by line: valid, in-time impressions.
+	want, total, files := impressionsInFiles(t, logDir)
+	checkReportEqualsFiles(t, env, want, "after 5 kills")
+	t.Logf("%d impressions over %d files, reported exactly after 5 kills", total, files)
+}
+
+// impressionsInFiles reads the access log's files in logDir line by line
+// and returns their valid, in-time impressions by line item, their total
+// and the files' count.
+func impressionsInFiles(t *testing.T, logDir string) (map[string]int64, int64, int) {
+	t.Helper()
 	want := map[string]int64{}
 	var total int64
 	names, _ := filepath.Glob(filepath.Join(logDir, "access*.log*"))
@@ -415,6 +425,13 @@ func TestReportsSurviveKill9(t *testing.T) {
 	if total == 0 {
 		t.Fatal("no impression was logged: the load did not run")
 	}
+	return want, total, len(names)
+}
+
+// checkReportEqualsFiles runs "tsubame report" by line item and "report
+// verify" on the stopped server's data: its impressions must be want's.
+func checkReportEqualsFiles(t *testing.T, env []string, want map[string]int64, after string) {
+	t.Helper()
 	code, out, errOut := runCmd(t, append([]string{"TSUBAME_ADMIN_LISTEN="}, env...), "", "report", "-by", "line_item", "-format", "json")
 	if code != 0 {
 		t.Fatalf("report: %d %s", code, errOut)
@@ -426,11 +443,107 @@ func TestReportsSurviveKill9(t *testing.T) {
 		}
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("after 5 kills: the report says %v, the files hold %v", got, want)
+		t.Errorf("%s: the report says %v, the files hold %v", after, got, want)
 	}
 	code, out, errOut = runCmd(t, append([]string{"TSUBAME_ADMIN_LISTEN="}, env...), "", "report", "verify")
 	if code != 0 || !strings.Contains(out, "the rollups equal the files") {
-		t.Fatalf("verify after 5 kills: %d\n%s%s", code, out, errOut)
+		t.Fatalf("verify %s: %d\n%s%s", after, code, out, errOut)
 	}
-	t.Logf("%d impressions over %d files, reported exactly after 5 kills", total, len(names))
+}
+
+// A restart's predecessor leaves the count of its last lines to its
+// successor (Roller.Leave), which serves first and counts them after:
+// across handovers under ad traffic, with commit_every longer than the
+// test so that every predecessor leaves lines counted and not committed,
+// the report equals the files exactly.
+func TestReportsAcrossHandovers(t *testing.T) {
+	dataDir, logDir := t.TempDir(), t.TempDir()
+	env := []string{"TSUBAME_DATA_DIR=" + dataDir, "TSUBAME_ACCESS_LOG_DIR=" + logDir, "TSUBAME_REPORT_INTERVAL=20ms", "TSUBAME_REPORT_COMMIT_EVERY=1h"}
+	p := startWrapped(t, nil, env...)
+	pidFile := filepath.Join(dataDir, PIDFile)
+	pid := waitPID(t, pidFile)
+	pids := []int{pid}
+	t.Cleanup(func() {
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var imps atomic.Int64
+	for c := range 2 {
+		wg.Go(func() {
+			client := &http.Client{Timeout: 10 * time.Second}
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/decide?placement=1&uid=h-c%d-%d", p.base, c, n%13), nil)
+				req.Header.Set("User-Agent", browserUA)
+				resp, err := client.Do(req)
+				if err != nil {
+					continue // a connection the handover closed: the next one is served
+				}
+				var a adsAnswer
+				err = json.NewDecoder(resp.Body).Decode(&a)
+				resp.Body.Close()
+				if err != nil || len(a.Decisions) == 0 {
+					continue
+				}
+				req, _ = http.NewRequest("GET", a.Decisions[0].ImpressionURL, nil)
+				req.Header.Set("User-Agent", browserUA)
+				if resp, err := client.Do(req); err == nil {
+					resp.Body.Close()
+					imps.Add(1)
+				}
+			}
+		})
+	}
+	waitImps := func(n int64) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for imps.Load() < n {
+			if time.Now().After(deadline) {
+				close(stop)
+				wg.Wait()
+				t.Fatalf("%d impressions served, waited for %d\n%s", imps.Load(), n, p.logs)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	cli := append([]string{"TSUBAME_ADMIN_LISTEN="}, env...)
+	const handovers = 3
+	for i := range handovers {
+		waitImps(imps.Load() + 100) // each process serves and counts some
+		if code, _, stderr := runCmd(t, cli, "", "restart", "-timeout", "60s"); code != 0 {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("restart %d: %d %s\n%s", i+1, code, stderr, p.logs)
+		}
+		next, err := readPID(pidFile)
+		if err != nil || next == pid {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("restart %d: pid %d (%v) after %d", i+1, next, err, pid)
+		}
+		pid = next
+		pids = append(pids, pid)
+	}
+	waitImps(imps.Load() + 100)
+	close(stop)
+	wg.Wait()
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(t); err != nil { // returns once every process has closed its stderr
+		t.Fatalf("stop: %v\n%s", err, p.logs)
+	}
+	if got := strings.Count(p.logs.String(), "took over from the previous process"); got != handovers {
+		t.Fatalf("%d takeovers logged, want %d\n%s", got, handovers, p.logs)
+	}
+	want, total, files := impressionsInFiles(t, logDir)
+	checkReportEqualsFiles(t, env, want, fmt.Sprintf("after %d handovers", handovers))
+	t.Logf("%d impressions over %d files, reported exactly after %d handovers", total, files, handovers)
 }

@@ -120,6 +120,7 @@ type running struct {
 	exe        string        // the binary as started (launchPath): what a restart starts
 	adopted    net.Listener  // the idle connections the previous process hands over; nil without
 	serving    bool          // the listeners' Serve loops run
+	leaving    bool          // Close hands over to a successor (restart.go): what it can do, the successor does
 	ready      atomic.Bool   // open and not draining (readiness)
 	warmed     atomic.Bool   // the cache's warm-up at Open has run
 	store      *health.Probe // whether the store answers, probed in the background
@@ -619,6 +620,17 @@ func (m *Main) closeAll(ctx context.Context) error {
 		cancel()
 	}
 	m.closeAds(ctx) // no request decides any more
+	if m.logs.roller != nil && m.run.leaving {
+		// The successor serves nothing until it has reports.db: it counts
+		// and commits the last lines (up to report.commit_every of them,
+		// which took this close up to a second on a busy ad log), paced
+		// once it serves. Before the log closes: a pass started on the
+		// file it closes into would commit it whole here.
+		if err := m.logs.roller.Leave(); err != nil {
+			errs = append(errs, fmt.Errorf("report: %w", err))
+		}
+		m.logs.roller = nil
+	}
 	for _, l := range []*accesslog.Logger{m.logs.file, m.logs.store} {
 		if l != nil {
 			if err := l.Close(ctx); err != nil {

@@ -148,6 +148,7 @@ func runServe(ctx context.Context, e *env, demo bool) error {
 		if h != nil {
 			m.pub.server.SetHandoff(h)
 		}
+		m.run.leaving = true
 		closeErr := m.Close()
 		if h != nil {
 			n, err := h.Close()

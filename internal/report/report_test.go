@@ -552,30 +552,53 @@ func TestParseBy(t *testing.T) {
 	}
 }
 
-// What was counted and not yet committed (commit_every) is not in the
-// reports, and a crash before the commit loses nothing: the next start
-// reads those lines again from the committed position.
-func TestUncommittedLinesAreReadAgain(t *testing.T) {
-	dir := t.TempDir()
-	db := filepath.Join(t.TempDir(), FileName)
-	evs := traffic(900, t0)
+// halfCommitted writes 900 lines, 450 in closed files and 450 in an active
+// one left open (l), and opens a roller on reports.db at db that has read
+// them all and committed the closed files only (commit_every is an hour).
+func halfCommitted(t *testing.T) (dir, db string, evs []event, l *accesslog.Logger, r *Roller) {
+	t.Helper()
+	dir = t.TempDir()
+	db = filepath.Join(t.TempDir(), FileName)
+	evs = traffic(900, t0)
 	writeLog(t, dir, accesslog.LTSV, false, evs[:450])
 	// The active file: written, not closed (a running server's).
 	fs, err := accesslog.OpenFile(accesslog.FileOptions{Dir: dir, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := accesslog.New(fs, accesslog.Options{Logger: quiet})
+	l = accesslog.New(fs, accesslog.Options{Sync: true, Logger: quiet}) // each line in the file when Append returns
 	for i := range evs[450:] {
 		if err := l.Append(&evs[450+i].rec, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	l.WriteBack()
-	r := openRoller(t, dir, func(o *Options) { o.Path, o.CommitEvery = db, time.Hour })
+	r = openRoller(t, dir, func(o *Options) { o.Path, o.CommitEvery = db, time.Hour })
 	if _, err := r.Pass(); err != nil {
 		t.Fatal(err)
 	}
+	if n := pendingLines(r); n != 450 {
+		t.Fatalf("%d lines counted and not committed, want the active file's 450", n)
+	}
+	checkClosedFilesOnly(t, r)
+	return dir, db, evs, l, r
+}
+
+// pendingLines is how many lines r counted and has not committed.
+func pendingLines(r *Roller) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var n int64
+	for _, bt := range r.pending {
+		n += bt.next.Lines - bt.committed.Lines
+	}
+	return n
+}
+
+// checkClosedFilesOnly checks that the decisions committed in r's
+// database are halfCommitted's closed files' (each committed once read
+// whole), none of the active file's.
+func checkClosedFilesOnly(t *testing.T, r *Roller) {
+	t.Helper()
 	res, err := r.Query(Query{})
 	if err != nil {
 		t.Fatal(err)
@@ -584,9 +607,30 @@ func TestUncommittedLinesAreReadAgain(t *testing.T) {
 	for _, row := range res.Rows {
 		committed += row.Counts[Decisions]
 	}
-	if want := int64((450 + trafficKinds - 1) / trafficKinds); committed != want { // the closed files' only
-		t.Fatalf("%d decisions committed before commit_every, want the closed files' %d", committed, want)
+	if want := int64((450 + trafficKinds - 1) / trafficKinds); committed != want {
+		t.Fatalf("%d decisions committed, want the closed files' %d", committed, want)
 	}
+}
+
+// checkCaughtUp opens the next roller on db, reads the files to their end
+// and checks that it counts each of evs once.
+func checkCaughtUp(t *testing.T, dir, db string, evs []event, after string) {
+	t.Helper()
+	r := openRoller(t, dir, func(o *Options) { o.Path = db })
+	if err := r.CatchUp(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	equalCounts(t, after, byLineItem(t, r, Query{}), want(evs))
+	if v, err := r.Verify(Query{}); err != nil || !v.OK() {
+		t.Fatalf("verify: %+v %v", v, err)
+	}
+}
+
+// What was counted and not yet committed (commit_every) is not in the
+// reports, and a crash before the commit loses nothing: the next start
+// reads those lines again from the committed position.
+func TestUncommittedLinesAreReadAgain(t *testing.T) {
+	dir, db, evs, l, r := halfCommitted(t)
 	// A crash: the roller goes without committing what it holds.
 	r.mu.Lock()
 	r.pending = map[string]*batch{}
@@ -595,14 +639,44 @@ func TestUncommittedLinesAreReadAgain(t *testing.T) {
 	if err := l.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	r = openRoller(t, dir, func(o *Options) { o.Path = db })
-	if err := r.CatchUp(context.Background()); err != nil {
+	checkCaughtUp(t, dir, db, evs, "after a crash with counts uncommitted")
+}
+
+// Leave (a restart's predecessor) commits nothing it counted since its
+// last commit; the next roller counts those lines again, and the reports
+// come out whole and counted once.
+func TestLeaveLeavesTheCountToTheNext(t *testing.T) {
+	dir, db, evs, l, r := halfCommitted(t)
+	if err := r.Leave(); err != nil {
 		t.Fatal(err)
 	}
-	equalCounts(t, "after a crash with counts uncommitted", byLineItem(t, r, Query{}), want(evs))
-	if v, err := r.Verify(Query{}); err != nil || !v.OK() {
-		t.Fatalf("verify: %+v %v", v, err)
+	if err := r.Close(); err != nil { // a no-op once left
+		t.Fatal(err)
 	}
+	// The predecessor's log closes after its roller left (closeAll); its
+	// retention still asks the roller that left, which holds the file.
+	if err := l.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	names, err := accesslog.ClosedFiles(dir, "access.log", false)
+	if err != nil || len(names) == 0 {
+		t.Fatalf("closed files: %v %v", names, err)
+	}
+	// Of the files, the ones read whole were committed as done; the one
+	// that was active, counted but not committed, is held.
+	var held []string
+	for _, name := range names {
+		if r.Hold(name) {
+			held = append(held, name)
+		}
+	}
+	if len(held) != 1 || len(names) < 2 {
+		t.Errorf("the roller that left holds %v of %v, want only the file that was active", held, names)
+	}
+	next := openRoller(t, dir, func(o *Options) { o.Path = db })
+	checkClosedFilesOnly(t, next) // nothing more committed by the roller that left
+	next.Close()
+	checkCaughtUp(t, dir, db, evs, "after a roller left")
 }
 
 // A gzipped file cut short is not taken as read whole: the pass fails

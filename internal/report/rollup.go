@@ -189,7 +189,17 @@ func (r *Roller) noteError(err error) {
 
 // Close stops the loop (after the transaction under way) and closes the
 // database. What was read is committed; the rest is read at the next start.
-func (r *Roller) Close() error {
+func (r *Roller) Close() error { return r.close(true) }
+
+// Leave is Close without the commit: what was counted since the last
+// commit (up to CommitEvery of lines) is dropped, and the next roller over
+// these files counts it again from the committed positions, as after a
+// crash. A restart's predecessor leaves: its successor waits for the
+// database, and serves nothing until it has it, so the last count and
+// commit are better done by the successor, paced, once it serves.
+func (r *Roller) Leave() error { return r.close(false) }
+
+func (r *Roller) close(commit bool) error {
 	if r.closed.Swap(true) {
 		return nil
 	}
@@ -199,7 +209,10 @@ func (r *Roller) Close() error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	err := r.flushDue(true) // what was counted is committed, not read again
+	var err error
+	if commit {
+		err = r.flushDue(true) // what was counted is committed, not read again
+	}
 	return errors.Join(err, r.be.close())
 }
 
@@ -409,7 +422,8 @@ func (r *Roller) pass(paced bool) (int64, error) {
 	if errors.Is(err, errStale) {
 		return 0, nil
 	}
-	if err != nil {
+	if err != nil || r.stopping() {
+		// Stopping: Close commits what is due, Leave nothing.
 		return total, err
 	}
 	if err := r.flushDue(false); err != nil {
