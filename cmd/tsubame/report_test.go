@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -543,7 +547,57 @@ func TestReportsAcrossHandovers(t *testing.T) {
 	if got := strings.Count(p.logs.String(), "took over from the previous process"); got != handovers {
 		t.Fatalf("%d takeovers logged, want %d\n%s", got, handovers, p.logs)
 	}
+	// Each predecessor left its last lines, counted and not committed, to
+	// its successor.
+	leaves := regexp.MustCompile(`reports: the last lines are left to the next process"? lines=(\d+)`).FindAllStringSubmatch(p.logs.String(), -1)
+	var left int
+	for _, m := range leaves {
+		n, _ := strconv.Atoi(m[1])
+		left += n
+	}
+	if len(leaves) != handovers || left == 0 {
+		t.Fatalf("%d predecessors left %d lines to their successors, want %d and some\n%s", len(leaves), left, handovers, p.logs)
+	}
 	want, total, files := impressionsInFiles(t, logDir)
 	checkReportEqualsFiles(t, env, want, fmt.Sprintf("after %d handovers", handovers))
-	t.Logf("%d impressions over %d files, reported exactly after %d handovers", total, files, handovers)
+	t.Logf("%d impressions over %d files, reported exactly after %d handovers (%d lines left to successors)", total, files, handovers, left)
+}
+
+// A predecessor leaves its last lines to a successor only if the
+// successor's configuration, as it reads it, rolls up the same files into
+// the same reports.
+func TestSameReports(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tsubame.yaml")
+	environ := []string{"TSUBAME_DATA_DIR=" + dir, "TSUBAME_ACCESS_LOG_DIR=" + filepath.Join(dir, "logs")}
+	write := func(yaml string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("report:\n  enabled: true\n")
+	cur, _, err := loadConfigWarnings(path, environ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &Main{Config: cur}
+	for _, c := range []struct {
+		yaml    string
+		environ []string
+		same    bool
+	}{
+		{"report:\n  enabled: true\n", environ, true},
+		{"report:\n  enabled: true\n  commit_every: 1m\n", environ, true}, // not where the counts go
+		{"report:\n  enabled: false\n", environ, false},
+		{"report:\n  enabled: true\n  node: other\n", environ, false},
+		{"report:\n  enabled: true\n", append(slices.Clone(environ), "TSUBAME_ACCESS_LOG_DIR="+filepath.Join(dir, "elsewhere")), false},
+		{"report:\n  enabled: true\n", []string{"TSUBAME_DATA_DIR=" + t.TempDir(), environ[1]}, false}, // another reports.db
+		{"report: [", environ, false},                                                                  // the successor could not have read it: count here
+	} {
+		write(c.yaml)
+		if got := m.sameReports(path, c.environ); got != c.same {
+			t.Errorf("%q: sameReports = %v, want %v", c.yaml, got, c.same)
+		}
+	}
 }

@@ -120,7 +120,7 @@ type running struct {
 	exe        string        // the binary as started (launchPath): what a restart starts
 	adopted    net.Listener  // the idle connections the previous process hands over; nil without
 	serving    bool          // the listeners' Serve loops run
-	leaving    bool          // Close hands over to a successor (restart.go): what it can do, the successor does
+	leaving    bool          // Close hands over to a successor that rolls up the same reports (sameReports): it counts the last lines
 	ready      atomic.Bool   // open and not draining (readiness)
 	warmed     atomic.Bool   // the cache's warm-up at Open has run
 	store      *health.Probe // whether the store answers, probed in the background
@@ -626,9 +626,11 @@ func (m *Main) closeAll(ctx context.Context) error {
 		// which took this close up to a second on a busy ad log), paced
 		// once it serves. Before the log closes: a pass started on the
 		// file it closes into would commit it whole here.
-		if err := m.logs.roller.Leave(); err != nil {
+		left, err := m.logs.roller.Leave()
+		if err != nil {
 			errs = append(errs, fmt.Errorf("report: %w", err))
 		}
+		m.Logger.Info("reports: the last lines are left to the next process", "lines", left)
 		m.logs.roller = nil
 	}
 	for _, l := range []*accesslog.Logger{m.logs.file, m.logs.store} {

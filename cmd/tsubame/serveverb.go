@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"syscall"
 	"time"
 
@@ -148,7 +149,7 @@ func runServe(ctx context.Context, e *env, demo bool) error {
 		if h != nil {
 			m.pub.server.SetHandoff(h)
 		}
-		m.run.leaving = true
+		m.run.leaving = m.sameReports(e.configPath, environ)
 		closeErr := m.Close()
 		if h != nil {
 			n, err := h.Close()
@@ -204,4 +205,25 @@ func (m *Main) hangup(ctx context.Context, path string, environ []string) string
 		return "serving; reloaded, some changes wait for a restart"
 	}
 	return "serving; reloaded"
+}
+
+// sameReports says whether a successor started with the configuration at
+// path, read again here as it read it, rolls the same access-log files up
+// into the same reports as this process: only then is the count of this
+// one's last lines left to it (report.Roller.Leave). A successor with the
+// reports off, or over other files or another database, would never
+// count them; this process counts and commits them then, as at a stop.
+func (m *Main) sameReports(path string, environ []string) bool {
+	next, _, err := loadConfigWarnings(path, environ)
+	if err != nil {
+		return false
+	}
+	m.mu.Lock()
+	cur := m.Config
+	m.mu.Unlock()
+	a, b := reportOptions(cur, nil, nil), reportOptions(next, nil, nil)
+	return cur.Report.Enabled && next.Report.Enabled &&
+		a.Dir == b.Dir && a.Name == b.Name && a.Path == b.Path && a.Node == b.Node &&
+		cur.Store.Type == next.Store.Type && cur.Store.Redis.KeyPrefix == next.Store.Redis.KeyPrefix &&
+		slices.Equal(cur.Store.Redis.Addrs, next.Store.Redis.Addrs)
 }

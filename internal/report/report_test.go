@@ -647,8 +647,8 @@ func TestUncommittedLinesAreReadAgain(t *testing.T) {
 // come out whole and counted once.
 func TestLeaveLeavesTheCountToTheNext(t *testing.T) {
 	dir, db, evs, l, r := halfCommitted(t)
-	if err := r.Leave(); err != nil {
-		t.Fatal(err)
+	if left, err := r.Leave(); err != nil || left != 450 {
+		t.Fatalf("left %d lines (%v), want the active file's 450", left, err)
 	}
 	if err := r.Close(); err != nil { // a no-op once left
 		t.Fatal(err)

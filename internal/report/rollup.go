@@ -189,19 +189,23 @@ func (r *Roller) noteError(err error) {
 
 // Close stops the loop (after the transaction under way) and closes the
 // database. What was read is committed; the rest is read at the next start.
-func (r *Roller) Close() error { return r.close(true) }
+func (r *Roller) Close() error {
+	_, err := r.close(true)
+	return err
+}
 
 // Leave is Close without the commit: what was counted since the last
 // commit (up to CommitEvery of lines) is dropped, and the next roller over
 // these files counts it again from the committed positions, as after a
 // crash. A restart's predecessor leaves: its successor waits for the
 // database, and serves nothing until it has it, so the last count and
-// commit are better done by the successor, paced, once it serves.
-func (r *Roller) Leave() error { return r.close(false) }
+// commit are better done by the successor, paced, once it serves. It
+// returns how many lines it counted and left uncommitted.
+func (r *Roller) Leave() (int64, error) { return r.close(false) }
 
-func (r *Roller) close(commit bool) error {
+func (r *Roller) close(commit bool) (left int64, err error) {
 	if r.closed.Swap(true) {
-		return nil
+		return 0, nil
 	}
 	close(r.stop)
 	if r.loop.Load() {
@@ -209,11 +213,14 @@ func (r *Roller) close(commit bool) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var err error
 	if commit {
 		err = r.flushDue(true) // what was counted is committed, not read again
+	} else {
+		for _, bt := range r.pending {
+			left += bt.next.Lines - bt.committed.Lines
+		}
 	}
-	return errors.Join(err, r.be.close())
+	return left, errors.Join(err, r.be.close())
 }
 
 // CatchUp reads the files until nothing is left to read.
@@ -423,7 +430,8 @@ func (r *Roller) pass(paced bool) (int64, error) {
 		return 0, nil
 	}
 	if err != nil || r.stopping() {
-		// Stopping: Close commits what is due, Leave nothing.
+		// Stopping: Close commits what is due anyway, and Leave nothing;
+		// not committing here only spares Leave the wait.
 		return total, err
 	}
 	if err := r.flushDue(false); err != nil {
