@@ -587,11 +587,7 @@ func halfCommitted(t *testing.T) (dir, db string, evs []event, l *accesslog.Logg
 func pendingLines(r *Roller) int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var n int64
-	for _, bt := range r.pending {
-		n += bt.next.Lines - bt.committed.Lines
-	}
-	return n
+	return r.uncommitted()
 }
 
 // checkClosedFilesOnly checks that the decisions committed in r's

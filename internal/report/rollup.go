@@ -216,11 +216,19 @@ func (r *Roller) close(commit bool) (left int64, err error) {
 	if commit {
 		err = r.flushDue(true) // what was counted is committed, not read again
 	} else {
-		for _, bt := range r.pending {
-			left += bt.next.Lines - bt.committed.Lines
-		}
+		left = r.uncommitted()
 	}
 	return left, errors.Join(err, r.be.close())
+}
+
+// uncommitted is how many lines the pending batches counted and have not
+// committed. Under mu.
+func (r *Roller) uncommitted() int64 {
+	var n int64
+	for _, bt := range r.pending {
+		n += bt.next.Lines - bt.committed.Lines
+	}
+	return n
 }
 
 // CatchUp reads the files until nothing is left to read.
