@@ -794,6 +794,19 @@ type checker struct {
 	// by their place in the set (line_items[3] (id "li-7")), which a file's
 	// lines are found by.
 	byName bool
+	// probe tells only whether there is a problem: its paths are dropped
+	// (Validate checks an object with a problem again under its path), so
+	// a path under another is not built (join).
+	probe bool
+}
+
+// join is the path of field under at, or "" for a probe: a valid object's
+// nested paths (a line item's targeting, each list in it) cost nothing.
+func (v *checker) join(at, field string) string {
+	if v.probe {
+		return ""
+	}
+	return at + field
 }
 
 // item is the path of the object of kind k at index i with the given id.
@@ -845,8 +858,8 @@ func (s *CampaignSet) Validate() error {
 	if s.Currency != "" && !isUpperCode(s.Currency, 3) {
 		v.add("currency", "%q is not an ISO 4217 code (three capital letters, such as USD or JPY)", clip(s.Currency, 40))
 	}
+	probe := &checker{probe: true} // one for the set: a call through the interface moves it to the heap
 	for _, k := range CampaignKinds {
-		seen := map[string]int{}
 		var list []CampaignObject
 		switch k {
 		case KindAdvertiser:
@@ -858,16 +871,17 @@ func (s *CampaignSet) Validate() error {
 		case KindLineItem:
 			list = withNils(s.LineItems)
 		}
+		seen := make(map[string]int, len(list))
 		for i, o := range list {
 			if o == nil {
 				v.add(fmt.Sprintf("%s[%d]", k.Plural(), i), "empty")
 				continue
 			}
-			// Checked first under an empty path, whose joins to field names
-			// allocate nothing: a valid object (nearly all of a million)
-			// costs no path; one with problems is checked again under its.
-			probe := checker{}
-			if o.check(&probe, ""); len(probe.ps) > 0 {
+			// Checked first by the probe, which builds no path: a valid
+			// object (nearly all of a million) costs none; one with
+			// problems is checked again under its.
+			probe.ps = probe.ps[:0]
+			if o.check(probe, ""); len(probe.ps) > 0 {
 				o.check(v, itemPath(k, i, o.ObjectID()))
 			}
 			if j, dup := seen[o.ObjectID()]; dup && o.ObjectID() != "" {
@@ -1072,6 +1086,14 @@ func (c *Campaign) check(v *checker, at string) {
 	}
 }
 
+// The controls a creative's html and a reason may hold: dropped before
+// their check for printable text (built once: a Replacer's build is the
+// larger part of its first Replace).
+var (
+	htmlControls   = strings.NewReplacer("\n", "", "\t", "", "\r", "")
+	reasonControls = strings.NewReplacer("\n", "", "\t", "")
+)
+
 func (c *Creative) check(v *checker, at string) {
 	checkID(v, at+".id", c.ID)
 	checkName(v, at+".name", c.Name)
@@ -1093,7 +1115,7 @@ func (c *Creative) check(v *checker, at string) {
 		if c.Image != "" {
 			checkURL(v, at+".image", c.Image, MaxURLLength)
 		}
-		if len(c.HTML) > MaxHTMLLength || !printable(strings.NewReplacer("\n", "", "\t", "", "\r", "").Replace(c.HTML), true) {
+		if len(c.HTML) > MaxHTMLLength || !printable(htmlControls.Replace(c.HTML), true) {
 			v.add(at+".html", "must be at most %d bytes of text", MaxHTMLLength)
 		}
 		if c.Duration != 0 || len(c.MIMEs) > 0 || c.Media != "" {
@@ -1137,7 +1159,7 @@ func (c *Creative) check(v *checker, at string) {
 	default:
 		v.add(at+".status", "%q is not one of approved, pending, rejected", clip(c.Status, 40))
 	}
-	if len(c.Reason) > MaxReasonLength || !printable(strings.NewReplacer("\n", "", "\t", "").Replace(c.Reason), true) {
+	if len(c.Reason) > MaxReasonLength || !printable(reasonControls.Replace(c.Reason), true) {
 		v.add(at+".reason", "must be at most %d bytes of text", MaxReasonLength)
 	}
 }
@@ -1192,7 +1214,10 @@ func (l *LineItem) check(v *checker, at string) {
 		v.add(at+".frequency", "has %d caps, more than %d", len(l.Frequency), MaxFrequencyCaps)
 	}
 	for i, f := range l.Frequency {
-		fat := fmt.Sprintf("%s.frequency[%d]", at, i)
+		fat := ""
+		if !v.probe {
+			fat = fmt.Sprintf("%s.frequency[%d]", at, i)
+		}
 		if f.Impressions <= 0 {
 			v.add(fat+".impressions", "must be positive")
 		}
@@ -1202,9 +1227,9 @@ func (l *LineItem) check(v *checker, at string) {
 	}
 	checkList(v, at+".deals", l.Deals, validObjectID)
 	checkDuplicates(v, at+".deals", l.Deals)
-	l.Targeting.Criteria.check(v, at+".targeting")
+	l.Targeting.Criteria.check(v, v.join(at, ".targeting"))
 	if x := l.Targeting.Exclude; x != nil {
-		x.check(v, at+".targeting.exclude")
+		x.check(v, v.join(at, ".targeting.exclude"))
 	}
 }
 
@@ -1254,7 +1279,10 @@ func (c *Criteria) check(v *checker, at string) {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		kat := fmt.Sprintf("%s.keyvalues[%q]", at, clip(k, 64))
+		kat := ""
+		if !v.probe {
+			kat = fmt.Sprintf("%s.keyvalues[%q]", at, clip(k, 64))
+		}
 		if !validKey(k) {
 			v.add(kat, "a key is 1 to 64 letters, digits and -_.")
 		}
@@ -1350,7 +1378,7 @@ func checkDomain(s string) string {
 	if s == "" || len(s) > 253 {
 		return msg
 	}
-	for _, label := range strings.Split(s, ".") {
+	for label := range strings.SplitSeq(s, ".") {
 		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
 			return msg
 		}
