@@ -120,7 +120,9 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 	}
 	m.ads.ledger = ledger
 	counters := budget.New(fc, budget.Options{Ledger: ledger, Timeout: cfg.Ads.CapsTimeout, Log: m.Logger})
-	m.ads.engine = decision.NewEngine(cs, decision.EngineOptions{Counters: counters, Currency: cfg.Ads.Currency, Log: m.Logger})
+	m.ads.engine = decision.NewEngine(cs, decision.EngineOptions{Counters: counters, Currency: cfg.Ads.Currency, Log: m.Logger,
+		Primed: m.run.primed.checkPrimed(cfg.StorePath(), m.Logger)})
+	m.run.primed = nil
 	if c, ok := backend.(tsubame.CampaignCopies); ok {
 		c.UseCampaignCopy(m.ads.engine.Set) // a delete checks against the engine's set, not a read of the store's
 	}

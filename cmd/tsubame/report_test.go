@@ -456,7 +456,8 @@ func checkReportEqualsFiles(t *testing.T, env []string, want map[string]int64, a
 }
 
 // A restart's predecessor leaves the count of its last lines to its
-// successor (Roller.Leave), which serves first and counts them after:
+// successor (Roller.Leave), which serves first and counts them after, and
+// hands it the campaigns it serves, which the successor decides with:
 // across handovers under ad traffic, with commit_every longer than the
 // test so that every predecessor leaves lines counted and not committed,
 // the report equals the files exactly.
@@ -546,6 +547,11 @@ func TestReportsAcrossHandovers(t *testing.T) {
 	}
 	if got := strings.Count(p.logs.String(), "took over from the previous process"); got != handovers {
 		t.Fatalf("%d takeovers logged, want %d\n%s", got, handovers, p.logs)
+	}
+	// Each successor decided with the index it compiled from the campaigns
+	// its predecessor handed over while serving (catalog.go).
+	if got := strings.Count(p.logs.String(), "decision index compiled from the previous process's campaigns"); got != handovers {
+		t.Fatalf("%d successors took the previous process's campaigns, want %d\n%s", got, handovers, p.logs)
 	}
 	// Each predecessor left its last lines, counted and not committed, to
 	// its successor.

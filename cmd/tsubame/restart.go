@@ -28,7 +28,8 @@ import (
 // backlog.
 //
 //  1. The successor loads and validates its configuration, takes over the
-//     sockets and writes "ready" on a pipe. If it fails first, it exits, the
+//     sockets, reads and compiles the campaign set the predecessor serves
+//     (catalog.go) and writes "ready" on a pipe. If it fails first, it exits, the
 //     pipe closes, and the running process simply keeps serving.
 //  2. The predecessor stops accepting, finishes its in-flight requests,
 //     drains its webhook queue, writes every access-log line and closes out
@@ -45,9 +46,12 @@ type handover struct {
 	// conns is the socket on which the predecessor hands over its idle
 	// connections (server.Adopt); nil from a predecessor without it.
 	conns *os.File
+	// catalog is the pipe on which the predecessor writes the campaign set
+	// it serves (catalog.go); nil when it hands none.
+	catalog *os.File
 }
 
-// inherited parses TSUBAME_INHERIT ("public=3,admin=4,tls=5,conns=6,ready=7,release=8").
+// inherited parses TSUBAME_INHERIT ("public=3,admin=4,tls=5,conns=6,catalog=7,ready=8,release=9").
 func inherited(environ []string) (*handover, error) {
 	v := lookupEnv(environ, config.EnvInherit)
 	if v == "" {
@@ -59,6 +63,11 @@ func inherited(environ []string) (*handover, error) {
 		fd, err := strconv.Atoi(fdText)
 		if err != nil || fd < 3 {
 			return nil, fmt.Errorf("malformed %s=%q", config.EnvInherit, v)
+		}
+		if name == "catalog" {
+			// Non-blocking, so that os.NewFile makes it pollable and its
+			// read can have a deadline (catalogReadTimeout).
+			_ = syscall.SetNonblock(fd, true)
 		}
 		f := os.NewFile(uintptr(fd), name)
 		switch name {
@@ -74,6 +83,8 @@ func inherited(environ []string) (*handover, error) {
 			h.releaseR = f
 		case "conns":
 			h.conns = f
+		case "catalog":
+			h.catalog = f
 		default:
 			// A later build may hand over more: what this one does not
 			// know stays unused, and the handover goes on without it.
@@ -181,6 +192,11 @@ func (m *Main) startSuccessor(args []string, environ []string, stdout, stderr io
 	defer connsGive.Close()
 	files = append(files, connsGive)
 	spec = append(spec, fmt.Sprintf("conns=%d", 3+len(files)-1))
+	if catalog := m.handCatalog(); catalog != nil {
+		defer catalog.Close() // the successor's copy is its own; closed, the writer ends
+		files = append(files, catalog)
+		spec = append(spec, fmt.Sprintf("catalog=%d", 3+len(files)-1))
+	}
 	ok := false
 	defer func() {
 		if !ok {

@@ -116,14 +116,15 @@ type running struct {
 	nListeners int
 	stopWatch  context.CancelFunc
 	watching   chan struct{}
-	handover   *handover     // set when this process succeeds another (restart.go)
-	exe        string        // the binary as started (launchPath): what a restart starts
-	adopted    net.Listener  // the idle connections the previous process hands over; nil without
-	serving    bool          // the listeners' Serve loops run
-	leaving    bool          // Close hands over to a successor that rolls up the same reports (sameReports): it counts the last lines
-	ready      atomic.Bool   // open and not draining (readiness)
-	warmed     atomic.Bool   // the cache's warm-up at Open has run
-	store      *health.Probe // whether the store answers, probed in the background
+	handover   *handover      // set when this process succeeds another (restart.go)
+	primed     *primedCatalog // the previous process's campaigns, compiled (catalog.go); nil without
+	exe        string         // the binary as started (launchPath): what a restart starts
+	adopted    net.Listener   // the idle connections the previous process hands over; nil without
+	serving    bool           // the listeners' Serve loops run
+	leaving    bool           // Close hands over to a successor that rolls up the same reports (sameReports): it counts the last lines
+	ready      atomic.Bool    // open and not draining (readiness)
+	warmed     atomic.Bool    // the cache's warm-up at Open has run
+	store      *health.Probe  // whether the store answers, probed in the background
 }
 
 // PublicAddr is the address the public listener is bound to.
@@ -164,6 +165,10 @@ func (m *Main) Open(ctx context.Context) (err error) {
 			// While the predecessor still accepts: from ready on, neither
 			// process does until this one serves.
 			device.Load()
+		}
+		if h.catalog != nil {
+			m.run.primed = primeFromCatalog(h.catalog, cfg, m.Logger)
+			h.catalog = nil
 		}
 		if h.conns != nil {
 			// Taken off the socket from now on, served once we serve.

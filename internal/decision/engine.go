@@ -38,6 +38,8 @@ type Engine struct {
 	compiles, patches, behinds atomic.Uint64
 	// changed wakes Run: a feed's signal, or a write through this process.
 	changed chan struct{}
+	// primed is EngineOptions.Primed until the first refresh (under mu).
+	primed *Primed
 	// swapped, when set (by tests), is called with each index as it is
 	// put in use, before anything else the refresh does.
 	swapped func(*Index)
@@ -52,13 +54,42 @@ type EngineOptions struct {
 	// would be logged and billed as this one's.
 	Currency string
 	Log      *slog.Logger
+	// Primed, when set, is the first index if the store is still at its
+	// version when the first refresh reads it: that refresh then neither
+	// reads the set nor compiles it.
+	Primed *Primed
 }
+
+// Primed is a campaign set, which its caller vouches is the store's at
+// version, and its index, compiled before the store could be read: a
+// restarted process's, from the set its predecessor served, while the
+// predecessor still holds the embedded store's lock (cmd/tsubame's
+// handover). Where the store has moved on, the first refresh reads it as
+// without.
+type Primed struct {
+	set     *tsubame.CampaignSet
+	version uint64
+	idx     *Index
+}
+
+// Prime compiles set, the store's at version, for EngineOptions.Primed.
+// It fails as Compile does.
+func Prime(set *tsubame.CampaignSet, version uint64) (*Primed, error) {
+	idx, err := Compile(set, Options{})
+	if err != nil {
+		return nil, err
+	}
+	return &Primed{set: set, version: version, idx: idx}, nil
+}
+
+// Version is the store's version the primed set is of.
+func (p *Primed) Version() uint64 { return p.version }
 
 // NewEngine returns an Engine over store with an empty index; Refresh (or
 // Run) compiles the first.
 func NewEngine(store tsubame.CampaignStore, opt EngineOptions) *Engine {
 	e := &Engine{store: store, counters: opt.Counters, currency: cmp.Or(opt.Currency, tsubame.DefaultCurrency),
-		log: opt.Log, changed: make(chan struct{}, 1)}
+		log: opt.Log, changed: make(chan struct{}, 1), primed: opt.Primed}
 	empty, _ := Compile(&tsubame.CampaignSet{}, Options{Counters: opt.Counters})
 	e.idx.Store(empty)
 	return e
@@ -154,8 +185,11 @@ func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 			return false, nil
 		}
 	}
-	set, err := e.read(ctx, v, whole)
-	if err != nil {
+	primed := e.takePrimed(v)
+	var set versionedSet
+	if primed != nil {
+		set = versionedSet{CampaignSet: primed.set, version: v}
+	} else if set, err = e.read(ctx, v, whole); err != nil {
 		return false, err
 	}
 	v = cmp.Or(set.version, v)
@@ -172,6 +206,12 @@ func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 			e.log.Warn("cannot patch the decision index; compiling it whole", "version", v, "err", err)
 		}
 		how = "patched"
+	}
+	if primed != nil && !primed.idx.Stale(start) {
+		idx, how = primed.idx, "compiled from the previous process's campaigns"
+		if e.counters != nil {
+			idx.counters = e.counters // in use from here on, not before
+		}
 	}
 	if idx == nil {
 		how = "compiled"
@@ -224,6 +264,24 @@ func (e *Engine) swap(ctx context.Context, idx *Index) {
 	if w, ok := e.counters.(warmer); ok && e.built.Load() {
 		go w.Warm(context.WithoutCancel(ctx), idx, prev)
 	}
+}
+
+// takePrimed returns the primed set and index for the first refresh when
+// the store is at its version v (under mu), and drops it either way: a
+// later refresh reads the store.
+func (e *Engine) takePrimed(v uint64) *Primed {
+	p := e.primed
+	if p == nil || e.built.Load() {
+		return nil
+	}
+	e.primed = nil
+	if p.version != v {
+		if e.log != nil {
+			e.log.Info("the previous process's campaigns are not the store's: reading the store", "version", p.version, "store_version", v)
+		}
+		return nil
+	}
+	return p
 }
 
 // behindCompile names one compile behind.

@@ -236,3 +236,118 @@ func TestSetIsNeverOlderThanTheIndex(t *testing.T) {
 		t.Fatalf("%d indexes put in use, want 5", swaps)
 	}
 }
+
+// refuseAll is Counters that let no line item serve.
+type refuseAll struct{}
+
+func (refuseAll) Allow(*Line, *Request, int, time.Time) bool { return false }
+
+// TestPrimedIndexAtTheStoresVersion: a restarted process compiles the set
+// its predecessor served before it can read the store (EngineOptions.
+// Primed). The first refresh takes that index, without reading the set,
+// when the store is at the primed version, and decides with the engine's
+// Counters from then on; at another version it reads the store; a primed
+// index whose flights moved with the clock meanwhile is compiled again
+// from the primed set, still without a read.
+func TestPrimedIndexAtTheStoresVersion(t *testing.T) {
+	ctx := t.Context()
+	newSet := func(start time.Time) *tsubame.CampaignSet {
+		return &tsubame.CampaignSet{
+			Advertisers: []*tsubame.Advertiser{{ID: "a", Name: "A"}},
+			Campaigns:   []*tsubame.Campaign{{ID: "c", Advertiser: "a"}},
+			Creatives: []*tsubame.Creative{{ID: "cr", Advertiser: "a", Format: tsubame.FormatBanner, W: 1, H: 1,
+				Image: "https://cdn.example.com/a.png", Click: "https://example.com/", Status: tsubame.StatusApproved}},
+			LineItems: []*tsubame.LineItem{
+				{ID: "now", Campaign: "c", Priority: 1, Weight: 1, Creatives: []string{"cr"}},
+				{ID: "soon", Campaign: "c", Priority: 2, Weight: 1, Creatives: []string{"cr"}, Start: start},
+			},
+		}
+	}
+	open := func(t *testing.T, set *tsubame.CampaignSet) (*countingStore, uint64) {
+		t.Helper()
+		store := &countingStore{CampaignStore: memory.New()}
+		if err := store.ReplaceAll(ctx, set); err != nil {
+			t.Fatal(err)
+		}
+		v, err := store.CampaignsVersion(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return store, v
+	}
+	decide := func(e *Engine) int {
+		return len(e.Index().Decide(&Request{Placement: "top"}, nil, nil))
+	}
+
+	t.Run("at its version", func(t *testing.T) {
+		set := newSet(time.Now().Add(time.Hour))
+		store, v := open(t, set)
+		p, err := Prime(set, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := NewEngine(store, EngineOptions{Counters: refuseAll{}, Primed: p})
+		if built, err := e.Refresh(ctx); !built || err != nil {
+			t.Fatalf("first refresh: %v, %v", built, err)
+		}
+		if e.Index() != p.idx || store.snapshots.Load() != 0 {
+			t.Fatalf("the primed index is not in use (%d reads of the set)", store.snapshots.Load())
+		}
+		if held, hv := e.Set(); held != set || hv != v {
+			t.Fatalf("held set %p at %d, want the primed %p at %d", held, hv, set, v)
+		}
+		if n := decide(e); n != 0 {
+			t.Fatalf("%d decisions with Counters that refuse all: the primed index does not ask the engine's", n)
+		}
+		li := *set.LineItems[0]
+		li.Weight = 3
+		if err := store.PutObject(ctx, &li); err != nil {
+			t.Fatal(err)
+		}
+		if built, err := e.Refresh(ctx); !built || err != nil || store.snapshots.Load() != 1 {
+			t.Fatalf("after a write: %v, %v, %d reads; want a compile from 1 read", built, err, store.snapshots.Load())
+		}
+	})
+
+	t.Run("at another version", func(t *testing.T) {
+		set := newSet(time.Now().Add(time.Hour))
+		store, v := open(t, set)
+		p, err := Prime(set, v-1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := NewEngine(store, EngineOptions{Primed: p})
+		if built, err := e.Refresh(ctx); !built || err != nil {
+			t.Fatalf("first refresh: %v, %v", built, err)
+		}
+		if e.Index() == p.idx || store.snapshots.Load() != 1 {
+			t.Fatalf("the primed index of version %d is in use at the store's %d (%d reads)", v-1, v, store.snapshots.Load())
+		}
+		if n := decide(e); n != 1 {
+			t.Fatalf("%d decisions, want 1", n)
+		}
+	})
+
+	t.Run("moved with the clock", func(t *testing.T) {
+		start := time.Now().Add(300 * time.Millisecond).Truncate(time.Second).Add(time.Second)
+		set := newSet(start)
+		store, v := open(t, set)
+		p, err := Prime(set, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for time.Now().Before(start) {
+			time.Sleep(50 * time.Millisecond) // until "soon" has started
+		}
+		e := NewEngine(store, EngineOptions{Primed: p})
+		if built, err := e.Refresh(ctx); !built || err != nil {
+			t.Fatalf("first refresh: %v, %v", built, err)
+		}
+		if e.Index() == p.idx || store.snapshots.Load() != 0 {
+			t.Fatalf("the stale primed index is in use, or the set was read (%d reads)", store.snapshots.Load())
+		}
+		if _, ok := e.Index().LineByID("soon"); !ok {
+			t.Fatal(`"soon", started since the primed compile, is not in the index`)
+		}
+	})
+}
