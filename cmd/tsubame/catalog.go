@@ -3,12 +3,16 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"reflect"
+	"sync"
 	"syscall"
 	"time"
 
@@ -30,13 +34,20 @@ import (
 //
 // The catalog is the header, then each object as its kind's name and its
 // JSON (the store's own encoding of it), then the count of objects: a
-// catalog cut short is refused.
+// catalog cut short is refused, and so is one written by a build whose
+// campaign model differs (modelFingerprint): an older predecessor would
+// have dropped the fields it does not know.
+//
+// Both processes hold a set and its index while the successor starts:
+// server.handover_campaigns turns the hand-over off where memory is too
+// tight for two.
 
 // catalogHeader opens a catalog.
 type catalogHeader struct {
 	Version  uint64 `json:"version"`
 	Currency string `json:"currency,omitempty"`
 	Store    fileID `json:"store"`
+	Model    string `json:"model"`
 }
 
 // catalogEnd closes a catalog.
@@ -63,18 +74,55 @@ func storeFileID(path string) (fileID, error) {
 	return fileID{Dev: uint64(st.Dev), Ino: st.Ino}, nil //nolint:unconvert // Dev's type differs by platform
 }
 
-// catalogReadTimeout bounds the successor's read of the catalog, so that
-// with its compile (seconds at a million line items) it is ready well
-// inside the minute its predecessor waits for it; past it, the successor
-// reads the store once it has it. A variable for a test.
-var catalogReadTimeout = 20 * time.Second
+// catalogTimeout bounds the successor's read and compile of the catalog
+// (seconds at a million line items), so that it is ready well inside the
+// minute its predecessor waits for it; past it, the successor reads the
+// store once it has it. A variable for a test.
+var catalogTimeout = 30 * time.Second
+
+// modelFingerprint names the campaign model of this build: each field's
+// JSON name and Go type, through every type a CampaignSet holds. Two
+// builds that encode and decode a set alike have the same.
+var modelFingerprint = sync.OnceValue(func() string { return fingerprint(reflect.TypeFor[tsubame.CampaignSet]()) })
+
+// fingerprint hashes the fields of root and of every type of root's
+// package it holds: their names, JSON names and types.
+func fingerprint(root reflect.Type) string {
+	h := sha256.New()
+	own := root.PkgPath()
+	seen := map[reflect.Type]bool{}
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		fmt.Fprintf(h, "%s:%s;", t.PkgPath(), t.String())
+		switch t.Kind() {
+		case reflect.Map:
+			walk(t.Key())
+			walk(t.Elem())
+		case reflect.Pointer, reflect.Slice, reflect.Array:
+			walk(t.Elem())
+		case reflect.Struct:
+			if seen[t] || t.PkgPath() != own {
+				return // once; another package's (time.Time) by its name
+			}
+			seen[t] = true
+			for i := range t.NumField() {
+				f := t.Field(i)
+				fmt.Fprintf(h, "{%s %q ", f.Name, f.Tag.Get("json"))
+				walk(f.Type)
+				h.Write([]byte("}"))
+			}
+		}
+	}
+	walk(root)
+	return hex.EncodeToString(h.Sum(nil)[:12])
+}
 
 // writeCatalog writes set, the store's at version, to w.
 func writeCatalog(w io.Writer, set *tsubame.CampaignSet, version uint64, store fileID) error {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	enc := json.NewEncoder(bw)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(catalogHeader{Version: version, Currency: set.Currency, Store: store}); err != nil {
+	if err := enc.Encode(catalogHeader{Version: version, Currency: set.Currency, Store: store, Model: modelFingerprint()}); err != nil {
 		return err
 	}
 	n := 0
@@ -101,6 +149,9 @@ func readCatalog(r io.Reader) (*tsubame.CampaignSet, catalogHeader, error) {
 	var h catalogHeader
 	if err := dec.Decode(&h); err != nil {
 		return nil, h, fmt.Errorf("header: %w", err)
+	}
+	if h.Model != modelFingerprint() {
+		return nil, h, errors.New("written by a build whose campaign model differs")
 	}
 	kinds := make(map[string]tsubame.CampaignKind, len(tsubame.CampaignKinds))
 	for _, k := range tsubame.CampaignKinds {
@@ -144,22 +195,19 @@ func readCatalog(r io.Reader) (*tsubame.CampaignSet, catalogHeader, error) {
 // handCatalog starts writing the set this process serves to a new pipe
 // and returns the pipe's read end for the successor, or nil when there is
 // none to hand (no ads, a store other than the embedded one, whose lock
-// is what keeps the successor from reading it itself, or no index yet).
-// The writer ends when the successor has read it all or closed it.
+// is what keeps the successor from reading it itself, no index yet, or
+// server.handover_campaigns off). The store is the file this process
+// opened (storeFile), whatever a reload has made of the configuration
+// since. The writer ends when the successor has read it all or closed it.
 func (m *Main) handCatalog() *os.File {
-	cfg := m.Config
-	if m.ads.engine == nil || cfg.Store.Type != "embedded" {
+	if m.ads.engine == nil || m.run.storeFile == nil || !m.Config.Server.HandoverCampaigns {
 		return nil
 	}
 	set, version := m.ads.engine.Set()
 	if set == nil {
 		return nil
 	}
-	id, err := storeFileID(cfg.StorePath())
-	if err != nil {
-		m.Logger.Warn("the new process will read the campaigns from the store", "err", err)
-		return nil
-	}
+	id := *m.run.storeFile
 	r, w, err := os.Pipe()
 	if err != nil {
 		m.Logger.Warn("the new process will read the campaigns from the store", "err", err)
@@ -180,11 +228,12 @@ func (m *Main) handCatalog() *os.File {
 // (checkPrimed). It returns nil, after saying why, when it cannot.
 func primeFromCatalog(f *os.File, cfg *config.Config, log *slog.Logger) *primedCatalog {
 	defer f.Close()
-	if !cfg.Ads.Enabled || cfg.Store.Type != "embedded" {
+	if !cfg.Ads.Enabled || cfg.Store.Type != "embedded" || !cfg.Server.HandoverCampaigns {
 		return nil
 	}
 	start := time.Now()
-	if err := f.SetReadDeadline(start.Add(catalogReadTimeout)); err != nil {
+	deadline := start.Add(catalogTimeout)
+	if err := f.SetReadDeadline(deadline); err != nil {
 		log.Warn("the previous process's campaigns are read without a deadline", "err", err)
 	}
 	set, h, err := readCatalog(f)
@@ -192,13 +241,29 @@ func primeFromCatalog(f *os.File, cfg *config.Config, log *slog.Logger) *primedC
 		log.Warn("cannot read the previous process's campaigns; reading them from the store", "err", err)
 		return nil
 	}
-	p, err := decision.Prime(set, h.Version)
-	if err != nil {
-		log.Warn("cannot compile the previous process's campaigns; reading them from the store", "err", err)
+	type compiled struct {
+		p   *decision.Primed
+		err error
+	}
+	done := make(chan compiled, 1) // the compile cannot be stopped: past the deadline, it ends unread
+	go func() {
+		p, err := decision.Prime(set, h.Version)
+		done <- compiled{p, err}
+	}()
+	wait := time.NewTimer(time.Until(deadline))
+	defer wait.Stop()
+	select {
+	case c := <-done:
+		if c.err != nil {
+			log.Warn("cannot compile the previous process's campaigns; reading them from the store", "err", c.err)
+			return nil
+		}
+		log.Info("the previous process's campaigns compiled", "version", h.Version, "line_items", len(set.LineItems), "took", time.Since(start).Round(time.Microsecond))
+		return &primedCatalog{primed: c.p, store: h.Store}
+	case <-wait.C:
+		log.Warn("the previous process's campaigns took too long to compile; reading them from the store", "timeout", catalogTimeout)
 		return nil
 	}
-	log.Info("the previous process's campaigns compiled", "version", h.Version, "line_items", len(set.LineItems), "took", time.Since(start).Round(time.Microsecond))
-	return &primedCatalog{primed: p, store: h.Store}
 }
 
 // primedCatalog is a primed index and the store file its set was read from.

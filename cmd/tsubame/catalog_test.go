@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,7 +22,8 @@ import (
 // TestCatalogRoundTrip: the set a predecessor hands over is read back as
 // the same set (every object, in order, the currency and version), and a
 // catalog cut anywhere, with more after its end, or naming an unknown kind
-// is refused, so that the successor then reads the store.
+// is refused, and so is one of another build's campaign model, so that
+// the successor then reads the store.
 func TestCatalogRoundTrip(t *testing.T) {
 	set := campaigngen.Set(7, campaigngen.Size{LineItems: 300}, time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC))
 	set.Currency = "JPY"
@@ -59,6 +61,14 @@ func TestCatalogRoundTrip(t *testing.T) {
 	end := strings.LastIndex(whole, `{"objects"`)
 	if _, _, err := readCatalog(strings.NewReader(whole[:end] + `{"objects":1}` + "\n")); err == nil {
 		t.Error("a catalog whose end counts other objects was read")
+	}
+	model := strings.Index(whole, modelFingerprint())
+	other := map[byte]string{'0': "1"}[whole[model]]
+	if other == "" {
+		other = "0"
+	}
+	if _, _, err := readCatalog(strings.NewReader(whole[:model] + other + whole[model+1:])); err == nil {
+		t.Error("a catalog of another campaign model was read")
 	}
 	first := strings.Index(whole, `"advertiser"`)
 	if _, _, err := readCatalog(strings.NewReader(whole[:first] + `"publisher"` + whole[first+len(`"advertiser"`):])); err == nil {
@@ -105,7 +115,7 @@ func TestCheckPrimedTheStoresFile(t *testing.T) {
 
 // TestCatalogFromThePredecessor: the catalog a successor inherits is read
 // and compiled, and a predecessor that stops writing it holds the
-// successor back only until catalogReadTimeout: it then reads the store.
+// successor back only until catalogTimeout: it then reads the store.
 func TestCatalogFromThePredecessor(t *testing.T) {
 	dir := t.TempDir()
 	cfg, _, err := loadConfigWarnings("", []string{"TSUBAME_DATA_DIR=" + dir})
@@ -115,8 +125,6 @@ func TestCatalogFromThePredecessor(t *testing.T) {
 	if !cfg.Ads.Enabled || cfg.Store.Type != "embedded" {
 		t.Fatalf("defaults: ads %v, store %q", cfg.Ads.Enabled, cfg.Store.Type)
 	}
-	defer func(d time.Duration) { catalogReadTimeout = d }(catalogReadTimeout)
-	catalogReadTimeout = 300 * time.Millisecond
 	set := campaigngen.Set(3, campaigngen.Size{LineItems: 50}, time.Now())
 	// inherit passes the read end of a new pipe as the successor's catalog,
 	// as TSUBAME_INHERIT names it, and returns the write end.
@@ -151,23 +159,23 @@ func TestCatalogFromThePredecessor(t *testing.T) {
 	}
 
 	h, w := inherit(t)
-	go func() {
+	go func(w *os.File) {
 		_ = writeCatalog(w, set, 5, fileID{Dev: 1, Ino: 2})
 		w.Close()
-	}()
+	}(w)
 	p := primeFromCatalog(h.catalog, cfg, slog.New(slog.DiscardHandler))
 	if p == nil || p.primed.Version() != 5 || p.store != (fileID{Dev: 1, Ino: 2}) {
 		t.Fatalf("primed %+v from a whole catalog", p)
 	}
 
+	defer func(d time.Duration) { catalogTimeout = d }(catalogTimeout)
+	catalogTimeout = 300 * time.Millisecond
 	h, w = inherit(t)
 	whole := new(bytes.Buffer)
 	if err := writeCatalog(whole, set, 5, fileID{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Write(whole.Bytes()[:whole.Len()/2]); err != nil { // then nothing more, and the pipe stays open
-		t.Fatal(err)
-	}
+	go func(w *os.File) { _, _ = w.Write(whole.Bytes()[:whole.Len()/2]) }(w) // then nothing more, and the pipe stays open
 	var logs bytes.Buffer
 	done := make(chan *primedCatalog)
 	go func() { done <- primeFromCatalog(h.catalog, cfg, slog.New(slog.NewTextHandler(&logs, nil))) }()
@@ -181,5 +189,46 @@ func TestCatalogFromThePredecessor(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("the read of a catalog that stopped coming has no deadline")
+	}
+}
+
+// Model types for TestFingerprint: one JSON name three types down differs
+// (and so, in Go, do the names of the types that hold it).
+type (
+	fpSet struct {
+		Items []*fpItem `json:"items"`
+	}
+	fpItem struct {
+		ID    string    `json:"id"`
+		Rules fpRules   `json:"rules"`
+		At    time.Time `json:"at"`
+		Next  *fpItem   `json:"next"`
+	}
+	fpRules struct {
+		Sites map[string][]string `json:"sites"`
+	}
+	fpSet2 struct {
+		Items []*fpItem2 `json:"items"`
+	}
+	fpItem2 struct {
+		ID    string    `json:"id"`
+		Rules fpRules2  `json:"rules"`
+		At    time.Time `json:"at"`
+		Next  *fpItem2  `json:"next"`
+	}
+	fpRules2 struct {
+		Sites map[string][]string `json:"domains"`
+	}
+)
+
+// TestFingerprint: the campaign model's fingerprint changes with a JSON
+// name deep inside it, and is stable for the same model.
+func TestFingerprint(t *testing.T) {
+	a, b := fingerprint(reflect.TypeFor[fpSet]()), fingerprint(reflect.TypeFor[fpSet2]())
+	if a == b {
+		t.Fatal("a field renamed three types down: the same fingerprint")
+	}
+	if a != fingerprint(reflect.TypeFor[fpSet]()) || modelFingerprint() != fingerprint(reflect.TypeFor[tsubame.CampaignSet]()) {
+		t.Fatal("the fingerprint of one model changes")
 	}
 }

@@ -118,6 +118,7 @@ type running struct {
 	watching   chan struct{}
 	handover   *handover      // set when this process succeeds another (restart.go)
 	primed     *primedCatalog // the previous process's campaigns, compiled (catalog.go); nil without
+	storeFile  *fileID        // the embedded store's file as opened; nil for another store, or unknown
 	exe        string         // the binary as started (launchPath): what a restart starts
 	adopted    net.Listener   // the idle connections the previous process hands over; nil without
 	serving    bool           // the listeners' Serve loops run
@@ -189,6 +190,13 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		return err
 	}
 	m.backend = backend
+	if cfg.Store.Type == "embedded" {
+		// The file opened, for handCatalog: a reload may point the
+		// configuration at another since.
+		if id, err := storeFileID(cfg.StorePath()); err == nil {
+			m.run.storeFile = &id
+		}
+	}
 	copt := cfg.Cache.Options()
 	copt.Encoders, copt.Logger = m.encoders(cfg, servedFormats(cfg)), m.Logger
 	m.Cache, err = cache.New(backend, copt)

@@ -617,7 +617,10 @@ type Server struct {
 	LimitWait           time.Duration `koanf:"limit_wait"`
 	ShutdownTimeout     time.Duration `koanf:"shutdown_timeout"`
 	DrainGrace          time.Duration `koanf:"drain_grace"`
-	HelloJSON           bool          `koanf:"hello_json"`
+	// HandoverCampaigns hands the campaign set to a restart's successor
+	// (cmd/tsubame catalog.go).
+	HandoverCampaigns bool `koanf:"handover_campaigns"`
+	HelloJSON         bool `koanf:"hello_json"`
 	// ExtraProcs are Go scheduler run queues beyond the CPUs the process
 	// may use (see GOMAXPROCS in serveverb.go).
 	ExtraProcs int `koanf:"extra_procs"`

@@ -212,8 +212,8 @@ func (e *Engine) Refresh(ctx context.Context) (bool, error) {
 		if e.counters != nil {
 			idx.counters = e.counters // in use from here on, not before
 		}
-	}
-	if idx == nil {
+		e.compiles.Add(1) // a whole compile, made earlier
+	} else if idx == nil {
 		how = "compiled"
 		if idx, err = Compile(set.CampaignSet, Options{Counters: e.counters}); err != nil {
 			return false, err

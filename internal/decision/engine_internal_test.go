@@ -237,16 +237,25 @@ func TestSetIsNeverOlderThanTheIndex(t *testing.T) {
 	}
 }
 
-// refuseAll is Counters that let no line item serve.
-type refuseAll struct{}
+// refuseAll is Counters that let no line item serve, and that record
+// the indexes they are asked to lease for (a warmer).
+type refuseAll struct{ warmed *[]*Index }
 
 func (refuseAll) Allow(*Line, *Request, int, time.Time) bool { return false }
+
+func (r refuseAll) Warm(_ context.Context, ix, prev *Index) int {
+	if prev == nil {
+		*r.warmed = append(*r.warmed, ix)
+	}
+	return 0
+}
 
 // TestPrimedIndexAtTheStoresVersion: a restarted process compiles the set
 // its predecessor served before it can read the store (EngineOptions.
 // Primed). The first refresh takes that index, without reading the set,
 // when the store is at the primed version, and decides with the engine's
-// Counters from then on; at another version it reads the store; a primed
+// Counters from then on, which lease for it before it serves (Warm) as for
+// any first index; at another version it reads the store; a primed
 // index whose flights moved with the clock meanwhile is compiled again
 // from the primed set, still without a read.
 func TestPrimedIndexAtTheStoresVersion(t *testing.T) {
@@ -286,12 +295,19 @@ func TestPrimedIndexAtTheStoresVersion(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e := NewEngine(store, EngineOptions{Counters: refuseAll{}, Primed: p})
+		var warmed []*Index
+		e := NewEngine(store, EngineOptions{Counters: refuseAll{&warmed}, Primed: p})
 		if built, err := e.Refresh(ctx); !built || err != nil {
 			t.Fatalf("first refresh: %v, %v", built, err)
 		}
 		if e.Index() != p.idx || store.snapshots.Load() != 0 {
 			t.Fatalf("the primed index is not in use (%d reads of the set)", store.snapshots.Load())
+		}
+		if len(warmed) != 1 || warmed[0] != p.idx {
+			t.Fatalf("leased for %d first indexes, want the primed one", len(warmed))
+		}
+		if st := e.Stats(); st.Compiles != 1 || st.Patches != 0 {
+			t.Fatalf("stats %+v: the primed index is a compile", st)
 		}
 		if held, hv := e.Set(); held != set || hv != v {
 			t.Fatalf("held set %p at %d, want the primed %p at %d", held, hv, set, v)
