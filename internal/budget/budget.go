@@ -51,6 +51,10 @@ type Counters struct {
 	log      *slog.Logger
 	logEvery int64 // nanoseconds
 
+	// releasing bounds the releases of holds that may have landed after
+	// their caller gave up (HoldCap) running at once.
+	releasing chan struct{}
+
 	errors  atomic.Uint64
 	logged  atomic.Int64 // when the last failure was logged, Unix nanoseconds
 	failing atomic.Bool  // a failure was logged and no store call has succeeded since
@@ -62,7 +66,7 @@ var _ decision.Counters = (*Counters)(nil)
 // New returns Counters that take capped impressions from freq.
 func New(freq tsubame.FrequencyCounter, opt Options) *Counters {
 	return &Counters{freq: freq, ledger: opt.Ledger, timeout: cmp.Or(opt.Timeout, DefaultTimeout), log: opt.Log,
-		logEvery: int64(cmp.Or(opt.LogEvery, DefaultLogEvery))}
+		logEvery: int64(cmp.Or(opt.LogEvery, DefaultLogEvery)), releasing: make(chan struct{}, maxLateReleases)}
 }
 
 // Allow reports whether l may serve req now, and takes what serving it
@@ -226,10 +230,42 @@ func (c *Counters) HoldCap(ctx context.Context, l *decision.Line, visitor, bid s
 		u.Until = longest
 	}
 	ok, err := c.update(ctx, &u)
+	if err != nil {
+		c.releaseLate(u)
+	}
 	if ok && rec != nil && rec.Read && !rec.Failed {
 		rec.Apply(&u)
 	}
 	return ok && err == nil
+}
+
+// Releases of holds that may have landed late (releaseLate): at most
+// maxLateReleases at once, each within lateReleaseTimeout.
+const (
+	maxLateReleases    = 64
+	lateReleaseTimeout = time.Second
+)
+
+// releaseLate releases hold u off the request, by its bid: a hold whose
+// answer did not come by the request's deadline may still have been made
+// (the store answered late), and would keep a share of the visitor's cap
+// until its end (the bid's reservation) for a bid that was never sent: a
+// capped visitor under-served. Releasing a hold never made changes
+// nothing. When as many releases run already (a store that fails every
+// call), the hold ends at its Until.
+func (c *Counters) releaseLate(u tsubame.FrequencyUpdate) {
+	select {
+	case c.releasing <- struct{}{}:
+	default:
+		return
+	}
+	go func() {
+		defer func() { <-c.releasing }()
+		ctx, cancel := context.WithTimeout(context.Background(), lateReleaseTimeout)
+		defer cancel()
+		u.Op, u.Until = tsubame.FrequencyRelease, time.Time{}
+		_, _ = c.update(ctx, &u) // a failure is counted and logged there
+	}()
 }
 
 // CountCap counts bid's impression of l for visitor at now, whatever the

@@ -356,3 +356,54 @@ func TestCheckCountsNoCap(t *testing.T) {
 		t.Fatal("a check allowed at the cap")
 	}
 }
+
+// lateHolds makes every hold and answers its caller that the deadline
+// passed: a store that answered after the request gave up.
+type lateHolds struct{ tsubame.FrequencyCounter }
+
+func (s lateHolds) Update(ctx context.Context, u *tsubame.FrequencyUpdate, rec *tsubame.FrequencyRecord) (bool, error) {
+	ok, err := s.FrequencyCounter.Update(context.WithoutCancel(ctx), u, rec)
+	if u.Op == tsubame.FrequencyHold && err == nil {
+		return false, context.DeadlineExceeded
+	}
+	return ok, err
+}
+
+// A hold the store made after its request gave up (no bid was sent) is
+// released: it does not keep a share of the visitor's cap for the bid's
+// whole reservation. Without the release the visitor would be held at 2 of
+// a cap of 3 for the hour.
+func TestHoldThatLandedLateIsReleased(t *testing.T) {
+	st := memory.New()
+	defer st.Close()
+	c := budget.New(lateHolds{st}, budget.Options{})
+	_, ls := lines(t, campaigns(t), c)
+	capped := ls["li-capped"] // 3 an hour
+	t0 := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
+	if c.HoldCap(t.Context(), capped, "u-1", "bid-late", t0, t0.Add(time.Hour), nil) {
+		t.Fatal("a hold answered after the deadline reported held")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var rec tsubame.FrequencyRecord
+		if err := st.Read(t.Context(), "u-1", &rec); err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.Entries(capped.ID)) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the late hold is still in the store: %+v", rec.Entries(capped.ID))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	plain := budget.New(st, budget.Options{})
+	for i := range 3 {
+		if !plain.HoldCap(t.Context(), capped, "u-1", fmt.Sprint("bid-", i), t0, t0.Add(time.Hour), nil) {
+			t.Fatalf("hold %d of 3 refused: the late hold still takes the cap", i+1)
+		}
+	}
+	if plain.HoldCap(t.Context(), capped, "u-1", "bid-4", t0, t0.Add(time.Hour), nil) {
+		t.Fatal("a fourth hold of a cap of 3")
+	}
+}
