@@ -66,7 +66,7 @@ func inherited(environ []string) (*handover, error) {
 		}
 		if name == "catalog" {
 			// Non-blocking, so that os.NewFile makes it pollable and its
-			// read can have a deadline (catalogReadTimeout).
+			// read can have a deadline (catalogTimeout).
 			_ = syscall.SetNonblock(fd, true)
 		}
 		f := os.NewFile(uintptr(fd), name)
