@@ -23,10 +23,12 @@ type Line struct {
 	buf    []byte
 }
 
-// lineField is a field's label and value, both in buf (a label copied in
-// costs less than a lookup to intern it).
+// lineField is a field's label and value: copies in Line.buf (Parse), or
+// views of the line read where it needs no unescaping (View). A slice
+// taken of buf stays right when a later append moves buf: the array it
+// views keeps what was written in it.
 type lineField struct {
-	label, start, stop int // the label at buf[label:start], the value at buf[start:stop]
+	label, value []byte
 }
 
 // maxLineFields bounds the fields a line may have: a request's 16, an
@@ -50,7 +52,17 @@ func IsEventLine(line []byte) bool {
 }
 
 // Parse reads line (with or without its newline), in either format.
-func (l *Line) Parse(line []byte) error {
+func (l *Line) Parse(line []byte) error { return l.parse(line, false) }
+
+// View reads line as Parse does, but leaves in line what it can: a label,
+// and a value with nothing to unescape, is a view of line's bytes, not a
+// copy (a value with an escape is unescaped into l, as Parse does). What
+// it returns is valid until the next Parse or View, and only while line's
+// bytes do not change: for a reader done with each line before it reads
+// the next, such as the reports' count of a file's lines.
+func (l *Line) View(line []byte) error { return l.parse(line, true) }
+
+func (l *Line) parse(line []byte, view bool) error {
 	line = bytes.TrimSuffix(line, []byte{'\n'})
 	t, ok := lineTime(line)
 	if !ok {
@@ -58,16 +70,16 @@ func (l *Line) Parse(line []byte) error {
 	}
 	l.Time, l.fields, l.buf = t, l.fields[:0], l.buf[:0]
 	if line[0] == '{' {
-		return l.parseJSON(line)
+		return l.parseJSON(line, view)
 	}
-	return l.parseLTSV(line)
+	return l.parseLTSV(line, view)
 }
 
 // Get returns the value labelled label, and whether the line has it.
 func (l *Line) Get(label string) ([]byte, bool) {
 	for _, f := range l.fields {
-		if f.start-f.label == len(label) && string(l.buf[f.label:f.start]) == label {
-			return l.buf[f.start:f.stop], true
+		if string(f.label) == label {
+			return f.value, true
 		}
 	}
 	return nil, false
@@ -101,30 +113,38 @@ func (l *Line) Bool(label string) bool {
 // Field is the label and value of the i-th field read (0 ≤ i < Len), for
 // a reader of many fields: one pass instead of a Get each.
 func (l *Line) Field(i int) (label, value []byte) {
-	f := l.fields[i]
-	return l.buf[f.label:f.start], l.buf[f.start:f.stop]
+	f := &l.fields[i]
+	return f.label, f.value
 }
 
 // Len is the number of fields read.
 func (l *Line) Len() int { return len(l.fields) }
 
-// label appends a field's label to buf and returns where it starts; the
-// value is appended right after it (add closes the field).
-func (l *Line) label(b []byte) int {
+// label is a field's label as the line keeps it: a copy in buf (a label
+// copied in costs less than a lookup to intern it), or with view b itself.
+func (l *Line) label(b []byte, view bool) []byte {
+	if view {
+		return b
+	}
 	at := len(l.buf)
 	l.buf = append(l.buf, b...)
-	return at
+	return l.buf[at:]
 }
 
-func (l *Line) add(label, start int) error {
+// add closes a field whose value is value, or with value nil the bytes
+// appended to buf since start.
+func (l *Line) add(label, value []byte, start int) error {
 	if len(l.fields) == maxLineFields {
 		return errLineFields
 	}
-	l.fields = append(l.fields, lineField{label: label, start: start, stop: len(l.buf)})
+	if value == nil {
+		value = l.buf[start:len(l.buf):len(l.buf)]
+	}
+	l.fields = append(l.fields, lineField{label: label, value: value})
 	return nil
 }
 
-func (l *Line) parseLTSV(line []byte) error {
+func (l *Line) parseLTSV(line []byte, view bool) error {
 	for rest := line; len(rest) > 0; {
 		f := rest
 		if i := bytes.IndexByte(rest, '\t'); i >= 0 {
@@ -141,15 +161,20 @@ func (l *Line) parseLTSV(line []byte) error {
 		if c == 0 || c == len(f) {
 			return errLineFormat
 		}
-		at := l.label(f[:c])
+		label := l.label(f[:c], view)
 		start := len(l.buf)
-		if v := f[c+1:]; string(v) != "-" {
+		var value []byte // nil: what is appended to buf from start
+		switch v := f[c+1:]; {
+		case string(v) == "-":
+		case view && bytes.IndexByte(v, '\\') < 0:
+			value = v[:len(v):len(v)]
+		default:
 			var err error
 			if l.buf, err = unescapeLTSV(l.buf, v); err != nil {
 				return err
 			}
 		}
-		if err := l.add(at, start); err != nil {
+		if err := l.add(label, value, start); err != nil {
 			return err
 		}
 	}
@@ -211,7 +236,7 @@ func unhex(c byte) (byte, bool) {
 
 // parseJSON reads the flat object appendJSON and appendEventJSON write:
 // string, number, boolean and null values, no nesting.
-func (l *Line) parseJSON(line []byte) error {
+func (l *Line) parseJSON(line []byte, view bool) error {
 	if len(line) < 2 || line[0] != '{' || line[len(line)-1] != '}' {
 		return errLineFormat
 	}
@@ -224,27 +249,37 @@ func (l *Line) parseJSON(line []byte) error {
 		if end < 0 || len(rest) < end+3 || rest[end+2] != ':' {
 			return errLineFormat
 		}
-		at := l.label(rest[1 : end+1])
+		label := l.label(rest[1:end+1], view)
 		rest = rest[end+3:]
 		start := len(l.buf)
-		if len(rest) > 0 && rest[0] == '"' {
+		var value []byte // nil: what is appended to buf from start
+		switch {
+		case len(rest) > 0 && rest[0] == '"':
+			if n := plainJSON(rest); view && n > 0 {
+				value, rest = rest[1:n-1:n-1], rest[n:]
+				break
+			}
 			var err error
 			var n int
 			if l.buf, n, err = unescapeJSON(l.buf, rest); err != nil {
 				return err
 			}
 			rest = rest[n:]
-		} else {
+		default:
 			i := bytes.IndexByte(rest, ',')
 			if i < 0 {
 				i = len(rest)
 			}
-			if v := rest[:i]; string(v) != "null" {
+			switch v := rest[:i]; {
+			case string(v) == "null":
+			case view:
+				value = v[:len(v):len(v)]
+			default:
 				l.buf = append(l.buf, v...)
 			}
 			rest = rest[i:]
 		}
-		if err := l.add(at, start); err != nil {
+		if err := l.add(label, value, start); err != nil {
 			return err
 		}
 		if len(rest) > 0 {
@@ -255,6 +290,21 @@ func (l *Line) parseJSON(line []byte) error {
 		}
 	}
 	return nil
+}
+
+// plainJSON is the length of the string s starts with (its opening quote
+// at s[0]) with both quotes, when nothing in it is escaped; 0 when
+// something is, or it does not end.
+func plainJSON(s []byte) int {
+	for i := 1; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"':
+			return i + 1
+		case c == '\\' || c < 0x20:
+			return 0
+		}
+	}
+	return 0
 }
 
 // unescapeJSON appends the string s starts with (its opening quote at

@@ -12,11 +12,25 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+	"unsafe"
 )
 
+// readers are Line's two ways of reading a line: what one reads, the other
+// reads the same.
+var readers = []struct {
+	name string
+	read func(*Line, []byte) error
+}{{"parse", (*Line).Parse}, {"view", (*Line).View}}
+
 // Every field of a request line and of an event line reads back with the
-// value it was written with, in both formats.
+// value it was written with, in both formats, parsed or viewed.
 func TestLineParsesBack(t *testing.T) {
+	for _, rd := range readers {
+		t.Run(rd.name, func(t *testing.T) { testLineParsesBack(t, rd.read) })
+	}
+}
+
+func testLineParsesBack(t *testing.T, read func(*Line, []byte) error) {
 	for _, f := range []Format{LTSV, JSON} {
 		var tc timeCache
 		r := sampleEvent()
@@ -26,7 +40,7 @@ func TestLineParsesBack(t *testing.T) {
 		if !IsEventLine(line) {
 			t.Fatalf("format %d: an event line not told as one: %q", f, line)
 		}
-		if err := l.Parse(line); err != nil {
+		if err := read(&l, line); err != nil {
 			t.Fatalf("format %d: %v: %q", f, err, line)
 		}
 		if !l.Time.Equal(r.Time.Truncate(time.Microsecond)) {
@@ -53,7 +67,7 @@ func TestLineParsesBack(t *testing.T) {
 		if IsEventLine(line) {
 			t.Fatalf("format %d: a request line told as an event: %q", f, line)
 		}
-		if err := l.Parse(line); err != nil {
+		if err := read(&l, line); err != nil {
 			t.Fatal(err)
 		}
 		if l.String("endpoint") != "sample4" || l.Int("status") != 200 || l.String("ua") != "Mozilla/5.0 (日本語)" {
@@ -66,14 +80,22 @@ func TestLineParsesBack(t *testing.T) {
 }
 
 // A hostile value reads back as it was given (LTSV keeps every byte; JSON
-// every valid UTF-8 string), and cannot add a field.
+// every valid UTF-8 string), and cannot add a field, parsed or viewed.
 func TestLineParsesHostile(t *testing.T) {
-	for _, f := range []Format{LTSV, JSON} {
+	for _, rd := range readers {
+		for _, f := range []Format{LTSV, JSON} {
+			testLineParsesHostile(t, rd.read, f)
+		}
+	}
+}
+
+func testLineParsesHostile(t *testing.T, read func(*Line, []byte) error, f Format) {
+	{
 		var tc timeCache
 		r := hostileEvent()
 		var l Line
 		line := appendRecord(nil, f, r, r.Time, &tc)
-		if err := l.Parse(line); err != nil {
+		if err := read(&l, line); err != nil {
 			t.Fatalf("format %d: %v", f, err)
 		}
 		want := hostile
@@ -91,8 +113,15 @@ func TestLineParsesHostile(t *testing.T) {
 	}
 }
 
-// What is not a line of ours is refused, never read in part.
+// What is not a line of ours is refused, never read in part, parsed or
+// viewed.
 func TestLineParseRefuses(t *testing.T) {
+	for _, rd := range readers {
+		t.Run(rd.name, func(t *testing.T) { testLineParseRefuses(t, rd.read) })
+	}
+}
+
+func testLineParseRefuses(t *testing.T, read func(*Line, []byte) error) {
 	var l Line
 	for _, bad := range []string{
 		"", "hello", "time:2026-11-22T00:05:07.123456Z\tnolabel", "time:2026-11-22T00:05:07.123456Z\tx:\\q",
@@ -100,25 +129,30 @@ func TestLineParseRefuses(t *testing.T) {
 		`{"time":"2026-11-22T00:05:07.123456Z","a":"\u12"}`, `{"time":"2026-11-22T00:05:07.123456Z" "a":1}`,
 		`{"time":"2026-11-22T00:05:07.123456Z","a":"x"y}`, `{"time":"2026-11-22T00:05:07.123456Z","a":"` + "\x01" + `"}`,
 	} {
-		if err := l.Parse([]byte(bad)); err == nil {
+		if err := read(&l, []byte(bad)); err == nil {
 			t.Errorf("%q parsed", bad)
 		}
 	}
 	many := "time:2026-11-22T00:05:07.123456Z" + strings.Repeat("\tx:1", maxLineFields)
-	if err := l.Parse([]byte(many)); err == nil {
+	if err := read(&l, []byte(many)); err == nil {
 		t.Error("a line of too many fields parsed")
 	}
 }
 
 // FuzzLineParse: any text in an event's fields reads back (LTSV: byte for
-// byte; JSON: as valid UTF-8), and no input makes Parse panic.
+// byte; JSON: as valid UTF-8), parsed or viewed, and no input makes Parse
+// or View panic or the two disagree.
 func FuzzLineParse(f *testing.F) {
 	f.Add("li-1", hostile)
 	f.Add("", "\\x41")
 	f.Fuzz(func(t *testing.T, a, b string) {
-		var l Line
-		_ = l.Parse([]byte(a)) // never panics
-		_ = l.Parse([]byte(b))
+		var l, v Line
+		for _, in := range []string{a, b} {
+			err, verr := l.Parse([]byte(in)), v.View([]byte(in)) // never panic
+			if (err == nil) != (verr == nil) || err == nil && !sameFields(&l, &v) {
+				t.Fatalf("%q: Parse %v, View %v", in, err, verr)
+			}
+		}
 		for _, format := range []Format{LTSV, JSON} {
 			var tc timeCache
 			r := sampleEvent()
@@ -140,8 +174,72 @@ func FuzzLineParse(f *testing.F) {
 					t.Fatalf("format %d: %s = %q, want %q", format, label, got, want)
 				}
 			}
+			if err := v.View(line); err != nil || !sameFields(&l, &v) {
+				t.Fatalf("format %d: viewed (%v) other than parsed: %q", format, err, line)
+			}
 		}
 	})
+}
+
+// sameFields reports whether a and b read the same time and fields.
+func sameFields(a, b *Line) bool {
+	if !a.Time.Equal(b.Time) || a.Len() != b.Len() {
+		return false
+	}
+	for i := range a.Len() {
+		al, av := a.Field(i)
+		bl, bv := b.Field(i)
+		if string(al) != string(bl) || string(av) != string(bv) {
+			return false
+		}
+	}
+	return true
+}
+
+// View leaves a value with nothing to unescape in the line it read (the
+// reports' count copies nothing out of an event line), and unescapes one
+// with an escape into the Line; Parse copies every value: what it read
+// stays when the line's bytes are overwritten.
+func TestViewLeavesValuesInTheLine(t *testing.T) {
+	for _, f := range []Format{LTSV, JSON} {
+		var tc timeCache
+		r := sampleEvent()
+		r.Event.AddText(KeySite, String("a\tb\"c")) // an escape in either format
+		line := appendRecord(nil, f, r, r.Time, &tc)
+		var p, v Line
+		if err := p.Parse(line); err != nil {
+			t.Fatal(err)
+		}
+		if err := v.View(line); err != nil {
+			t.Fatal(err)
+		}
+		if !sameFields(&p, &v) {
+			t.Fatalf("format %d: viewed other than parsed: %q", f, line)
+		}
+		within := func(b []byte) bool {
+			at, lo := uintptr(unsafe.Pointer(unsafe.SliceData(b))), uintptr(unsafe.Pointer(&line[0]))
+			return len(b) > 0 && at >= lo && at+uintptr(len(b)) <= lo+uintptr(len(line))
+		}
+		for i := range v.Len() {
+			label, value := v.Field(i)
+			if !within(label) {
+				t.Errorf("format %d: label %q copied", f, label)
+			}
+			if plain := string(label) != "site"; within(value) != plain && len(value) > 0 {
+				t.Errorf("format %d: %s = %q: in the line %v, want %v", f, label, value, within(value), plain)
+			}
+		}
+		if site, _ := v.Get("site"); string(site) != "a\tb\"c" {
+			t.Errorf("format %d: site viewed as %q", f, site)
+		}
+		want := p.String("line_item")
+		for i := range line {
+			line[i] = 'x'
+		}
+		if got := p.String("line_item"); got != want || want == "" {
+			t.Errorf("format %d: a parsed value changed with the line: %q, was %q", f, got, want)
+		}
+	}
 }
 
 // validUTF8 is s as a JSON line holds it: each byte that is not UTF-8

@@ -111,27 +111,30 @@ var noticeEndpoints = map[string]bool{
 // classify reads what line adds to the reports: its dimensions and
 // counts, ok false for a line that adds nothing (a request's own line, an
 // event of a kind the reports do not count). l is scratch space; when ok,
-// l.Time is the line's time, and dims are views of l's values until l
-// parses again.
+// l.Time is the line's time, and dims are views of line's bytes (or of
+// l's, for a value that had escapes): the caller is done with them before
+// line's bytes change or classify runs again.
 func classify(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (ok bool, err error) {
 	*c = Counts{}
-	// The last line's views go before l parses again: a string's bytes
+	// The last line's views go before l reads again: a string's bytes
 	// must not change while it is held (unsafe.String).
 	node := dims[DimNode]
 	*dims = Dims{DimNode: node}
 	if !accesslog.IsEventLine(line) {
 		return rejected(line, l, dims, c)
 	}
-	if err := l.Parse(line); err != nil {
+	// Viewed, not parsed: the values are not copied out of line, only
+	// unescaped where they have an escape (an event line's values rarely
+	// do).
+	if err := l.View(line); err != nil {
 		return false, err
 	}
 	// One pass over the fields reads the dimensions (each from the field
 	// of its name; the node is the roller's, not the line's) and the
 	// fields that count. A field named twice counts as Get reads it: the
-	// first. The dimensions are views of l's values, not copies: valid
-	// until l parses the next line, which is as long as a caller uses
-	// them (a row's key is made of them before the next line is read);
-	// those the line does not name stay empty.
+	// first. The dimensions are views, not copies: valid as long as a
+	// caller uses them (a row's key is made of them before the next line
+	// is read); those the line does not name stay empty.
 	var (
 		f    [numEventFields][]byte
 		has  [numEventFields]bool
@@ -310,7 +313,7 @@ func rejected(line []byte, l *accesslog.Line, dims *Dims, c *Counts) (bool, erro
 	if !noticeEndpoints[string(accesslog.LineEndpoint(line))] {
 		return false, nil // the common case, decided without reading the line
 	}
-	if err := l.Parse(line); err != nil {
+	if err := l.View(line); err != nil {
 		return false, err
 	}
 	ep, _ := l.Get("endpoint")

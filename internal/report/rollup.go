@@ -701,6 +701,7 @@ func (r *Roller) count(bt *batch, data []byte) (int64, int) {
 			}
 		}
 	}
+	bt.dims = Dims{} // views of data, which the next read overwrites
 	bt.next.Offset += int64(used)
 	bt.size += int64(used)
 	return bt.next.Lines - from, used
