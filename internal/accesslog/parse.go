@@ -124,7 +124,7 @@ func (l *Line) Len() int { return len(l.fields) }
 // copied in costs less than a lookup to intern it), or with view b itself.
 func (l *Line) label(b []byte, view bool) []byte {
 	if view {
-		return b
+		return b[:len(b):len(b)] // an append to it cannot reach the value
 	}
 	at := len(l.buf)
 	l.buf = append(l.buf, b...)
@@ -255,9 +255,11 @@ func (l *Line) parseJSON(line []byte, view bool) error {
 		var value []byte // nil: what is appended to buf from start
 		switch {
 		case len(rest) > 0 && rest[0] == '"':
-			if n := plainJSON(rest); view && n > 0 {
-				value, rest = rest[1:n-1:n-1], rest[n:]
-				break
+			if view {
+				if n := plainJSON(rest); n > 0 { // nothing to unescape
+					value, rest = rest[1:n-1:n-1], rest[n:]
+					break
+				}
 			}
 			var err error
 			var n int

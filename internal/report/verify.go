@@ -201,6 +201,7 @@ func verify(be backend, dir, name string, keyOf func(string) (string, error), q 
 				return false // as the roller: a line it cannot read counts nowhere
 			}
 			kb = rowKey(kb[:0], floorDiv(l.Time.Unix(), int64(quarter/time.Second)), &dims)
+			dims = Dims{} // views of line, whose buffer the next read overwrites
 			addTo(recount, kb, &c)
 			return true
 		})
