@@ -77,6 +77,9 @@ func (m *Main) openAdmin(cfg *config.Config, backend tsubame.Store) error {
 	if l := m.ads.ledger; l != nil {
 		reg.MustRegister(metrics.NewBudgetCollector(l.Counts))
 	}
+	if c := m.ads.counters; c != nil {
+		reg.MustRegister(metrics.NewFrequencyCollector(c.Stats))
+	}
 	if e := m.ads.engine; e != nil {
 		reg.MustRegister(metrics.NewIndexCollector(e.Stats))
 	}

@@ -39,6 +39,9 @@ type adsSide struct {
 	svc    *ads.Service
 	geo    atomic.Pointer[geo.DB] // nil without geo.database; swapped by a reload
 	ledger *budget.Ledger
+	// counters count frequency caps, and keep the updates the store did
+	// not take to send them again: the last are sent when the server stops.
+	counters *budget.Counters
 	// dataDir keeps the ledger's traffic file (TrafficFile).
 	dataDir string
 	// history holds what budgets committed over time, for the dashboard.
@@ -119,7 +122,8 @@ func (m *Main) openAds(ctx context.Context, cfg *config.Config, backend tsubame.
 		}
 	}
 	m.ads.ledger = ledger
-	counters := budget.New(fc, budget.Options{Ledger: ledger, Timeout: cfg.Ads.CapsTimeout, Log: m.Logger})
+	counters := budget.New(fc, budget.Options{Ledger: ledger, Timeout: cfg.Ads.CapsTimeout, Pending: cfg.Ads.CapsPending, Log: m.Logger})
+	m.ads.counters = counters
 	m.ads.engine = decision.NewEngine(cs, decision.EngineOptions{Counters: counters, Currency: cfg.Ads.Currency, Log: m.Logger,
 		Primed: m.run.primed.checkPrimed(cfg.StorePath(), m.Logger)})
 	m.run.primed = nil
@@ -251,6 +255,14 @@ func (m *Main) closeAds(ctx context.Context) {
 	if m.ads.auction != nil {
 		m.ads.auction.Close(ctx) // the queued notices are called
 		m.ads.auction = nil
+	}
+	if m.ads.counters != nil {
+		// Before the store closes: the caps' counts and releases it did
+		// not take yet are sent while it answers, until ctx ends.
+		if err := m.ads.counters.Close(ctx); err != nil {
+			m.Logger.Error("frequency caps' updates not sent", "err", err)
+		}
+		m.ads.counters = nil
 	}
 	if m.ads.ledger != nil {
 		saveTraffic(m.ads.ledger, m.ads.dataDir, m.Logger)

@@ -1,15 +1,18 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,13 +28,65 @@ import (
 // every visitor wins exactly 3 times, and once a visitor has won 3 no node
 // bids for it again.
 func TestRTBCapCountsWinsAcrossNodes(t *testing.T) {
-	const (
-		visitors = 12
-		streams  = 3
-		capped   = 3
-		maxBids  = 600 // per stream: 3 wins at 10 % within them is all but sure
-	)
 	srv := redistest.Start(t)
+	ex := startCapExchange(t, [3]string{srv.Addr, srv.Addr, srv.Addr}, "2m")
+	ex.play(t)
+	ex.check(t)
+}
+
+// As TestRTBCapCountsWinsAcrossNodes, with node 0 reaching Redis through
+// a connection that fails as real ones do: some of its holds are answered
+// after the bid request's deadline (the hold is made, the bid is not
+// sent), and some of its notices' counts and releases are lost with the
+// connection, reset before Redis reads them. The late holds are released,
+// the lost counts and releases sent again: every visitor still wins
+// exactly 3 times, and once every bid's reservation (3 s) has ended no
+// node bids for it again (a count lost would free the visitor when its
+// hold ends) and the store holds its 3 impressions and no hold.
+func TestRTBCapsSurviveALossyStore(t *testing.T) {
+	srv := redistest.Start(t)
+	px := startFaultProxy(t, srv.Addr)
+	ex := startCapExchange(t, [3]string{px.addr, srv.Addr, srv.Addr}, "3s")
+	px.armed.Store(true)
+	ex.play(t)
+	px.armed.Store(false)
+	for i, nd := range ex.nodes {
+		waitUntil(t, fmt.Sprint("node ", i, " sent every update it kept"), func() bool { return nd.ads.counters.Stats().Pending == 0 })
+	}
+	time.Sleep(3 * time.Second) // every hold's reservation ends: only counts are left
+	ex.check(t)
+	st := ex.nodes[0].ads.counters.Stats()
+	t.Logf("faults: %d late holds, %d counts and %d releases lost with their connection; node 0: %+v",
+		px.late.Load(), px.counts.Load(), px.releases.Load(), st)
+	if px.late.Load() == 0 || px.counts.Load() == 0 || px.releases.Load() == 0 {
+		t.Fatal("a kind of fault never happened: the test proves nothing")
+	}
+	if st.Sent == 0 || st.Dropped != 0 {
+		t.Fatalf("node 0: %+v, want updates sent again and none lost", st)
+	}
+}
+
+// capExchange is three Mains on Redis bidding for one exchange, ssp, and
+// the script that plays it.
+type capExchange struct {
+	nodes []*Main
+	mu    sync.Mutex
+	wins  [capVisitors]int
+	bids  [capVisitors]int
+	seq   atomic.Int64 // auctions
+}
+
+const (
+	capVisitors = 12
+	capStreams  = 3
+	capped      = 3
+	capMaxBids  = 600 // per stream: 3 wins at 10 % within them is all but sure
+)
+
+// startCapExchange starts three Mains, node i on the Redis at addrs[i]
+// (one Redis, or a way to it), with li-coffee-web capped at 3 a day and
+// bids held for reservation, and waits until each bids.
+func startCapExchange(t *testing.T, addrs [3]string, reservation string) *capExchange {
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "tracking.keys") // shared: a notice verifies on any node
 	if err := os.WriteFile(keys, []byte("k1 "+strings.Repeat("s", 32)+"\n"), 0o600); err != nil {
@@ -47,16 +102,16 @@ rtb:
   exchanges:
     ssp:
       seat: Agency1
-      reservation: 2m
+      reservation: `+reservation+`
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	prefix := fmt.Sprintf("t%d:", time.Now().UnixNano())
-	var nodes []*Main
-	for range 3 {
-		env := append(testEnv(t), "TSUBAME_STORE=redis", "TSUBAME_REDIS_ADDRS="+srv.Addr,
+	ex := &capExchange{}
+	for _, addr := range addrs {
+		env := append(testEnv(t), "TSUBAME_STORE=redis", "TSUBAME_REDIS_ADDRS="+addr,
 			"TSUBAME_STORE_REDIS_KEY_PREFIX="+prefix, "TSUBAME_CONFIG="+conf)
-		nodes = append(nodes, openMain(t, env, false))
+		ex.nodes = append(ex.nodes, openMain(t, env, false))
 	}
 	b, err := os.ReadFile("../../internal/bidder/testdata/campaigns.json")
 	if err != nil {
@@ -71,91 +126,93 @@ rtb:
 			li.Frequency = []tsubame.FrequencyCap{{Impressions: capped, Per: tsubame.Duration(24 * time.Hour)}}
 		}
 	}
-	if err := nodes[0].backend.(tsubame.CampaignStore).ReplaceAll(t.Context(), &set); err != nil {
+	if err := ex.nodes[1].backend.(tsubame.CampaignStore).ReplaceAll(t.Context(), &set); err != nil {
 		t.Fatal(err)
 	}
-	base := func(i int) string { return "http://" + nodes[i%3].PublicAddr() }
-	type bid struct {
-		NURL string `json:"nurl"`
-		LURL string `json:"lurl"`
-	}
-	var auctions sync.Mutex
-	auction := 0
-	// offer posts visitor's impression to node i: its bid, or none.
-	offer := func(i int, visitor string) (bid, bool, error) {
-		auctions.Lock()
-		auction++
-		id := auction
-		auctions.Unlock()
-		body := fmt.Sprintf(`{"id":"auction-%d","cur":["USD"],"imp":[{"id":"1","banner":{"w":300,"h":250}}],`+
-			`"site":{"domain":"www.foobar.com"},"user":{"buyeruid":%q}}`, id, visitor)
-		resp, err := http.Post(base(i)+"/rtb/ssp", "application/json", strings.NewReader(body))
-		if err != nil {
-			return bid{}, false, err
-		}
-		answer, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		switch {
-		case err != nil:
-			return bid{}, false, err
-		case resp.StatusCode == http.StatusNoContent:
-			return bid{}, false, nil
-		case resp.StatusCode != http.StatusOK:
-			return bid{}, false, fmt.Errorf("%s: %d %s", visitor, resp.StatusCode, answer)
-		}
-		var r struct {
-			SeatBid []struct {
-				Bid []bid `json:"bid"`
-			} `json:"seatbid"`
-		}
-		if err := json.Unmarshal(answer, &r); err != nil || len(r.SeatBid) != 1 || len(r.SeatBid[0].Bid) != 1 {
-			return bid{}, false, fmt.Errorf("%v: %s", err, answer)
-		}
-		return r.SeatBid[0].Bid[0], true, nil
-	}
-	notify := func(i int, u, price string) error {
-		u = strings.NewReplacer("http://bidder.example", base(i), "${AUCTION_PRICE}", price, "${AUCTION_LOSS}", "102").Replace(u)
-		resp, err := http.Get(u)
-		if err != nil {
-			return err
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("%s: %d", u, resp.StatusCode)
-		}
-		return nil
-	}
 	// Every node has compiled the line items.
-	for i := range nodes {
-		nodes[i].ads.engine.Changed()
+	for i := range ex.nodes {
+		ex.nodes[i].ads.engine.Changed()
 		waitUntil(t, fmt.Sprint("a bid from node ", i), func() bool {
-			_, ok, err := offer(i, fmt.Sprint("warm-up-", i))
+			_, ok, err := ex.offer(i, fmt.Sprint("warm-up-", i))
 			if err != nil {
 				t.Fatal(err)
 			}
 			return ok
 		})
 	}
+	return ex
+}
 
-	var mu sync.Mutex
-	wins := make([]int, visitors)
-	bids := make([]int, visitors)
+func (ex *capExchange) base(i int) string { return "http://" + ex.nodes[i%len(ex.nodes)].PublicAddr() }
+
+type capBid struct {
+	NURL string `json:"nurl"`
+	LURL string `json:"lurl"`
+}
+
+// offer posts visitor's impression to node i: its bid, or none.
+func (ex *capExchange) offer(i int, visitor string) (capBid, bool, error) {
+	body := fmt.Sprintf(`{"id":"auction-%d","cur":["USD"],"imp":[{"id":"1","banner":{"w":300,"h":250}}],`+
+		`"site":{"domain":"www.foobar.com"},"user":{"buyeruid":%q}}`, ex.seq.Add(1), visitor)
+	resp, err := http.Post(ex.base(i)+"/rtb/ssp", "application/json", strings.NewReader(body))
+	if err != nil {
+		return capBid{}, false, err
+	}
+	answer, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	switch {
+	case err != nil:
+		return capBid{}, false, err
+	case resp.StatusCode == http.StatusNoContent:
+		return capBid{}, false, nil
+	case resp.StatusCode != http.StatusOK:
+		return capBid{}, false, fmt.Errorf("%s: %d %s", visitor, resp.StatusCode, answer)
+	}
+	var r struct {
+		SeatBid []struct {
+			Bid []capBid `json:"bid"`
+		} `json:"seatbid"`
+	}
+	if err := json.Unmarshal(answer, &r); err != nil || len(r.SeatBid) != 1 || len(r.SeatBid[0].Bid) != 1 {
+		return capBid{}, false, fmt.Errorf("%v: %s", err, answer)
+	}
+	return r.SeatBid[0].Bid[0], true, nil
+}
+
+// notify calls notice URL u on node i, as the exchange would.
+func (ex *capExchange) notify(i int, u, price string) error {
+	u = strings.NewReplacer("http://bidder.example", ex.base(i), "${AUCTION_PRICE}", price, "${AUCTION_LOSS}", "102").Replace(u)
+	resp, err := http.Get(u)
+	if err != nil {
+		return err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %d", u, resp.StatusCode)
+	}
+	return nil
+}
+
+// play offers every visitor by three streams at once until it has won its
+// cap: each bid wins with probability 10 %, its win notice at once to the
+// next node, or its loss notice at once to the one after.
+func (ex *capExchange) play(t *testing.T) {
 	var wg sync.WaitGroup
-	for v := range visitors {
+	for v := range capVisitors {
 		visitor := fmt.Sprint("visitor-", v)
-		for s := range streams {
+		for s := range capStreams {
 			rnd := rand.New(rand.NewPCG(uint64(v), uint64(s)))
 			node := v + s
 			wg.Go(func() {
-				for range maxBids {
-					mu.Lock()
-					done := wins[v] >= capped
-					mu.Unlock()
+				for range capMaxBids {
+					ex.mu.Lock()
+					done := ex.wins[v] >= capped
+					ex.mu.Unlock()
 					if done {
 						return
 					}
-					b, ok, err := offer(node, visitor)
+					b, ok, err := ex.offer(node, visitor)
 					if err != nil {
 						t.Error(err)
 						return
@@ -163,16 +220,16 @@ rtb:
 					if !ok {
 						continue // its cap held by bids in flight, or won
 					}
-					mu.Lock()
-					bids[v]++
-					mu.Unlock()
+					ex.mu.Lock()
+					ex.bids[v]++
+					ex.mu.Unlock()
 					if rnd.IntN(10) == 0 {
-						err = notify(node+1, b.NURL, "1.10")
-						mu.Lock()
-						wins[v]++
-						mu.Unlock()
+						err = ex.notify(node+1, b.NURL, "1.10")
+						ex.mu.Lock()
+						ex.wins[v]++
+						ex.mu.Unlock()
 					} else {
-						err = notify(node+2, b.LURL, "1.50")
+						err = ex.notify(node+2, b.LURL, "1.50")
 					}
 					if err != nil {
 						t.Error(err)
@@ -183,25 +240,30 @@ rtb:
 		}
 	}
 	wg.Wait()
+}
+
+// check requires every visitor to have won exactly its cap, no node to bid
+// for it again, and the store to hold its impressions and no hold.
+func (ex *capExchange) check(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	for v := range visitors {
-		if wins[v] != capped {
-			t.Errorf("visitor-%d: %d wins of %d bids, want exactly %d", v, wins[v], bids[v], capped)
+	for v := range capVisitors {
+		if ex.wins[v] != capped {
+			t.Errorf("visitor-%d: %d wins of %d bids, want exactly %d", v, ex.wins[v], ex.bids[v], capped)
 		}
 	}
 	// No node bids for a visitor that won its cap.
-	for v := range visitors {
-		for i := range nodes {
-			if _, ok, err := offer(i, fmt.Sprint("visitor-", v)); err != nil || ok {
+	for v := range capVisitors {
+		for i := range ex.nodes {
+			if _, ok, err := ex.offer(i, fmt.Sprint("visitor-", v)); err != nil || ok {
 				t.Errorf("visitor-%d on node %d after %d wins: bid %v (%v)", v, i, capped, ok, err)
 			}
 		}
 	}
 	// What the store holds: three impressions a visitor, no hold left.
-	fc := nodes[1].backend.(tsubame.FrequencyCounter)
-	for v := range visitors {
+	fc := ex.nodes[1].backend.(tsubame.FrequencyCounter)
+	for v := range capVisitors {
 		var rec tsubame.FrequencyRecord
 		if err := fc.Read(t.Context(), fmt.Sprint("visitor-", v), &rec); err != nil {
 			t.Fatal(err)
@@ -218,8 +280,116 @@ rtb:
 		}
 	}
 	totalBids, totalWins := 0, 0
-	for v := range visitors {
-		totalBids, totalWins = totalBids+bids[v], totalWins+wins[v]
+	for v := range capVisitors {
+		totalBids, totalWins = totalBids+ex.bids[v], totalWins+ex.wins[v]
 	}
-	t.Logf("%d visitors: %d bids, %d wins", visitors, totalBids, totalWins)
+	t.Logf("%d visitors: %d bids, %d wins", capVisitors, totalBids, totalWins)
+}
+
+// faultProxy is a TCP proxy to a Redis whose connections fail as real
+// ones do while armed: every 4th hold of a frequency cap is answered
+// 1.5 s late (Redis makes it at once, the answer waits, and every answer
+// after it on the connection), and every 3rd count and every 8th release
+// is lost with the connection, closed before Redis reads the command;
+// each kind at most 6 times.
+type faultProxy struct {
+	addr                   string
+	armed                  atomic.Bool
+	seen                   [3]atomic.Int64 // holds, counts, releases seen while armed
+	late, counts, releases atomic.Int64    // faults made
+}
+
+// The frequency script's op argument of each kind, as Redis reads it.
+var faultOps = [3][]byte{[]byte("\r\n$1\r\nh\r\n"), []byte("\r\n$1\r\nc\r\n"), []byte("\r\n$1\r\nr\r\n")}
+
+func startFaultProxy(t *testing.T, redisAddr string) *faultProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	px := &faultProxy{addr: ln.Addr().String()}
+	var conns sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); conns.Wait() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			r, err := net.Dial("tcp", redisAddr)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			conns.Go(func() { px.serve(c, r) })
+		}
+	}()
+	return px
+}
+
+// fault is the fault to make of a client's chunk: none, a late answer, or
+// the connection lost.
+func (px *faultProxy) fault(chunk []byte) (late, lose bool) {
+	if !px.armed.Load() {
+		return false, false
+	}
+	every := [3]int64{4, 3, 8}
+	made := [3]*atomic.Int64{&px.late, &px.counts, &px.releases}
+	for k, op := range faultOps {
+		if !bytes.Contains(chunk, op) || px.seen[k].Add(1)%every[k] != 0 || made[k].Load() >= 6 {
+			continue
+		}
+		made[k].Add(1)
+		if k == 0 {
+			late = true
+		} else {
+			return false, true
+		}
+	}
+	return late, false
+}
+
+// serve relays client c to Redis r until either closes, making faults.
+func (px *faultProxy) serve(c, r net.Conn) {
+	defer c.Close()
+	defer r.Close()
+	var lateUntil atomic.Int64 // answers wait until then (Unix nanoseconds)
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				if d := time.Until(time.Unix(0, lateUntil.Load())); d > 0 {
+					time.Sleep(d)
+				}
+				if _, werr := c.Write(buf[:n]); werr != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+		}
+		c.Close()
+		r.Close()
+	}()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			late, lose := px.fault(buf[:n])
+			if lose {
+				return
+			}
+			if late {
+				lateUntil.Store(time.Now().Add(1500 * time.Millisecond).UnixNano())
+			}
+			if _, werr := r.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }

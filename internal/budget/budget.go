@@ -20,6 +20,9 @@ const (
 	// DefaultLogEvery is the least time between two log lines about the
 	// store failing.
 	DefaultLogEvery = 10 * time.Second
+	// DefaultPending bounds the cap updates waiting to be sent again
+	// (Options.Pending).
+	DefaultPending = 1 << 16
 )
 
 // Options tune Counters.
@@ -35,6 +38,12 @@ type Options struct {
 	// none.
 	Log      *slog.Logger
 	LogEvery time.Duration
+	// Pending bounds the updates of frequency caps the store did not take
+	// when asked, kept and sent again until it does (a win's count, a
+	// loss's release, the release of a hold that may have landed after its
+	// request gave up; DefaultPending when zero): past it, the newest are
+	// lost, counted (Counters.Stats) and logged.
+	Pending int
 }
 
 // Counters is the decision.Counters of a server: it lets a line item
@@ -51,9 +60,7 @@ type Counters struct {
 	log      *slog.Logger
 	logEvery int64 // nanoseconds
 
-	// releasing bounds the releases of holds that may have landed after
-	// their caller gave up (HoldCap) running at once.
-	releasing chan struct{}
+	retries retries // the cap updates to send again
 
 	errors  atomic.Uint64
 	logged  atomic.Int64 // when the last failure was logged, Unix nanoseconds
@@ -65,8 +72,10 @@ var _ decision.Counters = (*Counters)(nil)
 
 // New returns Counters that take capped impressions from freq.
 func New(freq tsubame.FrequencyCounter, opt Options) *Counters {
-	return &Counters{freq: freq, ledger: opt.Ledger, timeout: cmp.Or(opt.Timeout, DefaultTimeout), log: opt.Log,
-		logEvery: int64(cmp.Or(opt.LogEvery, DefaultLogEvery)), releasing: make(chan struct{}, maxLateReleases)}
+	c := &Counters{freq: freq, ledger: opt.Ledger, timeout: cmp.Or(opt.Timeout, DefaultTimeout), log: opt.Log,
+		logEvery: int64(cmp.Or(opt.LogEvery, DefaultLogEvery))}
+	c.retries.init(cmp.Or(opt.Pending, DefaultPending))
+	return c
 }
 
 // Allow reports whether l may serve req now, and takes what serving it
@@ -231,7 +240,13 @@ func (c *Counters) HoldCap(ctx context.Context, l *decision.Line, visitor, bid s
 	}
 	ok, err := c.update(ctx, &u)
 	if err != nil {
-		c.releaseLate(u)
+		// The store may have made the hold after all, answering after the
+		// request's deadline: no bid is sent, so no notice would end it,
+		// and it would keep a share of the visitor's cap to its end.
+		// Releasing a hold never made changes nothing.
+		r := u
+		r.Op, r.Until = tsubame.FrequencyRelease, time.Time{}
+		c.retry(r, u.Until)
 	}
 	if ok && rec != nil && rec.Read && !rec.Failed {
 		rec.Apply(&u)
@@ -239,57 +254,37 @@ func (c *Counters) HoldCap(ctx context.Context, l *decision.Line, visitor, bid s
 	return ok && err == nil
 }
 
-// Releases of holds that may have landed late (releaseLate): at most
-// maxLateReleases at once, each within lateReleaseTimeout.
-const (
-	maxLateReleases    = 64
-	lateReleaseTimeout = time.Second
-)
-
-// releaseLate releases hold u off the request, by its bid: a hold whose
-// answer did not come by the request's deadline may still have been made
-// (the store answered late), and would keep a share of the visitor's cap
-// until its end (the bid's reservation) for a bid that was never sent: a
-// capped visitor under-served. Releasing a hold never made changes
-// nothing. When as many releases run already (a store that fails every
-// call), the hold ends at its Until.
-func (c *Counters) releaseLate(u tsubame.FrequencyUpdate) {
-	select {
-	case c.releasing <- struct{}{}:
-	default:
-		return
-	}
-	go func() {
-		defer func() { <-c.releasing }()
-		ctx, cancel := context.WithTimeout(context.Background(), lateReleaseTimeout)
-		defer cancel()
-		u.Op, u.Until = tsubame.FrequencyRelease, time.Time{}
-		_, _ = c.update(ctx, &u) // a failure is counted and logged there
-	}()
-}
-
 // CountCap counts bid's impression of l for visitor at now, whatever the
 // caps (the bid won: its impression is shown and paid), and ends its hold.
 // It reports whether it was counted now: false for a bid counted before
 // (a repeated notice), one whose line item has no caps, and when the store
-// cannot tell (counted by Errors, and logged).
+// cannot tell (counted by Errors, and logged): the count is then sent
+// again until the store takes it (Counters.Stats), at its time now.
 func (c *Counters) CountCap(ctx context.Context, l *decision.Line, visitor, bid string, now time.Time) bool {
 	if len(l.Frequency) == 0 || !validVisitor(visitor) {
 		return false
 	}
 	u := tsubame.FrequencyUpdate{Op: tsubame.FrequencyCount, Visitor: visitor, LineItem: l.ID, Caps: l.Frequency, Bid: bid, Now: now}
 	ok, err := c.update(ctx, &u)
+	if err != nil {
+		c.retry(u, time.Time{})
+	}
 	return ok && err == nil
 }
 
 // ReleaseCap ends bid's hold of l's caps for visitor (the bid lost), and
-// reports whether it was open.
+// reports whether it was open. When the store cannot tell, the release is
+// sent again until it does (Counters.Stats), or until the longest a hold lasts
+// has passed.
 func (c *Counters) ReleaseCap(ctx context.Context, l *decision.Line, visitor, bid string, now time.Time) bool {
 	if len(l.Frequency) == 0 || !validVisitor(visitor) {
 		return false
 	}
 	u := tsubame.FrequencyUpdate{Op: tsubame.FrequencyRelease, Visitor: visitor, LineItem: l.ID, Caps: l.Frequency, Bid: bid, Now: now}
 	ok, err := c.update(ctx, &u)
+	if err != nil {
+		c.retry(u, now.Add(tsubame.MaxFrequencyHold))
+	}
 	return ok && err == nil
 }
 

@@ -43,6 +43,10 @@ type Ads struct {
 	// frequency caps' counts end this long after it was read; a capped
 	// line item not counted by then does not serve.
 	CapsTimeout time.Duration `koanf:"caps_timeout"`
+	// CapsPending bounds the updates of frequency caps the store did not
+	// take when asked (a win's count, a loss's release), kept and sent
+	// again until it does.
+	CapsPending int `koanf:"caps_pending"`
 	// CORSOrigins are the page origins allowed to read /api/decide's
 	// answers (with the visitor cookie), or "*" alone for every page
 	// (without it); CORSMaxAge is a preflight's Access-Control-Max-Age.
@@ -215,6 +219,9 @@ func (c *Config) validateAds(p *problems) {
 	p.positive("ads.refresh", a.Refresh)
 	if a.CapsTimeout < time.Millisecond || a.CapsTimeout > 10*time.Second {
 		p.add("ads.caps_timeout: must be between 1ms and 10s (got %v)", a.CapsTimeout)
+	}
+	if a.CapsPending < 1 || a.CapsPending > 10_000_000 {
+		p.add("ads.caps_pending: must be between 1 and 10000000 (got %d)", a.CapsPending)
 	}
 	validateCORS(p, "ads.", a.CORSOrigins, a.CORSMaxAge)
 	for _, l := range []struct {

@@ -510,6 +510,21 @@ func (c *valuesCollector[S]) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// NewFrequencyCollector exports the frequency caps' store failures and the
+// updates sent again (internal/budget.Counters).
+func NewFrequencyCollector(stats func() budget.CapStats) prometheus.Collector {
+	return newValuesCollector("frequency", stats, []value[budget.CapStats]{
+		{"store_errors_total", "Frequency caps' store calls that failed (the store down, slow or refusing): a decision's take or read, whose capped line items then did not serve, or a bid's hold, count or release.",
+			prometheus.CounterValue, func(s budget.CapStats) float64 { return float64(s.Errors) }},
+		{"retries_pending", "Frequency caps' updates the store did not take when asked (a win's count, a loss's release, the release of a hold that may have landed late), waiting to be sent again.",
+			prometheus.GaugeValue, func(s budget.CapStats) float64 { return float64(s.Pending) }},
+		{"retries_sent_total", "Frequency caps' updates the store took when sent again.",
+			prometheus.CounterValue, func(s budget.CapStats) float64 { return float64(s.Sent) }},
+		{"retries_dropped_total", "Frequency caps' updates lost: more waiting than ads.caps_pending, refused by the store, or left waiting when the server stopped.",
+			prometheus.CounterValue, func(s budget.CapStats) float64 { return float64(s.Dropped) }},
+	})
+}
+
 // NewIndexCollector exports the decision index's counts (internal/ads).
 func NewIndexCollector(stats func() decision.IndexStats) prometheus.Collector {
 	return newValuesCollector("decision_index", stats, []value[decision.IndexStats]{

@@ -2,6 +2,7 @@ package metrics_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -67,6 +68,36 @@ tsubame_cache_loads_total{result="ok"} 2
 		if !found[name] {
 			t.Errorf("%s not exported", name)
 		}
+	}
+}
+
+func TestFrequencyCollector(t *testing.T) {
+	reg := metrics.NewRegistry("test")
+	reg.MustRegister(metrics.NewFrequencyCollector(func() budget.CapStats {
+		return budget.CapStats{Errors: 9, Pending: 4, Sent: 12, Dropped: 1}
+	}))
+	var want strings.Builder
+	for _, m := range []struct {
+		name, kind string
+		v          int
+	}{{"tsubame_frequency_retries_dropped_total", "counter", 1}, {"tsubame_frequency_retries_pending", "gauge", 4},
+		{"tsubame_frequency_retries_sent_total", "counter", 12}, {"tsubame_frequency_store_errors_total", "counter", 9}} {
+		fmt.Fprintf(&want, "# TYPE %s %s\n%s %d\n", m.name, m.kind, m.name, m.v)
+	}
+	got, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	for _, mf := range got {
+		if strings.HasPrefix(mf.GetName(), "tsubame_frequency_") {
+			v := mf.GetMetric()[0]
+			n := v.GetCounter().GetValue() + v.GetGauge().GetValue()
+			fmt.Fprintf(&out, "# TYPE %s %s\n%s %d\n", mf.GetName(), strings.ToLower(mf.GetType().String()), mf.GetName(), int(n))
+		}
+	}
+	if out.String() != want.String() {
+		t.Fatalf("exported:\n%s\nwant:\n%s", out.String(), want.String())
 	}
 }
 

@@ -1,0 +1,222 @@
+package budget
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"time"
+
+	"tsubame"
+)
+
+// Retries of the cap updates the store did not take when asked: each is
+// sent again, one at a time, within retryTimeout, after a pause that
+// doubles from retryFirst to retryLast while the store keeps failing.
+const (
+	retryTimeout = time.Second
+	retryFirst   = 50 * time.Millisecond
+	retryLast    = 5 * time.Second
+)
+
+// A pendingUpdate is a cap update to send again, when it was kept, and
+// how long after its time (u.Now) it stops mattering: a release of a hold
+// that has ended by itself (0: never). The wait is measured on this
+// process's clock from when it was kept, as u.Now may not be now.
+type pendingUpdate struct {
+	u     tsubame.FrequencyUpdate
+	kept  time.Time
+	lasts time.Duration
+}
+
+// retries keeps the cap updates the store did not take when asked (a
+// win's count, a loss's release, the release of a hold that may have
+// landed after its request gave up) and sends them again until it does:
+// a count lost would let the visitor past its cap once the bid's hold
+// ends, a release lost would keep the visitor under it for the hold's
+// whole reservation. One goroutine sends them while any wait.
+type retries struct {
+	mu       sync.Mutex
+	queue    []pendingUpdate
+	max      int
+	running  bool
+	stopping bool      // Close was called
+	closed   bool      // no update is kept or sent any more
+	idle     sync.Cond // signalled when the sender stops
+
+	// closing ends the sender's pause when Close is called: it tries
+	// once more at once, and gives up if the store still fails.
+	closing chan struct{}
+	// stop ends the sender's call and pause when Close gives up.
+	stop   context.Context
+	cancel context.CancelFunc
+
+	dropped uint64    // updates not kept (the queue full, the update invalid, or left at Close)
+	logged  time.Time // when an update not kept for a full queue was last logged
+	sent    uint64    // updates the store took on a retry
+}
+
+func (r *retries) init(max int) {
+	r.max = max
+	r.idle.L = &r.mu
+	r.closing = make(chan struct{})
+	r.stop, r.cancel = context.WithCancel(context.Background())
+}
+
+// retry keeps u to send again, copying its strings (a caller's may view
+// memory it reuses), until the store takes it or, when until is set, its
+// time passes (measured from u.Now). It reports false when u was not kept:
+// the queue is full, or closed.
+func (c *Counters) retry(u tsubame.FrequencyUpdate, until time.Time) bool {
+	r := &c.retries
+	u.Visitor, u.Bid = strings.Clone(u.Visitor), strings.Clone(u.Bid)
+	r.mu.Lock()
+	if r.closed || len(r.queue) >= r.max {
+		r.dropped++
+		n, now := r.dropped, time.Now()
+		logIt := now.Sub(r.logged) >= time.Duration(c.logEvery)
+		if logIt {
+			r.logged = now
+		}
+		r.mu.Unlock()
+		if logIt && c.log != nil {
+			c.log.Error("frequency caps' updates are lost: too many wait for the store", "op", u.Op.String(), "line_item", u.LineItem,
+				"pending", r.max, "lost", n)
+		}
+		return false
+	}
+	p := pendingUpdate{u: u, kept: time.Now()}
+	if !until.IsZero() {
+		p.lasts = max(until.Sub(u.Now), 1)
+	}
+	r.queue = append(r.queue, p)
+	start := !r.running
+	r.running = true
+	r.mu.Unlock()
+	if start {
+		go c.sendRetries()
+	}
+	return true
+}
+
+// sendRetries sends the queue's updates in order until it is empty (or
+// closed), pausing longer after each failure, and stops.
+func (c *Counters) sendRetries() {
+	r := &c.retries
+	pause := retryFirst
+	for {
+		r.mu.Lock()
+		if len(r.queue) == 0 || r.closed {
+			r.running = false
+			r.idle.Broadcast()
+			r.mu.Unlock()
+			return
+		}
+		p := r.queue[0]
+		r.mu.Unlock()
+		ended := p.lasts > 0 && time.Since(p.kept) > p.lasts
+		var err error
+		if !ended {
+			ctx, cancel := context.WithTimeout(r.stop, retryTimeout)
+			_, err = c.freq.Update(ctx, &p.u, nil)
+			cancel()
+		}
+		invalid := tsubame.ErrorCode(err) == tsubame.EINVALID // never taken: not sent again
+		if err != nil && !invalid {
+			select {
+			case <-r.closing: // the server stops and the store fails: what is left is lost
+				r.mu.Lock()
+				r.closed = true
+				r.mu.Unlock()
+				continue
+			default:
+			}
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+			case <-r.closing:
+				t.Stop()
+			case <-r.stop.Done():
+				t.Stop()
+			}
+			pause = min(2*pause, retryLast)
+			continue
+		}
+		pause = retryFirst
+		r.mu.Lock()
+		r.queue[0] = pendingUpdate{}
+		r.queue = r.queue[1:]
+		switch {
+		case invalid:
+			r.dropped++
+		case !ended:
+			r.sent++
+		}
+		r.mu.Unlock()
+		if invalid && c.log != nil {
+			c.log.Error("a frequency cap's update is lost: the store refuses it", "op", p.u.Op.String(), "line_item", p.u.LineItem, "err", err)
+		}
+		if err == nil && !ended {
+			c.answered()
+		}
+	}
+}
+
+// CapStats count the frequency caps' store calls that failed (Errors, as
+// Counters.Errors), and of the updates the store did not take when asked:
+// those still waiting to be sent again (Pending), those taken on a retry
+// (Sent), and those lost (Dropped: too many waiting, refused by the
+// store, or left waiting when the Counters closed).
+type CapStats struct {
+	Errors        uint64
+	Pending       int
+	Sent, Dropped uint64
+}
+
+// Stats reports the caps' store failures and retries (CapStats).
+func (c *Counters) Stats() CapStats {
+	r := &c.retries
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return CapStats{Errors: c.errors.Load(), Pending: len(r.queue), Sent: r.sent, Dropped: r.dropped}
+}
+
+// Close sends at once the cap updates waiting to be sent again, and waits
+// while the store takes them, until none is left, the store fails one
+// again, or ctx ends; then it sends no more, and those left are lost
+// (counted in CapStats.Dropped and logged). Updates that fail after Close
+// are not kept. A server calls it when it stops, before closing its store.
+func (c *Counters) Close(ctx context.Context) error {
+	r := &c.retries
+	r.mu.Lock()
+	if r.stopping {
+		r.mu.Unlock()
+		return nil
+	}
+	r.stopping = true
+	close(r.closing)
+	r.mu.Unlock()
+	stop := context.AfterFunc(ctx, func() {
+		r.mu.Lock()
+		r.closed = true
+		r.mu.Unlock()
+		r.cancel() // the sender's call and pause end: it stops
+	})
+	defer stop()
+	r.mu.Lock()
+	for r.running {
+		r.idle.Wait()
+	}
+	r.closed = true
+	left := len(r.queue)
+	r.dropped += uint64(left)
+	r.queue = nil
+	r.mu.Unlock()
+	r.cancel()
+	if left > 0 {
+		if c.log != nil {
+			c.log.Error("frequency caps' updates lost at the stop: the store did not take them", "lost", left)
+		}
+		return tsubame.Errorf(tsubame.EUNAVAILABLE, "%d frequency cap updates not taken by the store", left)
+	}
+	return nil
+}

@@ -1,0 +1,226 @@
+package budget_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"tsubame"
+	"tsubame/internal/budget"
+	"tsubame/internal/decision"
+	"tsubame/internal/store/memory"
+)
+
+// flaky refuses the calls of the ops in fail, unmade, while down is set,
+// as a store that is unreachable: the update never reaches it.
+type flaky struct {
+	tsubame.FrequencyCounter
+	down  atomic.Bool
+	fail  map[tsubame.FrequencyOp]bool
+	calls atomic.Int64 // updates refused
+}
+
+func (s *flaky) Update(ctx context.Context, u *tsubame.FrequencyUpdate, rec *tsubame.FrequencyRecord) (bool, error) {
+	if s.down.Load() && s.fail[u.Op] {
+		s.calls.Add(1)
+		return false, tsubame.Errorf(tsubame.EUNAVAILABLE, "the store is down")
+	}
+	return s.FrequencyCounter.Update(ctx, u, rec)
+}
+
+// flakyCounters are Counters on a memory store whose updates of ops fail
+// while fl.down is set, and the test set's li-capped (3 an hour, 5 a day).
+func flakyCounters(t *testing.T, opt budget.Options, ops ...tsubame.FrequencyOp) (*memory.Store, *flaky, *budget.Counters, *decision.Line) {
+	t.Helper()
+	st := memory.New()
+	t.Cleanup(func() { st.Close() })
+	fl := &flaky{FrequencyCounter: st, fail: map[tsubame.FrequencyOp]bool{}}
+	for _, op := range ops {
+		fl.fail[op] = true
+	}
+	c := budget.New(fl, opt)
+	_, ls := lines(t, campaigns(t), c)
+	return st, fl, c, ls["li-capped"]
+}
+
+// entries reads visitor's entries of line item li: its impressions and
+// its holds.
+func entries(t *testing.T, st tsubame.FrequencyCounter, visitor, li string) (impressions, holds []string) {
+	t.Helper()
+	var rec tsubame.FrequencyRecord
+	if err := st.Read(t.Context(), visitor, &rec); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range rec.Entries(li) {
+		if e.Hold {
+			holds = append(holds, e.ID)
+		} else {
+			impressions = append(impressions, e.ID)
+		}
+	}
+	return impressions, holds
+}
+
+// waitFor polls cond until it holds, failing after a generous deadline.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s and still not: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A win's count and a loss's release the store did not take when asked
+// are sent again until it does: the win counts against the cap (without
+// it the visitor would pass the cap once the hold ends), the loss gives
+// its share back at once (without it the visitor would wait the hold's
+// end). The ids sent are the caller's as they were, though the caller
+// reused their memory after the call.
+func TestCapUpdatesTheStoreMissedAreSentAgain(t *testing.T) {
+	st, fl, c, capped := flakyCounters(t, budget.Options{}, tsubame.FrequencyCount, tsubame.FrequencyRelease)
+	now := time.Now()
+	for _, bid := range []string{"bid-won", "bid-lost", "bid-open"} {
+		if !c.HoldCap(t.Context(), capped, "u-1", bid, now, now.Add(time.Hour), nil) {
+			t.Fatalf("hold of %s refused", bid)
+		}
+	}
+	fl.down.Store(true)
+	// The ids view a buffer the caller then overwrites, as the bidder's do.
+	buf := []byte("u-1 bid-won")
+	visitor, won := unsafe.String(&buf[0], 3), unsafe.String(&buf[4], 7)
+	if c.CountCap(t.Context(), capped, visitor, won, now) {
+		t.Fatal("a count the store refused reported counted")
+	}
+	copy(buf, "u-9 bid-xxx")
+	if c.ReleaseCap(t.Context(), capped, "u-1", "bid-lost", now) {
+		t.Fatal("a release the store refused reported released")
+	}
+	if r := c.Stats(); r.Pending != 2 || r.Sent != 0 || r.Dropped != 0 {
+		t.Fatalf("with the store down: %+v, want 2 pending", r)
+	}
+	waitFor(t, "the store refused the retries", func() bool { return fl.calls.Load() >= 4 })
+	if imps, holds := entries(t, st, "u-1", capped.ID); len(imps) != 0 || len(holds) != 3 {
+		t.Fatalf("with the store down it holds %v and %v, want 3 holds", imps, holds)
+	}
+	fl.down.Store(false)
+	waitFor(t, "both sent", func() bool { return c.Stats().Pending == 0 })
+	if r := c.Stats(); r.Sent != 2 || r.Dropped != 0 {
+		t.Fatalf("after the store came back: %+v, want 2 sent", r)
+	}
+	imps, holds := entries(t, st, "u-1", capped.ID)
+	if fmt.Sprint(imps) != "[bid-won]" || fmt.Sprint(holds) != "[bid-open]" {
+		t.Fatalf("the store holds impressions %v and holds %v, want [bid-won] and [bid-open]", imps, holds)
+	}
+	if imps, holds := entries(t, st, "u-9", capped.ID); len(imps)+len(holds) != 0 {
+		t.Fatalf("u-9, the reused memory's, has %v %v", imps, holds)
+	}
+	// The cap of 3 an hour: the win and the open bid take two.
+	if !c.HoldCap(t.Context(), capped, "u-1", "bid-4", now, now.Add(time.Hour), nil) {
+		t.Fatal("the third of a cap of 3 refused: the lost bid's release did not land")
+	}
+	if c.HoldCap(t.Context(), capped, "u-1", "bid-5", now, now.Add(time.Hour), nil) {
+		t.Fatal("a fourth of a cap of 3 held: the win's count did not land")
+	}
+	if err := c.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Many counts failing at once, from concurrent notices, are each sent
+// again exactly once they can be: the visitor's count is the number of
+// wins, not one less or more.
+func TestConcurrentCountsAreAllSentAgain(t *testing.T) {
+	st, fl, c, capped := flakyCounters(t, budget.Options{}, tsubame.FrequencyCount)
+	const visitors, wins = 20, 5 // 5 a day: each visitor's whole cap
+	now := time.Now()
+	fl.down.Store(true)
+	var wg sync.WaitGroup
+	for v := range visitors {
+		for w := range wins {
+			wg.Go(func() {
+				c.CountCap(t.Context(), capped, fmt.Sprint("u-", v), fmt.Sprintf("bid-%d-%d", v, w), now)
+				c.CountCap(t.Context(), capped, fmt.Sprint("u-", v), fmt.Sprintf("bid-%d-%d", v, w), now) // a repeated notice
+			})
+		}
+	}
+	wg.Wait()
+	if r := c.Stats(); r.Pending != 2*visitors*wins {
+		t.Fatalf("%+v, want %d pending", r, 2*visitors*wins)
+	}
+	fl.down.Store(false)
+	waitFor(t, "every count sent", func() bool { return c.Stats().Pending == 0 })
+	for v := range visitors {
+		imps, holds := entries(t, st, fmt.Sprint("u-", v), capped.ID)
+		if len(imps) != wins || len(holds) != 0 {
+			t.Errorf("u-%d: %d impressions, %d holds, want %d impressions", v, len(imps), len(holds), wins)
+		}
+	}
+	if r := c.Stats(); r.Sent != 2*visitors*wins || r.Dropped != 0 {
+		t.Fatalf("%+v, want %d sent", r, 2*visitors*wins)
+	}
+}
+
+// The updates kept are bounded: past Options.Pending the newest are lost
+// and counted; Close tries those kept once more and, the store still
+// failing, counts them lost too without waiting for its context to end
+// (a server stopping while its store is down), and keeps no more.
+func TestRetriesAreBoundedAndEndAtClose(t *testing.T) {
+	st, fl, c, capped := flakyCounters(t, budget.Options{Pending: 2}, tsubame.FrequencyCount)
+	now := time.Now()
+	fl.down.Store(true)
+	for i := range 3 {
+		c.CountCap(t.Context(), capped, "u-1", fmt.Sprint("bid-", i), now)
+	}
+	if r := c.Stats(); r.Pending != 2 || r.Dropped != 1 {
+		t.Fatalf("%+v, want 2 pending and 1 dropped", r)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	if err := c.Close(ctx); err == nil {
+		t.Fatal("Close with the store down and 2 updates waiting: no error")
+	}
+	if ctx.Err() != nil {
+		t.Fatal("Close waited for its context to end with the store down")
+	}
+	if r := c.Stats(); r.Pending != 0 || r.Dropped != 3 || r.Sent != 0 {
+		t.Fatalf("after Close: %+v, want 3 dropped", r)
+	}
+	fl.down.Store(false)
+	c.CountCap(t.Context(), capped, "u-1", "bid-after", now) // the store takes it: nothing kept
+	fl.down.Store(true)
+	c.CountCap(t.Context(), capped, "u-1", "bid-lost", now)
+	if r := c.Stats(); r.Pending != 0 || r.Dropped != 4 {
+		t.Fatalf("a failure after Close: %+v, want it dropped", r)
+	}
+	if imps, _ := entries(t, st, "u-1", capped.ID); fmt.Sprint(imps) != "[bid-after]" {
+		t.Fatalf("the store holds %v, want [bid-after]", imps)
+	}
+}
+
+// Close waits for the updates kept to be sent while the store takes them.
+func TestCloseSendsWhatWaits(t *testing.T) {
+	st, fl, c, capped := flakyCounters(t, budget.Options{}, tsubame.FrequencyCount)
+	now := time.Now()
+	fl.down.Store(true)
+	for i := range 3 {
+		c.CountCap(t.Context(), capped, "u-1", fmt.Sprint("bid-", i), now)
+	}
+	waitFor(t, "a retry refused", func() bool { return fl.calls.Load() > 3 })
+	fl.down.Store(false)
+	if err := c.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.Stats(); r.Sent != 3 || r.Dropped != 0 {
+		t.Fatalf("%+v, want 3 sent", r)
+	}
+	if imps, _ := entries(t, st, "u-1", capped.ID); len(imps) != 3 {
+		t.Fatalf("the store holds %v, want 3 impressions", imps)
+	}
+}
