@@ -26,7 +26,7 @@ import (
 type Caps interface {
 	HoldCap(ctx context.Context, l *decision.Line, visitor, bid string, now, until time.Time, rec *tsubame.FrequencyRecord) bool
 	CountCap(ctx context.Context, l *decision.Line, visitor, bid string, now time.Time) bool
-	ReleaseCap(ctx context.Context, l *decision.Line, visitor, bid string, now time.Time) bool
+	ReleaseCap(ctx context.Context, l *decision.Line, visitor, bid string, now, until time.Time) bool
 }
 
 // capTimeout bounds a notice's store call for a cap, and the release of a
@@ -84,7 +84,7 @@ func (b *Bidder) releaseHeld(w *work, from int, now time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), capTimeout)
 	defer cancel()
 	for _, h := range w.held[from:] {
-		c.ReleaseCap(ctx, h.line, w.dreq.User, h.bid, now)
+		c.ReleaseCap(ctx, h.line, w.dreq.User, h.bid, now, w.dreq.ReserveUntil)
 	}
 	clear(w.held[from:])
 	w.held = w.held[:from]
@@ -107,7 +107,7 @@ func (b *Bidder) capNotice(kind track.Kind, t *track.Token, now time.Time) {
 	ctx, cancel := context.WithDeadline(context.Background(), now.Add(capTimeout))
 	defer cancel()
 	if kind == track.KindLoss {
-		c.ReleaseCap(ctx, l, t.User, t.Decision, now)
+		c.ReleaseCap(ctx, l, t.User, t.Decision, now, t.Reserved) // zero but for a limited line item's bid
 	} else {
 		c.CountCap(ctx, l, t.User, t.Decision, now)
 	}

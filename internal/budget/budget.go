@@ -244,9 +244,12 @@ func (c *Counters) HoldCap(ctx context.Context, l *decision.Line, visitor, bid s
 		// request's deadline: no bid is sent, so no notice would end it,
 		// and it would keep a share of the visitor's cap to its end.
 		// Releasing a hold never made changes nothing.
+		// The release waits a retry's time: the hold may still be on its
+		// way to the store on another connection, and a release that
+		// came first would find nothing to end.
 		r := u
 		r.Op, r.Until = tsubame.FrequencyRelease, time.Time{}
-		c.retry(r, u.Until)
+		c.keep(r, u.Until, time.Now().Add(retryTimeout))
 	}
 	if ok && rec != nil && rec.Read && !rec.Failed {
 		rec.Apply(&u)
@@ -274,16 +277,20 @@ func (c *Counters) CountCap(ctx context.Context, l *decision.Line, visitor, bid 
 
 // ReleaseCap ends bid's hold of l's caps for visitor (the bid lost), and
 // reports whether it was open. When the store cannot tell, the release is
-// sent again until it does (Counters.Stats), or until the longest a hold lasts
-// has passed.
-func (c *Counters) ReleaseCap(ctx context.Context, l *decision.Line, visitor, bid string, now time.Time) bool {
+// sent again until it does (Counters.Stats), or until the hold has ended
+// by itself: at until, the hold's end, when the caller knows it (else the
+// longest a hold lasts).
+func (c *Counters) ReleaseCap(ctx context.Context, l *decision.Line, visitor, bid string, now, until time.Time) bool {
 	if len(l.Frequency) == 0 || !validVisitor(visitor) {
 		return false
 	}
 	u := tsubame.FrequencyUpdate{Op: tsubame.FrequencyRelease, Visitor: visitor, LineItem: l.ID, Caps: l.Frequency, Bid: bid, Now: now}
 	ok, err := c.update(ctx, &u)
 	if err != nil {
-		c.retry(u, now.Add(tsubame.MaxFrequencyHold))
+		if until.IsZero() || until.After(now.Add(tsubame.MaxFrequencyHold)) {
+			until = now.Add(tsubame.MaxFrequencyHold)
+		}
+		c.retry(u, until)
 	}
 	return ok && err == nil
 }

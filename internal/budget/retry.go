@@ -26,6 +26,10 @@ type pendingUpdate struct {
 	u     tsubame.FrequencyUpdate
 	kept  time.Time
 	lasts time.Duration
+	// after is when it may be sent first: the release of a hold whose
+	// answer came late waits for the hold itself, which may still be on
+	// its way to the store on another connection.
+	after time.Time
 }
 
 // retries keeps the cap updates the store did not take when asked (a
@@ -33,10 +37,14 @@ type pendingUpdate struct {
 // landed after its request gave up) and sends them again until it does:
 // a count lost would let the visitor past its cap once the bid's hold
 // ends, a release lost would keep the visitor under it for the hold's
-// whole reservation. One goroutine sends them while any wait.
+// whole reservation. One goroutine sends them while any wait, in turns:
+// one the store refuses goes to the back, so that one it cannot take (a
+// cluster's master down) does not hold back the others, and the sender
+// pauses only after a turn in which the store took none.
 type retries struct {
 	mu       sync.Mutex
 	queue    []pendingUpdate
+	sending  int // the update the sender took from the queue: 1 while it is out
 	max      int
 	running  bool
 	stopping bool      // Close was called
@@ -65,15 +73,27 @@ func (r *retries) init(max int) {
 // retry keeps u to send again, copying its strings (a caller's may view
 // memory it reuses), until the store takes it or, when until is set, its
 // time passes (measured from u.Now). It reports false when u was not kept:
-// the queue is full, or closed.
+// the queue is full, or closed. Releases fill at most half of it: a store
+// that hangs times out every bid's hold, each kept as a release, and these
+// must not crowd out the counts of wins (a count lost lets a visitor past
+// its cap, a release lost only holds it under until the hold ends).
 func (c *Counters) retry(u tsubame.FrequencyUpdate, until time.Time) bool {
+	return c.keep(u, until, time.Time{})
+}
+
+// keep is retry, the update sent first at after.
+func (c *Counters) keep(u tsubame.FrequencyUpdate, until, after time.Time) bool {
 	r := &c.retries
 	u.Visitor, u.Bid = strings.Clone(u.Visitor), strings.Clone(u.Bid)
+	room := r.max
+	if u.Op != tsubame.FrequencyCount {
+		room = max(r.max/2, 1)
+	}
 	r.mu.Lock()
-	if r.closed || len(r.queue) >= r.max {
+	if r.closed || len(r.queue)+r.sending >= room {
 		r.dropped++
 		n, now := r.dropped, time.Now()
-		logIt := now.Sub(r.logged) >= time.Duration(c.logEvery)
+		logIt := !r.closed && now.Sub(r.logged) >= time.Duration(c.logEvery)
 		if logIt {
 			r.logged = now
 		}
@@ -84,7 +104,7 @@ func (c *Counters) retry(u tsubame.FrequencyUpdate, until time.Time) bool {
 		}
 		return false
 	}
-	p := pendingUpdate{u: u, kept: time.Now()}
+	p := pendingUpdate{u: u, kept: time.Now(), after: after}
 	if !until.IsZero() {
 		p.lasts = max(until.Sub(u.Now), 1)
 	}
@@ -98,12 +118,68 @@ func (c *Counters) retry(u tsubame.FrequencyUpdate, until time.Time) bool {
 	return true
 }
 
-// sendRetries sends the queue's updates in order until it is empty (or
-// closed), pausing longer after each failure, and stops.
+// sendRetries sends the queue's updates in turns until it is empty (or
+// closed), pausing longer after each turn in which the store took none,
+// and stops.
 func (c *Counters) sendRetries() {
 	r := &c.retries
 	pause := retryFirst
 	for {
+		r.mu.Lock()
+		turn := len(r.queue)
+		r.mu.Unlock()
+		took, failed, early := false, false, time.Time{}
+		for range turn {
+			p, ok := r.next()
+			if !ok {
+				break
+			}
+			now := time.Now()
+			if now.Before(p.after) {
+				if early.IsZero() || p.after.Before(early) {
+					early = p.after
+				}
+				r.requeue(p)
+				continue
+			}
+			ended := p.lasts > 0 && now.Sub(p.kept) > p.lasts
+			var err error
+			if !ended {
+				ctx, cancel := context.WithTimeout(r.stop, retryTimeout)
+				_, err = c.freq.Update(ctx, &p.u, nil)
+				cancel()
+			}
+			invalid := tsubame.ErrorCode(err) == tsubame.EINVALID // never taken: not sent again
+			if err != nil && !invalid {
+				c.failed(p.u.Op.String(), p.u.LineItem, err)
+				r.requeue(p)
+				failed = true
+				select {
+				case <-r.closing: // the server stops and the store fails: what is left is lost
+					r.mu.Lock()
+					r.closed = true
+					r.mu.Unlock()
+				default:
+				}
+				continue
+			}
+			took = took || err == nil && !ended
+			r.mu.Lock()
+			r.sending = 0
+			switch {
+			case invalid:
+				r.dropped++
+			case !ended:
+				r.sent++
+			}
+			r.mu.Unlock()
+			if invalid && c.log != nil {
+				c.log.Error("a frequency cap's update is lost: the store refuses it", "op", p.u.Op.String(), "line_item", p.u.LineItem, "err", err)
+			}
+			if err == nil && !ended {
+				c.answered()
+			}
+		}
 		r.mu.Lock()
 		if len(r.queue) == 0 || r.closed {
 			r.running = false
@@ -111,26 +187,19 @@ func (c *Counters) sendRetries() {
 			r.mu.Unlock()
 			return
 		}
-		p := r.queue[0]
 		r.mu.Unlock()
-		ended := p.lasts > 0 && time.Since(p.kept) > p.lasts
-		var err error
-		if !ended {
-			ctx, cancel := context.WithTimeout(r.stop, retryTimeout)
-			_, err = c.freq.Update(ctx, &p.u, nil)
-			cancel()
+		var wait time.Duration
+		switch {
+		case failed && !took:
+			wait, pause = pause, min(2*pause, retryLast)
+		case !early.IsZero() && !took && !failed:
+			wait = time.Until(early) // only updates not due yet
 		}
-		invalid := tsubame.ErrorCode(err) == tsubame.EINVALID // never taken: not sent again
-		if err != nil && !invalid {
-			select {
-			case <-r.closing: // the server stops and the store fails: what is left is lost
-				r.mu.Lock()
-				r.closed = true
-				r.mu.Unlock()
-				continue
-			default:
-			}
-			t := time.NewTimer(pause)
+		if took {
+			pause = retryFirst
+		}
+		if wait > 0 {
+			t := time.NewTimer(wait)
 			select {
 			case <-t.C:
 			case <-r.closing:
@@ -138,27 +207,32 @@ func (c *Counters) sendRetries() {
 			case <-r.stop.Done():
 				t.Stop()
 			}
-			pause = min(2*pause, retryLast)
-			continue
-		}
-		pause = retryFirst
-		r.mu.Lock()
-		r.queue[0] = pendingUpdate{}
-		r.queue = r.queue[1:]
-		switch {
-		case invalid:
-			r.dropped++
-		case !ended:
-			r.sent++
-		}
-		r.mu.Unlock()
-		if invalid && c.log != nil {
-			c.log.Error("a frequency cap's update is lost: the store refuses it", "op", p.u.Op.String(), "line_item", p.u.LineItem, "err", err)
-		}
-		if err == nil && !ended {
-			c.answered()
 		}
 	}
+}
+
+// next takes the queue's first update, false when none is left or the
+// queue is closed.
+func (r *retries) next() (pendingUpdate, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.queue) == 0 || r.closed {
+		return pendingUpdate{}, false
+	}
+	p := r.queue[0]
+	r.queue[0] = pendingUpdate{}
+	r.queue = r.queue[1:]
+	r.sending = 1
+	return p, true
+}
+
+// requeue puts p back, at the end. The sender that took it runs until it
+// has: Close counts what is left after it stops.
+func (r *retries) requeue(p pendingUpdate) {
+	r.mu.Lock()
+	r.queue = append(r.queue, p)
+	r.sending = 0
+	r.mu.Unlock()
 }
 
 // CapStats count the frequency caps' store calls that failed (Errors, as
@@ -177,7 +251,7 @@ func (c *Counters) Stats() CapStats {
 	r := &c.retries
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return CapStats{Errors: c.errors.Load(), Pending: len(r.queue), Sent: r.sent, Dropped: r.dropped}
+	return CapStats{Errors: c.errors.Load(), Pending: len(r.queue) + r.sending, Sent: r.sent, Dropped: r.dropped}
 }
 
 // Close sends at once the cap updates waiting to be sent again, and waits

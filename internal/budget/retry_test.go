@@ -21,11 +21,12 @@ type flaky struct {
 	tsubame.FrequencyCounter
 	down  atomic.Bool
 	fail  map[tsubame.FrequencyOp]bool
-	calls atomic.Int64 // updates refused
+	only  atomic.Pointer[string] // when set, only this visitor's updates fail (its cluster master down)
+	calls atomic.Int64           // updates refused
 }
 
 func (s *flaky) Update(ctx context.Context, u *tsubame.FrequencyUpdate, rec *tsubame.FrequencyRecord) (bool, error) {
-	if s.down.Load() && s.fail[u.Op] {
+	if s.down.Load() && s.fail[u.Op] && (s.only.Load() == nil || *s.only.Load() == u.Visitor) {
 		s.calls.Add(1)
 		return false, tsubame.Errorf(tsubame.EUNAVAILABLE, "the store is down")
 	}
@@ -99,7 +100,7 @@ func TestCapUpdatesTheStoreMissedAreSentAgain(t *testing.T) {
 		t.Fatal("a count the store refused reported counted")
 	}
 	copy(buf, "u-9 bid-xxx")
-	if c.ReleaseCap(t.Context(), capped, "u-1", "bid-lost", now) {
+	if c.ReleaseCap(t.Context(), capped, "u-1", "bid-lost", now, now.Add(time.Hour)) {
 		t.Fatal("a release the store refused reported released")
 	}
 	if r := c.Stats(); r.Pending != 2 || r.Sent != 0 || r.Dropped != 0 {
@@ -167,36 +168,69 @@ func TestConcurrentCountsAreAllSentAgain(t *testing.T) {
 	}
 }
 
+// An update the store keeps refusing (its visitor's cluster master down)
+// does not hold back those behind it: they are sent in turns, and each
+// lands as soon as the store takes it.
+func TestARefusedUpdateHoldsNoOtherBack(t *testing.T) {
+	st, fl, c, capped := flakyCounters(t, budget.Options{}, tsubame.FrequencyCount)
+	now := time.Now()
+	fl.down.Store(true)
+	c.CountCap(t.Context(), capped, "u-bad", "bid-bad", now)
+	c.CountCap(t.Context(), capped, "u-good", "bid-good", now)
+	bad := "u-bad"
+	fl.only.Store(&bad)
+	waitFor(t, "u-good's count sent past u-bad's", func() bool { return c.Stats().Sent == 1 })
+	if imps, _ := entries(t, st, "u-good", capped.ID); fmt.Sprint(imps) != "[bid-good]" {
+		t.Fatalf("u-good: %v, want [bid-good]", imps)
+	}
+	if r := c.Stats(); r.Pending != 1 {
+		t.Fatalf("%+v, want u-bad's count still pending", r)
+	}
+	fl.down.Store(false)
+	waitFor(t, "u-bad's count sent", func() bool { return c.Stats().Pending == 0 })
+	if imps, _ := entries(t, st, "u-bad", capped.ID); fmt.Sprint(imps) != "[bid-bad]" {
+		t.Fatalf("u-bad: %v, want [bid-bad]", imps)
+	}
+}
+
 // The updates kept are bounded: past Options.Pending the newest are lost
-// and counted; Close tries those kept once more and, the store still
-// failing, counts them lost too without waiting for its context to end
-// (a server stopping while its store is down), and keeps no more.
+// and counted, and releases fill at most half of it, leaving the rest to
+// counts (a store that hangs times out every bid's hold); Close tries
+// those kept once more and, the store still failing, counts them lost too
+// without waiting for its context to end (a server stopping while its
+// store is down), and keeps no more.
 func TestRetriesAreBoundedAndEndAtClose(t *testing.T) {
-	st, fl, c, capped := flakyCounters(t, budget.Options{Pending: 2}, tsubame.FrequencyCount)
+	st, fl, c, capped := flakyCounters(t, budget.Options{Pending: 4}, tsubame.FrequencyCount, tsubame.FrequencyRelease)
 	now := time.Now()
 	fl.down.Store(true)
 	for i := range 3 {
-		c.CountCap(t.Context(), capped, "u-1", fmt.Sprint("bid-", i), now)
+		c.ReleaseCap(t.Context(), capped, "u-1", fmt.Sprint("lost-", i), now, time.Time{})
 	}
 	if r := c.Stats(); r.Pending != 2 || r.Dropped != 1 {
-		t.Fatalf("%+v, want 2 pending and 1 dropped", r)
+		t.Fatalf("3 releases: %+v, want 2 pending and 1 dropped", r)
+	}
+	for i := range 3 {
+		c.CountCap(t.Context(), capped, "u-1", fmt.Sprint("bid-", i), now)
+	}
+	if r := c.Stats(); r.Pending != 4 || r.Dropped != 2 {
+		t.Fatalf("then 3 counts: %+v, want 4 pending and 2 dropped", r)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	if err := c.Close(ctx); err == nil {
-		t.Fatal("Close with the store down and 2 updates waiting: no error")
+		t.Fatal("Close with the store down and 4 updates waiting: no error")
 	}
 	if ctx.Err() != nil {
 		t.Fatal("Close waited for its context to end with the store down")
 	}
-	if r := c.Stats(); r.Pending != 0 || r.Dropped != 3 || r.Sent != 0 {
-		t.Fatalf("after Close: %+v, want 3 dropped", r)
+	if r := c.Stats(); r.Pending != 0 || r.Dropped != 6 || r.Sent != 0 {
+		t.Fatalf("after Close: %+v, want 6 dropped", r)
 	}
 	fl.down.Store(false)
 	c.CountCap(t.Context(), capped, "u-1", "bid-after", now) // the store takes it: nothing kept
 	fl.down.Store(true)
 	c.CountCap(t.Context(), capped, "u-1", "bid-lost", now)
-	if r := c.Stats(); r.Pending != 0 || r.Dropped != 4 {
+	if r := c.Stats(); r.Pending != 0 || r.Dropped != 7 {
 		t.Fatalf("a failure after Close: %+v, want it dropped", r)
 	}
 	if imps, _ := entries(t, st, "u-1", capped.ID); fmt.Sprint(imps) != "[bid-after]" {
