@@ -290,7 +290,9 @@ func (c *Counters) ReleaseCap(ctx context.Context, l *decision.Line, visitor, bi
 		if until.IsZero() || until.After(now.Add(tsubame.MaxFrequencyHold)) {
 			until = now.Add(tsubame.MaxFrequencyHold)
 		}
-		c.retry(u, until)
+		if until.After(now) { // else the hold has ended by itself
+			c.retry(u, until)
+		}
 	}
 	return ok && err == nil
 }

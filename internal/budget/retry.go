@@ -45,6 +45,7 @@ type retries struct {
 	mu       sync.Mutex
 	queue    []pendingUpdate
 	sending  int // the update the sender took from the queue: 1 while it is out
+	releases int // the updates kept, that one out included, that are not counts
 	max      int
 	running  bool
 	stopping bool      // Close was called
@@ -85,12 +86,9 @@ func (c *Counters) retry(u tsubame.FrequencyUpdate, until time.Time) bool {
 func (c *Counters) keep(u tsubame.FrequencyUpdate, until, after time.Time) bool {
 	r := &c.retries
 	u.Visitor, u.Bid = strings.Clone(u.Visitor), strings.Clone(u.Bid)
-	room := r.max
-	if u.Op != tsubame.FrequencyCount {
-		room = max(r.max/2, 1)
-	}
+	release := u.Op != tsubame.FrequencyCount
 	r.mu.Lock()
-	if r.closed || len(r.queue)+r.sending >= room {
+	if r.closed || len(r.queue)+r.sending >= r.max || release && r.releases >= max(r.max/2, 1) {
 		r.dropped++
 		n, now := r.dropped, time.Now()
 		logIt := !r.closed && now.Sub(r.logged) >= time.Duration(c.logEvery)
@@ -109,6 +107,9 @@ func (c *Counters) keep(u tsubame.FrequencyUpdate, until, after time.Time) bool 
 		p.lasts = max(until.Sub(u.Now), 1)
 	}
 	r.queue = append(r.queue, p)
+	if release {
+		r.releases++
+	}
 	start := !r.running
 	r.running = true
 	r.mu.Unlock()
@@ -128,6 +129,15 @@ func (c *Counters) sendRetries() {
 		r.mu.Lock()
 		turn := len(r.queue)
 		r.mu.Unlock()
+		// Once the server stops, every update is tried once more at
+		// once, not yet due or not, and the sender gives up after a turn
+		// the store refused any of.
+		closing := false
+		select {
+		case <-r.closing:
+			closing = true
+		default:
+		}
 		took, failed, early := false, false, time.Time{}
 		for range turn {
 			p, ok := r.next()
@@ -135,7 +145,7 @@ func (c *Counters) sendRetries() {
 				break
 			}
 			now := time.Now()
-			if now.Before(p.after) {
+			if !closing && now.Before(p.after) {
 				if early.IsZero() || p.after.Before(early) {
 					early = p.after
 				}
@@ -151,21 +161,19 @@ func (c *Counters) sendRetries() {
 			}
 			invalid := tsubame.ErrorCode(err) == tsubame.EINVALID // never taken: not sent again
 			if err != nil && !invalid {
-				c.failed(p.u.Op.String(), p.u.LineItem, err)
+				if r.stop.Err() == nil { // not a call Close cut short
+					c.errors.Add(1)
+				}
 				r.requeue(p)
 				failed = true
-				select {
-				case <-r.closing: // the server stops and the store fails: what is left is lost
-					r.mu.Lock()
-					r.closed = true
-					r.mu.Unlock()
-				default:
-				}
 				continue
 			}
 			took = took || err == nil && !ended
 			r.mu.Lock()
 			r.sending = 0
+			if p.u.Op != tsubame.FrequencyCount {
+				r.releases--
+			}
 			switch {
 			case invalid:
 				r.dropped++
@@ -181,6 +189,9 @@ func (c *Counters) sendRetries() {
 			}
 		}
 		r.mu.Lock()
+		if closing && failed {
+			r.closed = true // the store still refuses: what is left is lost
+		}
 		if len(r.queue) == 0 || r.closed {
 			r.running = false
 			r.idle.Broadcast()
@@ -195,10 +206,13 @@ func (c *Counters) sendRetries() {
 		case !early.IsZero() && !took && !failed:
 			wait = time.Until(early) // only updates not due yet
 		}
+		if !early.IsZero() {
+			wait = min(wait, time.Until(early))
+		}
 		if took {
 			pause = retryFirst
 		}
-		if wait > 0 {
+		if wait > 0 && !closing {
 			t := time.NewTimer(wait)
 			select {
 			case <-t.C:
@@ -283,7 +297,7 @@ func (c *Counters) Close(ctx context.Context) error {
 	r.closed = true
 	left := len(r.queue)
 	r.dropped += uint64(left)
-	r.queue = nil
+	r.queue, r.releases = nil, 0
 	r.mu.Unlock()
 	r.cancel()
 	if left > 0 {

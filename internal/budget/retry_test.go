@@ -170,7 +170,7 @@ func TestConcurrentCountsAreAllSentAgain(t *testing.T) {
 
 // An update the store keeps refusing (its visitor's cluster master down)
 // does not hold back those behind it: they are sent in turns, and each
-// lands as soon as the store takes it.
+// lands as soon as the store takes it, also when the server stops.
 func TestARefusedUpdateHoldsNoOtherBack(t *testing.T) {
 	st, fl, c, capped := flakyCounters(t, budget.Options{}, tsubame.FrequencyCount)
 	now := time.Now()
@@ -186,10 +186,18 @@ func TestARefusedUpdateHoldsNoOtherBack(t *testing.T) {
 	if r := c.Stats(); r.Pending != 1 {
 		t.Fatalf("%+v, want u-bad's count still pending", r)
 	}
-	fl.down.Store(false)
-	waitFor(t, "u-bad's count sent", func() bool { return c.Stats().Pending == 0 })
-	if imps, _ := entries(t, st, "u-bad", capped.ID); fmt.Sprint(imps) != "[bid-bad]" {
-		t.Fatalf("u-bad: %v, want [bid-bad]", imps)
+	// Stopping, the healthy ones behind it are still sent.
+	fl.only.Store(nil)
+	c.CountCap(t.Context(), capped, "u-good", "bid-good-2", now)
+	fl.only.Store(&bad)
+	if err := c.Close(t.Context()); err == nil {
+		t.Fatal("Close with u-bad's count refused: no error")
+	}
+	if r := c.Stats(); r.Sent != 2 || r.Dropped != 1 || r.Pending != 0 {
+		t.Fatalf("after Close: %+v, want u-good's second count sent and u-bad's dropped", r)
+	}
+	if imps, _ := entries(t, st, "u-good", capped.ID); fmt.Sprint(imps) != "[bid-good bid-good-2]" {
+		t.Fatalf("u-good: %v, want [bid-good bid-good-2]", imps)
 	}
 }
 
@@ -203,17 +211,18 @@ func TestRetriesAreBoundedAndEndAtClose(t *testing.T) {
 	st, fl, c, capped := flakyCounters(t, budget.Options{Pending: 4}, tsubame.FrequencyCount, tsubame.FrequencyRelease)
 	now := time.Now()
 	fl.down.Store(true)
+	for i := range 2 {
+		c.CountCap(t.Context(), capped, "u-1", fmt.Sprint("bid-", i), now)
+	}
 	for i := range 3 {
 		c.ReleaseCap(t.Context(), capped, "u-1", fmt.Sprint("lost-", i), now, time.Time{})
 	}
-	if r := c.Stats(); r.Pending != 2 || r.Dropped != 1 {
-		t.Fatalf("3 releases: %+v, want 2 pending and 1 dropped", r)
+	if r := c.Stats(); r.Pending != 4 || r.Dropped != 1 {
+		t.Fatalf("2 counts, then 3 releases: %+v, want 4 pending (2 releases) and 1 dropped", r)
 	}
-	for i := range 3 {
-		c.CountCap(t.Context(), capped, "u-1", fmt.Sprint("bid-", i), now)
-	}
+	c.CountCap(t.Context(), capped, "u-1", "bid-2", now)
 	if r := c.Stats(); r.Pending != 4 || r.Dropped != 2 {
-		t.Fatalf("then 3 counts: %+v, want 4 pending and 2 dropped", r)
+		t.Fatalf("then a count: %+v, want 4 pending and 2 dropped", r)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
