@@ -268,9 +268,10 @@ func (c *Counters) Stats() CapStats {
 	return CapStats{Errors: c.errors.Load(), Pending: len(r.queue) + r.sending, Sent: r.sent, Dropped: r.dropped}
 }
 
-// Close sends at once the cap updates waiting to be sent again, and waits
-// while the store takes them, until none is left, the store fails one
-// again, or ctx ends; then it sends no more, and those left are lost
+// Close sends at once the cap updates waiting to be sent again, each once
+// more whether due or not, and waits while the store takes them, until
+// none is left, a turn ends in which the store refused one, or ctx ends;
+// then it sends no more, and those left are lost
 // (counted in CapStats.Dropped and logged). Updates that fail after Close
 // are not kept. A server calls it when it stops, before closing its store.
 func (c *Counters) Close(ctx context.Context) error {
