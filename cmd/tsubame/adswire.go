@@ -258,7 +258,8 @@ func (m *Main) closeAds(ctx context.Context) {
 	}
 	if m.ads.counters != nil {
 		// Before the store closes: the caps' counts and releases it did
-		// not take yet are sent while it answers, until ctx ends.
+		// not take yet are each sent once more, and on while it takes
+		// them, until ctx ends.
 		if err := m.ads.counters.Close(ctx); err != nil {
 			m.Logger.Error("frequency caps' updates not sent", "err", err)
 		}

@@ -270,7 +270,7 @@ func (c *Counters) CountCap(ctx context.Context, l *decision.Line, visitor, bid 
 	u := tsubame.FrequencyUpdate{Op: tsubame.FrequencyCount, Visitor: visitor, LineItem: l.ID, Caps: l.Frequency, Bid: bid, Now: now}
 	ok, err := c.update(ctx, &u)
 	if err != nil {
-		c.retry(u, time.Time{})
+		c.keep(u, time.Time{}, time.Time{})
 	}
 	return ok && err == nil
 }
@@ -291,7 +291,7 @@ func (c *Counters) ReleaseCap(ctx context.Context, l *decision.Line, visitor, bi
 			until = now.Add(tsubame.MaxFrequencyHold)
 		}
 		if until.After(now) { // else the hold has ended by itself
-			c.retry(u, until)
+			c.keep(u, until, time.Time{})
 		}
 	}
 	return ok && err == nil

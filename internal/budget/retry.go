@@ -71,18 +71,14 @@ func (r *retries) init(max int) {
 	r.stop, r.cancel = context.WithCancel(context.Background())
 }
 
-// retry keeps u to send again, copying its strings (a caller's may view
-// memory it reuses), until the store takes it or, when until is set, its
-// time passes (measured from u.Now). It reports false when u was not kept:
-// the queue is full, or closed. Releases fill at most half of it: a store
-// that hangs times out every bid's hold, each kept as a release, and these
-// must not crowd out the counts of wins (a count lost lets a visitor past
-// its cap, a release lost only holds it under until the hold ends).
-func (c *Counters) retry(u tsubame.FrequencyUpdate, until time.Time) bool {
-	return c.keep(u, until, time.Time{})
-}
-
-// keep is retry, the update sent first at after.
+// keep keeps u to send again, copying its strings (a caller's may view
+// memory it reuses), not before after, until the store takes it or, when
+// until is set, its time passes (measured from u.Now). It reports false
+// when u was not kept: the queue is full, or closed. Releases fill at most
+// half of it: a store that hangs times out every bid's hold, each kept as
+// a release, and these must not crowd out the counts of wins (a count lost
+// lets a visitor past its cap, a release lost only holds it under until
+// the hold ends).
 func (c *Counters) keep(u tsubame.FrequencyUpdate, until, after time.Time) bool {
 	r := &c.retries
 	u.Visitor, u.Bid = strings.Clone(u.Visitor), strings.Clone(u.Bid)
@@ -199,18 +195,18 @@ func (c *Counters) sendRetries() {
 			return
 		}
 		r.mu.Unlock()
+		// A turn the store took none of pauses, doubling while it fails,
+		// but no later than the first update not due yet.
 		var wait time.Duration
-		switch {
-		case failed && !took:
-			wait, pause = pause, min(2*pause, retryLast)
-		case !early.IsZero() && !took && !failed:
-			wait = time.Until(early) // only updates not due yet
-		}
-		if !early.IsZero() {
-			wait = min(wait, time.Until(early))
-		}
 		if took {
 			pause = retryFirst
+		} else {
+			if failed {
+				wait, pause = pause, min(2*pause, retryLast)
+			}
+			if !early.IsZero() && (!failed || time.Until(early) < wait) {
+				wait = time.Until(early)
+			}
 		}
 		if wait > 0 && !closing {
 			t := time.NewTimer(wait)
