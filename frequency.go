@@ -80,13 +80,20 @@ const (
 	// FrequencyRelease ends Bid's hold (the bid lost) and answers whether
 	// it was open.
 	FrequencyRelease
+	// FrequencyCancel ends the impression a take counted for Bid, and
+	// answers whether there was one: the take's caller gave up on it (its
+	// answer came after the request's deadline), so the impression was
+	// never served, and must not count against the visitor's caps.
+	// Cancelling a take never made changes nothing.
+	FrequencyCancel
 )
 
-var frequencyOpNames = [...]string{FrequencyTake: "take", FrequencyHold: "hold", FrequencyCount: "count", FrequencyRelease: "release"}
+var frequencyOpNames = [...]string{FrequencyTake: "take", FrequencyHold: "hold", FrequencyCount: "count", FrequencyRelease: "release",
+	FrequencyCancel: "cancel"}
 
 // String is the op's name.
 func (op FrequencyOp) String() string {
-	if op < FrequencyTake || op > FrequencyRelease {
+	if op < FrequencyTake || op > FrequencyCancel {
 		return "op(" + strconv.Itoa(int(op)) + ")"
 	}
 	return frequencyOpNames[op]
@@ -116,7 +123,7 @@ type FrequencyUpdate struct {
 }
 
 // ValidateFrequencyUpdate checks u: EINVALID unless its op is one of the
-// four, its visitor 1 to MaxObjectIDLength bytes, its line item an id, its
+// five, its visitor 1 to MaxObjectIDLength bytes, its line item an id, its
 // caps 1 to MaxFrequencyCaps caps of positive Impressions and a Per from a
 // microsecond to MaxFrequencyWindow, its bid an id (or empty for a take),
 // its Now set, and a hold's Until after Now by at most MaxFrequencyHold.
@@ -124,8 +131,8 @@ func ValidateFrequencyUpdate(u *FrequencyUpdate) error {
 	switch {
 	case u == nil:
 		return Errorf(EINVALID, "no frequency update")
-	case u.Op < FrequencyTake || u.Op > FrequencyRelease:
-		return Errorf(EINVALID, "frequency op %d is not take, hold, count or release", u.Op)
+	case u.Op < FrequencyTake || u.Op > FrequencyCancel:
+		return Errorf(EINVALID, "frequency op %d is not take, hold, count, release or cancel", u.Op)
 	case u.Visitor == "" || len(u.Visitor) > MaxObjectIDLength:
 		return Errorf(EINVALID, "a visitor of %d bytes is not 1 to %d", len(u.Visitor), MaxObjectIDLength)
 	case !validOutcomeID(u.LineItem):
@@ -170,6 +177,13 @@ func ValidateVisitor(visitor string) error {
 		return Errorf(EINVALID, "a visitor of %d bytes is not 1 to %d", len(visitor), MaxObjectIDLength)
 	}
 	return nil
+}
+
+// Adds reports whether u's op adds an entry when it answers true (a take,
+// a hold, a count): a store then keeps the visitor's record until
+// u.Expires at least. A release or a cancel only ends one.
+func (u *FrequencyUpdate) Adds() bool {
+	return u.Op == FrequencyTake || u.Op == FrequencyHold || u.Op == FrequencyCount
 }
 
 // Expires is when what u adds stops mattering, in Unix microseconds: the
@@ -313,6 +327,9 @@ func ApplyFrequency(entries []FrequencyEntry, u *FrequencyUpdate) ([]FrequencyEn
 			}
 		case !e.Hold && u.Bid != "" && e.ID == u.Bid:
 			counted = true
+			if u.Op == FrequencyCancel {
+				continue
+			}
 		}
 		entries[n] = e
 		n++
@@ -340,6 +357,8 @@ func ApplyFrequency(entries []FrequencyEntry, u *FrequencyUpdate) ([]FrequencyEn
 		return append(entries, FrequencyEntry{At: now, ID: u.Bid}), true
 	case FrequencyRelease:
 		return entries, held
+	case FrequencyCancel:
+		return entries, counted
 	}
 	return entries, false
 }

@@ -290,23 +290,26 @@ func (ex *capExchange) check(t *testing.T) {
 }
 
 // faultProxy is a TCP proxy to a Redis whose answers fail as real ones
-// do while armed: every 4th hold of a frequency cap is answered 1.5 s late
-// (Redis makes it at once, the answer waits, and every answer after it on
-// the connection), and every 3rd count and every 8th release is refused
-// unmade (its script's key count made unreadable: Redis answers an error
-// and runs nothing); each kind at most 6 times. It never closes a
-// connection: the client's own reconnection is not what is tested.
+// do while armed: every 4th hold and every 4th take of a frequency cap is
+// answered 1.5 s late (Redis makes it at once, the answer waits, and every
+// answer after it on the connection), and every 3rd count and every 8th
+// release is refused unmade (its script's key count made unreadable: Redis
+// answers an error and runs nothing); each kind at most 6 times. It never
+// closes a connection: the client's own reconnection is not what is
+// tested.
 type faultProxy struct {
 	addr                   string
 	armed                  atomic.Bool
-	seen                   [3]atomic.Int64 // holds, counts, releases seen while armed
+	seen                   [4]atomic.Int64 // holds, counts, releases, takes seen while armed
 	late, counts, releases atomic.Int64    // faults made
+	lateTakes              atomic.Int64
 }
 
 // The frequency script's op argument of each kind, as Redis reads it, and
 // the key count before it (EVALSHA sha 1 key op ...).
 var (
-	faultOps     = [3][]byte{[]byte("\r\n$1\r\nh\r\n"), []byte("\r\n$1\r\nc\r\n"), []byte("\r\n$1\r\nr\r\n")}
+	faultOps = [4][]byte{[]byte("\r\n$1\r\nh\r\n"), []byte("\r\n$1\r\nc\r\n"), []byte("\r\n$1\r\nr\r\n"),
+		[]byte("\r\n$1\r\nt\r\n")}
 	faultNumKeys = []byte("\r\n$1\r\n1\r\n")
 )
 
@@ -342,14 +345,14 @@ func (px *faultProxy) fault(chunk []byte) (late bool) {
 	if !px.armed.Load() {
 		return false
 	}
-	every := [3]int64{4, 3, 8}
-	made := [3]*atomic.Int64{&px.late, &px.counts, &px.releases}
+	every := [4]int64{4, 3, 8, 4}
+	made := [4]*atomic.Int64{&px.late, &px.counts, &px.releases, &px.lateTakes}
 	for k, op := range faultOps {
 		i := bytes.Index(chunk, op)
 		if i < 0 || px.seen[k].Add(1)%every[k] != 0 || made[k].Load() >= 6 {
 			continue
 		}
-		if k == 0 {
+		if k == 0 || k == 3 {
 			made[k].Add(1)
 			late = true
 			continue

@@ -40,8 +40,8 @@ type Options struct {
 	LogEvery time.Duration
 	// Pending bounds the updates of frequency caps the store did not take
 	// when asked, kept and sent again until it does (a win's count, a
-	// loss's release, the release of a hold that may have landed after its
-	// request gave up; DefaultPending when zero): past it, the newest are
+	// loss's release, the release of a hold or the cancel of a take that
+	// may have landed after its request gave up; DefaultPending when zero): past it, the newest are
 	// lost, counted (Counters.Stats) and logged.
 	Pending int
 }
@@ -199,6 +199,13 @@ func (c *Counters) checkCap(l *decision.Line, req *decision.Request, now time.Ti
 // the request's deadline (req.Context): every cap of one request shares
 // its budget. Only a request without one gets the timeout of Options. The
 // request's record, if it has one, is filled in the same call.
+//
+// A take the store cannot answer in time may still be made (its answer
+// late): the line item does not serve, so that impression, never shown,
+// would count against the visitor's caps for their whole window. A take
+// that names its decision (req.Reserve) is then cancelled, sent and sent
+// again as a release is, until the store takes the cancel or the
+// impression falls out of every window.
 func (c *Counters) takeCap(l *decision.Line, req *decision.Request, slot int, now time.Time) bool {
 	u := tsubame.FrequencyUpdate{Op: tsubame.FrequencyTake, Visitor: req.User, LineItem: l.ID, Caps: l.Frequency, Now: now}
 	if slot < len(req.Reserve) {
@@ -212,6 +219,13 @@ func (c *Counters) takeCap(l *decision.Line, req *decision.Request, slot int, no
 			rec.Read, rec.Failed = true, true
 		}
 		c.failed("take", l.ID, err)
+		if u.Bid != "" && tsubame.ErrorCode(err) != tsubame.EINVALID {
+			// As a late hold's release, the cancel waits a retry's time
+			// for the take, which may still be on its way.
+			x := u
+			x.Op = tsubame.FrequencyCancel
+			c.keep(x, now.Add(time.Duration(tsubame.LongestFrequencyWindow(u.Caps))*time.Microsecond), time.Now().Add(retryTimeout))
+		}
 		return false
 	}
 	c.answered()

@@ -110,7 +110,11 @@
 // timeout is a refusal, counted by Counters.Errors and logged at most once
 // per Options.LogEvery; a request whose read failed refuses its other
 // capped line items without asking again). Line items without caps never
-// ask the store and go on serving through any of this.
+// ask the store and go on serving through any of this. What the store may
+// have made all the same, answering late, is undone: a hold is released,
+// a decision's take cancelled (by its decision's id), each sent again until
+// the store takes it, as are the counts and releases of notices it missed
+// (retry.go).
 //
 // It imports the domain and the decision engine only: never the listeners
 // (server, admin), config, the store backends or cmd (arch_test.go).

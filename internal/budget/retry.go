@@ -33,11 +33,12 @@ type pendingUpdate struct {
 }
 
 // retries keeps the cap updates the store did not take when asked (a
-// win's count, a loss's release, the release of a hold that may have
-// landed after its request gave up) and sends them again until it does:
-// a count lost would let the visitor past its cap once the bid's hold
-// ends, a release lost would keep the visitor under it for the hold's
-// whole reservation. One goroutine sends them while any wait, in turns:
+// win's count, a loss's release, the release of a hold or the cancel of a
+// take that may have landed after its request gave up) and sends them
+// again until it does: a count lost would let the visitor past its cap
+// once the bid's hold ends, a release lost would keep the visitor under
+// it for the hold's whole reservation, a cancel lost for the window of
+// an impression never shown. One goroutine sends them while any wait, in turns:
 // one the store refuses goes to the back, so that one it cannot take (a
 // cluster's master down) does not hold back the others, and the sender
 // pauses only after a turn in which the store took none.
@@ -45,7 +46,7 @@ type retries struct {
 	mu       sync.Mutex
 	queue    []pendingUpdate
 	sending  int // the update the sender took from the queue: 1 while it is out
-	releases int // the updates kept, that one out included, that are not counts
+	releases int // the updates kept, that one out included, that are not counts (releases, cancels)
 	max      int
 	running  bool
 	stopping bool      // Close was called
@@ -74,11 +75,11 @@ func (r *retries) init(max int) {
 // keep keeps u to send again, copying its strings (a caller's may view
 // memory it reuses), not before after, until the store takes it or, when
 // until is set, its time passes (measured from u.Now). It reports false
-// when u was not kept: the queue is full, or closed. Releases fill at most
-// half of it: a store that hangs times out every bid's hold, each kept as
-// a release, and these must not crowd out the counts of wins (a count lost
-// lets a visitor past its cap, a release lost only holds it under until
-// the hold ends).
+// when u was not kept: the queue is full, or closed. Releases (and
+// cancels) fill at most half of it: a store that hangs times out every
+// bid's hold, each kept as a release, and these must not crowd out the
+// counts of wins (a count lost lets a visitor past its cap, a release lost
+// only holds it under until the hold ends).
 func (c *Counters) keep(u tsubame.FrequencyUpdate, until, after time.Time) bool {
 	r := &c.retries
 	u.Visitor, u.Bid = strings.Clone(u.Visitor), strings.Clone(u.Bid)

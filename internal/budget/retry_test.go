@@ -3,6 +3,8 @@ package budget_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,9 +25,19 @@ type flaky struct {
 	fail  map[tsubame.FrequencyOp]bool
 	only  atomic.Pointer[string] // when set, only this visitor's updates fail (its cluster master down)
 	calls atomic.Int64           // updates refused
+	// late, when set, picks updates the store makes but answers too late:
+	// the caller sees an error.
+	late func(u *tsubame.FrequencyUpdate) bool
 }
 
 func (s *flaky) Update(ctx context.Context, u *tsubame.FrequencyUpdate, rec *tsubame.FrequencyRecord) (bool, error) {
+	if s.late != nil && s.late(u) {
+		s.calls.Add(1)
+		if _, err := s.FrequencyCounter.Update(ctx, u, nil); err != nil {
+			return false, err
+		}
+		return false, tsubame.Errorf(tsubame.EUNAVAILABLE, "the store answered after the deadline")
+	}
 	if s.down.Load() && s.fail[u.Op] && (s.only.Load() == nil || *s.only.Load() == u.Visitor) {
 		s.calls.Add(1)
 		return false, tsubame.Errorf(tsubame.EUNAVAILABLE, "the store is down")
@@ -265,5 +277,73 @@ func TestCloseSendsWhatWaits(t *testing.T) {
 	}
 	if imps, _ := entries(t, st, "u-1", capped.ID); len(imps) != 3 {
 		t.Fatalf("the store holds %v, want 3 impressions", imps)
+	}
+}
+
+// A take the store made but answered too late (the line item did not
+// serve) is cancelled: the impression never shown stops counting, and
+// every visitor is served exactly its cap, from concurrent requests, the
+// late ones included. Without the cancel a visitor would be served one
+// less for each late take that landed under its cap.
+func TestALateTakeIsCancelled(t *testing.T) {
+	st, fl, c, capped := flakyCounters(t, budget.Options{})
+	const visitors, streams, tries = 12, 3, 4
+	fl.late = func(u *tsubame.FrequencyUpdate) bool {
+		return u.Op == tsubame.FrequencyTake && strings.HasSuffix(u.Bid, "-late")
+	}
+	var mu sync.Mutex
+	served := map[string][]string{}
+	request := func(visitor, id string) bool {
+		rec := &tsubame.FrequencyRecord{}
+		req := &decision.Request{User: visitor, Reserve: []string{id}, Frequency: rec}
+		if !c.Allow(capped, req, 0, time.Now()) {
+			return false
+		}
+		mu.Lock()
+		served[visitor] = append(served[visitor], id)
+		mu.Unlock()
+		return true
+	}
+	var wg sync.WaitGroup
+	lates := 0
+	for v := range visitors {
+		visitor := fmt.Sprint("u-", v)
+		lates++
+		if request(visitor, visitor+"-first-late") { // lands under the cap, for certain
+			t.Fatal("a late take served")
+		}
+		for s := range streams {
+			wg.Go(func() {
+				for i := range tries {
+					id := fmt.Sprintf("%s-%d-%d", visitor, s, i)
+					if i == 1 {
+						id += "-late"
+					}
+					request(visitor, id)
+				}
+			})
+			lates++
+		}
+	}
+	wg.Wait()
+	waitFor(t, "every late take cancelled", func() bool { return c.Stats().Pending == 0 })
+	if r := c.Stats(); r.Sent != uint64(lates) || r.Dropped != 0 {
+		t.Fatalf("%+v, want the %d late takes' cancels sent", r, lates)
+	}
+	// Whatever the late takes refused while they counted, each visitor now
+	// gets its cap, and no more.
+	for v := range visitors {
+		visitor := fmt.Sprint("u-", v)
+		for i := 0; request(visitor, fmt.Sprintf("%s-after-%d", visitor, i)); i++ {
+		}
+		imps, holds := entries(t, st, visitor, capped.ID)
+		slices.Sort(imps)
+		got := slices.Sorted(slices.Values(served[visitor]))
+		if len(got) != 3 || !slices.Equal(imps, got) || len(holds) != 0 {
+			t.Errorf("%s served %v; the store counts %v and holds %v; want 3 served, each counted once", visitor, got, imps, holds)
+		}
+	}
+	if err := c.Close(t.Context()); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -44,8 +44,8 @@ type Ads struct {
 	// line item not counted by then does not serve.
 	CapsTimeout time.Duration `koanf:"caps_timeout"`
 	// CapsPending bounds the updates of frequency caps the store did not
-	// take when asked (a win's count, a loss's release), kept and sent
-	// again until it does.
+	// take when asked (a win's count, a loss's release, a late count's
+	// cancel), kept and sent again until it does.
 	CapsPending int `koanf:"caps_pending"`
 	// CORSOrigins are the page origins allowed to read /api/decide's
 	// answers (with the visitor cookie), or "*" alone for every page

@@ -154,7 +154,7 @@ func (s *Store) Update(ctx context.Context, u *tsubame.FrequencyUpdate, rec *tsu
 		if len(rec.Lines[i].Entries) == 0 {
 			rec.Lines = append(rec.Lines[:i], rec.Lines[i+1:]...)
 		}
-		if ok && u.Op != tsubame.FrequencyRelease {
+		if ok && u.Adds() {
 			expires = max(expires, u.Expires())
 		}
 		if len(rec.Lines) == 0 {

@@ -127,7 +127,7 @@ func (f *frequencies) update(u *tsubame.FrequencyUpdate, rec *tsubame.FrequencyR
 	if len(v.lines[i].Entries) == 0 {
 		v.lines = append(v.lines[:i], v.lines[i+1:]...)
 	}
-	if ok && u.Op != tsubame.FrequencyRelease {
+	if ok && u.Adds() {
 		v.expires = max(v.expires, u.Expires())
 	}
 	now := u.Now.UnixMicro()

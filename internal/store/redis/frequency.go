@@ -14,17 +14,17 @@ var _ tsubame.FrequencyCounter = (*Store)(nil)
 // updateFrequency is Update on one hash, KEYS[1], the visitor's record:
 // a field per line item, its value the entries as
 // tsubame.AppendFrequencyEntries writes them. ARGV: 1 the op (t take, h
-// hold, c count, r release), 2 the line item, 3 now, 4 the entry the op
-// adds, 5 the bid ("" for none), 6 the time at or before which impressions
-// are dropped (now less the longest window), 7 the milliseconds the key
-// must live at least after a change that adds (the longest window, or a
-// hold's end), 8 "1" to return the whole record, then from 9 pairs of a
-// cap's impressions and its window's exclusive start (now less the
-// window). It does what tsubame.ApplyFrequency does — the conformance
-// suite holds both to it — and returns {answer} or {answer, record}.
-// Times are passed as strings and never computed or printed in Lua (its
-// numbers print with 14 digits); compared as doubles they are exact until
-// the year 2255.
+// hold, c count, r release, x cancel), 2 the line item, 3 now, 4 the
+// entry the op adds, 5 the bid ("" for none), 6 the time at or before
+// which impressions are dropped (now less the longest window), 7 the
+// milliseconds the key must live at least after a change that adds (the
+// longest window, or a hold's end), 8 "1" to return the whole record, then
+// from 9 pairs of a cap's impressions and its window's exclusive start
+// (now less the window). It does what tsubame.ApplyFrequency does — the
+// conformance suite holds both to it — and returns {answer} or {answer,
+// record}. Times are passed as strings and never computed or printed in
+// Lua (its numbers print with 14 digits); compared as doubles they are
+// exact until the year 2255.
 var updateFrequency = rueidis.NewLuaScript(`
 local op, bid = ARGV[1], ARGV[5]
 local now, drop = tonumber(ARGV[3]), tonumber(ARGV[6])
@@ -47,8 +47,10 @@ if v then
       if keep then holds = holds + 1 end
     elseif at <= drop then
       keep = false
+    elseif bid ~= '' and id == bid then
+      counted = true
+      if op == 'x' then keep = false else imps[#imps + 1] = at end
     else
-      if bid ~= '' and id == bid then counted = true end
       imps[#imps + 1] = at
     end
     if keep then kept[#kept + 1] = e end
@@ -74,13 +76,15 @@ elseif op == 'c' then
   if not counted then kept[#kept + 1] = ARGV[4]; ok = 1 end
 elseif op == 'r' then
   if held then ok = 1 end
+elseif op == 'x' then
+  if counted then ok = 1 end
 end
 if #kept == 0 then
   redis.call('HDEL', KEYS[1], ARGV[2])
 else
   redis.call('HSET', KEYS[1], ARGV[2], table.concat(kept, ' '))
 end
-if ok == 1 and op ~= 'r' then
+if ok == 1 and op ~= 'r' and op ~= 'x' then
   local ttl = redis.call('PTTL', KEYS[1])
   if ttl == -1 or (ttl >= 0 and ttl < tonumber(ARGV[7])) then redis.call('PEXPIRE', KEYS[1], ARGV[7]) end
 end
@@ -88,7 +92,7 @@ if ARGV[8] == '1' then return {ok, redis.call('HGETALL', KEYS[1])} end
 return {ok}`)
 
 var frequencyOps = [...]string{tsubame.FrequencyTake: "t", tsubame.FrequencyHold: "h", tsubame.FrequencyCount: "c",
-	tsubame.FrequencyRelease: "r"}
+	tsubame.FrequencyRelease: "r", tsubame.FrequencyCancel: "x"}
 
 func (s *Store) frequencyKey(visitor string) string { return s.opt.KeyPrefix + "fv:" + visitor }
 

@@ -34,6 +34,7 @@ func RunFrequency(t *testing.T, open func(t *testing.T) (a, b, c tsubame.Frequen
 		{"UpdateReadsInTheSameCall", testFrequencyUpdateReads},
 		{"HoldCountRelease", testFrequencyHolds},
 		{"HoldEndsByItself", testFrequencyHoldEnds},
+		{"CancelEndsATake", testFrequencyCancel},
 		{"RejectsInvalid", testFrequencyInvalid},
 		{"CancelledNeverTrue", testFrequencyCancelled},
 		{"ExactlyTheCapUnderRace", testFrequencyRace},
@@ -352,6 +353,63 @@ func testFrequencyHolds(t *testing.T, fcs []tsubame.FrequencyCounter) {
 	}
 }
 
+// A cancel ends the impression of its take, and only that one: not an
+// impression of another decision, of another line item or visitor, nor a
+// hold of the same id; a cancel of a take never made, or cancelled before,
+// changes nothing. Each step goes through another handle.
+func testFrequencyCancel(t *testing.T, fcs []tsubame.FrequencyCounter) {
+	cs := caps(2, time.Hour)
+	t0 := frequencyStart
+	for i, st := range []struct {
+		op        tsubame.FrequencyOp
+		line, bid string
+		at        time.Duration
+		want      bool
+	}{
+		{tsubame.FrequencyTake, "li-x", "d1", 0, true},
+		{tsubame.FrequencyTake, "li-x", "d2", time.Second, true},
+		{tsubame.FrequencyTake, "li-y", "d2", time.Second, true},
+		{tsubame.FrequencyTake, "li-x", "d3", 2 * time.Second, false},
+		{tsubame.FrequencyCancel, "li-x", "d2", time.Second, true}, // at its take's time
+		{tsubame.FrequencyCancel, "li-x", "d2", 3 * time.Second, false},
+		{tsubame.FrequencyCancel, "li-x", "d9", 3 * time.Second, false},
+		{tsubame.FrequencyTake, "li-x", "d3", 4 * time.Second, true},
+		{tsubame.FrequencyTake, "li-x", "d4", 4 * time.Second, false},
+		{tsubame.FrequencyHold, "li-z", "d5", 5 * time.Second, true},
+		{tsubame.FrequencyCancel, "li-z", "d5", 5 * time.Second, false}, // a hold is released, not cancelled
+		{tsubame.FrequencyTake, "li-z", "d6", 6 * time.Second, true},
+		{tsubame.FrequencyCancel, "li-z", "d6", 6 * time.Second, true},
+		{tsubame.FrequencyRelease, "li-z", "d5", 7 * time.Second, true},
+	} {
+		u := tsubame.FrequencyUpdate{Op: st.op, Visitor: "u-x", LineItem: st.line, Caps: cs, Bid: st.bid, Now: t0.Add(st.at),
+			Until: t0.Add(st.at + time.Minute)}
+		if got := update(t, fcs[i%3], u); got != st.want {
+			t.Fatalf("step %d: %s of %s's %s at +%v = %v, want %v", i, st.op, st.line, st.bid, st.at, got, st.want)
+		}
+	}
+	rec := read(t, fcs[0], "u-x")
+	ids := func(line string) (ids []string) {
+		for _, e := range rec.Entries(line) {
+			ids = append(ids, e.ID)
+		}
+		return ids
+	}
+	if x, y := ids("li-x"), ids("li-y"); !slices.Equal(x, []string{"d1", "d3"}) || !slices.Equal(y, []string{"d2"}) {
+		t.Fatalf("li-x's impressions %v, li-y's %v; want d1 and d3, d2", x, y)
+	}
+	if z := rec.Entries("li-z"); len(z) != 0 || len(rec.Lines) != 2 {
+		t.Fatalf("li-z's entries %v (of %d lines) after its take was cancelled and its hold released; want none", z, len(rec.Lines))
+	}
+	// The other visitor is untouched by a cancel of the same ids.
+	if !take(t, fcs[1], "u-x2", "li-x", cs, t0) || !update(t, fcs[2], tsubame.FrequencyUpdate{Op: tsubame.FrequencyTake,
+		Visitor: "u-x2", LineItem: "li-x", Caps: cs, Bid: "d1", Now: t0}) {
+		t.Fatal("another visitor's takes refused")
+	}
+	if e := read(t, fcs[2], "u-x2").Entries("li-x"); len(e) != 2 {
+		t.Fatalf("u-x2's impressions %v, want 2", e)
+	}
+}
+
 // A hold nobody ends stops counting at its Until.
 func testFrequencyHoldEnds(t *testing.T, fcs []tsubame.FrequencyCounter) {
 	cs := caps(1, time.Hour)
@@ -382,6 +440,8 @@ func testFrequencyInvalid(t *testing.T, fcs []tsubame.FrequencyCounter) {
 		func(u *tsubame.FrequencyUpdate) { u.Caps = caps(1, tsubame.MaxFrequencyWindow+time.Second) },
 		func(u *tsubame.FrequencyUpdate) { u.Op = tsubame.FrequencyHold }, // no bid, no end
 		func(u *tsubame.FrequencyUpdate) { u.Op, u.Bid = tsubame.FrequencyCount, "b 1" },
+		func(u *tsubame.FrequencyUpdate) { u.Op = tsubame.FrequencyCancel }, // no bid
+		func(u *tsubame.FrequencyUpdate) { u.Op = tsubame.FrequencyCancel + 1 },
 	} {
 		u := valid
 		change(&u)
