@@ -205,26 +205,37 @@ func (c *Counters) checkCap(l *decision.Line, req *decision.Request, now time.Ti
 // would count against the visitor's caps for their whole window. A take
 // that names its decision (req.Reserve) is then cancelled, sent and sent
 // again as a release is, until the store takes the cancel or the
-// impression falls out of every window.
+// impression falls out of every window (a day at most). Cancels fill at
+// most a quarter of the updates kept: a store that is down fails every
+// take of every decision, and their cancels must leave room for the
+// bidder's releases and counts.
 func (c *Counters) takeCap(l *decision.Line, req *decision.Request, slot int, now time.Time) bool {
 	u := tsubame.FrequencyUpdate{Op: tsubame.FrequencyTake, Visitor: req.User, LineItem: l.ID, Caps: l.Frequency, Now: now}
 	if slot < len(req.Reserve) {
 		u.Bid = req.Reserve[slot]
 	}
 	ctx, cancel := c.context(req.Context)
-	ok, err := c.freq.Update(ctx, &u, req.Frequency)
+	// A take is not sent past the request's deadline (the draws before it
+	// spent it): the store never sees it, and nothing is to be cancelled.
+	err := ctx.Err()
+	sent, ok := err == nil, false
+	if sent {
+		ok, err = c.freq.Update(ctx, &u, req.Frequency)
+	}
 	cancel()
 	if err != nil {
 		if rec := req.Frequency; rec != nil {
 			rec.Read, rec.Failed = true, true
 		}
 		c.failed("take", l.ID, err)
-		if u.Bid != "" && tsubame.ErrorCode(err) != tsubame.EINVALID {
+		if sent && u.Bid != "" && tsubame.ErrorCode(err) != tsubame.EINVALID {
 			// As a late hold's release, the cancel waits a retry's time
-			// for the take, which may still be on its way.
+			// for the take, which may still be on its way; it lasts as
+			// long as the impression counts, a day at most.
 			x := u
 			x.Op = tsubame.FrequencyCancel
-			c.keep(x, now.Add(time.Duration(tsubame.LongestFrequencyWindow(u.Caps))*time.Microsecond), time.Now().Add(retryTimeout))
+			lasts := min(time.Duration(tsubame.LongestFrequencyWindow(u.Caps))*time.Microsecond, tsubame.MaxFrequencyHold)
+			c.keep(x, now.Add(lasts), time.Now().Add(retryTimeout))
 		}
 		return false
 	}

@@ -47,6 +47,7 @@ type retries struct {
 	queue    []pendingUpdate
 	sending  int // the update the sender took from the queue: 1 while it is out
 	releases int // the updates kept, that one out included, that are not counts (releases, cancels)
+	cancels  int // those of them that are cancels
 	max      int
 	running  bool
 	stopping bool      // Close was called
@@ -75,17 +76,20 @@ func (r *retries) init(max int) {
 // keep keeps u to send again, copying its strings (a caller's may view
 // memory it reuses), not before after, until the store takes it or, when
 // until is set, its time passes (measured from u.Now). It reports false
-// when u was not kept: the queue is full, or closed. Releases (and
-// cancels) fill at most half of it: a store that hangs times out every
-// bid's hold, each kept as a release, and these must not crowd out the
-// counts of wins (a count lost lets a visitor past its cap, a release lost
-// only holds it under until the hold ends).
+// when u was not kept: the queue is full, or closed. Releases and cancels
+// fill at most half of it, cancels at most a quarter: a store that hangs
+// times out every bid's hold and every decision's take, each kept as a
+// release or a cancel, and these must not crowd out the counts of wins (a
+// count lost lets a visitor past its cap, a release or a cancel lost only
+// holds it under), nor the takes of /api/decide's traffic the bidder's
+// releases.
 func (c *Counters) keep(u tsubame.FrequencyUpdate, until, after time.Time) bool {
 	r := &c.retries
 	u.Visitor, u.Bid = strings.Clone(u.Visitor), strings.Clone(u.Bid)
-	release := u.Op != tsubame.FrequencyCount
+	release, cancel := u.Op != tsubame.FrequencyCount, u.Op == tsubame.FrequencyCancel
 	r.mu.Lock()
-	if r.closed || len(r.queue)+r.sending >= r.max || release && r.releases >= max(r.max/2, 1) {
+	if r.closed || len(r.queue)+r.sending >= r.max || release && r.releases >= max(r.max/2, 1) ||
+		cancel && r.cancels >= max(r.max/4, 1) {
 		r.dropped++
 		n, now := r.dropped, time.Now()
 		logIt := !r.closed && now.Sub(r.logged) >= time.Duration(c.logEvery)
@@ -107,6 +111,9 @@ func (c *Counters) keep(u tsubame.FrequencyUpdate, until, after time.Time) bool 
 	if release {
 		r.releases++
 	}
+	if cancel {
+		r.cancels++
+	}
 	start := !r.running
 	r.running = true
 	r.mu.Unlock()
@@ -127,8 +134,10 @@ func (c *Counters) sendRetries() {
 		turn := len(r.queue)
 		r.mu.Unlock()
 		// Once the server stops, every update is tried once more at
-		// once, not yet due or not, and the sender gives up after a turn
-		// the store refused any of.
+		// once, due or not (a release or a cancel still waits out the
+		// second its hold or take may be on its way for, or until Close
+		// gives up), and the sender gives up after a turn the store
+		// refused any of.
 		closing := false
 		select {
 		case <-r.closing:
@@ -142,12 +151,21 @@ func (c *Counters) sendRetries() {
 				break
 			}
 			now := time.Now()
-			if !closing && now.Before(p.after) {
-				if early.IsZero() || p.after.Before(early) {
-					early = p.after
+			if now.Before(p.after) {
+				if !closing {
+					if early.IsZero() || p.after.Before(early) {
+						early = p.after
+					}
+					r.requeue(p)
+					continue
 				}
-				r.requeue(p)
-				continue
+				t := time.NewTimer(p.after.Sub(now))
+				select {
+				case <-t.C:
+				case <-r.stop.Done():
+					t.Stop()
+				}
+				now = time.Now()
 			}
 			ended := p.lasts > 0 && now.Sub(p.kept) > p.lasts
 			var err error
@@ -170,6 +188,9 @@ func (c *Counters) sendRetries() {
 			r.sending = 0
 			if p.u.Op != tsubame.FrequencyCount {
 				r.releases--
+			}
+			if p.u.Op == tsubame.FrequencyCancel {
+				r.cancels--
 			}
 			switch {
 			case invalid:
@@ -266,10 +287,11 @@ func (c *Counters) Stats() CapStats {
 }
 
 // Close sends at once the cap updates waiting to be sent again, each once
-// more whether due or not, and waits while the store takes them, until
-// none is left, a turn ends in which the store refused one, or ctx ends;
-// then it sends no more, and those left are lost
-// (counted in CapStats.Dropped and logged). Updates that fail after Close
+// more whether due or not (a release or a cancel kept less than a second
+// ago when its hold's or take's answer came late first waits out that
+// second), and waits while the store takes them, until none is left, a
+// turn ends in which the store refused one, or ctx ends; then it sends no
+// more, and those left are lost (counted in CapStats.Dropped and logged). Updates that fail after Close
 // are not kept. A server calls it when it stops, before closing its store.
 func (c *Counters) Close(ctx context.Context) error {
 	r := &c.retries
@@ -295,7 +317,7 @@ func (c *Counters) Close(ctx context.Context) error {
 	r.closed = true
 	left := len(r.queue)
 	r.dropped += uint64(left)
-	r.queue, r.releases = nil, 0
+	r.queue, r.releases, r.cancels = nil, 0, 0
 	r.mu.Unlock()
 	r.cancel()
 	if left > 0 {

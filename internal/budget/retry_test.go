@@ -25,17 +25,23 @@ type flaky struct {
 	fail  map[tsubame.FrequencyOp]bool
 	only  atomic.Pointer[string] // when set, only this visitor's updates fail (its cluster master down)
 	calls atomic.Int64           // updates refused
-	// late, when set, picks updates the store makes but answers too late:
-	// the caller sees an error.
-	late func(u *tsubame.FrequencyUpdate) bool
+	// late, when set, picks updates the store makes after the caller gave
+	// up on them: the caller sees an error, and the store makes the update
+	// lateBy later (it was on its way on a slow connection).
+	late     func(u *tsubame.FrequencyUpdate) bool
+	lateBy   time.Duration
+	arriving sync.WaitGroup
 }
 
 func (s *flaky) Update(ctx context.Context, u *tsubame.FrequencyUpdate, rec *tsubame.FrequencyRecord) (bool, error) {
 	if s.late != nil && s.late(u) {
 		s.calls.Add(1)
-		if _, err := s.FrequencyCounter.Update(ctx, u, nil); err != nil {
-			return false, err
-		}
+		late := *u
+		late.Visitor, late.Bid = strings.Clone(u.Visitor), strings.Clone(u.Bid)
+		s.arriving.Go(func() {
+			time.Sleep(s.lateBy)
+			s.FrequencyCounter.Update(context.Background(), &late, nil)
+		})
 		return false, tsubame.Errorf(tsubame.EUNAVAILABLE, "the store answered after the deadline")
 	}
 	if s.down.Load() && s.fail[u.Op] && (s.only.Load() == nil || *s.only.Load() == u.Visitor) {
@@ -280,17 +286,20 @@ func TestCloseSendsWhatWaits(t *testing.T) {
 	}
 }
 
-// A take the store made but answered too late (the line item did not
-// serve) is cancelled: the impression never shown stops counting, and
-// every visitor is served exactly its cap, from concurrent requests, the
-// late ones included. Without the cancel a visitor would be served one
-// less for each late take that landed under its cap.
+// A take the store made after its request gave up (the line item did not
+// serve; the take reached the store 200 ms after) is cancelled: the
+// impression never shown stops counting, and every visitor is served
+// exactly its cap, from concurrent requests, the late ones included.
+// Without the cancel a visitor would be served one less for each late
+// take that landed under its cap; with a cancel sent at once, it would
+// find nothing to end.
 func TestALateTakeIsCancelled(t *testing.T) {
 	st, fl, c, capped := flakyCounters(t, budget.Options{})
 	const visitors, streams, tries = 12, 3, 4
 	fl.late = func(u *tsubame.FrequencyUpdate) bool {
 		return u.Op == tsubame.FrequencyTake && strings.HasSuffix(u.Bid, "-late")
 	}
+	fl.lateBy = 200 * time.Millisecond
 	var mu sync.Mutex
 	served := map[string][]string{}
 	request := func(visitor, id string) bool {
@@ -312,6 +321,7 @@ func TestALateTakeIsCancelled(t *testing.T) {
 		if request(visitor, visitor+"-first-late") { // lands under the cap, for certain
 			t.Fatal("a late take served")
 		}
+		fl.arriving.Wait()
 		for s := range streams {
 			wg.Go(func() {
 				for i := range tries {
@@ -327,6 +337,7 @@ func TestALateTakeIsCancelled(t *testing.T) {
 	}
 	wg.Wait()
 	waitFor(t, "every late take cancelled", func() bool { return c.Stats().Pending == 0 })
+	fl.arriving.Wait()
 	if r := c.Stats(); r.Sent != uint64(lates) || r.Dropped != 0 {
 		t.Fatalf("%+v, want the %d late takes' cancels sent", r, lates)
 	}
@@ -346,4 +357,47 @@ func TestALateTakeIsCancelled(t *testing.T) {
 	if err := c.Close(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Cancels take at most a quarter of the updates kept (the store down fails
+// every capped decision), releases and cancels half, counts the rest; a
+// take whose request's deadline has passed is not sent, and keeps no
+// cancel.
+func TestCancelsTakeAQuarter(t *testing.T) {
+	_, fl, c, capped := flakyCounters(t, budget.Options{Pending: 8}, tsubame.FrequencyTake, tsubame.FrequencyCancel,
+		tsubame.FrequencyRelease, tsubame.FrequencyCount)
+	now := time.Now()
+	fl.down.Store(true)
+	for i := range 3 {
+		if c.Allow(capped, &decision.Request{User: "u-1", Reserve: []string{fmt.Sprint("d-", i)}}, 0, now) {
+			t.Fatal("a take the store refused served")
+		}
+	}
+	if r := c.Stats(); r.Pending != 2 || r.Dropped != 1 {
+		t.Fatalf("3 takes failed: %+v, want 2 cancels kept, 1 dropped", r)
+	}
+	for i := range 3 {
+		c.ReleaseCap(t.Context(), capped, "u-1", fmt.Sprint("lost-", i), now, time.Time{})
+	}
+	if r := c.Stats(); r.Pending != 4 || r.Dropped != 2 {
+		t.Fatalf("then 3 releases: %+v, want 4 kept (2 releases), 2 dropped", r)
+	}
+	for i := range 5 {
+		c.CountCap(t.Context(), capped, "u-1", fmt.Sprint("won-", i), now)
+	}
+	if r := c.Stats(); r.Pending != 8 || r.Dropped != 3 {
+		t.Fatalf("then 5 counts: %+v, want 8 kept (4 counts), 3 dropped", r)
+	}
+	calls := fl.calls.Load()
+	spent, cancel := context.WithCancel(t.Context())
+	cancel()
+	if c.Allow(capped, &decision.Request{User: "u-2", Reserve: []string{"d-spent"}, Context: spent}, 0, now) {
+		t.Fatal("a take past its deadline served")
+	}
+	if r := c.Stats(); r.Dropped != 3 || fl.calls.Load() != calls {
+		t.Fatalf("a take past its deadline: %+v, %d store calls more; want none sent, nothing kept", r, fl.calls.Load()-calls)
+	}
+	ctx, stop := context.WithTimeout(t.Context(), time.Minute)
+	defer stop()
+	c.Close(ctx)
 }

@@ -400,13 +400,19 @@ func testFrequencyCancel(t *testing.T, fcs []tsubame.FrequencyCounter) {
 	if z := rec.Entries("li-z"); len(z) != 0 || len(rec.Lines) != 2 {
 		t.Fatalf("li-z's entries %v (of %d lines) after its take was cancelled and its hold released; want none", z, len(rec.Lines))
 	}
-	// The other visitor is untouched by a cancel of the same ids.
-	if !take(t, fcs[1], "u-x2", "li-x", cs, t0) || !update(t, fcs[2], tsubame.FrequencyUpdate{Op: tsubame.FrequencyTake,
-		Visitor: "u-x2", LineItem: "li-x", Caps: cs, Bid: "d1", Now: t0}) {
-		t.Fatal("another visitor's takes refused")
+	// Another visitor's impression of the same id is untouched by a cancel
+	// of u-x's.
+	if !update(t, fcs[1], tsubame.FrequencyUpdate{Op: tsubame.FrequencyTake, Visitor: "u-x2", LineItem: "li-x", Caps: cs, Bid: "d1", Now: t0}) {
+		t.Fatal("another visitor's take refused")
 	}
-	if e := read(t, fcs[2], "u-x2").Entries("li-x"); len(e) != 2 {
-		t.Fatalf("u-x2's impressions %v, want 2", e)
+	if !update(t, fcs[2], tsubame.FrequencyUpdate{Op: tsubame.FrequencyCancel, Visitor: "u-x", LineItem: "li-x", Caps: cs, Bid: "d1", Now: t0}) {
+		t.Fatal("u-x's take of d1 not cancelled")
+	}
+	if e := read(t, fcs[0], "u-x2").Entries("li-x"); len(e) != 1 || e[0].ID != "d1" {
+		t.Fatalf("u-x2's impressions %v, want its d1", e)
+	}
+	if e := read(t, fcs[0], "u-x").Entries("li-x"); len(e) != 1 || e[0].ID != "d3" {
+		t.Fatalf("u-x's impressions %v, want d3 alone", e)
 	}
 }
 
