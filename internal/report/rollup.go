@@ -602,21 +602,35 @@ type batch struct {
 	dims Dims
 	c    Counts
 	kb   []byte
-	slab []Counts // rows not yet taken (newRow)
+	// The rows' memory, rowSlab rows at a time, the first taken of them
+	// in use (newRow): kept across commits, as is the map's, so that a
+	// busy file's batches count into memory already touched, not into
+	// fresh pages each commit faults in again.
+	slabs [][]Counts
+	taken int
 }
 
 // rowSlab is how many rows newRow allocates at a time.
 const rowSlab = 256
 
-// newRow is a zero row for the batch: taken from a slab, not allocated one
-// by one (a busy account's batch adds a row for every few lines).
+// newRow is a zero row for the batch: taken from its slabs, not allocated
+// one by one (a busy account's batch adds a row for every few lines).
 func (bt *batch) newRow() *Counts {
-	if len(bt.slab) == 0 {
-		bt.slab = make([]Counts, rowSlab)
+	i, j := bt.taken/rowSlab, bt.taken%rowSlab
+	if i == len(bt.slabs) {
+		bt.slabs = append(bt.slabs, make([]Counts, rowSlab))
 	}
-	c := &bt.slab[0]
-	bt.slab = bt.slab[1:]
+	bt.taken++
+	c := &bt.slabs[i][j]
+	*c = Counts{}
 	return c
+}
+
+// reset empties bt's rows once they are committed, keeping their memory
+// (the backends keep nothing of them past a commit).
+func (bt *batch) reset() {
+	clear(bt.rows)
+	bt.taken, bt.size, bt.cells = 0, 0, 0
 }
 
 // batchFor returns the pending batch of file key, or a new one from its
@@ -748,7 +762,7 @@ func (r *Roller) flush(bt *batch, eof bool) (int64, error) {
 	r.lines.Add(n)
 	r.events.Add(next.Events - bt.committed.Events)
 	bt.committed, bt.stored, bt.next = next, true, next
-	bt.rows, bt.slab, bt.size, bt.cells = map[string]*Counts{}, nil, 0, 0
+	bt.reset()
 	if eof {
 		delete(r.pending, bt.key)
 	}
