@@ -227,8 +227,11 @@ func (c *Counters) takeCap(l *decision.Line, req *decision.Request, slot int, no
 		if rec := req.Frequency; rec != nil {
 			rec.Read, rec.Failed = true, true
 		}
+		if !sent {
+			return false // not the store's failure: neither counted nor logged
+		}
 		c.failed("take", l.ID, err)
-		if sent && u.Bid != "" && tsubame.ErrorCode(err) != tsubame.EINVALID {
+		if u.Bid != "" && tsubame.ErrorCode(err) != tsubame.EINVALID {
 			// As a late hold's release, the cancel waits a retry's time
 			// for the take, which may still be on its way; it lasts as
 			// long as the impression counts, a day at most.

@@ -135,9 +135,9 @@ func (c *Counters) sendRetries() {
 		r.mu.Unlock()
 		// Once the server stops, every update is tried once more at
 		// once, due or not (a release or a cancel still waits out the
-		// second its hold or take may be on its way for, or until Close
-		// gives up), and the sender gives up after a turn the store
-		// refused any of.
+		// second its hold or take may be on its way for: the others are
+		// sent first, then the sender waits, until Close gives up), and
+		// the sender gives up after a turn the store refused any of.
 		closing := false
 		select {
 		case <-r.closing:
@@ -152,20 +152,11 @@ func (c *Counters) sendRetries() {
 			}
 			now := time.Now()
 			if now.Before(p.after) {
-				if !closing {
-					if early.IsZero() || p.after.Before(early) {
-						early = p.after
-					}
-					r.requeue(p)
-					continue
+				if early.IsZero() || p.after.Before(early) {
+					early = p.after
 				}
-				t := time.NewTimer(p.after.Sub(now))
-				select {
-				case <-t.C:
-				case <-r.stop.Done():
-					t.Stop()
-				}
-				now = time.Now()
+				r.requeue(p)
+				continue
 			}
 			ended := p.lasts > 0 && now.Sub(p.kept) > p.lasts
 			var err error
@@ -218,7 +209,8 @@ func (c *Counters) sendRetries() {
 		}
 		r.mu.Unlock()
 		// A turn the store took none of pauses, doubling while it fails,
-		// but no later than the first update not due yet.
+		// but no later than the first update not due yet (all a
+		// stopping sender waits for: a failure has closed the queue).
 		var wait time.Duration
 		if took {
 			pause = retryFirst
@@ -230,11 +222,15 @@ func (c *Counters) sendRetries() {
 				wait = time.Until(early)
 			}
 		}
-		if wait > 0 && !closing {
+		if wait > 0 {
+			closed := r.closing // Close ends the pause
+			if closing {
+				closed = nil // closed already: it would end the wait at once
+			}
 			t := time.NewTimer(wait)
 			select {
 			case <-t.C:
-			case <-r.closing:
+			case <-closed:
 				t.Stop()
 			case <-r.stop.Done():
 				t.Stop()

@@ -25,6 +25,12 @@ type flaky struct {
 	fail  map[tsubame.FrequencyOp]bool
 	only  atomic.Pointer[string] // when set, only this visitor's updates fail (its cluster master down)
 	calls atomic.Int64           // updates refused
+	// watch, when set, names a visitor whose updates are counted in
+	// watched, made or not.
+	watch   atomic.Pointer[string]
+	watched atomic.Int64
+	mu      sync.Mutex
+	made    []string // "<op> <bid>" of each update passed to the store, in order
 	// late, when set, picks updates the store makes after the caller gave
 	// up on them: the caller sees an error, and the store makes the update
 	// lateBy later (it was on its way on a slow connection).
@@ -34,6 +40,9 @@ type flaky struct {
 }
 
 func (s *flaky) Update(ctx context.Context, u *tsubame.FrequencyUpdate, rec *tsubame.FrequencyRecord) (bool, error) {
+	if w := s.watch.Load(); w != nil && *w == u.Visitor {
+		s.watched.Add(1)
+	}
 	if s.late != nil && s.late(u) {
 		s.calls.Add(1)
 		late := *u
@@ -48,6 +57,9 @@ func (s *flaky) Update(ctx context.Context, u *tsubame.FrequencyUpdate, rec *tsu
 		s.calls.Add(1)
 		return false, tsubame.Errorf(tsubame.EUNAVAILABLE, "the store is down")
 	}
+	s.mu.Lock()
+	s.made = append(s.made, u.Op.String()+" "+u.Bid)
+	s.mu.Unlock()
 	return s.FrequencyCounter.Update(ctx, u, rec)
 }
 
@@ -321,7 +333,10 @@ func TestALateTakeIsCancelled(t *testing.T) {
 		if request(visitor, visitor+"-first-late") { // lands under the cap, for certain
 			t.Fatal("a late take served")
 		}
-		fl.arriving.Wait()
+		waitFor(t, visitor+"'s first late take made", func() bool {
+			imps, _ := entries(t, st, visitor, capped.ID)
+			return slices.Contains(imps, visitor+"-first-late")
+		})
 		for s := range streams {
 			wg.Go(func() {
 				for i := range tries {
@@ -388,16 +403,54 @@ func TestCancelsTakeAQuarter(t *testing.T) {
 	if r := c.Stats(); r.Pending != 8 || r.Dropped != 3 {
 		t.Fatalf("then 5 counts: %+v, want 8 kept (4 counts), 3 dropped", r)
 	}
-	calls := fl.calls.Load()
+	u2 := "u-2"
+	fl.watch.Store(&u2)
+	failures := c.Errors()
 	spent, cancel := context.WithCancel(t.Context())
 	cancel()
 	if c.Allow(capped, &decision.Request{User: "u-2", Reserve: []string{"d-spent"}, Context: spent}, 0, now) {
 		t.Fatal("a take past its deadline served")
 	}
-	if r := c.Stats(); r.Dropped != 3 || fl.calls.Load() != calls {
-		t.Fatalf("a take past its deadline: %+v, %d store calls more; want none sent, nothing kept", r, fl.calls.Load()-calls)
+	if r := c.Stats(); r.Pending != 8 || r.Dropped != 3 || fl.watched.Load() != 0 || c.Errors() != failures {
+		t.Fatalf("a take past its deadline: %+v, %d store calls, %d errors more; want none sent, nothing kept or counted",
+			r, fl.watched.Load(), c.Errors()-failures)
 	}
 	ctx, stop := context.WithTimeout(t.Context(), time.Minute)
 	defer stop()
 	c.Close(ctx)
+}
+
+// A stopping server sends the updates due at once, and waits out the
+// second of a cancel kept just before (its take may still be on its way)
+// after them: a count queued behind it is not held back, where Close's
+// time could end.
+func TestCloseSendsWhatIsDueFirst(t *testing.T) {
+	_, fl, c, capped := flakyCounters(t, budget.Options{}, tsubame.FrequencyTake, tsubame.FrequencyCount)
+	now := time.Now()
+	fl.down.Store(true)
+	if c.Allow(capped, &decision.Request{User: "u-1", Reserve: []string{"d-late"}}, 0, now) {
+		t.Fatal("a take the store refused served")
+	}
+	c.CountCap(t.Context(), capped, "u-1", "bid-won", now)
+	if r := c.Stats(); r.Pending != 2 {
+		t.Fatalf("%+v, want the cancel and the count kept", r)
+	}
+	fl.mu.Lock()
+	fl.made = nil
+	fl.mu.Unlock()
+	fl.down.Store(false)
+	ctx, stop := context.WithTimeout(t.Context(), time.Minute)
+	defer stop()
+	if err := c.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fl.mu.Lock()
+	made := fmt.Sprint(fl.made)
+	fl.mu.Unlock()
+	if made != "[count bid-won cancel d-late]" {
+		t.Fatalf("the store was sent %s, want the count, then the cancel", made)
+	}
+	if r := c.Stats(); r.Pending != 0 || r.Sent != 2 || r.Dropped != 0 {
+		t.Fatalf("after Close: %+v, want both sent", r)
+	}
 }
