@@ -627,9 +627,15 @@ func (bt *batch) newRow() *Counts {
 }
 
 // reset empties bt's rows once they are committed, keeping their memory
-// (the backends keep nothing of them past a commit).
+// (the backends keep nothing of them past a commit), unless they took less
+// than a quarter of it: the memory of a catch-up's batch is let go rather
+// than held, and cleared whole at each commit, while the file is written.
 func (bt *batch) reset() {
-	clear(bt.rows)
+	if kept := len(bt.slabs) * rowSlab; kept > rowSlab && bt.taken < kept/4 {
+		bt.rows, bt.slabs = make(map[string]*Counts, bt.taken), nil
+	} else {
+		clear(bt.rows)
+	}
 	bt.taken, bt.size, bt.cells = 0, 0, 0
 }
 
