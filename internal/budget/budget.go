@@ -41,8 +41,9 @@ type Options struct {
 	// Pending bounds the updates of frequency caps the store did not take
 	// when asked, kept and sent again until it does (a win's count, a
 	// loss's release, the release of a hold or the cancel of a take that
-	// may have landed after its request gave up; DefaultPending when zero): past it, the newest are
-	// lost, counted (Counters.Stats) and logged.
+	// may have landed after its request gave up; DefaultPending when
+	// zero): past it, the newest are lost, counted (Counters.Stats) and
+	// logged.
 	Pending int
 }
 

@@ -38,10 +38,10 @@ type pendingUpdate struct {
 // again until it does: a count lost would let the visitor past its cap
 // once the bid's hold ends, a release lost would keep the visitor under
 // it for the hold's whole reservation, a cancel lost for the window of
-// an impression never shown. One goroutine sends them while any wait, in turns:
-// one the store refuses goes to the back, so that one it cannot take (a
-// cluster's master down) does not hold back the others, and the sender
-// pauses only after a turn in which the store took none.
+// an impression never shown. One goroutine sends them while any wait, in
+// turns: one the store refuses goes to the back, so that one it cannot
+// take (a cluster's master down) does not hold back the others, and the
+// sender pauses only after a turn in which the store took none.
 type retries struct {
 	mu       sync.Mutex
 	queue    []pendingUpdate
@@ -81,7 +81,7 @@ func (r *retries) init(max int) {
 // times out every bid's hold and every decision's take, each kept as a
 // release or a cancel, and these must not crowd out the counts of wins (a
 // count lost lets a visitor past its cap, a release or a cancel lost only
-// holds it under), nor the takes of /api/decide's traffic the bidder's
+// holds it under), nor the cancels of /api/decide's traffic the bidder's
 // releases.
 func (c *Counters) keep(u tsubame.FrequencyUpdate, until, after time.Time) bool {
 	r := &c.retries
@@ -133,11 +133,11 @@ func (c *Counters) sendRetries() {
 		r.mu.Lock()
 		turn := len(r.queue)
 		r.mu.Unlock()
-		// Once the server stops, every update is tried once more at
-		// once, due or not (a release or a cancel still waits out the
-		// second its hold or take may be on its way for: the others are
-		// sent first, then the sender waits, until Close gives up), and
-		// the sender gives up after a turn the store refused any of.
+		// Once the server stops, every update is tried once more without
+		// pausing: those due at once, then, after a wait, the releases and
+		// cancels still waiting out the second their hold or take may be
+		// on its way for (until Close gives up); the sender gives up after
+		// a turn the store refused any of.
 		closing := false
 		select {
 		case <-r.closing:
